@@ -1,0 +1,129 @@
+/*
+ * gj_kind.h — the compute module interface (DESIGN §7).
+ *
+ * A job kind is a struct of functions. The service, the `gpujobd run` command
+ * and the GPU tests all drive a kind through this header alone: a module knows
+ * nothing of HTTP or SQL. It receives parameters (a jansson object), input files
+ * and a context, and writes output files into ctx->output_dir.
+ */
+#ifndef GJ_KIND_H
+#define GJ_KIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "common/gj_error.h"
+
+/* The device a job runs on: a CUDA device index, or GJ_DEVICE_CPU. */
+#define GJ_DEVICE_CPU (-1)
+
+/* What run() returns. */
+enum gj_run_result {
+    GJ_RUN_OK = 0,            /* outputs written; the job succeeds */
+    GJ_RUN_FAILED = -1,       /* err says why; permanent unless err->transient */
+    GJ_RUN_WAIT_CHILDREN = 1, /* children were spawned; run again at stage+1 once they finish */
+    GJ_RUN_CANCELED = 2,      /* ctx->cancelled() said so and the module stopped */
+};
+
+/* One named input of a job: a file the worker materialized (path), or, at
+ * validation time before any download, only its name and size (path NULL). */
+struct gj_input {
+    const char *name;
+    const char *path;
+    uint64_t size;
+};
+
+/* Describes one input a kind accepts, for GET /v1/kinds and submit checks. */
+struct gj_input_spec {
+    const char *name;
+    int required;
+    int multiple;              /* may repeat (name, name.1, ...): e.g. several DICOM files */
+    const char *description;
+};
+
+struct gj_job {
+    const char *kind;
+    json_t *params;            /* the params object (borrowed) */
+    const struct gj_input *inputs;
+    size_t n_inputs;
+};
+
+/* Finds an input by exact name; NULL when absent. */
+const struct gj_input *gj_job_input(const struct gj_job *job, const char *name);
+
+/* What a job needs to run: filled by estimate(). */
+struct gj_needs {
+    int can_use_gpu;           /* 1: the module has a GPU path */
+    int needs_gpu;             /* 1: it cannot run on the CPU at all */
+    uint64_t device_bytes;     /* device memory to reserve when placed on a GPU */
+    uint64_t host_bytes;       /* host memory it expects to use */
+};
+
+/* Result of one finished child, visible to the parent at stage > 0. */
+struct gj_child_result {
+    const char *id;
+    int index;                 /* the order in which the parent spawned it */
+    const char *output_dir;    /* the child's outputs, materialized */
+};
+
+struct gj_ctx {
+    const struct gj_job *job;
+    int device;                /* CUDA index or GJ_DEVICE_CPU */
+    int cpu_threads;           /* threads the module may use */
+    uint64_t device_bytes_limit;  /* device memory reserved for it (0: no limit known) */
+    const char *scratch_dir;   /* private temporary space, removed after the run */
+    const char *output_dir;    /* every file here becomes an output, named by its file name */
+    int stage;                 /* 0 on the first run; n after the n-th wait for children */
+    const struct gj_child_result *children;
+    size_t n_children;
+
+    /* Hooks supplied by the host (service worker, CLI, test). */
+    void *host;
+    void (*progress)(struct gj_ctx *ctx, double fraction, const char *message);
+    int  (*cancelled)(struct gj_ctx *ctx);
+    void (*log)(struct gj_ctx *ctx, const char *message);
+    /* Queue a child job; NULL where the host cannot split (the CLI runs them inline). */
+    int  (*spawn_child)(struct gj_ctx *ctx, const char *kind, json_t *params,
+                        const struct gj_input *inputs, size_t n_inputs, struct gj_error *err);
+};
+
+/* Convenience wrappers that tolerate missing hooks. */
+void gj_progress(struct gj_ctx *ctx, double fraction, const char *message);
+int  gj_cancelled(struct gj_ctx *ctx);
+void gj_logf(struct gj_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+struct gj_kind {
+    const char *name;
+    const char *summary;             /* one line for GET /v1/kinds */
+    const char *params_schema;       /* JSON Schema (draft 2020-12) of params */
+    const struct gj_input_spec *inputs;
+    size_t n_inputs;
+    /* Checks params and inputs (names, sizes; paths are NULL) before anything is
+     * queued. The generic schema check has already passed. 0 or -1 with err. */
+    int (*validate)(const struct gj_job *job, struct gj_error *err);
+    /* Fills needs. May read the inputs (paths are set). 0 or -1 with err. */
+    int (*estimate)(const struct gj_job *job, struct gj_needs *needs, struct gj_error *err);
+    /* Runs the job; returns an enum gj_run_result. */
+    int (*run)(struct gj_ctx *ctx, struct gj_error *err);
+};
+
+/* The registry (compute/registry.c). */
+size_t gj_kind_count(void);
+const struct gj_kind *gj_kind_at(size_t i);
+const struct gj_kind *gj_kind_find(const char *name);
+
+/* Full submit-time validation: schema, inputs against the kind's specs, then
+ * the kind's own validate(). */
+int gj_kind_validate(const struct gj_kind *kind, const struct gj_job *job, struct gj_error *err);
+
+/* A benchmark program reachable as `gpujobd bench NAME ...`. */
+struct gj_bench {
+    const char *name;
+    const char *summary;
+    int (*main)(int argc, char **argv);
+};
+size_t gj_bench_count(void);
+const struct gj_bench *gj_bench_at(size_t i);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * kind_noop.c — the diagnostic kind: sleeps, writes bytes, or fails on demand.
+ * The queue tests and the queue benchmark run it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/fsutil.h"
+#include "common/gj_kind.h"
+
+#define NOOP_MAX_OUTPUT (1ull << 32)
+
+static const char noop_schema[] =
+    "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\","
+    "\"type\":\"object\",\"additionalProperties\":false,"
+    "\"properties\":{"
+    "\"sleep_ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":86400000,"
+    "\"description\":\"milliseconds to run, in small steps that honour cancellation\"},"
+    "\"output_bytes\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":4294967296,"
+    "\"description\":\"size of the output 'data.bin' (a deterministic byte pattern)\"},"
+    "\"fail_with\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":400,"
+    "\"description\":\"fail the job with this message\"},"
+    "\"fail_transient\":{\"type\":\"boolean\","
+    "\"description\":\"with fail_with: fail as a transient error, so the job is retried\"},"
+    "\"device_bytes\":{\"type\":\"integer\",\"minimum\":0,"
+    "\"description\":\"device memory the estimate asks for (placement tests)\"},"
+    "\"use_gpu\":{\"type\":\"boolean\",\"description\":\"whether the job may run on a GPU (default true)\"}"
+    "}}";
+
+static const struct gj_input_spec noop_inputs[] = {
+    { "input", 0, 1, "any files; their sizes are reported in result.json" },
+};
+
+static json_int_t int_param(const struct gj_job *job, const char *name, json_int_t dflt)
+{
+    json_t *v = json_object_get(job->params, name);
+    return json_is_number(v) ? (json_int_t)json_number_value(v) : dflt;
+}
+
+static int noop_estimate(const struct gj_job *job, struct gj_needs *needs, struct gj_error *err)
+{
+    (void)err;
+    json_t *gpu = json_object_get(job->params, "use_gpu");
+    needs->can_use_gpu = gpu ? json_is_true(gpu) : 1;
+    needs->needs_gpu = 0;
+    needs->device_bytes = (uint64_t)int_param(job, "device_bytes", 0);
+    needs->host_bytes = (uint64_t)int_param(job, "output_bytes", 0);
+    return 0;
+}
+
+static int write_pattern(const char *path, uint64_t bytes)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    unsigned char buf[65536];
+    uint64_t off = 0;
+    while (off < bytes) {
+        size_t n = bytes - off < sizeof buf ? (size_t)(bytes - off) : sizeof buf;
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (unsigned char)((off + i) * 31u + 7u);
+        if (fwrite(buf, 1, n, f) != n) {
+            fclose(f);
+            return -1;
+        }
+        off += n;
+    }
+    return fclose(f);
+}
+
+static int noop_run(struct gj_ctx *ctx, struct gj_error *err)
+{
+    const struct gj_job *job = ctx->job;
+    json_int_t sleep_ms = int_param(job, "sleep_ms", 0);
+    json_int_t done = 0;
+    while (done < sleep_ms) {
+        if (gj_cancelled(ctx))
+            return GJ_RUN_CANCELED;
+        json_int_t step = sleep_ms - done < 20 ? sleep_ms - done : 20;
+        struct timespec ts = { (time_t)(step / 1000), (long)(step % 1000) * 1000000L };
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+        done += step;
+        gj_progress(ctx, (double)done / (double)sleep_ms, NULL);
+    }
+
+    json_t *fail = json_object_get(job->params, "fail_with");
+    if (json_is_string(fail)) {
+        gj_error_set(err, "", "%s", json_string_value(fail));
+        err->transient = json_is_true(json_object_get(job->params, "fail_transient"));
+        return GJ_RUN_FAILED;
+    }
+
+    char path[4096];
+    json_int_t bytes = int_param(job, "output_bytes", 0);
+    if (bytes > 0) {
+        if (gj_path_join(path, sizeof path, ctx->output_dir, "data.bin") ||
+            write_pattern(path, (uint64_t)bytes))
+            return gj_error_set(err, "", "cannot write data.bin: %s", strerror(errno));
+    }
+
+    json_t *result = json_pack("{s:s, s:I, s:I, s:i, s:i, s:o}", "kind", "noop", "slept_ms",
+                               (json_int_t)sleep_ms, "output_bytes", bytes, "device", ctx->device,
+                               "stage", ctx->stage, "inputs", json_object());
+    for (size_t i = 0; i < job->n_inputs; i++)
+        json_object_set_new(json_object_get(result, "inputs"), job->inputs[i].name,
+                            json_integer((json_int_t)job->inputs[i].size));
+    char *text = json_dumps(result, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(result);
+    int rc = text && gj_path_join(path, sizeof path, ctx->output_dir, "result.json") == 0
+                     && gj_write_file(path, text, strlen(text)) == 0;
+    free(text);
+    if (!rc)
+        return gj_error_set(err, "", "cannot write result.json: %s", strerror(errno));
+    return GJ_RUN_OK;
+}
+
+const struct gj_kind gj_kind_noop = {
+    .name = "noop",
+    .summary = "Diagnostic job: sleeps, writes a byte pattern, or fails with a given message",
+    .params_schema = noop_schema,
+    .inputs = noop_inputs,
+    .n_inputs = sizeof noop_inputs / sizeof noop_inputs[0],
+    .validate = NULL,
+    .estimate = noop_estimate,
+    .run = noop_run,
+};

@@ -1,0 +1,10 @@
+/* cli.h — the subcommands of the one binary (DESIGN §2). Each returns an exit status. */
+#ifndef GJ_CLI_H
+#define GJ_CLI_H
+
+int gj_cmd_serve(int argc, char **argv);
+int gj_cmd_migrate(int argc, char **argv);
+int gj_cmd_run(int argc, char **argv);
+int gj_cmd_bench(int argc, char **argv);
+
+#endif

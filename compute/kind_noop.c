@@ -27,7 +27,9 @@ static const char noop_schema[] =
     "\"description\":\"with fail_with: fail as a transient error, so the job is retried\"},"
     "\"device_bytes\":{\"type\":\"integer\",\"minimum\":0,"
     "\"description\":\"device memory the estimate asks for (placement tests)\"},"
-    "\"use_gpu\":{\"type\":\"boolean\",\"description\":\"whether the job may run on a GPU (default true)\"}"
+    "\"use_gpu\":{\"type\":\"boolean\",\"description\":\"whether the job may run on a GPU (default true)\"},"
+    "\"write_result\":{\"type\":\"boolean\","
+    "\"description\":\"write result.json (default true); false leaves no output, for queue benchmarks\"}"
     "}}";
 
 static const struct gj_input_spec noop_inputs[] = {
@@ -101,6 +103,9 @@ static int noop_run(struct gj_ctx *ctx, struct gj_error *err)
             write_pattern(path, (uint64_t)bytes))
             return gj_error_set(err, "", "cannot write data.bin: %s", strerror(errno));
     }
+
+    if (json_is_false(json_object_get(job->params, "write_result")))
+        return GJ_RUN_OK;
 
     json_t *result = json_pack("{s:s, s:I, s:I, s:i, s:i, s:o}", "kind", "noop", "slept_ms",
                                (json_int_t)sleep_ms, "output_bytes", bytes, "device", ctx->device,

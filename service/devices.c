@@ -61,7 +61,7 @@ static void discover(void)
             continue;
         struct gj_device_info *d = &devices[n_devices++];
         d->index = i;
-        snprintf(d->name, sizeof d->name, "%s", prop.name);
+        snprintf(d->name, sizeof d->name, "%.*s", (int)sizeof d->name - 1, prop.name);
         d->total_bytes = prop.totalGlobalMem;
     }
     gj_log_info("devices", "%d CUDA device(s) found", n_devices);

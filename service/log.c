@@ -35,9 +35,10 @@ void gj_log_fields(enum gj_log_level level, const char *component, const char *m
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
-    char stamp[40];
-    snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+    char stamp[64];
+    snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+             (int)(ts.tv_nsec / 1000000));
     json_t *line = json_pack("{s:s, s:s, s:s, s:s}", "ts", stamp, "level", level_names[level],
                              "component", component, "msg", msg ? msg : "");
     if (!line) {

@@ -1,0 +1,40 @@
+/*
+ * auth.h — API keys and tenants. A key is "gjk_" + 43 base64url characters of
+ * 32 random bytes; it is shown once and stored as its SHA-256. Lookups hash the
+ * presented key and compare digests in constant time.
+ */
+#ifndef GJ_AUTH_H
+#define GJ_AUTH_H
+
+#include <libpq-fe.h>
+#include "service/blobstore.h"
+
+#define GJ_API_KEY_LEN 47   /* "gjk_" + 43 */
+
+struct gj_principal {
+    char key_id[GJ_UUID_LEN + 1];
+    char tenant_id[GJ_UUID_LEN + 1];
+    char tenant_name[201];
+    int is_admin;
+};
+
+/* Fills key (GJ_API_KEY_LEN + 1 bytes) with a fresh random key. 0 or -1. */
+int gj_api_key_generate(char key[GJ_API_KEY_LEN + 1]);
+
+/* Creates the tenant if needed and a key for it; writes the clear key once into
+ * key_out. role: "admin" or "user". 0, or -1 with a log line. */
+int gj_api_key_create(PGconn *conn, const char *tenant_name, const char *role, const char *label,
+                      char key_out[GJ_API_KEY_LEN + 1], char key_id_out[GJ_UUID_LEN + 1],
+                      char tenant_id_out[GJ_UUID_LEN + 1]);
+
+/* Resolves a presented key. 1 valid (p filled), 0 unknown or revoked, -1 error. */
+int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *p);
+
+/* Revokes a key by id. 1 revoked, 0 no such (or already revoked), -1 error. */
+int gj_api_key_revoke(PGconn *conn, const char *key_id);
+
+/* At first start: when no admin key exists, creates one in tenant "admin",
+ * writes it to path (mode 0600) and logs it once. 0 or -1. */
+int gj_admin_key_bootstrap(PGconn *conn, const char *path);
+
+#endif

@@ -1,0 +1,320 @@
+/*
+ * config.c — one table of settings: flag, environment twin, where it goes, and
+ * how it is checked. Defaults make `gpujobd serve` work on a fresh machine.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "service/config.h"
+#include "service/log.h"
+
+enum setting_type { T_STRING, T_INT, T_BYTES, T_DOUBLE, T_BOOL, T_LISTEN, T_PLACEMENT, T_LEVEL, T_ROLE };
+
+struct setting {
+    const char *flag;          /* without the leading dashes */
+    enum setting_type type;
+    size_t offset;
+    size_t size;               /* strings: buffer size */
+    long long min, max;        /* ints */
+    int migrate;               /* also accepted by `gpujobd migrate` */
+    const char *help;
+};
+
+#define S(field) offsetof(struct gj_config, field), sizeof(((struct gj_config *)0)->field)
+
+static const struct setting settings[] = {
+    { "listen", T_LISTEN, 0, 0, 0, 0, 0, "HOST:PORT to serve on (default 127.0.0.1:8443)" },
+    { "data-dir", T_STRING, S(data_dir), 0, 0, 1, "state directory (default ./var)" },
+    { "database-url", T_STRING, S(database_url), 0, 0, 1, "external PostgreSQL URL; default: embedded" },
+    { "tls-cert", T_STRING, S(tls_cert), 0, 0, 0, "PEM certificate (default: self-signed in DATA_DIR/tls)" },
+    { "tls-key", T_STRING, S(tls_key), 0, 0, 0, "PEM private key" },
+    { "insecure-http", T_BOOL, S(insecure_http), 0, 1, 0, "plain HTTP, for TLS terminated elsewhere" },
+    { "workers-per-gpu", T_INT, S(workers_per_gpu), 0, 64, 0, "job slots per GPU (default 2)" },
+    { "cpu-workers", T_INT, S(cpu_workers), 0, 1024, 0, "CPU job slots (default: 1 per 4 cores, at least 1)" },
+    { "placement", T_PLACEMENT, S(placement), 0, 0, 0, "least-loaded | round-robin | random" },
+    { "max-body-bytes", T_BYTES, S(max_body_bytes), 1, 0, 0, "upload size limit (default 16G)" },
+    { "max-json-bytes", T_BYTES, S(max_json_bytes), 1024, 0, 0, "JSON body limit (default 4M)" },
+    { "max-connections", T_INT, S(max_connections), 1, 100000, 0, "concurrent connections (default 512)" },
+    { "max-uploads", T_INT, S(max_uploads), 1, 100000, 0, "concurrent uploads (default 32)" },
+    { "db-pool-size", T_INT, S(db_pool_size), 2, 1000, 0, "PostgreSQL connections (default 16)" },
+    { "lease-seconds", T_INT, S(lease_seconds), 1, 86400, 0, "job lease (default 30)" },
+    { "poll-interval-ms", T_INT, S(poll_interval_ms), 10, 600000, 0, "claim poll fallback (default 1000)" },
+    { "retry-backoff-ms", T_INT, S(retry_backoff_ms), 0, 3600000, 0, "first retry delay (default 1000)" },
+    { "max-attempts", T_INT, S(default_max_attempts), 1, 100, 0, "default attempts per job (default 3)" },
+    { "shutdown-grace-seconds", T_INT, S(shutdown_grace_seconds), 0, 86400, 0,
+      "SIGTERM: time running jobs get to finish (default 30)" },
+    { "max-wait-seconds", T_INT, S(max_wait_seconds), 1, 3600, 0, "cap of ?wait= (default 60)" },
+    { "rate-limit", T_DOUBLE, S(rate_limit_per_key), 0, 1000000, 0, "requests/s per key; 0 = off" },
+    { "log-level", T_LEVEL, S(log_level), 0, 0, 1, "debug | info | warn | error" },
+    { "work-dir", T_STRING, S(work_dir), 0, 0, 0, "scratch for running jobs (default DATA_DIR/work)" },
+    { "role", T_ROLE, S(role), 0, 0, 0, "all | api | worker (default all)" },
+};
+#define N_SETTINGS (sizeof settings / sizeof settings[0])
+
+static void set_defaults(struct gj_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->listen_host, sizeof cfg->listen_host, "127.0.0.1");
+    cfg->listen_port = 8443;
+    snprintf(cfg->data_dir, sizeof cfg->data_dir, "./var");
+    cfg->workers_per_gpu = 2;
+    cfg->cpu_workers = -1;
+    cfg->placement = GJ_PLACE_LEAST_LOADED;
+    cfg->max_body_bytes = 16ull << 30;
+    cfg->max_json_bytes = 4ull << 20;
+    cfg->max_connections = 512;
+    cfg->max_uploads = 32;
+    cfg->db_pool_size = 16;
+    cfg->lease_seconds = 30;
+    cfg->poll_interval_ms = 1000;
+    cfg->retry_backoff_ms = 1000;
+    cfg->default_max_attempts = 3;
+    cfg->shutdown_grace_seconds = 30;
+    cfg->max_wait_seconds = 60;
+    snprintf(cfg->log_level, sizeof cfg->log_level, "info");
+    snprintf(cfg->role, sizeof cfg->role, "all");
+}
+
+const char *gj_placement_name(enum gj_placement_policy p)
+{
+    switch (p) {
+    case GJ_PLACE_ROUND_ROBIN: return "round-robin";
+    case GJ_PLACE_RANDOM: return "random";
+    default: return "least-loaded";
+    }
+}
+
+/* "16G", "512M", "4096": binary units. */
+static int parse_bytes(const char *s, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        return -1;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'B')
+        end++;
+    if (*end == 'B')
+        end++;
+    if (*end || (shift && v > (ULLONG_MAX >> shift)))
+        return -1;
+    *out = v << shift;
+    return 0;
+}
+
+static int fail(const char *flag, const char *from_env, const char *why, const char *value)
+{
+    if (from_env)
+        fprintf(stderr, "gpujobd: %s (--%s): %s (got '%s')\n", from_env, flag, why, value);
+    else
+        fprintf(stderr, "gpujobd: --%s: %s (got '%s')\n", flag, why, value);
+    return -1;
+}
+
+static int apply(struct gj_config *cfg, const struct setting *s, const char *value, const char *env)
+{
+    char *field = (char *)cfg + s->offset;
+    switch (s->type) {
+    case T_STRING:
+        if (strlen(value) >= s->size)
+            return fail(s->flag, env, "too long", value);
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
+    case T_BOOL:
+        if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "yes") || !value[0])
+            *(int *)field = 1;
+        else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "no"))
+            *(int *)field = 0;
+        else
+            return fail(s->flag, env, "expected true or false", value);
+        return 0;
+    case T_INT: {
+        char *end;
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (errno || end == value || *end)
+            return fail(s->flag, env, "expected an integer", value);
+        if (v < s->min || v > s->max) {
+            char why[96];
+            snprintf(why, sizeof why, "must be between %lld and %lld", s->min, s->max);
+            return fail(s->flag, env, why, value);
+        }
+        *(int *)field = (int)v;
+        return 0;
+    }
+    case T_BYTES: {
+        unsigned long long v;
+        if (parse_bytes(value, &v) || v < (unsigned long long)s->min)
+            return fail(s->flag, env, "expected a size such as 4096, 512M or 16G", value);
+        *(uint64_t *)field = v;
+        return 0;
+    }
+    case T_DOUBLE: {
+        char *end;
+        double v = strtod(value, &end);
+        if (end == value || *end || v < (double)s->min || v > (double)s->max)
+            return fail(s->flag, env, "expected a non-negative number", value);
+        *(double *)field = v;
+        return 0;
+    }
+    case T_PLACEMENT:
+        if (!strcmp(value, "least-loaded"))
+            cfg->placement = GJ_PLACE_LEAST_LOADED;
+        else if (!strcmp(value, "round-robin"))
+            cfg->placement = GJ_PLACE_ROUND_ROBIN;
+        else if (!strcmp(value, "random"))
+            cfg->placement = GJ_PLACE_RANDOM;
+        else
+            return fail(s->flag, env, "expected least-loaded, round-robin or random", value);
+        return 0;
+    case T_LEVEL: {
+        enum gj_log_level level;
+        if (gj_log_parse_level(value, &level))
+            return fail(s->flag, env, "expected debug, info, warn or error", value);
+        snprintf(cfg->log_level, sizeof cfg->log_level, "%s", value);
+        gj_log_set_level(level);
+        return 0;
+    }
+    case T_ROLE:
+        if (strcmp(value, "all") && strcmp(value, "api") && strcmp(value, "worker"))
+            return fail(s->flag, env, "expected all, api or worker", value);
+        snprintf(cfg->role, sizeof cfg->role, "%s", value);
+        return 0;
+    case T_LISTEN: {
+        const char *colon = strrchr(value, ':');
+        char *end;
+        long port = colon ? strtol(colon + 1, &end, 10) : -1;
+        size_t hlen = colon ? (size_t)(colon - value) : 0;
+        if (!colon || !colon[1] || *end || port < 1 || port > 65535 || hlen == 0 ||
+            hlen >= sizeof cfg->listen_host)
+            return fail(s->flag, env, "expected HOST:PORT, e.g. 0.0.0.0:8443", value);
+        /* [::1]:8443 */
+        if (value[0] == '[' && hlen >= 2 && value[hlen - 1] == ']') {
+            memcpy(cfg->listen_host, value + 1, hlen - 2);
+            cfg->listen_host[hlen - 2] = '\0';
+        } else {
+            memcpy(cfg->listen_host, value, hlen);
+            cfg->listen_host[hlen] = '\0';
+        }
+        cfg->listen_port = (int)port;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+/* --data-dir -> GPUJOBD_DATA_DIR */
+static void env_name(const char *flag, char *out, size_t n)
+{
+    size_t j = (size_t)snprintf(out, n, "GPUJOBD_");
+    for (size_t i = 0; flag[i] && j + 1 < n; i++)
+        out[j++] = flag[i] == '-' ? '_' : (char)toupper((unsigned char)flag[i]);
+    out[j] = '\0';
+}
+
+static void print_help(const char *cmd, int for_migrate)
+{
+    printf("usage: gpujobd %s [OPTIONS]\n\noptions (each also as an environment variable):\n", cmd);
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        if (for_migrate && !settings[i].migrate)
+            continue;
+        char env[64];
+        env_name(settings[i].flag, env, sizeof env);
+        printf("  --%-24s %s\n  %-26s [%s]\n", settings[i].flag, settings[i].help, "", env);
+    }
+}
+
+static int check_consistency(struct gj_config *cfg)
+{
+    if ((cfg->tls_cert[0] != 0) != (cfg->tls_key[0] != 0)) {
+        fprintf(stderr, "gpujobd: --tls-cert and --tls-key: give both or neither\n");
+        return -1;
+    }
+    if (cfg->insecure_http && cfg->tls_cert[0]) {
+        fprintf(stderr, "gpujobd: --insecure-http: cannot be combined with --tls-cert\n");
+        return -1;
+    }
+    if (!cfg->data_dir[0]) {
+        fprintf(stderr, "gpujobd: --data-dir: must not be empty\n");
+        return -1;
+    }
+    if (cfg->cpu_workers < 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->cpu_workers = cores >= 8 ? (int)(cores / 4) : 1;
+    }
+    if (!cfg->work_dir[0] &&
+        snprintf(cfg->work_dir, sizeof cfg->work_dir, "%s/work", cfg->data_dir) >=
+            (int)sizeof cfg->work_dir) {
+        fprintf(stderr, "gpujobd: --data-dir: too long\n");
+        return -1;
+    }
+    return 0;
+}
+
+int gj_config_load(struct gj_config *cfg, int argc, char **argv, int for_migrate)
+{
+    set_defaults(cfg);
+
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        if (for_migrate && !settings[i].migrate)
+            continue;
+        char env[64];
+        env_name(settings[i].flag, env, sizeof env);
+        const char *v = getenv(env);
+        if (v && *v && apply(cfg, &settings[i], v, env))
+            return -1;
+    }
+
+    struct option opts[N_SETTINGS + 2];
+    size_t n = 0;
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        if (for_migrate && !settings[i].migrate)
+            continue;
+        opts[n++] = (struct option){ settings[i].flag,
+                                     settings[i].type == T_BOOL ? optional_argument : required_argument,
+                                     NULL, 1000 + (int)i };
+    }
+    opts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+    opts[n] = (struct option){ NULL, 0, NULL, 0 };
+
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        if (c == 'h') {
+            print_help(argv[0], for_migrate);
+            return 1;
+        }
+        if (c == '?' || c == ':') {
+            const char *bad = argv[optind - 1] ? argv[optind - 1] : "?";
+            if (c == ':')
+                fprintf(stderr, "gpujobd: %s: needs a value\n", bad);
+            else
+                fprintf(stderr, "gpujobd: %s: unknown option (see gpujobd %s --help)\n", bad, argv[0]);
+            return -1;
+        }
+        const struct setting *s = &settings[c - 1000];
+        if (apply(cfg, s, optarg ? optarg : "", NULL))
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpujobd: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    return check_consistency(cfg);
+}

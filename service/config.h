@@ -1,0 +1,48 @@
+/*
+ * config.h — the settings of `gpujobd serve` and `migrate`: flags, their
+ * GPUJOBD_* environment twins (flags win), embedded defaults, and validation
+ * that stops start-up with one line naming the bad setting.
+ */
+#ifndef GJ_CONFIG_H
+#define GJ_CONFIG_H
+
+#include <stdint.h>
+
+enum gj_placement_policy { GJ_PLACE_LEAST_LOADED, GJ_PLACE_ROUND_ROBIN, GJ_PLACE_RANDOM };
+
+struct gj_config {
+    char listen_host[256];
+    int listen_port;
+    char data_dir[1024];
+    char database_url[2048];       /* "" = embedded PostgreSQL under data_dir/pg */
+    char tls_cert[1024];           /* "" with tls_key "" = self-signed under data_dir/tls */
+    char tls_key[1024];
+    int insecure_http;
+    int workers_per_gpu;
+    int cpu_workers;               /* -1 = number of cores (at least 1) */
+    enum gj_placement_policy placement;
+    uint64_t max_body_bytes;       /* upload limit (default 16 GiB) */
+    uint64_t max_json_bytes;       /* JSON request bodies (default 4 MiB) */
+    int max_connections;
+    int max_uploads;               /* concurrent uploads */
+    int db_pool_size;
+    int lease_seconds;             /* job lease; heartbeat every third of it */
+    int poll_interval_ms;          /* claim poll fallback when no NOTIFY arrives */
+    int retry_backoff_ms;          /* first retry delay; doubles per attempt, capped at 5 min */
+    int default_max_attempts;
+    int shutdown_grace_seconds;    /* SIGTERM: running jobs get this long to finish */
+    int max_wait_seconds;          /* cap of ?wait= long polls */
+    double rate_limit_per_key;     /* requests per second per key; 0 = off */
+    char log_level[16];
+    char work_dir[1024];           /* scratch for running jobs (default data_dir/work) */
+    char role[16];                 /* "all" (API + workers), "api", "worker" */
+};
+
+/* Defaults, then environment, then argv (argv[0] is the subcommand name).
+ * On a bad setting: prints "gpujobd: --flag: why" to stderr and returns -1.
+ * Returns 1 when --help was printed. */
+int gj_config_load(struct gj_config *cfg, int argc, char **argv, int for_migrate);
+
+const char *gj_placement_name(enum gj_placement_policy p);
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * db.h — PostgreSQL access: a fixed pool of connections and small helpers
+ * around libpq. Every statement is parameterised (PQexecParams); errors are
+ * logged here with the SQLSTATE and never reach a client as SQL text.
+ */
+#ifndef GJ_DB_H
+#define GJ_DB_H
+
+#include <libpq-fe.h>
+
+struct gj_db_pool;
+
+/* Opens n connections to url (or fewer on failure: returns NULL and logs why). */
+struct gj_db_pool *gj_db_pool_open(const char *url, int n);
+void gj_db_pool_close(struct gj_db_pool *pool);
+
+/* Borrows a connection, waiting up to timeout_ms (-1 forever). A broken
+ * connection is reset before it is handed out. NULL on timeout. */
+PGconn *gj_db_acquire(struct gj_db_pool *pool, int timeout_ms);
+/* Returns it; a connection left inside a transaction is rolled back first. */
+void gj_db_release(struct gj_db_pool *pool, PGconn *conn);
+
+/* One new connection outside the pool (LISTEN, migrations). NULL with a log line. */
+PGconn *gj_db_connect(const char *url);
+
+/* PQexecParams with text parameters and text results. Returns the result when
+ * its status is COMMAND_OK or TUPLES_OK, else logs (component, SQLSTATE, message),
+ * clears it, and returns NULL. sqlstate (6 bytes, may be NULL) receives the code. */
+PGresult *gj_db_exec(PGconn *conn, const char *sql, int n, const char *const *params,
+                     char sqlstate[6]);
+/* Like gj_db_exec for statements whose result is not needed: 0 or -1. */
+int gj_db_cmd(PGconn *conn, const char *sql, int n, const char *const *params);
+int gj_db_begin(PGconn *conn);
+int gj_db_commit(PGconn *conn);
+void gj_db_rollback(PGconn *conn);
+
+/* 1 when the connection is usable. */
+int gj_db_ok(PGconn *conn);
+
+#endif

@@ -1,0 +1,150 @@
+/*
+ * http_server.h — the HTTPS JSON API on libmicrohttpd (DESIGN §6).
+ */
+#ifndef GJ_HTTP_SERVER_H
+#define GJ_HTTP_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <microhttpd.h>
+
+#include "service/auth.h"
+#include "service/server.h"
+
+struct gj_http_server;
+
+/* Starts listening (TLS unless cfg.insecure_http). NULL with a log line. */
+struct gj_http_server *gj_http_start(struct gj_server *srv, const char *cert_pem, const char *key_pem);
+/* Stops accepting; in-flight requests finish or are cut after a short wait. */
+void gj_http_stop(struct gj_http_server *h);
+
+/* Prints the route table, one "METHOD /path/{param}" line per route
+ * (`gpujobd serve --print-routes`; the OpenAPI test compares it with the spec). */
+void gj_http_print_routes(FILE *f);
+
+/* ------------------------------------------------------------------------
+ * Shared by http_server.c and the route files (routes_*.c); nothing else
+ * needs what follows.
+ * ------------------------------------------------------------------------ */
+
+#define GJ_ROUTE_MAX_PARAMS 3
+#define GJ_PARAM_MAX 256
+
+enum gj_auth_need { GJ_AUTH_NONE, GJ_AUTH_USER, GJ_AUTH_ADMIN };
+enum gj_body_mode { GJ_BODY_NONE, GJ_BODY_JSON, GJ_BODY_STREAM };
+
+struct gj_req;
+
+/* One route. Path parameters named "id" must be UUIDs and "name" must pass
+ * gj_safe_name(); anything else answers 404 before a handler runs. */
+struct gj_route {
+    const char *method;
+    const char *path;              /* template, e.g. "/v1/jobs/{id}/outputs/{name}" */
+    enum gj_auth_need auth;
+    enum gj_body_mode body;        /* JSON: collected (max_json_bytes) and parsed into r->json */
+    /* Headers read, caller authenticated, body not yet read. May prepare a
+     * response (answered at once, body discarded) or set r->body_mode. NULL ok. */
+    void (*begin)(struct gj_req *r);
+    /* GJ_BODY_STREAM: one chunk. 0 go on; -1 a response was prepared (the rest
+     * of the body is discarded and the response sent at its end). */
+    int (*data)(struct gj_req *r, const char *buf, size_t len);
+    /* The body is complete (and parsed, for JSON): prepare the response. */
+    void (*handle)(struct gj_req *r);
+    /* The request ended; ok = 0 when the client went away or the response was
+     * cut. Frees r->state. NULL ok. */
+    void (*done)(struct gj_req *r, int ok);
+};
+
+struct gj_req {
+    struct gj_server *srv;
+    struct MHD_Connection *conn;
+    const struct gj_route *route;
+    char method[16];
+    char path[512];
+    char request_id[33];
+    char params[GJ_ROUTE_MAX_PARAMS][GJ_PARAM_MAX];
+    int n_params;
+    struct gj_principal who;       /* valid when authed */
+    int authed;
+    PGconn *db;                    /* borrowed for the request (gj_req_db), released at its end */
+    enum gj_body_mode body_mode;
+    char *body;                    /* JSON body text */
+    size_t body_len, body_cap;
+    json_t *json;                  /* parsed JSON body, NULL when the body was empty */
+    uint64_t body_bytes;           /* received so far */
+    uint64_t discarded;            /* dropped after a response was prepared */
+    struct MHD_Response *response; /* prepared response */
+    int status;
+    uint64_t bytes;                /* announced response body size */
+    int upload_slot;               /* holds one of cfg.max_uploads */
+    double t0;
+    void *state;                   /* the route's own */
+};
+
+/* Borrows a pool connection for the rest of the request (5 s wait); NULL when
+ * none comes (answer with gj_respond_unavailable). */
+PGconn *gj_req_db(struct gj_req *r);
+/* Hands the request's connection to someone else (a streamed response). */
+PGconn *gj_req_take_db(struct gj_req *r);
+const char *gj_req_header(struct gj_req *r, const char *name);
+const char *gj_req_query(struct gj_req *r, const char *name);
+/* Takes one of cfg.max_uploads slots for this request; 0, or -1 when all are in use. */
+int gj_req_upload_slot(struct gj_req *r);
+
+/* Responses. Each replaces a prepared one; the returned response may receive
+ * further headers (NULL on allocation failure). */
+struct MHD_Response *gj_respond(struct gj_req *r, int status, struct MHD_Response *resp, uint64_t bytes);
+struct MHD_Response *gj_respond_json(struct gj_req *r, int status, json_t *body /* consumed */);
+struct MHD_Response *gj_respond_empty(struct gj_req *r, int status);
+/* application/problem+json (RFC 9457): type, title, status, detail, and
+ * "field" when field is not NULL or "". */
+struct MHD_Response *gj_problem(struct gj_req *r, int status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+struct MHD_Response *gj_respond_unavailable(struct gj_req *r);
+struct MHD_Response *gj_respond_not_found(struct gj_req *r);
+/* 1 when the server is shutting down (long polls and event streams end). */
+int gj_http_stopping(const struct gj_server *srv);
+
+/* Pure helpers (unit tested in tests/unit/test_http_parsing.c). */
+int gj_is_uuid(const char *s);                         /* 8-4-4-4-12 hex */
+/* Matches path against a template; fills params (lower-cased for "{id}"). 1 match, 0 not. */
+int gj_http_match_path(const char *tmpl, const char *path, char params[][GJ_PARAM_MAX], int max_params,
+                       int *n_params);
+/* Range header against a size: 1 one satisfiable range [*first, *last]; 0 no
+ * usable Range (absent, malformed, several ranges: serve everything); -1 unsatisfiable (416). */
+int gj_http_parse_range(const char *hdr, uint64_t size, uint64_t *first, uint64_t *last);
+/* Content-Digest (RFC 9530): 1 with the sha-256 member decoded; 0 no sha-256
+ * member (other algorithms only); -1 malformed. */
+int gj_http_parse_content_digest(const char *hdr, unsigned char sha256[32]);
+/* If-None-Match against an ETag (weak comparison, "*" matches). */
+int gj_http_etag_match(const char *if_none_match, const char *etag);
+/* Base64 (url = 0: standard alphabet, '=' padding allowed; url = 1: base64url,
+ * no padding). Decode returns the length or -1; encode returns the length or -1
+ * when out is too small (it is NUL-terminated). */
+long gj_base64_decode(const char *in, size_t len, unsigned char *out, size_t cap, int url);
+long gj_base64_encode(const unsigned char *in, size_t len, char *out, size_t cap, int url);
+/* Job list cursors: base64url of "<created_at>,<id>" with created_at as
+ * "YYYY-MM-DDTHH:MM:SS.ffffffZ". 0 or -1. */
+int gj_cursor_encode(const char *created_at, const char *id, char *out, size_t cap);
+int gj_cursor_decode(const char *cursor, char created_at[40], char id[GJ_UUID_LEN + 1]);
+/* 1 when s is an RFC 3339 timestamp PostgreSQL will accept (date, optional time, zone). */
+int gj_is_timestamp(const char *s);
+
+/* Streams a blob (range, ETag, If-None-Match) as the response. conn is the
+ * request's connection inside a transaction where info was looked up; the
+ * response takes it over. */
+void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const char *content_type,
+                       const char *filename);
+
+/* The route tables of the route files. */
+extern const struct gj_route gj_routes_blobs[];
+extern const size_t gj_routes_blobs_count;
+extern const struct gj_route gj_routes_jobs[];
+extern const size_t gj_routes_jobs_count;
+extern const struct gj_route gj_routes_misc[];
+extern const size_t gj_routes_misc_count;
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * notify.h — one LISTEN connection per process (DESIGN §4). A thread waits on
+ * it and turns notifications into in-process wake-ups:
+ *   gpujobd_queue  -> workers waiting for work
+ *   gpujobd_jobs   -> long polls and event streams waiting on a job
+ *   gpujobd_cancel -> the running job it names is asked to stop
+ * Waiters also time out, so a lost connection degrades to polling, never hangs.
+ */
+#ifndef GJ_NOTIFY_H
+#define GJ_NOTIFY_H
+
+#include <stdint.h>
+
+struct gj_notifier;
+
+struct gj_notifier *gj_notifier_start(const char *database_url);
+void gj_notifier_stop(struct gj_notifier *n);
+
+/* A counter that increases on every gpujobd_queue notification (and on
+ * gj_notifier_kick). Wait until it differs from seen, or timeout_ms passes. */
+uint64_t gj_notifier_queue_seq(struct gj_notifier *n);
+void gj_notifier_wait_queue(struct gj_notifier *n, uint64_t seen, int timeout_ms);
+/* Wakes local queue waiters (a local slot freed, shutdown). */
+void gj_notifier_kick(struct gj_notifier *n);
+
+/* Same for job changes (any job): long polls re-read their job on each. */
+uint64_t gj_notifier_jobs_seq(struct gj_notifier *n);
+void gj_notifier_wait_jobs(struct gj_notifier *n, uint64_t seen, int timeout_ms);
+
+/* Called with the job id of each gpujobd_cancel notification. */
+void gj_notifier_on_cancel(struct gj_notifier *n, void (*fn)(const char *job_id, void *arg), void *arg);
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * placement.h — choosing the device for a job (DESIGN §5, seed 000). Plain C,
+ * no CUDA and no SQL, so tests drive it with simulated devices.
+ *
+ * Each GPU has `slots` concurrent tasks and `total_bytes` of memory; a job
+ * reserves its estimate's device bytes while it runs. CPU slots are separate.
+ */
+#ifndef GJ_PLACEMENT_H
+#define GJ_PLACEMENT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "service/config.h"
+
+#define GJ_PLACE_MAX_GPUS 64
+
+struct gj_gpu_slotinfo {
+    int index;
+    uint64_t total_bytes;
+    uint64_t reserved_bytes;
+    int slots;
+    int running;
+    uint64_t completed;
+};
+
+struct gj_placement {
+    pthread_mutex_t lock;
+    pthread_cond_t freed;
+    enum gj_placement_policy policy;
+    int n_gpus;
+    struct gj_gpu_slotinfo gpus[GJ_PLACE_MAX_GPUS];
+    int cpu_slots;
+    int cpu_running;
+    uint64_t cpu_completed;
+    unsigned rr_next;          /* round-robin cursor */
+    uint64_t rng;              /* random policy state (xorshift), seedable for tests */
+};
+
+void gj_placement_init(struct gj_placement *p, enum gj_placement_policy policy, int n_gpus,
+                       const uint64_t *gpu_total_bytes, int slots_per_gpu, int cpu_slots,
+                       uint64_t seed);
+void gj_placement_destroy(struct gj_placement *p);
+
+/* What a job asks for (from the module's estimate). */
+struct gj_place_request {
+    int can_use_gpu;
+    int needs_gpu;
+    uint64_t device_bytes;
+};
+
+enum gj_place_outcome {
+    GJ_PLACED_GPU,       /* *device = GPU index; slot and memory reserved */
+    GJ_PLACED_CPU,       /* *device = -1; a CPU slot reserved */
+    GJ_PLACE_WAIT,       /* fits some GPU, but not now: wait for a release */
+    GJ_PLACE_NEVER,      /* needs a GPU and fits none at all (or there is none) */
+};
+
+/* One decision, without blocking. least-loaded picks among GPUs with a free
+ * slot and enough free memory; round-robin and random are load-oblivious (seed
+ * 000): they pick the next / a random GPU the job fits in total, and the job
+ * waits when that GPU is busy. A job that can use a GPU but fits none at all
+ * runs on the CPU; one that fits a busy GPU waits (CPU fallback only when no GPU
+ * is configured). NEVER also when the job must run on the CPU and there are no
+ * CPU slots. */
+enum gj_place_outcome gj_place_try(struct gj_placement *p, const struct gj_place_request *req,
+                                   int *device);
+/* Blocks until placed or never-placeable, or until *stop becomes nonzero
+ * (then returns GJ_PLACE_WAIT). */
+enum gj_place_outcome gj_place_wait(struct gj_placement *p, const struct gj_place_request *req,
+                                    int *device, const volatile int *stop);
+/* Releases what gj_place_* reserved. */
+void gj_place_release(struct gj_placement *p, int device, uint64_t device_bytes);
+
+/* Free slots anywhere (the worker claims only when one exists). */
+int gj_place_free_slots(struct gj_placement *p);
+/* A consistent copy for /v1/gpus and /metrics. */
+void gj_place_snapshot(struct gj_placement *p, struct gj_placement *copy);
+
+#endif

@@ -1,0 +1,93 @@
+/*
+ * queue.h — the job queue in PostgreSQL (DESIGN §4): submit, claim with
+ * FOR UPDATE SKIP LOCKED, leases with heartbeats and a fencing token, finish
+ * exactly once, retries with backoff, rescue of expired leases, cancellation,
+ * sub-tasks. The history (job_events) and NOTIFY wake-ups are written by the
+ * triggers of migrations/0001_init.sql, so every path records them alike.
+ */
+#ifndef GJ_QUEUE_H
+#define GJ_QUEUE_H
+
+#include <stdint.h>
+#include <jansson.h>
+#include <libpq-fe.h>
+
+#include "service/blobstore.h"
+
+/* A claimed job, owned by the worker that claimed it. */
+struct gj_claim {
+    char id[GJ_UUID_LEN + 1];
+    char tenant_id[GJ_UUID_LEN + 1];
+    char kind[64];
+    json_t *params;            /* owned */
+    char lease_token[32];      /* fencing token (decimal) */
+    int attempts;
+    int max_attempts;
+    int stage;
+    char parent_id[GJ_UUID_LEN + 1];  /* "" when top-level */
+    int child_index;
+};
+void gj_claim_clear(struct gj_claim *c);
+
+/* Claims the best queued job of one of kinds (NULL-terminated) for worker_id.
+ * 1 claimed (c filled), 0 nothing to do, -1 database error. */
+int gj_queue_claim(PGconn *conn, const char *worker_id, const char *const *kinds,
+                   int lease_seconds, struct gj_claim *c);
+
+/* Records the chosen device ("gpu:0", "cpu") on a claimed job. */
+int gj_queue_set_device(PGconn *conn, const struct gj_claim *c, const char *device);
+
+/* Extends the lease and reports progress/message (NULL: unchanged).
+ * Returns 0 ok, 1 cancel requested, 2 lease lost (stop; the result will be
+ * refused), -1 database error. */
+int gj_queue_heartbeat(PGconn *conn, const struct gj_claim *c, int lease_seconds,
+                       double progress, const char *message);
+
+/* The finish_* functions, set_device and release return 0 done, 1 refused
+ * (lease lost: another attempt owns the job; nothing was changed), -1 error. */
+
+/* Outputs to attach when a job succeeds: every regular file of dir (names must
+ * pass gj_safe_name; otherwise the job fails instead and 2 is returned). */
+int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *output_dir);
+/* Failure: retried (queued after backoff) when transient and attempts remain,
+ * else failed. error is a JSON object {"message", "field"?} (borrowed). */
+int gj_queue_finish_failure(PGconn *conn, const struct gj_claim *c, json_t *error, int transient,
+                            int retry_backoff_ms);
+int gj_queue_finish_canceled(PGconn *conn, const struct gj_claim *c);
+/* Parent returned GJ_RUN_WAIT_CHILDREN: it becomes 'waiting' (its children are
+ * already inserted by gj_queue_spawn_child) and gives up its lease. It commits
+ * the transaction gj_queue_spawn_child opened, so children and the parent's
+ * state change are one commit (a crash between them loses nothing). With no
+ * child pending, the parent is queued again at its next stage. */
+int gj_queue_finish_waiting(PGconn *conn, const struct gj_claim *c);
+/* Gives a claimed job back to the queue without counting the attempt
+ * (graceful shutdown, or placement found no room and we prefer to release). */
+int gj_queue_release(PGconn *conn, const struct gj_claim *c);
+
+/* Inserts a child job of parent c (same tenant, priority, max_attempts) and
+ * counts it in the parent's children_pending; inputs are blob ids. Opens a
+ * transaction on conn when none is open and leaves it open for
+ * gj_queue_finish_waiting to commit (blobs for child inputs may be written in
+ * it first, with own_txn=0). On -1 or 1 (lease lost) it has rolled back. A
+ * child spawned at the parent's stage s is stored with child_index
+ * s * GJ_CHILD_STAGE_STRIDE + index. */
+#define GJ_CHILD_STAGE_STRIDE 1048576
+int gj_queue_spawn_child(PGconn *conn, const struct gj_claim *c, int child_index, const char *kind,
+                         json_t *params, const char *const *input_names,
+                         const char *const *input_blob_ids, int n_inputs);
+
+/* Requeues (or fails, when attempts are used up) jobs whose lease expired.
+ * Returns the number rescued or -1. Any live process calls it periodically. */
+int gj_queue_rescue_expired(PGconn *conn, int retry_backoff_ms);
+
+/* Cancel as the API asks: queued/waiting -> canceled now; running -> flagged.
+ * Returns 1 done or flagged, 0 already finished, -1 error. */
+int gj_queue_cancel(PGconn *conn, const char *tenant_id, const char *job_id);
+
+/* Worker registry: insert/refresh this process's row; mark stopping; delete. */
+int gj_queue_worker_register(PGconn *conn, const char *worker_id, const char *host, int pid,
+                             json_t *devices);
+int gj_queue_worker_heartbeat(PGconn *conn, const char *worker_id);
+int gj_queue_worker_unregister(PGconn *conn, const char *worker_id);
+
+#endif

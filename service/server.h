@@ -1,0 +1,29 @@
+/*
+ * server.h — what one serving process holds, shared by the HTTP routes and the
+ * worker pool. Built by cmd_serve.c; everything here outlives every request.
+ */
+#ifndef GJ_SERVER_H
+#define GJ_SERVER_H
+
+#include <stdatomic.h>
+
+#include "service/config.h"
+#include "service/db.h"
+#include "service/notify.h"
+#include "service/placement.h"
+
+struct gj_worker_pool;
+
+struct gj_server {
+    struct gj_config cfg;
+    char database_url[2048];      /* the effective URL (embedded or given) */
+    struct gj_db_pool *db;        /* requests and workers borrow from here */
+    struct gj_notifier *notifier;
+    struct gj_placement placement;
+    struct gj_worker_pool *workers;   /* NULL when role is "api" */
+    char worker_id[256];              /* host:pid:start — lease owner name */
+    atomic_int stopping;              /* SIGTERM seen: claim nothing new */
+    atomic_int ready;                 /* migrations applied and workers running */
+};
+
+#endif

@@ -17,6 +17,7 @@ CREATE TABLE api_keys (
     created_at  timestamptz NOT NULL DEFAULT now(),
     revoked_at  timestamptz
 );
+CREATE INDEX api_keys_tenant ON api_keys (tenant_id);
 
 -- Payloads live in large objects, written and read in chunks. A blob is immutable
 -- once committed. owner_job: the job whose multipart submit or output created it;
@@ -100,6 +101,8 @@ CREATE TABLE job_outputs (
     content_type  text NOT NULL,
     PRIMARY KEY (job_id, name)
 );
+-- Deleting a blob checks job_outputs for references: without this, a scan of the table per blob.
+CREATE INDEX job_outputs_blob ON job_outputs (blob_id);
 
 CREATE TABLE job_events (
     id      bigserial PRIMARY KEY,

@@ -1,0 +1,290 @@
+/*
+ * auth.c — API keys (DESIGN §3, §6). A key is "gjk_" + base64url(32 random bytes);
+ * only its SHA-256 is stored. Verification hashes the presented key, selects the
+ * row by that hash, and compares the digests with CRYPTO_memcmp.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "service/auth.h"
+#include "service/db.h"
+#include "service/log.h"
+
+#define KEY_PREFIX "gjk_"
+#define KEY_SHOWN_PREFIX 8   /* "gjk_" + 4 characters, kept to recognise a key in lists */
+/* Serialises admin bootstrap between replicas ('gpjb' 'admn'). */
+#define BOOTSTRAP_LOCK_KEY "7453171002764141678"
+
+static int is_uuid(const char *s)
+{
+    if (!s || strlen(s) != GJ_UUID_LEN)
+        return 0;
+    for (int i = 0; i < GJ_UUID_LEN; i++) {
+        char c = s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-')
+                return 0;
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void b64url(const unsigned char *in, size_t n, char *out)
+{
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t o = 0;
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
+        out[o++] = alphabet[(v >> 18) & 63];
+        out[o++] = alphabet[(v >> 12) & 63];
+        out[o++] = alphabet[(v >> 6) & 63];
+        out[o++] = alphabet[v & 63];
+    }
+    if (n - i == 1) {
+        unsigned v = (unsigned)in[i] << 16;
+        out[o++] = alphabet[(v >> 18) & 63];
+        out[o++] = alphabet[(v >> 12) & 63];
+    } else if (n - i == 2) {
+        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8;
+        out[o++] = alphabet[(v >> 18) & 63];
+        out[o++] = alphabet[(v >> 12) & 63];
+        out[o++] = alphabet[(v >> 6) & 63];
+    }
+    out[o] = '\0';
+}
+
+static int sha256(const char *s, size_t n, unsigned char out[32])
+{
+    unsigned int len = 0;
+    return EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32 ? 0 : -1;
+}
+
+static void to_hex(const unsigned char *in, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+/* bytea in text output form ("\x0a1b...") into 32 bytes; 0 or -1. */
+static int bytea32(const char *text, unsigned char out[32])
+{
+    if (strncmp(text, "\\x", 2) != 0 || strlen(text) != 2 + 64)
+        return -1;
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        if (sscanf(text + 2 + 2 * i, "%2x", &v) != 1)
+            return -1;
+        out[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+int gj_api_key_generate(char key[GJ_API_KEY_LEN + 1])
+{
+    unsigned char raw[32];
+    if (RAND_bytes(raw, sizeof raw) != 1) {
+        gj_log_error("auth", "RAND_bytes failed");
+        return -1;
+    }
+    memcpy(key, KEY_PREFIX, 4);
+    b64url(raw, sizeof raw, key + 4);
+    OPENSSL_cleanse(raw, sizeof raw);
+    return strlen(key) == GJ_API_KEY_LEN ? 0 : -1;
+}
+
+int gj_api_key_create(PGconn *conn, const char *tenant_name, const char *role, const char *label,
+                      char key_out[GJ_API_KEY_LEN + 1], char key_id_out[GJ_UUID_LEN + 1],
+                      char tenant_id_out[GJ_UUID_LEN + 1])
+{
+    if (!tenant_name || strlen(tenant_name) < 1 || strlen(tenant_name) > 200) {
+        gj_log_error("auth", "tenant name must be 1 to 200 bytes");
+        return -1;
+    }
+    if (!role || (strcmp(role, "admin") != 0 && strcmp(role, "user") != 0)) {
+        gj_log_error("auth", "role must be admin or user");
+        return -1;
+    }
+    char key[GJ_API_KEY_LEN + 1];
+    if (gj_api_key_generate(key) != 0)
+        return -1;
+    unsigned char digest[32];
+    char hex[65], prefix[KEY_SHOWN_PREFIX + 1];
+    if (sha256(key, strlen(key), digest) != 0) {
+        OPENSSL_cleanse(key, sizeof key);
+        return -1;
+    }
+    to_hex(digest, sizeof digest, hex);
+    memcpy(prefix, key, KEY_SHOWN_PREFIX);
+    prefix[KEY_SHOWN_PREFIX] = '\0';
+    const char *p[5] = { tenant_name, hex, prefix, role, label };
+    /* One statement: the tenant is found or created (race-free) and the key added. */
+    PGresult *res = gj_db_exec(conn,
+                               "WITH t AS (INSERT INTO tenants (name) VALUES ($1)"
+                               "           ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING id)"
+                               " INSERT INTO api_keys (tenant_id, key_hash, prefix, role, label)"
+                               " SELECT id, decode($2, 'hex'), $3, $4, $5 FROM t"
+                               " RETURNING id, tenant_id",
+                               5, p, NULL);
+    if (!res || PQntuples(res) != 1) {
+        PQclear(res);
+        OPENSSL_cleanse(key, sizeof key);
+        gj_log_error("auth", "cannot create an API key for tenant '%s'", tenant_name);
+        return -1;
+    }
+    if (key_id_out)
+        snprintf(key_id_out, GJ_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+    if (tenant_id_out)
+        snprintf(tenant_id_out, GJ_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 1));
+    PQclear(res);
+    memcpy(key_out, key, sizeof key);
+    OPENSSL_cleanse(key, sizeof key);
+    return 0;
+}
+
+int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *p)
+{
+    if (!presented || strlen(presented) != GJ_API_KEY_LEN || strncmp(presented, KEY_PREFIX, 4) != 0)
+        return 0;
+    unsigned char digest[32];
+    char hex[65];
+    if (sha256(presented, GJ_API_KEY_LEN, digest) != 0)
+        return -1;
+    to_hex(digest, sizeof digest, hex);
+    const char *params[1] = { hex };
+    PGresult *res = gj_db_exec(conn,
+                               "SELECT k.id, k.tenant_id, t.name, k.role, k.key_hash, k.revoked_at IS NOT NULL"
+                               " FROM api_keys k JOIN tenants t ON t.id = k.tenant_id"
+                               " WHERE k.key_hash = decode($1, 'hex')",
+                               1, params, NULL);
+    if (!res)
+        return -1;
+    int rc = 0;
+    unsigned char stored[32];
+    if (PQntuples(res) == 1 && bytea32(PQgetvalue(res, 0, 4), stored) == 0 &&
+        CRYPTO_memcmp(stored, digest, 32) == 0 && strcmp(PQgetvalue(res, 0, 5), "f") == 0) {
+        if (p) {
+            memset(p, 0, sizeof *p);
+            snprintf(p->key_id, sizeof p->key_id, "%s", PQgetvalue(res, 0, 0));
+            snprintf(p->tenant_id, sizeof p->tenant_id, "%s", PQgetvalue(res, 0, 1));
+            snprintf(p->tenant_name, sizeof p->tenant_name, "%s", PQgetvalue(res, 0, 2));
+            p->is_admin = strcmp(PQgetvalue(res, 0, 3), "admin") == 0;
+        }
+        rc = 1;
+    }
+    PQclear(res);
+    return rc;
+}
+
+int gj_api_key_revoke(PGconn *conn, const char *key_id)
+{
+    if (!is_uuid(key_id))
+        return 0;
+    const char *p[1] = { key_id };
+    PGresult *res = gj_db_exec(conn,
+                               "UPDATE api_keys SET revoked_at = now()"
+                               " WHERE id = $1::uuid AND revoked_at IS NULL RETURNING id",
+                               1, p, NULL);
+    if (!res)
+        return -1;
+    int rc = PQntuples(res) > 0 ? 1 : 0;
+    PQclear(res);
+    return rc;
+}
+
+static int write_key_file(int fd, const char *key)
+{
+    char line[GJ_API_KEY_LEN + 2];
+    int n = snprintf(line, sizeof line, "%s\n", key);
+    size_t off = 0;
+    while (off < (size_t)n) {
+        ssize_t w = write(fd, line + off, (size_t)n - off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            OPENSSL_cleanse(line, sizeof line);
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    OPENSSL_cleanse(line, sizeof line);
+    return fsync(fd);
+}
+
+int gj_admin_key_bootstrap(PGconn *conn, const char *path)
+{
+    if (!conn || !path || !*path)
+        return -1;
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
+        gj_log_error("auth", "admin bootstrap needs a connection outside a transaction");
+        return -1;
+    }
+    const char *lock[1] = { BOOTSTRAP_LOCK_KEY };
+    if (gj_db_begin(conn) != 0)
+        return -1;
+    /* Replicas starting together: one creates the key, the others then see it. */
+    if (gj_db_cmd(conn, "SELECT pg_advisory_xact_lock($1::bigint)", 1, lock) != 0) {
+        gj_db_rollback(conn);
+        return -1;
+    }
+    PGresult *res = gj_db_exec(conn, "SELECT 1 FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL LIMIT 1",
+                               0, NULL, NULL);
+    if (!res) {
+        gj_db_rollback(conn);
+        return -1;
+    }
+    int exists = PQntuples(res) > 0;
+    PQclear(res);
+    if (exists) {
+        gj_db_rollback(conn);
+        return 0;
+    }
+
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        if (errno == EEXIST)
+            gj_log_error("auth", "the database has no admin key but %s exists: remove it to have a new "
+                                 "admin key created, or restore the database it belongs to", path);
+        else
+            gj_log_error("auth", "cannot create %s: %s", path, strerror(errno));
+        gj_db_rollback(conn);
+        return -1;
+    }
+    char key[GJ_API_KEY_LEN + 1], key_id[GJ_UUID_LEN + 1], tenant_id[GJ_UUID_LEN + 1];
+    int rc = gj_api_key_create(conn, "admin", "admin", "bootstrap", key, key_id, tenant_id);
+    if (rc == 0 && write_key_file(fd, key) != 0) {
+        gj_log_error("auth", "cannot write %s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    if (close(fd) != 0 && rc == 0) {
+        gj_log_error("auth", "cannot write %s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    if (rc == 0 && gj_db_commit(conn) != 0)
+        rc = -1;
+    if (rc != 0) {
+        gj_db_rollback(conn);
+        unlink(path);
+        OPENSSL_cleanse(key, sizeof key);
+        return -1;
+    }
+    json_t *fields = json_pack("{s:s, s:s, s:s}", "admin_key", key, "key_id", key_id, "file", path);
+    gj_log_fields(GJ_LOG_WARN, "auth", "created the admin API key; it is shown only this once "
+                                       "and kept in the file named here", fields);
+    OPENSSL_cleanse(key, sizeof key);
+    return 0;
+}

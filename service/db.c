@@ -1,0 +1,357 @@
+/*
+ * db.c — a fixed pool of libpq connections guarded by a mutex and a condition
+ * variable, plus the small exec helpers every part of the service uses.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "service/db.h"
+#include "service/log.h"
+
+struct gj_db_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *url;
+    int n;
+    PGconn **conns;
+    unsigned char *busy;
+};
+
+static void notice_to_log(void *arg, const char *message)
+{
+    (void)arg;
+    size_t len = strlen(message);
+    while (len > 0 && (message[len - 1] == '\n' || message[len - 1] == '\r'))
+        len--;
+    gj_log_debug("db", "server notice: %.*s", (int)len, message);
+}
+
+PGconn *gj_db_connect(const char *url)
+{
+    if (!url || !*url) {
+        gj_log_error("db", "no database URL");
+        return NULL;
+    }
+    /* The URL is expanded; application name is only a fallback so a URL may set its own. */
+    const char *const keys[] = { "dbname", "fallback_application_name", NULL };
+    const char *const vals[] = { url, "gpujobd", NULL };
+    PGconn *conn = PQconnectdbParams(keys, vals, 1);
+    if (!conn) {
+        gj_log_error("db", "cannot allocate a connection");
+        return NULL;
+    }
+    if (PQstatus(conn) != CONNECTION_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", PQerrorMessage(conn));
+        size_t len = strlen(msg);
+        while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
+            msg[--len] = '\0';
+        for (size_t i = 0; i < len; i++)
+            if (msg[i] == '\n' || msg[i] == '\t')
+                msg[i] = ' ';
+        gj_log_error("db", "cannot connect to the database: %s", msg);
+        PQfinish(conn);
+        return NULL;
+    }
+    PQsetNoticeProcessor(conn, notice_to_log, NULL);
+    return conn;
+}
+
+struct gj_db_pool *gj_db_pool_open(const char *url, int n)
+{
+    if (n < 1 || n > 1000) {
+        gj_log_error("db", "pool size %d out of range 1..1000", n);
+        return NULL;
+    }
+    struct gj_db_pool *pool = calloc(1, sizeof *pool);
+    if (!pool)
+        return NULL;
+    pool->url = strdup(url ? url : "");
+    pool->conns = calloc((size_t)n, sizeof *pool->conns);
+    pool->busy = calloc((size_t)n, 1);
+    if (!pool->url || !pool->conns || !pool->busy) {
+        gj_log_error("db", "out of memory for the connection pool");
+        goto fail_alloc;
+    }
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        goto fail_alloc;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int crc = pthread_cond_init(&pool->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (crc != 0)
+        goto fail_alloc;
+    if (pthread_mutex_init(&pool->mu, NULL) != 0) {
+        pthread_cond_destroy(&pool->cv);
+        goto fail_alloc;
+    }
+    pool->n = n;
+    for (int i = 0; i < n; i++) {
+        pool->conns[i] = gj_db_connect(pool->url);
+        if (!pool->conns[i]) {
+            gj_log_error("db", "opened %d of %d pool connections", i, n);
+            gj_db_pool_close(pool);
+            return NULL;
+        }
+    }
+    gj_log_debug("db", "connection pool of %d open", n);
+    return pool;
+
+fail_alloc:
+    free(pool->busy);
+    free(pool->conns);
+    free(pool->url);
+    free(pool);
+    return NULL;
+}
+
+void gj_db_pool_close(struct gj_db_pool *pool)
+{
+    if (!pool)
+        return;
+    pthread_mutex_lock(&pool->mu);
+    for (int i = 0; i < pool->n; i++)
+        if (pool->busy[i])
+            gj_log_warn("db", "pool closed while connection %d is borrowed", i);
+    pthread_mutex_unlock(&pool->mu);
+    for (int i = 0; i < pool->n; i++)
+        if (pool->conns[i])
+            PQfinish(pool->conns[i]);
+    pthread_cond_destroy(&pool->cv);
+    pthread_mutex_destroy(&pool->mu);
+    free(pool->busy);
+    free(pool->conns);
+    free(pool->url);
+    free(pool);
+}
+
+/* An idle connection has nothing to read unless the server closed it (it sends
+ * an error first) or a notification came in: look without blocking. */
+static int idle_conn_looks_ok(PGconn *conn)
+{
+    if (PQstatus(conn) != CONNECTION_OK)
+        return 0;
+    int fd = PQsocket(conn);
+    if (fd < 0)
+        return 0;
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    int r = poll(&p, 1, 0);
+    if (r < 0)
+        return errno == EINTR;
+    if (r == 0)
+        return 1;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+        return 0;
+    if (!PQconsumeInput(conn))
+        return 0;
+    PGnotify *n;
+    while ((n = PQnotifies(conn)) != NULL)
+        PQfreemem(n);
+    return PQstatus(conn) == CONNECTION_OK;
+}
+
+PGconn *gj_db_acquire(struct gj_db_pool *pool, int timeout_ms)
+{
+    if (!pool)
+        return NULL;
+    struct timespec deadline;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&pool->mu);
+    int slot = -1;
+    for (;;) {
+        for (int i = 0; i < pool->n; i++)
+            if (!pool->busy[i]) {
+                slot = i;
+                break;
+            }
+        if (slot >= 0)
+            break;
+        int rc = timeout_ms >= 0 ? pthread_cond_timedwait(&pool->cv, &pool->mu, &deadline)
+                                 : pthread_cond_wait(&pool->cv, &pool->mu);
+        if (rc == ETIMEDOUT) {
+            pthread_mutex_unlock(&pool->mu);
+            return NULL;
+        }
+    }
+    pool->busy[slot] = 1;
+    pthread_mutex_unlock(&pool->mu);
+
+    PGconn *conn = pool->conns[slot];
+    if (!idle_conn_looks_ok(conn)) {
+        gj_log_warn("db", "pool connection %d is broken; resetting it", slot);
+        PQreset(conn);
+        if (PQstatus(conn) != CONNECTION_OK) {
+            gj_log_error("db", "cannot re-establish a pool connection: %s", PQerrorMessage(conn));
+            pthread_mutex_lock(&pool->mu);
+            pool->busy[slot] = 0;
+            pthread_cond_signal(&pool->cv);
+            pthread_mutex_unlock(&pool->mu);
+            return NULL;
+        }
+        PQsetNoticeProcessor(conn, notice_to_log, NULL);
+    }
+    return conn;
+}
+
+void gj_db_release(struct gj_db_pool *pool, PGconn *conn)
+{
+    if (!pool || !conn)
+        return;
+    int slot = -1;
+    for (int i = 0; i < pool->n; i++)
+        if (pool->conns[i] == conn) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) {
+        gj_log_error("db", "release of a connection that is not from this pool");
+        return;
+    }
+    PGTransactionStatusType ts = PQtransactionStatus(conn);
+    if (ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR) {
+        gj_log_warn("db", "connection returned inside a transaction; rolling back");
+        gj_db_rollback(conn);
+    } else if (ts == PQTRANS_ACTIVE) {
+        /* A command still running: the connection cannot be reused as is. */
+        gj_log_warn("db", "connection returned with a command in progress; resetting it");
+        PQreset(conn);
+    }
+    pthread_mutex_lock(&pool->mu);
+    pool->busy[slot] = 0;
+    pthread_cond_signal(&pool->cv);
+    pthread_mutex_unlock(&pool->mu);
+}
+
+static enum gj_log_level level_for_sqlstate(const char *st)
+{
+    /* Integrity violations, serialization failures, lock timeouts and cancels are
+     * outcomes callers handle; the rest are errors of the service or the server. */
+    if (st && (strncmp(st, "23", 2) == 0 || strncmp(st, "40", 2) == 0 || strcmp(st, "55P03") == 0 ||
+               strcmp(st, "57014") == 0))
+        return GJ_LOG_WARN;
+    return GJ_LOG_ERROR;
+}
+
+static void log_failure(PGconn *conn, PGresult *res, const char *sql, const char *st)
+{
+    const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    if (!msg || !*msg)
+        msg = res ? PQresultErrorMessage(res) : NULL;
+    if (!msg || !*msg)
+        msg = PQerrorMessage(conn);
+    if (!msg || !*msg)
+        msg = "unknown error";
+    char text[512];
+    snprintf(text, sizeof text, "%s", msg);
+    size_t len = strlen(text);
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
+        text[--len] = '\0';
+    char head[97];
+    size_t i = 0;
+    for (; sql && sql[i] && i < sizeof head - 1; i++)
+        head[i] = (sql[i] == '\n' || sql[i] == '\t') ? ' ' : sql[i];
+    head[i] = '\0';
+    json_t *fields = json_pack("{s:s, s:s}", "sqlstate", st && *st ? st : "", "statement", head);
+    const char *detail = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
+    if (fields && detail)
+        json_object_set_new(fields, "detail", json_string(detail));
+    char line[640];
+    snprintf(line, sizeof line, "query failed: %s", text);
+    gj_log_fields(level_for_sqlstate(st), "db", line, fields);
+}
+
+PGresult *gj_db_exec(PGconn *conn, const char *sql, int n, const char *const *params,
+                     char sqlstate[6])
+{
+    if (sqlstate)
+        memcpy(sqlstate, "00000", 6);
+    if (!conn) {
+        if (sqlstate)
+            memcpy(sqlstate, "08003", 6);
+        gj_log_error("db", "query on no connection");
+        return NULL;
+    }
+    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+        return res;
+    const char *code = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    char buf[6] = "";
+    if (code) {
+        snprintf(buf, sizeof buf, "%s", code);
+    } else if (PQstatus(conn) != CONNECTION_OK) {
+        memcpy(buf, "08006", 6);   /* connection_failure */
+    } else {
+        memcpy(buf, "XX000", 6);
+    }
+    if (sqlstate)
+        memcpy(sqlstate, buf, 6);
+    log_failure(conn, res, sql, buf);
+    PQclear(res);
+    return NULL;
+}
+
+int gj_db_cmd(PGconn *conn, const char *sql, int n, const char *const *params)
+{
+    PGresult *res = gj_db_exec(conn, sql, n, params, NULL);
+    if (!res)
+        return -1;
+    PQclear(res);
+    return 0;
+}
+
+int gj_db_begin(PGconn *conn)
+{
+    return gj_db_cmd(conn, "BEGIN", 0, NULL);
+}
+
+int gj_db_commit(PGconn *conn)
+{
+    PGresult *res = gj_db_exec(conn, "COMMIT", 0, NULL, NULL);
+    if (!res)
+        return -1;
+    /* COMMIT of a failed transaction "succeeds" as a ROLLBACK. */
+    int ok = strcmp(PQcmdStatus(res), "COMMIT") == 0;
+    PQclear(res);
+    if (!ok) {
+        gj_log_warn("db", "commit of a failed transaction rolled back");
+        return -1;
+    }
+    return 0;
+}
+
+void gj_db_rollback(PGconn *conn)
+{
+    if (!conn)
+        return;
+    PGTransactionStatusType ts = PQtransactionStatus(conn);
+    if (ts != PQTRANS_INTRANS && ts != PQTRANS_INERROR)
+        return;
+    PGresult *res = PQexec(conn, "ROLLBACK");
+    if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+        gj_log_error("db", "rollback failed: %s", PQerrorMessage(conn));
+    PQclear(res);
+}
+
+int gj_db_ok(PGconn *conn)
+{
+    if (!conn || PQstatus(conn) != CONNECTION_OK)
+        return 0;
+    PGresult *res = PQexecParams(conn, "SELECT 1", 0, NULL, NULL, NULL, NULL, 0);
+    int ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
+    PQclear(res);
+    return ok;
+}

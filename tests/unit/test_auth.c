@@ -1,0 +1,164 @@
+/*
+ * test_auth.c — API keys against a real PostgreSQL: create, verify, wrong and
+ * malformed keys, revoke, and the admin bootstrap (file 0600, written once).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "common/fsutil.h"
+#include "service/auth.h"
+#include "service/db.h"
+#include "pg_test_util.h"
+
+static long scalar(PGconn *c, const char *sql)
+{
+    PGresult *r = gj_db_exec(c, sql, 0, NULL, NULL);
+    assert_non_null(r);
+    long v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
+static PGconn *fresh(void)
+{
+    char url[1024];
+    assert_int_equal(gj_test_pg_migrated_db(url, sizeof url), 0);
+    return gj_test_pg_connect(url);
+}
+
+static void test_generate(void **state)
+{
+    (void)state;
+    char a[GJ_API_KEY_LEN + 1], b[GJ_API_KEY_LEN + 1];
+    assert_int_equal(gj_api_key_generate(a), 0);
+    assert_int_equal(gj_api_key_generate(b), 0);
+    assert_int_equal(strlen(a), GJ_API_KEY_LEN);
+    assert_int_equal(strncmp(a, "gjk_", 4), 0);
+    assert_string_not_equal(a, b);
+    for (int i = 4; i < GJ_API_KEY_LEN; i++)
+        assert_non_null(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", a[i]));
+}
+
+static void test_create_verify_revoke(void **state)
+{
+    (void)state;
+    PGconn *c = fresh();
+    char key[GJ_API_KEY_LEN + 1], id[GJ_UUID_LEN + 1], tenant[GJ_UUID_LEN + 1];
+    assert_int_equal(gj_api_key_create(c, "acme", "user", "ci", key, id, tenant), 0);
+    struct gj_principal p;
+    assert_int_equal(gj_api_key_verify(c, key, &p), 1);
+    assert_string_equal(p.key_id, id);
+    assert_string_equal(p.tenant_id, tenant);
+    assert_string_equal(p.tenant_name, "acme");
+    assert_int_equal(p.is_admin, 0);
+
+    /* Only the hash is stored; the prefix is a short recognisable head. */
+    PGresult *r = gj_db_exec(c, "SELECT encode(key_hash, 'hex'), prefix FROM api_keys", 0, NULL, NULL);
+    assert_non_null(r);
+    assert_int_equal(PQntuples(r), 1);
+    assert_null(strstr(PQgetvalue(r, 0, 0), key + 4));
+    assert_int_equal(strncmp(PQgetvalue(r, 0, 1), key, strlen(PQgetvalue(r, 0, 1))), 0);
+    assert_true(strlen(PQgetvalue(r, 0, 1)) < 12);
+    PQclear(r);
+
+    /* Second key of the same tenant: same tenant id. */
+    char key2[GJ_API_KEY_LEN + 1], id2[GJ_UUID_LEN + 1], tenant2[GJ_UUID_LEN + 1];
+    assert_int_equal(gj_api_key_create(c, "acme", "admin", NULL, key2, id2, tenant2), 0);
+    assert_string_equal(tenant2, tenant);
+    assert_int_equal(gj_api_key_verify(c, key2, &p), 1);
+    assert_int_equal(p.is_admin, 1);
+
+    /* Wrong, malformed, empty keys. */
+    char wrong[GJ_API_KEY_LEN + 1];
+    memcpy(wrong, key, sizeof wrong);
+    wrong[10] = wrong[10] == 'A' ? 'B' : 'A';
+    assert_int_equal(gj_api_key_verify(c, wrong, &p), 0);
+    assert_int_equal(gj_api_key_verify(c, "", &p), 0);
+    assert_int_equal(gj_api_key_verify(c, "gjk_short", &p), 0);
+    assert_int_equal(gj_api_key_verify(c, key + 1, &p), 0);
+    char longer[GJ_API_KEY_LEN + 2];
+    snprintf(longer, sizeof longer, "%sx", key);
+    assert_int_equal(gj_api_key_verify(c, longer, &p), 0);
+
+    /* Bad role or tenant name. */
+    char k[GJ_API_KEY_LEN + 1], i[GJ_UUID_LEN + 1], t[GJ_UUID_LEN + 1];
+    assert_int_equal(gj_api_key_create(c, "acme", "root", NULL, k, i, t), -1);
+    assert_int_equal(gj_api_key_create(c, "", "user", NULL, k, i, t), -1);
+
+    /* Revoke. */
+    assert_int_equal(gj_api_key_revoke(c, id), 1);
+    assert_int_equal(gj_api_key_verify(c, key, &p), 0);
+    assert_int_equal(gj_api_key_revoke(c, id), 0);
+    assert_int_equal(gj_api_key_revoke(c, "00000000-0000-0000-0000-000000000000"), 0);
+    assert_int_equal(gj_api_key_revoke(c, "not a uuid"), 0);
+    assert_int_equal(gj_api_key_verify(c, key2, &p), 1);   /* the other key still works */
+    PQfinish(c);
+}
+
+static void test_admin_bootstrap(void **state)
+{
+    (void)state;
+    PGconn *c = fresh();
+    char path[512];
+    snprintf(path, sizeof path, "%s/admin-%d.key", gj_test_dir(), (int)getpid());
+    unlink(path);
+    assert_int_equal(gj_admin_key_bootstrap(c, path), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    char *text;
+    size_t len;
+    assert_int_equal(gj_read_file(path, 4096, &text, &len), 0);
+    assert_int_equal(len, GJ_API_KEY_LEN + 1);
+    assert_int_equal(text[GJ_API_KEY_LEN], '\n');
+    text[GJ_API_KEY_LEN] = '\0';
+    struct gj_principal p;
+    assert_int_equal(gj_api_key_verify(c, text, &p), 1);
+    assert_int_equal(p.is_admin, 1);
+    assert_string_equal(p.tenant_name, "admin");
+
+    /* Second start: an admin key exists, nothing changes. */
+    assert_int_equal(gj_admin_key_bootstrap(c, path), 0);
+    char *again;
+    assert_int_equal(gj_read_file(path, 4096, &again, &len), 0);
+    assert_int_equal(strncmp(again, text, GJ_API_KEY_LEN), 0);
+    free(again);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM api_keys WHERE role = 'admin'"), 1);
+    /* ... even when the file is gone: the key is in the database. */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(gj_admin_key_bootstrap(c, path), 0);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM api_keys WHERE role = 'admin'"), 1);
+    free(text);
+    PQfinish(c);
+
+    /* A new database while an old admin.key file is present: refused, file untouched. */
+    c = fresh();
+    assert_int_equal(gj_write_file(path, "old\n", 4), 0);
+    assert_int_equal(gj_admin_key_bootstrap(c, path), -1);
+    assert_int_equal(gj_read_file(path, 4096, &text, &len), 0);
+    assert_string_equal(text, "old\n");
+    free(text);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM api_keys"), 0);
+    assert_int_equal(PQtransactionStatus(c), PQTRANS_IDLE);
+    unlink(path);
+    PQfinish(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_generate),
+        cmocka_unit_test(test_create_verify_revoke),
+        cmocka_unit_test(test_admin_bootstrap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

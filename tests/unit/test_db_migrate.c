@@ -1,0 +1,271 @@
+/*
+ * test_db_migrate.c — the connection pool, exec helpers and migrations against a
+ * real PostgreSQL (pg_test_util: the embedded cluster code path).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "service/db.h"
+#include "service/gj_migrations.h"
+#include "common/fsutil.h"
+#include "service/migrate.h"
+#include "service/pg_embedded.h"
+#include "pg_test_util.h"
+
+static long scalar(PGconn *c, const char *sql)
+{
+    PGresult *r = gj_db_exec(c, sql, 0, NULL, NULL);
+    assert_non_null(r);
+    long v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
+static void test_migrate_once(void **state)
+{
+    (void)state;
+    char url[1024];
+    assert_int_equal(gj_test_pg_new_db(url, sizeof url), 0);
+    PGconn *c = gj_db_connect(url);
+    assert_non_null(c);
+    assert_int_equal(gj_migrate_is_current(c), 0);
+    assert_int_equal(gj_migrate(c), (int)gj_migrations_count);
+    assert_int_equal(gj_migrate_is_current(c), 1);
+    assert_int_equal(gj_migrate(c), 0);
+    assert_int_equal(gj_migrate_is_current(c), 1);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM schema_migrations"), (long)gj_migrations_count);
+    /* The schema is there and its triggers work. */
+    assert_int_equal(gj_db_cmd(c, "INSERT INTO tenants (name) VALUES ('t')", 0, NULL), 0);
+    assert_int_equal(gj_db_cmd(c, "INSERT INTO jobs (tenant_id, kind) SELECT id, 'noop' FROM tenants", 0, NULL), 0);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM job_events WHERE kind = 'state'"), 1);
+    /* A row that is gone is reported as missing again. */
+    assert_int_equal(gj_db_cmd(c, "DELETE FROM schema_migrations", 0, NULL), 0);
+    assert_int_equal(gj_migrate_is_current(c), 0);
+    PQfinish(c);
+}
+
+struct racer {
+    const char *url;
+    pthread_barrier_t *barrier;
+    int result;
+};
+
+static void *race(void *arg)
+{
+    struct racer *r = arg;
+    PGconn *c = gj_db_connect(r->url);
+    pthread_barrier_wait(r->barrier);
+    r->result = c ? gj_migrate(c) : -2;
+    PQfinish(c);
+    return NULL;
+}
+
+static void test_migrate_concurrent(void **state)
+{
+    (void)state;
+    char url[1024];
+    assert_int_equal(gj_test_pg_new_db(url, sizeof url), 0);
+    enum { N = 4 };
+    pthread_t t[N];
+    struct racer r[N];
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, NULL, N);
+    for (int i = 0; i < N; i++) {
+        r[i] = (struct racer){ url, &barrier, -3 };
+        assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
+    }
+    int total = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        assert_true(r[i].result >= 0);
+        total += r[i].result;
+    }
+    pthread_barrier_destroy(&barrier);
+    assert_int_equal(total, (int)gj_migrations_count);
+    PGconn *c = gj_db_connect(url);
+    assert_non_null(c);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM schema_migrations"), (long)gj_migrations_count);
+    assert_int_equal(scalar(c, "SELECT count(DISTINCT version) FROM schema_migrations"), (long)gj_migrations_count);
+    assert_int_equal(gj_migrate_is_current(c), 1);
+    PQfinish(c);
+}
+
+static void test_exec_errors(void **state)
+{
+    (void)state;
+    PGconn *c = gj_db_connect(gj_test_pg_url());
+    assert_non_null(c);
+    char st[6];
+    PGresult *r = gj_db_exec(c, "SELECT 1 / $1::integer", 1, (const char *[]){ "0" }, st);
+    assert_null(r);
+    assert_string_equal(st, "22012");
+    r = gj_db_exec(c, "SELECT $1::integer + 1", 1, (const char *[]){ "41" }, st);
+    assert_non_null(r);
+    assert_string_equal(st, "00000");
+    assert_string_equal(PQgetvalue(r, 0, 0), "42");
+    PQclear(r);
+    /* NULL parameter. */
+    r = gj_db_exec(c, "SELECT $1::text IS NULL", 1, (const char *[]){ NULL }, NULL);
+    assert_non_null(r);
+    assert_string_equal(PQgetvalue(r, 0, 0), "t");
+    PQclear(r);
+    /* COMMIT of a failed transaction is a failure. */
+    assert_int_equal(gj_db_begin(c), 0);
+    assert_int_equal(gj_db_cmd(c, "SELECT * FROM no_such_table", 0, NULL), -1);
+    assert_int_equal(gj_db_commit(c), -1);
+    assert_int_equal(PQtransactionStatus(c), PQTRANS_IDLE);
+    assert_int_equal(gj_db_ok(c), 1);
+    PQfinish(c);
+    assert_null(gj_db_connect("postgresql:///nosuchdb?host=/nonexistent"));
+}
+
+struct waiter {
+    struct gj_db_pool *pool;
+    PGconn *got;
+};
+
+static void *wait_for_conn(void *arg)
+{
+    struct waiter *w = arg;
+    w->got = gj_db_acquire(w->pool, -1);
+    return NULL;
+}
+
+static void test_pool(void **state)
+{
+    (void)state;
+    struct gj_db_pool *pool = gj_db_pool_open(gj_test_pg_url(), 2);
+    assert_non_null(pool);
+    PGconn *a = gj_db_acquire(pool, 1000);
+    PGconn *b = gj_db_acquire(pool, 1000);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_ptr_not_equal(a, b);
+    assert_null(gj_db_acquire(pool, 100));   /* exhausted: times out */
+
+    /* Returned inside a transaction: rolled back. */
+    assert_int_equal(gj_db_begin(a), 0);
+    assert_int_equal(gj_db_cmd(a, "CREATE TEMP TABLE pool_probe (x int)", 0, NULL), 0);
+    gj_db_release(pool, a);
+    a = gj_db_acquire(pool, 1000);
+    assert_non_null(a);
+    assert_int_equal(PQtransactionStatus(a), PQTRANS_IDLE);
+    assert_int_equal(scalar(a, "SELECT count(*) FROM pg_tables WHERE tablename = 'pool_probe'"), 0);
+
+    /* A connection killed by the server is reset before it is handed out again. */
+    PGresult *r = gj_db_exec(a, "SELECT pg_backend_pid()", 0, NULL, NULL);
+    assert_non_null(r);
+    char pid[32];
+    snprintf(pid, sizeof pid, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    gj_db_release(pool, a);
+    const char *p[1] = { pid };
+    r = gj_db_exec(b, "SELECT pg_terminate_backend($1::integer)", 1, p, NULL);
+    assert_non_null(r);
+    PQclear(r);
+    usleep(200000);
+    a = gj_db_acquire(pool, 1000);
+    assert_non_null(a);
+    assert_int_equal(gj_db_ok(a), 1);
+
+    /* A waiter is woken by a release from another thread. */
+    struct waiter w = { pool, NULL };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for_conn, &w), 0);
+    usleep(100000);
+    gj_db_release(pool, a);
+    pthread_join(t, NULL);
+    assert_ptr_equal(w.got, a);
+    gj_db_release(pool, w.got);
+    gj_db_release(pool, b);
+    gj_db_pool_close(pool);
+}
+
+static long postmaster_pid(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/pg/postmaster.pid", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long pid = -1;
+    if (fscanf(f, "%ld", &pid) != 1)
+        pid = -1;
+    fclose(f);
+    return pid;
+}
+
+/* The embedded cluster itself: a second owner is refused, and a postmaster killed
+ * with SIGKILL (stale postmaster.pid, leftover shared memory) does not prevent
+ * the next start. */
+static void test_embedded_restart(void **state)
+{
+    (void)state;
+    const char *dir = gj_test_dir();
+    struct gj_pg_embedded **pg = gj_test_pg_handle();
+    char url[1024], url2[1024];
+    snprintf(url, sizeof url, "%s", gj_test_pg_url());
+    assert_null(gj_pg_embedded_start(dir, url2, sizeof url2));   /* in use: refused */
+
+    long pid = postmaster_pid(dir);
+    assert_true(pid > 1);
+    assert_int_equal(kill((pid_t)pid, SIGKILL), 0);
+    gj_pg_embedded_stop(*pg);   /* reaps the dead child */
+    *pg = NULL;
+    assert_int_equal(postmaster_pid(dir), pid);   /* the stale file is still there */
+
+    *pg = gj_pg_embedded_start(dir, url2, sizeof url2);
+    assert_non_null(*pg);
+    assert_string_equal(url, url2);
+    PGconn *c = gj_db_connect(url2);
+    assert_non_null(c);
+    assert_int_equal(gj_db_ok(c), 1);
+    PQfinish(c);
+    gj_pg_embedded_stop(*pg);
+    *pg = NULL;
+    assert_int_equal(postmaster_pid(dir), -1);   /* clean shutdown removes it */
+
+    /* A stale postmaster.pid whose pid now belongs to another live process. */
+    pid_t other = fork();
+    assert_true(other >= 0);
+    if (other == 0) {
+        pause();
+        _exit(0);
+    }
+    char path[512], text[600];
+    snprintf(path, sizeof path, "%s/pg/postmaster.pid", dir);
+    int n = snprintf(text, sizeof text, "%d\n%s/pg\n", (int)other, dir);
+    assert_int_equal(gj_write_file(path, text, (size_t)n), 0);
+    *pg = gj_pg_embedded_start(dir, url2, sizeof url2);
+    kill(other, SIGKILL);
+    waitpid(other, NULL, 0);
+    assert_non_null(*pg);
+    c = gj_db_connect(url2);
+    assert_non_null(c);
+    assert_int_equal(gj_db_ok(c), 1);
+    PQfinish(c);
+}
+
+int main(void)
+{
+    gj_test_pg_url();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_migrate_once),
+        cmocka_unit_test(test_migrate_concurrent),
+        cmocka_unit_test(test_exec_errors),
+        cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_embedded_restart),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

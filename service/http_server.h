@@ -110,6 +110,8 @@ int gj_http_stopping(const struct gj_server *srv);
 
 /* Pure helpers (unit tested in tests/unit/test_http_parsing.c). */
 int gj_is_uuid(const char *s);                         /* 8-4-4-4-12 hex */
+/* 1 when a Content-Type is application/json or application/...+json. */
+int gj_http_is_json_type(const char *content_type);
 /* Matches path against a template; fills params (lower-cased for "{id}"). 1 match, 0 not. */
 int gj_http_match_path(const char *tmpl, const char *path, char params[][GJ_PARAM_MAX], int max_params,
                        int *n_params);
@@ -138,6 +140,13 @@ int gj_is_timestamp(const char *s);
  * response takes it over. */
 void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const char *content_type,
                        const char *filename);
+
+/* Adds a table of routes (a module's service-side part, e.g. an inference
+ * protocol): call before gj_http_start() and gj_http_print_routes(); the table
+ * must outlive the server. Routes are matched in registration order after the
+ * built-in ones. 0, or -1 when the table of tables (16) is full. Document each
+ * route in openapi/openapi.yaml: the OpenAPI test compares both ways. */
+int gj_http_add_routes(const struct gj_route *routes, size_t n);
 
 /* The route tables of the route files. */
 extern const struct gj_route gj_routes_blobs[];

@@ -1,0 +1,1107 @@
+/*
+ * http_server.c — the HTTPS JSON API on libmicrohttpd (DESIGN §6): one thread
+ * per connection, routing by method and path template, API key
+ * authentication, bounded JSON bodies, streamed bodies for uploads,
+ * application/problem+json errors, one log line and one metrics sample per
+ * request.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "common/fsutil.h"
+#include "service/http_server.h"
+#include "service/log.h"
+#include "service/metrics.h"
+
+#define DB_WAIT_MS 5000
+/* After a response is prepared mid-body (413 on a chunked upload), the rest of
+ * the body is read and dropped so the client sees the answer; past this much
+ * the connection is closed instead. */
+#define DRAIN_LIMIT (64ull << 20)
+
+struct gj_http_server {
+    struct MHD_Daemon *daemon;
+    struct gj_server *srv;
+    char *cert_pem;
+    char *key_pem;
+};
+
+static atomic_int http_stopping;
+static atomic_int uploads_active;
+
+/* ---------- route table ---------- */
+
+struct route_ref {
+    const struct gj_route *routes;
+    const size_t *count;
+};
+
+#define MAX_TABLES 16
+static struct route_ref route_tables[MAX_TABLES] = {
+    { gj_routes_misc, &gj_routes_misc_count },
+    { gj_routes_blobs, &gj_routes_blobs_count },
+    { gj_routes_jobs, &gj_routes_jobs_count },
+};
+static size_t N_TABLES = 3;
+static size_t extra_counts[MAX_TABLES];
+
+int gj_http_add_routes(const struct gj_route *routes, size_t n)
+{
+    if (N_TABLES >= MAX_TABLES)
+        return -1;
+    extra_counts[N_TABLES] = n;
+    route_tables[N_TABLES].routes = routes;
+    route_tables[N_TABLES].count = &extra_counts[N_TABLES];
+    N_TABLES++;
+    return 0;
+}
+
+void gj_http_print_routes(FILE *f)
+{
+    for (size_t t = 0; t < N_TABLES; t++)
+        for (size_t i = 0; i < *route_tables[t].count; i++)
+            fprintf(f, "%s %s\n", route_tables[t].routes[i].method, route_tables[t].routes[i].path);
+}
+
+/* ---------- pure helpers ---------- */
+
+int gj_is_uuid(const char *s)
+{
+    if (!s)
+        return 0;
+    for (int i = 0; i < 36; i++) {
+        char c = s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-')
+                return 0;
+        } else if (!isxdigit((unsigned char)c)) {
+            return 0;
+        }
+    }
+    return s[36] == '\0';
+}
+
+int gj_http_is_json_type(const char *ct)
+{
+    while (*ct == ' ')
+        ct++;
+    size_t n = strcspn(ct, "; \t");
+    if (n == 16 && strncasecmp(ct, "application/json", 16) == 0)
+        return 1;
+    return n > 17 && strncasecmp(ct, "application/", 12) == 0 && strncasecmp(ct + n - 5, "+json", 5) == 0;
+}
+
+int gj_http_match_path(const char *tmpl, const char *path, char params[][GJ_PARAM_MAX], int max_params,
+                       int *n_params)
+{
+    int n = 0;
+    const char *t = tmpl, *p = path;
+    while (*t && *p) {
+        if (*t == '{') {
+            const char *close = strchr(t, '}');
+            if (!close)
+                return 0;
+            const char *seg_end = strchr(p, '/');
+            size_t len = seg_end ? (size_t)(seg_end - p) : strlen(p);
+            if (len == 0 || len >= GJ_PARAM_MAX || n >= max_params)
+                return 0;
+            memcpy(params[n], p, len);
+            params[n][len] = '\0';
+            if (close - t == 3 && strncmp(t, "{id}", 4) == 0)
+                for (size_t i = 0; i < len; i++)
+                    params[n][i] = (char)tolower((unsigned char)params[n][i]);
+            n++;
+            t = close + 1;
+            p += len;
+            continue;
+        }
+        if (*t != *p)
+            return 0;
+        t++;
+        p++;
+    }
+    if (*t || *p)
+        return 0;
+    if (n_params)
+        *n_params = n;
+    return 1;
+}
+
+static int parse_u64(const char *s, size_t len, uint64_t *out)
+{
+    if (len == 0 || len > 19)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int gj_http_parse_range(const char *hdr, uint64_t size, uint64_t *first, uint64_t *last)
+{
+    if (!hdr)
+        return 0;
+    while (*hdr == ' ' || *hdr == '\t')
+        hdr++;
+    if (strncasecmp(hdr, "bytes=", 6) != 0)
+        return 0;
+    const char *s = hdr + 6;
+    while (*s == ' ')
+        s++;
+    size_t len = strlen(s);
+    while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+        len--;
+    if (memchr(s, ',', len))
+        return 0;                        /* several ranges: serve the whole representation */
+    const char *dash = memchr(s, '-', len);
+    if (!dash)
+        return 0;
+    size_t a_len = (size_t)(dash - s), b_len = len - a_len - 1;
+    uint64_t a, b;
+    if (a_len == 0) {                    /* suffix: the last n bytes */
+        if (parse_u64(dash + 1, b_len, &b))
+            return 0;
+        if (b == 0 || size == 0)
+            return -1;
+        *first = b >= size ? 0 : size - b;
+        *last = size - 1;
+        return 1;
+    }
+    if (parse_u64(s, a_len, &a))
+        return 0;
+    if (b_len == 0) {
+        b = UINT64_MAX;
+    } else {
+        if (parse_u64(dash + 1, b_len, &b))
+            return 0;
+        if (b < a)
+            return 0;                    /* invalid syntax: ignore the header */
+    }
+    if (a >= size)
+        return -1;
+    *first = a;
+    *last = b >= size ? size - 1 : b;
+    return 1;
+}
+
+static int b64_value(char c, int url)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == (url ? '-' : '+'))
+        return 62;
+    if (c == (url ? '_' : '/'))
+        return 63;
+    return -1;
+}
+
+long gj_base64_decode(const char *in, size_t len, unsigned char *out, size_t cap, int url)
+{
+    size_t pad = 0;
+    while (len && in[len - 1] == '=') {
+        len--;
+        pad++;
+    }
+    if (pad > 2 || (url && pad) || len % 4 == 1)
+        return -1;
+    if (pad && (len + pad) % 4 != 0)
+        return -1;
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < len; i++) {
+        int v = b64_value(in[i], url);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o >= cap)
+                return -1;
+            out[o++] = (unsigned char)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    if (acc != 0)                        /* non-canonical trailing bits */
+        return -1;
+    return (long)o;
+}
+
+long gj_base64_encode(const unsigned char *in, size_t len, char *out, size_t cap, int url)
+{
+    const char *alpha = url ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+                            : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        size_t n = len - i < 3 ? len - i : 3;
+        if (n > 1)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (n > 2)
+            v |= in[i + 2];
+        char q[4] = { alpha[(v >> 18) & 63], alpha[(v >> 12) & 63], alpha[(v >> 6) & 63], alpha[v & 63] };
+        size_t emit = n + 1;
+        if (o + 4 + 1 > cap)
+            return -1;
+        for (size_t k = 0; k < 4; k++)
+            if (k < emit)
+                out[o++] = q[k];
+            else if (!url)
+                out[o++] = '=';
+    }
+    if (o + 1 > cap)
+        return -1;
+    out[o] = '\0';
+    return (long)o;
+}
+
+int gj_http_parse_content_digest(const char *hdr, unsigned char sha256[32])
+{
+    /* Dictionary of byte sequences: alg=:BASE64:, separated by commas;
+     * parameters (;...) after a member are allowed and ignored. */
+    const char *s = hdr;
+    int found = 0;
+    if (!s)
+        return -1;
+    for (;;) {
+        while (*s == ' ' || *s == '\t')
+            s++;
+        const char *key = s;
+        while (*s && (islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '-' || *s == '_' ||
+                      *s == '.' || *s == '*'))
+            s++;
+        size_t klen = (size_t)(s - key);
+        if (klen == 0 || *s != '=')
+            return -1;
+        s++;
+        if (*s != ':')
+            return -1;
+        const char *v = ++s;
+        while (*s && *s != ':')
+            s++;
+        if (*s != ':')
+            return -1;
+        size_t vlen = (size_t)(s - v);
+        s++;
+        while (*s == ';') {                  /* parameters */
+            s++;
+            while (*s && *s != ',' && *s != ';')
+                s++;
+        }
+        if (klen == 7 && strncmp(key, "sha-256", 7) == 0) {
+            unsigned char buf[48];
+            if (gj_base64_decode(v, vlen, buf, sizeof buf, 0) != 32)
+                return -1;
+            memcpy(sha256, buf, 32);
+            found = 1;
+        } else {
+            unsigned char buf[128];
+            if (gj_base64_decode(v, vlen, buf, sizeof buf, 0) < 0)
+                return -1;
+        }
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (*s == '\0')
+            break;
+        if (*s != ',')
+            return -1;
+        s++;
+    }
+    return found;
+}
+
+int gj_http_etag_match(const char *inm, const char *etag)
+{
+    if (!inm || !etag)
+        return 0;
+    const char *e = etag;
+    if (strncmp(e, "W/", 2) == 0)
+        e += 2;
+    size_t elen = strlen(e);
+    const char *s = inm;
+    while (*s) {
+        while (*s == ' ' || *s == '\t' || *s == ',')
+            s++;
+        if (!*s)
+            break;
+        const char *tok = s;
+        while (*s && *s != ',')
+            s++;
+        const char *end = s;
+        while (end > tok && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        if (end - tok == 1 && *tok == '*')
+            return 1;
+        if (end - tok >= 2 && strncmp(tok, "W/", 2) == 0)
+            tok += 2;
+        if ((size_t)(end - tok) == elen && memcmp(tok, e, elen) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int digits(const char *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!isdigit((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
+
+int gj_is_timestamp(const char *s)
+{
+    /* YYYY-MM-DD[(T| )HH:MM[:SS[.f{1,6}]][Z|(+|-)HH[:]MM]] */
+    if (!s || strlen(s) > 40 || !digits(s, 4) || s[4] != '-' || !digits(s + 5, 2) || s[7] != '-' ||
+        !digits(s + 8, 2))
+        return 0;
+    int mon = (s[5] - '0') * 10 + (s[6] - '0'), day = (s[8] - '0') * 10 + (s[9] - '0');
+    if (mon < 1 || mon > 12 || day < 1 || day > 31)
+        return 0;
+    s += 10;
+    if (!*s)
+        return 1;
+    if (*s != 'T' && *s != 't' && *s != ' ')
+        return 0;
+    s++;
+    if (!digits(s, 2) || s[2] != ':' || !digits(s + 3, 2))
+        return 0;
+    if ((s[0] - '0') * 10 + (s[1] - '0') > 23 || (s[3] - '0') * 10 + (s[4] - '0') > 59)
+        return 0;
+    s += 5;
+    if (*s == ':') {
+        if (!digits(s + 1, 2) || (s[1] - '0') * 10 + (s[2] - '0') > 60)
+            return 0;
+        s += 3;
+        if (*s == '.') {
+            s++;
+            int n = 0;
+            while (isdigit((unsigned char)*s) && n < 7) {
+                s++;
+                n++;
+            }
+            if (n < 1 || n > 6)
+                return 0;
+        }
+    }
+    if (!*s)
+        return 1;
+    if ((*s == 'Z' || *s == 'z') && !s[1])
+        return 1;
+    if (*s == '+' || *s == '-') {
+        s++;
+        if (!digits(s, 2))
+            return 0;
+        s += 2;
+        if (*s == ':')
+            s++;
+        if (!digits(s, 2))
+            return 0;
+        return s[2] == '\0';
+    }
+    return 0;
+}
+
+int gj_cursor_encode(const char *created_at, const char *id, char *out, size_t cap)
+{
+    char raw[96];
+    int n = snprintf(raw, sizeof raw, "%s,%s", created_at, id);
+    if (n < 0 || (size_t)n >= sizeof raw)
+        return -1;
+    return gj_base64_encode((const unsigned char *)raw, (size_t)n, out, cap, 1) < 0 ? -1 : 0;
+}
+
+int gj_cursor_decode(const char *cursor, char created_at[40], char id[GJ_UUID_LEN + 1])
+{
+    unsigned char raw[96];
+    size_t len = cursor ? strlen(cursor) : 0;
+    if (len == 0 || len > 128)
+        return -1;
+    long n = gj_base64_decode(cursor, len, raw, sizeof raw - 1, 1);
+    if (n <= 0)
+        return -1;
+    raw[n] = '\0';
+    char *comma = strchr((char *)raw, ',');
+    if (!comma || (size_t)n != strlen((char *)raw))
+        return -1;
+    *comma = '\0';
+    const char *ts = (const char *)raw;
+    /* exactly what the server writes: YYYY-MM-DDTHH:MM:SS.ffffffZ */
+    if (strlen(ts) != 27 || !gj_is_timestamp(ts) || ts[10] != 'T' || ts[19] != '.' || ts[26] != 'Z')
+        return -1;
+    if (!gj_is_uuid(comma + 1))
+        return -1;
+    memcpy(created_at, ts, 28);
+    memcpy(id, comma + 1, GJ_UUID_LEN + 1);
+    for (int i = 0; i < GJ_UUID_LEN; i++)
+        id[i] = (char)tolower((unsigned char)id[i]);
+    return 0;
+}
+
+/* Printable ASCII copy (others become '?'): paths, methods and details go into
+ * JSON, which needs valid UTF-8. */
+static void ascii_copy(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < cap; i++)
+        dst[i] = ((unsigned char)src[i] >= 0x20 && (unsigned char)src[i] < 0x7f) ? src[i] : '?';
+    if (cap)
+        dst[i] = '\0';
+}
+
+static const char *method_label(const char *m)
+{
+    static const char *const known[] = { "GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "OPTIONS" };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(m, known[i]) == 0)
+            return known[i];
+    return "other";
+}
+
+/* ---------- request helpers ---------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+PGconn *gj_req_db(struct gj_req *r)
+{
+    if (!r->db)
+        r->db = gj_db_acquire(r->srv->db, DB_WAIT_MS);
+    return r->db;
+}
+
+PGconn *gj_req_take_db(struct gj_req *r)
+{
+    PGconn *c = r->db;
+    r->db = NULL;
+    return c;
+}
+
+const char *gj_req_header(struct gj_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *gj_req_query(struct gj_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+int gj_req_upload_slot(struct gj_req *r)
+{
+    if (r->upload_slot)
+        return 0;
+    int max = r->srv->cfg.max_uploads;
+    int cur = atomic_fetch_add(&uploads_active, 1);
+    if (max > 0 && cur >= max) {
+        atomic_fetch_sub(&uploads_active, 1);
+        return -1;
+    }
+    r->upload_slot = 1;
+    return 0;
+}
+
+int gj_http_stopping(const struct gj_server *srv)
+{
+    return atomic_load(&http_stopping) || (srv && atomic_load(&srv->stopping));
+}
+
+struct MHD_Response *gj_respond(struct gj_req *r, int status, struct MHD_Response *resp, uint64_t bytes)
+{
+    if (r->response)
+        MHD_destroy_response(r->response);
+    r->response = resp;
+    r->status = status;
+    r->bytes = bytes;
+    return resp;
+}
+
+static struct MHD_Response *respond_text(struct gj_req *r, int status, const char *ctype, char *text,
+                                         size_t len)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(text);
+        return gj_respond(r, 500, NULL, 0);
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    return gj_respond(r, status, resp, len);
+}
+
+struct MHD_Response *gj_respond_json(struct gj_req *r, int status, json_t *body)
+{
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(body);
+    if (!text)
+        return gj_problem(r, 500, NULL, "could not encode the response");
+    size_t len = strlen(text);
+    /* newline-terminated, for curl users */
+    char *t2 = realloc(text, len + 2);
+    if (t2) {
+        text = t2;
+        text[len++] = '\n';
+        text[len] = '\0';
+    }
+    return respond_text(r, status, "application/json", text, len);
+}
+
+struct MHD_Response *gj_respond_empty(struct gj_req *r, int status)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    return gj_respond(r, status, resp, 0);
+}
+
+static const char *status_title(int status)
+{
+    switch (status) {
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+    }
+}
+
+static const char *status_type(int status, const char *field)
+{
+    if (field && *field)
+        return "urn:gpujobd:problem:validation";
+    switch (status) {
+    case 401: return "urn:gpujobd:problem:unauthorized";
+    case 403: return "urn:gpujobd:problem:forbidden";
+    case 404: return "urn:gpujobd:problem:not-found";
+    case 409: return "urn:gpujobd:problem:conflict";
+    case 413: return "urn:gpujobd:problem:too-large";
+    case 429: return "urn:gpujobd:problem:rate-limited";
+    case 503: return "urn:gpujobd:problem:unavailable";
+    default: return "about:blank";
+    }
+}
+
+struct MHD_Response *gj_problem(struct gj_req *r, int status, const char *field, const char *fmt, ...)
+{
+    char detail[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    json_t *probe = json_string(detail);       /* NULL when not valid UTF-8 (a cut or a client's bytes) */
+    if (!probe)
+        ascii_copy(detail, sizeof detail, detail);
+    json_decref(probe);
+    char fieldbuf[256];
+    if (field) {
+        ascii_copy(fieldbuf, sizeof fieldbuf, field);
+        field = fieldbuf;
+    }
+    json_t *o = json_pack("{s:s, s:s, s:i, s:s}", "type", status_type(status, field), "title",
+                          status_title(status), "status", status, "detail", detail);
+    if (o && field && *field)
+        json_object_set_new(o, "field", json_string(field));
+    if (o)
+        json_object_set_new(o, "request_id", json_string(r->request_id));
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    if (!text) {
+        static const char fallback[] =
+            "{\"type\":\"about:blank\",\"title\":\"Internal Server Error\",\"status\":500}";
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(sizeof fallback - 1, (void *)fallback, MHD_RESPMEM_PERSISTENT);
+        if (resp)
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/problem+json");
+        return gj_respond(r, 500, resp, sizeof fallback - 1);
+    }
+    return respond_text(r, status, "application/problem+json", text, strlen(text));
+}
+
+struct MHD_Response *gj_respond_unavailable(struct gj_req *r)
+{
+    struct MHD_Response *resp = gj_problem(r, 503, NULL, "the database is not available; retry shortly");
+    if (resp)
+        MHD_add_response_header(resp, "Retry-After", "1");
+    return resp;
+}
+
+struct MHD_Response *gj_respond_not_found(struct gj_req *r)
+{
+    return gj_problem(r, 404, NULL, "no such resource");
+}
+
+/* ---------- rate limit (token bucket per key) ---------- */
+
+#define RL_SLOTS 1024
+struct rl_slot {
+    char key_id[GJ_UUID_LEN + 1];
+    double tokens;
+    double last;
+};
+static struct rl_slot rl_slots[RL_SLOTS];
+static pthread_mutex_t rl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int rate_limited(double rate, const char *key_id)
+{
+    if (rate <= 0)
+        return 0;
+    unsigned h = 2166136261u;
+    for (const char *p = key_id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    double burst = rate * 2 < 10 ? 10 : rate * 2;
+    double t = now_s();
+    pthread_mutex_lock(&rl_lock);
+    struct rl_slot *s = &rl_slots[h % RL_SLOTS];
+    if (strcmp(s->key_id, key_id) != 0) {
+        snprintf(s->key_id, sizeof s->key_id, "%s", key_id);
+        s->tokens = burst;
+        s->last = t;
+    }
+    s->tokens += (t - s->last) * rate;
+    if (s->tokens > burst)
+        s->tokens = burst;
+    s->last = t;
+    int limited = s->tokens < 1.0;
+    if (!limited)
+        s->tokens -= 1.0;
+    pthread_mutex_unlock(&rl_lock);
+    return limited;
+}
+
+/* ---------- the MHD callbacks ---------- */
+
+static void new_request_id(char out[33])
+{
+    unsigned char b[16];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+        static atomic_ulong ctr;
+        unsigned long c = atomic_fetch_add(&ctr, 1);
+        uint64_t t = (uint64_t)time(NULL);
+        memcpy(b, &c, sizeof c < 8 ? sizeof c : 8);
+        memcpy(b + 8, &t, 8);
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+static const struct gj_route *find_route(struct gj_req *r, const char *method, const char *path,
+                                         char *allow, size_t allow_cap)
+{
+    const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
+    allow[0] = '\0';
+    for (size_t t = 0; t < N_TABLES; t++)
+        for (size_t i = 0; i < *route_tables[t].count; i++) {
+            const struct gj_route *rt = &route_tables[t].routes[i];
+            char params[GJ_ROUTE_MAX_PARAMS][GJ_PARAM_MAX];
+            int n = 0;
+            if (!gj_http_match_path(rt->path, path, params, GJ_ROUTE_MAX_PARAMS, &n))
+                continue;
+            if (strcmp(rt->method, m) == 0) {
+                memcpy(r->params, params, sizeof params);
+                r->n_params = n;
+                return rt;
+            }
+            size_t used = strlen(allow);
+            snprintf(allow + used, allow_cap - used, "%s%s", used ? ", " : "", rt->method);
+        }
+    return NULL;
+}
+
+/* Path parameters: "{id}" must be a UUID, "{name}" a safe file name. */
+static int params_valid(const struct gj_route *rt, struct gj_req *r)
+{
+    int k = 0;
+    for (const char *t = strchr(rt->path, '{'); t && k < r->n_params; t = strchr(t + 1, '{'), k++) {
+        if (strncmp(t, "{id}", 4) == 0 && !gj_is_uuid(r->params[k]))
+            return 0;
+        if (strncmp(t, "{name}", 6) == 0 && !gj_safe_name(r->params[k]))
+            return 0;
+    }
+    return 1;
+}
+
+static void authenticate(struct gj_req *r)
+{
+    const char *h = gj_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *key = NULL;
+    if (h) {
+        while (*h == ' ')
+            h++;
+        if (strncasecmp(h, "Bearer ", 7) == 0) {
+            key = h + 7;
+            while (*key == ' ')
+                key++;
+        }
+    }
+    if (!key || !*key || strlen(key) > 256) {
+        struct MHD_Response *resp = gj_problem(r, 401, NULL, "an API key is required: Authorization: Bearer <key>");
+        if (resp)
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"gpujobd\"");
+        return;
+    }
+    char k[260];
+    size_t n = strlen(key);
+    while (n && (key[n - 1] == ' ' || key[n - 1] == '\t'))
+        n--;
+    memcpy(k, key, n);
+    k[n] = '\0';
+    PGconn *c = gj_req_db(r);
+    if (!c) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    int rc = gj_api_key_verify(c, k, &r->who);
+    explicit_bzero(k, sizeof k);
+    if (rc < 0) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    if (rc == 0) {
+        struct MHD_Response *resp = gj_problem(r, 401, NULL, "the API key is not valid");
+        if (resp)
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                    "Bearer realm=\"gpujobd\", error=\"invalid_token\"");
+        return;
+    }
+    r->authed = 1;
+    if (r->route->auth == GJ_AUTH_ADMIN && !r->who.is_admin) {
+        gj_problem(r, 403, NULL, "this operation needs an admin key");
+        return;
+    }
+    if (rate_limited(r->srv->cfg.rate_limit_per_key, r->who.key_id)) {
+        struct MHD_Response *resp = gj_problem(r, 429, NULL, "request rate limit of this key exceeded");
+        if (resp)
+            MHD_add_response_header(resp, "Retry-After", "1");
+    }
+}
+
+static enum MHD_Result queue_prepared(struct gj_req *r)
+{
+    if (!r->response)
+        gj_problem(r, 500, NULL, "internal error");
+    if (!r->response)
+        return MHD_NO;
+    MHD_add_response_header(r->response, "X-Request-Id", r->request_id);
+    enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned int)r->status, r->response);
+    MHD_destroy_response(r->response);
+    r->response = NULL;
+    return rc;
+}
+
+/* First call for a request: route, authenticate, check declared sizes. */
+static void first_call(struct gj_req *r, const char *url, const char *method)
+{
+    char allow[128];
+    const struct gj_route *rt = find_route(r, method, url, allow, sizeof allow);
+    if (!rt) {
+        if (allow[0]) {
+            struct MHD_Response *resp = gj_problem(r, 405, NULL, "method %s is not allowed here", method);
+            if (resp)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+        } else {
+            gj_respond_not_found(r);
+        }
+        return;
+    }
+    r->route = rt;
+    r->body_mode = rt->body;
+    if (!params_valid(rt, r)) {
+        gj_respond_not_found(r);
+        return;
+    }
+    if (rt->auth != GJ_AUTH_NONE) {
+        authenticate(r);
+        if (r->response)
+            return;
+    }
+    if (rt->begin) {
+        rt->begin(r);
+        if (r->response)
+            return;
+    }
+    if (r->body_mode == GJ_BODY_JSON) {
+        const char *ct = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (ct && !gj_http_is_json_type(ct)) {
+            gj_problem(r, 415, "Content-Type", "the body must be application/json");
+            return;
+        }
+    }
+    const char *cl = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t declared = 0;
+    if (cl && parse_u64(cl, strlen(cl), &declared) == 0) {
+        uint64_t cap = r->body_mode == GJ_BODY_STREAM ? r->srv->cfg.max_body_bytes : r->srv->cfg.max_json_bytes;
+        if (declared > cap)
+            gj_problem(r, 413, NULL, "the request body (%llu bytes) is over the limit of %llu bytes",
+                       (unsigned long long)declared, (unsigned long long)cap);
+    }
+}
+
+static void body_chunk(struct gj_req *r, const char *data, size_t len)
+{
+    r->body_bytes += len;
+    switch (r->body_mode) {
+    case GJ_BODY_STREAM:
+        if (r->route->data && r->route->data(r, data, len) < 0 && !r->response)
+            gj_problem(r, 500, NULL, "internal error");
+        return;
+    case GJ_BODY_JSON:
+    case GJ_BODY_NONE: {
+        uint64_t cap = r->srv->cfg.max_json_bytes;
+        if (r->body_bytes > cap) {
+            gj_problem(r, 413, NULL, "the JSON body is over the limit of %llu bytes", (unsigned long long)cap);
+            return;
+        }
+        if (r->body_mode == GJ_BODY_NONE)
+            return;                           /* a body nobody reads: bounded, then dropped */
+        if (r->body_len + len + 1 > r->body_cap) {
+            size_t ncap = r->body_cap ? r->body_cap : 4096;
+            while (ncap < r->body_len + len + 1)
+                ncap *= 2;
+            char *nb = realloc(r->body, ncap);
+            if (!nb) {
+                gj_problem(r, 500, NULL, "out of memory");
+                return;
+            }
+            r->body = nb;
+            r->body_cap = ncap;
+        }
+        memcpy(r->body + r->body_len, data, len);
+        r->body_len += len;
+        r->body[r->body_len] = '\0';
+        return;
+    }
+    }
+}
+
+static int is_blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isspace((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
+
+static void final_call(struct gj_req *r)
+{
+    if (r->body_mode == GJ_BODY_JSON && r->body_len && !is_blank(r->body, r->body_len)) {
+        json_error_t err;
+        r->json = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &err);
+        if (!r->json) {
+            gj_problem(r, 400, NULL, "malformed JSON body at line %d, column %d: %s", err.line, err.column,
+                       err.text);
+            return;
+        }
+    }
+    r->route->handle(r);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    struct gj_http_server *h = cls;
+    struct gj_req *r = *con_cls;
+    (void)version;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r)
+            return MHD_NO;
+        *con_cls = r;
+        r->srv = h->srv;
+        r->conn = connection;
+        r->t0 = now_s();
+        ascii_copy(r->method, sizeof r->method, method);
+        ascii_copy(r->path, sizeof r->path, url);
+        new_request_id(r->request_id);
+        first_call(r, url, method);
+        if (r->response)
+            return queue_prepared(r);
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->response) {
+            r->discarded += n;
+            return r->discarded > DRAIN_LIMIT ? MHD_NO : MHD_YES;
+        }
+        body_chunk(r, upload_data, n);
+        return MHD_YES;
+    }
+    if (!r->response)
+        final_call(r);
+    return queue_prepared(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)connection;
+    struct gj_req *r = con_cls ? *con_cls : NULL;
+    if (!r)
+        return;
+    int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    if (r->route && r->route->done)
+        r->route->done(r, ok);
+    if (r->response) {                  /* prepared, never sent (client gone mid-body) */
+        MHD_destroy_response(r->response);
+        r->response = NULL;
+        if (!ok)
+            r->status = 499;
+    }
+    if (!r->status)
+        r->status = 499;                /* the client went away before an answer */
+    double secs = now_s() - r->t0;
+    const char *route = r->route ? r->route->path : "unmatched";
+    json_t *f = json_pack("{s:s, s:s, s:s, s:i, s:I, s:f, s:s}", "method", r->method, "route", route, "path",
+                          r->path, "status", r->status, "bytes", (json_int_t)r->bytes, "duration_ms",
+                          secs * 1000.0, "request_id", r->request_id);
+    if (f && r->authed)
+        json_object_set_new(f, "tenant", json_string(r->who.tenant_name));
+    if (f && !ok)
+        json_object_set_new(f, "aborted", json_true());
+    gj_log_fields(GJ_LOG_INFO, "http", "request", f);
+    gj_metrics_http(method_label(r->method), route, r->status, secs);
+    if (r->db) {
+        if (PQtransactionStatus(r->db) != PQTRANS_IDLE)
+            gj_db_rollback(r->db);          /* read-only transactions end here */
+        gj_db_release(r->srv->db, r->db);
+    }
+    if (r->upload_slot)
+        atomic_fetch_sub(&uploads_active, 1);
+    free(r->body);
+    json_decref(r->json);
+    free(r);
+    *con_cls = NULL;
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    gj_log_fields(GJ_LOG_DEBUG, "http", msg, NULL);
+}
+
+struct gj_http_server *gj_http_start(struct gj_server *srv, const char *cert_pem, const char *key_pem)
+{
+    const struct gj_config *cfg = &srv->cfg;
+    struct addrinfo hints = { 0 }, *ai = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->listen_port);
+    const char *host = cfg->listen_host[0] ? cfg->listen_host : NULL;
+    if (host && (strcmp(host, "*") == 0 || strcmp(host, "") == 0))
+        host = NULL;
+    int grc = getaddrinfo(host, port, &hints, &ai);
+    if (grc != 0 || !ai) {
+        gj_log_error("http", "cannot resolve listen address %s:%d: %s", cfg->listen_host, cfg->listen_port,
+                     gai_strerror(grc));
+        return NULL;
+    }
+    struct gj_http_server *h = calloc(1, sizeof *h);
+    if (!h) {
+        freeaddrinfo(ai);
+        return NULL;
+    }
+    h->srv = srv;
+    atomic_store(&http_stopping, 0);
+    unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+                         MHD_USE_ITC;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    if (!cfg->insecure_http) {
+        if (!cert_pem || !key_pem) {
+            gj_log_error("http", "TLS needs a certificate and a key");
+            freeaddrinfo(ai);
+            free(h);
+            return NULL;
+        }
+        h->cert_pem = strdup(cert_pem);
+        h->key_pem = strdup(key_pem);
+        flags |= MHD_USE_TLS;
+    }
+    unsigned int max_conn = cfg->max_connections > 0 ? (unsigned int)cfg->max_connections : 512;
+    struct MHD_OptionItem opts[] = {
+        { MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr },
+        { MHD_OPTION_CONNECTION_LIMIT, (intptr_t)max_conn, NULL },
+        /* idle timeout; long polls block inside a request, so it outlasts the longest wait */
+        { MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)(cfg->max_wait_seconds + 60 > 300 ? cfg->max_wait_seconds + 60 : 300),
+          NULL },
+        { MHD_OPTION_CONNECTION_MEMORY_LIMIT, 256 * 1024, NULL },
+        { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h },
+        { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, h },
+        { cfg->insecure_http ? MHD_OPTION_END : MHD_OPTION_HTTPS_MEM_CERT, 0, h->cert_pem },
+        { MHD_OPTION_HTTPS_MEM_KEY, 0, h->key_pem },
+        { MHD_OPTION_END, 0, NULL },
+    };
+    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!h->daemon) {
+        gj_log_error("http", "cannot listen on %s:%d (in use, or a bad certificate)", cfg->listen_host,
+                     cfg->listen_port);
+        free(h->cert_pem);
+        free(h->key_pem);
+        free(h);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    int bound = info ? (int)info->port : cfg->listen_port;
+    gj_log_fields(GJ_LOG_INFO, "http", "listening",
+                  json_pack("{s:s, s:i, s:s}", "host", cfg->listen_host, "port", bound, "scheme",
+                            cfg->insecure_http ? "http" : "https"));
+    return h;
+}
+
+void gj_http_stop(struct gj_http_server *h)
+{
+    if (!h)
+        return;
+    atomic_store(&http_stopping, 1);
+    MHD_socket fd = MHD_quiesce_daemon(h->daemon);   /* no new connections */
+    MHD_stop_daemon(h->daemon);                      /* waits for connection threads */
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+    free(h->cert_pem);
+    free(h->key_pem);
+    free(h);
+}

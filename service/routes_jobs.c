@@ -1,0 +1,1224 @@
+/*
+ * routes_jobs.c — submit (JSON or multipart), list, get with long poll,
+ * cancel, delete, outputs, and the Server-Sent Events history of a job.
+ *
+ * Submit validates everything (kind, params schema, inputs, the module's own
+ * check) before anything is written; the job row, its uploaded inputs and
+ * job_inputs go in one transaction, so a failure stores nothing.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <openssl/evp.h>
+
+#include "common/fsutil.h"
+#include "common/gj_kind.h"
+#include "service/blobstore.h"
+#include "service/db.h"
+#include "service/http_server.h"
+#include "service/log.h"
+#include "service/notify.h"
+#include "service/queue.h"
+
+#define MAX_INPUTS 256
+#define LIST_DEFAULT 50
+#define LIST_MAX 200
+
+#define TS(c) "to_char(" c " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+#define JOB_SELECT                                                                                          \
+    "SELECT j.id, j.kind, j.params::text, gj_public_state(j.state, j.stage), j.priority, j.attempts, "      \
+    "j.max_attempts, j.progress, j.message, j.error::text, j.device, " TS("j.created_at") ", "             \
+    TS("j.started_at") ", " TS("j.finished_at") ", " TS("j.updated_at") ", "                               \
+    "(SELECT coalesce(json_object_agg(i.name, i.blob_id ORDER BY i.name), '{}'::json)::text "              \
+    "   FROM job_inputs i WHERE i.job_id = j.id), j.state, j.parent_id, j.cancel_requested FROM jobs j "
+enum { C_ID, C_KIND, C_PARAMS, C_STATE, C_PRIO, C_ATT, C_MAXATT, C_PROG, C_MSG, C_ERR, C_DEV, C_CREATED,
+       C_STARTED, C_FINISHED, C_UPDATED, C_INPUTS, C_ISTATE, C_PARENT, C_CANCEL };
+
+static int is_final(const char *state)
+{
+    return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "canceled") == 0;
+}
+
+static json_t *text_or_null(PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? json_null() : json_string(PQgetvalue(res, row, col));
+}
+
+static json_t *json_col(PGresult *res, int row, int col, int object_default)
+{
+    if (PQgetisnull(res, row, col))
+        return object_default ? json_object() : json_null();
+    json_t *v = json_loads(PQgetvalue(res, row, col), JSON_DECODE_ANY, NULL);
+    return v ? v : (object_default ? json_object() : json_null());
+}
+
+static json_t *job_from_row(PGresult *res, int row)
+{
+    const char *id = PQgetvalue(res, row, C_ID);
+    char url[96];
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(id));
+    json_object_set_new(o, "kind", json_string(PQgetvalue(res, row, C_KIND)));
+    json_object_set_new(o, "state", json_string(PQgetvalue(res, row, C_STATE)));
+    json_object_set_new(o, "params", json_col(res, row, C_PARAMS, 1));
+    json_object_set_new(o, "priority", json_integer(strtoll(PQgetvalue(res, row, C_PRIO), NULL, 10)));
+    json_object_set_new(o, "attempts", json_integer(strtoll(PQgetvalue(res, row, C_ATT), NULL, 10)));
+    json_object_set_new(o, "max_attempts", json_integer(strtoll(PQgetvalue(res, row, C_MAXATT), NULL, 10)));
+    json_object_set_new(o, "progress", json_real(strtod(PQgetvalue(res, row, C_PROG), NULL)));
+    json_object_set_new(o, "message", text_or_null(res, row, C_MSG));
+    json_object_set_new(o, "error", json_col(res, row, C_ERR, 0));
+    json_object_set_new(o, "device", text_or_null(res, row, C_DEV));
+    json_object_set_new(o, "created_at", text_or_null(res, row, C_CREATED));
+    json_object_set_new(o, "started_at", text_or_null(res, row, C_STARTED));
+    json_object_set_new(o, "finished_at", text_or_null(res, row, C_FINISHED));
+    json_object_set_new(o, "updated_at", text_or_null(res, row, C_UPDATED));
+    json_object_set_new(o, "inputs", json_col(res, row, C_INPUTS, 1));
+    if (!PQgetisnull(res, row, C_PARENT))
+        json_object_set_new(o, "parent_id", json_string(PQgetvalue(res, row, C_PARENT)));
+    snprintf(url, sizeof url, "/v1/jobs/%s/outputs", id);
+    json_object_set_new(o, "outputs_url", json_string(url));
+    snprintf(url, sizeof url, "/v1/jobs/%s/events", id);
+    json_object_set_new(o, "events_url", json_string(url));
+    return o;
+}
+
+/* 1 found (*job set; state/istate filled when not NULL), 0 not (or another
+ * tenant's), -1 database error. */
+static int job_fetch(PGconn *c, const char *tenant, const char *id, json_t **job, char state[16],
+                     char istate[16], int *is_child)
+{
+    const char *p[2] = { id, tenant };
+    PGresult *res = gj_db_exec(c, JOB_SELECT "WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid", 2, p, NULL);
+    if (!res)
+        return -1;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        return 0;
+    }
+    if (job)
+        *job = job_from_row(res, 0);
+    if (state)
+        snprintf(state, 16, "%s", PQgetvalue(res, 0, C_STATE));
+    if (istate)
+        snprintf(istate, 16, "%s", PQgetvalue(res, 0, C_ISTATE));
+    if (is_child)
+        *is_child = !PQgetisnull(res, 0, C_PARENT);
+    PQclear(res);
+    return 1;
+}
+
+static void respond_job(struct gj_req *r, int status, json_t *job)
+{
+    char loc[64];
+    snprintf(loc, sizeof loc, "/v1/jobs/%s", json_string_value(json_object_get(job, "id")));
+    struct MHD_Response *resp = gj_respond_json(r, status, job);
+    if (resp && (status == 201 || status == 200) && r->method[0] == 'P')
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
+}
+
+/* ======================= submit ======================= */
+
+struct mp_file {
+    char name[128];
+    struct gj_blob_writer *w;
+    unsigned char sha[32];
+    uint64_t size;
+    int finished;            /* digest taken */
+};
+
+struct submit_state {
+    int multipart;
+    struct MHD_PostProcessor *pp;
+    int in_txn;
+    char *job_text;
+    size_t job_len;
+    int has_job;
+    int cur;                 /* current part: -1 none, -2 the job part, else a file index */
+    uint64_t cur_bytes;
+    struct mp_file files[MAX_INPUTS];
+    int n_files;
+    uint64_t total;
+    int err_status;
+    char err_field[160];
+    char err_msg[300];
+};
+
+static void submit_fail(struct submit_state *s, int status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void submit_fail(struct submit_state *s, int status, const char *field, const char *fmt, ...)
+{
+    if (s->err_status)
+        return;
+    s->err_status = status;
+    snprintf(s->err_field, sizeof s->err_field, "%s", field ? field : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err_msg, sizeof s->err_msg, fmt, ap);
+    va_end(ap);
+}
+
+static void drop_files(struct submit_state *s)
+{
+    for (int i = 0; i < s->n_files; i++)
+        if (s->files[i].w) {
+            gj_blob_writer_abort(s->files[i].w);
+            s->files[i].w = NULL;
+        }
+}
+
+static int ctype_ok(const char *ct)
+{
+    if (!ct || !*ct || strlen(ct) > 255 || !strchr(ct, '/'))
+        return 0;
+    for (const char *p = ct; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+            return 0;
+    return 1;
+}
+
+static enum MHD_Result mp_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
+                               const char *content_type, const char *transfer_encoding, const char *data,
+                               uint64_t off, size_t size)
+{
+    (void)kind;
+    (void)filename;
+    (void)transfer_encoding;
+    struct gj_req *r = cls;
+    struct submit_state *s = r->state;
+    if (s->err_status)
+        return MHD_NO;
+    if (!key)
+        key = "";
+    int is_job = strcmp(key, "job") == 0;
+    int same = off > 0 || (s->cur_bytes == 0 &&
+                           ((is_job && s->cur == -2) ||
+                            (!is_job && s->cur >= 0 && strcmp(s->files[s->cur].name, key) == 0)));
+    if (!same) {                           /* a new part */
+        if (s->cur >= 0 && !s->files[s->cur].finished) {
+            gj_blob_writer_digest(s->files[s->cur].w, s->files[s->cur].sha);
+            s->files[s->cur].size = gj_blob_writer_size(s->files[s->cur].w);
+            s->files[s->cur].finished = 1;
+        }
+        s->cur_bytes = 0;
+        if (is_job) {
+            if (s->has_job) {
+                submit_fail(s, 400, "job", "the job part is given twice");
+                return MHD_NO;
+            }
+            s->has_job = 1;
+            s->cur = -2;
+        } else {
+            if (!gj_safe_name(key) || strlen(key) > 100) {
+                submit_fail(s, 422, "inputs", "input name '%.100s' is not a plain name", key);
+                return MHD_NO;
+            }
+            for (int i = 0; i < s->n_files; i++)
+                if (strcmp(s->files[i].name, key) == 0) {
+                    submit_fail(s, 422, "inputs", "input '%s' is given twice", key);
+                    return MHD_NO;
+                }
+            if (s->n_files >= MAX_INPUTS) {
+                submit_fail(s, 422, "inputs", "more than %d inputs", MAX_INPUTS);
+                return MHD_NO;
+            }
+            struct mp_file *f = &s->files[s->n_files];
+            memset(f, 0, sizeof *f);
+            snprintf(f->name, sizeof f->name, "%s", key);
+            f->w = gj_blob_writer_open(r->db, r->who.tenant_id,
+                                       ctype_ok(content_type) ? content_type : "application/octet-stream", 0);
+            if (!f->w) {
+                submit_fail(s, 503, NULL, "the database is not available; retry shortly");
+                return MHD_NO;
+            }
+            s->cur = s->n_files++;
+        }
+    }
+    s->cur_bytes += size;
+    s->total += size;
+    if (s->cur == -2) {
+        if (s->job_len + size > r->srv->cfg.max_json_bytes) {
+            submit_fail(s, 413, "job", "the job part is over the limit of %llu bytes",
+                        (unsigned long long)r->srv->cfg.max_json_bytes);
+            return MHD_NO;
+        }
+        char *nb = realloc(s->job_text, s->job_len + size + 1);
+        if (!nb) {
+            submit_fail(s, 500, NULL, "out of memory");
+            return MHD_NO;
+        }
+        s->job_text = nb;
+        memcpy(s->job_text + s->job_len, data, size);
+        s->job_len += size;
+        s->job_text[s->job_len] = '\0';
+        return MHD_YES;
+    }
+    if (s->total > r->srv->cfg.max_body_bytes) {
+        submit_fail(s, 413, NULL, "the upload is over the limit of %llu bytes",
+                    (unsigned long long)r->srv->cfg.max_body_bytes);
+        return MHD_NO;
+    }
+    if (size && gj_blob_writer_write(s->files[s->cur].w, data, size) != 0) {
+        submit_fail(s, 503, NULL, "the database is not available; retry shortly");
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+static void submit_begin(struct gj_req *r)
+{
+    struct submit_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        gj_problem(r, 500, NULL, "out of memory");
+        return;
+    }
+    s->cur = -1;
+    r->state = s;
+    const char *key = gj_req_header(r, "Idempotency-Key");
+    if (key) {
+        size_t n = strlen(key);
+        int ok = n >= 1 && n <= 200;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (unsigned char)key[i] >= 0x21 && (unsigned char)key[i] <= 0x7e;
+        if (!ok) {
+            gj_problem(r, 400, "Idempotency-Key", "Idempotency-Key must be 1 to 200 visible ASCII characters");
+            return;
+        }
+    }
+    const char *ct = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
+        s->multipart = 1;
+        r->body_mode = GJ_BODY_STREAM;
+        if (gj_req_upload_slot(r) != 0) {
+            struct MHD_Response *resp = gj_problem(r, 503, NULL, "too many uploads in progress; retry shortly");
+            if (resp)
+                MHD_add_response_header(resp, "Retry-After", "1");
+            return;
+        }
+        s->pp = MHD_create_post_processor(r->conn, 64 * 1024, mp_iter, r);
+        if (!s->pp) {
+            gj_problem(r, 400, "Content-Type", "multipart/form-data needs a boundary");
+            return;
+        }
+        PGconn *c = gj_req_db(r);
+        if (!c || gj_db_begin(c) != 0) {
+            gj_respond_unavailable(r);
+            return;
+        }
+        s->in_txn = 1;
+        return;
+    }
+    if (ct && !gj_http_is_json_type(ct))
+        gj_problem(r, 415, "Content-Type", "submit a job as application/json or multipart/form-data");
+}
+
+static int submit_data(struct gj_req *r, const char *buf, size_t len)
+{
+    struct submit_state *s = r->state;
+    if (MHD_post_process(s->pp, buf, len) != MHD_YES || s->err_status) {
+        if (!s->err_status)
+            submit_fail(s, 400, NULL, "malformed multipart/form-data body");
+        drop_files(s);
+        gj_problem(r, s->err_status, s->err_field, "%s", s->err_msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void sha256_text(const char *text, size_t len, char hex[65])
+{
+    unsigned char md[32];
+    unsigned int n = 0;
+    EVP_Digest(text, len, md, &n, EVP_sha256(), NULL);
+    gj_sha256_hex(md, hex);
+}
+
+static int int_field(json_t *v, json_int_t lo, json_int_t hi, json_int_t *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return -1;
+    *out = json_integer_value(v);
+    return 0;
+}
+
+/* An existing job under this key: 200 with it when the request is the same,
+ * 409 when not. 1 answered, 0 no such job, -1 database error. */
+static int idempotent_replay(struct gj_req *r, PGconn *c, const char *key, const char *hash)
+{
+    const char *p[2] = { r->who.tenant_id, key };
+    PGresult *res = gj_db_exec(c, "SELECT id, encode(request_hash, 'hex') FROM jobs "
+                                  "WHERE tenant_id = $1::uuid AND idempotency_key = $2",
+                               2, p, NULL);
+    if (!res)
+        return -1;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        return 0;
+    }
+    char id[GJ_UUID_LEN + 1];
+    snprintf(id, sizeof id, "%s", PQgetvalue(res, 0, 0));
+    int same = !PQgetisnull(res, 0, 1) && strcmp(PQgetvalue(res, 0, 1), hash) == 0;
+    PQclear(res);
+    if (!same) {
+        gj_problem(r, 409, "Idempotency-Key", "this Idempotency-Key was used for a different request (job %s)", id);
+        return 1;
+    }
+    json_t *job = NULL;
+    int rc = job_fetch(c, r->who.tenant_id, id, &job, NULL, NULL, NULL);
+    if (rc <= 0) {
+        gj_problem(r, 409, "Idempotency-Key", "this Idempotency-Key was used for a job that is gone");
+        return 1;
+    }
+    respond_job(r, 200, job);
+    return 1;
+}
+
+static void submit(struct gj_req *r, json_t *body, struct submit_state *s)
+{
+    PGconn *c = gj_req_db(r);
+    const char *ikey = gj_req_header(r, "Idempotency-Key");
+    if (!c) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    if (!json_is_object(body)) {
+        gj_problem(r, 400, NULL, "the body must be a JSON object: {kind, params, inputs, priority, max_attempts}");
+        return;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(body, k, v) {
+        if (strcmp(k, "kind") && strcmp(k, "params") && strcmp(k, "inputs") && strcmp(k, "priority") &&
+            strcmp(k, "max_attempts")) {
+            gj_problem(r, 422, k, "unknown field '%.100s'", k);
+            return;
+        }
+    }
+    json_t *jkind = json_object_get(body, "kind");
+    if (!json_is_string(jkind)) {
+        gj_problem(r, 422, "kind", "kind is required: a job kind name (GET /v1/kinds)");
+        return;
+    }
+    const struct gj_kind *kind = gj_kind_find(json_string_value(jkind));
+    if (!kind) {
+        gj_problem(r, 422, "kind", "unknown kind '%.100s' (GET /v1/kinds lists them)", json_string_value(jkind));
+        return;
+    }
+    json_t *params = json_object_get(body, "params");
+    if (params && !json_is_object(params)) {
+        gj_problem(r, 422, "params", "params must be a JSON object");
+        return;
+    }
+    json_t *inputs = json_object_get(body, "inputs");
+    if (inputs && !json_is_object(inputs)) {
+        gj_problem(r, 422, "inputs", "inputs must be an object of input name to blob id");
+        return;
+    }
+    json_int_t priority = 0, max_attempts = r->srv->cfg.default_max_attempts > 0 ? r->srv->cfg.default_max_attempts : 3;
+    if (json_object_get(body, "priority") && int_field(json_object_get(body, "priority"), -1000, 1000, &priority)) {
+        gj_problem(r, 422, "priority", "priority must be an integer from -1000 to 1000");
+        return;
+    }
+    if (json_object_get(body, "max_attempts") &&
+        int_field(json_object_get(body, "max_attempts"), 1, 100, &max_attempts)) {
+        gj_problem(r, 422, "max_attempts", "max_attempts must be an integer from 1 to 100");
+        return;
+    }
+
+    /* inputs: JSON references, then uploaded parts */
+    size_t n_json = inputs ? json_object_size(inputs) : 0;
+    size_t n_all = n_json + (size_t)(s ? s->n_files : 0);
+    if (n_all > MAX_INPUTS) {
+        gj_problem(r, 422, "inputs", "more than %d inputs", MAX_INPUTS);
+        return;
+    }
+    struct gj_input in[MAX_INPUTS + 1];
+    char ids[MAX_INPUTS][GJ_UUID_LEN + 1];
+    size_t n_in = 0;
+    json_t *canon_inputs = json_object();
+    char field[160];
+    json_object_foreach(inputs, k, v) {
+        snprintf(field, sizeof field, "inputs.%.100s", k);
+        if (!gj_safe_name(k) || strlen(k) > 100) {
+            json_decref(canon_inputs);
+            gj_problem(r, 422, field, "input names are plain names of at most 100 characters");
+            return;
+        }
+        if (!json_is_string(v) || !gj_is_uuid(json_string_value(v))) {
+            json_decref(canon_inputs);
+            gj_problem(r, 422, field, "an input is the id of an uploaded blob (POST /v1/blobs)");
+            return;
+        }
+        struct gj_blob_info info;
+        int rc = gj_blob_lookup(c, r->who.tenant_id, json_string_value(v), &info);
+        if (rc < 0) {
+            json_decref(canon_inputs);
+            gj_respond_unavailable(r);
+            return;
+        }
+        if (rc == 0) {
+            json_decref(canon_inputs);
+            gj_problem(r, 422, field, "no blob %s", json_string_value(v));
+            return;
+        }
+        snprintf(ids[n_in], sizeof ids[n_in], "%s", info.id);
+        in[n_in].name = k;
+        in[n_in].path = NULL;
+        in[n_in].size = info.size;
+        json_object_set_new(canon_inputs, k, json_string(info.id));
+        n_in++;
+    }
+    for (int i = 0; s && i < s->n_files; i++) {
+        struct mp_file *f = &s->files[i];
+        if (json_object_get(canon_inputs, f->name)) {
+            json_decref(canon_inputs);
+            snprintf(field, sizeof field, "inputs.%s", f->name);
+            gj_problem(r, 422, field, "input '%s' is given twice", f->name);
+            return;
+        }
+        if (!f->finished) {
+            gj_blob_writer_digest(f->w, f->sha);
+            f->size = gj_blob_writer_size(f->w);
+            f->finished = 1;
+        }
+        char hex[65], tag[80];
+        gj_sha256_hex(f->sha, hex);
+        snprintf(tag, sizeof tag, "sha256:%s", hex);
+        json_object_set_new(canon_inputs, f->name, json_string(tag));
+        in[n_in].name = f->name;
+        in[n_in].path = NULL;
+        in[n_in].size = f->size;
+        n_in++;
+    }
+
+    /* request hash, for Idempotency-Key */
+    json_t *canon = json_pack("{s:s, s:o, s:o, s:I, s:I}", "kind", kind->name, "params",
+                              params ? json_incref(params) : json_object(), "inputs", canon_inputs, "priority",
+                              priority, "max_attempts", max_attempts);
+    char *ctext = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(canon);
+    if (!ctext) {
+        gj_problem(r, 500, NULL, "out of memory");
+        return;
+    }
+    char hash[65];
+    sha256_text(ctext, strlen(ctext), hash);
+    free(ctext);
+    if (ikey) {
+        int rc = idempotent_replay(r, c, ikey, hash);
+        if (rc != 0) {
+            if (rc < 0)
+                gj_respond_unavailable(r);
+            return;
+        }
+    }
+
+    /* the module's checks */
+    json_t *empty = json_object();
+    struct gj_job job = { kind->name, params ? params : empty, in, n_in };
+    struct gj_error err;
+    gj_error_clear(&err);
+    if (gj_kind_validate(kind, &job, &err) != 0) {
+        json_decref(empty);
+        char f2[200];
+        if (!err.field[0] || strncmp(err.field, "inputs", 6) == 0)
+            snprintf(f2, sizeof f2, "%s", err.field);
+        else
+            snprintf(f2, sizeof f2, "params.%s", err.field);
+        int st = err.status >= 400 && err.status < 500 ? err.status : 422;
+        gj_problem(r, st, f2[0] ? f2 : "params", "%s", err.message[0] ? err.message : "invalid job");
+        return;
+    }
+    char *ptext = json_dumps(params ? params : empty, JSON_COMPACT);
+    json_decref(empty);
+    if (!ptext) {
+        gj_problem(r, 500, NULL, "out of memory");
+        return;
+    }
+
+    /* store: job row, uploaded blobs owned by it, job_inputs — one transaction */
+    if (!(s && s->in_txn)) {
+        if (gj_db_begin(c) != 0) {
+            free(ptext);
+            gj_respond_unavailable(r);
+            return;
+        }
+    }
+    char prio[24], maxa[24], job_id[GJ_UUID_LEN + 1];
+    snprintf(prio, sizeof prio, "%lld", (long long)priority);
+    snprintf(maxa, sizeof maxa, "%lld", (long long)max_attempts);
+    const char *p[7] = { r->who.tenant_id, kind->name, ptext, prio, maxa, ikey, ikey ? hash : NULL };
+    char sqlstate[6] = "";
+    PGresult *res = gj_db_exec(c,
+                               "INSERT INTO jobs (tenant_id, kind, params, priority, max_attempts, idempotency_key,"
+                               " request_hash) VALUES ($1::uuid, $2, $3::jsonb, $4::int, $5::int, $6,"
+                               " decode($7, 'hex')) ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING id",
+                               7, p, sqlstate);
+    free(ptext);
+    if (!res)
+        goto db_error;
+    if (PQntuples(res) == 0) {            /* a concurrent submit with the same key won */
+        PQclear(res);
+        if (s)
+            drop_files(s);
+        gj_db_rollback(c);
+        if (s)
+            s->in_txn = 0;
+        if (idempotent_replay(r, c, ikey ? ikey : "", hash) <= 0)
+            gj_respond_unavailable(r);
+        return;
+    }
+    snprintf(job_id, sizeof job_id, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    for (int i = 0; s && i < s->n_files; i++) {
+        struct mp_file *f = &s->files[i];
+        int rc = gj_blob_writer_commit(f->w, job_id, ids[n_json + (size_t)i]);
+        f->w = NULL;
+        if (rc != 0)
+            goto db_error;
+    }
+    for (size_t i = 0; i < n_in; i++) {
+        const char *q[3] = { job_id, in[i].name, ids[i] };
+        res = gj_db_exec(c, "INSERT INTO job_inputs (job_id, name, blob_id) VALUES ($1::uuid, $2, $3::uuid)", 3, q,
+                         sqlstate);
+        if (!res) {
+            if (strcmp(sqlstate, "23503") == 0) {
+                if (s)
+                    drop_files(s);
+                gj_db_rollback(c);
+                if (s)
+                    s->in_txn = 0;
+                snprintf(field, sizeof field, "inputs.%.100s", in[i].name);
+                gj_problem(r, 422, field, "the blob of input '%s' was deleted", in[i].name);
+                return;
+            }
+            goto db_error;
+        }
+        PQclear(res);
+    }
+    if (gj_db_commit(c) != 0)
+        goto db_error;
+    if (s)
+        s->in_txn = 0;
+    json_t *out = NULL;
+    if (job_fetch(c, r->who.tenant_id, job_id, &out, NULL, NULL, NULL) != 1) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    respond_job(r, 201, out);
+    return;
+
+db_error:
+    if (s)
+        drop_files(s);
+    gj_db_rollback(c);
+    if (s)
+        s->in_txn = 0;
+    gj_respond_unavailable(r);
+}
+
+static void submit_handle(struct gj_req *r)
+{
+    struct submit_state *s = r->state;
+    if (!s->multipart) {
+        if (!r->json) {
+            gj_problem(r, 400, NULL, "a JSON body is required: {kind, params, inputs}");
+            return;
+        }
+        submit(r, r->json, NULL);
+        return;
+    }
+    int pp_ok = MHD_destroy_post_processor(s->pp) == MHD_YES;
+    s->pp = NULL;
+    if (s->cur >= 0 && !s->files[s->cur].finished) {
+        gj_blob_writer_digest(s->files[s->cur].w, s->files[s->cur].sha);
+        s->files[s->cur].size = gj_blob_writer_size(s->files[s->cur].w);
+        s->files[s->cur].finished = 1;
+    }
+    if (!pp_ok && !s->err_status)
+        submit_fail(s, 400, NULL, "the multipart/form-data body is incomplete");
+    if (!s->err_status && !s->has_job)
+        submit_fail(s, 400, "job", "a multipart submit needs a 'job' part with the job JSON");
+    json_t *body = NULL;
+    if (!s->err_status) {
+        json_error_t jerr;
+        body = json_loadb(s->job_text ? s->job_text : "", s->job_len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!body)
+            submit_fail(s, 400, "job", "malformed JSON in the job part: %s", jerr.text);
+    }
+    if (s->err_status) {
+        drop_files(s);
+        gj_problem(r, s->err_status, s->err_field, "%s", s->err_msg);
+        return;
+    }
+    submit(r, body, s);
+    json_decref(body);
+}
+
+static void submit_done(struct gj_req *r, int ok)
+{
+    (void)ok;
+    struct submit_state *s = r->state;
+    if (!s)
+        return;
+    if (s->pp)
+        MHD_destroy_post_processor(s->pp);
+    if (r->db)
+        drop_files(s);
+    else
+        for (int i = 0; i < s->n_files; i++)
+            s->files[i].w = NULL;   /* connection gone with its transaction */
+    if (s->in_txn && r->db)
+        gj_db_rollback(r->db);
+    free(s->job_text);
+    free(s);
+    r->state = NULL;
+}
+
+/* ======================= list ======================= */
+
+static void jobs_list(struct gj_req *r)
+{
+    const char *state = gj_req_query(r, "state"), *kind = gj_req_query(r, "kind"),
+               *after = gj_req_query(r, "created_after"), *before = gj_req_query(r, "created_before"),
+               *limit_s = gj_req_query(r, "limit"), *cursor = gj_req_query(r, "cursor");
+    static const char *const states[] = { "queued", "running", "succeeded", "failed", "canceled" };
+    if (state) {
+        int ok = 0;
+        for (size_t i = 0; i < 5; i++)
+            ok |= strcmp(state, states[i]) == 0;
+        if (!ok) {
+            gj_problem(r, 400, "state", "state is one of queued, running, succeeded, failed, canceled");
+            return;
+        }
+    }
+    if (kind && (strlen(kind) == 0 || strlen(kind) > 64)) {
+        gj_problem(r, 400, "kind", "kind is a kind name");
+        return;
+    }
+    if (after && !gj_is_timestamp(after)) {
+        gj_problem(r, 400, "created_after", "created_after is an RFC 3339 timestamp");
+        return;
+    }
+    if (before && !gj_is_timestamp(before)) {
+        gj_problem(r, 400, "created_before", "created_before is an RFC 3339 timestamp");
+        return;
+    }
+    long limit = LIST_DEFAULT;
+    if (limit_s) {
+        char *end;
+        limit = strtol(limit_s, &end, 10);
+        if (!*limit_s || *end || limit < 1 || limit > LIST_MAX) {
+            gj_problem(r, 400, "limit", "limit is an integer from 1 to %d", LIST_MAX);
+            return;
+        }
+    }
+    char cts[40], cid[GJ_UUID_LEN + 1];
+    if (cursor && gj_cursor_decode(cursor, cts, cid) != 0) {
+        gj_problem(r, 400, "cursor", "the cursor is not one this server returned");
+        return;
+    }
+    PGconn *c = gj_req_db(r);
+    if (!c) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    char lim[16];
+    snprintf(lim, sizeof lim, "%ld", limit + 1);
+    const char *p[8] = { r->who.tenant_id, state, kind, after, before, cursor ? cts : NULL, cursor ? cid : NULL, lim };
+    char sqlstate[6] = "";
+    PGresult *res = gj_db_exec(c,
+                               JOB_SELECT "WHERE j.tenant_id = $1::uuid AND j.parent_id IS NULL"
+                               " AND ($2::text IS NULL OR gj_public_state(j.state, j.stage) = $2)"
+                               " AND ($3::text IS NULL OR j.kind = $3)"
+                               " AND ($4::timestamptz IS NULL OR j.created_at > $4::timestamptz)"
+                               " AND ($5::timestamptz IS NULL OR j.created_at < $5::timestamptz)"
+                               " AND ($6::timestamptz IS NULL OR (j.created_at, j.id) < ($6::timestamptz, $7::uuid))"
+                               " ORDER BY j.created_at DESC, j.id DESC LIMIT $8::int",
+                               8, p, sqlstate);
+    if (!res) {
+        if (strncmp(sqlstate, "22", 2) == 0)
+            gj_problem(r, 400, NULL, "a query parameter is out of range or not valid text");
+        else
+            gj_respond_unavailable(r);
+        return;
+    }
+    int n = PQntuples(res);
+    json_t *arr = json_array();
+    for (int i = 0; i < n && i < limit; i++)
+        json_array_append_new(arr, job_from_row(res, i));
+    json_t *next = json_null();
+    if (n > limit) {
+        char enc[160];
+        if (gj_cursor_encode(PQgetvalue(res, (int)limit - 1, C_CREATED), PQgetvalue(res, (int)limit - 1, C_ID), enc,
+                             sizeof enc) == 0)
+            next = json_string(enc);
+    }
+    PQclear(res);
+    gj_respond_json(r, 200, json_pack("{s:o, s:o}", "jobs", arr, "next_cursor", next));
+}
+
+/* ======================= get (long poll) ======================= */
+
+static void job_get(struct gj_req *r)
+{
+    long wait = 0;
+    const char *ws = gj_req_query(r, "wait");
+    if (ws) {
+        char *end;
+        wait = strtol(ws, &end, 10);
+        if (!*ws || *end || wait < 0 || wait > 86400) {
+            gj_problem(r, 400, "wait", "wait is a number of seconds (0 to %d)", r->srv->cfg.max_wait_seconds);
+            return;
+        }
+        if (wait > r->srv->cfg.max_wait_seconds)
+            wait = r->srv->cfg.max_wait_seconds;
+    }
+    struct gj_notifier *nt = r->srv->notifier;
+    uint64_t seq = nt ? gj_notifier_jobs_seq(nt) : 0;
+    PGconn *c = gj_req_db(r);
+    if (!c) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    json_t *job = NULL;
+    char state0[16], state[16];
+    int rc = job_fetch(c, r->who.tenant_id, r->params[0], &job, state0, NULL, NULL);
+    if (rc <= 0) {
+        if (rc < 0)
+            gj_respond_unavailable(r);
+        else
+            gj_respond_not_found(r);
+        return;
+    }
+    if (wait > 0 && !is_final(state0)) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double last_read = 0;
+        gj_db_release(r->srv->db, gj_req_take_db(r));   /* hold no connection while waiting */
+        for (;;) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            double el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+            double left = (double)wait - el;
+            if (left <= 0 || gj_http_stopping(r->srv))
+                break;
+            int ms = left > 1.0 ? 1000 : (int)(left * 1000) + 1;
+            if (nt) {
+                gj_notifier_wait_jobs(nt, seq, ms);
+                uint64_t now_seq = gj_notifier_jobs_seq(nt);
+                clock_gettime(CLOCK_MONOTONIC, &t);
+                el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
+                if (now_seq == seq && el - last_read < 2.0)
+                    continue;                  /* nothing changed; re-read every 2 s regardless */
+                seq = now_seq;
+            } else {
+                struct timespec d = { 0, 200 * 1000000L };
+                nanosleep(&d, NULL);
+            }
+            last_read = el;
+            c = gj_req_db(r);
+            if (!c)
+                continue;
+            json_t *j2 = NULL;
+            rc = job_fetch(c, r->who.tenant_id, r->params[0], &j2, state, NULL, NULL);
+            gj_db_release(r->srv->db, gj_req_take_db(r));
+            if (rc == 0) {
+                json_decref(job);
+                gj_respond_not_found(r);
+                return;
+            }
+            if (rc < 0)
+                continue;
+            json_decref(job);
+            job = j2;
+            if (strcmp(state, state0) != 0)
+                break;
+        }
+    }
+    respond_job(r, 200, job);
+}
+
+/* ======================= cancel, delete ======================= */
+
+static void job_cancel(struct gj_req *r)
+{
+    PGconn *c = gj_req_db(r);
+    if (!c) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    char state[16];
+    int rc = job_fetch(c, r->who.tenant_id, r->params[0], NULL, state, NULL, NULL);
+    if (rc <= 0) {
+        if (rc < 0)
+            gj_respond_unavailable(r);
+        else
+            gj_respond_not_found(r);
+        return;
+    }
+    rc = gj_queue_cancel(c, r->who.tenant_id, r->params[0]);
+    if (rc < 0) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    json_t *job = NULL;
+    if (job_fetch(c, r->who.tenant_id, r->params[0], &job, state, NULL, NULL) != 1) {
+        gj_respond_not_found(r);
+        return;
+    }
+    if (rc == 0 && is_final(state)) {
+        json_decref(job);
+        gj_problem(r, 409, NULL, "the job has already finished (%s)", state);
+        return;
+    }
+    /* 200: canceled now; 202: a running job was asked to stop */
+    gj_respond_json(r, is_final(state) ? 200 : 202, job);
+}
+
+static void job_delete(struct gj_req *r)
+{
+    PGconn *c = gj_req_db(r);
+    if (!c || gj_db_begin(c) != 0) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    const char *p[2] = { r->params[0], r->who.tenant_id };
+    PGresult *res = gj_db_exec(c,
+                               "SELECT state, stage, parent_id FROM jobs WHERE id = $1::uuid AND tenant_id = $2::uuid"
+                               " FOR UPDATE",
+                               2, p, NULL);
+    if (!res) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        gj_respond_not_found(r);
+        return;
+    }
+    const char *st = PQgetvalue(res, 0, 0);
+    int deletable = is_final(st) || (strcmp(st, "queued") == 0 && strcmp(PQgetvalue(res, 0, 1), "0") == 0);
+    int child = !PQgetisnull(res, 0, 2);
+    char stc[16];
+    snprintf(stc, sizeof stc, "%s", st);
+    PQclear(res);
+    if (child) {
+        gj_problem(r, 409, NULL, "this is a sub-task; delete its parent job");
+        return;
+    }
+    if (!deletable) {
+        gj_problem(r, 409, NULL, "the job is %s; cancel it and delete it once it has stopped",
+                   strcmp(stc, "waiting") == 0 ? "running" : stc);
+        return;
+    }
+    char sqlstate[6] = "";
+    res = gj_db_exec(c, "DELETE FROM jobs WHERE id = $1::uuid AND tenant_id = $2::uuid", 2, p, sqlstate);
+    if (!res) {
+        if (strcmp(sqlstate, "23503") == 0)
+            gj_problem(r, 409, NULL, "a blob of this job is an input of another job");
+        else
+            gj_respond_unavailable(r);
+        return;
+    }
+    PQclear(res);
+    if (gj_db_commit(c) != 0) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    gj_respond_empty(r, 204);
+}
+
+/* ======================= outputs ======================= */
+
+static void outputs_list(struct gj_req *r)
+{
+    PGconn *c = gj_req_db(r);
+    if (!c) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    int rc = job_fetch(c, r->who.tenant_id, r->params[0], NULL, NULL, NULL, NULL);
+    if (rc <= 0) {
+        if (rc < 0)
+            gj_respond_unavailable(r);
+        else
+            gj_respond_not_found(r);
+        return;
+    }
+    const char *p[1] = { r->params[0] };
+    PGresult *res = gj_db_exec(c,
+                               "SELECT o.name, b.size, encode(b.sha256, 'hex'), o.content_type FROM job_outputs o"
+                               " JOIN blobs b ON b.id = o.blob_id WHERE o.job_id = $1::uuid ORDER BY o.name",
+                               1, p, NULL);
+    if (!res) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    json_t *arr = json_array();
+    for (int i = 0; i < PQntuples(res); i++) {
+        char url[400];
+        snprintf(url, sizeof url, "/v1/jobs/%s/outputs/%s", r->params[0], PQgetvalue(res, i, 0));
+        json_array_append_new(arr, json_pack("{s:s, s:I, s:s, s:s, s:s}", "name", PQgetvalue(res, i, 0), "size",
+                                             (json_int_t)strtoll(PQgetvalue(res, i, 1), NULL, 10), "sha256",
+                                             PQgetvalue(res, i, 2), "content_type", PQgetvalue(res, i, 3), "url",
+                                             url));
+    }
+    PQclear(res);
+    gj_respond_json(r, 200, json_pack("{s:o}", "outputs", arr));
+}
+
+static void output_get(struct gj_req *r)
+{
+    PGconn *c = gj_req_db(r);
+    if (!c || gj_db_begin(c) != 0) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    const char *p[3] = { r->params[0], r->who.tenant_id, r->params[1] };
+    PGresult *res = gj_db_exec(c,
+                               "SELECT o.blob_id, o.content_type FROM job_outputs o JOIN jobs j ON j.id = o.job_id"
+                               " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid AND o.name = $3",
+                               3, p, NULL);
+    if (!res) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        gj_respond_not_found(r);
+        return;
+    }
+    char blob_id[GJ_UUID_LEN + 1], ctype[256];
+    snprintf(blob_id, sizeof blob_id, "%s", PQgetvalue(res, 0, 0));
+    snprintf(ctype, sizeof ctype, "%s", PQgetvalue(res, 0, 1));
+    PQclear(res);
+    struct gj_blob_info info;
+    int rc = gj_blob_lookup(c, r->who.tenant_id, blob_id, &info);
+    if (rc <= 0) {
+        if (rc < 0)
+            gj_respond_unavailable(r);
+        else
+            gj_respond_not_found(r);
+        return;
+    }
+    gj_http_send_blob(r, &info, ctype, r->params[1]);
+}
+
+/* ======================= events (SSE) ======================= */
+
+struct sse {
+    struct gj_server *srv;
+    char job_id[GJ_UUID_LEN + 1];
+    char tenant_id[GJ_UUID_LEN + 1];
+    long long last_id;
+    double progress;
+    int progress_sent;
+    char *buf;
+    size_t len, off, cap;
+    int done;
+};
+
+static int sse_append(struct sse *s, const char *text)
+{
+    size_t n = strlen(text);
+    if (s->len + n > s->cap) {
+        size_t ncap = s->cap ? s->cap : 4096;
+        while (ncap < s->len + n)
+            ncap *= 2;
+        char *nb = realloc(s->buf, ncap);
+        if (!nb)
+            return -1;
+        s->buf = nb;
+        s->cap = ncap;
+    }
+    memcpy(s->buf + s->len, text, n);
+    s->len += n;
+    return 0;
+}
+
+static void sse_event(struct sse *s, const char *id, const char *event, json_t *data)
+{
+    char *d = json_dumps(data, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(data);
+    if (!d)
+        return;
+    char head[128];
+    if (id)
+        snprintf(head, sizeof head, "id: %s\nevent: %s\ndata: ", id, event);
+    else
+        snprintf(head, sizeof head, "event: %s\ndata: ", event);
+    sse_append(s, head);
+    sse_append(s, d);      /* compact JSON has no newlines */
+    sse_append(s, "\n\n");
+    free(d);
+}
+
+/* Reads what is new. 1 something was queued, 0 nothing, -1 database trouble. */
+static int sse_fill(struct sse *s)
+{
+    PGconn *c = gj_db_acquire(s->srv->db, 2000);
+    if (!c)
+        return -1;
+    int out = 0;
+    const char *pj[2] = { s->job_id, s->tenant_id };
+    /* the job first, then its events: a final state read here has its event below */
+    PGresult *res = gj_db_exec(c,
+                               "SELECT gj_public_state(state, stage), progress, message FROM jobs"
+                               " WHERE id = $1::uuid AND tenant_id = $2::uuid",
+                               2, pj, NULL);
+    if (!res) {
+        gj_db_release(s->srv->db, c);
+        return -1;
+    }
+    if (PQntuples(res) == 0) {            /* deleted meanwhile */
+        PQclear(res);
+        gj_db_release(s->srv->db, c);
+        sse_event(s, NULL, "deleted", json_pack("{s:s}", "id", s->job_id));
+        s->done = 1;
+        return 1;
+    }
+    char state[16];
+    snprintf(state, sizeof state, "%s", PQgetvalue(res, 0, 0));
+    double progress = strtod(PQgetvalue(res, 0, 1), NULL);
+    json_t *message = PQgetisnull(res, 0, 2) ? json_null() : json_string(PQgetvalue(res, 0, 2));
+    PQclear(res);
+
+    char last[24];
+    snprintf(last, sizeof last, "%lld", s->last_id);
+    const char *pe[2] = { s->job_id, last };
+    res = gj_db_exec(c,
+                     "SELECT id, kind, detail::text, " TS("at") " FROM job_events"
+                     " WHERE job_id = $1::uuid AND id > $2::bigint ORDER BY id LIMIT 500",
+                     2, pe, NULL);
+    gj_db_release(s->srv->db, c);
+    if (!res) {
+        json_decref(message);
+        return -1;
+    }
+    int final_seen = 0;
+    for (int i = 0; i < PQntuples(res); i++) {
+        json_t *detail = json_loads(PQgetvalue(res, i, 2), 0, NULL);
+        if (!json_is_object(detail)) {
+            json_decref(detail);
+            detail = json_object();
+        }
+        json_object_set_new(detail, "at", json_string(PQgetvalue(res, i, 3)));
+        const char *kind = PQgetvalue(res, i, 1);
+        if (strcmp(kind, "state") == 0) {
+            const char *st = json_string_value(json_object_get(detail, "state"));
+            if (st && is_final(st))
+                final_seen = 1;
+        }
+        sse_event(s, PQgetvalue(res, i, 0), kind, detail);
+        s->last_id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        out = 1;
+    }
+    int more = PQntuples(res) == 500;
+    PQclear(res);
+    if (!final_seen && !more && !is_final(state) && (!s->progress_sent || progress != s->progress)) {
+        sse_event(s, NULL, "progress", json_pack("{s:f, s:o}", "progress", progress, "message", json_incref(message)));
+        s->progress = progress;
+        s->progress_sent = 1;
+        out = 1;
+    }
+    json_decref(message);
+    if (final_seen || (is_final(state) && !more))
+        s->done = 1;
+    return out;
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct sse *s = cls;
+    int idle_ms = 0;
+    while (s->off >= s->len) {
+        s->off = s->len = 0;
+        if (s->done || gj_http_stopping(s->srv))
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        struct gj_notifier *nt = s->srv->notifier;
+        uint64_t seq = nt ? gj_notifier_jobs_seq(nt) : 0;
+        int rc = sse_fill(s);
+        if (rc > 0)
+            break;
+        if (idle_ms >= 15000) {
+            sse_append(s, ": keep-alive\n\n");
+            break;
+        }
+        if (nt)
+            gj_notifier_wait_jobs(nt, seq, 1000);
+        else {
+            struct timespec d = { 0, 250 * 1000000L };
+            nanosleep(&d, NULL);
+        }
+        idle_ms += 1000;
+    }
+    size_t n = s->len - s->off < max ? s->len - s->off : max;
+    memcpy(buf, s->buf + s->off, n);
+    s->off += n;
+    return (ssize_t)n;
+}
+
+static void sse_free(void *cls)
+{
+    struct sse *s = cls;
+    free(s->buf);
+    free(s);
+}
+
+static void job_events(struct gj_req *r)
+{
+    PGconn *c = gj_req_db(r);
+    if (!c) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    int rc = job_fetch(c, r->who.tenant_id, r->params[0], NULL, NULL, NULL, NULL);
+    if (rc <= 0) {
+        if (rc < 0)
+            gj_respond_unavailable(r);
+        else
+            gj_respond_not_found(r);
+        return;
+    }
+    gj_db_release(r->srv->db, gj_req_take_db(r));   /* the stream borrows one per read */
+    struct sse *s = calloc(1, sizeof *s);
+    if (!s) {
+        gj_problem(r, 500, NULL, "out of memory");
+        return;
+    }
+    s->srv = r->srv;
+    snprintf(s->job_id, sizeof s->job_id, "%.36s", r->params[0]);
+    snprintf(s->tenant_id, sizeof s->tenant_id, "%s", r->who.tenant_id);
+    const char *lei = gj_req_header(r, "Last-Event-ID");
+    if (lei) {
+        char *end;
+        long long v = strtoll(lei, &end, 10);
+        if (*lei && !*end && v > 0)
+            s->last_id = v;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, s, sse_free);
+    if (!resp) {
+        sse_free(s);
+        gj_problem(r, 500, NULL, "out of memory");
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    gj_respond(r, 200, resp, 0);
+}
+
+const struct gj_route gj_routes_jobs[] = {
+    { "POST", "/v1/jobs", GJ_AUTH_USER, GJ_BODY_JSON, submit_begin, submit_data, submit_handle, submit_done },
+    { "GET", "/v1/jobs", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, jobs_list, NULL },
+    { "GET", "/v1/jobs/{id}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, job_get, NULL },
+    { "DELETE", "/v1/jobs/{id}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, job_delete, NULL },
+    { "POST", "/v1/jobs/{id}/cancel", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, job_cancel, NULL },
+    { "GET", "/v1/jobs/{id}/outputs", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, outputs_list, NULL },
+    { "GET", "/v1/jobs/{id}/outputs/{name}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, output_get, NULL },
+    { "GET", "/v1/jobs/{id}/events", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, job_events, NULL },
+};
+const size_t gj_routes_jobs_count = sizeof gj_routes_jobs / sizeof gj_routes_jobs[0];

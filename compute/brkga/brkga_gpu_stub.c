@@ -1,0 +1,18 @@
+/* brkga_gpu_stub.c — the GPU backend of a build without CUDA. */
+#include <stdio.h>
+
+#include "brkga/brkga_gpu.h"
+
+int brkga_gpu_device_count(void)
+{
+    return 0;
+}
+
+int brkga_gpu_backend(const struct brkga_params *prm, const struct brkga_decoder *dec,
+                      struct brkga_backend *be)
+{
+    (void)prm;
+    (void)dec;
+    snprintf(be->msg, sizeof be->msg, "this gpujobd was built without CUDA: no GPU path for brkga");
+    return -1;
+}

@@ -1,0 +1,58 @@
+/* brkga_kind.h — internals of the brkga kind shared by the kind, the outputs and the bench. */
+#ifndef BRKGA_KIND_H
+#define BRKGA_KIND_H
+
+#include <jansson.h>
+
+#include "common/gj_kind.h"
+#include "brkga/brkga_engine.h"
+#include "brkga/brkga_net.h"
+#include "brkga/brkga_tsp.h"
+
+struct brkga_cfg {
+    int tsp, maximize;
+    double pop_factor;
+    long max_pop, pop_size;
+    double elites, mutants, rhoe;
+    int primary, secondary;
+    long max_gens, max_stall_gens;
+    double max_time, max_stall_time, target;
+    int have_target;
+    uint64_t seed;
+    int have_seed;
+    int K, xint, xcount, reset_after;
+    int max_at, kpaths;
+    double max_olen;
+    int local_search;
+    double known_opt;
+    int have_known_opt;
+    int stats_interval;
+    double time_limit;
+    int threads;
+    json_t *initial;          /* borrowed */
+};
+
+struct brkga_problem {
+    int tsp_mode, have_net;
+    struct brkga_net net;
+    struct brkga_tsp tsp;
+    struct brkga_decoder dec;
+};
+
+int brkga_cfg_read(json_t *params, struct brkga_cfg *c, struct gj_error *err);
+json_t *brkga_params_xml(const char *text, size_t len, char *msg, size_t msglen);
+int brkga_problem_load(const struct gj_job *job, const struct brkga_cfg *c, struct brkga_problem *pb,
+                       struct gj_error *err);
+void brkga_problem_free(struct brkga_problem *pb);
+int brkga_params_fill(const struct brkga_cfg *c, size_t n, struct brkga_params *prm,
+                      struct gj_error *err);
+
+/* Writes result.json, results.xml (network), statistics.csv and convergence.svg.
+ * res NULL: no run happened (note says why, e.g. "unroutable"). */
+int brkga_write_outputs(const char *dir, const struct brkga_cfg *c, const struct brkga_params *prm,
+                        struct brkga_problem *pb, const struct brkga_result *res, const char *note,
+                        struct gj_error *err);
+
+int gj_bench_brkga_main(int argc, char **argv);
+
+#endif

@@ -108,11 +108,14 @@ class Client:
 
     def wait_job(self, job_id, states=("succeeded", "failed", "canceled"), timeout=60):
         deadline = time.time() + timeout
-        job = None
-        while time.time() < deadline:
+        job = self.json("GET", f"/v1/jobs/{job_id}", expect=200)
+        while job["state"] not in states:
+            if time.time() > deadline:
+                break
+            # ?wait= returns as soon as the state differs from the one it saw.
             job = self.json("GET", f"/v1/jobs/{job_id}?wait=5", expect=200)
-            if job["state"] in states:
-                return job
+        if job["state"] in states:
+            return job
         raise AssertionError(f"job {job_id} did not reach {states} in {timeout}s: {job}")
 
     def upload(self, data, content_type="application/octet-stream", headers=None, expect=201):
@@ -173,7 +176,8 @@ class Server:
         raise AssertionError(f"gpujobd not ready in {timeout}s ({last}):\n{self.log_text()[-3000:]}")
 
     def log_text(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")
 

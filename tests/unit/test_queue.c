@@ -1,0 +1,714 @@
+/*
+ * test_queue.c — the job queue against a real PostgreSQL (DESIGN §4, §8):
+ * claim order, SKIP LOCKED, lease fencing, retries with backoff, cancellation,
+ * sub-tasks, rescue of expired leases, the workers registry, and LISTEN wake-ups
+ * through the notifier. Each test gets a freshly migrated database.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/fsutil.h"
+#include "service/blobstore.h"
+#include "service/db.h"
+#include "service/notify.h"
+#include "service/queue.h"
+#include "pg_test_util.h"
+
+static const char *const noop_kinds[] = { "noop", NULL };
+
+struct fixture {
+    char url[1024];
+    PGconn *conn;
+    char tenant[GJ_UUID_LEN + 1];
+    char dir[512];
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    if (gj_test_pg_migrated_db(f->url, sizeof f->url) != 0) {
+        free(f);
+        return -1;
+    }
+    f->conn = gj_test_pg_connect(f->url);
+    PGresult *r = PQexec(f->conn, "INSERT INTO tenants (name) VALUES ('acme') RETURNING id");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        PQclear(r);
+        return -1;
+    }
+    snprintf(f->tenant, sizeof f->tenant, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    snprintf(f->dir, sizeof f->dir, "%s/q-XXXXXX", gj_test_dir());
+    if (!mkdtemp(f->dir))
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    PQfinish(f->conn);
+    gj_rm_rf(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Inserts a job; returns its id in id. */
+static void submit(struct fixture *f, const char *kind, int priority, int max_attempts,
+                   const char *params, char id[GJ_UUID_LEN + 1])
+{
+    char prio[16], maxa[16];
+    snprintf(prio, sizeof prio, "%d", priority);
+    snprintf(maxa, sizeof maxa, "%d", max_attempts);
+    const char *p[] = { f->tenant, kind, params ? params : "{}", prio, maxa };
+    PGresult *r = gj_db_exec(f->conn,
+                             "INSERT INTO jobs (tenant_id, kind, params, priority, max_attempts)"
+                             " VALUES ($1, $2, $3::jsonb, $4::int, $5::int) RETURNING id",
+                             5, p, NULL);
+    assert_non_null(r);
+    snprintf(id, GJ_UUID_LEN + 1, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+}
+
+/* One value of a job's row as text ("" for NULL), in a static buffer. */
+static const char *job_field(struct fixture *f, const char *id, const char *expr)
+{
+    static char buf[1024];
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT (%s)::text FROM jobs WHERE id = $1", expr);
+    const char *p[] = { id };
+    PGresult *r = gj_db_exec(f->conn, sql, 1, p, NULL);
+    assert_non_null(r);
+    assert_int_equal(PQntuples(r), 1);
+    snprintf(buf, sizeof buf, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return buf;
+}
+
+static long count(struct fixture *f, const char *sql, const char *param)
+{
+    const char *p[] = { param };
+    PGresult *r = gj_db_exec(f->conn, sql, param ? 1 : 0, param ? p : NULL, NULL);
+    assert_non_null(r);
+    long n = atol(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return n;
+}
+
+static void exec_ok(struct fixture *f, const char *sql, const char *param)
+{
+    const char *p[] = { param };
+    assert_int_equal(gj_db_cmd(f->conn, sql, param ? 1 : 0, param ? p : NULL), 0);
+}
+
+static void expire_lease(struct fixture *f, const char *id)
+{
+    exec_ok(f, "UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", id);
+}
+
+static void make_ready(struct fixture *f, const char *id)
+{
+    exec_ok(f, "UPDATE jobs SET run_after = now() - interval '1 second' WHERE id = $1", id);
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char path[1024];
+    assert_int_equal(gj_path_join(path, sizeof path, dir, name), 0);
+    assert_int_equal(gj_write_file(path, text, strlen(text)), 0);
+}
+
+static void make_dir(struct fixture *f, const char *name, char *out, size_t n)
+{
+    snprintf(out, n, "%s/%s", f->dir, name);
+    assert_int_equal(gj_mkdir_p(out, 0700), 0);
+}
+
+/* Reads a whole blob (small) into buf; returns its size. */
+static long read_blob(struct fixture *f, const char *blob_id, char *buf, size_t cap)
+{
+    struct gj_blob_info info;
+    assert_int_equal(gj_blob_lookup(f->conn, NULL, blob_id, &info), 1);
+    assert_int_equal(gj_db_begin(f->conn), 0);
+    struct gj_blob_reader *rd = gj_blob_reader_open(f->conn, info.lo_oid);
+    assert_non_null(rd);
+    long n = gj_blob_reader_read(rd, 0, buf, cap);
+    gj_blob_reader_close(rd);
+    assert_int_equal(gj_db_commit(f->conn), 0);
+    return n;
+}
+
+/* ---- claim ------------------------------------------------------------ */
+
+static void test_claim_order(void **state)
+{
+    struct fixture *f = *state;
+    char a[40], b[40], c[40], d[40], other[40], later[40];
+    submit(f, "noop", 0, 3, NULL, a);
+    submit(f, "noop", 5, 3, NULL, b);
+    submit(f, "noop", 5, 3, NULL, c);
+    submit(f, "noop", 0, 3, NULL, d);
+    submit(f, "other", 9, 3, NULL, other);
+    submit(f, "noop", 9, 3, NULL, later);
+    exec_ok(f, "UPDATE jobs SET run_after = now() + interval '1 hour' WHERE id = $1", later);
+
+    const char *expect[] = { b, c, a, d };
+    for (int i = 0; i < 4; i++) {
+        struct gj_claim cl;
+        assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &cl), 1);
+        assert_string_equal(cl.id, expect[i]);
+        assert_string_equal(cl.kind, "noop");
+        assert_string_equal(cl.tenant_id, f->tenant);
+        assert_int_equal(cl.attempts, 1);
+        assert_int_equal(cl.max_attempts, 3);
+        assert_int_equal(cl.stage, 0);
+        assert_string_equal(cl.parent_id, "");
+        assert_non_null(cl.params);
+        assert_true(strlen(cl.lease_token) > 0);
+        assert_string_equal(job_field(f, cl.id, "state"), "running");
+        assert_string_equal(job_field(f, cl.id, "lease_owner"), "w1");
+        assert_string_equal(job_field(f, cl.id, "lease_expires_at > now() + interval '20 seconds'"),
+                            "true");
+        gj_claim_clear(&cl);
+    }
+    /* Only the other kind and the delayed one are left: nothing for noop. */
+    struct gj_claim cl;
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &cl), 0);
+    const char *both[] = { "noop", "other", NULL };
+    assert_int_equal(gj_queue_claim(f->conn, "w1", both, 30, &cl), 1);
+    assert_string_equal(cl.id, other);
+    gj_claim_clear(&cl);
+    /* Fresh tokens. */
+    assert_int_equal(count(f, "SELECT count(DISTINCT lease_token) FROM jobs WHERE state = 'running'", NULL), 5);
+}
+
+static void test_skip_locked(void **state)
+{
+    struct fixture *f = *state;
+    char a[40], b[40];
+    submit(f, "noop", 1, 3, NULL, a);
+    submit(f, "noop", 0, 3, NULL, b);
+    PGconn *other = gj_test_pg_connect(f->url);
+    /* The first claimer has not committed: the second must skip its row, not block. */
+    assert_int_equal(gj_db_begin(f->conn), 0);
+    struct gj_claim c1, c2;
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c1), 1);
+    assert_string_equal(c1.id, a);
+    assert_int_equal(gj_queue_claim(other, "w2", noop_kinds, 30, &c2), 1);
+    assert_string_equal(c2.id, b);
+    assert_int_equal(gj_db_commit(f->conn), 0);
+    assert_string_equal(job_field(f, a, "lease_owner"), "w1");
+    assert_string_equal(job_field(f, b, "lease_owner"), "w2");
+    struct gj_claim c3;
+    assert_int_equal(gj_queue_claim(other, "w2", noop_kinds, 30, &c3), 0);
+    gj_claim_clear(&c1);
+    gj_claim_clear(&c2);
+    PQfinish(other);
+}
+
+/* ---- fencing ---------------------------------------------------------- */
+
+static void test_fencing(void **state)
+{
+    struct fixture *f = *state;
+    char id[40];
+    submit(f, "noop", 0, 3, "{\"sleep_ms\": 5}", id);
+    struct gj_claim old, cur;
+    assert_int_equal(gj_queue_claim(f->conn, "zombie", noop_kinds, 30, &old), 1);
+    char out_old[600], out_new[600];
+    make_dir(f, "old", out_old, sizeof out_old);
+    make_dir(f, "new", out_new, sizeof out_new);
+    write_text(out_old, "result.json", "{\"who\":\"zombie\"}");
+    write_text(out_old, "zombie.csv", "a,b\n");
+    write_text(out_new, "result.json", "{\"who\":\"retry\"}");
+    write_text(out_new, "image.png", "PNG");
+    write_text(out_new, "volume.nrrd", "NRRD0004");
+    char sub[700];
+    snprintf(sub, sizeof sub, "%s/subdir", out_new);
+    assert_int_equal(gj_mkdir_p(sub, 0700), 0);   /* not a regular file: not an output */
+    char link[700];
+    snprintf(link, sizeof link, "%s/link.txt", out_new);
+    assert_int_equal(symlink("/etc/passwd", link), 0);   /* neither is a link */
+
+    /* The worker vanishes: its lease expires and another process rescues the job. */
+    assert_int_equal(gj_queue_heartbeat(f->conn, &old, 30, 0.5, "halfway"), 0);
+    assert_string_equal(job_field(f, id, "message"), "halfway");
+    expire_lease(f, id);
+    assert_int_equal(gj_queue_rescue_expired(f->conn, 0), 1);
+    assert_string_equal(job_field(f, id, "state"), "queued");
+    assert_string_equal(job_field(f, id, "error->>'message'"), "lease expired (worker lost)");
+    assert_int_equal(gj_queue_claim(f->conn, "w2", noop_kinds, 30, &cur), 1);
+    assert_string_equal(cur.id, id);
+    assert_int_equal(cur.attempts, 2);
+    assert_string_not_equal(cur.lease_token, old.lease_token);
+
+    /* The zombie is refused everywhere and changes nothing. */
+    assert_int_equal(gj_queue_heartbeat(f->conn, &old, 30, 0.9, "zombie"), 2);
+    assert_int_equal(gj_queue_set_device(f->conn, &old, "gpu:7"), 1);
+    assert_int_equal(gj_queue_finish_success(f->conn, &old, out_old), 1);
+    assert_int_equal(count(f, "SELECT count(*) FROM job_outputs WHERE job_id = $1", id), 0);
+    assert_int_equal(count(f, "SELECT count(*) FROM blobs WHERE owner_job = $1", id), 0);
+    assert_int_equal(count(f, "SELECT count(*) FROM pg_largeobject_metadata", NULL), 0);
+    assert_string_equal(job_field(f, id, "state"), "running");
+    json_t *err = json_pack("{s:s}", "message", "zombie failure");
+    assert_int_equal(gj_queue_finish_failure(f->conn, &old, err, 1, 0), 1);
+    json_decref(err);
+    assert_int_equal(gj_queue_finish_canceled(f->conn, &old), 1);
+    assert_int_equal(gj_queue_release(f->conn, &old), 1);
+    assert_string_equal(job_field(f, id, "state"), "running");
+    assert_string_equal(job_field(f, id, "lease_owner"), "w2");
+
+    /* The retry's result is accepted, with its own outputs only. */
+    assert_int_equal(gj_queue_set_device(f->conn, &cur, "cpu"), 0);
+    assert_int_equal(gj_queue_finish_success(f->conn, &cur, out_new), 0);
+    assert_string_equal(job_field(f, id, "state"), "succeeded");
+    assert_string_equal(job_field(f, id, "device"), "cpu");
+    assert_string_equal(job_field(f, id, "error IS NULL"), "true");
+    assert_string_equal(job_field(f, id, "finished_at IS NOT NULL"), "true");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_outputs WHERE job_id = $1", id), 3);
+    PGresult *r = PQexecParams(f->conn,
+                               "SELECT o.name, o.content_type, o.blob_id, b.owner_job = o.job_id"
+                               " FROM job_outputs o JOIN blobs b ON b.id = o.blob_id"
+                               " WHERE o.job_id = $1 ORDER BY o.name",
+                               1, NULL, (const char *const[]){ id }, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(r), 3);
+    assert_string_equal(PQgetvalue(r, 0, 0), "image.png");
+    assert_string_equal(PQgetvalue(r, 0, 1), "image/png");
+    assert_string_equal(PQgetvalue(r, 1, 0), "result.json");
+    assert_string_equal(PQgetvalue(r, 1, 1), "application/json");
+    assert_string_equal(PQgetvalue(r, 2, 0), "volume.nrrd");
+    assert_string_equal(PQgetvalue(r, 2, 1), "application/octet-stream");
+    for (int i = 0; i < 3; i++)
+        assert_string_equal(PQgetvalue(r, i, 3), "t");
+    char blob[GJ_UUID_LEN + 1];
+    snprintf(blob, sizeof blob, "%s", PQgetvalue(r, 1, 2));
+    PQclear(r);
+    char buf[256];
+    long n = read_blob(f, blob, buf, sizeof buf);
+    assert_int_equal(n, (long)strlen("{\"who\":\"retry\"}"));
+    assert_memory_equal(buf, "{\"who\":\"retry\"}", (size_t)n);
+
+    /* Finishing twice is refused too: each job finishes exactly once. */
+    assert_int_equal(gj_queue_finish_success(f->conn, &cur, out_new), 1);
+    assert_int_equal(count(f, "SELECT count(*) FROM job_outputs WHERE job_id = $1", id), 3);
+    /* The history shows both attempts. */
+    assert_true(count(f, "SELECT count(*) FROM job_events WHERE job_id = $1 AND kind = 'state'", id) >= 5);
+    gj_claim_clear(&old);
+    gj_claim_clear(&cur);
+}
+
+static void test_unsafe_output_name_fails_job(void **state)
+{
+    struct fixture *f = *state;
+    char id[40];
+    submit(f, "noop", 0, 3, NULL, id);
+    struct gj_claim c;
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c), 1);
+    char out[600];
+    make_dir(f, "unsafe", out, sizeof out);
+    write_text(out, "good.json", "{}");
+    write_text(out, "bad\\name", "x");
+    assert_int_equal(gj_queue_finish_success(f->conn, &c, out), 2);
+    assert_string_equal(job_field(f, id, "state"), "failed");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_outputs WHERE job_id = $1", id), 0);
+    assert_int_equal(count(f, "SELECT count(*) FROM blobs", NULL), 0);
+    gj_claim_clear(&c);
+}
+
+/* ---- retries ---------------------------------------------------------- */
+
+static void test_retries_with_backoff(void **state)
+{
+    struct fixture *f = *state;
+    char id[40];
+    submit(f, "noop", 0, 3, NULL, id);
+    json_t *err = json_pack("{s:s, s:s}", "message", "device busy", "field", "device");
+    for (int attempt = 1; attempt <= 3; attempt++) {
+        struct gj_claim c;
+        assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c), 1);
+        assert_int_equal(c.attempts, attempt);
+        assert_int_equal(gj_queue_finish_failure(f->conn, &c, err, 1, 100), 0);
+        gj_claim_clear(&c);
+        if (attempt < 3) {
+            assert_string_equal(job_field(f, id, "state"), "queued");
+            /* backoff * 2^(attempt-1), measured against the statement's own now() */
+            char expect[32];
+            snprintf(expect, sizeof expect, "%d", 100 << (attempt - 1));
+            assert_string_equal(
+                job_field(f, id, "round(extract(epoch FROM run_after - updated_at) * 1000)"), expect);
+            /* Not claimable before its time. */
+            assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c), 0);
+            make_ready(f, id);
+        }
+    }
+    assert_string_equal(job_field(f, id, "state"), "failed");
+    assert_string_equal(job_field(f, id, "attempts"), "3");
+    assert_string_equal(job_field(f, id, "error->>'message'"), "device busy");
+    assert_string_equal(job_field(f, id, "error->>'field'"), "device");
+    assert_string_equal(job_field(f, id, "finished_at IS NOT NULL"), "true");
+    assert_string_equal(job_field(f, id, "lease_token IS NULL"), "true");
+
+    /* A permanent failure is not retried. */
+    char p[40];
+    submit(f, "noop", 0, 3, NULL, p);
+    struct gj_claim c;
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c), 1);
+    assert_int_equal(gj_queue_finish_failure(f->conn, &c, err, 0, 100), 0);
+    assert_string_equal(job_field(f, p, "state"), "failed");
+    gj_claim_clear(&c);
+
+    /* The delay is capped at 5 minutes. */
+    char cap[40];
+    submit(f, "noop", 0, 10, NULL, cap);
+    for (int attempt = 1; attempt <= 2; attempt++) {
+        assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c), 1);
+        assert_int_equal(gj_queue_finish_failure(f->conn, &c, err, 1, 200000), 0);
+        gj_claim_clear(&c);
+        make_ready(f, cap);
+    }
+    exec_ok(f, "UPDATE jobs SET run_after = now() WHERE id = $1 AND false", cap);
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c), 1);
+    assert_int_equal(gj_queue_finish_failure(f->conn, &c, err, 1, 200000), 0);
+    gj_claim_clear(&c);
+    assert_string_equal(job_field(f, cap, "round(extract(epoch FROM run_after - updated_at))"), "300");
+    json_decref(err);
+}
+
+/* ---- cancel ----------------------------------------------------------- */
+
+struct cancel_seen {
+    char id[64];
+    int calls;
+};
+
+static void on_cancel(const char *job_id, void *arg)
+{
+    struct cancel_seen *s = arg;
+    snprintf(s->id, sizeof s->id, "%s", job_id);
+    __atomic_add_fetch(&s->calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_cancel(void **state)
+{
+    struct fixture *f = *state;
+    struct gj_notifier *n = gj_notifier_start(f->url);
+    assert_non_null(n);
+    struct cancel_seen seen = { "", 0 };
+    gj_notifier_on_cancel(n, on_cancel, &seen);
+    /* Give the notifier time to LISTEN. */
+    for (int i = 0; i < 100 && gj_notifier_queue_seq(n) == 0; i++)
+        usleep(20000);
+    uint64_t qseq = gj_notifier_queue_seq(n);
+    assert_true(qseq > 0);
+
+    char queued[40], running[40];
+    submit(f, "noop", 0, 3, NULL, running);
+    /* The insert NOTIFYs gpujobd_queue: waiters wake. */
+    gj_notifier_wait_queue(n, qseq, 5000);
+    assert_true(gj_notifier_queue_seq(n) > qseq);
+    submit(f, "noop", 0, 3, NULL, queued);
+
+    struct gj_claim c;
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c), 1);
+    assert_string_equal(c.id, running);
+
+    /* Queued: canceled at once. Another tenant, or a bad id: nothing. */
+    assert_int_equal(gj_queue_cancel(f->conn, "00000000-0000-0000-0000-000000000000", queued), 0);
+    assert_int_equal(gj_queue_cancel(f->conn, f->tenant, "not-a-uuid"), 0);
+    assert_string_equal(job_field(f, queued, "state"), "queued");
+    assert_int_equal(gj_queue_cancel(f->conn, f->tenant, queued), 1);
+    assert_string_equal(job_field(f, queued, "state"), "canceled");
+    assert_int_equal(gj_queue_cancel(f->conn, f->tenant, queued), 0);   /* already finished */
+
+    /* Running: flagged; the notifier hears of it; the heartbeat says so. */
+    uint64_t jseq = gj_notifier_jobs_seq(n);
+    assert_int_equal(gj_queue_heartbeat(f->conn, &c, 30, 0.25, NULL), 0);
+    assert_int_equal(gj_queue_cancel(f->conn, f->tenant, running), 1);
+    assert_string_equal(job_field(f, running, "state"), "running");
+    assert_string_equal(job_field(f, running, "cancel_requested"), "true");
+    /* Two notifications: the queued job's cancel, then the running one's. */
+    for (int i = 0; i < 250 && __atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST) < 2; i++)
+        usleep(20000);
+    assert_int_equal(__atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST), 2);
+    assert_string_equal(seen.id, running);
+    gj_notifier_wait_jobs(n, jseq, 5000);
+    assert_true(gj_notifier_jobs_seq(n) > jseq);
+    assert_int_equal(gj_queue_heartbeat(f->conn, &c, 30, 0.5, NULL), 1);
+    assert_int_equal(gj_queue_finish_canceled(f->conn, &c), 0);
+    assert_string_equal(job_field(f, running, "state"), "canceled");
+    assert_int_equal(gj_queue_cancel(f->conn, NULL, running), 0);
+    gj_claim_clear(&c);
+
+    /* A transient failure of a job asked to stop is not retried. */
+    char retry[40];
+    submit(f, "noop", 0, 3, NULL, retry);
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c), 1);
+    assert_int_equal(gj_queue_cancel(f->conn, NULL, retry), 1);
+    json_t *err = json_pack("{s:s}", "message", "interrupted");
+    assert_int_equal(gj_queue_finish_failure(f->conn, &c, err, 1, 0), 0);
+    json_decref(err);
+    assert_string_equal(job_field(f, retry, "state"), "failed");
+    gj_claim_clear(&c);
+
+    gj_notifier_on_cancel(n, NULL, NULL);
+    gj_notifier_stop(n);
+}
+
+/* ---- sub-tasks -------------------------------------------------------- */
+
+static void make_blob(struct fixture *f, const char *text, char id[GJ_UUID_LEN + 1])
+{
+    struct gj_blob_writer *w = gj_blob_writer_open(f->conn, f->tenant, "text/plain", 1);
+    assert_non_null(w);
+    assert_int_equal(gj_blob_writer_write(w, text, strlen(text)), 0);
+    assert_int_equal(gj_blob_writer_commit(w, NULL, id), 0);
+}
+
+static void test_subtasks(void **state)
+{
+    struct fixture *f = *state;
+    char parent[40], blob[GJ_UUID_LEN + 1];
+    submit(f, "noop", 4, 2, NULL, parent);
+    make_blob(f, "slab", blob);
+    struct gj_claim pc;
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &pc), 1);
+
+    /* Children are inserted in a transaction that finish_waiting commits. */
+    PGconn *other = gj_test_pg_connect(f->url);
+    const char *names[] = { "input" };
+    const char *blobs[] = { blob };
+    json_t *params = json_pack("{s:i}", "sleep_ms", 1);
+    assert_int_equal(gj_queue_spawn_child(f->conn, &pc, 0, "noop", params, names, blobs, 1), 0);
+    assert_int_equal(gj_queue_spawn_child(f->conn, &pc, 1, "noop", params, NULL, NULL, 0), 0);
+    json_decref(params);
+    PGresult *r = PQexec(other, "SELECT count(*) FROM jobs WHERE parent_id IS NOT NULL");
+    assert_string_equal(PQgetvalue(r, 0, 0), "0");   /* not visible before the commit */
+    PQclear(r);
+    struct gj_claim none;
+    assert_int_equal(gj_queue_claim(other, "w2", noop_kinds, 30, &none), 0);
+    assert_int_equal(gj_queue_finish_waiting(f->conn, &pc), 0);
+    assert_int_equal(PQtransactionStatus(f->conn), PQTRANS_IDLE);
+    assert_string_equal(job_field(f, parent, "state"), "waiting");
+    assert_string_equal(job_field(f, parent, "children_pending"), "2");
+    assert_string_equal(job_field(f, parent, "gj_public_state(state, stage)"), "running");
+    assert_int_equal(count(f, "SELECT count(*) FROM jobs WHERE parent_id = $1 AND state = 'queued'"
+                              " AND priority = 4", parent), 2);
+    assert_int_equal(count(f, "SELECT count(*) FROM job_inputs i JOIN jobs j ON j.id = i.job_id"
+                              " WHERE j.parent_id = $1", parent), 1);
+
+    /* Both children succeed (any worker): the parent is queued again at stage 1. */
+    for (int i = 0; i < 2; i++) {
+        struct gj_claim cc;
+        assert_int_equal(gj_queue_claim(other, "w2", noop_kinds, 30, &cc), 1);
+        assert_string_equal(cc.parent_id, parent);
+        assert_int_equal(cc.child_index, i);
+        char out[600], name[32];
+        snprintf(name, sizeof name, "child%d", i);
+        make_dir(f, name, out, sizeof out);
+        write_text(out, "part.json", i ? "[1]" : "[0]");
+        assert_int_equal(gj_queue_finish_success(other, &cc, out), 0);
+        gj_claim_clear(&cc);
+        assert_string_equal(job_field(f, parent, "state"), i == 0 ? "waiting" : "queued");
+    }
+    assert_string_equal(job_field(f, parent, "stage"), "1");
+    assert_string_equal(job_field(f, parent, "children_pending"), "0");
+    gj_claim_clear(&pc);
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &pc), 1);
+    assert_string_equal(pc.id, parent);
+    assert_int_equal(pc.stage, 1);
+    assert_int_equal(pc.attempts, 1);   /* a new stage starts its attempts afresh */
+    char out[600];
+    make_dir(f, "parent", out, sizeof out);
+    write_text(out, "volume.nrrd", "NRRD0004");
+    assert_int_equal(gj_queue_finish_success(f->conn, &pc, out), 0);
+    assert_string_equal(job_field(f, parent, "state"), "succeeded");
+    gj_claim_clear(&pc);
+
+    /* A child that fails fails its parent and cancels its queued siblings. */
+    char p2[40];
+    submit(f, "noop", 0, 2, NULL, p2);
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &pc), 1);
+    assert_string_equal(pc.id, p2);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(gj_queue_spawn_child(f->conn, &pc, i, "noop", NULL, NULL, NULL, 0), 0);
+    assert_int_equal(gj_queue_finish_waiting(f->conn, &pc), 0);
+    struct gj_claim cc;
+    assert_int_equal(gj_queue_claim(other, "w2", noop_kinds, 30, &cc), 1);
+    assert_string_equal(cc.parent_id, p2);
+    json_t *err = json_pack("{s:s}", "message", "slab does not fit");
+    assert_int_equal(gj_queue_finish_failure(other, &cc, err, 0, 0), 0);
+    json_decref(err);
+    gj_claim_clear(&cc);
+    assert_string_equal(job_field(f, p2, "state"), "failed");
+    assert_string_equal(job_field(f, p2, "error->>'message'"), "sub-task 0 failed: slab does not fit");
+    assert_int_equal(count(f, "SELECT count(*) FROM jobs WHERE parent_id = $1 AND state = 'canceled'", p2), 1);
+    gj_claim_clear(&pc);
+
+    /* A parent that lost its lease spawns nothing. */
+    char p3[40];
+    submit(f, "noop", 0, 2, NULL, p3);
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &pc), 1);
+    expire_lease(f, p3);
+    assert_int_equal(gj_queue_rescue_expired(other, 0), 1);
+    assert_int_equal(gj_queue_spawn_child(f->conn, &pc, 0, "noop", NULL, NULL, NULL, 0), 1);
+    assert_int_equal(PQtransactionStatus(f->conn), PQTRANS_IDLE);
+    assert_int_equal(gj_queue_finish_waiting(f->conn, &pc), 1);
+    assert_int_equal(count(f, "SELECT count(*) FROM jobs WHERE parent_id = $1", p3), 0);
+    assert_string_equal(job_field(f, p3, "state"), "queued");
+    gj_claim_clear(&pc);
+
+    /* WAIT_CHILDREN with no child: straight back to the queue at the next stage. */
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &pc), 1);
+    assert_string_equal(pc.id, p3);
+    assert_int_equal(gj_queue_finish_waiting(f->conn, &pc), 0);
+    assert_string_equal(job_field(f, p3, "state"), "queued");
+    assert_string_equal(job_field(f, p3, "stage"), "1");
+    gj_claim_clear(&pc);
+
+    /* Canceling a waiting parent cancels its children. */
+    char p4[40];
+    submit(f, "noop", 0, 2, NULL, p4);
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &pc), 1);
+    if (strcmp(pc.id, p4) != 0) {   /* p3 (stage 1) may come first */
+        assert_int_equal(gj_queue_finish_canceled(f->conn, &pc), 0);
+        gj_claim_clear(&pc);
+        assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &pc), 1);
+    }
+    assert_string_equal(pc.id, p4);
+    assert_int_equal(gj_queue_spawn_child(f->conn, &pc, 0, "noop", NULL, NULL, NULL, 0), 0);
+    assert_int_equal(gj_queue_finish_waiting(f->conn, &pc), 0);
+    assert_int_equal(gj_queue_cancel(f->conn, f->tenant, p4), 1);
+    assert_string_equal(job_field(f, p4, "state"), "canceled");
+    assert_int_equal(count(f, "SELECT count(*) FROM jobs WHERE parent_id = $1 AND state = 'canceled'", p4), 1);
+    gj_claim_clear(&pc);
+    PQfinish(other);
+}
+
+/* ---- rescue ----------------------------------------------------------- */
+
+static void test_rescue(void **state)
+{
+    struct fixture *f = *state;
+    char once[40], twice[40], alive[40], asked[40];
+    submit(f, "noop", 3, 1, NULL, once);
+    submit(f, "noop", 2, 3, NULL, twice);
+    submit(f, "noop", 1, 3, NULL, alive);
+    submit(f, "noop", 0, 3, NULL, asked);
+    struct gj_claim c[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c[i]), 1);
+    expire_lease(f, once);
+    expire_lease(f, twice);
+    expire_lease(f, asked);
+    assert_int_equal(gj_queue_cancel(f->conn, NULL, asked), 1);
+    assert_int_equal(gj_queue_rescue_expired(f->conn, 1000), 3);
+    /* Attempts used up: failed. */
+    assert_string_equal(job_field(f, once, "state"), "failed");
+    assert_string_equal(job_field(f, once, "error->>'message'"), "lease expired (worker lost)");
+    /* Attempts left: queued after the backoff. */
+    assert_string_equal(job_field(f, twice, "state"), "queued");
+    assert_string_equal(job_field(f, twice, "round(extract(epoch FROM run_after - updated_at) * 1000)"),
+                        "1000");
+    assert_string_equal(job_field(f, twice, "lease_owner IS NULL AND lease_token IS NULL"), "true");
+    /* Cancel requested: canceled rather than retried. */
+    assert_string_equal(job_field(f, asked, "state"), "canceled");
+    /* A live lease is left alone. */
+    assert_string_equal(job_field(f, alive, "state"), "running");
+    assert_int_equal(gj_queue_rescue_expired(f->conn, 1000), 0);
+    /* Heartbeats keep a lease alive and report progress. */
+    assert_int_equal(gj_queue_heartbeat(f->conn, &c[2], 60, 0.75, "three quarters"), 0);
+    assert_string_equal(job_field(f, alive, "progress"), "0.75");
+    assert_string_equal(job_field(f, alive, "lease_expires_at > now() + interval '50 seconds'"), "true");
+    assert_int_equal(gj_queue_heartbeat(f->conn, &c[2], 60, -1, NULL), 0);
+    assert_string_equal(job_field(f, alive, "progress"), "0.75");
+    assert_string_equal(job_field(f, alive, "message"), "three quarters");
+    /* A graceful release does not count the attempt. */
+    assert_int_equal(gj_queue_release(f->conn, &c[2]), 0);
+    assert_string_equal(job_field(f, alive, "state"), "queued");
+    assert_string_equal(job_field(f, alive, "attempts"), "0");
+    for (int i = 0; i < 4; i++)
+        gj_claim_clear(&c[i]);
+}
+
+/* The LISTEN connection dropped by the server: the notifier reconnects and
+ * wake-ups resume. */
+static void test_notifier_reconnects(void **state)
+{
+    struct fixture *f = *state;
+    struct gj_notifier *n = gj_notifier_start(f->url);
+    assert_non_null(n);
+    for (int i = 0; i < 100 && gj_notifier_queue_seq(n) == 0; i++)
+        usleep(20000);
+    assert_true(gj_notifier_queue_seq(n) > 0);
+    uint64_t before = gj_notifier_queue_seq(n);
+    PGresult *r = PQexec(f->conn, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                  " WHERE query LIKE 'LISTEN%' AND datname = current_database()");
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_string_equal(PQgetvalue(r, 0, 0), "1");
+    PQclear(r);
+    /* Reconnected: a fresh LISTEN backend appears, and the reconnect itself wakes waiters. */
+    long listening = 0;
+    for (int i = 0; i < 250 && listening == 0; i++) {
+        usleep(20000);
+        listening = count(f, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+                             " AND datname = current_database()", NULL);
+    }
+    assert_int_equal(listening, 1);
+    assert_true(gj_notifier_queue_seq(n) > before);
+    usleep(100000);
+    uint64_t seq = gj_notifier_queue_seq(n);
+    char id[40];
+    submit(f, "noop", 0, 3, NULL, id);
+    gj_notifier_wait_queue(n, seq, 5000);
+    assert_true(gj_notifier_queue_seq(n) > seq);
+    /* kick wakes local waiters without the database. */
+    seq = gj_notifier_queue_seq(n);
+    gj_notifier_kick(n);
+    assert_int_equal(gj_notifier_queue_seq(n), seq + 1);
+    gj_notifier_stop(n);
+}
+
+static void test_workers_registry(void **state)
+{
+    struct fixture *f = *state;
+    json_t *devices = json_pack("[{s:s, s:I}]", "device", "gpu:0", "total_bytes", (json_int_t)1 << 30);
+    assert_int_equal(gj_queue_worker_register(f->conn, "host:1:2", "host", 1, devices), 0);
+    assert_int_equal(gj_queue_worker_register(f->conn, "host:1:2", "host", 1, devices), 0);
+    json_decref(devices);
+    assert_int_equal(count(f, "SELECT count(*) FROM workers WHERE id = $1", "host:1:2"), 1);
+    assert_int_equal(count(f, "SELECT jsonb_array_length(devices) FROM workers WHERE id = $1", "host:1:2"), 1);
+    assert_int_equal(gj_queue_worker_heartbeat(f->conn, "host:1:2"), 0);
+    assert_int_equal(gj_queue_worker_unregister(f->conn, "host:1:2"), 0);
+    assert_int_equal(count(f, "SELECT count(*) FROM workers", NULL), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_claim_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_skip_locked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsafe_output_name_fails_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retries_with_backoff, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_subtasks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rescue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notifier_reconnects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_workers_registry, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

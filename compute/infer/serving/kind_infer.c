@@ -1,0 +1,661 @@
+/*
+ * kind_infer.c — the `infer` job kind: DICOM images in, a model's scores out.
+ *
+ * Inputs: dicom, dicom.1, dicom.2, ... (one image each; frame 0 of a multi-frame file).
+ * Params: model, version?, models_dir?, threads?, batch_size?.
+ * For each file: parse, apply the model's filter (an image the model is not for is
+ * reported as skipped with the reason), decode, preprocess, batch up to the model's
+ * max_batch_size, run, apply the output activation. result.json holds per image the SOP
+ * Instance UID, the scores per label, the top label and timings, and per study (by Study
+ * Instance UID only) a summary. No patient-identifying attribute is read into the result
+ * or written to a log.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/fsutil.h"
+#include "common/gj_kind.h"
+#include "infer/dicom.h"
+#include "infer/onnx/onnx_model.h"
+#include "infer/serving/model_repo.h"
+#include "infer/serving/preprocess.h"
+
+#define INFER_MAX_INPUTS 4096
+#define INFER_MAX_FRAME_PIXELS ((uint64_t)1 << 26)   /* 8192 x 8192 */
+#define INFER_DEFAULT_MODELS_DIR "./models"
+#define INFER_MAX_BATCH_BYTES ((uint64_t)1 << 30)
+
+static const char infer_schema[] =
+    "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\","
+    "\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"model\"],"
+    "\"properties\":{"
+    "\"model\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":127,"
+    "\"description\":\"model name in the repository (letters, digits, '.', '_', '-')\"},"
+    "\"version\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":999999999,"
+    "\"description\":\"model version (default: the model's default_version, else the latest)\"},"
+    "\"models_dir\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024,"
+    "\"description\":\"model repository directory (set by the service; for gpujobd run: "
+    "this, else env GPUJOBD_MODELS_DIR, else ./models)\"},"
+    "\"threads\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":256,"
+    "\"description\":\"CPU threads for inference (default: the worker's)\"},"
+    "\"batch_size\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1024,"
+    "\"description\":\"images per inference batch (default and upper bound: the model's "
+    "max_batch_size)\"}"
+    "}}";
+
+static const struct gj_input_spec infer_inputs[] = {
+    { "dicom", 1, 1, "DICOM Part 10 files (dicom, dicom.1, ...), one image each" },
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static const char *models_dir_of(const struct gj_job *job)
+{
+    json_t *d = json_object_get(job->params, "models_dir");
+    if (json_is_string(d))
+        return json_string_value(d);
+    const char *env = getenv("GPUJOBD_MODELS_DIR");
+    return env && env[0] ? env : INFER_DEFAULT_MODELS_DIR;
+}
+
+static int is_dicom_input(const char *name)
+{
+    return strcmp(name, "dicom") == 0 || (strncmp(name, "dicom.", 6) == 0 && name[6]);
+}
+
+static int infer_validate(const struct gj_job *job, struct gj_error *err)
+{
+    const char *model = json_string_value(json_object_get(job->params, "model"));
+    if (!model || !gj_model_name_ok(model))
+        return gj_error_set(err, "model", "model name '%.130s' is not valid: use 1 to 127 "
+                            "letters, digits, '.', '_' or '-', not starting with '.'",
+                            model ? model : "");
+    const char *dir = models_dir_of(job);
+    if (strlen(dir) >= 1024)
+        return gj_error_set(err, "models_dir", "models_dir is too long");
+    size_t n = 0;
+    for (size_t i = 0; i < job->n_inputs; i++)
+        n += is_dicom_input(job->inputs[i].name);
+    if (n > INFER_MAX_INPUTS)
+        return gj_error_set(err, "inputs", "%zu DICOM files: at most %d per job", n,
+                            INFER_MAX_INPUTS);
+    /* Where the repository is there, an unknown model is refused now rather than queued. */
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+        char mdir[2048];
+        if (gj_path_join(mdir, sizeof mdir, dir, model) == 0 &&
+            (stat(mdir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+            return gj_error_set(err, "model", "unknown model '%s': it is not in the model "
+                                "repository", model);
+        }
+    }
+    return 0;
+}
+
+static int infer_estimate(const struct gj_job *job, struct gj_needs *needs, struct gj_error *err)
+{
+    (void)err;
+    needs->can_use_gpu = 0;      /* the ONNX runtime's CPU backend */
+    needs->needs_gpu = 0;
+    needs->device_bytes = 0;
+    uint64_t largest = 0;
+    size_t opened = 0;
+    for (size_t i = 0; i < job->n_inputs; i++) {
+        if (!is_dicom_input(job->inputs[i].name))
+            continue;
+        uint64_t frame = 0;
+        gj_dicom *d = NULL;
+        char msg[64];
+        struct gj_dicom_image img;
+        /* The header of the first files gives the frame size; past that (or for a
+         * very large file) the file size does, without reading it. */
+        if (job->inputs[i].path && job->inputs[i].size < ((uint64_t)256 << 20) &&
+            opened++ < 64 && gj_dicom_open_file(job->inputs[i].path, &d, msg, sizeof msg) == 0 &&
+            gj_dicom_image_info(d, &img, msg, sizeof msg) == 0)
+            frame = gj_dicom_frame_floats(&img) * sizeof(float);
+        else
+            frame = job->inputs[i].size * 4;   /* 16-bit samples to float, no header read */
+        gj_dicom_free(d);
+        uint64_t one = job->inputs[i].size + 2 * frame;
+        if (one > largest)
+            largest = one;
+    }
+    /* File + frame + resize scratch, the model (weights ~ file) and its activations
+     * (bounded guess: 256 MiB for a batch), and the result. */
+    uint64_t model_bytes = 64ull << 20;
+    needs->host_bytes = largest + 3 * model_bytes + (256ull << 20);
+    return 0;
+}
+
+/* ---- one run ----------------------------------------------------------------------- */
+
+enum image_status { IMG_PENDING = 0, IMG_OK, IMG_SKIPPED, IMG_FAILED };
+
+struct image {
+    const struct gj_input *input;
+    enum image_status status;
+    char reason[600];
+    char sop_uid[68], study_uid[68];
+    uint32_t rows, columns, frames;
+    struct gj_preprocess_applied applied;
+    double decode_ms, preprocess_ms, inference_ms;
+    int batch_index, batch_size;
+    float *scores;          /* n_labels, after the activation */
+};
+
+/* A UID as the file gives it, kept only when it is a valid UI value (digits and dots). */
+static void get_uid(const gj_dicom *d, uint32_t tag, char *out, size_t outlen)
+{
+    char buf[128];
+    out[0] = '\0';
+    if (gj_dicom_get_string(d, tag, buf, sizeof buf) != 0)
+        return;
+    size_t n = strlen(buf);
+    if (n == 0 || n > 64)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if ((buf[i] < '0' || buf[i] > '9') && buf[i] != '.')
+            return;
+    snprintf(out, outlen, "%s", buf);
+}
+
+static const char *get_cs(const gj_dicom *d, uint32_t tag, char *buf, size_t buflen)
+{
+    if (gj_dicom_get_string(d, tag, buf, buflen) != 0 || !buf[0])
+        return NULL;
+    return buf;
+}
+
+static int cmp_input(const void *a, const void *b)
+{
+    const struct image *x = a, *y = b;
+    const char *p = x->input->name, *q = y->input->name;
+    long i = p[5] == '.' ? strtol(p + 6, NULL, 10) : 0;
+    long j = q[5] == '.' ? strtol(q + 6, NULL, 10) : 0;
+    if (i != j)
+        return i < j ? -1 : 1;
+    return strcmp(p, q);
+}
+
+struct batcher {
+    const onnx_model *om;
+    const gj_served_model *sm;
+    int threads;
+    int capacity;            /* images per full batch */
+    size_t item_floats;      /* C*H*W */
+    float *input;            /* capacity * item_floats */
+    struct image **slots;
+    int filled;
+    onnx_session *sess[2];   /* [0]: batch capacity, [1]: a smaller last batch */
+    int sess_batch[2];
+    void **outs[2];
+    size_t n_outputs;
+    int batches_run;
+};
+
+static void free_outputs(struct batcher *b, int k)
+{
+    for (size_t i = 0; b->outs[k] && i < b->n_outputs; i++)
+        free(b->outs[k][i]);
+    free(b->outs[k]);
+    b->outs[k] = NULL;
+}
+
+static void batcher_free(struct batcher *b)
+{
+    for (int k = 0; k < 2; k++) {
+        free_outputs(b, k);
+        onnx_session_free(b->sess[k]);
+    }
+    free(b->input);
+    free(b->slots);
+}
+
+static onnx_session *session_for(struct batcher *b, int n, void ***outs, struct gj_error *err)
+{
+    int k = n == b->capacity ? 0 : 1;
+    if (b->sess[k] && b->sess_batch[k] != n) {
+        free_outputs(b, k);
+        onnx_session_free(b->sess[k]);
+        b->sess[k] = NULL;
+    }
+    if (!b->sess[k]) {
+        struct onnx_session_options opt = { .batch = n, .threads = b->threads, .backend = NULL };
+        struct gj_error serr = { 0 };
+        b->sess[k] = onnx_session_create(b->om, &opt, &serr);
+        if (!b->sess[k])
+            return gj_error_set(err, "model", "cannot create an inference session (batch %d): %s",
+                                n, serr.message), NULL;
+        b->sess_batch[k] = n;
+        b->outs[k] = calloc(b->n_outputs, sizeof *b->outs[k]);
+        if (!b->outs[k])
+            return gj_error_set(err, "", "out of memory"), NULL;
+        for (size_t i = 0; i < b->n_outputs; i++) {
+            size_t bytes = onnx_session_output_bytes(b->sess[k], i);
+            if (!(b->outs[k][i] = malloc(bytes ? bytes : 1)))
+                return gj_error_set(err, "", "out of memory for the model's outputs"), NULL;
+        }
+    }
+    *outs = b->outs[k];
+    return b->sess[k];
+}
+
+static void activate(enum gj_activation act, const float *logits, float *out, size_t n)
+{
+    if (act == GJ_ACT_SIGMOID) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = (float)(1.0 / (1.0 + exp(-(double)logits[i])));
+    } else if (act == GJ_ACT_SOFTMAX) {
+        double mx = logits[0], sum = 0;
+        for (size_t i = 1; i < n; i++)
+            if (logits[i] > mx)
+                mx = logits[i];
+        for (size_t i = 0; i < n; i++)
+            sum += exp((double)logits[i] - mx);
+        for (size_t i = 0; i < n; i++)
+            out[i] = (float)(exp((double)logits[i] - mx) / sum);
+    } else {
+        memcpy(out, logits, n * sizeof *out);
+    }
+}
+
+static int batcher_flush(struct batcher *b, struct gj_error *err)
+{
+    if (b->filled == 0)
+        return 0;
+    const struct gj_model_config *cfg = gj_served_model_config(b->sm);
+    void **outs = NULL;
+    onnx_session *s = session_for(b, b->filled, &outs, err);
+    if (!s)
+        return -1;
+    const void *ins[1] = { b->input };
+    double t0 = now_ms();
+    struct gj_error rerr = { 0 };
+    if (onnx_session_run(s, ins, (void *const *)outs, &rerr))
+        return gj_error_set(err, "model", "inference failed: %s", rerr.message);
+    double per = (now_ms() - t0) / b->filled;
+    const float *logits = outs[gj_served_model_output_index(b->sm)];
+    for (int i = 0; i < b->filled; i++) {
+        struct image *im = b->slots[i];
+        im->scores = malloc(cfg->n_labels * sizeof *im->scores);
+        if (!im->scores)
+            return gj_error_set(err, "", "out of memory");
+        activate(cfg->activation, logits + (size_t)i * cfg->n_labels, im->scores, cfg->n_labels);
+        im->inference_ms = per;
+        im->batch_index = b->batches_run;
+        im->batch_size = b->filled;
+        im->status = IMG_OK;
+    }
+    b->batches_run++;
+    b->filled = 0;
+    return 0;
+}
+
+/* Reads, filters, decodes and preprocesses one file into the next batch slot. A problem
+ * with the file is the image's (failed, with the reason); -1 only for job-level errors. */
+static int prepare_image(struct batcher *b, struct image *im, struct gj_error *err)
+{
+    const struct gj_model_config *cfg = gj_served_model_config(b->sm);
+    char msg[400];
+    double t0 = now_ms();
+    gj_dicom *d = NULL;
+    if (gj_dicom_open_file(im->input->path, &d, msg, sizeof msg)) {
+        im->status = IMG_FAILED;
+        snprintf(im->reason, sizeof im->reason, "not a readable DICOM file: %s", msg);
+        return 0;
+    }
+    get_uid(d, GJ_DCM_SOPInstanceUID, im->sop_uid, sizeof im->sop_uid);
+    get_uid(d, GJ_DCM_StudyInstanceUID, im->study_uid, sizeof im->study_uid);
+    char mod[64], body[80], view[64];
+    if (!gj_model_filter_check(&cfg->filter, get_cs(d, GJ_DCM_Modality, mod, sizeof mod),
+                               get_cs(d, GJ_DCM_BodyPartExamined, body, sizeof body),
+                               get_cs(d, GJ_DCM_ViewPosition, view, sizeof view), im->reason,
+                               sizeof im->reason)) {
+        im->status = IMG_SKIPPED;
+        gj_dicom_free(d);
+        return 0;
+    }
+    struct gj_dicom_image info;
+    if (gj_dicom_image_info(d, &info, msg, sizeof msg)) {
+        im->status = IMG_FAILED;
+        snprintf(im->reason, sizeof im->reason, "no usable image: %s", msg);
+        gj_dicom_free(d);
+        return 0;
+    }
+    im->rows = info.rows;
+    im->columns = info.columns;
+    im->frames = info.frames;
+    if (info.samples_per_pixel != 1 || (info.photometric != GJ_PI_MONOCHROME1 &&
+                                        info.photometric != GJ_PI_MONOCHROME2)) {
+        im->status = IMG_FAILED;
+        snprintf(im->reason, sizeof im->reason, "photometric interpretation %.16s is not "
+                 "supported: the model takes grayscale (MONOCHROME1/2) images",
+                 info.photometric_name[0] ? info.photometric_name : "(unknown)");
+        gj_dicom_free(d);
+        return 0;
+    }
+    uint64_t nf = gj_dicom_frame_floats(&info);
+    if (nf == 0 || nf > INFER_MAX_FRAME_PIXELS) {
+        im->status = IMG_FAILED;
+        snprintf(im->reason, sizeof im->reason, "image of %u x %u pixels: at most %llu pixels "
+                 "are accepted for inference", info.rows, info.columns,
+                 (unsigned long long)INFER_MAX_FRAME_PIXELS);
+        gj_dicom_free(d);
+        return 0;
+    }
+    float *frame = malloc(nf * sizeof *frame);
+    if (!frame) {
+        gj_dicom_free(d);
+        gj_error_set(err, "", "out of memory decoding %s", im->input->name);
+        err->transient = 1;
+        return -1;
+    }
+    if (gj_dicom_decode_frame(d, 0, frame, nf, msg, sizeof msg)) {
+        im->status = IMG_FAILED;
+        snprintf(im->reason, sizeof im->reason, "cannot decode the pixel data: %s", msg);
+        free(frame);
+        gj_dicom_free(d);
+        return 0;
+    }
+    struct gj_frame_info fi = { .rows = info.rows, .columns = info.columns,
+                                .monochrome1 = info.photometric == GJ_PI_MONOCHROME1 };
+    double c, w;
+    if (gj_dicom_window(d, &c, &w) == 0 && isfinite(c) && isfinite(w)) {
+        char fn[32];
+        fi.voi_function = GJ_VOI_LINEAR;
+        if (gj_dicom_get_string(d, GJ_DCM_VOILUTFunction, fn, sizeof fn) == 0) {
+            if (strcmp(fn, "LINEAR_EXACT") == 0)
+                fi.voi_function = GJ_VOI_LINEAR_EXACT;
+            else if (strcmp(fn, "SIGMOID") == 0)
+                fi.voi_function = GJ_VOI_SIGMOID;
+        }
+        /* PS3.3: width >= 1 for LINEAR, > 0 otherwise; a window outside that is ignored. */
+        fi.has_voi = fi.voi_function == GJ_VOI_LINEAR ? w >= 1.0 : w > 0.0;
+        fi.voi_center = c;
+        fi.voi_width = w;
+    }
+    gj_dicom_free(d);
+    double t1 = now_ms();
+    im->decode_ms = t1 - t0;
+    float *dst = b->input + (size_t)b->filled * b->item_floats;
+    if (gj_preprocess_frame(&cfg->pre, &fi, frame, dst, &im->applied, msg, sizeof msg)) {
+        free(frame);
+        gj_error_set(err, "", "%s", msg);
+        err->transient = 1;
+        return -1;
+    }
+    free(frame);
+    im->preprocess_ms = now_ms() - t1;
+    b->slots[b->filled++] = im;
+    return 0;
+}
+
+static json_t *scores_json(const struct gj_model_config *cfg, const float *s)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; o && i < cfg->n_labels; i++)
+        json_object_set_new(o, cfg->labels[i], json_real(s[i]));
+    return o;
+}
+
+static size_t argmax(const float *s, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 1; i < n; i++)
+        if (s[i] > s[k])
+            k = i;
+    return k;
+}
+
+static const char *status_name(enum image_status s)
+{
+    return s == IMG_OK ? "ok" : s == IMG_SKIPPED ? "skipped" : "failed";
+}
+
+static json_t *image_json(const struct gj_model_config *cfg, const gj_served_model *sm,
+                          const struct image *im)
+{
+    json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:s, s:I}", "input", im->input->name,
+                          "status", status_name(im->status),
+                          "sop_instance_uid", im->sop_uid[0] ? json_string(im->sop_uid)
+                                                             : json_null(),
+                          "study_instance_uid", im->study_uid[0] ? json_string(im->study_uid)
+                                                                 : json_null(),
+                          "model", gj_served_model_name(sm),
+                          "model_version", (json_int_t)gj_served_model_version(sm));
+    if (!o)
+        return NULL;
+    if (im->status != IMG_OK) {
+        json_object_set_new(o, "reason", json_string(im->reason));
+        return o;
+    }
+    size_t k = argmax(im->scores, cfg->n_labels);
+    json_object_set_new(o, "scores", scores_json(cfg, im->scores));
+    json_object_set_new(o, "top_label", json_string(cfg->labels[k]));
+    json_object_set_new(o, "top_score", json_real(im->scores[k]));
+    json_object_set_new(o, "rows", json_integer(im->rows));
+    json_object_set_new(o, "columns", json_integer(im->columns));
+    if (im->frames > 1)
+        json_object_set_new(o, "frames", json_integer(im->frames));   /* frame 0 was used */
+    json_object_set_new(o, "window", json_pack("{s:s, s:f, s:f, s:s, s:b}", "source",
+                                               im->applied.window_source, "center",
+                                               im->applied.center, "width", im->applied.width,
+                                               "function", im->applied.function,
+                                               "inverted", im->applied.inverted));
+    json_object_set_new(o, "batch", json_pack("{s:i, s:i}", "index", im->batch_index, "size",
+                                              im->batch_size));
+    json_object_set_new(o, "timings_ms", json_pack("{s:f, s:f, s:f}", "decode", im->decode_ms,
+                                                   "preprocess", im->preprocess_ms,
+                                                   "inference", im->inference_ms));
+    return o;
+}
+
+/* One entry per Study Instance UID (images without a readable one are grouped under null). */
+static json_t *studies_json(const struct gj_model_config *cfg, const struct image *ims, size_t n)
+{
+    json_t *arr = json_array();
+    char *done = calloc(n ? n : 1, 1);
+    float *mx = malloc(cfg->n_labels * sizeof *mx);
+    if (!arr || !done || !mx) {
+        free(done);
+        free(mx);
+        json_decref(arr);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        int counts[4] = { 0 };
+        int have = 0;
+        for (size_t j = i; j < n; j++) {
+            if (done[j] || strcmp(ims[j].study_uid, ims[i].study_uid) != 0)
+                continue;
+            done[j] = 1;
+            counts[ims[j].status]++;
+            if (ims[j].status != IMG_OK)
+                continue;
+            for (size_t l = 0; l < cfg->n_labels; l++)
+                if (!have || ims[j].scores[l] > mx[l])
+                    mx[l] = ims[j].scores[l];
+            have = 1;
+        }
+        json_t *s = json_pack("{s:o, s:i, s:i, s:i, s:i}", "study_instance_uid",
+                              ims[i].study_uid[0] ? json_string(ims[i].study_uid) : json_null(),
+                              "images", counts[IMG_OK] + counts[IMG_SKIPPED] + counts[IMG_FAILED],
+                              "inferred", counts[IMG_OK], "skipped", counts[IMG_SKIPPED],
+                              "failed", counts[IMG_FAILED]);
+        if (s && have) {
+            size_t k = argmax(mx, cfg->n_labels);
+            json_object_set_new(s, "max_scores", scores_json(cfg, mx));
+            json_object_set_new(s, "top_label", json_string(cfg->labels[k]));
+            json_object_set_new(s, "top_score", json_real(mx[k]));
+        }
+        json_array_append_new(arr, s);
+    }
+    free(done);
+    free(mx);
+    return arr;
+}
+
+static int write_result(struct gj_ctx *ctx, const gj_served_model *sm, struct image *ims, size_t n,
+                        int batch, int threads, double load_ms, double t_start,
+                        struct gj_error *err)
+{
+    const struct gj_model_config *cfg = gj_served_model_config(sm);
+    static const char *const acts[] = { "none", "sigmoid", "softmax" };
+    json_t *labels = json_array(), *images = json_array();
+    int counts[4] = { 0 };
+    for (size_t i = 0; i < cfg->n_labels; i++)
+        json_array_append_new(labels, json_string(cfg->labels[i]));
+    for (size_t i = 0; i < n; i++) {
+        counts[ims[i].status]++;
+        json_array_append_new(images, image_json(cfg, sm, &ims[i]));
+    }
+    json_t *r = json_pack("{s:s, s:{s:s, s:I, s:o, s:s}, s:i, s:i, s:{s:i, s:i, s:i, s:i},"
+                          " s:o, s:o, s:{s:f, s:f}}",
+                          "kind", "infer",
+                          "model", "name", gj_served_model_name(sm), "version",
+                          (json_int_t)gj_served_model_version(sm), "labels", labels,
+                          "output_activation", acts[cfg->activation],
+                          "batch_size", batch, "threads", threads,
+                          "counts", "images", (int)n, "inferred", counts[IMG_OK], "skipped",
+                          counts[IMG_SKIPPED], "failed", counts[IMG_FAILED],
+                          "images", images, "studies", studies_json(cfg, ims, n),
+                          "timings_ms", "load_model", load_ms, "total", now_ms() - t_start);
+    if (!r)
+        return gj_error_set(err, "", "out of memory writing result.json");
+    char *text = json_dumps(r, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+    json_decref(r);
+    char path[4096];
+    int ok = text && gj_path_join(path, sizeof path, ctx->output_dir, "result.json") == 0 &&
+             gj_write_file(path, text, strlen(text)) == 0;
+    free(text);
+    if (!ok)
+        return gj_error_set(err, "", "cannot write result.json: %s", strerror(errno));
+    gj_logf(ctx, "infer: %s v%lld: %zu images, %d inferred, %d skipped, %d failed",
+            gj_served_model_name(sm), (long long)gj_served_model_version(sm), n, counts[IMG_OK],
+            counts[IMG_SKIPPED], counts[IMG_FAILED]);
+    return 0;
+}
+
+static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
+{
+    const struct gj_job *job = ctx->job;
+    double t_start = now_ms();
+    const char *name = json_string_value(json_object_get(job->params, "model"));
+    json_t *jv = json_object_get(job->params, "version");
+    int64_t version = json_is_integer(jv) ? (int64_t)json_integer_value(jv) : 0;
+    const char *dir = models_dir_of(job);
+    if (!name || !gj_model_name_ok(name))
+        return gj_error_set(err, "model", "model name is not valid");
+
+    gj_model_repo *repo = gj_model_repo_open(dir, err);
+    if (!repo) {
+        char msg[sizeof err->message];
+        snprintf(msg, sizeof msg, "%s", err->message);
+        gj_error_set(err, "model", "model '%s': %s", name, msg);
+        return GJ_RUN_FAILED;
+    }
+    gj_served_model *sm = NULL;
+    int rc = gj_model_repo_load(repo, name, version, &sm, err);
+    gj_model_repo_free(repo);   /* sm keeps its own reference */
+    if (rc)
+        return GJ_RUN_FAILED;
+    double load_ms = now_ms() - t_start;
+    const struct gj_model_config *cfg = gj_served_model_config(sm);
+
+    size_t n = 0;
+    for (size_t i = 0; i < job->n_inputs; i++)
+        n += is_dicom_input(job->inputs[i].name);
+    struct image *ims = calloc(n ? n : 1, sizeof *ims);
+    struct batcher b = { 0 };
+    int result = GJ_RUN_FAILED;
+    if (!ims) {
+        gj_error_set(err, "", "out of memory");
+        goto out;
+    }
+    for (size_t i = 0, k = 0; i < job->n_inputs; i++)
+        if (is_dicom_input(job->inputs[i].name))
+            ims[k++].input = &job->inputs[i];
+    qsort(ims, n, sizeof *ims, cmp_input);
+
+    json_t *jb = json_object_get(job->params, "batch_size");
+    int batch = cfg->max_batch_size;
+    if (json_is_integer(jb) && json_integer_value(jb) < batch)
+        batch = (int)json_integer_value(jb);
+    if ((size_t)batch > n && n > 0)
+        batch = (int)n;
+    json_t *jt = json_object_get(job->params, "threads");
+    int threads = ctx->cpu_threads > 0 ? ctx->cpu_threads : 1;
+    if (json_is_integer(jt) && json_integer_value(jt) < threads)
+        threads = (int)json_integer_value(jt);   /* at most what the worker gave the job */
+
+    /* A batch's input tensor stays under INFER_MAX_BATCH_BYTES: fewer images per batch
+     * for very large inputs. */
+    size_t item_bytes = (size_t)cfg->input_dims[0] * (size_t)cfg->input_dims[1] *
+                        (size_t)cfg->input_dims[2] * sizeof(float);
+    if ((uint64_t)batch * item_bytes > INFER_MAX_BATCH_BYTES)
+        batch = (int)(INFER_MAX_BATCH_BYTES / item_bytes) > 0
+                    ? (int)(INFER_MAX_BATCH_BYTES / item_bytes) : 1;
+    b.om = gj_served_model_onnx(sm);
+    b.sm = sm;
+    b.threads = threads;
+    b.capacity = batch;
+    b.item_floats = (size_t)cfg->input_dims[0] * (size_t)cfg->input_dims[1] *
+                    (size_t)cfg->input_dims[2];
+    b.n_outputs = onnx_model_num_outputs(b.om);
+    b.input = calloc((size_t)batch * b.item_floats, sizeof *b.input);
+    b.slots = calloc((size_t)batch, sizeof *b.slots);
+    if (!b.input || !b.slots) {
+        gj_error_set(err, "", "out of memory for a batch of %d images", batch);
+        goto out;
+    }
+    gj_logf(ctx, "infer: model %s v%lld, %zu images, batch %d, %d threads", name,
+            (long long)gj_served_model_version(sm), n, batch, threads);
+    for (size_t i = 0; i < n; i++) {
+        if (gj_cancelled(ctx)) {
+            result = GJ_RUN_CANCELED;
+            goto out;
+        }
+        if (prepare_image(&b, &ims[i], err))
+            goto out;
+        if (b.filled == b.capacity && batcher_flush(&b, err))
+            goto out;
+        gj_progress(ctx, (double)(i + 1) / (double)(n + 1), NULL);
+    }
+    if (batcher_flush(&b, err))
+        goto out;
+    if (write_result(ctx, sm, ims, n, batch, threads, load_ms, t_start, err))
+        goto out;
+    gj_progress(ctx, 1.0, NULL);
+    result = GJ_RUN_OK;
+out:
+    for (size_t i = 0; ims && i < n; i++)
+        free(ims[i].scores);
+    free(ims);
+    batcher_free(&b);
+    gj_served_model_release(sm);
+    return result;
+}
+
+const struct gj_kind gj_kind_infer = {
+    .name = "infer",
+    .summary = "Runs an image model of the model repository on DICOM images (chest X-ray triage "
+               "and the like): filter, window, resize, batch, scores per label",
+    .params_schema = infer_schema,
+    .inputs = infer_inputs,
+    .n_inputs = sizeof infer_inputs / sizeof infer_inputs[0],
+    .validate = infer_validate,
+    .estimate = infer_estimate,
+    .run = infer_run,
+};

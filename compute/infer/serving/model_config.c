@@ -1,0 +1,659 @@
+/*
+ * model_config.c — config.json of a model repository entry: parse, check, describe.
+ * See model_repo.h for the format. Every error names the field and says what is wrong.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fsutil.h"
+#include "infer/serving/model_repo.h"
+
+#define CFG "config.json"
+
+int gj_model_name_ok(const char *name)
+{
+    if (!name || !name[0] || name[0] == '.')
+        return 0;
+    size_t n = 0;
+    for (const char *p = name; *p; p++, n++) {
+        if (n >= GJ_MODEL_NAME_MAX - 1)
+            return 0;
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-')
+            return 0;
+    }
+    return 1;
+}
+
+/* Fails with field "config.json: <path>". */
+#define FAIL(path, ...) \
+    do { \
+        char field_[128]; \
+        snprintf(field_, sizeof field_, "%s", (path)); \
+        gj_error_set(err, field_, __VA_ARGS__); \
+        return -1; \
+    } while (0)
+
+static int check_keys(const json_t *obj, const char *path, const char *const *allowed,
+                      struct gj_error *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        int ok = 0;
+        for (size_t i = 0; allowed[i] && !ok; i++)
+            ok = strcmp(key, allowed[i]) == 0;
+        if (!ok) {
+            char p[128];
+            snprintf(p, sizeof p, "%s%s%.60s", path, path[0] ? "." : "", key);
+            FAIL(p, CFG ": unknown key '%.60s' in %s", key, path[0] ? path : "the top level");
+        }
+    }
+    return 0;
+}
+
+/* A JSON integer in [lo, hi] (a number with no fraction is accepted too). */
+static int get_int(const json_t *v, const char *path, int64_t lo, int64_t hi, int64_t *out,
+                   struct gj_error *err)
+{
+    double d;
+    if (json_is_integer(v))
+        d = (double)json_integer_value(v);
+    else if (json_is_real(v))
+        d = json_real_value(v);
+    else
+        FAIL(path, CFG ": %s must be an integer", path);
+    if (d != floor(d) || d < (double)lo || d > (double)hi)
+        FAIL(path, CFG ": %s must be an integer from %lld to %lld", path, (long long)lo,
+             (long long)hi);
+    *out = (int64_t)d;
+    return 0;
+}
+
+static int get_num(const json_t *v, const char *path, double *out, struct gj_error *err)
+{
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        FAIL(path, CFG ": %s must be a finite number", path);
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int get_str(const json_t *v, const char *path, char *buf, size_t buflen,
+                   struct gj_error *err)
+{
+    if (!json_is_string(v) || json_string_length(v) == 0)
+        FAIL(path, CFG ": %s must be a non-empty string", path);
+    if (json_string_length(v) >= buflen)
+        FAIL(path, CFG ": %s is longer than %zu bytes", path, buflen - 1);
+    const char *s = json_string_value(v);
+    if (strlen(s) != json_string_length(v))
+        FAIL(path, CFG ": %s contains a NUL character", path);
+    for (const char *p = s; *p; p++)
+        if ((unsigned char)*p < 0x20)
+            FAIL(path, CFG ": %s contains a control character", path);
+    memcpy(buf, s, json_string_length(v) + 1);
+    return 0;
+}
+
+static int lookup_enum(const json_t *v, const char *path, const char *const *names, int n,
+                       int *out, struct gj_error *err)
+{
+    if (json_is_string(v))
+        for (int i = 0; i < n; i++)
+            if (strcasecmp(json_string_value(v), names[i]) == 0) {
+                *out = i;
+                return 0;
+            }
+    char list[160] = "";
+    for (int i = 0; i < n; i++) {
+        strncat(list, names[i], sizeof list - strlen(list) - 1);
+        if (i + 1 < n)
+            strncat(list, ", ", sizeof list - strlen(list) - 1);
+    }
+    FAIL(path, CFG ": %s must be one of: %s", path, list);
+}
+
+static int parse_tensor(const json_t *t, const char *path, char *name, size_t namelen,
+                        int64_t *dims, int want_rank, struct gj_error *err)
+{
+    static const char *const keys[] = { "name", "dims", "datatype", "data_type", NULL };
+    char p[96];
+    if (!json_is_object(t))
+        FAIL(path, CFG ": %s is required: an object with name and dims", path);
+    if (check_keys(t, path, keys, err))
+        return -1;
+    snprintf(p, sizeof p, "%s.name", path);
+    if (get_str(json_object_get(t, "name"), p, name, namelen, err))
+        return -1;
+    json_t *dt = json_object_get(t, "datatype");
+    if (!dt)
+        dt = json_object_get(t, "data_type");
+    if (dt && (!json_is_string(dt) || (strcmp(json_string_value(dt), "FP32") != 0 &&
+                                      strcmp(json_string_value(dt), "TYPE_FP32") != 0)))
+        FAIL(path, CFG ": %s.datatype must be FP32 (the only type the preprocessing makes)", path);
+    json_t *d = json_object_get(t, "dims");
+    snprintf(p, sizeof p, "%s.dims", path);
+    if (!json_is_array(d) || (int)json_array_size(d) != want_rank)
+        FAIL(p, CFG ": %s must be an array of %d integers (%s, without the batch dimension)",
+             p, want_rank, want_rank == 3 ? "[channels, height, width]" : "[number of labels]");
+    for (int i = 0; i < want_rank; i++) {
+        char pi[112];
+        snprintf(pi, sizeof pi, "%s[%d]", p, i);
+        if (get_int(json_array_get(d, (size_t)i), pi, 1,
+                    want_rank == 3 ? (i == 0 ? 3 : GJ_MODEL_MAX_DIM) : GJ_MODEL_MAX_LABELS,
+                    &dims[i], err))
+            return -1;
+    }
+    return 0;
+}
+
+static int parse_str_list(const json_t *v, const char *path, char *buf, size_t stride,
+                          size_t *n, struct gj_error *err)
+{
+    if (!json_is_array(v))
+        FAIL(path, CFG ": %s must be an array of strings", path);
+    if (json_array_size(v) > GJ_MODEL_MAX_FILTER)
+        FAIL(path, CFG ": %s has more than %d values", path, GJ_MODEL_MAX_FILTER);
+    *n = 0;
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        char p[112];
+        snprintf(p, sizeof p, "%s[%zu]", path, i);
+        if (get_str(json_array_get(v, i), p, buf + i * stride, stride, err))
+            return -1;
+        (*n)++;
+    }
+    return 0;
+}
+
+static int parse_channel_values(const json_t *v, const char *path, int channels, float *out,
+                                int positive, struct gj_error *err)
+{
+    double d;
+    if (json_is_number(v)) {
+        if (get_num(v, path, &d, err))
+            return -1;
+        for (int c = 0; c < 3; c++)
+            out[c] = (float)d;
+    } else if (json_is_array(v) && (json_array_size(v) == 1 ||
+                                    json_array_size(v) == (size_t)channels)) {
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            char p[112];
+            snprintf(p, sizeof p, "%s[%zu]", path, i);
+            if (get_num(json_array_get(v, i), p, &d, err))
+                return -1;
+            out[i] = (float)d;
+        }
+        if (json_array_size(v) == 1)
+            out[1] = out[2] = out[0];
+    } else {
+        FAIL(path, CFG ": %s must be a number or an array of 1 or %d numbers (one per channel)",
+             path, channels);
+    }
+    for (int c = 0; c < 3; c++)
+        if (positive && !(out[c] > 0.0f))
+            FAIL(path, CFG ": %s must be greater than 0", path);
+    return 0;
+}
+
+static int parse_preprocessing(const json_t *pp, struct gj_model_config *cfg,
+                               struct gj_error *err)
+{
+    static const char *const keys[] = { "window", "invert_monochrome1", "resize", "mean", "std",
+                                        "channels", NULL };
+    static const char *const win_keys[] = { "source", "center", "width", "function", NULL };
+    static const char *const resize_keys[] = { "method", "height", "width", NULL };
+    static const char *const sources[] = { "file", "fixed", "minmax" };
+    static const char *const functions[] = { "LINEAR", "LINEAR_EXACT", "SIGMOID" };
+    static const char *const methods[] = { "bilinear", "area", "nearest" };
+    struct gj_preprocess_config *pc = &cfg->pre;
+    int64_t iv;
+    int e;
+
+    pc->window_source = GJ_WINDOW_FILE;
+    pc->function = GJ_VOI_LINEAR;
+    pc->invert_monochrome1 = 1;
+    pc->resize = GJ_RESIZE_BILINEAR;
+    pc->channels = (int)cfg->input_dims[0];
+    pc->height = (int)cfg->input_dims[1];
+    pc->width_px = (int)cfg->input_dims[2];
+    for (int c = 0; c < 3; c++) {
+        pc->mean[c] = 0.0f;
+        pc->std[c] = 1.0f;
+    }
+    if (pc->channels == 2)
+        FAIL("input.dims[0]", CFG ": input.dims[0] (channels) must be 1 or 3");
+    if (!pp)
+        return 0;
+    if (!json_is_object(pp))
+        FAIL("preprocessing", CFG ": preprocessing must be an object");
+    if (check_keys(pp, "preprocessing", keys, err))
+        return -1;
+
+    json_t *ch = json_object_get(pp, "channels");
+    if (ch) {
+        if (get_int(ch, "preprocessing.channels", 1, 3, &iv, err))
+            return -1;
+        if (iv == 2)
+            FAIL("preprocessing.channels", CFG ": preprocessing.channels must be 1 or 3");
+        if (iv != cfg->input_dims[0])
+            FAIL("preprocessing.channels", CFG ": preprocessing.channels is %lld but the input "
+                 "has %lld channels (input.dims[0])", (long long)iv,
+                 (long long)cfg->input_dims[0]);
+    }
+
+    json_t *w = json_object_get(pp, "window");
+    if (w) {
+        if (!json_is_object(w))
+            FAIL("preprocessing.window", CFG ": preprocessing.window must be an object");
+        if (check_keys(w, "preprocessing.window", win_keys, err))
+            return -1;
+        json_t *src = json_object_get(w, "source");
+        if (src) {
+            if (lookup_enum(src, "preprocessing.window.source", sources, 3, &e, err))
+                return -1;
+            pc->window_source = (enum gj_window_source)e;
+        }
+        json_t *fn = json_object_get(w, "function");
+        if (fn) {
+            if (lookup_enum(fn, "preprocessing.window.function", functions, 3, &e, err))
+                return -1;
+            pc->function = (enum gj_voi_function)e;
+        }
+        json_t *c = json_object_get(w, "center"), *wd = json_object_get(w, "width");
+        if ((c == NULL) != (wd == NULL))
+            FAIL(c ? "preprocessing.window.width" : "preprocessing.window.center",
+                 CFG ": preprocessing.window needs both center and width, or neither");
+        if (c) {
+            if (get_num(c, "preprocessing.window.center", &pc->center, err) ||
+                get_num(wd, "preprocessing.window.width", &pc->width, err))
+                return -1;
+            double min_w = pc->function == GJ_VOI_LINEAR ? 1.0 : 0.0;
+            if (!(pc->width >= min_w) || (pc->function != GJ_VOI_LINEAR && pc->width <= 0))
+                FAIL("preprocessing.window.width", CFG ": preprocessing.window.width must be %s",
+                     pc->function == GJ_VOI_LINEAR ? ">= 1 for LINEAR (DICOM PS3.3 C.11.2.1.2)"
+                                                   : "> 0");
+            pc->has_fixed_window = 1;
+        }
+    }
+    if (pc->window_source == GJ_WINDOW_FIXED && !pc->has_fixed_window)
+        FAIL("preprocessing.window", CFG ": preprocessing.window.source fixed needs center "
+             "and width");
+
+    json_t *inv = json_object_get(pp, "invert_monochrome1");
+    if (inv) {
+        if (!json_is_boolean(inv))
+            FAIL("preprocessing.invert_monochrome1", CFG ": preprocessing.invert_monochrome1 "
+                 "must be true or false");
+        pc->invert_monochrome1 = json_is_true(inv);
+    }
+
+    json_t *rs = json_object_get(pp, "resize");
+    if (rs) {
+        if (!json_is_object(rs))
+            FAIL("preprocessing.resize", CFG ": preprocessing.resize must be an object");
+        if (check_keys(rs, "preprocessing.resize", resize_keys, err))
+            return -1;
+        json_t *m = json_object_get(rs, "method");
+        if (m) {
+            if (lookup_enum(m, "preprocessing.resize.method", methods, 3, &e, err))
+                return -1;
+            pc->resize = (enum gj_resize_method)e;
+        }
+        json_t *h = json_object_get(rs, "height"), *wi = json_object_get(rs, "width");
+        if (h) {
+            if (get_int(h, "preprocessing.resize.height", 1, GJ_MODEL_MAX_DIM, &iv, err))
+                return -1;
+            if (iv != cfg->input_dims[1])
+                FAIL("preprocessing.resize.height", CFG ": preprocessing.resize.height is %lld "
+                     "but the input height (input.dims[1]) is %lld", (long long)iv,
+                     (long long)cfg->input_dims[1]);
+        }
+        if (wi) {
+            if (get_int(wi, "preprocessing.resize.width", 1, GJ_MODEL_MAX_DIM, &iv, err))
+                return -1;
+            if (iv != cfg->input_dims[2])
+                FAIL("preprocessing.resize.width", CFG ": preprocessing.resize.width is %lld "
+                     "but the input width (input.dims[2]) is %lld", (long long)iv,
+                     (long long)cfg->input_dims[2]);
+        }
+    }
+    json_t *mean = json_object_get(pp, "mean"), *std = json_object_get(pp, "std");
+    if (mean && parse_channel_values(mean, "preprocessing.mean", pc->channels, pc->mean, 0, err))
+        return -1;
+    if (std && parse_channel_values(std, "preprocessing.std", pc->channels, pc->std, 1, err))
+        return -1;
+    return 0;
+}
+
+static int parse_filter(const json_t *f, struct gj_model_filter *flt, struct gj_error *err)
+{
+    static const char *const keys[] = { "modalities", "body_parts", "view_positions",
+                                        "allow_missing", NULL };
+    if (!f)
+        return 0;
+    if (!json_is_object(f))
+        FAIL("filter", CFG ": filter must be an object");
+    if (check_keys(f, "filter", keys, err))
+        return -1;
+    json_t *v;
+    if ((v = json_object_get(f, "modalities")) &&
+        parse_str_list(v, "filter.modalities", &flt->modalities[0][0], sizeof flt->modalities[0],
+                       &flt->n_modalities, err))
+        return -1;
+    if ((v = json_object_get(f, "body_parts")) &&
+        parse_str_list(v, "filter.body_parts", &flt->body_parts[0][0], sizeof flt->body_parts[0],
+                       &flt->n_body_parts, err))
+        return -1;
+    if ((v = json_object_get(f, "view_positions")) &&
+        parse_str_list(v, "filter.view_positions", &flt->view_positions[0][0],
+                       sizeof flt->view_positions[0], &flt->n_view_positions, err))
+        return -1;
+    if ((v = json_object_get(f, "allow_missing"))) {
+        if (!json_is_boolean(v))
+            FAIL("filter.allow_missing", CFG ": filter.allow_missing must be true or false");
+        flt->allow_missing = json_is_true(v);
+    }
+    return 0;
+}
+
+static int parse_config(const json_t *root, const char *expect_name, struct gj_model_config *cfg,
+                        struct gj_error *err)
+{
+    static const char *const keys[] = { "name", "description", "platform", "input", "output",
+        "labels", "output_activation", "max_batch_size", "dynamic_batching",
+        "instances_per_device", "default_version", "preprocessing", "filter", NULL };
+    static const char *const acts[] = { "none", "sigmoid", "softmax" };
+    int64_t iv;
+    int e;
+
+    if (!json_is_object(root))
+        FAIL("", CFG ": the file must hold a JSON object");
+    if (check_keys(root, "", keys, err))
+        return -1;
+    json_t *v = json_object_get(root, "name");
+    if (v) {
+        if (get_str(v, "name", cfg->name, sizeof cfg->name, err))
+            return -1;
+        if (expect_name && strcmp(cfg->name, expect_name) != 0)
+            FAIL("name", CFG ": name is '%s' but the model's directory is '%s'", cfg->name,
+                 expect_name);
+    } else if (expect_name) {
+        snprintf(cfg->name, sizeof cfg->name, "%s", expect_name);
+    }
+    if ((v = json_object_get(root, "description")) && !json_is_string(v))
+        FAIL("description", CFG ": description must be a string");
+    if ((v = json_object_get(root, "platform")) &&
+        (!json_is_string(v) || (strcmp(json_string_value(v), "onnx") != 0 &&
+                                strcmp(json_string_value(v), "onnxruntime_onnx") != 0)))
+        FAIL("platform", CFG ": platform must be \"onnx\" (the only format this server runs)");
+
+    if (parse_tensor(json_object_get(root, "input"), "input", cfg->input_name,
+                     sizeof cfg->input_name, cfg->input_dims, 3, err))
+        return -1;
+    int64_t od[1];
+    if (parse_tensor(json_object_get(root, "output"), "output", cfg->output_name,
+                     sizeof cfg->output_name, od, 1, err))
+        return -1;
+    cfg->n_outputs = od[0];
+
+    json_t *labels = json_object_get(root, "labels");
+    if (!labels)
+        FAIL("labels", CFG ": labels is missing: the model's output needs %lld label names",
+             (long long)cfg->n_outputs);
+    if (!json_is_array(labels))
+        FAIL("labels", CFG ": labels must be an array of strings");
+    if ((int64_t)json_array_size(labels) != cfg->n_outputs)
+        FAIL("labels", CFG ": labels has %zu names but output.dims is [%lld]",
+             json_array_size(labels), (long long)cfg->n_outputs);
+    cfg->labels = calloc((size_t)cfg->n_outputs, sizeof *cfg->labels);
+    if (!cfg->labels)
+        FAIL("labels", "out of memory");
+    for (size_t i = 0; i < json_array_size(labels); i++) {
+        char p[64], buf[GJ_MODEL_LABEL_MAX];
+        snprintf(p, sizeof p, "labels[%zu]", i);
+        if (get_str(json_array_get(labels, i), p, buf, sizeof buf, err))
+            return -1;
+        for (size_t j = 0; j < cfg->n_labels; j++)
+            if (strcmp(cfg->labels[j], buf) == 0)
+                FAIL(p, CFG ": label '%s' is given twice", buf);
+        if (!(cfg->labels[i] = strdup(buf)))
+            FAIL("labels", "out of memory");
+        cfg->n_labels++;
+    }
+
+    if ((v = json_object_get(root, "output_activation"))) {
+        if (lookup_enum(v, "output_activation", acts, 3, &e, err))
+            return -1;
+        cfg->activation = (enum gj_activation)e;
+    }
+    cfg->max_batch_size = 1;
+    if ((v = json_object_get(root, "max_batch_size"))) {
+        if (get_int(v, "max_batch_size", 0, GJ_MODEL_MAX_BATCH, &iv, err))
+            return -1;
+        cfg->max_batch_size = iv ? (int)iv : 1;
+    }
+    if ((v = json_object_get(root, "dynamic_batching"))) {
+        static const char *const dkeys[] = { "max_queue_delay_us", "preferred_batch_sizes",
+                                             NULL };
+        if (!json_is_object(v))
+            FAIL("dynamic_batching", CFG ": dynamic_batching must be an object");
+        if (check_keys(v, "dynamic_batching", dkeys, err))
+            return -1;
+        cfg->dynamic_batching = 1;
+        json_t *d = json_object_get(v, "max_queue_delay_us");
+        if (d && get_int(d, "dynamic_batching.max_queue_delay_us", 0, 10000000,
+                         &cfg->max_queue_delay_us, err))
+            return -1;
+        json_t *pb = json_object_get(v, "preferred_batch_sizes");
+        if (pb) {
+            if (!json_is_array(pb) || json_array_size(pb) > GJ_MODEL_MAX_PREFERRED)
+                FAIL("dynamic_batching.preferred_batch_sizes", CFG ": dynamic_batching."
+                     "preferred_batch_sizes must be an array of at most %d integers",
+                     GJ_MODEL_MAX_PREFERRED);
+            for (size_t i = 0; i < json_array_size(pb); i++) {
+                char p[80];
+                snprintf(p, sizeof p, "dynamic_batching.preferred_batch_sizes[%zu]", i);
+                if (get_int(json_array_get(pb, i), p, 1, GJ_MODEL_MAX_BATCH, &iv, err))
+                    return -1;
+                if (iv > cfg->max_batch_size)
+                    FAIL(p, CFG ": %s is %lld, more than max_batch_size %d", p, (long long)iv,
+                         cfg->max_batch_size);
+                cfg->preferred_batch_sizes[cfg->n_preferred++] = (int)iv;
+            }
+        }
+    }
+    cfg->instances_per_device = 1;
+    if ((v = json_object_get(root, "instances_per_device"))) {
+        if (get_int(v, "instances_per_device", 1, 64, &iv, err))
+            return -1;
+        cfg->instances_per_device = (int)iv;
+    }
+    if ((v = json_object_get(root, "default_version"))) {
+        if (json_is_string(v) && strcmp(json_string_value(v), "latest") == 0)
+            cfg->default_version = 0;
+        else if (get_int(v, "default_version", 1, INT32_MAX, &cfg->default_version, err))
+            return -1;
+    }
+    if (parse_preprocessing(json_object_get(root, "preprocessing"), cfg, err))
+        return -1;
+    if (parse_filter(json_object_get(root, "filter"), &cfg->filter, err))
+        return -1;
+    return 0;
+}
+
+int gj_model_config_parse(const json_t *root, const char *expect_name, struct gj_model_config *cfg,
+                          struct gj_error *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    return parse_config(root, expect_name, cfg, err);
+}
+
+int gj_model_config_load(const char *path, const char *expect_name, struct gj_model_config *cfg,
+                         struct gj_error *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    char *text = NULL;
+    size_t len = 0;
+    if (gj_read_file(path, GJ_MODEL_CONFIG_MAX_BYTES, &text, &len)) {
+        int e = errno;
+        if (e == EFBIG || e == E2BIG || e == EOVERFLOW)
+            return gj_error_set(err, "config.json", "config.json is larger than %u bytes",
+                                GJ_MODEL_CONFIG_MAX_BYTES);
+        return gj_error_set(err, "config.json", "cannot read config.json: %s", strerror(e));
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
+    if (!root)
+        return gj_error_set(err, "config.json", "config.json is not valid JSON: line %d: %s",
+                            jerr.line, jerr.text);
+    int rc = parse_config(root, expect_name, cfg, err);
+    json_decref(root);
+    return rc;
+}
+
+void gj_model_config_free(struct gj_model_config *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; cfg->labels && i < cfg->n_labels; i++)
+        free(cfg->labels[i]);
+    free(cfg->labels);
+    cfg->labels = NULL;
+    cfg->n_labels = 0;
+}
+
+static json_t *str_list(const char *base, size_t stride, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_string(base + i * stride));
+    return a;
+}
+
+json_t *gj_model_config_to_json(const struct gj_model_config *cfg)
+{
+    static const char *const acts[] = { "none", "sigmoid", "softmax" };
+    static const char *const sources[] = { "file", "fixed", "minmax" };
+    static const char *const functions[] = { "LINEAR", "LINEAR_EXACT", "SIGMOID" };
+    static const char *const methods[] = { "bilinear", "area", "nearest" };
+    const struct gj_preprocess_config *pc = &cfg->pre;
+    json_t *labels = json_array(), *pref = json_array(), *mean = json_array(), *std = json_array();
+    for (size_t i = 0; i < cfg->n_labels; i++)
+        json_array_append_new(labels, json_string(cfg->labels[i]));
+    for (size_t i = 0; i < cfg->n_preferred; i++)
+        json_array_append_new(pref, json_integer(cfg->preferred_batch_sizes[i]));
+    for (int c = 0; c < pc->channels; c++) {
+        json_array_append_new(mean, json_real(pc->mean[c]));
+        json_array_append_new(std, json_real(pc->std[c]));
+    }
+    json_t *window = json_pack("{s:s, s:s}", "source", sources[pc->window_source], "function",
+                               functions[pc->function]);
+    if (window && pc->has_fixed_window) {
+        json_object_set_new(window, "center", json_real(pc->center));
+        json_object_set_new(window, "width", json_real(pc->width));
+    }
+    json_t *j = json_pack(
+        "{s:s, s:s, s:{s:s, s:[I,I,I], s:s}, s:{s:s, s:[I], s:s}, s:o, s:s, s:i, s:i, s:o,"
+        " s:{s:o, s:b, s:{s:s, s:i, s:i}, s:o, s:o, s:i},"
+        " s:{s:o, s:o, s:o, s:b}}",
+        "name", cfg->name, "platform", "onnx",
+        "input", "name", cfg->input_name, "dims", (json_int_t)cfg->input_dims[0],
+        (json_int_t)cfg->input_dims[1], (json_int_t)cfg->input_dims[2], "datatype", "FP32",
+        "output", "name", cfg->output_name, "dims", (json_int_t)cfg->n_outputs, "datatype", "FP32",
+        "labels", labels, "output_activation", acts[cfg->activation],
+        "max_batch_size", cfg->max_batch_size, "instances_per_device", cfg->instances_per_device,
+        "default_version", cfg->default_version ? json_integer(cfg->default_version)
+                                                : json_string("latest"),
+        "preprocessing", "window", window ? window : json_null(),
+        "invert_monochrome1", pc->invert_monochrome1,
+        "resize", "method", methods[pc->resize], "height", pc->height, "width", pc->width_px,
+        "mean", mean, "std", std, "channels", pc->channels,
+        "filter", "modalities",
+        str_list(&cfg->filter.modalities[0][0], sizeof cfg->filter.modalities[0],
+                 cfg->filter.n_modalities),
+        "body_parts",
+        str_list(&cfg->filter.body_parts[0][0], sizeof cfg->filter.body_parts[0],
+                 cfg->filter.n_body_parts),
+        "view_positions",
+        str_list(&cfg->filter.view_positions[0][0], sizeof cfg->filter.view_positions[0],
+                 cfg->filter.n_view_positions),
+        "allow_missing", cfg->filter.allow_missing);
+    if (j && cfg->dynamic_batching)
+        json_object_set_new(j, "dynamic_batching",
+                            json_pack("{s:I, s:o}", "max_queue_delay_us",
+                                      (json_int_t)cfg->max_queue_delay_us,
+                                      "preferred_batch_sizes", pref));
+    else
+        json_decref(pref);
+    return j;
+}
+
+/* Case-insensitive match of a DICOM code string against a list. */
+static int in_list(const char *value, const char *base, size_t stride, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcasecmp(value, base + i * stride) == 0)
+            return 1;
+    return 0;
+}
+
+static void list_text(char *out, size_t outlen, const char *base, size_t stride, size_t n)
+{
+    size_t off = 0;
+    out[0] = '\0';
+    off += (size_t)snprintf(out + off, outlen - off, "[");
+    for (size_t i = 0; i < n && off < outlen; i++)
+        off += (size_t)snprintf(out + off, outlen - off, "%s%s", i ? ", " : "", base + i * stride);
+    if (off < outlen)
+        snprintf(out + off, outlen - off, "]");
+}
+
+/* The value as it may be printed in a reason: a code string of letters, digits, space and
+ * underscore (so no free text from a file reaches a log), else "(not a code string)". */
+static const char *printable_cs(const char *v)
+{
+    if (strlen(v) > 64)
+        return "(not a code string)";
+    for (const char *p = v; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != ' ' && *p != '_')
+            return "(not a code string)";
+    return v;
+}
+
+static int check_one(const char *what, const char *value, const char *base, size_t stride,
+                     size_t n, int allow_missing, char *reason, size_t reason_len)
+{
+    if (n == 0)
+        return 1;
+    char list[600];
+    list_text(list, sizeof list, base, stride, n);
+    if (!value || !value[0]) {
+        if (allow_missing)
+            return 1;
+        snprintf(reason, reason_len, "%s missing; the model accepts %s", what, list);
+        return 0;
+    }
+    if (in_list(value, base, stride, n))
+        return 1;
+    snprintf(reason, reason_len, "%s %s not in %s", what, printable_cs(value), list);
+    return 0;
+}
+
+int gj_model_filter_check(const struct gj_model_filter *f, const char *modality,
+                          const char *body_part, const char *view_position, char *reason,
+                          size_t reason_len)
+{
+    if (reason_len)
+        reason[0] = '\0';
+    return check_one("modality", modality, &f->modalities[0][0], sizeof f->modalities[0],
+                     f->n_modalities, f->allow_missing, reason, reason_len) &&
+           check_one("body part", body_part, &f->body_parts[0][0], sizeof f->body_parts[0],
+                     f->n_body_parts, f->allow_missing, reason, reason_len) &&
+           check_one("view position", view_position, &f->view_positions[0][0],
+                     sizeof f->view_positions[0], f->n_view_positions, f->allow_missing, reason,
+                     reason_len);
+}

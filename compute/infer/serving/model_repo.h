@@ -1,0 +1,202 @@
+/*
+ * model_repo.h — the model repository of the inference module (Triton-like layout).
+ *
+ *   <models_dir>/<name>/config.json             the model's configuration (below)
+ *   <models_dir>/<name>/<version>/model.onnx    one directory per version: a positive integer
+ *   <models_dir>/<name>/<version>/config.json   optional: replaces the model's config for
+ *                                               this version only
+ *
+ * config.json (every key but input, output and labels has a default; unknown keys are
+ * refused, so a typo does not silently fall back to a default):
+ *
+ *   {
+ *     "name": "chest-xray-demo",               optional; must equal the directory name
+ *     "description": "...", "platform": "onnx",
+ *     "input":  {"name": "image",  "dims": [C, H, W], "datatype": "FP32"},
+ *     "output": {"name": "logits", "dims": [N], "datatype": "FP32"},
+ *     "labels": ["no_finding", ...],           N distinct names
+ *     "output_activation": "sigmoid",          sigmoid | softmax | none (default none)
+ *     "max_batch_size": 8,                     1..1024 (0 or absent: 1, no batching)
+ *     "dynamic_batching": {"max_queue_delay_us": 2000, "preferred_batch_sizes": [4, 8]},
+ *     "instances_per_device": 1,               1..64
+ *     "default_version": "latest",             or a version number
+ *     "preprocessing": {
+ *       "window": {"source": "file", "center": 128, "width": 256, "function": "LINEAR"},
+ *                 source: file (the file's VOI window; center/width, when given, are the
+ *                 fallback for files without one, else min-max), fixed, or minmax;
+ *                 function: LINEAR | LINEAR_EXACT | SIGMOID (for fixed; a file's own
+ *                 VOI LUT Function wins for its window)
+ *       "invert_monochrome1": true,
+ *       "resize": {"method": "area", "height": H, "width": W},    bilinear | area | nearest
+ *       "mean": [0.5], "std": [0.25],          a number, or 1 or C numbers
+ *       "channels": C                          1, or 3 (the gray image replicated)
+ *     },
+ *     "filter": {"modalities": ["CR", "DX"], "body_parts": ["CHEST"],
+ *                "view_positions": ["PA", "AP"], "allow_missing": false}
+ *   }
+ *
+ * Loading a version checks the config against the model itself (input and output names,
+ * element types, shapes, batch dimension, number of labels) and creates a trial session
+ * of batch 1, so a model the runtime cannot run is refused at load with the reason.
+ *
+ * A repository is thread-safe: the service may list, load and unload from HTTP handlers
+ * while workers use loaded models. A loaded model is reference-counted: unloading drops
+ * the repository's reference; jobs holding one keep using it until they release it.
+ */
+#ifndef GJ_MODEL_REPO_H
+#define GJ_MODEL_REPO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "common/gj_error.h"
+
+#define GJ_MODEL_NAME_MAX 128          /* bytes of a model name, NUL included */
+#define GJ_MODEL_MAX_LABELS 4096
+#define GJ_MODEL_LABEL_MAX 128         /* bytes of a label, NUL included */
+#define GJ_MODEL_MAX_FILTER 32         /* values per filter list */
+#define GJ_MODEL_MAX_BATCH 1024
+#define GJ_MODEL_MAX_PREFERRED 16
+#define GJ_MODEL_MAX_VERSIONS 1024
+#define GJ_MODEL_MAX_MODELS 4096
+#define GJ_MODEL_MAX_DIM 8192          /* input height / width */
+#define GJ_MODEL_CONFIG_MAX_BYTES (1u << 20)
+
+enum gj_resize_method { GJ_RESIZE_BILINEAR = 0, GJ_RESIZE_AREA, GJ_RESIZE_NEAREST };
+enum gj_window_source { GJ_WINDOW_FILE = 0, GJ_WINDOW_FIXED, GJ_WINDOW_MINMAX };
+enum gj_voi_function { GJ_VOI_LINEAR = 0, GJ_VOI_LINEAR_EXACT, GJ_VOI_SIGMOID };
+enum gj_activation { GJ_ACT_NONE = 0, GJ_ACT_SIGMOID, GJ_ACT_SOFTMAX };
+
+struct gj_preprocess_config {
+    enum gj_window_source window_source;
+    int has_fixed_window;              /* center/width given */
+    double center, width;
+    enum gj_voi_function function;
+    int invert_monochrome1;            /* default 1 */
+    enum gj_resize_method resize;
+    int height, width_px;              /* output size (the model's H, W) */
+    int channels;                      /* 1 or 3 */
+    float mean[3], std[3];             /* per output channel */
+};
+
+struct gj_model_filter {
+    size_t n_modalities, n_body_parts, n_view_positions;
+    char modalities[GJ_MODEL_MAX_FILTER][20];
+    char body_parts[GJ_MODEL_MAX_FILTER][68];
+    char view_positions[GJ_MODEL_MAX_FILTER][20];
+    int allow_missing;                 /* 1: an absent attribute passes its filter */
+};
+
+struct gj_model_config {
+    char name[GJ_MODEL_NAME_MAX];
+    char input_name[256];
+    int64_t input_dims[3];             /* C, H, W (no batch dimension) */
+    char output_name[256];
+    int64_t n_outputs;                 /* N: the output is [batch, N] */
+    char **labels;                     /* n_labels == n_outputs */
+    size_t n_labels;
+    enum gj_activation activation;
+    int max_batch_size;                /* >= 1 */
+    int dynamic_batching;              /* 1: the section was given */
+    int64_t max_queue_delay_us;
+    int preferred_batch_sizes[GJ_MODEL_MAX_PREFERRED];
+    size_t n_preferred;
+    int instances_per_device;
+    int64_t default_version;           /* 0: latest */
+    struct gj_preprocess_config pre;
+    struct gj_model_filter filter;
+};
+
+/* Parses a config object (field paths in err are "config.json: preprocessing.window...").
+ * expect_name: the directory name the config's "name" must equal (NULL: not checked).
+ * 0, or -1 with err; free with gj_model_config_free either way. */
+int gj_model_config_parse(const json_t *root, const char *expect_name, struct gj_model_config *cfg,
+                          struct gj_error *err);
+int gj_model_config_load(const char *path, const char *expect_name, struct gj_model_config *cfg,
+                         struct gj_error *err);
+void gj_model_config_free(struct gj_model_config *cfg);
+/* The config as JSON (for GET /v1/models/{name}); NULL on allocation failure. */
+json_t *gj_model_config_to_json(const struct gj_model_config *cfg);
+
+/* 1 when name is a model name: 1..127 bytes of [A-Za-z0-9._-], not starting with '.'. */
+int gj_model_name_ok(const char *name);
+
+/* Filter: 1 when an image with these attributes (NULL: absent) passes; 0 and a reason
+ * ("modality MR not in [CR, DX]") when not. */
+int gj_model_filter_check(const struct gj_model_filter *f, const char *modality,
+                          const char *body_part, const char *view_position, char *reason,
+                          size_t reason_len);
+
+/* ---- the repository --------------------------------------------------------------- */
+
+enum gj_model_state {
+    GJ_MODEL_AVAILABLE = 0,   /* on disk, not loaded */
+    GJ_MODEL_READY,           /* loaded and checked */
+    GJ_MODEL_FAILED,          /* the last load failed: reason says why */
+};
+const char *gj_model_state_name(enum gj_model_state s);   /* "AVAILABLE", "READY", ... */
+
+struct gj_model_version_info {
+    int64_t version;
+    enum gj_model_state state;
+    char reason[512];
+};
+
+typedef struct gj_model_repo gj_model_repo;
+/* A loaded version: config + ONNX model. Reference-counted. */
+typedef struct gj_served_model gj_served_model;
+
+/* Opens and scans dir (which must exist). NULL with err. */
+gj_model_repo *gj_model_repo_open(const char *dir, struct gj_error *err);
+/* Frees the repository and drops its references (models still held elsewhere stay
+ * alive until released). */
+void gj_model_repo_free(gj_model_repo *repo);
+/* Rescans the directory: new models and versions appear, removed ones go (loaded ones
+ * stay listed until unloaded). 0 or -1 with err. */
+int gj_model_repo_scan(gj_model_repo *repo, struct gj_error *err);
+const char *gj_model_repo_dir(const gj_model_repo *repo);
+
+/* Models, sorted by name. gj_model_repo_name copies the i-th name; -1 when out of range. */
+size_t gj_model_repo_count(gj_model_repo *repo);
+int gj_model_repo_name(gj_model_repo *repo, size_t i, char *buf, size_t buflen);
+/* Versions of a model, ascending: fills up to cap entries, *n gets the total.
+ * -1 with err when the model is unknown. */
+int gj_model_repo_versions(gj_model_repo *repo, const char *name, struct gj_model_version_info *out,
+                           size_t cap, size_t *n, struct gj_error *err);
+/* The version a request without one gets: config default_version, else the latest.
+ * requested > 0: checks it exists. The version, or -1 with err naming the model. */
+int64_t gj_model_repo_resolve(gj_model_repo *repo, const char *name, int64_t requested,
+                              struct gj_error *err);
+/* Every model with its versions and states, for GET /v1/models:
+ * [{"name", "default_version", "versions": [{"version", "state", "reason"?}]}]. */
+json_t *gj_model_repo_describe(gj_model_repo *repo);
+
+/* Loads (or finds loaded) a version; version 0: the default. On success *out holds a new
+ * reference (release it). A bad config or model: -1, err says why, the version's state
+ * becomes FAILED with that reason. */
+int gj_model_repo_load(gj_model_repo *repo, const char *name, int64_t version,
+                       gj_served_model **out, struct gj_error *err);
+/* Drops the repository's reference; the state goes back to AVAILABLE. 0, or -1 when the
+ * version is not loaded. */
+int gj_model_repo_unload(gj_model_repo *repo, const char *name, int64_t version,
+                         struct gj_error *err);
+
+/* Loads one version directory directly, without a repository (tests, tools):
+ * dir/<version>/model.onnx with dir/config.json or dir/<version>/config.json. */
+gj_served_model *gj_served_model_load(const char *model_dir, const char *name, int64_t version,
+                                      struct gj_error *err);
+gj_served_model *gj_served_model_ref(gj_served_model *m);
+void gj_served_model_release(gj_served_model *m);
+const struct gj_model_config *gj_served_model_config(const gj_served_model *m);
+const char *gj_served_model_name(const gj_served_model *m);
+int64_t gj_served_model_version(const gj_served_model *m);
+/* The ONNX model (struct onnx_model *), or NULL where the runtime is not built in. */
+void *gj_served_model_onnx(const gj_served_model *m);
+/* Index of the configured input / output among the model's inputs / outputs. */
+size_t gj_served_model_input_index(const gj_served_model *m);
+size_t gj_served_model_output_index(const gj_served_model *m);
+/* Size of model.onnx in bytes. */
+uint64_t gj_served_model_file_bytes(const gj_served_model *m);
+
+#endif

@@ -928,6 +928,25 @@ static void final_call(struct gj_req *r)
     r->route->handle(r);
 }
 
+/* An early answer (401, 404, 415...) to a request whose small body is still on
+ * its way waits until that body is read: answering and closing first would make
+ * the kernel reset the connection under the unread bytes, and the client would
+ * see a broken connection instead of the answer. Large or over-limit bodies are
+ * answered at once (clients that send Expect: 100-continue never send them). */
+static int drain_before_answer(struct gj_req *r)
+{
+    if (r->status == 413)
+        return 0;
+    const char *te = gj_req_header(r, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (te && strcasestr(te, "chunked"))
+        return 1;
+    const char *cl = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t declared = 0;
+    if (!cl || parse_u64(cl, strlen(cl), &declared) != 0)
+        return 0;
+    return declared > 0 && declared <= DRAIN_LIMIT;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -947,7 +966,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         ascii_copy(r->path, sizeof r->path, url);
         new_request_id(r->request_id);
         first_call(r, url, method);
-        if (r->response)
+        if (r->response && !drain_before_answer(r))
             return queue_prepared(r);
         return MHD_YES;
     }

@@ -18,8 +18,10 @@
 #include "service/cli.h"
 #include "service/devices.h"
 #include "service/http_server.h"
+#include "service/inference_store.h"
 #include "service/log.h"
 #include "service/migrate.h"
+#include "service/oip.h"
 #include "service/pg_embedded.h"
 #include "service/server.h"
 #include "service/tls.h"
@@ -121,6 +123,8 @@ int gj_cmd_serve(int argc, char **argv)
     }
     if (prepare_database(srv))
         goto out;
+    if (gj_inference_init(srv))   /* models dir (GPUJOBD_MODELS_DIR), demo model, pseudonym secret */
+        goto out;
 
     srv->db = gj_db_pool_open(srv->database_url, srv->cfg.db_pool_size);
     if (!srv->db)
@@ -138,6 +142,8 @@ int gj_cmd_serve(int argc, char **argv)
     int serve_api = strcmp(srv->cfg.role, "worker") != 0;
     int run_workers = strcmp(srv->cfg.role, "api") != 0;
     if (serve_api) {
+        if (gj_oip_init(srv))   /* Open Inference Protocol v2 routes, batchers */
+            goto out;
         if (!srv->cfg.insecure_http &&
             gj_tls_load(srv->cfg.data_dir, srv->cfg.tls_cert, srv->cfg.tls_key, &cert, &key))
             goto out;

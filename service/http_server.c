@@ -985,6 +985,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     return queue_prepared(r);
 }
 
+/* The request log names the concrete path only where its parameters are our own
+ * identifiers (job and blob ids, output and model names). Others, such as a
+ * DICOM Study Instance UID, identify a patient's study and are not logged. */
+static int path_loggable(const struct gj_route *rt)
+{
+    if (!rt)
+        return 1;
+    for (const char *p = strchr(rt->path, '{'); p; p = strchr(p + 1, '{'))
+        if (strncmp(p, "{id}", 4) && strncmp(p, "{name}", 6) && strncmp(p, "{version}", 9))
+            return 0;
+    return 1;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -1006,9 +1019,11 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
         r->status = 499;                /* the client went away before an answer */
     double secs = now_s() - r->t0;
     const char *route = r->route ? r->route->path : "unmatched";
-    json_t *f = json_pack("{s:s, s:s, s:s, s:i, s:I, s:f, s:s}", "method", r->method, "route", route, "path",
-                          r->path, "status", r->status, "bytes", (json_int_t)r->bytes, "duration_ms",
+    json_t *f = json_pack("{s:s, s:s, s:i, s:I, s:f, s:s}", "method", r->method, "route", route,
+                          "status", r->status, "bytes", (json_int_t)r->bytes, "duration_ms",
                           secs * 1000.0, "request_id", r->request_id);
+    if (f && path_loggable(r->route))
+        json_object_set_new(f, "path", json_string(r->path));
     if (f && r->authed)
         json_object_set_new(f, "tenant", json_string(r->who.tenant_name));
     if (f && !ok)

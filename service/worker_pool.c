@@ -9,6 +9,7 @@
  * the job's stop flag), rescues expired leases of any process, and refreshes
  * this process's `workers` row.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -945,6 +946,44 @@ static void on_cancel(const char *job_id, void *arg)
     pthread_mutex_unlock(&wp->lock);
 }
 
+/* A process that died mid-job leaves WORK_DIR/scratch/<job>/ behind. At start,
+ * remove every scratch directory whose job is not running now (finished,
+ * requeued, deleted); a running one may belong to another live process that
+ * shares this work directory. */
+static void sweep_stale_scratch(struct gj_worker_pool *wp)
+{
+    DIR *dir = opendir(wp->scratch_root);
+    if (!dir)
+        return;
+    PGconn *conn = gj_db_acquire(wp->srv->db, 5000);
+    if (!conn) {
+        closedir(dir);
+        return;
+    }
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.' || strlen(e->d_name) != GJ_UUID_LEN)
+            continue;
+        const char *params[1] = { e->d_name };
+        PGresult *res = gj_db_exec(conn,
+            "SELECT 1 FROM jobs WHERE id = $1::uuid AND state = 'running'", 1, params, NULL);
+        if (!res)
+            break;                       /* the database is unwell: keep everything */
+        int running = PQntuples(res) > 0;
+        PQclear(res);
+        char path[2048];
+        if (!running && snprintf(path, sizeof path, "%s/%s", wp->scratch_root, e->d_name) <
+                            (int)sizeof path && gj_rm_rf(path) == 0)
+            removed++;
+    }
+    gj_db_release(wp->srv->db, conn);
+    closedir(dir);
+    if (removed)
+        gj_log_info(COMPONENT, "removed %d stale scratch director%s of earlier runs", removed,
+                    removed == 1 ? "y" : "ies");
+}
+
 static void register_worker(struct gj_worker_pool *wp)
 {
     struct gj_server *srv = wp->srv;
@@ -1079,6 +1118,7 @@ struct gj_worker_pool *gj_worker_pool_start(struct gj_server *srv)
     if (n == 0)
         gj_log_warn(COMPONENT, "no job slots configured (no GPU slots and no CPU workers)");
 
+    sweep_stale_scratch(wp);
     register_worker(wp);
     gj_notifier_on_cancel(srv->notifier, on_cancel, wp);
 

@@ -26,6 +26,11 @@ def test_kill9_mid_job_then_second_process_finishes_once():
         job = c.submit("noop", {"sleep_ms": 4000, "output_bytes": 1000})
         c.wait_job(job["id"], states=("running",), timeout=30)
         a.kill9()
+        # What a dead process leaves in its scratch space goes at the next start,
+        # unless the job is still running (here: its lease has not expired yet).
+        scratch = os.path.join(a.data_dir, "work", "scratch")
+        stale = os.path.join(scratch, "00000000-0000-4000-8000-000000000000")
+        os.makedirs(os.path.join(stale, "inputs"))
         b = h.start_server(["--lease-seconds", "2", "--retry-backoff-ms", "0", "--cpu-workers", "1"],
                            data_dir=a.data_dir)
         done = b.client().wait_job(job["id"], timeout=60)
@@ -40,6 +45,8 @@ def test_kill9_mid_job_then_second_process_finishes_once():
         names = sorted(o["name"] for o in outs["outputs"])
         assert names == ["data.bin", "result.json"], names
         assert h.scalar(f"SELECT count(*) FROM job_outputs WHERE job_id = '{job['id']}'") == "2"
+        assert not os.path.exists(stale), "stale scratch directory kept"
+        assert os.listdir(scratch) == [], os.listdir(scratch)
     finally:
         h.close()
 

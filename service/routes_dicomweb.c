@@ -1,0 +1,616 @@
+/*
+ * routes_dicomweb.c — DICOMweb STOW-RS (PS3.18 §10.5) into `infer` jobs:
+ *
+ *   POST /dicomweb/studies
+ *   POST /dicomweb/studies/{study}       every instance must belong to that study
+ *   Content-Type: multipart/related; type="application/dicom"; boundary=...
+ *   ?model=NAME (default chest-xray-demo) &version=N
+ *
+ * Each part is streamed into a blob (one transaction for the whole request)
+ * and, at the same time, into a scratch file that is parsed when the part
+ * ends; instances are grouped by Study Instance UID and each study becomes
+ * one `infer` job with the instances as its inputs (dicom, dicom.1, ...).
+ * The answer is the standard Store Instances Response (application/dicom+json:
+ * RetrieveURL, ReferencedSOPSequence, FailedSOPSequence with FailureReason):
+ * 200 all stored, 202 some failed, 409 none. The created jobs are given in
+ * Link headers (rel="related") and in a private sequence (0009,1010) under
+ * private creator "GPUJOBD" (items: (0009,1011) job URL, (0009,1012) job id).
+ *
+ * No UID or patient attribute is logged; instances stay job inputs only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fsutil.h"
+#include "common/gj_kind.h"
+#include "infer/dicom.h"
+#include "service/blobstore.h"
+#include "service/db.h"
+#include "service/http_server.h"
+#include "service/inference_store.h"
+#include "service/log.h"
+#include "service/multipart_related.h"
+
+#define COMPONENT "dicomweb"
+#define STOW_MAX_INSTANCES 10000
+#define JOB_MAX_INPUTS 4096
+
+/* PS3.18 / PS3.7 failure reasons. */
+#define FAIL_PROCESSING 0x0110
+#define FAIL_DUPLICATE 0x0111
+#define FAIL_NO_MATCH 0xA900       /* data set does not match (here: not the study of the URL) */
+#define FAIL_CANNOT_UNDERSTAND 0xC000
+#define FAIL_OUT_OF_RESOURCES 0xA700
+
+struct instance {
+    char sop_class[68], sop_uid[68], study_uid[68];
+    char blob_id[GJ_UUID_LEN + 1];
+    uint64_t size;
+    int failure;                 /* 0: stored */
+};
+
+struct stow {
+    struct gj_mpr *mp;
+    char model[GJ_MODEL_NAME_MAX];
+    int64_t version;
+    char study_path[68];
+    int in_txn;
+    struct gj_blob_writer *w;
+    int fd;
+    char scratch[1300];
+    int cur_failure;             /* the current part is already failed */
+    uint64_t cur_bytes;
+    struct instance *inst;
+    size_t n, cap;
+    int status;
+    char msg[300];
+};
+
+static void stow_fail(struct stow *s, int status, const char *msg)
+{
+    if (s->status)
+        return;
+    s->status = status;
+    snprintf(s->msg, sizeof s->msg, "%s", msg);
+}
+
+/* A UID: 1..64 characters of digits and dots. */
+static int uid_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((s[i] < '0' || s[i] > '9') && s[i] != '.')
+            return 0;
+    return 1;
+}
+
+static void get_uid(const gj_dicom *d, uint32_t tag, char out[68])
+{
+    char buf[128];
+    out[0] = '\0';
+    if (gj_dicom_get_string(d, tag, buf, sizeof buf) == 0 && uid_ok(buf))
+        snprintf(out, 68, "%s", buf);
+}
+
+static struct instance *new_instance(struct stow *s)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        struct instance *g = realloc(s->inst, cap * sizeof *g);
+        if (!g)
+            return NULL;
+        s->inst = g;
+        s->cap = cap;
+    }
+    struct instance *in = &s->inst[s->n++];
+    memset(in, 0, sizeof *in);
+    return in;
+}
+
+static void drop_part(struct stow *s)
+{
+    if (s->w) {
+        gj_blob_writer_abort(s->w);
+        s->w = NULL;
+    }
+    if (s->fd >= 0) {
+        close(s->fd);
+        s->fd = -1;
+    }
+    if (s->scratch[0])
+        unlink(s->scratch);
+}
+
+static int part_begin(void *ud, const struct gj_mpr_part *part)
+{
+    struct gj_req *r = ud;
+    struct stow *s = r->state;
+    s->cur_failure = 0;
+    s->cur_bytes = 0;
+    if (s->n >= STOW_MAX_INSTANCES) {
+        stow_fail(s, 413, "more than 10000 instances in one request");
+        return -1;
+    }
+    const char *ct = gj_mpr_header(part, "Content-Type");
+    if (ct && !gj_mime_type_is(ct, "application/dicom")) {
+        s->cur_failure = FAIL_CANNOT_UNDERSTAND;   /* this part fails; the others go on */
+        return 0;
+    }
+    s->w = gj_blob_writer_open(r->db, r->who.tenant_id, "application/dicom", 0);
+    if (!s->w) {
+        stow_fail(s, 503, "the database is not available; retry shortly");
+        return -1;
+    }
+    s->fd = open(s->scratch, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (s->fd < 0) {
+        gj_log_error(COMPONENT, "scratch file: %s", strerror(errno));
+        stow_fail(s, 500, "the instance could not be staged");
+        return -1;
+    }
+    return 0;
+}
+
+static int part_data(void *ud, const char *data, size_t len)
+{
+    struct gj_req *r = ud;
+    struct stow *s = r->state;
+    if (s->cur_failure)
+        return 0;
+    s->cur_bytes += len;
+    if (s->cur_bytes > GJ_DICOM_MAX_FILE_BYTES) {
+        s->cur_failure = FAIL_OUT_OF_RESOURCES;
+        drop_part(s);
+        return 0;
+    }
+    if (gj_blob_writer_write(s->w, data, len) != 0) {
+        stow_fail(s, 503, "the database is not available; retry shortly");
+        return -1;
+    }
+    while (len) {
+        ssize_t n = write(s->fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            gj_log_error(COMPONENT, "scratch file: %s", strerror(errno));
+            stow_fail(s, 507, "the instance could not be staged (disk full?)");
+            return -1;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int part_end(void *ud)
+{
+    struct gj_req *r = ud;
+    struct stow *s = r->state;
+    struct instance *in = new_instance(s);
+    if (!in) {
+        stow_fail(s, 500, "out of memory");
+        return -1;
+    }
+    if (s->cur_failure) {
+        in->failure = s->cur_failure;
+        drop_part(s);
+        return 0;
+    }
+    int rc = close(s->fd);
+    s->fd = -1;
+    gj_dicom *d = NULL;
+    char msg[300];
+    if (rc != 0 || gj_dicom_open_file(s->scratch, &d, msg, sizeof msg) != 0) {
+        in->failure = FAIL_CANNOT_UNDERSTAND;
+        drop_part(s);
+        return 0;
+    }
+    get_uid(d, GJ_DCM_SOPClassUID, in->sop_class);
+    get_uid(d, GJ_DCM_SOPInstanceUID, in->sop_uid);
+    get_uid(d, GJ_DCM_StudyInstanceUID, in->study_uid);
+    gj_dicom_free(d);
+    unlink(s->scratch);
+    if (!in->sop_uid[0] || !in->study_uid[0] || !in->sop_class[0]) {
+        in->failure = FAIL_CANNOT_UNDERSTAND;
+    } else if (s->study_path[0] && strcmp(s->study_path, in->study_uid) != 0) {
+        in->failure = FAIL_NO_MATCH;
+    } else {
+        for (size_t i = 0; i + 1 < s->n; i++)
+            if (!s->inst[i].failure && strcmp(s->inst[i].sop_uid, in->sop_uid) == 0) {
+                in->failure = FAIL_DUPLICATE;
+                break;
+            }
+    }
+    if (in->failure) {
+        drop_part(s);
+        return 0;
+    }
+    in->size = gj_blob_writer_size(s->w);
+    rc = gj_blob_writer_commit(s->w, NULL, in->blob_id);
+    s->w = NULL;
+    if (rc != 0) {
+        stow_fail(s, 503, "the database is not available; retry shortly");
+        return -1;
+    }
+    return 0;
+}
+
+static const struct gj_mpr_callbacks stow_cb = { part_begin, part_data, part_end };
+
+static void stow_begin(struct gj_req *r)
+{
+    struct stow *s = calloc(1, sizeof *s);
+    if (!s) {
+        gj_problem(r, 500, NULL, "out of memory");
+        return;
+    }
+    s->fd = -1;
+    r->state = s;
+    if (r->n_params > 0) {
+        if (!uid_ok(r->params[0])) {
+            gj_problem(r, 400, "study", "the study in the path is not a UID (digits and dots, at most 64)");
+            return;
+        }
+        snprintf(s->study_path, sizeof s->study_path, "%s", r->params[0]);
+    }
+    const char *ct = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    char type[100], boundary[GJ_MPR_BOUNDARY_MAX + 1];
+    int trc = ct ? gj_mime_param(ct, "type", type, sizeof type) : 0;
+    if (!ct || !gj_mime_type_is(ct, "multipart/related") || trc < 0 ||
+        (trc == 1 && !gj_mime_type_is(type, "application/dicom"))) {
+        gj_problem(r, 415, "Content-Type",
+                   "STOW-RS takes multipart/related; type=\"application/dicom\" (DICOM Part 10 instances)");
+        return;
+    }
+    if (gj_mime_param(ct, "boundary", boundary, sizeof boundary) != 1 ||
+        !(s->mp = gj_mpr_new(boundary, &stow_cb, r))) {
+        gj_problem(r, 400, "Content-Type", "multipart/related needs a valid boundary");
+        return;
+    }
+    gj_mpr_set_max_parts(s->mp, STOW_MAX_INSTANCES);
+    const char *model = gj_req_query(r, "model");
+    if (!model)
+        model = GJ_INFER_DEFAULT_MODEL;
+    if (!gj_model_name_ok(model)) {
+        gj_problem(r, 400, "model", "model is a model name (letters, digits, '.', '_', '-')");
+        return;
+    }
+    snprintf(s->model, sizeof s->model, "%s", model);
+    const char *ver = gj_req_query(r, "version");
+    if (ver) {
+        char *end;
+        long long v = strtoll(ver, &end, 10);
+        if (!*ver || *end || v < 1 || v > 999999999) {
+            gj_problem(r, 400, "version", "version is a positive integer");
+            return;
+        }
+        s->version = v;
+    }
+    char mdir[1400];
+    struct stat st;
+    if (gj_path_join(mdir, sizeof mdir, gj_inference_models_dir(), s->model) != 0 || stat(mdir, &st) != 0 ||
+        !S_ISDIR(st.st_mode)) {
+        gj_problem(r, 404, "model", "unknown model '%s' (GET /v1/models lists them)", s->model);
+        return;
+    }
+    if (snprintf(s->scratch, sizeof s->scratch, "%s/stow-%s.dcm", r->srv->cfg.work_dir, r->request_id) >=
+        (int)sizeof s->scratch) {
+        s->scratch[0] = '\0';
+        gj_problem(r, 500, NULL, "the work directory path is too long");
+        return;
+    }
+    if (gj_req_upload_slot(r) != 0) {
+        struct MHD_Response *resp = gj_problem(r, 503, NULL, "too many uploads in progress; retry shortly");
+        if (resp)
+            MHD_add_response_header(resp, "Retry-After", "1");
+        return;
+    }
+    PGconn *c = gj_req_db(r);
+    if (!c || gj_db_begin(c) != 0) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    s->in_txn = 1;
+    r->body_mode = GJ_BODY_STREAM;
+}
+
+static void stow_abort(struct gj_req *r, struct stow *s)
+{
+    drop_part(s);
+    if (s->in_txn && r->db)
+        gj_db_rollback(r->db);
+    s->in_txn = 0;
+}
+
+static int stow_data(struct gj_req *r, const char *buf, size_t len)
+{
+    struct stow *s = r->state;
+    if (r->body_bytes > r->srv->cfg.max_body_bytes)
+        stow_fail(s, 413, "the request is over the size limit");
+    else if (gj_mpr_feed(s->mp, buf, len) == 0)
+        return 0;
+    if (!s->status) {
+        char m[260];
+        snprintf(m, sizeof m, "malformed multipart/related body: %s", gj_mpr_error(s->mp));
+        stow_fail(s, 400, m);
+    }
+    stow_abort(r, s);
+    gj_problem(r, s->status, NULL, "%s", s->msg);
+    return -1;
+}
+
+static json_t *dcm_attr(const char *vr, json_t *value /* consumed; NULL: no Value */)
+{
+    json_t *o = json_pack("{s:s}", "vr", vr);
+    if (o && value)
+        json_object_set_new(o, "Value", json_is_array(value) ? value : json_pack("[o]", value));
+    return o;
+}
+
+/* Inserts the jobs, one per study (split past JOB_MAX_INPUTS). 0, or -1 with a response prepared. */
+static int create_jobs(struct gj_req *r, struct stow *s, json_t *jobs)
+{
+    const struct gj_kind *kind = gj_kind_find("infer");
+    if (!kind) {
+        gj_problem(r, 503, NULL, "this server has no infer kind");
+        return -1;
+    }
+    json_t *params = json_pack("{s:s}", "model", s->model);
+    if (params && s->version)
+        json_object_set_new(params, "version", json_integer(s->version));
+    char *ptext = params ? json_dumps(params, JSON_COMPACT) : NULL;
+    if (!ptext) {
+        json_decref(params);
+        gj_problem(r, 500, NULL, "out of memory");
+        return -1;
+    }
+    char *done = calloc(s->n ? s->n : 1, 1);
+    size_t *idx = calloc(s->n ? s->n : 1, sizeof *idx);
+    struct gj_input *ins = calloc(JOB_MAX_INPUTS, sizeof *ins);
+    char(*names)[24] = calloc(JOB_MAX_INPUTS, sizeof *names);
+    int rc = -1;
+    if (!done || !idx || !ins || !names) {
+        gj_problem(r, 500, NULL, "out of memory");
+        goto out;
+    }
+    char maxa[16];
+    snprintf(maxa, sizeof maxa, "%d", r->srv->cfg.default_max_attempts > 0 ? r->srv->cfg.default_max_attempts : 3);
+    for (size_t i = 0; i < s->n; i++) {
+        if (done[i] || s->inst[i].failure)
+            continue;
+        /* this study's instances, in arrival order */
+        size_t m = 0;
+        for (size_t j = i; j < s->n; j++)
+            if (!done[j] && !s->inst[j].failure && strcmp(s->inst[j].study_uid, s->inst[i].study_uid) == 0) {
+                done[j] = 1;
+                idx[m++] = j;
+            }
+        for (size_t first = 0; first < m; first += JOB_MAX_INPUTS) {
+            size_t k = m - first < JOB_MAX_INPUTS ? m - first : JOB_MAX_INPUTS;
+            for (size_t q = 0; q < k; q++) {
+                if (q == 0)
+                    snprintf(names[q], sizeof names[q], "dicom");
+                else
+                    snprintf(names[q], sizeof names[q], "dicom.%zu", q);
+                ins[q].name = names[q];
+                ins[q].path = NULL;
+                ins[q].size = s->inst[idx[first + q]].size;
+            }
+            struct gj_job job = { kind->name, params, ins, k };
+            struct gj_error err;
+            gj_error_clear(&err);
+            if (gj_kind_validate(kind, &job, &err) != 0) {
+                int st = err.status >= 400 && err.status < 500 ? err.status : 422;
+                gj_problem(r, st, err.field[0] ? err.field : "model", "%s",
+                           err.message[0] ? err.message : "the infer job is not valid");
+                goto out;
+            }
+            const char *p[4] = { r->who.tenant_id, kind->name, ptext, maxa };
+            PGresult *res = gj_db_exec(r->db,
+                                       "INSERT INTO jobs (tenant_id, kind, params, max_attempts)"
+                                       " VALUES ($1::uuid, $2, $3::jsonb, $4::int) RETURNING id",
+                                       4, p, NULL);
+            if (!res) {
+                gj_respond_unavailable(r);
+                goto out;
+            }
+            char job_id[GJ_UUID_LEN + 1];
+            snprintf(job_id, sizeof job_id, "%s", PQgetvalue(res, 0, 0));
+            PQclear(res);
+            for (size_t q = 0; q < k; q++) {
+                const char *bp[3] = { job_id, names[q], s->inst[idx[first + q]].blob_id };
+                const char *op[2] = { job_id, bp[2] };
+                if (gj_db_cmd(r->db, "UPDATE blobs SET owner_job = $1::uuid WHERE id = $2::uuid", 2, op) != 0) {
+                    gj_respond_unavailable(r);
+                    goto out;
+                }
+                if (gj_db_cmd(r->db, "INSERT INTO job_inputs (job_id, name, blob_id) VALUES ($1::uuid, $2, $3::uuid)",
+                              3, bp) != 0) {
+                    gj_respond_unavailable(r);
+                    goto out;
+                }
+            }
+            char url[80];
+            snprintf(url, sizeof url, "/v1/jobs/%s", job_id);
+            json_array_append_new(jobs, json_pack("{s:s, s:s, s:I}", "id", job_id, "url", url, "instances",
+                                                  (json_int_t)k));
+        }
+    }
+    rc = 0;
+out:
+    free(done);
+    free(idx);
+    free(ins);
+    free(names);
+    free(ptext);
+    json_decref(params);
+    return rc;
+}
+
+static int host_ok(const char *h)
+{
+    size_t n = h ? strlen(h) : 0;
+    if (n == 0 || n > 255)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = h[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr(".-:[]", c)))
+            return 0;
+    }
+    return 1;
+}
+
+static void stow_handle(struct gj_req *r)
+{
+    struct stow *s = r->state;
+    if (!s->status && gj_mpr_finish(s->mp) != 0) {
+        char m[260];
+        snprintf(m, sizeof m, "malformed multipart/related body: %s", gj_mpr_error(s->mp));
+        stow_fail(s, 400, m);
+    }
+    if (!s->status && s->n == 0)
+        stow_fail(s, 400, "the body holds no DICOM instance");
+    if (s->status) {
+        stow_abort(r, s);
+        gj_problem(r, s->status, NULL, "%s", s->msg);
+        return;
+    }
+    size_t stored = 0;
+    for (size_t i = 0; i < s->n; i++)
+        stored += s->inst[i].failure == 0;
+    json_t *jobs = json_array();
+    if (stored > 0) {
+        if (create_jobs(r, s, jobs) != 0 || gj_db_commit(r->db) != 0) {
+            if (!r->response)
+                gj_respond_unavailable(r);
+            stow_abort(r, s);
+            json_decref(jobs);
+            return;
+        }
+    } else {
+        gj_db_rollback(r->db);
+    }
+    s->in_txn = 0;
+
+    /* the Store Instances Response */
+    json_t *body = json_object();
+    json_t *refs = json_array(), *failed = json_array();
+    const char *study_one = NULL;
+    int several = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct instance *in = &s->inst[i];
+        json_t *item = json_object();
+        if (in->sop_class[0])
+            json_object_set_new(item, "00081150", dcm_attr("UI", json_string(in->sop_class)));
+        if (in->sop_uid[0])
+            json_object_set_new(item, "00081155", dcm_attr("UI", json_string(in->sop_uid)));
+        if (in->failure) {
+            json_object_set_new(item, "00081197", dcm_attr("US", json_integer(in->failure)));
+            json_array_append_new(failed, item);
+        } else {
+            json_array_append_new(refs, item);
+            if (!study_one)
+                study_one = in->study_uid;
+            else if (strcmp(study_one, in->study_uid) != 0)
+                several = 1;
+        }
+    }
+    const char *host = gj_req_header(r, MHD_HTTP_HEADER_HOST);
+    const char *study_url = s->study_path[0] ? s->study_path : (!several ? study_one : NULL);
+    if (study_url && host_ok(host)) {
+        char url[400];
+        snprintf(url, sizeof url, "%s://%s/dicomweb/studies/%s", r->srv->cfg.insecure_http ? "http" : "https", host,
+                 study_url);
+        json_object_set_new(body, "00081190", dcm_attr("UR", json_string(url)));
+    }
+    if (json_array_size(failed))
+        json_object_set_new(body, "00081198", dcm_attr("SQ", failed));
+    else
+        json_decref(failed);
+    if (json_array_size(refs))
+        json_object_set_new(body, "00081199", dcm_attr("SQ", refs));
+    else
+        json_decref(refs);
+    json_t *items = json_array();
+    size_t i;
+    json_t *j;
+    json_array_foreach(jobs, i, j) {
+        json_array_append_new(items,
+                              json_pack("{s:o, s:o}", "00091011",
+                                        dcm_attr("UR", json_string(json_string_value(json_object_get(j, "url")))),
+                                        "00091012",
+                                        dcm_attr("LO", json_string(json_string_value(json_object_get(j, "id"))))));
+    }
+    if (json_array_size(items)) {
+        json_object_set_new(body, "00090010", dcm_attr("LO", json_string("GPUJOBD")));
+        json_object_set_new(body, "00091010", dcm_attr("SQ", items));
+    } else {
+        json_decref(items);
+    }
+    int status = stored == s->n ? 200 : stored == 0 ? 409 : 202;
+    gj_log_info(COMPONENT, "STOW: %zu instance(s), %zu stored, %zu job(s), model %s", s->n, stored,
+                json_array_size(jobs), s->model);
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    if (!text) {
+        json_decref(jobs);
+        gj_problem(r, 500, NULL, "out of memory");
+        return;
+    }
+    size_t len = strlen(text);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(text);
+        json_decref(jobs);
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/dicom+json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    /* one Link header, its links comma-separated (RFC 8288) */
+    char *links = NULL;
+    size_t links_len = 0;
+    FILE *lf = json_array_size(jobs) ? open_memstream(&links, &links_len) : NULL;
+    json_array_foreach(jobs, i, j) {
+        if (lf)
+            fprintf(lf, "%s<%s>; rel=\"related\"; title=\"infer job\"", i ? ", " : "",
+                    json_string_value(json_object_get(j, "url")));
+    }
+    if (lf && fclose(lf) == 0 && links)
+        MHD_add_response_header(resp, "Link", links);
+    free(links);
+    json_decref(jobs);
+    gj_respond(r, status, resp, len);
+}
+
+static void stow_done(struct gj_req *r, int ok)
+{
+    (void)ok;
+    struct stow *s = r->state;
+    if (!s)
+        return;
+    if (r->db) {
+        stow_abort(r, s);
+    } else {
+        s->w = NULL;             /* the connection went with its transaction */
+        drop_part(s);
+    }
+    if (s->mp)
+        gj_mpr_free(s->mp);
+    free(s->inst);
+    free(s);
+    r->state = NULL;
+}
+
+const struct gj_route gj_routes_dicomweb[] = {
+    { "POST", "/dicomweb/studies", GJ_AUTH_USER, GJ_BODY_STREAM, stow_begin, stow_data, stow_handle, stow_done },
+    { "POST", "/dicomweb/studies/{study}", GJ_AUTH_USER, GJ_BODY_STREAM, stow_begin, stow_data, stow_handle,
+      stow_done },
+};
+const size_t gj_routes_dicomweb_count = sizeof gj_routes_dicomweb / sizeof gj_routes_dicomweb[0];

@@ -7,6 +7,7 @@
 #include "gj_config.h"
 #include "common/gj_kind.h"
 #include "service/cli.h"
+#include "infer/dicom.h"
 
 static int cmd_version(int argc, char **argv)
 {
@@ -31,6 +32,7 @@ static const struct subcommand subcommands[] = {
     { "migrate", gj_cmd_migrate, "migrate [--database-url URL]" },
     { "run", gj_cmd_run, "run KIND --params FILE [--input NAME=FILE]... --out DIR" },
     { "bench", gj_cmd_bench, "bench NAME [ARGS...]" },
+    { "dicom", gj_dicom_cli_main, "dicom info FILE [--pixels OUT.f32]" },
     { "version", cmd_version, "version" },
 };
 

@@ -1,0 +1,321 @@
+/*
+ * test_dicom_api.c — the reader's public API on small files built here:
+ * tag lookup (strings, ints, multi-values, window/VOI), nested elements not
+ * shadowing top-level ones, stored vs modality values, signed masking, RGB
+ * planes and YBR_FULL conversion, implicit VR without preamble, UN-encoded
+ * attributes, deflated datasets with and without a zlib header.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <zlib.h>
+
+#include "infer/dicom.h"
+
+struct buf {
+    uint8_t *p;
+    size_t n, cap;
+};
+
+static void put(struct buf *b, const void *data, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+}
+
+static void u16(struct buf *b, uint16_t v) { uint8_t x[2] = { (uint8_t)v, (uint8_t)(v >> 8) }; put(b, x, 2); }
+static void u32(struct buf *b, uint32_t v)
+{
+    uint8_t x[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+    put(b, x, 4);
+}
+
+static int implicit_mode;
+
+static void el(struct buf *b, uint16_t g, uint16_t e, const char *vr, const void *val, uint32_t len)
+{
+    u16(b, g);
+    u16(b, e);
+    if (implicit_mode && g != 0x0002) {
+        u32(b, len);
+    } else {
+        put(b, vr, 2);
+        if (!strcmp(vr, "OB") || !strcmp(vr, "OW") || !strcmp(vr, "SQ") || !strcmp(vr, "UN")) {
+            u16(b, 0);
+            u32(b, len);
+        } else {
+            u16(b, (uint16_t)len);
+        }
+    }
+    if (val && len != 0xFFFFFFFFu)
+        put(b, val, len);
+}
+
+static void str(struct buf *b, uint16_t g, uint16_t e, const char *vr, const char *s)
+{
+    size_t n = strlen(s);
+    char tmp[256];
+    memcpy(tmp, s, n);
+    if (n % 2)
+        tmp[n++] = strcmp(vr, "UI") ? ' ' : 0;
+    el(b, g, e, vr, tmp, (uint32_t)n);
+}
+
+static void us(struct buf *b, uint16_t g, uint16_t e, uint16_t v)
+{
+    uint8_t x[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
+    el(b, g, e, "US", x, 2);
+}
+
+static void meta(struct buf *b, const char *ts)
+{
+    uint8_t zero[128] = { 0 };
+    put(b, zero, 128);
+    put(b, "DICM", 4);
+    str(b, 0x0002, 0x0010, "UI", ts);
+}
+
+static void image(struct buf *b, const char *pi, uint16_t spp, uint16_t rows, uint16_t cols, uint16_t ba,
+                  uint16_t bs, uint16_t pr)
+{
+    us(b, 0x0028, 0x0002, spp);
+    str(b, 0x0028, 0x0004, "CS", pi);
+    if (spp == 3)
+        us(b, 0x0028, 0x0006, 0);
+    us(b, 0x0028, 0x0010, rows);
+    us(b, 0x0028, 0x0011, cols);
+    us(b, 0x0028, 0x0100, ba);
+    us(b, 0x0028, 0x0101, bs);
+    us(b, 0x0028, 0x0102, (uint16_t)(bs - 1));
+    us(b, 0x0028, 0x0103, pr);
+}
+
+static gj_dicom *open_buf(struct buf *b)
+{
+    char err[256] = "";
+    gj_dicom *d = NULL;
+    if (gj_dicom_open_mem(b->p, b->n, &d, err, sizeof err) < 0)
+        fail_msg("open: %s", err);
+    return d;
+}
+
+static void test_lookup(void **state)
+{
+    (void)state;
+    struct buf b = { 0 };
+    meta(&b, "1.2.840.10008.1.2.1");
+    str(&b, 0x0008, 0x0060, "CS", " CT ");
+    /* a sequence whose item holds Rows = 999: must not shadow the top-level Rows */
+    u16(&b, 0x0008); u16(&b, 0x1140); put(&b, "SQ", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
+    u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0xFFFFFFFFu);
+    us(&b, 0x0028, 0x0010, 999);
+    u16(&b, 0xFFFE); u16(&b, 0xE00D); u32(&b, 0);
+    u16(&b, 0xFFFE); u16(&b, 0xE0DD); u32(&b, 0);
+    str(&b, 0x0010, 0x0010, "PN", "Doe^Jane");
+    str(&b, 0x0018, 0x5101, "CS", "AP");
+    image(&b, "MONOCHROME2", 1, 2, 3, 16, 12, 0);
+    str(&b, 0x0028, 0x0008, "IS", "1 ");
+    str(&b, 0x0028, 0x1050, "DS", "40\\-60.5");
+    str(&b, 0x0028, 0x1051, "DS", "400\\1500");
+    str(&b, 0x0028, 0x1052, "DS", "-1024");
+    str(&b, 0x0028, 0x1053, "DS", "2.5");
+    str(&b, 0x0028, 0x1056, "CS", "SIGMOID");
+    uint16_t px[6] = { 0, 1, 2, 4095, 0xF000 | 7, 100 };  /* 0xF007: bits above 12 are not the value */
+    el(&b, 0x7FE0, 0x0010, "OW", px, sizeof px);
+    gj_dicom *d = open_buf(&b);
+
+    char s[64];
+    long v;
+    double c, w;
+    assert_int_equal(gj_dicom_ts(d), GJ_TS_EXPLICIT_LE);
+    assert_string_equal(gj_dicom_ts_uid(d), "1.2.840.10008.1.2.1");
+    assert_int_equal(gj_dicom_get_string(d, GJ_DCM_Modality, s, sizeof s), 0);
+    assert_string_equal(s, "CT");
+    assert_int_equal(gj_dicom_get_string(d, GJ_DCM_ViewPosition, s, 2), 0);
+    assert_string_equal(s, "A");  /* truncated to the buffer */
+    assert_int_equal(gj_dicom_get_string(d, GJ_DCM_BodyPartExamined, s, sizeof s), -1);
+    assert_int_equal(gj_dicom_get_int(d, GJ_DCM_Rows, 0, &v), 0);
+    assert_int_equal(v, 2);
+    assert_int_equal(gj_dicom_get_int(d, GJ_DCM_NumberOfFrames, 0, &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(gj_dicom_value_count(d, GJ_DCM_WindowCenter), 2);
+    assert_int_equal(gj_dicom_get_double(d, GJ_DCM_WindowCenter, 1, &c), 0);
+    assert_true(c == -60.5);
+    assert_int_equal(gj_dicom_get_double(d, GJ_DCM_WindowCenter, 2, &c), -1);
+    assert_int_equal(gj_dicom_get_int(d, GJ_DCM_WindowCenter, 1, &v), -1);  /* not an integer */
+    assert_int_equal(gj_dicom_window(d, &c, &w), 0);
+    assert_true(c == 40 && w == 400);
+    assert_int_equal(gj_dicom_get_string(d, GJ_DCM_VOILUTFunction, s, sizeof s), 0);
+    assert_string_equal(s, "SIGMOID");
+    assert_int_equal(gj_dicom_has(d, GJ_TAG(0x0008, 0x1155)), 0);
+
+    struct gj_dicom_image img;
+    char err[256];
+    assert_int_equal(gj_dicom_image_info(d, &img, err, sizeof err), 0);
+    assert_int_equal(img.rows, 2);
+    assert_int_equal(img.columns, 3);
+    assert_true(img.rescale_slope == 2.5 && img.rescale_intercept == -1024);
+    int32_t raw[6];
+    float f[6];
+    assert_int_equal(gj_dicom_decode_frame_raw(d, 0, raw, 6, err, sizeof err), 0);
+    assert_int_equal(raw[3], 4095);
+    assert_int_equal(raw[4], 7);
+    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 6, err, sizeof err), 0);
+    assert_true(f[0] == -1024.0f && f[5] == 100 * 2.5f - 1024);
+    gj_dicom_free(d);
+    free(b.p);
+}
+
+static void test_signed_and_mono1(void **state)
+{
+    (void)state;
+    struct buf b = { 0 };
+    meta(&b, "1.2.840.10008.1.2.1");
+    image(&b, "MONOCHROME1", 1, 1, 4, 16, 12, 1);
+    uint16_t px[4] = { 0x0800, 0x0FFF, 0x07FF, 0xF001 };  /* -2048, -1, 2047, 1 (garbage on top) */
+    el(&b, 0x7FE0, 0x0010, "OW", px, sizeof px);
+    gj_dicom *d = open_buf(&b);
+    float f[4];
+    char err[256];
+    struct gj_dicom_image img;
+    assert_int_equal(gj_dicom_image_info(d, &img, err, sizeof err), 0);
+    assert_int_equal(img.photometric, GJ_PI_MONOCHROME1);
+    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 4, err, sizeof err), 0);
+    assert_true(f[0] == -2048 && f[1] == -1 && f[2] == 2047 && f[3] == 1);
+    gj_dicom_free(d);
+    free(b.p);
+}
+
+static void test_rgb_and_ybr(void **state)
+{
+    (void)state;
+    for (int ybr = 0; ybr < 2; ybr++) {
+        struct buf b = { 0 };
+        meta(&b, "1.2.840.10008.1.2.1");
+        image(&b, ybr ? "YBR_FULL" : "RGB", 3, 1, 2, 8, 8, 0);
+        /* pixel 0: (10,20,30); pixel 1: (200,100,50) — or YCbCr (128,128,128) and (76,85,255) */
+        uint8_t rgb[6] = { 10, 20, 30, 200, 100, 50 }, ycc[6] = { 128, 128, 128, 76, 85, 255 };
+        el(&b, 0x7FE0, 0x0010, "OB", ybr ? ycc : rgb, 6);
+        gj_dicom *d = open_buf(&b);
+        float f[6];
+        char err[256];
+        assert_int_equal(gj_dicom_decode_frame(d, 0, f, 6, err, sizeof err), 0);
+        if (!ybr) {
+            /* planes: R R G G B B */
+            assert_true(f[0] == 10 && f[1] == 200 && f[2] == 20 && f[3] == 100 && f[4] == 30 && f[5] == 50);
+        } else {
+            assert_true(f[0] == 128 && f[2] == 128 && f[4] == 128);
+            /* (76,85,255): R = 76 + 1.402*127 = 254.05 -> 254; G = 0.1 -> 0; B = -0.2 -> 0 */
+            assert_true(f[1] == 254 && f[3] == 0 && f[5] == 0);
+        }
+        gj_dicom_free(d);
+        free(b.p);
+    }
+}
+
+static void test_implicit_no_preamble(void **state)
+{
+    (void)state;
+    struct buf b = { 0 };
+    implicit_mode = 1;
+    str(&b, 0x0008, 0x0060, "CS", "MR");
+    image(&b, "MONOCHROME2", 1, 1, 2, 8, 8, 0);
+    uint8_t px[2] = { 3, 250 };
+    el(&b, 0x7FE0, 0x0010, "OB", px, 2);
+    implicit_mode = 0;
+    gj_dicom *d = open_buf(&b);
+    assert_int_equal(gj_dicom_ts(d), GJ_TS_IMPLICIT_LE);
+    char s[16];
+    assert_int_equal(gj_dicom_get_string(d, GJ_DCM_Modality, s, sizeof s), 0);
+    assert_string_equal(s, "MR");
+    float f[2];
+    char err[256];
+    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 2, err, sizeof err), 0);
+    assert_true(f[0] == 3 && f[1] == 250);
+    gj_dicom_free(d);
+    free(b.p);
+}
+
+static void test_un_vr(void **state)
+{
+    (void)state;
+    struct buf b = { 0 };
+    meta(&b, "1.2.840.10008.1.2.1");
+    image(&b, "MONOCHROME2", 1, 1, 1, 8, 8, 0);
+    el(&b, 0x0028, 0x1053, "UN", "3 ", 2);   /* RescaleSlope "3" written as UN */
+    uint8_t px[1] = { 7 };
+    el(&b, 0x7FE0, 0x0010, "OB", px, 1);
+    gj_dicom *d = open_buf(&b);
+    double v;
+    assert_int_equal(gj_dicom_get_double(d, GJ_DCM_RescaleSlope, 0, &v), 0);
+    assert_true(v == 3);
+    float f[1];
+    char err[256];
+    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 1, err, sizeof err), 0);
+    assert_true(f[0] == 21);
+    gj_dicom_free(d);
+    free(b.p);
+}
+
+/* Deflated explicit VR LE: raw deflate (standard) and with a zlib header. */
+static void test_deflated(void **state)
+{
+    (void)state;
+    struct buf ds = { 0 };
+    str(&ds, 0x0008, 0x0060, "CS", "DX");
+    image(&ds, "MONOCHROME2", 1, 2, 2, 16, 16, 0);
+    uint16_t px[4] = { 1, 2, 300, 65535 };
+    el(&ds, 0x7FE0, 0x0010, "OW", px, sizeof px);
+    for (int zlib_header = 0; zlib_header < 2; zlib_header++) {
+        uint8_t out[4096];
+        z_stream zs;
+        memset(&zs, 0, sizeof zs);
+        assert_int_equal(deflateInit2(&zs, 9, Z_DEFLATED, zlib_header ? 15 : -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+        zs.next_in = ds.p;
+        zs.avail_in = (uInt)ds.n;
+        zs.next_out = out;
+        zs.avail_out = sizeof out;
+        assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+        size_t n = sizeof out - zs.avail_out;
+        deflateEnd(&zs);
+        struct buf b = { 0 };
+        meta(&b, "1.2.840.10008.1.2.1.99");
+        put(&b, out, n);
+        gj_dicom *d = open_buf(&b);
+        assert_int_equal(gj_dicom_ts(d), GJ_TS_DEFLATED_LE);
+        float f[4];
+        char err[256];
+        assert_int_equal(gj_dicom_decode_frame(d, 0, f, 4, err, sizeof err), 0);
+        assert_true(f[0] == 1 && f[2] == 300 && f[3] == 65535);
+        gj_dicom_free(d);
+        /* truncated deflate stream: an error */
+        b.n -= n / 2;
+        char e2[256];
+        gj_dicom *d2 = NULL;
+        assert_int_equal(gj_dicom_open_mem(b.p, b.n, &d2, e2, sizeof e2), -1);
+        free(b.p);
+    }
+    free(ds.p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lookup),
+        cmocka_unit_test(test_signed_and_mono1),
+        cmocka_unit_test(test_rgb_and_ybr),
+        cmocka_unit_test(test_implicit_no_preamble),
+        cmocka_unit_test(test_un_vr),
+        cmocka_unit_test(test_deflated),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,156 @@
+/*
+ * onnx_bench.c — `gpujobd bench onnx`: inferences per second of ONNX models on the CPU
+ * backend, per batch size, with a fixed thread count.
+ *
+ *   gpujobd bench onnx [--threads N] [--batch 1,8] [--seconds S] MODEL.onnx...
+ *
+ * Models of the benchmark (ResNet-18 and DenseNet-121 at 224x224, random weights) are
+ * written by tests/onnx/models.py; tests/onnx/bench_vs_onnxruntime.sh runs this and
+ * ONNX Runtime on the same files.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "infer/onnx/onnx_model.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int bench_one(const char *path, onnx_model *m, int batch, int threads, double seconds)
+{
+    struct gj_error err = { 0 };
+    struct onnx_session_options o = { .batch = batch, .threads = threads, .backend = "cpu" };
+    double t0 = now();
+    onnx_session *s = onnx_session_create(m, &o, &err);
+    if (!s) {
+        fprintf(stderr, "%s: batch %d: %s\n", path, batch, err.message);
+        return -1;
+    }
+    double t_create = now() - t0;
+    size_t ni = onnx_model_num_inputs(m), no = onnx_model_num_outputs(m);
+    const void **ins = calloc(ni, sizeof *ins);
+    void **outs = calloc(no, sizeof *outs);
+    int rc = -1;
+    if (!ins || !outs)
+        goto out;
+    for (size_t i = 0; i < ni; i++) {
+        size_t b = onnx_session_input_bytes(s, i);
+        float *p = malloc(b + 4);
+        if (!p)
+            goto out;
+        uint32_t seed = 42;
+        if (onnx_session_input(s, i)->elem_type == ONNX_ELEM_FLOAT)
+            for (size_t k = 0; k < b / 4; k++) {
+                seed = seed * 1664525u + 1013904223u;
+                p[k] = (float)(seed >> 8) / 16777216.0f - 0.5f;
+            }
+        else
+            memset(p, 0, b);
+        ins[i] = p;
+    }
+    for (size_t i = 0; i < no; i++)
+        if (!(outs[i] = malloc(onnx_session_output_bytes(s, i) + 4)))
+            goto out;
+    /* warm-up */
+    for (int w = 0; w < 2; w++)
+        if (onnx_session_run(s, ins, outs, &err)) {
+            fprintf(stderr, "%s: %s\n", path, err.message);
+            goto out;
+        }
+    double lat[4096];
+    int n = 0;
+    double start = now();
+    while (n < 4096 && (n < 5 || now() - start < seconds)) {
+        double a = now();
+        if (onnx_session_run(s, ins, outs, &err)) {
+            fprintf(stderr, "%s: %s\n", path, err.message);
+            goto out;
+        }
+        lat[n++] = now() - a;
+    }
+    double total = now() - start;
+    qsort(lat, (size_t)n, sizeof lat[0], cmp_d);
+    struct onnx_session_stats st;
+    onnx_session_get_stats(s, &st);
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    printf("%-24s batch %2d threads %d: %8.1f inferences/s  median %8.2f ms/batch  p90 %8.2f ms  "
+           "(%d runs, session %.0f ms, arena %.1f MiB, %.1f MiB without reuse)\n",
+           name, batch, threads, (double)n * batch / total, lat[n / 2] * 1e3, lat[n * 9 / 10] * 1e3, n,
+           t_create * 1e3, st.arena_bytes / 1048576.0, st.naive_bytes / 1048576.0);
+    fflush(stdout);
+    rc = 0;
+out:
+    for (size_t i = 0; ins && i < ni; i++)
+        free((void *)ins[i]);
+    for (size_t i = 0; outs && i < no; i++)
+        free(outs[i]);
+    free(ins);
+    free(outs);
+    onnx_session_free(s);
+    return rc;
+}
+
+int gj_bench_onnx_main(int argc, char **argv)
+{
+    int threads = 2;
+    double seconds = 5;
+    int batches[16] = { 1, 8 }, nb = 2;
+    int first = 1;
+    for (; first < argc && argv[first][0] == '-'; first++) {
+        const char *a = argv[first];
+        if (strcmp(a, "--threads") == 0 && first + 1 < argc) {
+            threads = atoi(argv[++first]);
+        } else if (strcmp(a, "--seconds") == 0 && first + 1 < argc) {
+            seconds = atof(argv[++first]);
+        } else if (strcmp(a, "--batch") == 0 && first + 1 < argc) {
+            char *p = argv[++first];
+            nb = 0;
+            while (*p && nb < 16) {
+                batches[nb++] = (int)strtol(p, &p, 10);
+                if (*p == ',')
+                    p++;
+                else
+                    break;
+            }
+        } else {
+            first = argc + 1;
+            break;
+        }
+    }
+    if (first >= argc || threads < 1 || nb < 1 || seconds <= 0) {
+        fprintf(stderr,
+                "usage: gpujobd bench onnx [--threads N] [--batch 1,8] [--seconds S] MODEL.onnx...\n"
+                "  Inferences per second of each model on the CPU backend.\n"
+                "  Benchmark models (ResNet-18, DenseNet-121 at 224x224):\n"
+                "    /usr/bin/python3 tests/onnx/models.py DIR resnet18 --size 224 --no-reference\n"
+                "  Comparison with ONNX Runtime: tests/onnx/bench_vs_onnxruntime.sh\n");
+        return 2;
+    }
+    int rc = 0;
+    for (int i = first; i < argc; i++) {
+        struct gj_error err = { 0 };
+        onnx_model *m = onnx_model_load_file(argv[i], 0, &err);
+        if (!m) {
+            fprintf(stderr, "%s: %s\n", argv[i], err.message);
+            rc = 1;
+            continue;
+        }
+        for (int b = 0; b < nb; b++)
+            if (bench_one(argv[i], m, batches[b], threads, seconds))
+                rc = 1;
+        onnx_model_free(m);
+    }
+    return rc;
+}

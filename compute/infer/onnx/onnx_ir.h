@@ -1,0 +1,153 @@
+/*
+ * onnx_ir.h — the runtime's in-memory graph (what the loader builds from the protobuf),
+ * the tensors kernels see and the backend interface (a vtable with a kernel table).
+ *
+ * The executor (onnx_session.c) is backend-agnostic: it does shape inference, constant
+ * folding (always on the host, with the CPU kernels), scheduling and the buffer plan,
+ * then calls the backend only through struct onnx_backend. A GPU backend provides the
+ * same vtable (device alloc/free/upload/download and a kernel per op).
+ */
+#ifndef ONNX_IR_H
+#define ONNX_IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "infer/onnx/onnx_model.h"
+
+/* Every operator the runtime knows: X(enum suffix, ONNX op_type). */
+#define ONNX_OPS(X) \
+    X(CONV, "Conv") X(BATCHNORM, "BatchNormalization") X(RELU, "Relu") \
+    X(MAXPOOL, "MaxPool") X(AVGPOOL, "AveragePool") X(GLOBALAVGPOOL, "GlobalAveragePool") \
+    X(CONCAT, "Concat") X(GEMM, "Gemm") X(MATMUL, "MatMul") X(ADD, "Add") X(SUB, "Sub") \
+    X(MUL, "Mul") X(DIV, "Div") X(POW, "Pow") X(SQRT, "Sqrt") X(ERF, "Erf") X(GELU, "Gelu") \
+    X(SIGMOID, "Sigmoid") X(SOFTMAX, "Softmax") X(LAYERNORM, "LayerNormalization") \
+    X(REDUCEMEAN, "ReduceMean") X(FLATTEN, "Flatten") X(RESHAPE, "Reshape") \
+    X(TRANSPOSE, "Transpose") X(GATHER, "Gather") X(SHAPE, "Shape") X(SLICE, "Slice") \
+    X(SQUEEZE, "Squeeze") X(UNSQUEEZE, "Unsqueeze") X(CONSTANT, "Constant") \
+    X(IDENTITY, "Identity") X(DROPOUT, "Dropout") X(CAST, "Cast") X(EXPAND, "Expand") \
+    X(WHERE, "Where") X(EQUAL, "Equal") X(CONSTANTOFSHAPE, "ConstantOfShape") \
+    X(RANGE, "Range") X(PAD, "Pad") X(TANH, "Tanh") X(NEG, "Neg")
+
+enum onnx_op {
+#define ONNX_OP_ENUM(e, s) ONNX_OP_##e,
+    ONNX_OPS(ONNX_OP_ENUM)
+#undef ONNX_OP_ENUM
+    ONNX_OP_COUNT
+};
+
+const char *onnx_op_name(int op);
+
+/* A dense tensor. data is host memory for constants and the CPU backend, backend memory
+ * otherwise. elem is FLOAT, INT64 or BOOL (INT32 is widened to INT64 on load). */
+struct onnx_tensor {
+    int elem;
+    int rank;
+    int64_t dims[ONNX_MAX_RANK];
+    int64_t numel;
+    void *data;
+};
+
+size_t onnx_elem_size(int elem);
+size_t onnx_tensor_bytes(const struct onnx_tensor *t);
+/* numel from dims; -1 when over limit or a dim is negative. */
+int64_t onnx_shape_numel(int rank, const int64_t *dims, int64_t limit);
+
+/* Operator parameters, parsed and validated from the attributes at load. */
+enum { ONNX_PAD_NOTSET = 0, ONNX_PAD_VALID, ONNX_PAD_SAME_UPPER, ONNX_PAD_SAME_LOWER };
+
+struct onnx_params {
+    /* Conv, pools */
+    int auto_pad;
+    int n_kernel;                   /* 0: from the weight (Conv) */
+    int64_t kernel[2], strides[2], pads[4], dilations[2];
+    int64_t group;
+    int ceil_mode, count_include_pad;
+    /* Concat, Flatten, Softmax, Gather, LayerNormalization, ... */
+    int64_t axis;
+    float epsilon, alpha, beta;
+    int trans_a, trans_b;
+    int n_perm;
+    int64_t perm[ONNX_MAX_RANK];
+    int has_axes, n_axes;           /* attribute axes (Squeeze/Unsqueeze<13, ReduceMean<18) */
+    int64_t axes[ONNX_MAX_RANK];
+    int keepdims, noop_with_empty_axes;
+    int to;                         /* Cast */
+    int gelu_tanh;                  /* Gelu approximate="tanh" */
+    int64_t shape_start, shape_end; int has_shape_end;
+    struct onnx_tensor value;       /* Constant / ConstantOfShape value (host, owned by the model) */
+    int has_value;
+    int softmax_legacy;             /* Softmax opset < 13: coerce to 2D at axis */
+    /* Resolved by the executor's shape inference for this session: */
+    int64_t sl_start[ONNX_MAX_RANK], sl_step[ONNX_MAX_RANK];   /* Slice per axis */
+    int64_t pad_begin[ONNX_MAX_RANK];                          /* Pad per axis */
+    float pad_value;
+    /* Set by the executor's fusion pass: apply ReLU to the output. */
+    int fused_relu;
+};
+
+struct onnx_node {
+    char *name;
+    int op;
+    int n_in, n_out;
+    int *in;                        /* value indices; -1: optional input left empty */
+    int *out;
+    struct onnx_params p;
+};
+
+struct onnx_value {
+    char *name;
+    int elem;                       /* declared element type (0: unknown) */
+    int rank;                       /* declared rank (-1: unknown) */
+    int64_t dims[ONNX_MAX_RANK];    /* declared dims (-1: symbolic) */
+    struct onnx_tensor *init;       /* initializer (host), or NULL */
+    int is_input, is_output;
+};
+
+struct onnx_model {
+    int64_t opset;
+    size_t n_values, n_nodes, n_inputs, n_outputs;
+    struct onnx_value *values;
+    struct onnx_node *nodes;
+    int *inputs, *outputs;          /* value indices */
+    struct onnx_io_desc *in_desc, *out_desc;
+};
+
+/* ---- backend interface ------------------------------------------------------------ */
+
+struct onnx_backend_ctx;   /* a backend's private state */
+
+/* What a kernel gets: tensors with shapes inferred by the executor and data pointers
+ * in backend memory; scratch has the bytes scratch_bytes() asked for. */
+struct onnx_kargs {
+    const struct onnx_node *node;
+    const struct onnx_params *p;
+    int n_in, n_out;
+    const struct onnx_tensor *const *in;  /* n_in entries; NULL for absent optional inputs */
+    struct onnx_tensor *const *out;       /* n_out entries; NULL for unused optional outputs */
+    void *scratch;
+};
+
+typedef int (*onnx_kernel_fn)(struct onnx_backend_ctx *be, const struct onnx_kargs *a);
+
+struct onnx_backend {
+    const char *name;
+    int (*init)(struct onnx_backend_ctx **be, int threads, char *msg, size_t msglen);
+    void (*fini)(struct onnx_backend_ctx *be);
+    void *(*alloc)(struct onnx_backend_ctx *be, size_t bytes);
+    void (*free)(struct onnx_backend_ctx *be, void *p);
+    int (*upload)(struct onnx_backend_ctx *be, void *dst, const void *src, size_t bytes);
+    int (*download)(struct onnx_backend_ctx *be, void *dst, const void *src, size_t bytes);
+    int (*sync)(struct onnx_backend_ctx *be);
+    /* Bytes of scratch a node needs (e.g. im2col); NULL: none. */
+    size_t (*scratch_bytes)(struct onnx_backend_ctx *be, const struct onnx_kargs *a);
+    /* One kernel per op; NULL: the backend cannot run it (session creation fails). */
+    onnx_kernel_fn kernels[ONNX_OP_COUNT];
+};
+
+extern const struct onnx_backend onnx_backend_cpu;
+
+/* The CPU backend doubles as the host evaluator for constant folding. */
+struct onnx_backend_ctx *onnx_cpu_host_ctx(void);
+
+#endif

@@ -1,0 +1,110 @@
+/*
+ * onnx_model.h — the ONNX model runtime of the inference module (public API).
+ *
+ * Load an ONNX model (a protobuf file, parsed with bounds), look at its inputs and
+ * outputs, create a session for one batch size and a thread count, run it, free it.
+ * A model using an operator, attribute or data type this runtime does not implement
+ * fails to load (or, for shape-dependent cases, to create a session) with a message
+ * that names it: it never runs wrong.
+ *
+ * Tensors are dense, row-major (C order), in host memory, with the element type of
+ * the description (float32 for image models). A session keeps a pointer to its
+ * model: free every session before its model. A session is not thread-safe; use one
+ * per thread (sessions of one model may run concurrently).
+ *
+ * Supported: ONNX IR 3-10, default-domain opset 11-20; operators Conv (2-D, groups,
+ * dilations, auto_pad), BatchNormalization (inference), Relu, MaxPool, AveragePool (2-D,
+ * ceil_mode, count_include_pad), GlobalAveragePool, Concat, Gemm, MatMul (rank >= 2, batch
+ * broadcasting), Add, Sub, Mul, Div, Pow, Equal, Where, Expand (numpy broadcasting), Sqrt,
+ * Erf, Gelu, Sigmoid, Tanh, Neg, Softmax, LayerNormalization, ReduceMean, Flatten, Reshape,
+ * Transpose, Gather, Shape, Slice, Squeeze, Unsqueeze, Constant, ConstantOfShape, Range,
+ * Identity, Dropout (inference), Cast, Pad (constant mode). Element types float32, int64
+ * (int32 constants are widened), bool. Shape inputs (Reshape, Expand, Slice, Pad, axes...)
+ * must be known once the batch size is: constants, or computed from shapes (folded).
+ * The first dimension of every graph input is the batch; other dimensions must be fixed.
+ * The CPU backend sets OpenBLAS to one thread (process-wide) and splits GEMMs itself.
+ */
+#ifndef ONNX_MODEL_H
+#define ONNX_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gj_error.h"
+
+#define ONNX_MAX_RANK 8
+/* Default and hard caps for a model file (a protobuf message cannot exceed 2 GiB). */
+#define ONNX_MODEL_DEFAULT_MAX_BYTES ((size_t)1 << 30)
+#define ONNX_MODEL_HARD_MAX_BYTES ((size_t)2047 << 20)
+
+/* Element types, numbered as ONNX's TensorProto.DataType. */
+enum onnx_elem_type {
+    ONNX_ELEM_FLOAT = 1,
+    ONNX_ELEM_INT32 = 6,   /* accepted in constants; computed as int64 */
+    ONNX_ELEM_INT64 = 7,
+    ONNX_ELEM_BOOL = 9,
+};
+
+struct onnx_io_desc {
+    const char *name;
+    int elem_type;                  /* enum onnx_elem_type */
+    int rank;
+    int64_t dims[ONNX_MAX_RANK];    /* -1: not fixed by the model (the batch dimension) */
+};
+
+typedef struct onnx_model onnx_model;
+typedef struct onnx_session onnx_session;
+
+/* Loads a model file of at most max_bytes (0: ONNX_MODEL_DEFAULT_MAX_BYTES). NULL with err. */
+onnx_model *onnx_model_load_file(const char *path, size_t max_bytes, struct gj_error *err);
+/* Loads a model from memory (the data is copied where needed; the caller keeps it). */
+onnx_model *onnx_model_load_memory(const void *data, size_t len, struct gj_error *err);
+void onnx_model_free(onnx_model *model);
+
+size_t onnx_model_num_inputs(const onnx_model *model);
+size_t onnx_model_num_outputs(const onnx_model *model);
+const struct onnx_io_desc *onnx_model_input(const onnx_model *model, size_t i);
+const struct onnx_io_desc *onnx_model_output(const onnx_model *model, size_t i);
+/* Number of nodes and the opset of the default domain. */
+size_t onnx_model_num_nodes(const onnx_model *model);
+int64_t onnx_model_opset(const onnx_model *model);
+
+struct onnx_session_options {
+    int batch;             /* the first dimension of every input (>= 1) */
+    int threads;           /* worker threads for the CPU backend (>= 1) */
+    const char *backend;   /* "cpu" (NULL: "cpu") */
+    size_t max_bytes;      /* refuse a session whose buffers (weights, inputs, activation arena,
+                              scratch) exceed this; 0: no limit beyond 4 GiB per tensor */
+};
+
+/* Creates a session: shape inference for this batch size, constant folding, a schedule
+ * and a buffer plan. NULL with err (e.g. a shape the model cannot take). */
+onnx_session *onnx_session_create(const onnx_model *model, const struct onnx_session_options *opt,
+                                  struct gj_error *err);
+void onnx_session_free(onnx_session *s);
+
+/* Concrete shapes for this session. */
+const struct onnx_io_desc *onnx_session_input(const onnx_session *s, size_t i);
+const struct onnx_io_desc *onnx_session_output(const onnx_session *s, size_t i);
+/* Bytes of one input / output tensor of this session. */
+size_t onnx_session_input_bytes(const onnx_session *s, size_t i);
+size_t onnx_session_output_bytes(const onnx_session *s, size_t i);
+
+/* Runs the model: inputs[i] and outputs[i] point to host buffers of the sizes above,
+ * in the order of the model's inputs and outputs. 0 or -1 with err. */
+int onnx_session_run(onnx_session *s, const void *const *inputs, void *const *outputs,
+                     struct gj_error *err);
+
+struct onnx_session_stats {
+    size_t n_nodes_run;       /* nodes executed per run after folding and fusion */
+    size_t n_nodes_folded;    /* nodes evaluated once at session creation */
+    size_t arena_bytes;       /* activation arena (with buffer reuse) */
+    size_t naive_bytes;       /* what one buffer per tensor would need */
+    size_t const_bytes;       /* weights and folded constants */
+};
+void onnx_session_get_stats(const onnx_session *s, struct onnx_session_stats *st);
+
+/* `gpujobd bench onnx`. */
+int gj_bench_onnx_main(int argc, char **argv);
+
+#endif

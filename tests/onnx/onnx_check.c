@@ -1,0 +1,121 @@
+/*
+ * onnx_check — runs an ONNX model over a raw float32 input and compares with a reference
+ * output (raw float32, written by PyTorch in models.py) by relative L2 error.
+ *
+ *   onnx_check MODEL INPUT.f32 EXPECTED.f32 BATCH THREADS TOL
+ *
+ * It also runs the first sample alone in a batch-1 session and compares it with the
+ * first part of the reference (a different session for the same model).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/fsutil.h"
+#include "infer/onnx/onnx_model.h"
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1e-30));
+}
+
+static int run(onnx_model *m, int batch, int threads, const float *in, float *out, size_t *in_n,
+               size_t *out_n)
+{
+    struct gj_error err = { 0 };
+    struct onnx_session_options o = { .batch = batch, .threads = threads, .backend = "cpu" };
+    onnx_session *s = onnx_session_create(m, &o, &err);
+    if (!s) {
+        fprintf(stderr, "session (batch %d): %s\n", batch, err.message);
+        return -1;
+    }
+    struct onnx_session_stats st;
+    onnx_session_get_stats(s, &st);
+    printf("batch %d: %zu nodes run, %zu folded, arena %.1f MiB (without reuse %.1f MiB), weights %.1f MiB\n",
+           batch, st.n_nodes_run, st.n_nodes_folded, st.arena_bytes / 1048576.0, st.naive_bytes / 1048576.0,
+           st.const_bytes / 1048576.0);
+    *in_n = onnx_session_input_bytes(s, 0) / 4;
+    *out_n = onnx_session_output_bytes(s, 0) / 4;
+    int rc = 0;
+    if (in && out) {
+        const void *ins[1] = { in };
+        void *outs[1] = { out };
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        rc = onnx_session_run(s, ins, outs, &err);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (rc)
+            fprintf(stderr, "run: %s\n", err.message);
+        else
+            printf("batch %d: run %.1f ms\n", batch,
+                   (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+    }
+    onnx_session_free(s);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 7) {
+        fprintf(stderr, "usage: onnx_check MODEL INPUT.f32 EXPECTED.f32 BATCH THREADS TOL\n");
+        return 2;
+    }
+    int batch = atoi(argv[4]), threads = atoi(argv[5]);
+    double tol = atof(argv[6]);
+    struct gj_error err = { 0 };
+    onnx_model *m = onnx_model_load_file(argv[1], 0, &err);
+    if (!m) {
+        fprintf(stderr, "load: %s\n", err.message);
+        return 1;
+    }
+    printf("%s: %zu nodes, opset %lld\n", argv[1], onnx_model_num_nodes(m), (long long)onnx_model_opset(m));
+    char *in = NULL, *ref = NULL;
+    size_t in_len, ref_len, in_n = 0, out_n = 0;
+    if (gj_read_file(argv[2], (size_t)1 << 30, &in, &in_len) || gj_read_file(argv[3], (size_t)1 << 30, &ref, &ref_len)) {
+        perror("read");
+        return 1;
+    }
+    int rc = 1;
+    if (run(m, batch, threads, NULL, NULL, &in_n, &out_n))
+        goto out;
+    if (in_n * 4 != in_len || out_n * 4 != ref_len) {
+        fprintf(stderr, "sizes differ: input %zu vs %zu floats, output %zu vs %zu\n", in_n, in_len / 4,
+                out_n, ref_len / 4);
+        goto out;
+    }
+    float *y = malloc(out_n * 4);
+    if (!y || run(m, batch, threads, (const float *)in, y, &in_n, &out_n)) {
+        free(y);
+        goto out;
+    }
+    double e = rel_l2(y, (const float *)ref, out_n);
+    printf("batch %d: relative L2 error %.3g (tolerance %.3g)\n", batch, e, tol);
+    rc = e <= tol ? 0 : 1;
+    if (batch > 1) {
+        size_t on1 = out_n / batch;
+        if (run(m, 1, threads, (const float *)in, y, &in_n, &out_n) == 0) {
+            double e1 = rel_l2(y, (const float *)ref, on1);
+            printf("batch 1: relative L2 error %.3g\n", e1);
+            if (!(e1 <= tol))
+                rc = 1;
+        } else {
+            rc = 1;
+        }
+    }
+    if (!(e <= tol))
+        fprintf(stderr, "FAIL: error %.3g over %.3g\n", e, tol);
+    free(y);
+out:
+    free(in);
+    free(ref);
+    onnx_model_free(m);
+    return rc;
+}

@@ -1,0 +1,176 @@
+/*
+ * pbw.h — a tiny protobuf writer for the ONNX tests: builds model files field by field,
+ * independently of the runtime's generated decoder (so tests can also write broken ones).
+ */
+#ifndef PBW_H
+#define PBW_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pb {
+    uint8_t *b;
+    size_t n, cap;
+};
+
+static void pb_put(struct pb *p, const void *d, size_t n)
+{
+    if (p->n + n > p->cap) {
+        size_t c = p->cap ? p->cap * 2 : 256;
+        while (c < p->n + n)
+            c *= 2;
+        p->b = realloc(p->b, c);
+        if (!p->b)
+            abort();
+        p->cap = c;
+    }
+    if (n)
+        memcpy(p->b + p->n, d, n);
+    p->n += n;
+}
+
+static void pb_varint(struct pb *p, uint64_t v)
+{
+    uint8_t t[10];
+    int k = 0;
+    do {
+        t[k] = v & 0x7f;
+        v >>= 7;
+        if (v)
+            t[k] |= 0x80;
+        k++;
+    } while (v);
+    pb_put(p, t, (size_t)k);
+}
+
+static void pb_tag(struct pb *p, int field, int wt) { pb_varint(p, ((uint64_t)field << 3) | (uint64_t)wt); }
+static void pb_int(struct pb *p, int field, int64_t v) { pb_tag(p, field, 0); pb_varint(p, (uint64_t)v); }
+static void pb_float(struct pb *p, int field, float f) { pb_tag(p, field, 5); pb_put(p, &f, 4); }
+static void pb_bytes(struct pb *p, int field, const void *d, size_t n)
+{
+    pb_tag(p, field, 2);
+    pb_varint(p, n);
+    pb_put(p, d, n);
+}
+static void pb_str(struct pb *p, int field, const char *s) { pb_bytes(p, field, s, strlen(s)); }
+/* Appends sub as a length-delimited field and frees it. */
+static void pb_msg(struct pb *p, int field, struct pb *sub)
+{
+    pb_bytes(p, field, sub->b, sub->n);
+    free(sub->b);
+    memset(sub, 0, sizeof *sub);
+}
+
+/* ---- ONNX pieces ---- */
+enum { T_FLOAT = 1, T_INT64 = 7, T_BOOL = 9 };
+
+/* TensorProto with raw data. */
+static struct pb pb_tensor(const char *name, int dtype, int rank, const int64_t *dims, const void *data,
+                           size_t bytes)
+{
+    struct pb t = { 0 };
+    for (int i = 0; i < rank; i++)
+        pb_int(&t, 1, dims[i]);
+    pb_int(&t, 2, dtype);
+    if (name)
+        pb_str(&t, 8, name);
+    pb_bytes(&t, 9, data, bytes);
+    return t;
+}
+
+/* ValueInfoProto; a dim of -1 becomes dim_param "N". */
+static struct pb pb_vinfo(const char *name, int elem, int rank, const int64_t *dims)
+{
+    struct pb shape = { 0 }, tt = { 0 }, tp = { 0 }, vi = { 0 };
+    for (int i = 0; i < rank; i++) {
+        struct pb d = { 0 };
+        if (dims[i] < 0)
+            pb_str(&d, 2, "N");
+        else
+            pb_int(&d, 1, dims[i]);
+        pb_msg(&shape, 1, &d);
+    }
+    pb_int(&tt, 1, elem);
+    pb_msg(&tt, 2, &shape);
+    pb_msg(&tp, 1, &tt);
+    pb_str(&vi, 1, name);
+    pb_msg(&vi, 2, &tp);
+    return vi;
+}
+
+static struct pb pb_attr_int(const char *name, int64_t v)
+{
+    struct pb a = { 0 };
+    pb_str(&a, 1, name);
+    pb_int(&a, 20, 2);
+    pb_int(&a, 3, v);
+    return a;
+}
+
+static struct pb pb_attr_float(const char *name, float v)
+{
+    struct pb a = { 0 };
+    pb_str(&a, 1, name);
+    pb_int(&a, 20, 1);
+    pb_float(&a, 2, v);
+    return a;
+}
+
+static struct pb pb_attr_ints(const char *name, int n, const int64_t *v)
+{
+    struct pb a = { 0 };
+    pb_str(&a, 1, name);
+    pb_int(&a, 20, 7);
+    for (int i = 0; i < n; i++)
+        pb_int(&a, 8, v[i]);
+    return a;
+}
+
+static struct pb pb_attr_str(const char *name, const char *v)
+{
+    struct pb a = { 0 };
+    pb_str(&a, 1, name);
+    pb_int(&a, 20, 3);
+    pb_str(&a, 4, v);
+    return a;
+}
+
+static struct pb pb_attr_tensor(const char *name, struct pb *t)
+{
+    struct pb a = { 0 };
+    pb_str(&a, 1, name);
+    pb_int(&a, 20, 4);
+    pb_msg(&a, 5, t);
+    return a;
+}
+
+/* NodeProto; inputs/outputs NULL-terminated; attrs: n pb buffers (consumed). */
+static struct pb pb_node(const char *op, const char *const *in, const char *const *out, int n_attr,
+                         struct pb *attrs)
+{
+    struct pb nd = { 0 };
+    for (; in && *in; in++)
+        pb_str(&nd, 1, *in);
+    for (; out && *out; out++)
+        pb_str(&nd, 2, *out);
+    pb_str(&nd, 3, op);   /* node name = op type */
+    pb_str(&nd, 4, op);
+    for (int i = 0; i < n_attr; i++)
+        pb_msg(&nd, 5, &attrs[i]);
+    return nd;
+}
+
+/* ModelProto around a finished GraphProto. */
+static struct pb pb_model(struct pb *graph, int64_t opset)
+{
+    struct pb m = { 0 }, os = { 0 };
+    pb_int(&m, 1, 8);
+    pb_str(&m, 2, "pbw");
+    pb_int(&os, 2, opset);
+    pb_msg(&m, 8, &os);
+    pb_msg(&m, 7, graph);
+    return m;
+}
+
+#endif

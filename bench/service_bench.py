@@ -40,7 +40,7 @@ def insert_jobs(h, n, tenant_sql="(SELECT id FROM tenants LIMIT 1)"):
           f"'{{\"sleep_ms\":0,\"write_result\":false}}' FROM generate_series(1, {n})")
 
 
-def bench_queue(slots=(1, 2, 4), n=4000):
+def bench_queue(slots=(1, 2, 4), n=int(os.environ.get("GJ_BENCH_JOBS", "4000"))):
     print(f"\n## Queue: noop jobs claimed+finished per second ({hardware()})")
     print("| slots | gpujobd jobs/s | pgbench tx/s (same claim+finish SQL) | ratio |")
     print("|---|---|---|---|")
@@ -55,9 +55,10 @@ def bench_queue(slots=(1, 2, 4), n=4000):
         "END;\n"
         "BEGIN;\n"
         "UPDATE jobs SET state = 'succeeded', progress = 1, finished_at = now(), updated_at = now(), "
-        "lease_owner = NULL, lease_expires_at = NULL WHERE id = :'jid' AND lease_token = :tok AND state = 'running';\n"
+        "lease_owner = NULL, lease_expires_at = NULL WHERE id = :jid AND lease_token = :tok AND state = 'running';\n"
         "END;\n")
     script.close()
+    os.chmod(script.name, 0o644)   # pgbench runs as the cluster's user
     for s in slots:
         h = Harness()
         try:
@@ -80,7 +81,7 @@ def bench_queue(slots=(1, 2, 4), n=4000):
             insert_jobs(h, n)
             per_client = n // s
             r = subprocess.run(["pgbench", "-n", "-h", h.sockdir, "-U", h.db_user, "-c", str(s), "-j", str(s),
-                                "-t", str(per_client), "-f", script.name, "gpujobd"],
+                                "-t", str(per_client), "-M", "extended", "-f", script.name, "gpujobd"],
                                capture_output=True, text=True, user=h.user)
             m = re.search(r"tps = ([0-9.]+) \(without initial", r.stdout)
             if not m:

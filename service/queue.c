@@ -90,7 +90,8 @@ static const char claim_sql[] =
     "   AND kind = ANY($1::text[]) ORDER BY priority DESC, created_at, id"
     "   FOR UPDATE SKIP LOCKED LIMIT 1)"
     " RETURNING id, tenant_id, kind, params, lease_token, attempts, max_attempts, stage,"
-    " coalesce(parent_id::text, ''), coalesce(child_index, 0)";
+    " coalesce(parent_id::text, ''), coalesce(child_index, 0),"
+    " EXISTS (SELECT 1 FROM job_inputs i WHERE i.job_id = jobs.id)";
 
 int gj_queue_claim(PGconn *conn, const char *worker_id, const char *const *kinds,
                    int lease_seconds, struct gj_claim *c)
@@ -129,6 +130,7 @@ int gj_queue_claim(PGconn *conn, const char *worker_id, const char *const *kinds
     c->stage = atoi(PQgetvalue(r, 0, 7));
     copy_field(c->parent_id, sizeof c->parent_id, PQgetvalue(r, 0, 8));
     c->child_index = atoi(PQgetvalue(r, 0, 9));
+    c->has_inputs = PQgetvalue(r, 0, 10)[0] == 't';
     PQclear(r);
     if (!c->params) {
         gj_log_error(COMPONENT, "claim: out of memory");
@@ -359,11 +361,18 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
         }
     }
 
+    const char *params[] = { c->id, c->lease_token };
+    if (n == 0 && strcmp(c->kind, "infer") != 0) {
+        /* Nothing to store: one fenced statement is the whole finish. */
+        int rows = fenced(conn, success_sql, 2, params, NULL);
+        if (rows == 0)
+            gj_log_warn(COMPONENT, "job %s: lease %s lost; result refused", c->id, c->lease_token);
+        return rows > 0 ? 0 : rows == 0 ? 1 : -1;
+    }
     if (gj_db_begin(conn) != 0) {
         free_names(names, n);
         return -1;
     }
-    const char *params[] = { c->id, c->lease_token };
     int rows = fenced(conn, success_sql, 2, params, NULL);
     if (rows <= 0) {
         gj_db_rollback(conn);

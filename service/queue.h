@@ -26,6 +26,7 @@ struct gj_claim {
     int stage;
     char parent_id[GJ_UUID_LEN + 1];  /* "" when top-level */
     int child_index;
+    int has_inputs;            /* 0: no job_inputs rows, nothing to download */
 };
 void gj_claim_clear(struct gj_claim *c);
 

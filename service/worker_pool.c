@@ -271,6 +271,15 @@ static int export_blob(PGconn *conn, unsigned int oid, const char *path)
 static int materialize_inputs(PGconn *conn, const struct gj_claim *c, const char *dir,
                               struct input_set *in, struct gj_error *err)
 {
+    if (!c->has_inputs) {
+        in->items = calloc(1, sizeof *in->items);
+        in->blob_ids = calloc(1, sizeof *in->blob_ids);
+        if (!in->items || !in->blob_ids) {
+            err->transient = 1;
+            return gj_error_set(err, "", "out of memory");
+        }
+        return 0;
+    }
     const char *params[] = { c->id };
     PGresult *r = gj_db_exec(conn,
                              "SELECT i.name, b.lo_oid, b.size, b.id FROM job_inputs i"

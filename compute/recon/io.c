@@ -1,0 +1,337 @@
+/*
+ * io.c — NRRD (float32, raw, little-endian) writer and bounded header parser,
+ * projection input (raw or NRRD, detected by the magic), PNG preview,
+ * PSNR and SSIM.
+ */
+#include <errno.h>
+#include <math.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recon/recon.h"
+
+#define NRRD_MAX_HEADER 65536
+
+int rc_nrrd_write(const char *path, const float *data, int dim, const int64_t *sizes,
+                  const double *spacing, const double *origin, int space)
+{
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return -1;
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return -1;
+    uint64_t n = 1;
+    fprintf(f, "NRRD0004\n# written by gpujobd recon\ntype: float\ndimension: %d\nsizes:", dim);
+    for (int i = 0; i < dim; i++) {
+        fprintf(f, " %lld", (long long)sizes[i]);
+        n *= (uint64_t)sizes[i];
+    }
+    fputc('\n', f);
+    if (space && dim == 3) {
+        fprintf(f, "space: left-posterior-superior\nspace directions: (%.9g,0,0) (0,%.9g,0) (0,0,%.9g)\n",
+                spacing[0], spacing[1], spacing[2]);
+        fprintf(f, "space origin: (%.9g,%.9g,%.9g)\nspace units: \"mm\" \"mm\" \"mm\"\n", origin[0], origin[1], origin[2]);
+        fprintf(f, "kinds: domain domain domain\n");
+    } else {
+        fprintf(f, "spacings:");
+        for (int i = 0; i < dim; i++)
+            fprintf(f, " %.9g", spacing[i]);
+        fputc('\n', f);
+    }
+    fprintf(f, "endian: little\nencoding: raw\n\n");
+    int ok = fwrite(data, sizeof(float), (size_t)n, f) == (size_t)n;   /* x86/arm64: little-endian */
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int starts(const char *line, const char *key, const char **rest)
+{
+    size_t n = strlen(key);
+    if (strncmp(line, key, n) != 0)
+        return 0;
+    *rest = line + n;
+    while (**rest == ' ')
+        (*rest)++;
+    return 1;
+}
+
+int rc_nrrd_parse(const char *buf, size_t len, uint64_t file_size, struct rc_nrrd *h,
+                  struct gj_error *err)
+{
+    memset(h, 0, sizeof *h);
+    if (len < 8 || memcmp(buf, "NRRD000", 7) != 0)
+        return gj_error_set(err, "projections", "not an NRRD file (no NRRD000x magic)");
+    int have_type = 0, have_enc = 0, endian_ok = 1;
+    size_t pos = 0;
+    for (int line_no = 0;; line_no++) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        if (!nl)
+            return gj_error_set(err, "projections", "NRRD header is truncated or longer than %d bytes", NRRD_MAX_HEADER);
+        size_t ll = (size_t)(nl - (buf + pos));
+        char line[1024];
+        if (ll >= sizeof line)
+            return gj_error_set(err, "projections", "NRRD header line %d is too long", line_no + 1);
+        memcpy(line, buf + pos, ll);
+        line[ll] = '\0';
+        if (ll && line[ll - 1] == '\r')
+            line[--ll] = '\0';
+        pos = (size_t)(nl - buf) + 1;
+        if (ll == 0)
+            break;
+        if (line_no == 0 || line[0] == '#')
+            continue;
+        const char *v;
+        if (starts(line, "type:", &v)) {
+            if (strcmp(v, "float") != 0 && strcmp(v, "float32") != 0)
+                return gj_error_set(err, "projections", "NRRD type '%s' is not supported: float (float32) only", v);
+            have_type = 1;
+        } else if (starts(line, "dimension:", &v)) {
+            char *end;
+            long d = strtol(v, &end, 10);
+            if (*end || d < 1 || d > 4)
+                return gj_error_set(err, "projections", "NRRD dimension must be 1 to 4");
+            h->dim = (int)d;
+        } else if (starts(line, "sizes:", &v)) {
+            if (!h->dim)
+                return gj_error_set(err, "projections", "NRRD sizes before dimension");
+            for (int i = 0; i < h->dim; i++) {
+                char *end;
+                long long s = strtoll(v, &end, 10);
+                if (end == v || s < 1 || s > (1ll << 31))
+                    return gj_error_set(err, "projections", "NRRD sizes are invalid");
+                h->sizes[i] = s;
+                v = end;
+            }
+        } else if (starts(line, "encoding:", &v)) {
+            if (strcmp(v, "raw") != 0)
+                return gj_error_set(err, "projections", "NRRD encoding '%s' is not supported: raw only", v);
+            have_enc = 1;
+        } else if (starts(line, "endian:", &v)) {
+            endian_ok = strcmp(v, "little") == 0;
+        } else if (starts(line, "data file:", &v) || starts(line, "datafile:", &v)) {
+            return gj_error_set(err, "projections", "detached NRRD data files are not accepted");
+        } else if (starts(line, "spacings:", &v)) {
+            for (int i = 0; i < h->dim && i < 4; i++) {
+                char *end;
+                h->spacing[i] = strtod(v, &end);
+                v = end;
+            }
+        }
+        if (pos >= len)
+            return gj_error_set(err, "projections", "NRRD header has no blank line before the data");
+    }
+    if (!have_type || !have_enc || !h->dim || !h->sizes[0])
+        return gj_error_set(err, "projections", "NRRD header lacks type, dimension, sizes or encoding");
+    if (!endian_ok)
+        return gj_error_set(err, "projections", "big-endian NRRD data is not supported");
+    uint64_t n = 4;
+    for (int i = 0; i < h->dim; i++) {
+        if (n > (1ull << 40) / (uint64_t)h->sizes[i])
+            return gj_error_set(err, "projections", "NRRD sizes are too large");
+        n *= (uint64_t)h->sizes[i];
+    }
+    h->data_offset = pos;
+    if (file_size != pos + n)
+        return gj_error_set(err, "projections", "NRRD data holds %llu bytes but its sizes say %llu",
+                            (unsigned long long)(file_size - (file_size > pos ? pos : file_size)),
+                            (unsigned long long)n);
+    return 0;
+}
+
+int rc_read_projections(const char *path, float *out, uint64_t total, uint64_t first,
+                        uint64_t count, struct gj_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gj_error_set(err, "projections", "cannot open projections: %s", strerror(errno));
+    if (fseeko(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return gj_error_set(err, "projections", "cannot read projections: %s", strerror(errno));
+    }
+    uint64_t size = (uint64_t)ftello(f);
+    rewind(f);
+    char *head = malloc(NRRD_MAX_HEADER);
+    if (!head) {
+        fclose(f);
+        return gj_error_set(err, "", "out of memory");
+    }
+    size_t hl = fread(head, 1, NRRD_MAX_HEADER, f);
+    uint64_t off = 0, total_floats;
+    if (hl >= 7 && memcmp(head, "NRRD000", 7) == 0) {
+        struct rc_nrrd h;
+        if (rc_nrrd_parse(head, hl, size, &h, err)) {
+            free(head);
+            fclose(f);
+            return -1;
+        }
+        off = h.data_offset;
+        total_floats = (size - off) / 4;
+    } else {
+        if (size % 4) {
+            free(head);
+            fclose(f);
+            return gj_error_set(err, "projections", "raw projections are %llu bytes, not a whole number of float32 values",
+                                (unsigned long long)size);
+        }
+        total_floats = size / 4;
+    }
+    free(head);
+    if (total_floats != total) {
+        fclose(f);
+        return gj_error_set(err, "projections", "projections hold %llu float32 values but the geometry needs %llu "
+                            "(batch x views x rows x cols): %s", (unsigned long long)total_floats,
+                            (unsigned long long)total, total_floats < total ? "too short" : "too long");
+    }
+    if (first + count > total || fseeko(f, (off_t)(off + first * 4), SEEK_SET) != 0 ||
+        fread(out, 4, (size_t)count, f) != (size_t)count) {
+        fclose(f);
+        return gj_error_set(err, "projections", "cannot read projections (short read)");
+    }
+    fclose(f);
+    for (uint64_t i = 0; i < count; i++)
+        if (!isfinite(out[i]))
+            return gj_error_set(err, "projections", "projections contain a non-finite value (NaN or infinity) at index %llu",
+                                (unsigned long long)(first + i));
+    return 0;
+}
+
+/* One 8-bit image: the central axial slice, and for 3D volumes also the central
+ * coronal and sagittal ones side by side. Window: 0.5 and 99.5 percentiles of the data. */
+static int cmpf(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+int rc_write_preview(const char *path, const float *vol, int nx, int ny, int nz)
+{
+    int three = nz > 1 && nz != 0;
+    int W = three ? nx + nx + ny : nx, H = three ? (ny > nz ? ny : nz) : ny;
+    if ((int64_t)W * H > (1 << 26))
+        return 0;   /* too large to preview: skip quietly */
+    unsigned char *img = calloc((size_t)W * H, 1);
+    float *tmp = malloc(sizeof(float) * ((size_t)nx * ny > 1 ? (size_t)nx * ny : 1));
+    if (!img || !tmp) {
+        free(img);
+        free(tmp);
+        return -1;
+    }
+    int zc = nz / 2;
+    const float *sl = vol + (int64_t)zc * nx * ny;
+    memcpy(tmp, sl, sizeof(float) * (size_t)nx * ny);
+    qsort(tmp, (size_t)nx * ny, sizeof *tmp, cmpf);
+    double lo = tmp[(size_t)((double)nx * ny * 0.005)], hi = tmp[(size_t)((double)nx * ny * 0.995)];
+    if (!(hi > lo)) {
+        lo = tmp[0];
+        hi = tmp[(size_t)nx * ny - 1] + 1e-12;
+    }
+    free(tmp);
+#define PIX(v) ((unsigned char)((v) <= lo ? 0 : (v) >= hi ? 255 : (int)(255.0 * ((v) - lo) / (hi - lo) + 0.5)))
+    for (int j = 0; j < ny; j++)          /* y up */
+        for (int i = 0; i < nx; i++)
+            img[(size_t)(H - 1 - j) * W + i] = PIX(sl[(int64_t)j * nx + i]);
+    if (three) {
+        int yc = ny / 2, xc = nx / 2;
+        for (int k = 0; k < nz && k < H; k++) {
+            for (int i = 0; i < nx; i++)
+                img[(size_t)(H - 1 - k) * W + nx + i] = PIX(vol[(int64_t)k * nx * ny + (int64_t)yc * nx + i]);
+            for (int j = 0; j < ny; j++)
+                img[(size_t)(H - 1 - k) * W + 2 * nx + j] = PIX(vol[(int64_t)k * nx * ny + (int64_t)j * nx + xc]);
+        }
+    }
+#undef PIX
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(img);
+        return -1;
+    }
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!png || !info || setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        fclose(f);
+        free(img);
+        return -1;
+    }
+    png_init_io(png, f);
+    png_set_IHDR(png, info, (png_uint_32)W, (png_uint_32)H, 8, PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    for (int r = 0; r < H; r++)
+        png_write_row(png, img + (size_t)r * W);
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    free(img);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+double rc_psnr(const float *a, const float *ref, size_t n, double range)
+{
+    double se = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)ref[i];
+        se += d * d;
+    }
+    double mse = se / (double)n;
+    return mse > 0 ? 10.0 * log10(range * range / mse) : 999.0;
+}
+
+/* SSIM as scikit-image's structural_similarity(gaussian_weights=True, sigma=1.5,
+ * use_sample_covariance=False, data_range=range): 11x11 window, mean over the
+ * pixels at least 5 from the border. */
+double rc_ssim2d(const float *a, const float *ref, int nx, int ny, double range)
+{
+    const int R = 5;
+    double w[11], ws = 0;
+    for (int i = -R; i <= R; i++)
+        ws += w[i + R] = exp(-(double)(i * i) / (2 * 1.5 * 1.5));
+    for (int i = 0; i < 11; i++)
+        w[i] /= ws;
+    size_t n = (size_t)nx * ny;
+    double *buf = calloc(10 * n, sizeof *buf);
+    if (!buf)
+        return NAN;
+    double *ch[5], *tm[5];
+    for (int c = 0; c < 5; c++) {
+        ch[c] = buf + c * n;
+        tm[c] = buf + (5 + c) * n;
+    }
+    /* separable filter of x, y, xx, yy, xy: rows then columns (interior only) */
+    for (int j = 0; j < ny; j++)
+        for (int i = R; i < nx - R; i++) {
+            double s[5] = { 0 };
+            for (int k = -R; k <= R; k++) {
+                double x = a[(size_t)j * nx + i + k], y = ref[(size_t)j * nx + i + k], wk = w[k + R];
+                s[0] += wk * x;
+                s[1] += wk * y;
+                s[2] += wk * x * x;
+                s[3] += wk * y * y;
+                s[4] += wk * x * y;
+            }
+            for (int c = 0; c < 5; c++)
+                tm[c][(size_t)j * nx + i] = s[c];
+        }
+    double C1 = (0.01 * range) * (0.01 * range), C2 = (0.03 * range) * (0.03 * range), acc = 0;
+    size_t cnt = 0;
+    for (int j = R; j < ny - R; j++)
+        for (int i = R; i < nx - R; i++) {
+            double s[5] = { 0 };
+            for (int k = -R; k <= R; k++)
+                for (int c = 0; c < 5; c++)
+                    s[c] += w[k + R] * tm[c][(size_t)(j + k) * nx + i];
+            double vx = s[2] - s[0] * s[0], vy = s[3] - s[1] * s[1], cxy = s[4] - s[0] * s[1];
+            acc += ((2 * s[0] * s[1] + C1) * (2 * cxy + C2)) /
+                   ((s[0] * s[0] + s[1] * s[1] + C1) * (vx + vy + C2));
+            cnt++;
+        }
+    (void)ch;
+    free(buf);
+    return cnt ? acc / (double)cnt : NAN;
+}

@@ -1,0 +1,737 @@
+/*
+ * project.c — the CPU projectors and the reconstruction drivers.
+ *
+ *  - rc_backproject: voxel-driven backprojection with linear (2D) / bilinear (cone)
+ *    interpolation on the detector, shared by FBP, FDK, SART and SIRT.
+ *  - rc_forward: Joseph's forward projector (step one voxel along the dominant axis,
+ *    interpolate linearly in the others, weight by the step length in mm).
+ *  - SART (ordered subsets of views, relaxation, nonnegativity) and SIRT:
+ *      x += lambda * BP_s( (p - A_s x) / A_s 1 ) / BP_s(1)
+ *    where the row sums A 1 come from the same Joseph projector and BP_s(1) is the
+ *    backprojection of ones through the same interpolation, so the scale of the
+ *    unmatched backprojector cancels.
+ * Threads: OpenMP with num_threads = opts->threads (the job's cpu_threads); a 2D batch
+ * runs whole slices per thread, a single slice or a cone volume splits rows / rays.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recon/recon.h"
+
+/* Vectorised inner loops: an AVX2 clone picked at run time on x86-64 (GCC, clang). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define RC_VEC_ATTR __attribute__((target_clones("avx2", "default")))
+#else
+#define RC_VEC_ATTR
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define RC_CONE_ATTR __attribute__((target_clones("avx2", "default"), optimize("no-trapping-math", "finite-math-only")))
+#else
+#define RC_CONE_ATTR RC_VEC_ATTR
+#endif
+
+/* Per-view constants of the backprojection. */
+struct bpview {
+    double ca, sa;        /* cos, sin */
+    const double *A;      /* matrix or NULL */
+};
+
+/* The normalised 3x4 matrix of a view (column-major, RabbitCT): given, or that of the
+ * circular geometry (whose depth row is the unit vector e, so w = L = sod + P.e). */
+static void view_matrix(const struct rc_geom *g, int v, double ca, double sa, double *A)
+{
+    if (g->mat) {
+        memcpy(A, g->mat + 12 * v, 12 * sizeof *A);
+        return;
+    }
+    double a[3] = { ca, sa, 0 }, e[3] = { -sa, ca, 0 }, r0[4], r1[4], r2[4];
+    double cu = 0.5 * (g->cols - 1) - g->off_u / g->du, cv = 0.5 * (g->rows - 1) - g->off_v / g->dv;
+    for (int k = 0; k < 3; k++) {
+        r2[k] = e[k];
+        r0[k] = g->sdd / g->du * a[k] + cu * e[k];
+        r1[k] = g->sdd / g->dv * (k == 2 ? 1.0 : 0.0) + cv * e[k];
+    }
+    r2[3] = g->sod;
+    r0[3] = cu * g->sod;
+    r1[3] = cv * g->sod;
+    for (int c = 0; c < 4; c++) {
+        A[3 * c + 0] = r0[c];
+        A[3 * c + 1] = r1[c];
+        A[3 * c + 2] = r2[c];
+    }
+}
+
+/* Backprojects views vlist[0..nv) into rows [j0, j1) of slice k (global index) of vol_slice.
+ * q: the projection set (views x rows x cols) this slice reads. If norm: also accumulate the
+ * backprojection of ones (SART normalisation). */
+static void bp_rows(const struct rc_geom *g, const float *q, float *slice, float *norm, int k,
+                    int j0, int j1, const int *vlist, int nv, const float *vw, int fdk)
+{
+    const int cols = g->cols, rows = g->rows, nx = g->nx;
+    const double cu = 0.5 * (cols - 1) - g->off_u / g->du;
+    const double z = (k - 0.5 * (g->nz - 1)) * g->vz + g->oz;
+    const double x0 = -0.5 * (nx - 1) * g->vx + g->ox;
+    for (int vi = 0; vi < nv; vi++) {
+        const int v = vlist ? vlist[vi] : vi;
+        const double b = g->angles[v], ca = cos(b), sa = sin(b);
+        const float wv = vw ? vw[v] : 1.0f;
+        const float *qv = q + (int64_t)v * rows * cols;
+        double Av[12];
+        if (g->type != RC_PARALLEL2D)
+            view_matrix(g, v, ca, sa, Av);
+        for (int j = j0; j < j1; j++) {
+            const double y = (j - 0.5 * (g->ny - 1)) * g->vy + g->oy;
+            float *out = slice + (int64_t)j * nx;
+            float *nout = norm ? norm + (int64_t)j * nx : NULL;
+            if (g->type == RC_PARALLEL2D) {
+                /* column position is linear in i: t = t0 + i dt */
+                const float t0 = (float)((x0 * ca + y * sa) / g->du + cu);
+                const float dt = (float)(g->vx * ca / g->du);
+                const float hi = (float)(cols - 1);
+                for (int i = 0; i < nx; i++) {
+                    float t = t0 + dt * (float)i;
+                    if (t < 0.0f || t > hi) {
+                        if (t > -1.0f && t < 0.0f) {   /* fractional edge toward zero padding */
+                            out[i] += wv * (1.0f + t) * qv[0];
+                            if (nout)
+                                nout[i] += (1.0f + t);
+                        } else if (t > hi && t < hi + 1.0f) {
+                            out[i] += wv * (1.0f - (t - hi)) * qv[cols - 1];
+                            if (nout)
+                                nout[i] += (1.0f - (t - hi));
+                        }
+                        continue;
+                    }
+                    int ic = (int)t;
+                    if (ic > cols - 2)
+                        ic = cols - 2 >= 0 ? cols - 2 : 0;
+                    float fr = t - (float)ic;
+                    float a0 = qv[ic], a1 = cols > 1 ? qv[ic + 1] : a0;
+                    out[i] += wv * (a0 + fr * (a1 - a0));
+                    if (nout)
+                        nout[i] += 1.0f;
+                }
+                continue;
+            }
+            /* divergent beams: w, w*col and w*row are linear in x (matrix form) */
+            const double *A = Av;
+            const double zz = g->type == RC_CONE3D ? z : 0.0;
+            const float w0 = (float)(A[2] * x0 + A[5] * y + A[8] * zz + A[11]), dw = (float)(A[2] * g->vx);
+            const float c0 = (float)(A[0] * x0 + A[3] * y + A[6] * zz + A[9]), dc = (float)(A[0] * g->vx);
+            const float r0 = (float)(A[1] * x0 + A[4] * y + A[7] * zz + A[10]), dr = (float)(A[1] * g->vx);
+            const float sod2 = fdk ? (float)(g->sod * g->sod) : 1.0f;
+            const float cmax = (float)(cols - 1), rmax = (float)(rows - 1);
+            if (rows == 1) {
+                for (int i = 0; i < nx; i++) {
+                    float w = w0 + dw * (float)i;
+                    if (!(w > 1e-6f))
+                        continue;
+                    float iw = 1.0f / w, uc = (c0 + dc * (float)i) * iw;
+                    float val, sn;
+                    if (uc >= 0.0f && uc < cmax) {
+                        int ic = (int)uc;
+                        float fu = uc - (float)ic;
+                        val = qv[ic] + fu * (qv[ic + 1] - qv[ic]);
+                        sn = 1.0f;
+                    } else if (uc > -1.0f && uc < 0.0f) {
+                        val = (1.0f + uc) * qv[0];
+                        sn = 1.0f + uc;
+                    } else if (uc >= cmax && uc < cmax + 1.0f) {
+                        val = (1.0f - (uc - cmax)) * qv[cols - 1];
+                        sn = 1.0f - (uc - cmax);
+                    } else {
+                        continue;
+                    }
+                    out[i] += wv * (fdk ? sod2 * iw * iw : 1.0f) * val;
+                    if (nout)
+                        nout[i] += sn;
+                }
+                continue;
+            }
+            for (int i = 0; i < nx; i++) {
+                float w = w0 + dw * (float)i;
+                if (!(w > 1e-6f))
+                    continue;
+                float iw = 1.0f / w;
+                float uc = (c0 + dc * (float)i) * iw, vr = (r0 + dr * (float)i) * iw;
+                float val, sn;
+                if (uc >= 0.0f && uc < cmax && vr >= 0.0f && vr < rmax) {
+                    int ic = (int)uc, ir = (int)vr;
+                    float fu = uc - (float)ic, fv = vr - (float)ir;
+                    const float *q0 = qv + (int64_t)ir * cols + ic, *q1 = q0 + cols;
+                    float a0 = q0[0] + fu * (q0[1] - q0[0]);
+                    float a1 = q1[0] + fu * (q1[1] - q1[0]);
+                    val = a0 + fv * (a1 - a0);
+                    sn = 1.0f;
+                } else {
+                    if (!(uc > -1.0f && uc < cols && vr > -1.0f && vr < rows))
+                        continue;
+                    int ic = (int)floorf(uc), ir = (int)floorf(vr);
+                    float fu = uc - (float)ic, fv = vr - (float)ir;
+                    val = 0;
+                    sn = 0;
+                    for (int e2 = 0; e2 < 2; e2++) {
+                        int rr = ir + e2;
+                        if (rr < 0 || rr >= rows)
+                            continue;
+                        for (int e1 = 0; e1 < 2; e1++) {
+                            int cc = ic + e1;
+                            if (cc < 0 || cc >= cols)
+                                continue;
+                            float wt = (e2 ? fv : 1 - fv) * (e1 ? fu : 1 - fu);
+                            val += wt * qv[(int64_t)rr * cols + cc];
+                            sn += wt;
+                        }
+                    }
+                }
+                out[i] += wv * (fdk ? sod2 * iw * iw : 1.0f) * val;
+                if (nout)
+                    nout[i] += sn;
+            }
+        }
+    }
+}
+
+/* Parallel-beam FBP inner loop: qp is a view's row with two zeros padded on each side,
+ * so clamping the position to [0, cols+2] makes every tap valid and the edges fade to
+ * zero exactly as the general path. Branch-free, so the compiler vectorises it (AVX2
+ * gathers in the avx2 clone, chosen at run time). */
+RC_VEC_ATTR
+static void bp_par_row(float *restrict out, const float *restrict qp, float t0, float dt, int nx, float hi, float wv)
+{
+    for (int i = 0; i < nx; i++) {
+        float t = t0 + dt * (float)i;
+        t = t < 0.0f ? 0.0f : t;
+        t = t > hi ? hi : t;
+        int ic = (int)t;
+        float fr = t - (float)ic;
+        out[i] += wv * (qp[ic] + fr * (qp[ic + 1] - qp[ic]));
+    }
+}
+
+/* Parallel-beam backprojection of rows [j0, j1) of one slice from padded sinograms
+ * (views x (cols + 4)). */
+static void bp_parallel(const struct rc_geom *g, const float *qpad, float *slice, int j0, int j1, int v0,
+                        int v1, const float *vw)
+{
+    const int cols = g->cols, nx = g->nx, pc = cols + 4;
+    const double cu = 0.5 * (cols - 1) - g->off_u / g->du;
+    const double x0 = -0.5 * (nx - 1) * g->vx + g->ox;
+    for (int v = v0; v < v1; v++) {
+        const double ca = cos(g->angles[v]), sa = sin(g->angles[v]);
+        const float wv = vw ? vw[v] : 1.0f;
+        for (int j = j0; j < j1; j++) {
+            const double y = (j - 0.5 * (g->ny - 1)) * g->vy + g->oy;
+            bp_par_row(slice + (int64_t)j * nx, qpad + (int64_t)v * pc, (float)((x0 * ca + y * sa) / g->du + cu + 2.0),
+                       (float)(g->vx * ca / g->du), nx, (float)(cols + 2), wv);
+        }
+    }
+}
+
+/* Cone-beam inner loop over one volume row: qp is a view padded with one zero pixel on the
+ * left / top and two on the right / bottom ((rows+3) x (cols+3)); clamping the detector
+ * position to [-1, cols] x [-1, rows] keeps every tap inside, and positions off the detector
+ * read zeros, as in the general path. Branch-free: vectorised (AVX2 gathers) in the avx2 clone. */
+RC_CONE_ATTR
+static void bp_cone_row(float *restrict out, const float *restrict qp, int pc, float w0, float dw, float c0,
+                        float dc, float r0, float dr, int nx, float cmax, float rmax, float scale)
+{
+    for (int i = 0; i < nx; i++) {
+        float w = w0 + dw * (float)i;
+        float iw = 1.0f / (w > 1e-6f ? w : 1e30f);   /* behind the source: weight ~1e-60, i.e. 0 */
+        float uc = (c0 + dc * (float)i) * iw, vr = (r0 + dr * (float)i) * iw;
+        uc = uc < -1.0f ? -1.0f : uc;
+        uc = uc > cmax ? cmax : uc;
+        vr = vr < -1.0f ? -1.0f : vr;
+        vr = vr > rmax ? rmax : vr;
+        float pu = uc + 1.0f, pv = vr + 1.0f;
+        int ic = (int)pu, ir = (int)pv;
+        float fu = pu - (float)ic, fv = pv - (float)ir;
+        int id = ir * pc + ic;
+        float a0 = qp[id] + fu * (qp[id + 1] - qp[id]);
+        float a1 = qp[id + pc] + fu * (qp[id + pc + 1] - qp[id + pc]);
+        out[i] += scale * iw * iw * (a0 + fv * (a1 - a0));
+    }
+}
+
+/* FDK backprojection (cone, optional matrices) of views [v0, v1) into slices [z0, z0+nzs):
+ * views are padded in chunks and every thread takes blocks of 8 rows of one slice. */
+static void bp_cone_fast(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
+                         const float *vw, int v0, int v1, int threads)
+{
+    enum { VC = 8 };
+    const int cols = g->cols, rows = g->rows, pc = cols + 3, pr = rows + 3;
+    const int64_t pview = (int64_t)pc * pr, slice = (int64_t)g->nx * g->ny;
+    float *pad = calloc((size_t)VC * (size_t)pview, sizeof *pad);
+    double *mats = malloc(sizeof(double) * 12 * VC);
+    if (!pad || !mats) {
+        free(pad);
+        free(mats);
+        return;
+    }
+    const int njb = (g->ny + 7) / 8;
+    const double x0 = -0.5 * (g->nx - 1) * g->vx + g->ox;
+    for (int c0v = v0; c0v < v1; c0v += VC) {
+        int nv = v1 - c0v < VC ? v1 - c0v : VC;
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int k = 0; k < nv * rows; k++) {
+            int vv = k / rows, r = k % rows;
+            memcpy(pad + vv * pview + (int64_t)(r + 1) * pc + 1, proj + ((int64_t)(c0v + vv) * rows + r) * cols,
+                   sizeof(float) * (size_t)cols);
+        }
+        for (int vv = 0; vv < nv; vv++) {
+            double b = g->angles[c0v + vv];
+            view_matrix(g, c0v + vv, cos(b), sin(b), mats + 12 * vv);
+        }
+#pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
+        for (int k = 0; k < nzs; k++)
+            for (int jb = 0; jb < njb; jb++) {
+                const double z = (z0 + k - 0.5 * (g->nz - 1)) * g->vz + g->oz;
+                int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
+                for (int vv = 0; vv < nv; vv++) {
+                    const double *A = mats + 12 * vv;
+                    const float sc = (float)(g->sod * g->sod) * (vw ? vw[c0v + vv] : 1.0f);
+                    for (int j = j0; j < j1; j++) {
+                        const double y = (j - 0.5 * (g->ny - 1)) * g->vy + g->oy;
+                        bp_cone_row(vol + k * slice + (int64_t)j * g->nx, pad + vv * pview, pc,
+                                    (float)(A[2] * x0 + A[5] * y + A[8] * z + A[11]), (float)(A[2] * g->vx),
+                                    (float)(A[0] * x0 + A[3] * y + A[6] * z + A[9]), (float)(A[0] * g->vx),
+                                    (float)(A[1] * x0 + A[4] * y + A[7] * z + A[10]), (float)(A[1] * g->vx), g->nx,
+                                    (float)cols, (float)rows, sc);
+                    }
+                }
+            }
+    }
+    free(pad);
+    free(mats);
+}
+
+void rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
+                    const float *view_weight, int fdk, int v0, int v1, int threads)
+{
+    if (g->type == RC_CONE3D && fdk) {
+        bp_cone_fast(g, proj, vol, z0, nzs, view_weight, v0, v1, threads);
+        return;
+    }
+    if (g->type == RC_PARALLEL2D) {
+        const int pc = g->cols + 4;
+        float *pad = calloc((size_t)nzs * g->nviews * pc, sizeof *pad);
+        if (!pad)
+            return;
+        for (int64_t r = 0; r < (int64_t)nzs * g->nviews; r++)
+            memcpy(pad + r * pc + 2, proj + r * g->cols, sizeof(float) * (size_t)g->cols);
+        const int njb = (g->ny + 7) / 8;
+        const int64_t slice = (int64_t)g->nx * g->ny;
+#pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
+        for (int k = 0; k < nzs; k++)
+            for (int jb = 0; jb < njb; jb++) {
+                int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
+                bp_parallel(g, pad + (int64_t)k * g->nviews * pc, vol + k * slice, j0, j1, v0, v1, view_weight);
+            }
+        free(pad);
+        (void)fdk;
+        (void)z0;
+        return;
+    }
+    int nv = v1 - v0;
+    int *vl = malloc(sizeof(int) * (size_t)(nv > 0 ? nv : 1));
+    if (!vl)
+        return;
+    for (int i = 0; i < nv; i++)
+        vl[i] = v0 + i;
+    const int64_t slice = (int64_t)g->nx * g->ny;
+    const int64_t pset = (int64_t)g->nviews * g->rows * g->cols;
+    const int two_d = g->type != RC_CONE3D;
+    const int njb = (g->ny + 7) / 8;   /* blocks of 8 rows */
+#pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
+    for (int k = 0; k < nzs; k++)
+        for (int jb = 0; jb < njb; jb++) {
+            int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
+            const float *q = two_d ? proj + (int64_t)k * pset : proj;
+            bp_rows(g, q, vol + k * slice, NULL, z0 + k, j0, j1, vl, nv, view_weight, fdk);
+        }
+    free(vl);
+}
+
+/* ---- Joseph forward projection ---- */
+
+/* The ray of (view, col, row): point p and direction d (physical). */
+static void ray_of(const struct rc_geom *g, int v, double u, double vv, const double *Minv,
+                   const double *C, int c, int r, double p[3], double d[3])
+{
+    double b = g->angles[v], ca = cos(b), sa = sin(b);
+    if (Minv) {
+        double pix[3] = { c, r, 1 };
+        for (int k = 0; k < 3; k++) {
+            d[k] = Minv[3 * k] * pix[0] + Minv[3 * k + 1] * pix[1] + Minv[3 * k + 2] * pix[2];
+            p[k] = C[k];
+        }
+    } else if (g->type == RC_PARALLEL2D) {
+        p[0] = u * ca;
+        p[1] = u * sa;
+        p[2] = 0;
+        d[0] = -sa;
+        d[1] = ca;
+        d[2] = 0;
+    } else {
+        p[0] = g->sod * sa;
+        p[1] = -g->sod * ca;
+        p[2] = 0;
+        d[0] = -g->sdd * sa + u * ca;
+        d[1] = g->sdd * ca + u * sa;
+        d[2] = g->type == RC_CONE3D ? vv : 0;
+    }
+}
+
+/* Line integral through a volume of nz_vol slices (2D: nz_vol = 1, z ignored). */
+static double joseph(const struct rc_geom *g, const float *vol, int nz_vol, const double p[3],
+                     const double d[3])
+{
+    const int nx = g->nx, ny = g->ny;
+    /* index space: I = (x - xmin)/vx */
+    double xmin = -0.5 * (nx - 1) * g->vx + g->ox, ymin = -0.5 * (ny - 1) * g->vy + g->oy;
+    double zmin = -0.5 * (g->nz - 1) * g->vz + g->oz;
+    double P[3] = { (p[0] - xmin) / g->vx, (p[1] - ymin) / g->vy, nz_vol > 1 ? (p[2] - zmin) / g->vz : 0 };
+    double D[3] = { d[0] / g->vx, d[1] / g->vy, nz_vol > 1 ? d[2] / g->vz : 0 };
+    double dl = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+    int m = fabs(D[0]) >= fabs(D[1]) ? 0 : 1;
+    if (nz_vol > 1 && fabs(D[2]) > fabs(D[m]))
+        m = 2;
+    if (!(fabs(D[m]) > 0))
+        return 0;
+    int n[3] = { nx, ny, nz_vol };
+    int o1 = (m + 1) % 3, o2 = (m + 2) % 3;
+    if (nz_vol == 1) {   /* 2D: the other axis is whichever of x, y is not m */
+        o1 = 1 - m;
+        o2 = 2;
+    }
+    double step = dl / fabs(D[m]);   /* mm per voxel step along m */
+    if (nz_vol == 1)
+        step = sqrt(d[0] * d[0] + d[1] * d[1]) / fabs(D[m]);
+    const int64_t str[3] = { 1, nx, (int64_t)nx * ny };
+    double sum = 0;
+    for (int im = 0; im < n[m]; im++) {
+        double t = (im - P[m]) / D[m];
+        double a1 = P[o1] + t * D[o1];
+        if (!(a1 > -1.0 && a1 < n[o1]))
+            continue;
+        int i1 = (int)floor(a1);
+        double f1 = a1 - i1;
+        if (nz_vol == 1) {
+            double s = 0;
+            if (i1 >= 0)
+                s += (1 - f1) * vol[im * str[m] + i1 * str[o1]];
+            if (i1 + 1 < n[o1])
+                s += f1 * vol[im * str[m] + (i1 + 1) * str[o1]];
+            sum += s;
+            continue;
+        }
+        double a2 = P[o2] + t * D[o2];
+        if (!(a2 > -1.0 && a2 < n[o2]))
+            continue;
+        int i2 = (int)floor(a2);
+        double f2 = a2 - i2;
+        double s = 0;
+        for (int e2 = 0; e2 < 2; e2++) {
+            int j2 = i2 + e2;
+            if (j2 < 0 || j2 >= n[o2])
+                continue;
+            double w2 = e2 ? f2 : 1 - f2;
+            if (i1 >= 0)
+                s += w2 * (1 - f1) * vol[im * str[m] + i1 * str[o1] + j2 * str[o2]];
+            if (i1 + 1 < n[o1])
+                s += w2 * f1 * vol[im * str[m] + (i1 + 1) * str[o1] + j2 * str[o2]];
+        }
+        sum += s;
+    }
+    return sum * step;
+}
+
+static int inv3(const double m[9], double r[9])
+{
+    double det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
+                 m[2] * (m[3] * m[7] - m[4] * m[6]);
+    if (fabs(det) < 1e-300)
+        return -1;
+    r[0] = (m[4] * m[8] - m[5] * m[7]) / det;
+    r[1] = (m[2] * m[7] - m[1] * m[8]) / det;
+    r[2] = (m[1] * m[5] - m[2] * m[4]) / det;
+    r[3] = (m[5] * m[6] - m[3] * m[8]) / det;
+    r[4] = (m[0] * m[8] - m[2] * m[6]) / det;
+    r[5] = (m[2] * m[3] - m[0] * m[5]) / det;
+    r[6] = (m[3] * m[7] - m[4] * m[6]) / det;
+    r[7] = (m[1] * m[6] - m[0] * m[7]) / det;
+    r[8] = (m[0] * m[4] - m[1] * m[3]) / det;
+    return 0;
+}
+
+static void matrix_ray_setup(const struct rc_geom *g, int v, double Mi[9], double C[3], int *ok)
+{
+    const double *A = g->mat + 12 * v;
+    double M[9];
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 3; k++)
+            M[3 * r + k] = A[3 * k + r];
+    *ok = inv3(M, Mi) == 0;
+    if (*ok)
+        for (int r = 0; r < 3; r++)
+            C[r] = -(Mi[3 * r] * A[9] + Mi[3 * r + 1] * A[10] + Mi[3 * r + 2] * A[11]);
+}
+
+/* Forward projects views vlist into q (views x rows x cols layout of the full set). */
+static void fp_views(const struct rc_geom *g, const float *vol, int nz_vol, float *q,
+                     const int *vlist, int nv, int threads)
+{
+    const int cols = g->cols, rows = g->rows;
+#pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2) if (threads > 1)
+    for (int vi = 0; vi < nv; vi++)
+        for (int r = 0; r < rows; r++) {
+            int v = vlist[vi];
+            double Mi[9], C[3];
+            int ok = 0;
+            if (g->mat)
+                matrix_ray_setup(g, v, Mi, C, &ok);
+            double vv = (r - 0.5 * (rows - 1)) * g->dv + g->off_v;
+            float *out = q + (int64_t)v * rows * cols + (int64_t)r * cols;
+            for (int c = 0; c < cols; c++) {
+                double u = (c - 0.5 * (cols - 1)) * g->du + g->off_u, p[3], d[3];
+                if (g->mat && !ok) {
+                    out[c] = 0;
+                    continue;
+                }
+                ray_of(g, v, u, vv, g->mat ? Mi : NULL, C, c, r, p, d);
+                out[c] = (float)joseph(g, vol, nz_vol, p, d);
+            }
+        }
+}
+
+void rc_forward(const struct rc_geom *g, const float *vol, float *proj, int z0, int nzs, int v0,
+                int v1, int threads)
+{
+    int nv = v1 - v0;
+    int *vl = malloc(sizeof(int) * (size_t)(nv > 0 ? nv : 1));
+    if (!vl)
+        return;
+    for (int i = 0; i < nv; i++)
+        vl[i] = v0 + i;
+    if (g->type == RC_CONE3D) {
+        fp_views(g, vol, g->nz, proj, vl, nv, threads);
+    } else {
+        const int64_t slice = (int64_t)g->nx * g->ny, pset = (int64_t)g->nviews * g->cols;
+        for (int k = 0; k < nzs; k++)
+            fp_views(g, vol + k * slice, 1, proj + k * pset, vl, nv, threads);
+    }
+    (void)z0;
+    free(vl);
+}
+
+/* ---- SART / SIRT ---- */
+
+struct iter_ws {
+    float *rowsum;   /* A 1 per ray (views x rows x cols) */
+    float *res;      /* residual per ray */
+    float *upd, *norm;
+};
+
+/* Runs the iterative algorithm on one problem: a 2D slice (nz_vol = 1, z index k) or the
+ * whole cone volume. threads: inner threads. Returns 1 when cancelled. */
+static int iterate(const struct rc_geom *g, const struct rc_opts *o, const float *p, float *x,
+                   int nz_vol, int k, int threads, const struct rc_hooks *hooks, int report,
+                   volatile int *stop)
+{
+    const int64_t nrays = (int64_t)g->nviews * g->rows * g->cols;
+    const int64_t nvox = (int64_t)g->nx * g->ny * nz_vol;
+    const int subsets = o->algo == RC_SIRT ? 1 : o->subsets;
+    float *ones = malloc(sizeof(float) * (size_t)nvox);
+    float *rowsum = malloc(sizeof(float) * (size_t)nrays);
+    float *res = malloc(sizeof(float) * (size_t)nrays);
+    float *upd = malloc(sizeof(float) * (size_t)nvox);
+    float *norm = malloc(sizeof(float) * (size_t)nvox);
+    int *vl = malloc(sizeof(int) * (size_t)g->nviews);
+    int *order = malloc(sizeof(int) * (size_t)subsets);
+    int cancelled = 0;
+    if (!ones || !rowsum || !res || !upd || !norm || !vl || !order) {
+        cancelled = -1;
+        goto out;
+    }
+    for (int64_t i = 0; i < nvox; i++)
+        ones[i] = 1.0f;
+    for (int i = 0; i < g->nviews; i++)
+        vl[i] = i;
+    fp_views(g, ones, nz_vol, rowsum, vl, g->nviews, threads);
+    /* subset order: a stride near subsets / golden ratio, coprime to subsets */
+    {
+        int stride = (int)(subsets / 1.618 + 0.5);
+        if (stride < 1)
+            stride = 1;
+        for (;; stride++) {
+            int a = stride, b = subsets;
+            while (b) {
+                int t = a % b;
+                a = b;
+                b = t;
+            }
+            if (a == 1)
+                break;
+        }
+        for (int s = 0; s < subsets; s++)
+            order[s] = (int)(((int64_t)s * stride) % subsets);
+    }
+    const int nzb = g->type == RC_CONE3D ? nz_vol : 1;
+    const int njb = (g->ny + 7) / 8;
+    /* a parallel region per sub-iteration only pays off when a subset holds enough work
+     * (one view of a 2D slice does not: the threads would mostly wait at barriers) */
+    {
+        int64_t work = (int64_t)((g->nviews + subsets - 1) / subsets) * g->rows * g->cols * (g->nx > g->ny ? g->nx : g->ny);
+        if (work < (1 << 22))
+            threads = 1;
+    }
+    const int64_t slice = (int64_t)g->nx * g->ny;
+    for (int it = 0; it < o->iterations && !cancelled; it++) {
+        for (int si = 0; si < subsets && !cancelled; si++) {
+            int s = order[si], nv = 0;
+            for (int v = s; v < g->nviews; v += subsets)
+                vl[nv++] = v;
+            fp_views(g, x, nz_vol, res, vl, nv, threads);
+            for (int a = 0; a < nv; a++) {
+                int64_t base = (int64_t)vl[a] * g->rows * g->cols;
+                for (int64_t r = 0; r < (int64_t)g->rows * g->cols; r++) {
+                    float w = rowsum[base + r];
+                    res[base + r] = w > 1e-6f ? (p[base + r] - res[base + r]) / w : 0.0f;
+                }
+            }
+            memset(upd, 0, sizeof(float) * (size_t)nvox);
+            memset(norm, 0, sizeof(float) * (size_t)nvox);
+#pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2) if (threads > 1)
+            for (int kk = 0; kk < nzb; kk++)
+                for (int jb = 0; jb < njb; jb++) {
+                    int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
+                    bp_rows(g, res, upd + kk * slice, norm + kk * slice,
+                            g->type == RC_CONE3D ? kk : k, j0, j1, vl, nv, NULL, 0);
+                }
+            const float lam = (float)o->relaxation;
+            for (int64_t i = 0; i < nvox; i++) {
+                if (norm[i] > 1e-6f)
+                    x[i] += lam * upd[i] / norm[i];
+                if (o->nonneg && x[i] < 0)
+                    x[i] = 0;
+            }
+            if (*stop)
+                cancelled = 1;
+            if (report && hooks) {
+                if (hooks->cancelled && hooks->cancelled(hooks->ctx)) {
+                    *stop = 1;
+                    cancelled = 1;
+                }
+                if (hooks->progress)
+                    hooks->progress(hooks->ctx, (it + (si + 1.0) / subsets) / o->iterations);
+            }
+        }
+    }
+out:
+    free(ones);
+    free(rowsum);
+    free(res);
+    free(upd);
+    free(norm);
+    free(vl);
+    free(order);
+    return cancelled;
+}
+
+int rc_reconstruct(const struct rc_geom *g, const struct rc_opts *o, float *proj, float *vol,
+                   int z0, int nzs, struct rc_hooks *hooks, struct gj_error *err)
+{
+    const int T = o->threads > 0 ? o->threads : 1;
+    const int two_d = g->type != RC_CONE3D;
+    const int64_t slice = (int64_t)g->nx * g->ny;
+    const int64_t pset = (int64_t)g->nviews * g->rows * g->cols;
+    memset(vol, 0, sizeof(float) * (size_t)(slice * nzs));
+    volatile int stop = 0;
+    if (o->algo == RC_FBP || o->algo == RC_FDK) {
+        double t0 = rc_now();
+        if (rc_filter_projections(g, o->filter, proj, two_d ? nzs : 1, T, err))
+            return -1;
+        if (hooks)
+            hooks->t_filter = rc_now() - t0;
+        if (hooks && hooks->progress)
+            hooks->progress(hooks->ctx, 0.1);
+        t0 = rc_now();
+        /* backproject in pieces of about 2e8 updates (about a second on two cores) so that
+         * progress and cancellation stay responsive: slices in 2D, views for a cone volume */
+        const double per_slice = (double)slice * g->nviews;
+        if (two_d) {
+            int chunk = (int)(2e8 / per_slice);
+            chunk = chunk < 1 ? 1 : chunk;
+            for (int k = 0; k < nzs; k += chunk) {
+                int n = k + chunk <= nzs ? chunk : nzs - k;
+                rc_backproject(g, proj + k * pset, vol + k * slice, z0 + k, n, NULL, g->type != RC_PARALLEL2D, 0,
+                               g->nviews, T);
+                if (hooks && hooks->cancelled && hooks->cancelled(hooks->ctx))
+                    return 1;
+                if (hooks && hooks->progress)
+                    hooks->progress(hooks->ctx, 0.1 + 0.9 * (k + n) / nzs);
+            }
+        } else {
+            int vc = (int)(2e8 / ((double)slice * nzs));
+            vc = vc < 8 ? 8 : vc;
+            for (int v = 0; v < g->nviews; v += vc) {
+                int v1 = v + vc <= g->nviews ? v + vc : g->nviews;
+                rc_backproject(g, proj, vol, z0, nzs, NULL, 1, v, v1, T);
+                if (hooks && hooks->cancelled && hooks->cancelled(hooks->ctx))
+                    return 1;
+                if (hooks && hooks->progress)
+                    hooks->progress(hooks->ctx, 0.1 + 0.9 * v1 / g->nviews);
+            }
+        }
+        if (hooks)
+            hooks->t_backproject = rc_now() - t0;
+        return 0;
+    }
+    /* iterative */
+    double t_it = rc_now();
+    if (!two_d) {
+        if (z0 != 0 || nzs != g->nz)
+            return gj_error_set(err, "algorithm", "internal: iterative cone reconstruction needs the whole volume");
+        int r = iterate(g, o, proj, vol, g->nz, 0, T, hooks, 1, &stop);
+        if (r < 0)
+            return gj_error_set(err, "", "out of memory");
+        if (hooks)
+            hooks->t_iterate = rc_now() - t_it;
+        return r;
+    }
+    int fail = 0;
+    if (nzs >= T || T == 1) {
+        int done = 0;
+#pragma omp parallel for num_threads(T) schedule(dynamic)
+        for (int k = 0; k < nzs; k++) {
+            if (stop || fail)
+                continue;
+            int r = iterate(g, o, proj + k * pset, vol + k * slice, 1, z0 + k, 1, hooks,
+                            omp_get_thread_num() == 0 && nzs == 1, &stop);
+            if (r < 0) {
+#pragma omp atomic write
+                fail = 1;
+            }
+#pragma omp atomic
+            done++;
+            if (omp_get_thread_num() == 0 && hooks) {
+                if (hooks->cancelled && hooks->cancelled(hooks->ctx))
+                    stop = 1;
+                if (hooks->progress)
+                    hooks->progress(hooks->ctx, (double)done / nzs);
+            }
+        }
+    } else {
+        for (int k = 0; k < nzs && !stop && !fail; k++)
+            if (iterate(g, o, proj + k * pset, vol + k * slice, 1, z0 + k, T, hooks, 1, &stop) < 0)
+                fail = 1;
+    }
+    if (fail)
+        return gj_error_set(err, "", "out of memory");
+    if (hooks)
+        hooks->t_iterate = rc_now() - t_it;
+    return stop ? 1 : 0;
+}

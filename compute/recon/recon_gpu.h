@@ -1,0 +1,34 @@
+/*
+ * recon_gpu.h — the C interface of the CUDA kernels in kernels/recon/ (compiled only
+ * with -Dcuda=enabled). Every function checks every CUDA call and returns -1 with err
+ * set (never aborts) when the device is absent or fails.
+ */
+#ifndef GJ_RECON_GPU_H
+#define GJ_RECON_GPU_H
+
+#include "gj_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "recon/recon.h"
+
+#if GJ_HAVE_CUDA
+/* Number of CUDA devices; 0 when the runtime or driver is absent (cudaGetDeviceCount fails). */
+int rc_gpu_device_count(void);
+/* Same contract as rc_reconstruct, on CUDA device `device`: cuFFT filtering, texture
+ * backprojection, Joseph projection, SART/SIRT resident on the device. 0 or -1 with err. */
+int rc_gpu_reconstruct(int device, const struct rc_geom *g, const struct rc_opts *o, float *proj,
+                       float *vol, int z0, int nzs, struct gj_error *err);
+/* RabbitCT-style backprojection of already filtered projections with matrices (benchmark):
+ * vol (nx*ny*nz) += sum_v bilinear(proj_v, u, v) / w^2. Returns seconds of kernel time or -1. */
+double rc_gpu_backproject_matrices(int device, const struct rc_geom *g, const float *proj, float *vol,
+                                   struct gj_error *err);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

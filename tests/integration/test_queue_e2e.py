@@ -118,7 +118,11 @@ def test_sigterm_lets_running_job_finish_and_exits_zero():
         a = h.start_server(["--shutdown-grace-seconds", "20", "--cpu-workers", "1"])
         c = a.client()
         job = c.submit("noop", {"sleep_ms": 1500})
-        c.wait_job(job["id"], states=("running",), timeout=30)
+        # Claimed is not yet started: wait for the module's first progress report.
+        deadline = time.time() + 30
+        while c.json("GET", f"/v1/jobs/{job['id']}", expect=200)["progress"] <= 0:
+            assert time.time() < deadline, "the job never reported progress"
+            time.sleep(0.02)
         assert a.terminate(timeout=60) == 0, a.log_text()[-2000:]
         assert h.scalar(f"SELECT state FROM jobs WHERE id = '{job['id']}'") == "succeeded"
     finally:

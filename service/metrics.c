@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "service/metrics.h"
+#include "service/oip.h"
 
 #define LABEL_MAX 96
 
@@ -200,4 +201,6 @@ void gj_metrics_write(FILE *f)
     for (size_t i = 0; i < job_hists.n; i++)
         write_hist(f, "gpujobd_job_duration_seconds", &h[i], "kind", "state", job_buckets, N_JOB_BUCKETS);
     pthread_mutex_unlock(&lock);
+    if (gj_oip_metrics_write)   /* inference batchers (service/routes_oip.c), when linked */
+        gj_oip_metrics_write(f);
 }

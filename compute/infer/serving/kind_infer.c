@@ -22,6 +22,7 @@
 #include "common/gj_kind.h"
 #include "infer/dicom.h"
 #include "infer/onnx/onnx_model.h"
+#include "infer/serving/batcher.h"
 #include "infer/serving/model_repo.h"
 #include "infer/serving/preprocess.h"
 
@@ -196,58 +197,13 @@ struct batcher {
     float *input;            /* capacity * item_floats */
     struct image **slots;
     int filled;
-    onnx_session *sess[2];   /* [0]: batch capacity, [1]: a smaller last batch */
-    int sess_batch[2];
-    void **outs[2];
-    size_t n_outputs;
     int batches_run;
 };
 
-static void free_outputs(struct batcher *b, int k)
-{
-    for (size_t i = 0; b->outs[k] && i < b->n_outputs; i++)
-        free(b->outs[k][i]);
-    free(b->outs[k]);
-    b->outs[k] = NULL;
-}
-
 static void batcher_free(struct batcher *b)
 {
-    for (int k = 0; k < 2; k++) {
-        free_outputs(b, k);
-        onnx_session_free(b->sess[k]);
-    }
     free(b->input);
     free(b->slots);
-}
-
-static onnx_session *session_for(struct batcher *b, int n, void ***outs, struct gj_error *err)
-{
-    int k = n == b->capacity ? 0 : 1;
-    if (b->sess[k] && b->sess_batch[k] != n) {
-        free_outputs(b, k);
-        onnx_session_free(b->sess[k]);
-        b->sess[k] = NULL;
-    }
-    if (!b->sess[k]) {
-        struct onnx_session_options opt = { .batch = n, .threads = b->threads, .backend = NULL };
-        struct gj_error serr = { 0 };
-        b->sess[k] = onnx_session_create(b->om, &opt, &serr);
-        if (!b->sess[k])
-            return gj_error_set(err, "model", "cannot create an inference session (batch %d): %s",
-                                n, serr.message), NULL;
-        b->sess_batch[k] = n;
-        b->outs[k] = calloc(b->n_outputs, sizeof *b->outs[k]);
-        if (!b->outs[k])
-            return gj_error_set(err, "", "out of memory"), NULL;
-        for (size_t i = 0; i < b->n_outputs; i++) {
-            size_t bytes = onnx_session_output_bytes(b->sess[k], i);
-            if (!(b->outs[k][i] = malloc(bytes ? bytes : 1)))
-                return gj_error_set(err, "", "out of memory for the model's outputs"), NULL;
-        }
-    }
-    *outs = b->outs[k];
-    return b->sess[k];
 }
 
 static void activate(enum gj_activation act, const float *logits, float *out, size_t n)
@@ -274,28 +230,40 @@ static int batcher_flush(struct batcher *b, struct gj_error *err)
     if (b->filled == 0)
         return 0;
     const struct gj_model_config *cfg = gj_served_model_config(b->sm);
-    void **outs = NULL;
-    onnx_session *s = session_for(b, b->filled, &outs, err);
-    if (!s)
+    /* The model version's shared queue (compute/infer/serving/batcher.h): the images of
+     * this job batch with other jobs' and with /v2 protocol requests. */
+    gj_batcher *q = gj_batcher_acquire((gj_served_model *)b->sm, err);
+    if (!q)
         return -1;
-    const void *ins[1] = { b->input };
-    double t0 = now_ms();
-    struct gj_error rerr = { 0 };
-    if (onnx_session_run(s, ins, (void *const *)outs, &rerr))
-        return gj_error_set(err, "model", "inference failed: %s", rerr.message);
-    double per = (now_ms() - t0) / b->filled;
-    const float *logits = outs[gj_served_model_output_index(b->sm)];
+    float *logits = malloc((size_t)b->filled * gj_batcher_output_floats(q) * sizeof *logits);
+    if (!logits) {
+        gj_batcher_release(q);
+        return gj_error_set(err, "", "out of memory");
+    }
+    struct gj_batch_timing t;
+    int rc = gj_batcher_infer(q, b->input, (size_t)b->filled, logits, 0, &t, err);
+    gj_batcher_release(q);
+    if (rc != GJ_BATCH_OK) {
+        free(logits);
+        err->transient = rc == GJ_BATCH_EFULL || rc == GJ_BATCH_ETIMEDOUT ||
+                         rc == GJ_BATCH_ESHUTDOWN;   /* retried later */
+        return -1;
+    }
+    double per = (double)t.compute_us / 1000.0 / b->filled;
     for (int i = 0; i < b->filled; i++) {
         struct image *im = b->slots[i];
         im->scores = malloc(cfg->n_labels * sizeof *im->scores);
-        if (!im->scores)
+        if (!im->scores) {
+            free(logits);
             return gj_error_set(err, "", "out of memory");
+        }
         activate(cfg->activation, logits + (size_t)i * cfg->n_labels, im->scores, cfg->n_labels);
         im->inference_ms = per;
         im->batch_index = b->batches_run;
-        im->batch_size = b->filled;
+        im->batch_size = t.batch_size;
         im->status = IMG_OK;
     }
+    free(logits);
     b->batches_run++;
     b->filled = 0;
     return 0;
@@ -613,7 +581,6 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
     b.capacity = batch;
     b.item_floats = (size_t)cfg->input_dims[0] * (size_t)cfg->input_dims[1] *
                     (size_t)cfg->input_dims[2];
-    b.n_outputs = onnx_model_num_outputs(b.om);
     b.input = calloc((size_t)batch * b.item_floats, sizeof *b.input);
     b.slots = calloc((size_t)batch, sizeof *b.slots);
     if (!b.input || !b.slots) {

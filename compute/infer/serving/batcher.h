@@ -1,0 +1,146 @@
+/*
+ * batcher.h — dynamic batching of inference requests (Triton's dynamic batcher, plain C).
+ *
+ * One batcher per model version and device: a single FIFO queue that `infer` jobs and
+ * the Open Inference Protocol endpoint share. Each request carries 1..max_batch_size
+ * samples (float32, the model's per-sample input shape C*H*W) and gets back the model's
+ * configured output per sample (raw output, no activation). Requests are never split:
+ * a batch is a prefix of the queue whose samples add up to at most max_batch_size.
+ *
+ * When a batch leaves (Triton semantics):
+ *   - the queue holds max_batch_size samples or more (the next request does not fit):
+ *     the largest prefix that fits goes at once;
+ *   - preferred_batch_sizes given: the largest preferred size that a queue prefix adds
+ *     up to exactly goes at once;
+ *   - otherwise it waits until the oldest request has waited max_queue_delay_us, then
+ *     sends what there is (up to max_batch_size);
+ *   - without a dynamic_batching section in config.json each request is its own batch.
+ *
+ * Queue policy: at most max_queue_size requests wait (more: GJ_BATCH_EFULL at once, HTTP
+ * 429); a request still waiting when its timeout expires leaves the queue with
+ * GJ_BATCH_ETIMEDOUT (HTTP 503). Once in a batch a request always completes. Destroying
+ * a batcher answers waiting requests GJ_BATCH_ESHUTDOWN (503), lets running batches
+ * finish, and waits for every caller to return: no request is lost or answered twice.
+ *
+ * Executors: instances_per_device threads; each owns one onnx_session per batch size it
+ * has run (created on first use, cached until the batcher goes). Sessions of one model
+ * run concurrently (onnx_model.h).
+ *
+ * Statistics are kept per model name and version (they survive a batcher being
+ * replaced, e.g. when a model is reloaded) and are named as Triton's:
+ * inference_request_success / _failure (requests), inference_count (samples),
+ * inference_exec_count (batches run), inference_queue_duration_us (summed over requests:
+ * enqueue to start of the batch), inference_compute_infer_duration_us (summed over
+ * requests: the run of the batch each request was in), and the gauge
+ * inference_pending_request_count (requests in the queue now).
+ */
+#ifndef GJ_BATCHER_H
+#define GJ_BATCHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gj_error.h"
+#include "infer/serving/model_repo.h"
+
+/* Return codes of gj_batcher_infer; err->status holds the HTTP status to answer. */
+enum gj_batch_rc {
+    GJ_BATCH_OK = 0,
+    GJ_BATCH_EINVAL = -1,      /* 400: bad sample count or sizes */
+    GJ_BATCH_EFULL = -2,       /* 429: queue full */
+    GJ_BATCH_ETIMEDOUT = -3,   /* 503: waited past its timeout in the queue */
+    GJ_BATCH_ESHUTDOWN = -4,   /* 503: the batcher is going away */
+    GJ_BATCH_EFAILED = -5,     /* 500: the model run failed */
+};
+
+#define GJ_BATCH_DEFAULT_MAX_QUEUE 1024
+#define GJ_BATCH_DEFAULT_TIMEOUT_US 30000000LL      /* 30 s in the queue */
+
+struct gj_batcher_options {
+    /* 0 / negative fields take the model's config.json (or the defaults above). */
+    int max_batch_size;               /* <= the config's */
+    int64_t max_queue_delay_us;       /* -1: the config's; 0: no waiting */
+    int dynamic_batching;             /* -1: the config's; 0: off; 1: on */
+    int preferred_batch_sizes[GJ_MODEL_MAX_PREFERRED];
+    size_t n_preferred;               /* 0: the config's */
+    int instances;                    /* executor threads: the config's instances_per_device */
+    int threads_per_instance;         /* ONNX CPU threads per executor (0: 1) */
+    size_t max_queue_size;            /* requests (0: env GPUJOBD_INFER_MAX_QUEUE, else 1024) */
+    int64_t default_timeout_us;       /* 0: env GPUJOBD_INFER_QUEUE_TIMEOUT_US, else 30 s */
+    int device;                       /* -1: CPU (the only backend built in today) */
+};
+
+typedef struct gj_batcher gj_batcher;
+
+/* Creates a batcher for a loaded model (takes its own reference). The model must have
+ * one input (float32) and its configured output. NULL with err. */
+gj_batcher *gj_batcher_create(gj_served_model *m, const struct gj_batcher_options *opt,
+                              struct gj_error *err);
+/* Stops it: queued requests and later calls get GJ_BATCH_ESHUTDOWN, running batches
+ * finish; returns when the executors have stopped. The batcher stays valid (callers
+ * still holding it get ESHUTDOWN) until destroyed. Idempotent. */
+void gj_batcher_shutdown(gj_batcher *b);
+/* Shuts it down, waits until every caller of gj_batcher_infer has returned, frees it.
+ * Nobody may call it afterwards. */
+void gj_batcher_destroy(gj_batcher *b);
+
+/* Per-call timings (microseconds), may be NULL. */
+struct gj_batch_timing {
+    int64_t queue_us;      /* enqueue to start of its batch */
+    int64_t compute_us;    /* the batch's model run */
+    int batch_size;        /* samples in the batch it ran in */
+};
+
+/* Runs n_samples (1..max_batch_size) through the shared queue and waits for the result.
+ * input: n_samples * gj_batcher_input_floats floats; output: n_samples *
+ * gj_batcher_output_floats floats. timeout_us: time allowed in the queue (0: the
+ * batcher's default). GJ_BATCH_OK or a negative enum gj_batch_rc with err. Thread-safe. */
+int gj_batcher_infer(gj_batcher *b, const float *input, size_t n_samples, float *output,
+                     int64_t timeout_us, struct gj_batch_timing *timing, struct gj_error *err);
+
+size_t gj_batcher_input_floats(const gj_batcher *b);    /* per sample */
+size_t gj_batcher_output_floats(const gj_batcher *b);   /* per sample */
+int gj_batcher_max_batch_size(const gj_batcher *b);
+gj_served_model *gj_batcher_model(const gj_batcher *b);   /* borrowed */
+/* Requests waiting in the queue now (not yet in a batch). */
+size_t gj_batcher_queue_length(gj_batcher *b);
+/* Sessions created so far by all executors (batch sizes x instances). */
+size_t gj_batcher_sessions(gj_batcher *b);
+
+/* ---- the per-process registry ------------------------------------------------------ */
+
+/* The shared batcher of this model version on the CPU: created on first use from the
+ * model's config.json (options as gj_batcher_create with all fields 0 / -1 except
+ * threads_per_instance, from env GPUJOBD_INFER_THREADS, else CPUs / instances). A
+ * model object that differs from the registered one for the same name and version (a
+ * reload) replaces it: the old batcher drains and goes when its last user releases it.
+ * A new reference (release it), or NULL with err. */
+gj_batcher *gj_batcher_acquire(gj_served_model *m, struct gj_error *err);
+void gj_batcher_release(gj_batcher *b);
+/* Takes a model version's batcher out of the registry (call it when the version is
+ * unloaded or deleted, so the model's memory can go): queued requests are still run;
+ * the batcher goes when its last user releases it. 1 when one was registered, else 0. */
+int gj_batcher_registry_drop(const char *name, int64_t version);
+/* Shuts every registered batcher down (their callers get GJ_BATCH_ESHUTDOWN) and drops
+ * the registry's references (process exit; tests). Batchers still held elsewhere are
+ * freed when released. */
+void gj_batcher_registry_shutdown(void);
+
+/* ---- statistics ---------------------------------------------------------------------- */
+
+struct gj_batch_stats {
+    char model[GJ_MODEL_NAME_MAX];
+    int64_t version;
+    uint64_t request_success, request_failure;
+    uint64_t inference_count, exec_count;
+    uint64_t queue_duration_us, compute_infer_duration_us;
+    uint64_t pending_request_count;   /* gauge: requests waiting in the queue now */
+};
+
+/* Copies up to cap entries (every model/version that has seen a request, sorted by
+ * name then version); returns the total number. */
+size_t gj_batch_stats_snapshot(struct gj_batch_stats *out, size_t cap);
+/* One model/version: 0, or -1 when it has no statistics yet (out zeroed). */
+int gj_batch_stats_get(const char *model, int64_t version, struct gj_batch_stats *out);
+
+#endif

@@ -1,0 +1,667 @@
+/*
+ * routes_oip.c — Open Inference Protocol v2 (REST), as Triton serves it (see oip.h).
+ *
+ *   GET  /v2/health/live, /v2/health/ready                      no key
+ *   GET  /v2                                                     server metadata
+ *   GET  /v2/models/{name}[/versions/{version}]                  model metadata
+ *   GET  /v2/models/{name}[/versions/{version}]/ready            200 ready, 503 not
+ *   POST /v2/models/{name}[/versions/{version}]/infer            through the batcher
+ *
+ * An infer body is JSON, or (Triton's binary tensor extension) JSON of the length given
+ * by the Inference-Header-Content-Length header followed by the raw little-endian
+ * tensors of the inputs that declare parameters.binary_data_size, in input order.
+ * Outputs are returned as binary when the request asks (per output
+ * parameters.binary_data, or request parameters.binary_data_output), again with
+ * Inference-Header-Content-Length giving the JSON's length.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gj_config.h"
+#include "infer/serving/batcher.h"
+#include "infer/serving/model_repo.h"
+#include "service/http_server.h"
+#include "service/inference_store.h"
+#include "service/log.h"
+#include "service/oip.h"
+
+#define COMPONENT "oip"
+#define OIP_MAX_BODY ((uint64_t)256 << 20)       /* JSON + binary tensors */
+#define OIP_MAX_NEST 8
+#define HDR_INFER_LEN "Inference-Header-Content-Length"
+
+static struct gj_server *g_srv;
+
+/* ---- responses ------------------------------------------------------------------------- */
+
+static void oip_error(struct gj_req *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void oip_error(struct gj_req *r, int status, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    struct MHD_Response *resp = gj_respond_json(r, status, json_pack("{s:s}", "error", msg));
+    if (resp && (status == 429 || status == 503))
+        MHD_add_response_header(resp, "Retry-After", "1");
+}
+
+/* ---- model lookup -------------------------------------------------------------------- */
+
+/* Parses the {version} path parameter (a positive integer); 0 when absent. -1: bad. */
+static int64_t path_version(struct gj_req *r)
+{
+    if (r->n_params < 2)
+        return 0;
+    const char *s = r->params[1];
+    if (!*s || strlen(s) > 18)
+        return -1;
+    int64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v > 0 ? v : -1;
+}
+
+/* Loads the requested model version (a new reference in *out). On failure answers the
+ * request and returns -1. */
+static int load_model(struct gj_req *r, gj_served_model **out)
+{
+    *out = NULL;
+    const char *name = r->params[0];
+    int64_t version = path_version(r);
+    if (version < 0) {
+        oip_error(r, 400, "version '%s' is not valid: versions are positive integers",
+                  r->params[1]);
+        return -1;
+    }
+    gj_model_repo *repo = gj_inference_repo();
+    if (!repo) {
+        oip_error(r, 503, "the model repository is not available");
+        return -1;
+    }
+    if (!gj_model_name_ok(name)) {
+        oip_error(r, 404, "unknown model '%s'", name);
+        return -1;
+    }
+    struct gj_error err = { 0 };
+    int64_t v = gj_model_repo_resolve(repo, name, version, &err);
+    if (v < 0) {
+        /* a model or version added since the last scan */
+        struct gj_error serr = { 0 };
+        if (gj_model_repo_scan(repo, &serr) == 0)
+            v = gj_model_repo_resolve(repo, name, version, &err);
+    }
+    if (v < 0) {
+        oip_error(r, 404, "%s", err.message);
+        return -1;
+    }
+    if (gj_model_repo_load(repo, name, v, out, &err) != 0) {
+        oip_error(r, 503, "model '%s' version %" PRId64 " is not ready: %s", name, v,
+                  err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- health, server metadata ----------------------------------------------------------- */
+
+static void health_live(struct gj_req *r)
+{
+    gj_respond_json(r, 200, json_pack("{s:b}", "live", 1));
+}
+
+static int server_ready(const struct gj_server *srv)
+{
+    return atomic_load(&srv->ready) && !atomic_load(&srv->stopping) && !gj_http_stopping(srv) &&
+           gj_inference_repo() != NULL;
+}
+
+static void health_ready(struct gj_req *r)
+{
+    if (server_ready(r->srv))
+        gj_respond_json(r, 200, json_pack("{s:b}", "ready", 1));
+    else
+        oip_error(r, 503, "the server is not ready");
+}
+
+static void server_metadata(struct gj_req *r)
+{
+    /* only what is served: no model_repository / statistics / classification routes */
+    gj_respond_json(r, 200, json_pack("{s:s, s:s, s:[s]}", "name", "gpujobd", "version",
+                                      GJ_VERSION, "extensions", "binary_tensor_data"));
+}
+
+/* ---- model metadata and readiness ------------------------------------------------------ */
+
+static json_t *shape_json(const struct gj_model_config *cfg, const int64_t *dims, int n)
+{
+    json_t *a = json_array();
+    if (cfg->max_batch_size > 0)
+        json_array_append_new(a, json_integer(-1));
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(dims[i]));
+    return a;
+}
+
+static void model_metadata(struct gj_req *r)
+{
+    gj_served_model *m;
+    if (load_model(r, &m))
+        return;
+    const struct gj_model_config *cfg = gj_served_model_config(m);
+    json_t *versions = json_array();
+    struct gj_model_version_info vi[64];
+    size_t nv = 0;
+    struct gj_error err = { 0 };
+    gj_model_repo *repo = gj_inference_repo();
+    if (r->n_params >= 2) {
+        json_array_append_new(versions, json_string(r->params[1]));
+    } else if (repo && gj_model_repo_versions(repo, r->params[0], vi, 64, &nv, &err) == 0) {
+        for (size_t i = 0; i < nv && i < 64; i++) {
+            char v[24];
+            snprintf(v, sizeof v, "%" PRId64, vi[i].version);
+            json_array_append_new(versions, json_string(v));
+        }
+    }
+    int64_t out_dims[1] = { cfg->n_outputs };
+    json_t *o = json_pack("{s:s, s:o, s:s, s:[{s:s, s:s, s:o}], s:[{s:s, s:s, s:o}], s:{s:i, "
+                          "s:I, s:i}}",
+                          "name", gj_served_model_name(m), "versions", versions, "platform", "onnx",
+                          "inputs", "name", cfg->input_name, "datatype", "FP32", "shape",
+                          shape_json(cfg, cfg->input_dims, 3),
+                          "outputs", "name", cfg->output_name, "datatype", "FP32", "shape",
+                          shape_json(cfg, out_dims, 1),
+                          "parameters", "max_batch_size", cfg->max_batch_size,
+                          "max_queue_delay_us", (json_int_t)cfg->max_queue_delay_us,
+                          "instances_per_device", cfg->instances_per_device);
+    gj_served_model_release(m);
+    gj_respond_json(r, o ? 200 : 500, o ? o : json_pack("{s:s}", "error", "out of memory"));
+}
+
+static void model_ready(struct gj_req *r)
+{
+    gj_served_model *m;
+    if (load_model(r, &m))
+        return;
+    struct gj_error err = { 0 };
+    gj_batcher *b = gj_batcher_acquire(m, &err);
+    if (!b) {
+        oip_error(r, 503, "model '%s' is not ready: %s", gj_served_model_name(m), err.message);
+    } else {
+        gj_respond_json(r, 200, json_pack("{s:s, s:I, s:b}", "name", gj_served_model_name(m),
+                                          "version", (json_int_t)gj_served_model_version(m),
+                                          "ready", 1));
+        gj_batcher_release(b);
+    }
+    gj_served_model_release(m);
+}
+
+/* ---- infer: the body ---------------------------------------------------------------------- */
+
+struct oip_body {
+    char *buf;
+    size_t len, cap;
+};
+
+static void infer_begin(struct gj_req *r)
+{
+    r->state = calloc(1, sizeof(struct oip_body));
+    if (!r->state)
+        oip_error(r, 500, "out of memory");
+}
+
+static int infer_data(struct gj_req *r, const char *data, size_t len)
+{
+    struct oip_body *b = r->state;
+    uint64_t cap = OIP_MAX_BODY;
+    if (r->srv->cfg.max_body_bytes && r->srv->cfg.max_body_bytes < cap)
+        cap = r->srv->cfg.max_body_bytes;
+    if ((uint64_t)b->len + len > cap) {
+        oip_error(r, 413, "the inference request is over the limit of %llu bytes",
+                  (unsigned long long)cap);
+        return -1;
+    }
+    if (b->len + len + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 65536;
+        while (nc < b->len + len + 1)
+            nc *= 2;
+        char *nb = realloc(b->buf, nc);
+        if (!nb) {
+            oip_error(r, 500, "out of memory");
+            return -1;
+        }
+        b->buf = nb;
+        b->cap = nc;
+    }
+    memcpy(b->buf + b->len, data, len);
+    b->len += len;
+    b->buf[b->len] = '\0';
+    return 0;
+}
+
+static void infer_done(struct gj_req *r, int ok)
+{
+    (void)ok;
+    struct oip_body *b = r->state;
+    if (b) {
+        free(b->buf);
+        free(b);
+        r->state = NULL;
+    }
+}
+
+/* Flattens nested arrays of numbers into out (at most cap values); the count, or -1. */
+static long flatten(const json_t *v, float *out, size_t cap, size_t *n, int depth)
+{
+    if (json_is_number(v)) {
+        if (*n >= cap)
+            return -1;
+        double d = json_number_value(v);
+        out[(*n)++] = (float)d;
+        return 0;
+    }
+    if (!json_is_array(v) || depth > OIP_MAX_NEST)
+        return -1;
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (flatten(json_array_get(v, i), out, cap, n, depth + 1))
+            return -1;
+    return 0;
+}
+
+static int param_bool(const json_t *params, const char *key)
+{
+    const json_t *v = json_object_get(params, key);
+    return json_is_true(v);
+}
+
+/* Writes the response: JSON, or JSON + binary outputs. */
+static void infer_respond(struct gj_req *r, gj_served_model *m, const json_t *req, const float *out,
+                          size_t n, size_t out_floats, int binary)
+{
+    const struct gj_model_config *cfg = gj_served_model_config(m);
+    char ver[24];
+    snprintf(ver, sizeof ver, "%" PRId64, gj_served_model_version(m));
+    json_t *shape = json_pack("[I, I]", (json_int_t)n, (json_int_t)out_floats);
+    json_t *o = json_pack("{s:s, s:s, s:o}", "name", cfg->output_name, "datatype", "FP32", "shape",
+                          shape);
+    size_t bytes = n * out_floats * sizeof(float);
+    if (!o) {
+        oip_error(r, 500, "out of memory");
+        return;
+    }
+    if (binary) {
+        json_object_set_new(o, "parameters", json_pack("{s:I}", "binary_data_size",
+                                                       (json_int_t)bytes));
+    } else {
+        json_t *data = json_array();
+        for (size_t i = 0; data && i < n * out_floats; i++)
+            json_array_append_new(data, json_real(out[i]));
+        json_object_set_new(o, "data", data);
+    }
+    json_t *resp = json_pack("{s:s, s:s}", "model_name", gj_served_model_name(m), "model_version",
+                             ver);
+    const json_t *id = json_object_get(req, "id");
+    if (resp && json_is_string(id))
+        json_object_set(resp, "id", (json_t *)id);
+    if (resp)
+        json_object_set_new(resp, "outputs", json_pack("[o]", o));
+    else
+        json_decref(o);
+    if (!binary) {
+        gj_respond_json(r, resp ? 200 : 500, resp ? resp : json_pack("{s:s}", "error", "oom"));
+        return;
+    }
+    char *text = resp ? json_dumps(resp, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(resp);
+    size_t tl = text ? strlen(text) : 0;
+    char *body = text ? malloc(tl + bytes) : NULL;
+    if (!body) {
+        free(text);
+        oip_error(r, 500, "out of memory");
+        return;
+    }
+    memcpy(body, text, tl);
+    memcpy(body + tl, out, bytes);   /* little-endian hosts (x86-64, aarch64) */
+    free(text);
+    struct MHD_Response *mr = MHD_create_response_from_buffer(tl + bytes, body,
+                                                              MHD_RESPMEM_MUST_FREE);
+    if (!mr) {
+        free(body);
+        oip_error(r, 500, "out of memory");
+        return;
+    }
+    char hl[32];
+    snprintf(hl, sizeof hl, "%zu", tl);
+    MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+    MHD_add_response_header(mr, HDR_INFER_LEN, hl);
+    MHD_add_response_header(mr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    gj_respond(r, 200, mr, tl + bytes);
+}
+
+static void infer_handle(struct gj_req *r)
+{
+    struct oip_body *body = r->state;
+    const char *hl = gj_req_header(r, HDR_INFER_LEN);
+    size_t json_len = body->len;
+    if (hl) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(hl, &end, 10);
+        if (errno || !end || end == hl || *end || v > body->len) {
+            oip_error(r, 400, "%s is %.40s: it must be the length of the JSON part (at most the "
+                      "body's %zu bytes)", HDR_INFER_LEN, hl, body->len);
+            return;
+        }
+        json_len = (size_t)v;
+    } else {
+        const char *ct = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (ct && !gj_http_is_json_type(ct)) {
+            oip_error(r, 415, "a body of type %.60s needs the %s header (binary tensor "
+                      "extension); otherwise send application/json", ct, HDR_INFER_LEN);
+            return;
+        }
+    }
+    if (json_len == 0) {
+        oip_error(r, 400, "the inference request is empty");
+        return;
+    }
+    json_error_t jerr;
+    json_t *req = json_loadb(body->buf, json_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!req || !json_is_object(req)) {
+        if (req)
+            oip_error(r, 400, "the inference request must be a JSON object");
+        else
+            oip_error(r, 400, "malformed JSON in the inference request at line %d, column %d: %s",
+                      jerr.line, jerr.column, jerr.text);
+        json_decref(req);
+        return;
+    }
+    const unsigned char *bin = (const unsigned char *)body->buf + json_len;
+    size_t bin_len = body->len - json_len;
+
+    gj_served_model *m = NULL;
+    gj_batcher *b = NULL;
+    float *in = NULL, *out = NULL;
+    if (load_model(r, &m))
+        goto out;
+    const struct gj_model_config *cfg = gj_served_model_config(m);
+    const json_t *id = json_object_get(req, "id");
+    if (id && !json_is_string(id)) {
+        oip_error(r, 400, "id must be a string");
+        goto out;
+    }
+    const json_t *rparams = json_object_get(req, "parameters");
+    if (rparams && !json_is_object(rparams)) {
+        oip_error(r, 400, "parameters must be an object");
+        goto out;
+    }
+    int64_t timeout_us = 0;
+    const json_t *jt = json_object_get(rparams, "timeout");
+    if (jt) {
+        if (!json_is_integer(jt) || json_integer_value(jt) < 0 ||
+            json_integer_value(jt) > 3600LL * 1000000) {
+            oip_error(r, 400, "parameters.timeout must be an integer number of microseconds "
+                      "(0 to 3600000000)");
+            goto out;
+        }
+        timeout_us = (int64_t)json_integer_value(jt);
+    }
+    const json_t *inputs = json_object_get(req, "inputs");
+    if (!json_is_array(inputs) || json_array_size(inputs) != 1) {
+        oip_error(r, 400, "inputs must be an array with one tensor: model '%s' has one input "
+                  "('%s')", gj_served_model_name(m), cfg->input_name);
+        goto out;
+    }
+    const json_t *t = json_array_get(inputs, 0);
+    const char *iname = json_string_value(json_object_get(t, "name"));
+    const char *dtype = json_string_value(json_object_get(t, "datatype"));
+    const json_t *shape = json_object_get(t, "shape");
+    if (!iname || strcmp(iname, cfg->input_name) != 0) {
+        oip_error(r, 400, "unexpected input '%.100s': model '%s' takes '%s'", iname ? iname : "",
+                  gj_served_model_name(m), cfg->input_name);
+        goto out;
+    }
+    if (!dtype || strcmp(dtype, "FP32") != 0) {
+        oip_error(r, 400, "input '%s': datatype %.20s is not supported: send FP32", iname,
+                  dtype ? dtype : "(none)");
+        goto out;
+    }
+    int has_batch = cfg->max_batch_size > 0;
+    size_t rank = (size_t)(has_batch ? 4 : 3);
+    if (!json_is_array(shape) || json_array_size(shape) != rank) {
+        oip_error(r, 400, "input '%s': shape must be [batch, %" PRId64 ", %" PRId64 ", %" PRId64
+                  "]", iname, cfg->input_dims[0], cfg->input_dims[1], cfg->input_dims[2]);
+        goto out;
+    }
+    int64_t dims[4];
+    for (size_t i = 0; i < rank; i++) {
+        const json_t *d = json_array_get(shape, i);
+        dims[i] = json_is_integer(d) ? (int64_t)json_integer_value(d) : -2;
+    }
+    int64_t n = has_batch ? dims[0] : 1;
+    const int64_t *sd = has_batch ? dims + 1 : dims;
+    if (n < 1 || n > cfg->max_batch_size || sd[0] != cfg->input_dims[0] ||
+        sd[1] != cfg->input_dims[1] || sd[2] != cfg->input_dims[2]) {
+        oip_error(r, 400, "input '%s': shape must be [batch, %" PRId64 ", %" PRId64 ", %" PRId64
+                  "] with batch 1 to %d", iname, cfg->input_dims[0], cfg->input_dims[1],
+                  cfg->input_dims[2], cfg->max_batch_size);
+        goto out;
+    }
+    struct gj_error err = { 0 };
+    b = gj_batcher_acquire(m, &err);
+    if (!b) {
+        oip_error(r, 503, "model '%s' is not ready: %s", gj_served_model_name(m), err.message);
+        goto out;
+    }
+    size_t in_floats = gj_batcher_input_floats(b), out_floats = gj_batcher_output_floats(b);
+    size_t count = (size_t)n * in_floats;
+    in = malloc(count * sizeof *in);
+    out = malloc((size_t)n * out_floats * sizeof *out);
+    if (!in || !out) {
+        oip_error(r, 500, "out of memory");
+        goto out;
+    }
+    const json_t *tp = json_object_get(t, "parameters");
+    const json_t *bds = json_object_get(tp, "binary_data_size");
+    const json_t *data = json_object_get(t, "data");
+    if (bds) {
+        if (data) {
+            oip_error(r, 400, "input '%s' has both data and parameters.binary_data_size", iname);
+            goto out;
+        }
+        if (!json_is_integer(bds) || (uint64_t)json_integer_value(bds) != count * sizeof(float)) {
+            oip_error(r, 400, "input '%s': binary_data_size must be %zu (the shape's %zu FP32 "
+                      "values)", iname, count * sizeof(float), count);
+            goto out;
+        }
+        if (bin_len != count * sizeof(float)) {
+            oip_error(r, 400, "input '%s': %zu bytes of binary data after the JSON, expected %zu",
+                      iname, bin_len, count * sizeof(float));
+            goto out;
+        }
+        memcpy(in, bin, bin_len);   /* little-endian hosts */
+    } else {
+        size_t got = 0;
+        if (!data || flatten(data, in, count, &got, 0) || got != count) {
+            oip_error(r, 400, "input '%s': data must hold %zu numbers (flat or nested as the "
+                      "shape), or use the binary tensor extension", iname, count);
+            goto out;
+        }
+        if (bin_len) {
+            oip_error(r, 400, "%zu bytes of binary data, but no input declares "
+                      "parameters.binary_data_size", bin_len);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < count; i++)
+        if (!isfinite(in[i])) {
+            oip_error(r, 400, "input '%s': value %zu is not a finite FP32 number", iname, i);
+            goto out;
+        }
+    /* outputs: all (the one) unless listed; binary when asked */
+    int binary = param_bool(rparams, "binary_data_output");
+    const json_t *outs = json_object_get(req, "outputs");
+    if (outs) {
+        if (!json_is_array(outs) || json_array_size(outs) > 1) {
+            oip_error(r, 400, "outputs must be an array naming '%s'", cfg->output_name);
+            goto out;
+        }
+        for (size_t i = 0; i < json_array_size(outs); i++) {
+            const json_t *ro = json_array_get(outs, i);
+            const char *on = json_string_value(json_object_get(ro, "name"));
+            if (!on || strcmp(on, cfg->output_name) != 0) {
+                oip_error(r, 400, "unexpected output '%.100s': model '%s' has '%s'",
+                          on ? on : "", gj_served_model_name(m), cfg->output_name);
+                goto out;
+            }
+            const json_t *op = json_object_get(ro, "parameters");
+            if (json_object_get(op, "binary_data"))
+                binary = param_bool(op, "binary_data");
+            if (json_object_get(op, "classification")) {
+                oip_error(r, 400, "output '%s': the classification extension is not supported",
+                          on);
+                goto out;
+            }
+        }
+    }
+    struct gj_batch_timing timing;
+    int rc = gj_batcher_infer(b, in, (size_t)n, out, timeout_us, &timing, &err);
+    if (rc != GJ_BATCH_OK) {
+        int st = err.status ? err.status
+                 : rc == GJ_BATCH_EINVAL ? 400 : rc == GJ_BATCH_EFULL ? 429
+                 : rc == GJ_BATCH_EFAILED ? 500 : 503;
+        oip_error(r, st, "%s", err.message);
+        goto out;
+    }
+    infer_respond(r, m, req, out, (size_t)n, out_floats, binary);
+out:
+    free(in);
+    free(out);
+    gj_batcher_release(b);
+    gj_served_model_release(m);
+    json_decref(req);
+}
+
+/* ---- routes ------------------------------------------------------------------------------ */
+
+static const struct gj_route oip_routes[] = {
+    { "GET", "/v2/health/live", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, health_live, NULL },
+    { "GET", "/v2/health/ready", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, health_ready, NULL },
+    { "GET", "/v2", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, server_metadata, NULL },
+    { "GET", "/v2/models/{name}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, model_metadata, NULL },
+    { "GET", "/v2/models/{name}/versions/{version}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL,
+      model_metadata, NULL },
+    { "GET", "/v2/models/{name}/ready", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, model_ready,
+      NULL },
+    { "GET", "/v2/models/{name}/versions/{version}/ready", GJ_AUTH_USER, GJ_BODY_NONE, NULL,
+      NULL, model_ready, NULL },
+    { "POST", "/v2/models/{name}/infer", GJ_AUTH_USER, GJ_BODY_STREAM, infer_begin, infer_data,
+      infer_handle, infer_done },
+    { "POST", "/v2/models/{name}/versions/{version}/infer", GJ_AUTH_USER, GJ_BODY_STREAM,
+      infer_begin, infer_data, infer_handle, infer_done },
+};
+
+static atomic_int g_registered;
+
+static int register_routes(void)
+{
+    if (atomic_exchange(&g_registered, 1))
+        return 0;
+    return gj_http_add_routes(oip_routes, sizeof oip_routes / sizeof oip_routes[0]);
+}
+
+/* At load time, so `serve --print-routes` (which runs before any start-up step) lists
+ * the routes too. */
+__attribute__((constructor)) static void oip_register_at_load(void)
+{
+    if (register_routes() != 0)
+        fprintf(stderr, "gpujobd: the Open Inference Protocol routes could not be registered\n");
+}
+
+static void oip_atexit(void)
+{
+    gj_batcher_registry_shutdown();
+}
+
+int gj_oip_init(struct gj_server *srv)
+{
+    g_srv = srv;
+    if (register_routes() != 0) {
+        gj_log_error(COMPONENT, "the Open Inference Protocol routes could not be registered");
+        return -1;
+    }
+    static atomic_int once;
+    if (!atomic_exchange(&once, 1))
+        atexit(oip_atexit);
+    gj_log_info(COMPONENT, "Open Inference Protocol v2 at /v2 (models from %s)",
+                gj_inference_models_dir() ? gj_inference_models_dir() : "(none)");
+    return 0;
+}
+
+/* ---- metrics ------------------------------------------------------------------------------- */
+
+static void put_label(FILE *f, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            fprintf(f, "\\%c", *v);
+        else if (*v == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*v, f);
+    }
+}
+
+void gj_oip_metrics_write(FILE *f)
+{
+    static const struct {
+        const char *name, *help;
+        size_t off;
+        int gauge;
+    } m[] = {
+        { "inference_request_success", "Inference requests answered successfully.",
+          offsetof(struct gj_batch_stats, request_success), 0 },
+        { "inference_request_failure", "Inference requests that failed (rejected by a full "
+          "queue, timed out in the queue, shut down, or failed in the model).",
+          offsetof(struct gj_batch_stats, request_failure), 0 },
+        { "inference_count", "Inferences performed (samples; a request may carry several).",
+          offsetof(struct gj_batch_stats, inference_count), 0 },
+        { "inference_exec_count", "Model executions (batches) run.",
+          offsetof(struct gj_batch_stats, exec_count), 0 },
+        { "inference_queue_duration_us", "Microseconds requests waited in the batcher's "
+          "queue, summed over requests.", offsetof(struct gj_batch_stats, queue_duration_us), 0 },
+        { "inference_compute_infer_duration_us", "Microseconds of model execution, summed over "
+          "requests (each request counts its batch's run).",
+          offsetof(struct gj_batch_stats, compute_infer_duration_us), 0 },
+        { "inference_pending_request_count", "Requests waiting in the batcher's queue now.",
+          offsetof(struct gj_batch_stats, pending_request_count), 1 },
+    };
+    struct gj_batch_stats st[256];
+    size_t n = gj_batch_stats_snapshot(st, 256);
+    if (n > 256)
+        n = 256;
+    for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
+        fprintf(f, "# HELP gpujobd_%s %s\n# TYPE gpujobd_%s %s\n", m[k].name, m[k].help,
+                m[k].name, m[k].gauge ? "gauge" : "counter");
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v;
+            memcpy(&v, (const char *)&st[i] + m[k].off, sizeof v);
+            fprintf(f, "gpujobd_%s{model=\"", m[k].name);
+            put_label(f, st[i].model);
+            fprintf(f, "\",version=\"%" PRId64 "\"} %" PRIu64 "\n", st[i].version, v);
+        }
+    }
+}

@@ -1,0 +1,746 @@
+/*
+ * test_batcher.c — cmocka tests of the dynamic batcher (compute/infer/serving/batcher.c)
+ * on a small ONNX model written here (Conv + Relu + Flatten + Gemm on 1x8x8 images) and,
+ * when present, the shipped demo model: batching happens under concurrent load, preferred
+ * sizes go at once, full queues and timeouts reject with 429 / 503, every request gets its
+ * own answer exactly once and equal to an unbatched run, and destroying a batcher with
+ * requests in flight answers all of them.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+
+#include "common/fsutil.h"
+#include "infer/onnx/onnx_model.h"
+#include "infer/serving/batcher.h"
+#include "infer/serving/model_repo.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "../onnx/pbw.h"
+#pragma GCC diagnostic pop
+
+#define IN_FLOATS 64     /* 1 x 8 x 8 */
+#define OUT_FLOATS 4
+
+static char g_dir[256];
+static gj_served_model *g_tiny;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint32_t rng_state = 12345;
+static float frand(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((rng_state >> 8) & 0xffff) / 65536.0f - 0.5f;
+}
+
+/* image [N,1,8,8] -> Conv 2x(3x3, pad 1) -> Relu -> Flatten -> Gemm [128 -> 4] -> logits. */
+static void write_tiny_model(const char *path)
+{
+    struct pb g = { 0 };
+    int64_t wd[4] = { 2, 1, 3, 3 }, bd[1] = { 2 }, gd[2] = { 4, 128 }, gbd[1] = { 4 };
+    float w[18], bc[2], gw[4 * 128], gb[4];
+    for (int i = 0; i < 18; i++)
+        w[i] = frand();
+    for (int i = 0; i < 2; i++)
+        bc[i] = frand() * 0.1f;
+    for (int i = 0; i < 4 * 128; i++)
+        gw[i] = frand() * 0.3f;
+    for (int i = 0; i < 4; i++)
+        gb[i] = frand();
+    const char *conv_in[] = { "image", "w", "b", NULL }, *conv_out[] = { "c", NULL };
+    int64_t pads[4] = { 1, 1, 1, 1 }, ks[2] = { 3, 3 };
+    struct pb cattr[2] = { pb_attr_ints("pads", 4, pads), pb_attr_ints("kernel_shape", 2, ks) };
+    struct pb n1 = pb_node("Conv", conv_in, conv_out, 2, cattr);
+    pb_msg(&g, 1, &n1);
+    const char *relu_in[] = { "c", NULL }, *relu_out[] = { "r", NULL };
+    struct pb n2 = pb_node("Relu", relu_in, relu_out, 0, NULL);
+    pb_msg(&g, 1, &n2);
+    const char *fl_in[] = { "r", NULL }, *fl_out[] = { "f", NULL };
+    struct pb fattr[1] = { pb_attr_int("axis", 1) };
+    struct pb n3 = pb_node("Flatten", fl_in, fl_out, 1, fattr);
+    pb_msg(&g, 1, &n3);
+    const char *gm_in[] = { "f", "gw", "gb", NULL }, *gm_out[] = { "logits", NULL };
+    struct pb gattr[1] = { pb_attr_int("transB", 1) };
+    struct pb n4 = pb_node("Gemm", gm_in, gm_out, 1, gattr);
+    pb_msg(&g, 1, &n4);
+    pb_str(&g, 2, "tiny");
+    struct pb t;
+    t = pb_tensor("w", T_FLOAT, 4, wd, w, sizeof w);
+    pb_msg(&g, 5, &t);
+    t = pb_tensor("b", T_FLOAT, 1, bd, bc, sizeof bc);
+    pb_msg(&g, 5, &t);
+    t = pb_tensor("gw", T_FLOAT, 2, gd, gw, sizeof gw);
+    pb_msg(&g, 5, &t);
+    t = pb_tensor("gb", T_FLOAT, 1, gbd, gb, sizeof gb);
+    pb_msg(&g, 5, &t);
+    int64_t ind[4] = { -1, 1, 8, 8 }, outd[2] = { -1, 4 };
+    struct pb vi = pb_vinfo("image", T_FLOAT, 4, ind);
+    pb_msg(&g, 11, &vi);
+    vi = pb_vinfo("logits", T_FLOAT, 2, outd);
+    pb_msg(&g, 12, &vi);
+    struct pb m = pb_model(&g, 17);
+    assert_int_equal(gj_write_file(path, m.b, m.n), 0);
+    free(m.b);
+}
+
+static const char tiny_config[] =
+    "{\"platform\": \"onnx\","
+    " \"input\": {\"name\": \"image\", \"dims\": [1, 8, 8], \"datatype\": \"FP32\"},"
+    " \"output\": {\"name\": \"logits\", \"dims\": [4], \"datatype\": \"FP32\"},"
+    " \"labels\": [\"a\", \"b\", \"c\", \"d\"],"
+    " \"max_batch_size\": 8,"
+    " \"dynamic_batching\": {\"max_queue_delay_us\": 20000, \"preferred_batch_sizes\": [4, 8]},"
+    " \"instances_per_device\": 2,"
+    " \"preprocessing\": {\"resize\": {\"method\": \"area\", \"height\": 8, \"width\": 8},"
+    "                    \"channels\": 1},"
+    " \"filter\": {\"allow_missing\": true}}";
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/gj-batcher-test-XXXXXX");
+    if (!mkdtemp(g_dir))
+        return -1;
+    char p[512];
+    snprintf(p, sizeof p, "%s/tiny/1", g_dir);
+    if (gj_mkdir_p(p, 0755))
+        return -1;
+    snprintf(p, sizeof p, "%s/tiny/1/model.onnx", g_dir);
+    write_tiny_model(p);
+    snprintf(p, sizeof p, "%s/tiny/config.json", g_dir);
+    if (gj_write_file(p, tiny_config, strlen(tiny_config)))
+        return -1;
+    snprintf(p, sizeof p, "%s/tiny", g_dir);
+    struct gj_error err = { 0 };
+    g_tiny = gj_served_model_load(p, "tiny", 1, &err);
+    if (!g_tiny) {
+        fprintf(stderr, "tiny model: %s: %s\n", err.field, err.message);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gj_batcher_registry_shutdown();
+    gj_served_model_release(g_tiny);
+    gj_rm_rf(g_dir);
+    return 0;
+}
+
+/* The model run unbatched (batch 1, its own session): the reference. */
+static void reference(gj_served_model *m, const float *in, size_t n, size_t in_floats,
+                      size_t out_floats, float *out)
+{
+    const onnx_model *om = gj_served_model_onnx(m);
+    struct onnx_session_options o = { .batch = 1, .threads = 1, .backend = "cpu" };
+    struct gj_error err = { 0 };
+    onnx_session *s = onnx_session_create(om, &o, &err);
+    assert_non_null(s);
+    size_t no = onnx_model_num_outputs(om), oi = gj_served_model_output_index(m);
+    void **outs = calloc(no, sizeof *outs);
+    for (size_t i = 0; i < no; i++)
+        outs[i] = malloc(onnx_session_output_bytes(s, i));
+    for (size_t k = 0; k < n; k++) {
+        const void *ins[1] = { in + k * in_floats };
+        assert_int_equal(onnx_session_run(s, ins, (void *const *)outs, &err), 0);
+        memcpy(out + k * out_floats, outs[oi], out_floats * sizeof(float));
+    }
+    for (size_t i = 0; i < no; i++)
+        free(outs[i]);
+    free(outs);
+    onnx_session_free(s);
+}
+
+static void assert_close(const float *a, const float *b, size_t n, double tol)
+{
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++)
+        differ += a[i] != b[i];
+    print_message("    %zu of %zu values differ from the unbatched run\n", differ, n);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > tol * (1.0 + fabs((double)b[i])))
+            fail_msg("element %zu: %.9g vs reference %.9g", i, (double)a[i], (double)b[i]);
+    }
+}
+
+/* ---- concurrent clients -------------------------------------------------------------- */
+
+struct client {
+    gj_batcher *b;
+    const float *in;
+    float *out;
+    size_t n;
+    int64_t timeout_us;
+    int rc;
+    int status;
+    int answered;          /* times gj_batcher_infer returned */
+    struct gj_batch_timing t;
+    double start_delay_s;
+};
+
+static void *client_main(void *arg)
+{
+    struct client *c = arg;
+    if (c->start_delay_s > 0)
+        usleep((useconds_t)(c->start_delay_s * 1e6));
+    struct gj_error err = { 0 };
+    c->rc = gj_batcher_infer(c->b, c->in, c->n, c->out, c->timeout_us, &c->t, &err);
+    c->status = err.status;
+    c->answered++;
+    return NULL;
+}
+
+/* Waits (up to 10 s) until the queue holds n requests. */
+static void wait_queued(gj_batcher *b, size_t n)
+{
+    for (int i = 0; i < 10000 && gj_batcher_queue_length(b) != n; i++)
+        usleep(1000);
+    assert_int_equal(gj_batcher_queue_length(b), n);
+}
+
+static void run_clients(struct client *c, size_t n)
+{
+    pthread_t *th = calloc(n, sizeof *th);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, client_main, &c[i]), 0);
+    for (size_t i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    free(th);
+}
+
+static void batching_under_load(void **state)
+{
+    (void)state;
+    enum { N = 48 };
+    struct gj_batcher_options o = { .max_queue_delay_us = 20000, .dynamic_batching = -1,
+                                    .instances = 2, .threads_per_instance = 1, .device = -1 };
+    struct gj_error err = { 0 };
+    gj_batcher *b = gj_batcher_create(g_tiny, &o, &err);
+    assert_non_null(b);
+    assert_int_equal(gj_batcher_input_floats(b), IN_FLOATS);
+    assert_int_equal(gj_batcher_output_floats(b), OUT_FLOATS);
+    assert_int_equal(gj_batcher_max_batch_size(b), 8);
+    struct gj_batch_stats s0, s1;
+    gj_batch_stats_get("tiny", 1, &s0);
+
+    /* requests of 1, 2 or 3 samples */
+    static float in[N * 3 * IN_FLOATS], out[N * 3 * OUT_FLOATS], ref[N * 3 * OUT_FLOATS];
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        in[i] = frand() * 4.0f;
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++)
+        out[i] = NAN;
+    struct client c[N];
+    memset(c, 0, sizeof c);
+    size_t off = 0, samples = 0;
+    for (int i = 0; i < N; i++) {
+        c[i].b = b;
+        c[i].n = (size_t)(i % 3) + 1;
+        c[i].in = in + off * IN_FLOATS;
+        c[i].out = out + off * OUT_FLOATS;
+        c[i].start_delay_s = (i % 5) * 0.002;
+        off += c[i].n;
+        samples += c[i].n;
+    }
+    run_clients(c, N);
+    reference(g_tiny, in, samples, IN_FLOATS, OUT_FLOATS, ref);
+    int max_seen = 0;
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(c[i].rc, GJ_BATCH_OK);
+        assert_int_equal(c[i].answered, 1);
+        if (c[i].t.batch_size > max_seen)
+            max_seen = c[i].t.batch_size;
+        assert_true(c[i].t.batch_size >= (int)c[i].n && c[i].t.batch_size <= 8);
+    }
+    /* same session math; batch sizes may change the GEMM blocking: 1e-5 relative */
+    assert_close(out, ref, samples * OUT_FLOATS, 1e-5);
+    gj_batch_stats_get("tiny", 1, &s1);
+    uint64_t execs = s1.exec_count - s0.exec_count;
+    assert_int_equal(s1.request_success - s0.request_success, N);
+    assert_int_equal(s1.request_failure - s0.request_failure, 0);
+    assert_int_equal(s1.inference_count - s0.inference_count, samples);
+    assert_true(execs < N);                 /* batching happened */
+    assert_true(execs >= (samples + 7) / 8);
+    assert_true(max_seen > 1);
+    assert_true(gj_batcher_sessions(b) >= 1);
+    print_message("    %d requests (%zu samples) in %llu batches, largest %d, %zu sessions\n", N,
+                  samples, (unsigned long long)execs, max_seen, gj_batcher_sessions(b));
+    gj_batcher_destroy(b);
+}
+
+/* Preferred size 4 goes at once even with a 10 s delay. */
+static void preferred_size_goes_at_once(void **state)
+{
+    (void)state;
+    struct gj_batcher_options o = { .max_queue_delay_us = 10000000, .dynamic_batching = 1,
+                                    .preferred_batch_sizes = { 4 }, .n_preferred = 1,
+                                    .instances = 1, .threads_per_instance = 1, .device = -1 };
+    struct gj_error err = { 0 };
+    gj_batcher *b = gj_batcher_create(g_tiny, &o, &err);
+    assert_non_null(b);
+    float in[4 * IN_FLOATS], out[4 * OUT_FLOATS], ref[4 * OUT_FLOATS];
+    for (size_t i = 0; i < 4 * IN_FLOATS; i++)
+        in[i] = frand();
+    struct client c[4];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 4; i++) {
+        c[i].b = b;
+        c[i].n = 1;
+        c[i].in = in + i * IN_FLOATS;
+        c[i].out = out + i * OUT_FLOATS;
+    }
+    double t0 = now_s();
+    run_clients(c, 4);
+    double el = now_s() - t0;
+    assert_true(el < 2.0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(c[i].rc, GJ_BATCH_OK);
+        assert_int_equal(c[i].t.batch_size, 4);
+    }
+    reference(g_tiny, in, 4, IN_FLOATS, OUT_FLOATS, ref);
+    assert_close(out, ref, 4 * OUT_FLOATS, 1e-5);
+    gj_batcher_destroy(b);
+}
+
+/* The delay bounds the wait of a lone request; max_batch_size goes at once. */
+static void delay_and_full_batch(void **state)
+{
+    (void)state;
+    struct gj_batcher_options o = { .max_queue_delay_us = 100000, .dynamic_batching = 1,
+                                    .preferred_batch_sizes = { 8 }, .n_preferred = 1,
+                                    .instances = 1, .threads_per_instance = 1, .device = -1 };
+    struct gj_error err = { 0 };
+    gj_batcher *b = gj_batcher_create(g_tiny, &o, &err);
+    assert_non_null(b);
+    float in[8 * IN_FLOATS], out[8 * OUT_FLOATS];
+    for (size_t i = 0; i < 8 * IN_FLOATS; i++)
+        in[i] = frand();
+    struct gj_batch_timing t;
+    double t0 = now_s();
+    assert_int_equal(gj_batcher_infer(b, in, 1, out, 0, &t, &err), GJ_BATCH_OK);
+    double el = now_s() - t0;
+    assert_true(el >= 0.095 && el < 1.5);
+    assert_true(t.queue_us >= 95000);
+    assert_int_equal(t.batch_size, 1);
+    assert_int_equal(gj_batcher_infer(b, in, 8, out, 0, &t, &err), GJ_BATCH_OK);
+    assert_true(t.queue_us < 50000);          /* a full batch does not wait the 100 ms */
+    assert_int_equal(t.batch_size, 8);
+    /* more than max_batch_size, or none: 400 */
+    assert_int_equal(gj_batcher_infer(b, in, 9, out, 0, &t, &err), GJ_BATCH_EINVAL);
+    assert_int_equal(err.status, 400);
+    assert_int_equal(gj_batcher_infer(b, in, 0, out, 0, &t, &err), GJ_BATCH_EINVAL);
+    gj_batcher_destroy(b);
+}
+
+/* A full queue rejects at once (429); a request past its timeout leaves the queue (503);
+ * destroying answers the queued ones (503) and returns. */
+static void queue_full_timeout_shutdown(void **state)
+{
+    (void)state;
+    struct gj_batcher_options o = { .max_queue_delay_us = 30000000, .dynamic_batching = 1,
+                                    .instances = 1, .threads_per_instance = 1,
+                                    .max_queue_size = 3, .device = -1 };
+    struct gj_error err = { 0 };
+    gj_batcher *b = gj_batcher_create(g_tiny, &o, &err);
+    assert_non_null(b);
+    struct gj_batch_stats s0, s1;
+    gj_batch_stats_get("tiny", 1, &s0);
+    float in[IN_FLOATS] = { 0 }, out[3][OUT_FLOATS];
+    struct client c[3];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 3; i++) {
+        c[i].b = b;
+        c[i].n = 1;
+        c[i].in = in;
+        c[i].out = out[i];
+        c[i].timeout_us = i == 2 ? 100000 : 60000000;   /* the third: 100 ms */
+    }
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, client_main, &c[i]), 0);
+    wait_queued(b, 3);    /* all three queued (the 30 s delay holds them) */
+    struct gj_batch_stats sp;
+    gj_batch_stats_get("tiny", 1, &sp);
+    assert_int_equal(sp.pending_request_count, 3);
+    float o4[OUT_FLOATS];
+    double t0 = now_s();
+    assert_int_equal(gj_batcher_infer(b, in, 1, o4, 0, NULL, &err), GJ_BATCH_EFULL);
+    assert_int_equal(err.status, 429);
+    assert_non_null(strstr(err.message, "full"));
+    assert_true(now_s() - t0 < 0.05);
+    pthread_join(th[2], NULL);                /* times out after 100 ms */
+    assert_int_equal(c[2].rc, GJ_BATCH_ETIMEDOUT);
+    assert_int_equal(c[2].status, 503);
+    assert_true(c[2].t.queue_us >= 99000);
+    /* room again: one more request queues, then shutdown with three in the queue */
+    struct client extra = { .b = b, .n = 1, .in = in, .out = o4, .timeout_us = 60000000 };
+    pthread_t te;
+    assert_int_equal(pthread_create(&te, NULL, client_main, &extra), 0);
+    wait_queued(b, 3);
+    t0 = now_s();
+    gj_batcher_destroy(b);
+    assert_true(now_s() - t0 < 2.0);
+    pthread_join(th[0], NULL);
+    pthread_join(th[1], NULL);
+    pthread_join(te, NULL);
+    assert_int_equal(c[0].rc, GJ_BATCH_ESHUTDOWN);
+    assert_int_equal(c[1].rc, GJ_BATCH_ESHUTDOWN);
+    assert_int_equal(extra.rc, GJ_BATCH_ESHUTDOWN);
+    assert_int_equal(c[0].status, 503);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(c[i].answered, 1);
+    gj_batch_stats_get("tiny", 1, &s1);
+    assert_int_equal(s1.request_failure - s0.request_failure, 5);   /* full, timeout, 3 shut */
+    assert_int_equal(s1.pending_request_count, 0);
+    assert_int_equal(s1.request_success - s0.request_success, 0);
+}
+
+/* Shutdown while batches run: every request is answered exactly once, OK or 503. */
+struct hammer {
+    gj_batcher *b;
+    int ok, shut, other, calls;
+};
+
+static void *hammer_main(void *arg)
+{
+    struct hammer *h = arg;
+    float in[2 * IN_FLOATS], out[2 * OUT_FLOATS];
+    for (size_t i = 0; i < 2 * IN_FLOATS; i++)
+        in[i] = (float)i / 100.0f;
+    for (;;) {
+        struct gj_error err = { 0 };
+        int rc = gj_batcher_infer(h->b, in, 1 + (size_t)(h->calls % 2), out, 0, NULL, &err);
+        h->calls++;
+        if (rc == GJ_BATCH_OK)
+            h->ok++;
+        else if (rc == GJ_BATCH_ESHUTDOWN) {
+            h->shut++;
+            return NULL;
+        } else {
+            h->other++;
+            return NULL;
+        }
+    }
+}
+
+static void shutdown_in_flight(void **state)
+{
+    (void)state;
+    enum { T = 16 };
+    struct gj_batcher_options o = { .max_queue_delay_us = 1000, .dynamic_batching = 1,
+                                    .instances = 2, .threads_per_instance = 1, .device = -1 };
+    struct gj_error err = { 0 };
+    gj_batcher *b = gj_batcher_create(g_tiny, &o, &err);
+    assert_non_null(b);
+    struct gj_batch_stats s0, s1;
+    gj_batch_stats_get("tiny", 1, &s0);
+    struct hammer h[T];
+    pthread_t th[T];
+    memset(h, 0, sizeof h);
+    for (int i = 0; i < T; i++) {
+        h[i].b = b;
+        assert_int_equal(pthread_create(&th[i], NULL, hammer_main, &h[i]), 0);
+    }
+    usleep(200000);
+    /* Stop while clients keep submitting: queued requests and later calls get
+     * ESHUTDOWN, running batches finish; each client stops at its first non-OK answer. */
+    double t0 = now_s();
+    gj_batcher_shutdown(b);
+    assert_true(now_s() - t0 < 2.0);
+    for (int i = 0; i < T; i++)
+        pthread_join(th[i], NULL);
+    int ok = 0, shut = 0, other = 0, calls = 0;
+    for (int i = 0; i < T; i++) {
+        ok += h[i].ok;
+        shut += h[i].shut;
+        other += h[i].other;
+        calls += h[i].calls;
+    }
+    gj_batch_stats_get("tiny", 1, &s1);
+    print_message("    %d calls: %d ok, %d shut down, %d other\n", calls, ok, shut, other);
+    assert_int_equal(other, 0);
+    assert_int_equal(ok + shut, calls);
+    assert_true(ok > 0);
+    assert_int_equal(s1.request_success - s0.request_success, (uint64_t)ok);
+    assert_int_equal(s1.request_failure - s0.request_failure, (uint64_t)shut);
+    gj_batcher_destroy(b);
+}
+
+/* The registry: one batcher per model version, shared; statistics listed. */
+static void registry_shares(void **state)
+{
+    (void)state;
+    struct gj_error err = { 0 };
+    gj_batcher *a = gj_batcher_acquire(g_tiny, &err);
+    assert_non_null(a);
+    gj_batcher *b2 = gj_batcher_acquire(g_tiny, &err);
+    assert_ptr_equal(a, b2);
+    float in[IN_FLOATS] = { 0 }, out[OUT_FLOATS];
+    assert_int_equal(gj_batcher_infer(a, in, 1, out, 0, NULL, &err), GJ_BATCH_OK);
+    gj_batcher_release(b2);
+    assert_int_equal(gj_batcher_registry_drop("tiny", 1), 1);      /* a is still usable */
+    assert_int_equal(gj_batcher_registry_drop("tiny", 1), 0);
+    assert_int_equal(gj_batcher_infer(a, in, 1, out, 0, NULL, &err), GJ_BATCH_OK);
+    gj_batcher_release(a);                                          /* now it goes */
+    gj_batcher *c = gj_batcher_acquire(g_tiny, &err);               /* a fresh one */
+    assert_non_null(c);
+    assert_int_equal(gj_batcher_infer(c, in, 1, out, 0, NULL, &err), GJ_BATCH_OK);
+    gj_batcher_release(c);
+    struct gj_batch_stats st[8];
+    size_t n = gj_batch_stats_snapshot(st, 8);
+    assert_true(n >= 1);
+    int found = 0;
+    for (size_t i = 0; i < n && i < 8; i++)
+        found |= strcmp(st[i].model, "tiny") == 0 && st[i].version == 1;
+    assert_true(found);
+    gj_batcher_registry_shutdown();
+}
+
+/* The demo model: batched results equal unbatched ones (1e-5). */
+static void demo_model_batched_equals_unbatched(void **state)
+{
+    (void)state;
+    const char *root = getenv("GJ_SOURCE_ROOT");
+    char dir[4096], p[4200];
+    snprintf(dir, sizeof dir, "%s/models/chest-xray-demo", root ? root : ".");
+    snprintf(p, sizeof p, "%s/1/model.onnx", dir);
+    if (access(p, R_OK) != 0) {
+        print_message("    (demo model not present: skipped)\n");
+        return;
+    }
+    struct gj_error err = { 0 };
+    gj_served_model *m = gj_served_model_load(dir, "chest-xray-demo", 1, &err);
+    assert_non_null(m);
+    struct gj_batcher_options o = { .max_queue_delay_us = 50000, .dynamic_batching = 1,
+                                    .instances = 1, .threads_per_instance = 2, .device = -1 };
+    gj_batcher *b = gj_batcher_create(m, &o, &err);
+    assert_non_null(b);
+    enum { N = 6 };
+    size_t inf = gj_batcher_input_floats(b), outf = gj_batcher_output_floats(b);
+    float *in = malloc(N * inf * sizeof *in), *out = malloc(N * outf * sizeof *out);
+    float *ref = malloc(N * outf * sizeof *ref);
+    for (size_t i = 0; i < N * inf; i++)
+        in[i] = frand() * 4.0f;
+    struct client c[N];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < N; i++) {
+        c[i].b = b;
+        c[i].n = 1;
+        c[i].in = in + i * inf;
+        c[i].out = out + i * outf;
+    }
+    run_clients(c, N);
+    int batched = 0;
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(c[i].rc, GJ_BATCH_OK);
+        batched |= c[i].t.batch_size > 1;
+    }
+    assert_true(batched);
+    reference(m, in, N, inf, outf, ref);
+    assert_close(out, ref, N * outf, 1e-5);
+    gj_batcher_destroy(b);
+    gj_served_model_release(m);
+    free(in);
+    free(out);
+    free(ref);
+}
+
+static void bad_model_refused(void **state)
+{
+    (void)state;
+    struct gj_error err = { 0 };
+    assert_null(gj_batcher_create(NULL, NULL, &err));
+    struct gj_batcher_options o = { .max_queue_delay_us = -1, .dynamic_batching = -1,
+                                    .device = 0 };
+    assert_null(gj_batcher_create(g_tiny, &o, &err));
+    assert_non_null(strstr(err.message, "CPU"));
+}
+
+/* ---- `test_batcher bench`: the in-process benchmark (bench/infer_bench.py) ------------- */
+
+struct bench_client {
+    gj_batcher *b;
+    const float *in;
+    size_t requests;
+    double *lat;        /* seconds, one per request */
+    int failures;
+};
+
+static void *bench_client_main(void *arg)
+{
+    struct bench_client *c = arg;
+    float out[1024];
+    for (size_t i = 0; i < c->requests; i++) {
+        struct gj_error err = { 0 };
+        double t0 = now_s();
+        if (gj_batcher_infer(c->b, c->in, 1, out, 0, NULL, &err) != GJ_BATCH_OK)
+            c->failures++;
+        c->lat[i] = now_s() - t0;
+    }
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* bench MODEL_DIR NAME MAX_BATCH DELAY_US INSTANCES THREADS CONCURRENCY[,..] REQUESTS
+ * One JSON line per concurrency level. The model dir's config.json is copied into a
+ * temporary repository with max_batch_size, dynamic_batching and instances_per_device
+ * replaced (DELAY_US < 0: no dynamic batching). */
+static int bench_main(int argc, char **argv)
+{
+    if (argc != 10) {
+        fprintf(stderr, "usage: %s bench MODEL_DIR NAME MAX_BATCH DELAY_US INSTANCES THREADS "
+                        "CONC[,CONC...] REQUESTS\n", argv[0]);
+        return 2;
+    }
+    const char *src = argv[2], *name = argv[3];
+    int max_batch = atoi(argv[4]), instances = atoi(argv[6]), threads = atoi(argv[7]);
+    long delay = atol(argv[5]);
+    size_t requests = (size_t)atol(argv[9]);
+    char dir[] = "/tmp/gj-batcher-bench-XXXXXX", p[4096], q[4096];
+    if (!mkdtemp(dir))
+        return 1;
+    snprintf(p, sizeof p, "%s/%s/1", dir, name);
+    gj_mkdir_p(p, 0755);
+    snprintf(p, sizeof p, "%s/1/model.onnx", src);
+    snprintf(q, sizeof q, "%s/%s/1/model.onnx", dir, name);
+    char *abs = realpath(p, NULL);
+    if (!abs || symlink(abs, q) != 0) {
+        fprintf(stderr, "no model at %s\n", p);
+        return 1;
+    }
+    free(abs);
+    snprintf(p, sizeof p, "%s/config.json", src);
+    json_error_t je;
+    json_t *cfg = json_load_file(p, 0, &je);
+    if (!cfg)
+        return 1;
+    json_object_del(cfg, "name");
+    json_object_set_new(cfg, "max_batch_size", json_integer(max_batch));
+    json_object_set_new(cfg, "instances_per_device", json_integer(instances));
+    if (delay < 0)
+        json_object_del(cfg, "dynamic_batching");
+    else
+        json_object_set_new(cfg, "dynamic_batching", json_pack("{s:I}", "max_queue_delay_us",
+                                                               (json_int_t)delay));
+    snprintf(q, sizeof q, "%s/%s/config.json", dir, name);
+    json_dump_file(cfg, q, 0);
+    json_decref(cfg);
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    struct gj_error err = { 0 };
+    gj_served_model *m = gj_served_model_load(p, name, 1, &err);
+    if (!m) {
+        fprintf(stderr, "%s\n", err.message);
+        return 1;
+    }
+    struct gj_batcher_options o = { .max_queue_delay_us = -1, .dynamic_batching = -1,
+                                    .threads_per_instance = threads, .device = -1 };
+    gj_batcher *b = gj_batcher_create(m, &o, &err);
+    if (!b) {
+        fprintf(stderr, "%s\n", err.message);
+        return 1;
+    }
+    size_t inf = gj_batcher_input_floats(b);
+    float *in = malloc(inf * sizeof *in);
+    for (size_t i = 0; i < inf; i++)
+        in[i] = frand();
+    { /* warm-up: a session per batch size */
+        float out[1024], *many = malloc((size_t)max_batch * inf * sizeof *many);
+        float *mo = malloc((size_t)max_batch * gj_batcher_output_floats(b) * sizeof *mo);
+        for (int k = 1; k <= max_batch; k++) {
+            for (size_t i = 0; i < (size_t)k * inf; i++)
+                many[i] = in[i % inf];
+            gj_batcher_infer(b, many, (size_t)k, mo, 0, NULL, &err);
+        }
+        gj_batcher_infer(b, in, 1, out, 0, NULL, &err);
+        free(many);
+        free(mo);
+    }
+    for (char *tok = strtok(argv[8], ","); tok; tok = strtok(NULL, ",")) {
+        int conc = atoi(tok);
+        if (conc < 1)
+            continue;
+        size_t per = (requests + (size_t)conc - 1) / (size_t)conc;
+        struct bench_client *c = calloc((size_t)conc, sizeof *c);
+        pthread_t *th = calloc((size_t)conc, sizeof *th);
+        struct gj_batch_stats s0, s1;
+        gj_batch_stats_get(name, 1, &s0);
+        double t0 = now_s();
+        for (int i = 0; i < conc; i++) {
+            c[i].b = b;
+            c[i].in = in;
+            c[i].requests = per;
+            c[i].lat = calloc(per, sizeof(double));
+            pthread_create(&th[i], NULL, bench_client_main, &c[i]);
+        }
+        for (int i = 0; i < conc; i++)
+            pthread_join(th[i], NULL);
+        double el = now_s() - t0;
+        gj_batch_stats_get(name, 1, &s1);
+        size_t n = per * (size_t)conc, k = 0;
+        int fails = 0;
+        double *all = malloc(n * sizeof *all);
+        for (int i = 0; i < conc; i++) {
+            memcpy(all + k, c[i].lat, per * sizeof(double));
+            k += per;
+            fails += c[i].failures;
+            free(c[i].lat);
+        }
+        qsort(all, n, sizeof *all, cmp_double);
+        uint64_t execs = s1.exec_count - s0.exec_count;
+        printf("{\"max_batch\": %d, \"delay_us\": %ld, \"instances\": %d, \"threads\": %d, "
+               "\"concurrency\": %d, \"requests\": %zu, \"failures\": %d, \"seconds\": %.3f, "
+               "\"throughput\": %.1f, \"p50_ms\": %.2f, \"p99_ms\": %.2f, "
+               "\"mean_batch\": %.2f}\n", max_batch, delay, instances, threads, conc, n, fails,
+               el, (double)n / el, all[n / 2] * 1e3, all[(size_t)((double)n * 0.99)] * 1e3,
+               execs ? (double)(s1.inference_count - s0.inference_count) / (double)execs : 0.0);
+        fflush(stdout);
+        free(all);
+        free(c);
+        free(th);
+    }
+    gj_batcher_destroy(b);
+    gj_served_model_release(m);
+    free(in);
+    gj_rm_rf(dir);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "bench") == 0)
+        return bench_main(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(batching_under_load),
+        cmocka_unit_test(preferred_size_goes_at_once),
+        cmocka_unit_test(delay_and_full_batch),
+        cmocka_unit_test(queue_full_timeout_shutdown),
+        cmocka_unit_test(shutdown_in_flight),
+        cmocka_unit_test(registry_shares),
+        cmocka_unit_test(demo_model_batched_equals_unbatched),
+        cmocka_unit_test(bad_model_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

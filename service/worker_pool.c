@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,7 @@ struct wp_slot {
                                      transaction holds the row; rescue skips it) */
 
     /* Private to the slot's thread. */
+    char spare[1100];             /* an emptied work tree kept between jobs (see take_work_dir) */
     const struct gj_claim *claim;
     const struct input_set *inputs;   /* the running job's materialized inputs */
     struct child_spec *children;
@@ -630,6 +632,62 @@ static const char *finish(struct wp_slot *s, const struct gj_claim *c, enum endi
     return label;
 }
 
+/* Each job works in WORK_DIR/scratch/<job>/{inputs,outputs,tmp}. Creating and
+ * removing those directories for every job is slow where the file system
+ * discards freed blocks synchronously (rmdir waits for the device), so a slot
+ * keeps its emptied tree under a private name between jobs and renames it. */
+static int empty_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : -1;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char path[4400];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path || gj_rm_rf(path) != 0)
+            rc = -1;
+    }
+    closedir(d);
+    return rc;
+}
+
+static int take_work_dir(struct wp_slot *s, const char *base)
+{
+    if (gj_rm_rf(base) != 0)
+        return -1;
+    if (s->spare[0] && rename(s->spare, base) == 0)
+        return 0;
+    return gj_mkdir_p(base, 0700);
+}
+
+static int give_back_work_dir(struct wp_slot *s, const char *base)
+{
+    if (!s->spare[0])
+        snprintf(s->spare, sizeof s->spare, "%s/.slot-%d-%d", s->wp->scratch_root, (int)getpid(), s->index);
+    static const char *const keep[] = { "inputs", "outputs", "tmp" };
+    DIR *d = opendir(base);
+    int ok = d != NULL;
+    struct dirent *e;
+    while (ok && (e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char path[4400];
+        int kept = 0;
+        for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+            kept |= !strcmp(e->d_name, keep[i]);
+        ok = snprintf(path, sizeof path, "%s/%s", base, e->d_name) < (int)sizeof path &&
+             (kept ? empty_dir(path) : gj_rm_rf(path)) == 0;
+    }
+    if (d)
+        closedir(d);
+    if (ok && rename(base, s->spare) == 0)
+        return 0;
+    return gj_rm_rf(base);
+}
+
 static void run_claim(struct wp_slot *s, const struct gj_claim *c)
 {
     struct gj_worker_pool *wp = s->wp;
@@ -663,7 +721,7 @@ static void run_claim(struct wp_slot *s, const struct gj_claim *c)
     snprintf(out_dir, sizeof out_dir, "%s/outputs", base);
     snprintf(tmp_dir, sizeof tmp_dir, "%s/tmp", base);
     snprintf(child_dir, sizeof child_dir, "%s/children", base);
-    if (gj_rm_rf(base) != 0 || gj_mkdir_p(in_dir, 0700) != 0 || gj_mkdir_p(out_dir, 0700) != 0 ||
+    if (take_work_dir(s, base) != 0 || gj_mkdir_p(in_dir, 0700) != 0 || gj_mkdir_p(out_dir, 0700) != 0 ||
         gj_mkdir_p(tmp_dir, 0700) != 0) {
         gj_error_set(&err, "", "internal: cannot prepare the work directory: %s", strerror(errno));
         err.transient = 1;
@@ -797,7 +855,7 @@ done:
         s->inputs = NULL;
         input_set_free(&in);
         child_set_free(&cs);
-        if (base[0] && gj_rm_rf(base) != 0)
+        if (base[0] && give_back_work_dir(s, base) != 0)
             gj_log_warn(COMPONENT, "job %s: cannot remove %s: %s", c->id, base, strerror(errno));
         double secs = mono_now() - t0;
         gj_metrics_job_finished(c->kind, label, secs);
@@ -972,6 +1030,13 @@ static void sweep_stale_scratch(struct gj_worker_pool *wp)
     int removed = 0;
     struct dirent *e;
     while ((e = readdir(dir)) != NULL) {
+        int pid = 0;
+        if (sscanf(e->d_name, ".slot-%d-", &pid) == 1 && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+            char spare[2048];
+            if (snprintf(spare, sizeof spare, "%s/%s", wp->scratch_root, e->d_name) < (int)sizeof spare)
+                gj_rm_rf(spare);
+            continue;
+        }
         if (e->d_name[0] == '.' || strlen(e->d_name) != GJ_UUID_LEN)
             continue;
         const char *params[1] = { e->d_name };
@@ -1021,6 +1086,9 @@ static void register_worker(struct gj_worker_pool *wp)
 
 static void pool_free(struct gj_worker_pool *wp)
 {
+    for (int i = 0; wp->slots && i < wp->n_slots; i++)
+        if (wp->slots[i].spare[0])
+            gj_rm_rf(wp->slots[i].spare);
     free(wp->kinds);
     free(wp->slots);
     pthread_cond_destroy(&wp->cond);

@@ -46,6 +46,9 @@ def test_kill9_mid_job_then_second_process_finishes_once():
         assert names == ["data.bin", "result.json"], names
         assert h.scalar(f"SELECT count(*) FROM job_outputs WHERE job_id = '{job['id']}'") == "2"
         assert not os.path.exists(stale), "stale scratch directory kept"
+        left = [e for e in os.listdir(scratch) if not e.startswith(".slot-")]   # a slot's emptied tree
+        assert left == [], left
+        b.terminate()
         assert os.listdir(scratch) == [], os.listdir(scratch)
     finally:
         h.close()

@@ -981,6 +981,20 @@ static int grow_push(struct growable *g, int x)
 
 struct pair_routes { int s, t, first, count; };
 
+/* brkga_net_build owns its input from the start: a refusal frees it too. */
+static int build_refused(struct brkga_net *net, char *msg, size_t msglen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int build_refused(struct brkga_net *net, char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (msg && msglen)
+        vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+    brkga_net_free(net);
+    return -1;
+}
+
 int brkga_net_build(struct brkga_net *net, struct brkga_net_input *in, int max_at, int K,
                     double max_len, char *msg, size_t msglen)
 {
@@ -1004,18 +1018,18 @@ int brkga_net_build(struct brkga_net *net, struct brkga_net_input *in, int max_a
     if (K < 1)
         K = 1;
     if (in->n_demands == 0)
-        return fail(msg, msglen, "demands: no demands");
+        return build_refused(net, msg, msglen, "demands: no demands");
     for (int u = 0; u < N; u++) {
         if (in->nodes[u].type == BRKGA_NODE_ACCESS) net->n_access++;
         else if (in->nodes[u].type == BRKGA_NODE_TRANSIT) net->n_transit++;
         else net->n_core++;
     }
     if (net->n_transit == 0)
-        return fail(msg, msglen, "network: there is no transit node");
+        return build_refused(net, msg, msglen, "network: there is no transit node");
     if (net->n_core == 0)
-        return fail(msg, msglen, "network: there is no core (WSON) node");
+        return build_refused(net, msg, msglen, "network: there is no core (WSON) node");
     if (net->n_transit > BRKGA_NET_MAX_TRANSIT || net->n_access > BRKGA_NET_MAX_ACCESS)
-        return fail(msg, msglen, "network: %d transit and %d source nodes; at most %d and %d",
+        return build_refused(net, msg, msglen, "network: %d transit and %d source nodes; at most %d and %d",
                     net->n_transit, net->n_access, BRKGA_NET_MAX_TRANSIT, BRKGA_NET_MAX_ACCESS);
     int A = net->n_access, T = net->n_transit, M = A + T;
     acc = malloc((size_t)A * sizeof(int) + 1);

@@ -36,7 +36,7 @@ for f in berlin52.tsp att48.tsp; do { printf '\2'; cat "$d/$f"; } > corpus/t$i; 
 for f in params14.xml params12.xml; do { printf '\3'; cat "$d/$f"; } > corpus/p$i; i=$((i+1)); done
 # inputs that once failed (regressions), kept as seeds
 cp "$src"/tests/brkga/fuzz-corpus/* corpus/ 2>/dev/null || true
-if ! ./brkga_fuzz -max_total_time="$secs" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+if ! ./brkga_fuzz -seed="${FUZZ_SEED:-1}" -max_total_time="$secs" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$tmp/" corpus > fuzz.log 2>&1; then
   keep=1
   tail -40 fuzz.log

@@ -61,7 +61,7 @@ ls corpus | wc -l
 art="${FUZZ_ARTIFACTS:-$tmp/artifacts}/"
 mkdir -p "$art"
 ./dicom_fuzz -fork=1 -ignore_timeouts=1 -ignore_crashes=0 -ignore_ooms=0 \
-  -max_total_time="$secs" -max_len=8192 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+  -seed="${FUZZ_SEED:-1}" -max_total_time="$secs" -max_len=8192 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
   -timeout=5 -artifact_prefix="$art" corpus > fuzz.log 2>&1
 rc=$?
 grep -E "^#[0-9]+.*(DONE|INITED)|stat::|crash|ERROR" fuzz.log | tail -8

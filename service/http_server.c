@@ -931,12 +931,13 @@ static void final_call(struct gj_req *r)
 /* An early answer (401, 404, 415...) to a request whose small body is still on
  * its way waits until that body is read: answering and closing first would make
  * the kernel reset the connection under the unread bytes, and the client would
- * see a broken connection instead of the answer. Large or over-limit bodies are
+ * see a broken connection instead of the answer. Bodies over DRAIN_LIMIT are
  * answered at once (clients that send Expect: 100-continue never send them). */
 static int drain_before_answer(struct gj_req *r)
 {
-    if (r->status == 413)
-        return 0;
+    const char *expect = gj_req_header(r, MHD_HTTP_HEADER_EXPECT);
+    if (expect && strcasestr(expect, "100-continue"))
+        return 0;   /* the client waits for our word before it sends the body */
     const char *te = gj_req_header(r, MHD_HTTP_HEADER_TRANSFER_ENCODING);
     if (te && strcasestr(te, "chunked"))
         return 1;

@@ -160,7 +160,7 @@ def bench_upload(size_mib=1024):
         t0 = time.time()
         r = subprocess.run(["curl", "-sS", "--fail", "--cacert", os.path.join(srv.data_dir, "tls", "cert.pem"),
                             "-H", f"Authorization: Bearer {srv.admin_key}", "-H", "Content-Type: application/octet-stream",
-                            "--data-binary", f"@{path}", f"https://127.0.0.1:{srv.port}/v1/blobs"],
+                            "-X", "POST", "-T", path, f"https://127.0.0.1:{srv.port}/v1/blobs"],
                            capture_output=True, text=True)
         up = time.time() - t0
         if r.returncode:
@@ -176,6 +176,9 @@ def bench_upload(size_mib=1024):
         print(f"| gpujobd POST /v1/blobs (HTTPS, SHA-256) | {up:.2f} | {size_mib / up:.0f} |")
         print(f"| psql \\lo_import (Unix socket) | {lo:.2f} | {size_mib / lo:.0f} |")
         print(f"ratio gpujobd / lo_import = {lo / up:.2f}")
+        with open(f"/proc/{srv.proc.pid}/status") as f:
+            hwm = [l.split()[1] for l in f if l.startswith("VmHWM")][0]
+        print(f"gpujobd peak resident memory during the run: {int(hwm) // 1024} MiB")
     finally:
         h.close()
 

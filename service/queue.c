@@ -85,7 +85,7 @@ static const char claim_sql[] =
     "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = $2,"
     " lease_token = nextval('job_lease_token_seq'),"
     " lease_expires_at = now() + $3::int * interval '1 second',"
-    " started_at = coalesce(started_at, now()), updated_at = now(), device = NULL"
+    " started_at = coalesce(started_at, now()), updated_at = now(), device = $4"
     " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND run_after <= now()"
     "   AND kind = ANY($1::text[]) ORDER BY priority DESC, created_at, id"
     "   FOR UPDATE SKIP LOCKED LIMIT 1)"
@@ -95,6 +95,12 @@ static const char claim_sql[] =
 
 int gj_queue_claim(PGconn *conn, const char *worker_id, const char *const *kinds,
                    int lease_seconds, struct gj_claim *c)
+{
+    return gj_queue_claim_on(conn, worker_id, kinds, lease_seconds, NULL, c);
+}
+
+int gj_queue_claim_on(PGconn *conn, const char *worker_id, const char *const *kinds,
+                      int lease_seconds, const char *device, struct gj_claim *c)
 {
     memset(c, 0, sizeof *c);
     if (!kinds || !kinds[0])
@@ -106,8 +112,8 @@ int gj_queue_claim(PGconn *conn, const char *worker_id, const char *const *kinds
     }
     char lease[16];
     snprintf(lease, sizeof lease, "%d", lease_seconds > 0 ? lease_seconds : 1);
-    const char *params[] = { arr, worker_id, lease };
-    PGresult *r = gj_db_exec(conn, claim_sql, 3, params, NULL);
+    const char *params[] = { arr, worker_id, lease, device };
+    PGresult *r = gj_db_exec(conn, claim_sql, 4, params, NULL);
     free(arr);
     if (!r)
         return -1;

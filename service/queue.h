@@ -35,6 +35,11 @@ void gj_claim_clear(struct gj_claim *c);
 int gj_queue_claim(PGconn *conn, const char *worker_id, const char *const *kinds,
                    int lease_seconds, struct gj_claim *c);
 
+/* The same, recording device ("cpu") at once where it is known before placement
+ * (a process without GPUs), which saves gj_queue_set_device's round trip. */
+int gj_queue_claim_on(PGconn *conn, const char *worker_id, const char *const *kinds,
+                      int lease_seconds, const char *device, struct gj_claim *c);
+
 /* Records the chosen device ("gpu:0", "cpu") on a claimed job. */
 int gj_queue_set_device(PGconn *conn, const struct gj_claim *c, const char *device);
 

@@ -769,7 +769,8 @@ static void run_claim(struct wp_slot *s, const struct gj_claim *c)
         snprintf(devname, sizeof devname, "gpu:%d", device);
     else
         snprintf(devname, sizeof devname, "cpu");
-    if ((conn = acquire(wp)) != NULL) {
+    /* Without GPUs the claim already recorded "cpu". */
+    if (srv->placement.n_gpus > 0 && (conn = acquire(wp)) != NULL) {
         if (gj_queue_set_device(conn, c, devname) < 0)
             gj_log_warn(COMPONENT, "job %s: cannot record device %s", c->id, devname);
         release_conn(wp, conn);
@@ -899,8 +900,9 @@ static void *worker_main(void *arg)
         }
         struct gj_claim c;
         int rc = is_stopping(wp) ? 0
-                                 : gj_queue_claim(conn, srv->worker_id, wp->kinds,
-                                                  srv->cfg.lease_seconds, &c);
+                                 : gj_queue_claim_on(conn, srv->worker_id, wp->kinds,
+                                                     srv->cfg.lease_seconds,
+                                                     srv->placement.n_gpus == 0 ? "cpu" : NULL, &c);
         gj_db_release(srv->db, conn);
         if (rc <= 0) {
             gj_notifier_wait_queue(srv->notifier, seen, poll_ms);

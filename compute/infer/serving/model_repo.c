@@ -336,7 +336,8 @@ static int scan_versions(gj_model_repo *r, struct repo_model *m, const char *mdi
             m->v[k++] = m->v[i];
     }
     m->n = k;
-    qsort(m->v, m->n, sizeof *m->v, cmp_version);
+    if (m->n > 1)
+        qsort(m->v, m->n, sizeof *m->v, cmp_version);
     (void)r;
     return rc;
 }
@@ -398,7 +399,8 @@ static int scan_locked(gj_model_repo *r, struct gj_error *err)
         }
     }
     r->n = k;
-    qsort(r->m, r->n, sizeof *r->m, cmp_model);
+    if (r->n > 1)
+        qsort(r->m, r->n, sizeof *r->m, cmp_model);
     return rc;
 }
 

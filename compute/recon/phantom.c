@@ -131,24 +131,6 @@ double rc_phantom_ray(const struct rc_phantom *ph, const double p[3], const doub
     return sum;
 }
 
-static int inv3(const double m[9], double r[9])
-{
-    double det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
-                 m[2] * (m[3] * m[7] - m[4] * m[6]);
-    if (fabs(det) < 1e-300)
-        return -1;
-    r[0] = (m[4] * m[8] - m[5] * m[7]) / det;
-    r[1] = (m[2] * m[7] - m[1] * m[8]) / det;
-    r[2] = (m[1] * m[5] - m[2] * m[4]) / det;
-    r[3] = (m[5] * m[6] - m[3] * m[8]) / det;
-    r[4] = (m[0] * m[8] - m[2] * m[6]) / det;
-    r[5] = (m[2] * m[3] - m[0] * m[5]) / det;
-    r[6] = (m[3] * m[7] - m[4] * m[6]) / det;
-    r[7] = (m[1] * m[6] - m[0] * m[7]) / det;
-    r[8] = (m[0] * m[4] - m[1] * m[3]) / det;
-    return 0;
-}
-
 void rc_phantom_project(const struct rc_phantom *ph, const struct rc_geom *g, float *out, int threads)
 {
     const int64_t per = (int64_t)g->nviews * g->rows * g->cols;
@@ -164,7 +146,7 @@ void rc_phantom_project(const struct rc_phantom *ph, const struct rc_geom *g, fl
             for (int r = 0; r < 3; r++)
                 for (int k = 0; k < 3; k++)
                     M[3 * r + k] = A[3 * k + r];
-            if (inv3(M, Mi) == 0) {
+            if (rc_inv3(M, Mi) == 0) {
                 have_m = 1;
                 for (int r = 0; r < 3; r++)
                     C[r] = -(Mi[3 * r] * A[9] + Mi[3 * r + 1] * A[10] + Mi[3 * r + 2] * A[11]);

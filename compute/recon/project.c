@@ -449,24 +449,6 @@ static double joseph(const struct rc_geom *g, const float *vol, int nz_vol, cons
     return sum * step;
 }
 
-static int inv3(const double m[9], double r[9])
-{
-    double det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
-                 m[2] * (m[3] * m[7] - m[4] * m[6]);
-    if (fabs(det) < 1e-300)
-        return -1;
-    r[0] = (m[4] * m[8] - m[5] * m[7]) / det;
-    r[1] = (m[2] * m[7] - m[1] * m[8]) / det;
-    r[2] = (m[1] * m[5] - m[2] * m[4]) / det;
-    r[3] = (m[5] * m[6] - m[3] * m[8]) / det;
-    r[4] = (m[0] * m[8] - m[2] * m[6]) / det;
-    r[5] = (m[2] * m[3] - m[0] * m[5]) / det;
-    r[6] = (m[3] * m[7] - m[4] * m[6]) / det;
-    r[7] = (m[1] * m[6] - m[0] * m[7]) / det;
-    r[8] = (m[0] * m[4] - m[1] * m[3]) / det;
-    return 0;
-}
-
 static void matrix_ray_setup(const struct rc_geom *g, int v, double Mi[9], double C[3], int *ok)
 {
     const double *A = g->mat + 12 * v;
@@ -474,7 +456,7 @@ static void matrix_ray_setup(const struct rc_geom *g, int v, double Mi[9], doubl
     for (int r = 0; r < 3; r++)
         for (int k = 0; k < 3; k++)
             M[3 * r + k] = A[3 * k + r];
-    *ok = inv3(M, Mi) == 0;
+    *ok = rc_inv3(M, Mi) == 0;
     if (*ok)
         for (int r = 0; r < 3; r++)
             C[r] = -(Mi[3 * r] * A[9] + Mi[3 * r + 1] * A[10] + Mi[3 * r + 2] * A[11]);
@@ -489,7 +471,7 @@ static void fp_views(const struct rc_geom *g, const float *vol, int nz_vol, floa
     for (int vi = 0; vi < nv; vi++)
         for (int r = 0; r < rows; r++) {
             int v = vlist[vi];
-            double Mi[9], C[3];
+            double Mi[9] = { 0 }, C[3] = { 0 };
             int ok = 0;
             if (g->mat)
                 matrix_ray_setup(g, v, Mi, C, &ok);

@@ -74,6 +74,8 @@ uint64_t rc_vol_count(const struct rc_geom *g);    /* floats in the volume */
 const char *rc_filter_name(int f);
 const char *rc_algo_name(int a);
 const char *rc_gtype_name(int t);
+/* Inverse of a 3x3 matrix (row-major); -1 when it is singular. */
+int rc_inv3(const double m[9], double r[9]);
 /* Builds cone matrices (unnormalised pixel convention) for a circular geometry; out: 12*nviews. */
 void rc_circular_matrices(const struct rc_geom *g, double *out);
 

@@ -1,4 +1,4 @@
-/* brkga_gpu_stub.c — the GPU backend of a build without CUDA. */
+/* brkga_gpu_none.c — a build without CUDA has no GPU backend: it says so to the caller. */
 #include <stdio.h>
 
 #include "brkga/brkga_gpu.h"

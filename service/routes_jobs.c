@@ -930,14 +930,14 @@ static void job_delete(struct gj_req *r)
     gj_respond_empty(r, 204);
 }
 
-/* ======================= outputs ======================= */
-
-static void outputs_list(struct gj_req *r)
+/* The request's connection, once job {id} is known to exist for this tenant;
+ * otherwise answers 503 or 404 itself and returns NULL. */
+static PGconn *visible_job_db(struct gj_req *r)
 {
     PGconn *c = gj_req_db(r);
     if (!c) {
         gj_respond_unavailable(r);
-        return;
+        return NULL;
     }
     int rc = job_fetch(c, r->who.tenant_id, r->params[0], NULL, NULL, NULL, NULL);
     if (rc <= 0) {
@@ -945,8 +945,18 @@ static void outputs_list(struct gj_req *r)
             gj_respond_unavailable(r);
         else
             gj_respond_not_found(r);
-        return;
+        return NULL;
     }
+    return c;
+}
+
+/* ======================= outputs ======================= */
+
+static void outputs_list(struct gj_req *r)
+{
+    PGconn *c = visible_job_db(r);
+    if (!c)
+        return;
     const char *p[1] = { r->params[0] };
     PGresult *res = gj_db_exec(c,
                                "SELECT o.name, b.size, encode(b.sha256, 'hex'), o.content_type FROM job_outputs o"
@@ -1170,19 +1180,9 @@ static void sse_free(void *cls)
 
 static void job_events(struct gj_req *r)
 {
-    PGconn *c = gj_req_db(r);
-    if (!c) {
-        gj_respond_unavailable(r);
+    PGconn *c = visible_job_db(r);
+    if (!c)
         return;
-    }
-    int rc = job_fetch(c, r->who.tenant_id, r->params[0], NULL, NULL, NULL, NULL);
-    if (rc <= 0) {
-        if (rc < 0)
-            gj_respond_unavailable(r);
-        else
-            gj_respond_not_found(r);
-        return;
-    }
     gj_db_release(r->srv->db, gj_req_take_db(r));   /* the stream borrows one per read */
     struct sse *s = calloc(1, sizeof *s);
     if (!s) {

@@ -15,74 +15,7 @@
 #include <zlib.h>
 
 #include "infer/dicom.h"
-
-struct buf {
-    uint8_t *p;
-    size_t n, cap;
-};
-
-static void put(struct buf *b, const void *data, size_t n)
-{
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        assert_non_null(b->p);
-    }
-    memcpy(b->p + b->n, data, n);
-    b->n += n;
-}
-
-static void u16(struct buf *b, uint16_t v) { uint8_t x[2] = { (uint8_t)v, (uint8_t)(v >> 8) }; put(b, x, 2); }
-static void u32(struct buf *b, uint32_t v)
-{
-    uint8_t x[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
-    put(b, x, 4);
-}
-
-static int implicit_mode;
-
-static void el(struct buf *b, uint16_t g, uint16_t e, const char *vr, const void *val, uint32_t len)
-{
-    u16(b, g);
-    u16(b, e);
-    if (implicit_mode && g != 0x0002) {
-        u32(b, len);
-    } else {
-        put(b, vr, 2);
-        if (!strcmp(vr, "OB") || !strcmp(vr, "OW") || !strcmp(vr, "SQ") || !strcmp(vr, "UN")) {
-            u16(b, 0);
-            u32(b, len);
-        } else {
-            u16(b, (uint16_t)len);
-        }
-    }
-    if (val && len != 0xFFFFFFFFu)
-        put(b, val, len);
-}
-
-static void str(struct buf *b, uint16_t g, uint16_t e, const char *vr, const char *s)
-{
-    size_t n = strlen(s);
-    char tmp[256];
-    memcpy(tmp, s, n);
-    if (n % 2)
-        tmp[n++] = strcmp(vr, "UI") ? ' ' : 0;
-    el(b, g, e, vr, tmp, (uint32_t)n);
-}
-
-static void us(struct buf *b, uint16_t g, uint16_t e, uint16_t v)
-{
-    uint8_t x[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
-    el(b, g, e, "US", x, 2);
-}
-
-static void meta(struct buf *b, const char *ts)
-{
-    uint8_t zero[128] = { 0 };
-    put(b, zero, 128);
-    put(b, "DICM", 4);
-    str(b, 0x0002, 0x0010, "UI", ts);
-}
+#include "dicom_writer.h"
 
 static void image(struct buf *b, const char *pi, uint16_t spp, uint16_t rows, uint16_t cols, uint16_t ba,
                   uint16_t bs, uint16_t pr)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "infer/dicom.h"
+#include "dicom_writer.h"
 
 static int failures;
 #define CHECK(cond, ...) do { if (!(cond)) { failures++; fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
@@ -19,96 +20,31 @@ static int failures;
 
 /* ---- building files ------------------------------------------------------ */
 
-struct buf {
-    uint8_t *p;
-    size_t n, cap;
-};
-
-static void put(struct buf *b, const void *data, size_t n)
-{
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p)
-            abort();
-    }
-    memcpy(b->p + b->n, data, n);
-    b->n += n;
-}
-
-static void u16(struct buf *b, uint16_t v) { uint8_t x[2] = { (uint8_t)v, (uint8_t)(v >> 8) }; put(b, x, 2); }
-static void u32(struct buf *b, uint32_t v)
-{
-    uint8_t x[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
-    put(b, x, 4);
-}
-
-/* explicit VR LE element */
-static void el(struct buf *b, uint16_t g, uint16_t e, const char *vr, const void *val, uint32_t len)
-{
-    u16(b, g);
-    u16(b, e);
-    put(b, vr, 2);
-    int lng = !strcmp(vr, "OB") || !strcmp(vr, "OW") || !strcmp(vr, "SQ") || !strcmp(vr, "UN") || !strcmp(vr, "UT");
-    if (lng) {
-        u16(b, 0);
-        u32(b, len);
-    } else {
-        u16(b, (uint16_t)len);
-    }
-    if (val && len != 0xFFFFFFFFu)
-        put(b, val, len);
-}
-
-static void el_str(struct buf *b, uint16_t g, uint16_t e, const char *vr, const char *s)
-{
-    size_t n = strlen(s);
-    char tmp[256];
-    memcpy(tmp, s, n);
-    if (n % 2)
-        tmp[n++] = strcmp(vr, "UI") ? ' ' : 0;
-    el(b, g, e, vr, tmp, (uint32_t)n);
-}
-
-static void el_us(struct buf *b, uint16_t g, uint16_t e, uint16_t v)
-{
-    uint8_t x[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
-    el(b, g, e, "US", x, 2);
-}
-
-static void preamble(struct buf *b, const char *ts)
-{
-    uint8_t zero[128] = { 0 };
-    put(b, zero, 128);
-    put(b, "DICM", 4);
-    el_str(b, 0x0002, 0x0010, "UI", ts);
-}
-
 static void image_attrs(struct buf *b, uint16_t rows, uint16_t cols, uint16_t ba, const char *frames)
 {
-    el_str(b, 0x0008, 0x0060, "CS", "OT");
-    el_str(b, 0x0010, 0x0010, "PN", "Hidden^Name");
-    el_us(b, 0x0028, 0x0002, 1);
-    el_str(b, 0x0028, 0x0004, "CS", "MONOCHROME2");
+    str(b, 0x0008, 0x0060, "CS", "OT");
+    str(b, 0x0010, 0x0010, "PN", "Hidden^Name");
+    us(b, 0x0028, 0x0002, 1);
+    str(b, 0x0028, 0x0004, "CS", "MONOCHROME2");
     if (frames)
-        el_str(b, 0x0028, 0x0008, "IS", frames);
-    el_us(b, 0x0028, 0x0010, rows);
-    el_us(b, 0x0028, 0x0011, cols);
-    el_us(b, 0x0028, 0x0100, ba);
-    el_us(b, 0x0028, 0x0101, ba);
-    el_us(b, 0x0028, 0x0102, (uint16_t)(ba - 1));
-    el_us(b, 0x0028, 0x0103, 0);
+        str(b, 0x0028, 0x0008, "IS", frames);
+    us(b, 0x0028, 0x0010, rows);
+    us(b, 0x0028, 0x0011, cols);
+    us(b, 0x0028, 0x0100, ba);
+    us(b, 0x0028, 0x0101, ba);
+    us(b, 0x0028, 0x0102, (uint16_t)(ba - 1));
+    us(b, 0x0028, 0x0103, 0);
 }
 
 /* A small valid explicit LE file with an 8x6 16-bit image and a nested sequence. */
 static struct buf make_native(void)
 {
     struct buf b = { 0 };
-    preamble(&b, "1.2.840.10008.1.2.1");
+    meta(&b, "1.2.840.10008.1.2.1");
     /* a sequence of undefined length with one item of undefined length */
     u16(&b, 0x0008); u16(&b, 0x1140); put(&b, "SQ", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
     u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0xFFFFFFFFu);
-    el_str(&b, 0x0008, 0x1155, "UI", "1.2.3");
+    str(&b, 0x0008, 0x1155, "UI", "1.2.3");
     u16(&b, 0xFFFE); u16(&b, 0xE00D); u32(&b, 0);
     u16(&b, 0xFFFE); u16(&b, 0xE0DD); u32(&b, 0);
     image_attrs(&b, 6, 8, 16, NULL);
@@ -128,7 +64,7 @@ static struct buf make_native(void)
 static struct buf make_rle(void)
 {
     struct buf b = { 0 };
-    preamble(&b, "1.2.840.10008.1.2.5");
+    meta(&b, "1.2.840.10008.1.2.5");
     image_attrs(&b, 4, 4, 8, "2");
     u16(&b, 0x7FE0); u16(&b, 0x0010); put(&b, "OB", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
     u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0);
@@ -312,7 +248,7 @@ int main(int argc, char **argv)
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             struct buf b = { 0 };
-            preamble(&b, "1.2.840.10008.1.2.1");
+            meta(&b, "1.2.840.10008.1.2.1");
             image_attrs(&b, cases[i].rows, cases[i].cols, cases[i].ba, cases[i].frames);
             uint8_t raw[96] = { 0 };
             el(&b, 0x7FE0, 0x0010, "OW", raw, sizeof raw);
@@ -320,7 +256,7 @@ int main(int argc, char **argv)
             free(b.p);
             /* the same claims for an RLE frame of a few bytes */
             b = (struct buf){ 0 };
-            preamble(&b, "1.2.840.10008.1.2.5");
+            meta(&b, "1.2.840.10008.1.2.5");
             image_attrs(&b, cases[i].rows, cases[i].cols, cases[i].ba, cases[i].frames);
             u16(&b, 0x7FE0); u16(&b, 0x0010); put(&b, "OB", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
             u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0);
@@ -338,7 +274,7 @@ int main(int argc, char **argv)
     /* deep nesting: 100000 nested undefined-length sequences / items */
     {
         struct buf b = { 0 };
-        preamble(&b, "1.2.840.10008.1.2.1");
+        meta(&b, "1.2.840.10008.1.2.1");
         for (int i = 0; i < 100000; i++) {
             u16(&b, 0x0008); u16(&b, 0x1140); put(&b, "SQ", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
             u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0xFFFFFFFFu);
@@ -348,7 +284,7 @@ int main(int argc, char **argv)
         free(b.p);
         /* also in implicit VR with defined lengths */
         b = (struct buf){ 0 };
-        preamble(&b, "1.2.840.10008.1.2.1");
+        meta(&b, "1.2.840.10008.1.2.1");
         for (int i = 0; i < 1000; i++) {
             u16(&b, 0x0008); u16(&b, 0x1140); put(&b, "SQ", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
             u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0xFFFFFFFFu);
@@ -366,7 +302,7 @@ int main(int argc, char **argv)
      * must not rescan the fragments (quadratic time); every frame is garbage */
     {
         struct buf b = { 0 };
-        preamble(&b, "1.2.840.10008.1.2.4.50");
+        meta(&b, "1.2.840.10008.1.2.4.50");
         image_attrs(&b, 8, 8, 8, "30000");
         u16(&b, 0x7FE0); u16(&b, 0x0010); put(&b, "OB", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
         u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
+#include "service/db.h"
 #include "service/migrate.h"
 #include "service/pg_embedded.h"
 #include "pg_test_util.h"
@@ -114,4 +115,20 @@ int gj_test_pg_migrated_db(char *url, size_t url_size)
     int n = gj_migrate(c);
     PQfinish(c);
     return n < 0 ? -1 : 0;
+}
+
+const char *gj_test_job_field(PGconn *conn, const char *job_id, const char *expr)
+{
+    static char buf[2048];
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT (%s)::text FROM jobs WHERE id = $1", expr);
+    const char *p[] = { job_id };
+    PGresult *r = gj_db_exec(conn, sql, 1, p, NULL);
+    if (!r || PQntuples(r) != 1) {
+        fprintf(stderr, "gj_test_job_field: %s of job %s: no single row\n", expr, job_id);
+        abort();
+    }
+    snprintf(buf, sizeof buf, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return buf;
 }

@@ -24,6 +24,9 @@ PGconn *gj_test_pg_connect(const char *url);
 /* The running cluster, for tests of the embedded PostgreSQL itself, which may stop
  * it and start it again on gj_test_dir() (it must be running when they return). */
 struct gj_pg_embedded **gj_test_pg_handle(void);
+/* One value of a job's row, SELECT (expr)::text, as text ("" for NULL), in a static
+ * buffer that the next call overwrites; aborts unless exactly one job matches. */
+const char *gj_test_job_field(PGconn *conn, const char *job_id, const char *expr);
 /* A migrated database of its own (URL in url): gj_test_pg_new_db + gj_migrate. */
 int gj_test_pg_migrated_db(char *url, size_t url_size);
 

@@ -83,19 +83,10 @@ static void submit(struct fixture *f, const char *kind, int priority, int max_at
     PQclear(r);
 }
 
-/* One value of a job's row as text ("" for NULL), in a static buffer. */
+/* One value of a job's row as text ("" for NULL). */
 static const char *job_field(struct fixture *f, const char *id, const char *expr)
 {
-    static char buf[1024];
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT (%s)::text FROM jobs WHERE id = $1", expr);
-    const char *p[] = { id };
-    PGresult *r = gj_db_exec(f->conn, sql, 1, p, NULL);
-    assert_non_null(r);
-    assert_int_equal(PQntuples(r), 1);
-    snprintf(buf, sizeof buf, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return buf;
+    return gj_test_job_field(f->conn, id, expr);
 }
 
 static long count(struct fixture *f, const char *sql, const char *param)

@@ -132,18 +132,10 @@ static void output_blob(struct fixture *f, const char *job, const char *name, ch
     PQclear(r);
 }
 
+/* One value of a job's row as text ("" for NULL). */
 static const char *job_field(struct fixture *f, const char *id, const char *expr)
 {
-    static char buf[2048];
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT (%s)::text FROM jobs WHERE id = $1", expr);
-    const char *p[] = { id };
-    PGresult *r = gj_db_exec(f->conn, sql, 1, p, NULL);
-    assert_non_null(r);
-    assert_int_equal(PQntuples(r), 1);
-    snprintf(buf, sizeof buf, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return buf;
+    return gj_test_job_field(f->conn, id, expr);
 }
 
 /* Waits until the job's state is state (up to ms). */

@@ -399,30 +399,42 @@ int rc_opts_parse(const json_t *params, const struct rc_geom *g, struct rc_opts 
     return 0;
 }
 
+/* The circular geometry's matrix of view v: pixel col = (u - off_u)/du + (cols-1)/2 with
+ * u = sdd (P.a)/L, L = sod + P.e; row likewise with v = sdd z / L. Its depth row is the unit
+ * vector e, so w = L (the normalised form). */
+static void circular_matrix(const struct rc_geom *g, int v, double *A)
+{
+    double b = g->angles[v], ca = cos(b), sa = sin(b);
+    double a[3] = { ca, sa, 0 }, e[3] = { -sa, ca, 0 };
+    double r0[4], r1[4], r2[4];
+    double cu = 0.5 * (g->cols - 1) - g->off_u / g->du, cv = 0.5 * (g->rows - 1) - g->off_v / g->dv;
+    for (int k = 0; k < 3; k++) {
+        r2[k] = e[k];
+        r0[k] = g->sdd / g->du * a[k] + cu * e[k];
+        r1[k] = g->sdd / g->dv * (k == 2 ? 1.0 : 0.0) + cv * e[k];
+    }
+    r2[3] = g->sod;
+    r0[3] = cu * g->sod;
+    r1[3] = cv * g->sod;
+    for (int c = 0; c < 4; c++) {
+        A[3 * c + 0] = r0[c];
+        A[3 * c + 1] = r1[c];
+        A[3 * c + 2] = r2[c];
+    }
+}
+
 void rc_circular_matrices(const struct rc_geom *g, double *out)
 {
-    /* pixel col = (u - off_u)/du + (cols-1)/2 with u = sdd (P.a)/L, L = sod + P.e;
-     * row likewise with v = sdd z / L. Matrix rows (in x y z 1): */
-    for (int v = 0; v < g->nviews; v++) {
-        double b = g->angles[v], ca = cos(b), sa = sin(b);
-        double a[3] = { ca, sa, 0 }, e[3] = { -sa, ca, 0 };
-        double r0[4], r1[4], r2[4];
-        double cu = 0.5 * (g->cols - 1) - g->off_u / g->du, cv = 0.5 * (g->rows - 1) - g->off_v / g->dv;
-        for (int k = 0; k < 3; k++) {
-            r2[k] = e[k];
-            r0[k] = g->sdd / g->du * a[k] + cu * e[k];
-            r1[k] = g->sdd / g->dv * (k == 2 ? 1.0 : 0.0) + cv * e[k];
-        }
-        r2[3] = g->sod;
-        r0[3] = cu * g->sod;
-        r1[3] = cv * g->sod;
-        double *A = out + 12 * v;
-        for (int c = 0; c < 4; c++) {
-            A[3 * c + 0] = r0[c];
-            A[3 * c + 1] = r1[c];
-            A[3 * c + 2] = r2[c];
-        }
-    }
+    for (int v = 0; v < g->nviews; v++)
+        circular_matrix(g, v, out + 12 * v);
+}
+
+void rc_view_matrix(const struct rc_geom *g, int v, double A[12])
+{
+    if (g->mat)
+        memcpy(A, g->mat + 12 * v, 12 * sizeof *A);
+    else
+        circular_matrix(g, v, A);
 }
 
 /* Inverse of a 3x3 matrix (row-major); -1 when it is singular. */

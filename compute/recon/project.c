@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "recon/recon.h"
+#include "recon/recon_hd.h"
 
 /* Vectorised inner loops: an AVX2 clone picked at run time on x86-64 (GCC, clang). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -38,31 +39,6 @@ struct bpview {
     const double *A;      /* matrix or NULL */
 };
 
-/* The normalised 3x4 matrix of a view (column-major, RabbitCT): given, or that of the
- * circular geometry (whose depth row is the unit vector e, so w = L = sod + P.e). */
-static void view_matrix(const struct rc_geom *g, int v, double ca, double sa, double *A)
-{
-    if (g->mat) {
-        memcpy(A, g->mat + 12 * v, 12 * sizeof *A);
-        return;
-    }
-    double a[3] = { ca, sa, 0 }, e[3] = { -sa, ca, 0 }, r0[4], r1[4], r2[4];
-    double cu = 0.5 * (g->cols - 1) - g->off_u / g->du, cv = 0.5 * (g->rows - 1) - g->off_v / g->dv;
-    for (int k = 0; k < 3; k++) {
-        r2[k] = e[k];
-        r0[k] = g->sdd / g->du * a[k] + cu * e[k];
-        r1[k] = g->sdd / g->dv * (k == 2 ? 1.0 : 0.0) + cv * e[k];
-    }
-    r2[3] = g->sod;
-    r0[3] = cu * g->sod;
-    r1[3] = cv * g->sod;
-    for (int c = 0; c < 4; c++) {
-        A[3 * c + 0] = r0[c];
-        A[3 * c + 1] = r1[c];
-        A[3 * c + 2] = r2[c];
-    }
-}
-
 /* Backprojects views vlist[0..nv) into rows [j0, j1) of slice k (global index) of vol_slice.
  * q: the projection set (views x rows x cols) this slice reads. If norm: also accumulate the
  * backprojection of ones (SART normalisation). */
@@ -80,7 +56,7 @@ static void bp_rows(const struct rc_geom *g, const float *q, float *slice, float
         const float *qv = q + (int64_t)v * rows * cols;
         double Av[12];
         if (g->type != RC_PARALLEL2D)
-            view_matrix(g, v, ca, sa, Av);
+            rc_view_matrix(g, v, Av);
         for (int j = j0; j < j1; j++) {
             const double y = (j - 0.5 * (g->ny - 1)) * g->vy + g->oy;
             float *out = slice + (int64_t)j * nx;
@@ -89,29 +65,13 @@ static void bp_rows(const struct rc_geom *g, const float *q, float *slice, float
                 /* column position is linear in i: t = t0 + i dt */
                 const float t0 = (float)((x0 * ca + y * sa) / g->du + cu);
                 const float dt = (float)(g->vx * ca / g->du);
-                const float hi = (float)(cols - 1);
                 for (int i = 0; i < nx; i++) {
-                    float t = t0 + dt * (float)i;
-                    if (t < 0.0f || t > hi) {
-                        if (t > -1.0f && t < 0.0f) {   /* fractional edge toward zero padding */
-                            out[i] += wv * (1.0f + t) * qv[0];
-                            if (nout)
-                                nout[i] += (1.0f + t);
-                        } else if (t > hi && t < hi + 1.0f) {
-                            out[i] += wv * (1.0f - (t - hi)) * qv[cols - 1];
-                            if (nout)
-                                nout[i] += (1.0f - (t - hi));
-                        }
+                    float val, sn;
+                    if (!rc_tap_par(qv, cols, t0 + dt * (float)i, &val, &sn))
                         continue;
-                    }
-                    int ic = (int)t;
-                    if (ic > cols - 2)
-                        ic = cols - 2 >= 0 ? cols - 2 : 0;
-                    float fr = t - (float)ic;
-                    float a0 = qv[ic], a1 = cols > 1 ? qv[ic + 1] : a0;
-                    out[i] += wv * (a0 + fr * (a1 - a0));
+                    out[i] += wv * val;
                     if (nout)
-                        nout[i] += 1.0f;
+                        nout[i] += sn;
                 }
                 continue;
             }
@@ -122,7 +82,6 @@ static void bp_rows(const struct rc_geom *g, const float *q, float *slice, float
             const float c0 = (float)(A[0] * x0 + A[3] * y + A[6] * zz + A[9]), dc = (float)(A[0] * g->vx);
             const float r0 = (float)(A[1] * x0 + A[4] * y + A[7] * zz + A[10]), dr = (float)(A[1] * g->vx);
             const float sod2 = fdk ? (float)(g->sod * g->sod) : 1.0f;
-            const float cmax = (float)(cols - 1), rmax = (float)(rows - 1);
             if (rows == 1) {
                 for (int i = 0; i < nx; i++) {
                     float w = w0 + dw * (float)i;
@@ -130,20 +89,8 @@ static void bp_rows(const struct rc_geom *g, const float *q, float *slice, float
                         continue;
                     float iw = 1.0f / w, uc = (c0 + dc * (float)i) * iw;
                     float val, sn;
-                    if (uc >= 0.0f && uc < cmax) {
-                        int ic = (int)uc;
-                        float fu = uc - (float)ic;
-                        val = qv[ic] + fu * (qv[ic + 1] - qv[ic]);
-                        sn = 1.0f;
-                    } else if (uc > -1.0f && uc < 0.0f) {
-                        val = (1.0f + uc) * qv[0];
-                        sn = 1.0f + uc;
-                    } else if (uc >= cmax && uc < cmax + 1.0f) {
-                        val = (1.0f - (uc - cmax)) * qv[cols - 1];
-                        sn = 1.0f - (uc - cmax);
-                    } else {
+                    if (!rc_tap_fan(qv, cols, uc, &val, &sn))
                         continue;
-                    }
                     out[i] += wv * (fdk ? sod2 * iw * iw : 1.0f) * val;
                     if (nout)
                         nout[i] += sn;
@@ -157,35 +104,8 @@ static void bp_rows(const struct rc_geom *g, const float *q, float *slice, float
                 float iw = 1.0f / w;
                 float uc = (c0 + dc * (float)i) * iw, vr = (r0 + dr * (float)i) * iw;
                 float val, sn;
-                if (uc >= 0.0f && uc < cmax && vr >= 0.0f && vr < rmax) {
-                    int ic = (int)uc, ir = (int)vr;
-                    float fu = uc - (float)ic, fv = vr - (float)ir;
-                    const float *q0 = qv + (int64_t)ir * cols + ic, *q1 = q0 + cols;
-                    float a0 = q0[0] + fu * (q0[1] - q0[0]);
-                    float a1 = q1[0] + fu * (q1[1] - q1[0]);
-                    val = a0 + fv * (a1 - a0);
-                    sn = 1.0f;
-                } else {
-                    if (!(uc > -1.0f && uc < cols && vr > -1.0f && vr < rows))
-                        continue;
-                    int ic = (int)floorf(uc), ir = (int)floorf(vr);
-                    float fu = uc - (float)ic, fv = vr - (float)ir;
-                    val = 0;
-                    sn = 0;
-                    for (int e2 = 0; e2 < 2; e2++) {
-                        int rr = ir + e2;
-                        if (rr < 0 || rr >= rows)
-                            continue;
-                        for (int e1 = 0; e1 < 2; e1++) {
-                            int cc = ic + e1;
-                            if (cc < 0 || cc >= cols)
-                                continue;
-                            float wt = (e2 ? fv : 1 - fv) * (e1 ? fu : 1 - fu);
-                            val += wt * qv[(int64_t)rr * cols + cc];
-                            sn += wt;
-                        }
-                    }
-                }
+                if (!rc_tap_cone(qv, cols, rows, uc, vr, &val, &sn))
+                    continue;
                 out[i] += wv * (fdk ? sod2 * iw * iw : 1.0f) * val;
                 if (nout)
                     nout[i] += sn;
@@ -282,8 +202,7 @@ static void bp_cone_fast(const struct rc_geom *g, const float *proj, float *vol,
                    sizeof(float) * (size_t)cols);
         }
         for (int vv = 0; vv < nv; vv++) {
-            double b = g->angles[c0v + vv];
-            view_matrix(g, c0v + vv, cos(b), sin(b), mats + 12 * vv);
+            rc_view_matrix(g, c0v + vv, mats + 12 * vv);
         }
 #pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
         for (int k = 0; k < nzs; k++)
@@ -357,109 +276,18 @@ void rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int 
 
 /* ---- Joseph forward projection ---- */
 
-/* The ray of (view, col, row): point p and direction d (physical). */
-static void ray_of(const struct rc_geom *g, int v, double u, double vv, const double *Minv,
-                   const double *C, int c, int r, double p[3], double d[3])
-{
-    double b = g->angles[v], ca = cos(b), sa = sin(b);
-    if (Minv) {
-        double pix[3] = { c, r, 1 };
-        for (int k = 0; k < 3; k++) {
-            d[k] = Minv[3 * k] * pix[0] + Minv[3 * k + 1] * pix[1] + Minv[3 * k + 2] * pix[2];
-            p[k] = C[k];
-        }
-    } else if (g->type == RC_PARALLEL2D) {
-        p[0] = u * ca;
-        p[1] = u * sa;
-        p[2] = 0;
-        d[0] = -sa;
-        d[1] = ca;
-        d[2] = 0;
-    } else {
-        p[0] = g->sod * sa;
-        p[1] = -g->sod * ca;
-        p[2] = 0;
-        d[0] = -g->sdd * sa + u * ca;
-        d[1] = g->sdd * ca + u * sa;
-        d[2] = g->type == RC_CONE3D ? vv : 0;
-    }
-}
-
-/* Line integral through a volume of nz_vol slices (2D: nz_vol = 1, z ignored). */
-static double joseph(const struct rc_geom *g, const float *vol, int nz_vol, const double p[3],
-                     const double d[3])
-{
-    const int nx = g->nx, ny = g->ny;
-    /* index space: I = (x - xmin)/vx */
-    double xmin = -0.5 * (nx - 1) * g->vx + g->ox, ymin = -0.5 * (ny - 1) * g->vy + g->oy;
-    double zmin = -0.5 * (g->nz - 1) * g->vz + g->oz;
-    double P[3] = { (p[0] - xmin) / g->vx, (p[1] - ymin) / g->vy, nz_vol > 1 ? (p[2] - zmin) / g->vz : 0 };
-    double D[3] = { d[0] / g->vx, d[1] / g->vy, nz_vol > 1 ? d[2] / g->vz : 0 };
-    double dl = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
-    int m = fabs(D[0]) >= fabs(D[1]) ? 0 : 1;
-    if (nz_vol > 1 && fabs(D[2]) > fabs(D[m]))
-        m = 2;
-    if (!(fabs(D[m]) > 0))
-        return 0;
-    int n[3] = { nx, ny, nz_vol };
-    int o1 = (m + 1) % 3, o2 = (m + 2) % 3;
-    if (nz_vol == 1) {   /* 2D: the other axis is whichever of x, y is not m */
-        o1 = 1 - m;
-        o2 = 2;
-    }
-    double step = dl / fabs(D[m]);   /* mm per voxel step along m */
-    if (nz_vol == 1)
-        step = sqrt(d[0] * d[0] + d[1] * d[1]) / fabs(D[m]);
-    const int64_t str[3] = { 1, nx, (int64_t)nx * ny };
-    double sum = 0;
-    for (int im = 0; im < n[m]; im++) {
-        double t = (im - P[m]) / D[m];
-        double a1 = P[o1] + t * D[o1];
-        if (!(a1 > -1.0 && a1 < n[o1]))
-            continue;
-        int i1 = (int)floor(a1);
-        double f1 = a1 - i1;
-        if (nz_vol == 1) {
-            double s = 0;
-            if (i1 >= 0)
-                s += (1 - f1) * vol[im * str[m] + i1 * str[o1]];
-            if (i1 + 1 < n[o1])
-                s += f1 * vol[im * str[m] + (i1 + 1) * str[o1]];
-            sum += s;
-            continue;
-        }
-        double a2 = P[o2] + t * D[o2];
-        if (!(a2 > -1.0 && a2 < n[o2]))
-            continue;
-        int i2 = (int)floor(a2);
-        double f2 = a2 - i2;
-        double s = 0;
-        for (int e2 = 0; e2 < 2; e2++) {
-            int j2 = i2 + e2;
-            if (j2 < 0 || j2 >= n[o2])
-                continue;
-            double w2 = e2 ? f2 : 1 - f2;
-            if (i1 >= 0)
-                s += w2 * (1 - f1) * vol[im * str[m] + i1 * str[o1] + j2 * str[o2]];
-            if (i1 + 1 < n[o1])
-                s += w2 * f1 * vol[im * str[m] + (i1 + 1) * str[o1] + j2 * str[o2]];
-        }
-        sum += s;
-    }
-    return sum * step;
-}
-
-static void matrix_ray_setup(const struct rc_geom *g, int v, double Mi[9], double C[3], int *ok)
+int rc_matrix_ray(const struct rc_geom *g, int v, double Mi[9], double C[3])
 {
     const double *A = g->mat + 12 * v;
     double M[9];
     for (int r = 0; r < 3; r++)
         for (int k = 0; k < 3; k++)
             M[3 * r + k] = A[3 * k + r];
-    *ok = rc_inv3(M, Mi) == 0;
-    if (*ok)
-        for (int r = 0; r < 3; r++)
-            C[r] = -(Mi[3 * r] * A[9] + Mi[3 * r + 1] * A[10] + Mi[3 * r + 2] * A[11]);
+    if (rc_inv3(M, Mi))
+        return -1;
+    for (int r = 0; r < 3; r++)
+        C[r] = -(Mi[3 * r] * A[9] + Mi[3 * r + 1] * A[10] + Mi[3 * r + 2] * A[11]);
+    return 0;
 }
 
 /* Forward projects views vlist into q (views x rows x cols layout of the full set). */
@@ -467,6 +295,7 @@ static void fp_views(const struct rc_geom *g, const float *vol, int nz_vol, floa
                      const int *vlist, int nv, int threads)
 {
     const int cols = g->cols, rows = g->rows;
+    const struct rc_grid grid = { g->nx, g->ny, g->nz, g->vx, g->vy, g->vz, g->ox, g->oy, g->oz };
 #pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2) if (threads > 1)
     for (int vi = 0; vi < nv; vi++)
         for (int r = 0; r < rows; r++) {
@@ -474,7 +303,7 @@ static void fp_views(const struct rc_geom *g, const float *vol, int nz_vol, floa
             double Mi[9] = { 0 }, C[3] = { 0 };
             int ok = 0;
             if (g->mat)
-                matrix_ray_setup(g, v, Mi, C, &ok);
+                ok = rc_matrix_ray(g, v, Mi, C) == 0;
             double vv = (r - 0.5 * (rows - 1)) * g->dv + g->off_v;
             float *out = q + (int64_t)v * rows * cols + (int64_t)r * cols;
             for (int c = 0; c < cols; c++) {
@@ -483,8 +312,9 @@ static void fp_views(const struct rc_geom *g, const float *vol, int nz_vol, floa
                     out[c] = 0;
                     continue;
                 }
-                ray_of(g, v, u, vv, g->mat ? Mi : NULL, C, c, r, p, d);
-                out[c] = (float)joseph(g, vol, nz_vol, p, d);
+                rc_ray(g->type, cos(g->angles[v]), sin(g->angles[v]), g->sod, g->sdd, u, vv, g->mat ? Mi : NULL, C, c, r,
+                       p, d);
+                out[c] = (float)rc_joseph(&grid, vol, nz_vol, p, d);
             }
         }
 }

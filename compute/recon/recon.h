@@ -59,7 +59,8 @@ struct rc_opts {
     int subsets;
     int nonneg;
     int threads;
-    int gpu_precise;          /* GPU: software bilinear instead of texture filtering (tests) */
+    int gpu_hw_filter;        /* GPU FBP/FDK: hardware texture filtering (8-bit weights, about 1e-3
+                               * relative to the CPU) instead of the exact software interpolation */
 };
 
 /* Parses params.geometry / params.volume / params.batch (and short_scan). On error
@@ -78,6 +79,12 @@ const char *rc_gtype_name(int t);
 int rc_inv3(const double m[9], double r[9]);
 /* Builds cone matrices (unnormalised pixel convention) for a circular geometry; out: 12*nviews. */
 void rc_circular_matrices(const struct rc_geom *g, double *out);
+/* The normalised 3x4 matrix of view v (column-major, as g->mat): given, or that of the
+ * circular geometry (depth row the unit vector e, so w = L = sod + P.e). CPU and GPU use it. */
+void rc_view_matrix(const struct rc_geom *g, int v, double A[12]);
+/* Matrices: the inverse (row-major) of the 3x3 part of view v's matrix and the source
+ * position C, for the forward projector's rays; -1 when the matrix is singular. */
+int rc_matrix_ray(const struct rc_geom *g, int v, double Mi[9], double C[3]);
 
 /* ---- phantoms (phantom.c) ---- */
 enum rc_phantom_id { RC_PH_SHEPP2D = 0, RC_PH_KAK3D, RC_PH_YYW3D, RC_PH_DISC, RC_PH_BALL };

@@ -18,9 +18,14 @@ extern "C" {
 /* Number of CUDA devices; 0 when the runtime or driver is absent (cudaGetDeviceCount fails). */
 int rc_gpu_device_count(void);
 /* Same contract as rc_reconstruct, on CUDA device `device`: cuFFT filtering, texture
- * backprojection, Joseph projection, SART/SIRT resident on the device. 0 or -1 with err. */
+ * backprojection (the CPU's interpolation, or with o->gpu_hw_filter the texture unit's),
+ * Joseph projection, SART/SIRT resident on the device. 0 or -1 with err. */
 int rc_gpu_reconstruct(int device, const struct rc_geom *g, const struct rc_opts *o, float *proj,
                        float *vol, int z0, int nzs, struct gj_error *err);
+/* Device bytes the calling thread's last rc_gpu_reconstruct (or backproject_matrices) held
+ * at most: its buffers, texture arrays and cuFFT work areas (not the CUDA context). The
+ * tests check it against the estimate that decides slab splitting. */
+uint64_t rc_gpu_peak_bytes(void);
 /* RabbitCT-style backprojection of already filtered projections with matrices (benchmark):
  * vol (nx*ny*nz) += sum_v bilinear(proj_v, u, v) / w^2. Returns seconds of kernel time or -1. */
 double rc_gpu_backproject_matrices(int device, const struct rc_geom *g, const float *proj, float *vol,

@@ -126,6 +126,8 @@ __global__ void k_decode(const struct brkga_net_view m, const float *keys, doubl
         return;
     size_t k = t / per, i = first + t % per, c = k * p + i;
     double f = brkga_net_decode_view(&m, keys + c * n, scratch + c * scratch_bytes, NULL, NULL, NULL);
+    if (f != f)   /* as the CPU backend (do_job): a NaN ranks as infeasible */
+        f = BRKGA_INFEASIBLE;
     fit[c] = f;
 }
 

@@ -1,15 +1,23 @@
 // recon_gpu.cu — the CUDA path of the recon module (kinds `recon`, benchmark `recon`).
 //
 //  - filtering: the CPU's tables (ramp response times window, Parker and view weights,
-//    compute/recon/filter.c) applied with batched cuFFT R2C / C2R in row chunks;
-//  - FBP / FDK backprojection: filtered projections in a layered CUDA array read through a
-//    texture object with hardware bilinear filtering (zero border), many views per launch
-//    with per-view matrices in constant memory, several voxels per thread in registers
+//    compute/recon/filter.c) applied with batched cuFFT R2C / C2R in row chunks whose size
+//    depends on the FFT length only (so a row's result does not depend on how many rows a
+//    job has: a split run equals an unsplit one); cuFFT is unnormalised like FFTW, and the
+//    table H is already divided by L, exactly as on the CPU;
+//  - FBP / FDK backprojection: by default the CPU's own interpolation (recon_hd.h, read from
+//    global memory), which matches the CPU to float rounding; with opts->gpu_hw_filter the
+//    projections are read through a layered texture with hardware bilinear filtering (zero
+//    border, +0.5 texel-centre convention), faster but with 8-bit interpolation weights, about
+//    1e-3 relative to the CPU; many views per launch (per-view matrices in global memory, so
+//    concurrent jobs on one device never share them), several voxels per thread in registers
 //    (8 along z for cone, 4 slices of a batch for 2D);
-//  - SART / SIRT: Joseph forward projection, the voxel-driven backprojection with its
-//    normalisation, residual and update kernels; every array stays on the device across
-//    iterations and every launch covers all slices of a batch.
-// Every CUDA and cuFFT call is checked; failures come back as gj_error, never abort.
+//  - SART / SIRT: the CPU's Joseph projector (rc_ray + rc_joseph, double) and backprojector
+//    taps (rc_tap_*), with residual and update kernels; every array stays on the device
+//    across iterations and every launch covers all slices of a batch.
+// Everything runs on a stream of its own; every CUDA and cuFFT call is checked, failures come
+// back as gj_error (never abort), and every allocation is owned by an object freed on every
+// path. No managed memory.
 #include <cuda_runtime.h>
 #include <cufft.h>
 #include <math.h>
@@ -18,18 +26,32 @@
 #include <string.h>
 
 #include "recon/recon_gpu.h"
+#include "recon/recon_hd.h"
 
 namespace {
 
-const int MAXV = 1024;          // views per launch (constant memory: 12 floats each)
+const int MAXV = 1024;          // views per launch (cone: texture layers)
+const int MAXL = 2048;          // 2D batch: slices per layered texture (the layer limit)
+const int MAXTEX = 32768;       // 2D layered texture: largest width / height
 const int ZPT = 8;              // cone: voxels per thread along z
 const int SPT = 4;              // 2D: slices per thread
-__constant__ float c_mat[MAXV * 12];
 
 struct DG {
     int type, cols, rows, nx, ny, nz;
     float du, dv, off_u, off_v, sod, sdd, vx, vy, vz, ox, oy, oz;
+    double ddu, ddv, doff_u, doff_v, dsod, dsdd;   // the projector's rays, as the CPU
+    rc_grid grid;
 };
+
+// Device bytes this thread has allocated through the owners below, and their peak.
+thread_local uint64_t t_cur_bytes, t_peak_bytes;
+
+void track(int64_t delta)
+{
+    t_cur_bytes += (uint64_t)delta;
+    if (t_cur_bytes > t_peak_bytes)
+        t_peak_bytes = t_cur_bytes;
+}
 
 int ck(cudaError_t e, gj_error *err, const char *what, int line)
 {
@@ -56,26 +78,87 @@ int ckf(cufftResult r, gj_error *err, const char *what, int line)
 // Owns device memory: freed when the scope ends, on every path.
 struct DevBuf {
     void *p = nullptr;
-    ~DevBuf() { if (p) cudaFree(p); }
+    size_t bytes = 0;
+    DevBuf() = default;
+    DevBuf(const DevBuf &) = delete;
+    DevBuf &operator=(const DevBuf &) = delete;
+    ~DevBuf() { release(); }
+    void release()
+    {
+        if (p) {
+            cudaFree(p);
+            track(-(int64_t)bytes);
+        }
+        p = nullptr;
+        bytes = 0;
+    }
+    int alloc(size_t n, gj_error *err, const char *what, int line)
+    {
+        release();
+        if (ck(cudaMalloc(&p, n ? n : 1), err, what, line)) {
+            p = nullptr;
+            return -1;
+        }
+        bytes = n ? n : 1;
+        track((int64_t)bytes);
+        return 0;
+    }
+    template <class T> T *as() { return static_cast<T *>(p); }
+};
+#define DALLOC(buf, n, what) do { if ((buf).alloc((n), err, what, __LINE__)) return -1; } while (0)
+
+// Owns host memory from malloc.
+struct HostBuf {
+    void *p = nullptr;
+    HostBuf() = default;
+    explicit HostBuf(void *q) : p(q) {}
+    HostBuf(const HostBuf &) = delete;
+    HostBuf &operator=(const HostBuf &) = delete;
+    ~HostBuf() { free(p); }
     template <class T> T *as() { return static_cast<T *>(p); }
 };
 
 struct TexArr {
     cudaArray_t arr = nullptr;
     cudaTextureObject_t tex = 0;
+    size_t bytes = 0;
+    TexArr() = default;
+    TexArr(const TexArr &) = delete;
+    TexArr &operator=(const TexArr &) = delete;
     ~TexArr()
     {
         if (tex)
             cudaDestroyTextureObject(tex);
-        if (arr)
+        if (arr) {
             cudaFreeArray(arr);
+            track(-(int64_t)bytes);
+        }
     }
 };
 
 struct FftPlan {
     cufftHandle h = 0;
     bool made = false;
+    FftPlan() = default;
+    FftPlan(const FftPlan &) = delete;
+    FftPlan &operator=(const FftPlan &) = delete;
     ~FftPlan() { if (made) cufftDestroy(h); }
+};
+
+struct Stream {
+    cudaStream_t s = nullptr;
+    Stream() = default;
+    Stream(const Stream &) = delete;
+    Stream &operator=(const Stream &) = delete;
+    ~Stream() { if (s) cudaStreamDestroy(s); }
+};
+
+struct Event {
+    cudaEvent_t e = nullptr;
+    Event() = default;
+    Event(const Event &) = delete;
+    Event &operator=(const Event &) = delete;
+    ~Event() { if (e) cudaEventDestroy(e); }
 };
 
 DG make_dg(const rc_geom *g)
@@ -85,44 +168,45 @@ DG make_dg(const rc_geom *g)
     d.du = (float)g->du; d.dv = (float)g->dv; d.off_u = (float)g->off_u; d.off_v = (float)g->off_v;
     d.sod = (float)g->sod; d.sdd = (float)g->sdd; d.vx = (float)g->vx; d.vy = (float)g->vy; d.vz = (float)g->vz;
     d.ox = (float)g->ox; d.oy = (float)g->oy; d.oz = (float)g->oz;
+    d.ddu = g->du; d.ddv = g->dv; d.doff_u = g->off_u; d.doff_v = g->off_v; d.dsod = g->sod; d.dsdd = g->sdd;
+    d.grid.nx = g->nx; d.grid.ny = g->ny; d.grid.nz = g->nz;
+    d.grid.vx = g->vx; d.grid.vy = g->vy; d.grid.vz = g->vz; d.grid.ox = g->ox; d.grid.oy = g->oy; d.grid.oz = g->oz;
     return d;
 }
 
-// Per view: parallel (cos, sin, ...) or the normalised 3x4 matrix, as the CPU's view_matrix.
-void view_params(const rc_geom *g, int v, float *out)
+// Backprojection parameters of every view (12 floats each): parallel (cos, sin, 0...), else the
+// normalised 3x4 matrix of the CPU (rc_view_matrix). Uploaded to d (device) on stream st.
+int upload_view_matrices(const rc_geom *g, DevBuf &d, cudaStream_t st, gj_error *err)
 {
-    double b = g->angles[v], ca = cos(b), sa = sin(b), A[12];
-    if (g->type == RC_PARALLEL2D) {
-        memset(out, 0, 12 * sizeof *out);
-        out[0] = (float)ca;
-        out[1] = (float)sa;
-        return;
-    }
-    if (g->mat) {
-        memcpy(A, g->mat + 12 * v, sizeof A);
-    } else {
-        double a[3] = { ca, sa, 0 }, e[3] = { -sa, ca, 0 }, r0[4], r1[4], r2[4];
-        double cu = 0.5 * (g->cols - 1) - g->off_u / g->du, cv = 0.5 * (g->rows - 1) - g->off_v / g->dv;
-        for (int k = 0; k < 3; k++) {
-            r2[k] = e[k];
-            r0[k] = g->sdd / g->du * a[k] + cu * e[k];
-            r1[k] = g->sdd / g->dv * (k == 2 ? 1.0 : 0.0) + cv * e[k];
-        }
-        r2[3] = g->sod;
-        r0[3] = cu * g->sod;
-        r1[3] = cv * g->sod;
-        for (int c = 0; c < 4; c++) {
-            A[3 * c] = r0[c];
-            A[3 * c + 1] = r1[c];
-            A[3 * c + 2] = r2[c];
+    HostBuf h(malloc(sizeof(float) * 12 * (size_t)g->nviews));
+    if (!h.p)
+        return gj_error_set(err, "", "out of memory");
+    float *out = h.as<float>();
+    for (int v = 0; v < g->nviews; v++) {
+        float *o = out + 12 * (size_t)v;
+        if (g->type == RC_PARALLEL2D) {
+            memset(o, 0, 12 * sizeof *o);
+            o[0] = (float)cos(g->angles[v]);
+            o[1] = (float)sin(g->angles[v]);
+        } else {
+            double A[12];
+            rc_view_matrix(g, v, A);
+            for (int k = 0; k < 12; k++)
+                o[k] = (float)A[k];
         }
     }
-    for (int k = 0; k < 12; k++)
-        out[k] = (float)A[k];
+    DALLOC(d, sizeof(float) * 12 * (size_t)g->nviews, "cudaMalloc view matrices");
+    CK(cudaMemcpyAsync(d.p, out, sizeof(float) * 12 * (size_t)g->nviews, cudaMemcpyHostToDevice, st));
+    // the host buffer is pageable: the copy has been staged when cudaMemcpyAsync returns, but
+    // synchronise anyway before it is freed
+    CK(cudaStreamSynchronize(st));
+    return 0;
 }
 
 // ---------------------------------------------------------------- filtering
 
+// Pre-weighting as rc_filter_projections: cosine weight (fan, cone) in double, Parker weight
+// (table, 1 without short scan), zero padding to L.
 __global__ void k_preweight(const float *p, float *buf, int64_t r0, int64_t nrows, int chunk, int L, DG g,
                             int nviews, const float *parker)
 {
@@ -133,13 +217,14 @@ __global__ void k_preweight(const float *p, float *buf, int64_t r0, int64_t nrow
     float v = 0;
     if (r < nrows && c < g.cols) {
         int view = (int)((r / g.rows) % nviews), row = (int)(r % g.rows);
-        float w = 1;
+        double w = 1;
         if (g.type != RC_PARALLEL2D) {
-            float u = (c - 0.5f * (g.cols - 1)) * g.du + g.off_u;
-            float vv = g.type == RC_CONE3D ? (row - 0.5f * (g.rows - 1)) * g.dv + g.off_v : 0.0f;
-            w = g.sdd * rsqrtf(g.sdd * g.sdd + u * u + vv * vv) * parker[(int64_t)view * g.cols + c];
+            double u = (c - 0.5 * (g.cols - 1)) * g.ddu + g.doff_u;
+            double vv = (row - 0.5 * (g.rows - 1)) * g.ddv + g.doff_v;
+            w = g.dsdd / sqrt(g.dsdd * g.dsdd + u * u + (g.type == RC_CONE3D ? vv * vv : 0));
+            w *= parker[(int64_t)view * g.cols + c];
         }
-        v = p[r * g.cols + c] * w;
+        v = (float)(p[r * g.cols + c] * w);
     }
     buf[(int64_t)rr * L + c] = v;
 }
@@ -165,103 +250,101 @@ __global__ void k_store(float *p, const float *buf, int64_t r0, int64_t nrows, i
     p[r * cols + c] = buf[(int64_t)rr * L + c] * vw[(r / rows) % nviews];
 }
 
-int gpu_filter(const rc_geom *g, int filter, float *d_proj, int64_t nrows, gj_error *err)
+int make_plan(FftPlan &pl, int L, int chunk, bool forward, size_t *work, cudaStream_t st, gj_error *err)
+{
+    CKF(cufftCreate(&pl.h));
+    pl.made = true;
+    CKF(cufftSetAutoAllocation(pl.h, 0));   // one work area for both plans, counted below
+    int n[1] = { L }, nh = L / 2 + 1;
+    if (forward)
+        CKF(cufftMakePlanMany(pl.h, 1, n, NULL, 1, L, NULL, 1, nh, CUFFT_R2C, chunk, work));
+    else
+        CKF(cufftMakePlanMany(pl.h, 1, n, NULL, 1, nh, NULL, 1, L, CUFFT_C2R, chunk, work));
+    CKF(cufftSetStream(pl.h, st));
+    return 0;
+}
+
+// Filters nrows detector rows of d_proj in place (rows of nsets x views x rows).
+int gpu_filter(const rc_geom *g, int filter, float *d_proj, int64_t nrows, cudaStream_t st, gj_error *err)
 {
     int L;
     float *H, *parker, *vw;
     if (rc_filter_tables(g, filter, &L, &H, &parker, &vw, err))
         return -1;
-    DevBuf dH, dP, dW, dbuf, dF;
-    int nh = L / 2 + 1;
-    int rc = -1;
-    do {
-        if (ck(cudaMalloc(&dH.p, sizeof(float) * nh), err, "cudaMalloc H", __LINE__) ||
-            ck(cudaMalloc(&dP.p, sizeof(float) * (size_t)g->nviews * g->cols), err, "cudaMalloc parker", __LINE__) ||
-            ck(cudaMalloc(&dW.p, sizeof(float) * g->nviews), err, "cudaMalloc vw", __LINE__) ||
-            ck(cudaMemcpy(dH.p, H, sizeof(float) * nh, cudaMemcpyHostToDevice), err, "copy H", __LINE__) ||
-            ck(cudaMemcpy(dP.p, parker, sizeof(float) * (size_t)g->nviews * g->cols, cudaMemcpyHostToDevice), err,
-               "copy parker", __LINE__) ||
-            ck(cudaMemcpy(dW.p, vw, sizeof(float) * g->nviews, cudaMemcpyHostToDevice), err, "copy vw", __LINE__))
-            break;
-        rc = 0;
-    } while (0);
-    free(H);
-    free(parker);
-    free(vw);
-    if (rc)
-        return -1;
-    int chunk = (int)((256ll << 20) / ((int64_t)L * 4));
-    if (chunk > 65535)
-        chunk = 65535;
-    if (chunk > nrows)
-        chunk = (int)nrows;
-    if (chunk < 1)
-        chunk = 1;
-    CK(cudaMalloc(&dbuf.p, sizeof(float) * (size_t)chunk * L));
-    CK(cudaMalloc(&dF.p, sizeof(cufftComplex) * (size_t)chunk * nh));
+    HostBuf hH(H), hP(parker), hW(vw);
+    const int nh = L / 2 + 1;
+    DevBuf dH, dP, dW, dbuf, dF, dwork;
+    DALLOC(dH, sizeof(float) * nh, "cudaMalloc H");
+    DALLOC(dP, sizeof(float) * (size_t)g->nviews * g->cols, "cudaMalloc parker");
+    DALLOC(dW, sizeof(float) * g->nviews, "cudaMalloc view weights");
+    CK(cudaMemcpyAsync(dH.p, H, sizeof(float) * nh, cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(dP.p, parker, sizeof(float) * (size_t)g->nviews * g->cols, cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(dW.p, vw, sizeof(float) * g->nviews, cudaMemcpyHostToDevice, st));
+    // rows per FFT batch: about 32 MiB of real rows, whatever nrows is (the plan, and with it
+    // each row's arithmetic, is the same for every job of this detector width)
+    int64_t chunk64 = (32ll << 20) / ((int64_t)L * 4);
+    int chunk = (int)(chunk64 > 65535 ? 65535 : chunk64 < 1 ? 1 : chunk64);
+    DALLOC(dbuf, sizeof(float) * (size_t)chunk * L, "cudaMalloc FFT rows");
+    DALLOC(dF, sizeof(cufftComplex) * (size_t)chunk * nh, "cudaMalloc FFT spectra");
     FftPlan pf, pb;
-    int n[1] = { L };
-    CKF(cufftPlanMany(&pf.h, 1, n, NULL, 1, L, NULL, 1, nh, CUFFT_R2C, chunk));
-    pf.made = true;
-    CKF(cufftPlanMany(&pb.h, 1, n, NULL, 1, nh, NULL, 1, L, CUFFT_C2R, chunk));
-    pb.made = true;
+    size_t wf = 0, wb = 0;
+    if (make_plan(pf, L, chunk, true, &wf, st, err) || make_plan(pb, L, chunk, false, &wb, st, err))
+        return -1;
+    DALLOC(dwork, wf > wb ? wf : wb, "cudaMalloc cuFFT work area");
+    CKF(cufftSetWorkArea(pf.h, dwork.p));
+    CKF(cufftSetWorkArea(pb.h, dwork.p));
     DG dg = make_dg(g);
+    dim3 b(256), gw((L + 255) / 256, chunk), gh((nh + 255) / 256, chunk), gs((g->cols + 255) / 256, chunk);
     for (int64_t r0 = 0; r0 < nrows; r0 += chunk) {
-        dim3 b(256), gw((L + 255) / 256, chunk), gh((nh + 255) / 256, chunk), gs((g->cols + 255) / 256, chunk);
-        k_preweight<<<gw, b>>>(d_proj, dbuf.as<float>(), r0, nrows, chunk, L, dg, g->nviews, dP.as<float>());
+        k_preweight<<<gw, b, 0, st>>>(d_proj, dbuf.as<float>(), r0, nrows, chunk, L, dg, g->nviews, dP.as<float>());
         CKL("k_preweight");
         CKF(cufftExecR2C(pf.h, dbuf.as<float>(), dF.as<cufftComplex>()));
-        k_mul_h<<<gh, b>>>(dF.as<cufftComplex>(), dH.as<float>(), nh, chunk);
+        k_mul_h<<<gh, b, 0, st>>>(dF.as<cufftComplex>(), dH.as<float>(), nh, chunk);
         CKL("k_mul_h");
         CKF(cufftExecC2R(pb.h, dF.as<cufftComplex>(), dbuf.as<float>()));
-        k_store<<<gs, b>>>(d_proj, dbuf.as<float>(), r0, nrows, chunk, L, g->cols, g->rows, g->nviews, dW.as<float>());
+        k_store<<<gs, b, 0, st>>>(d_proj, dbuf.as<float>(), r0, nrows, chunk, L, g->cols, g->rows, g->nviews,
+                                  dW.as<float>());
         CKL("k_store");
     }
-    CK(cudaDeviceSynchronize());
+    CK(cudaStreamSynchronize(st));
     return 0;
 }
 
-// ---------------------------------------------------------------- texture backprojection
+// ---------------------------------------------------------------- backprojection (FBP / FDK)
 
-int make_layered(TexArr &t, const float *d_src, int w, int h, int layers, bool linear, gj_error *err)
+int make_layered(TexArr &t, const float *d_src, int w, int h, int layers, cudaStream_t st, gj_error *err)
 {
     cudaChannelFormatDesc fd = cudaCreateChannelDesc<float>();
     cudaExtent ext = make_cudaExtent((size_t)w, (size_t)h, (size_t)layers);
     CK(cudaMalloc3DArray(&t.arr, &fd, ext, cudaArrayLayered));
+    t.bytes = (size_t)w * h * layers * sizeof(float);
+    track((int64_t)t.bytes);
     cudaMemcpy3DParms cp = {};
     cp.srcPtr = make_cudaPitchedPtr((void *)d_src, (size_t)w * sizeof(float), (size_t)w, (size_t)h);
     cp.dstArray = t.arr;
     cp.extent = ext;
     cp.kind = cudaMemcpyDeviceToDevice;
-    CK(cudaMemcpy3D(&cp));
+    CK(cudaMemcpy3DAsync(&cp, st));
     cudaResourceDesc rd = {};
     rd.resType = cudaResourceTypeArray;
     rd.res.array.array = t.arr;
     cudaTextureDesc td = {};
+    // zero outside the detector, as the CPU's zero padding; unnormalised coordinates, so
+    // texel i has its centre at i + 0.5
     td.addressMode[0] = td.addressMode[1] = td.addressMode[2] = cudaAddressModeBorder;
-    td.filterMode = linear ? cudaFilterModeLinear : cudaFilterModePoint;
+    td.filterMode = cudaFilterModeLinear;
     td.readMode = cudaReadModeElementType;
     td.normalizedCoords = 0;
     CK(cudaCreateTextureObject(&t.tex, &rd, &td, NULL));
     return 0;
 }
 
-// Bilinear sample at pixel coordinates (x = column, y = row), zero outside: hardware, or
-// in software from point samples (the same arithmetic as the CPU, for the tests).
-__device__ __forceinline__ float sample(cudaTextureObject_t tex, float x, float y, int layer, bool hw)
-{
-    if (hw)
-        return tex2DLayered<float>(tex, x + 0.5f, y + 0.5f, layer);
-    float fx = floorf(x), fy = floorf(y), ax = x - fx, ay = y - fy;
-    float a = tex2DLayered<float>(tex, fx + 0.5f, fy + 0.5f, layer), b = tex2DLayered<float>(tex, fx + 1.5f, fy + 0.5f, layer);
-    float c = tex2DLayered<float>(tex, fx + 0.5f, fy + 1.5f, layer), d = tex2DLayered<float>(tex, fx + 1.5f, fy + 1.5f, layer);
-    float top = a + ax * (b - a), bot = c + ax * (d - c);
-    return top + ay * (bot - top);
-}
-
-// 2D batch: texture (cols x views x layers = slices); SPT slices per thread.
+// 2D batch, slices [s0, s0 + ns) of the launch (SPT per thread), views [v0, v0 + nv):
+// hardware: texture (cols x views x layers = slices of the launch); software: proj (the
+// launch's sinograms, ns x views x cols) through the CPU's taps.
 template <bool HW>
-__global__ void k_bp2d(cudaTextureObject_t tex, float *vol, DG g, int nslices, int v0, int nv)
+__global__ void k_bp2d(cudaTextureObject_t tex, const float *__restrict__ proj, float *vol, DG g, int nslices,
+                       int nviews, int v0, int nv, const float *__restrict__ mats)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
     int s0 = blockIdx.z * SPT;
@@ -274,7 +357,8 @@ __global__ void k_bp2d(cudaTextureObject_t tex, float *vol, DG g, int nslices, i
     for (int s = 0; s < SPT; s++)
         acc[s] = 0;
     for (int k = 0; k < nv; k++) {
-        const float *A = c_mat + 12 * k;
+        const int v = v0 + k;
+        const float *A = mats + 12 * (size_t)v;
         float uc, w = 1;
         if (g.type == RC_PARALLEL2D) {
             uc = (x * A[0] + y * A[1]) / g.du + cu;
@@ -287,9 +371,21 @@ __global__ void k_bp2d(cudaTextureObject_t tex, float *vol, DG g, int nslices, i
             w = g.sod * g.sod * iw * iw;
         }
 #pragma unroll
-        for (int s = 0; s < SPT; s++)
-            if (s0 + s < nslices)
-                acc[s] += w * sample(tex, uc, (float)(v0 + k), s0 + s, HW);
+        for (int s = 0; s < SPT; s++) {
+            if (s0 + s >= nslices)
+                break;
+            float val, sn;
+            if (HW) {
+                val = tex2DLayered<float>(tex, uc + 0.5f, (float)v + 0.5f, s0 + s);
+            } else {
+                const float *qv = proj + ((int64_t)(s0 + s) * nviews + v) * g.cols;
+                int in = g.type == RC_PARALLEL2D ? rc_tap_par(qv, g.cols, uc, &val, &sn)
+                                                 : rc_tap_fan(qv, g.cols, uc, &val, &sn);
+                if (!in)
+                    continue;
+            }
+            acc[s] += w * val;
+        }
     }
 #pragma unroll
     for (int s = 0; s < SPT; s++)
@@ -297,9 +393,11 @@ __global__ void k_bp2d(cudaTextureObject_t tex, float *vol, DG g, int nslices, i
             vol[((int64_t)(s0 + s) * g.ny + j) * g.nx + i] += acc[s];
 }
 
-// Cone: texture (cols x rows x layers = views); ZPT voxels along z per thread, slices [z0, z0+nzs).
+// Cone: views [v0, v0 + nv) (texture layers 0..nv-1 in hardware mode; proj holds all views),
+// ZPT voxels along z per thread, slices [z0, z0 + nzs) of the volume (vol points to slice z0).
 template <bool HW>
-__global__ void k_bp3d(cudaTextureObject_t tex, float *vol, DG g, int z0, int nzs, int nv, float sod2)
+__global__ void k_bp3d(cudaTextureObject_t tex, const float *__restrict__ proj, float *vol, DG g, int z0, int nzs,
+                       int v0, int nv, float sod2, const float *__restrict__ mats)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;
     int kb = blockIdx.z * ZPT;
@@ -310,18 +408,27 @@ __global__ void k_bp3d(cudaTextureObject_t tex, float *vol, DG g, int z0, int nz
 #pragma unroll
     for (int s = 0; s < ZPT; s++)
         acc[s] = 0;
+    const int64_t pview = (int64_t)g.rows * g.cols;
     for (int k = 0; k < nv; k++) {
-        const float *A = c_mat + 12 * k;
+        const float *A = mats + 12 * (size_t)(v0 + k);
+        const float *qv = proj + (int64_t)(v0 + k) * pview;
         float bw = A[2] * x + A[5] * y + A[11], bu = A[0] * x + A[3] * y + A[9], bv = A[1] * x + A[4] * y + A[10];
 #pragma unroll
         for (int s = 0; s < ZPT; s++) {
-            float z = (z0 + kb + s - 0.5f * (g.nz - 1)) * g.vz + g.oz;
+            if (kb + s >= nzs)
+                break;
+            float z = (z0 + kb + s - 0.5f * (g.nz - 1)) * g.vz + g.oz;   // global slice index: slabs agree
             float w = bw + A[8] * z;
             if (!(w > 1e-6f))
                 continue;
             float iw = 1.0f / w;
             float uc = (bu + A[6] * z) * iw, vr = (bv + A[7] * z) * iw;
-            acc[s] += sod2 * iw * iw * sample(tex, uc, vr, k, HW);
+            float val, sn;
+            if (HW)
+                val = tex2DLayered<float>(tex, uc + 0.5f, vr + 0.5f, k);
+            else if (!rc_tap_cone(qv, g.cols, g.rows, uc, vr, &val, &sn))
+                continue;
+            acc[s] += sod2 * iw * iw * val;
         }
     }
 #pragma unroll
@@ -330,151 +437,68 @@ __global__ void k_bp3d(cudaTextureObject_t tex, float *vol, DG g, int z0, int nz
             vol[((int64_t)(kb + s) * g.ny + j) * g.nx + i] += acc[s];
 }
 
-int upload_views(const rc_geom *g, int v0, int nv)
-{
-    float *buf = (float *)malloc(sizeof(float) * 12 * (size_t)nv);
-    if (!buf)
-        return -1;
-    for (int k = 0; k < nv; k++)
-        view_params(g, v0 + k, buf + 12 * k);
-    cudaError_t e = cudaMemcpyToSymbol(c_mat, buf, sizeof(float) * 12 * (size_t)nv);
-    free(buf);
-    return e == cudaSuccess ? 0 : -1;
-}
-
-// d_proj: filtered projections on the device; d_vol: zeroed slices [z0, z0+nzs).
-int gpu_backproject_tex(const rc_geom *g, const float *d_proj, float *d_vol, int z0, int nzs, bool hw, gj_error *err)
+// d_proj: filtered projections on the device (2D: the nzs sinograms of the slab; cone: all
+// views); d_vol: zeroed slices [z0, z0+nzs).
+int gpu_backproject(const rc_geom *g, const float *d_proj, float *d_vol, int z0, int nzs, bool hw, cudaStream_t st,
+                    gj_error *err)
 {
     DG dg = make_dg(g);
+    DevBuf dm;
+    if (upload_view_matrices(g, dm, st, err))
+        return -1;
     dim3 b(32, 8);
     if (g->type != RC_CONE3D) {
-        int64_t pset = (int64_t)g->nviews * g->cols;
-        for (int s0 = 0; s0 < nzs; s0 += 2048) {
-            int ns = nzs - s0 < 2048 ? nzs - s0 : 2048;
+        const int64_t pset = (int64_t)g->nviews * g->cols;
+        if (g->cols > MAXTEX || g->nviews > MAXTEX)
+            hw = false;   // beyond a layered texture: the software path has no such limit
+        for (int s0 = 0; s0 < nzs; s0 += MAXL) {
+            int ns = nzs - s0 < MAXL ? nzs - s0 : MAXL;
             TexArr t;
-            if (make_layered(t, d_proj + s0 * pset, g->cols, g->nviews, ns, hw, err))
+            if (hw && make_layered(t, d_proj + s0 * pset, g->cols, g->nviews, ns, st, err))
                 return -1;
             for (int v0 = 0; v0 < g->nviews; v0 += MAXV) {
                 int nv = g->nviews - v0 < MAXV ? g->nviews - v0 : MAXV;
-                if (upload_views(g, v0, nv))
-                    return gj_error_set(err, "", "CUDA: cannot upload view parameters");
                 dim3 gr((g->nx + 31) / 32, (g->ny + 7) / 8, (ns + SPT - 1) / SPT);
+                float *vs = d_vol + (int64_t)s0 * g->nx * g->ny;
                 if (hw)
-                    k_bp2d<true><<<gr, b>>>(t.tex, d_vol + (int64_t)s0 * g->nx * g->ny, dg, ns, v0, nv);
+                    k_bp2d<true><<<gr, b, 0, st>>>(t.tex, NULL, vs, dg, ns, g->nviews, v0, nv, dm.as<float>());
                 else
-                    k_bp2d<false><<<gr, b>>>(t.tex, d_vol + (int64_t)s0 * g->nx * g->ny, dg, ns, v0, nv);
+                    k_bp2d<false><<<gr, b, 0, st>>>(0, d_proj + s0 * pset, vs, dg, ns, g->nviews, v0, nv,
+                                                    dm.as<float>());
                 CKL("k_bp2d");
             }
-            CK(cudaDeviceSynchronize());
+            CK(cudaStreamSynchronize(st));   // before t is destroyed
         }
         return 0;
     }
-    int64_t view = (int64_t)g->rows * g->cols;
+    const int64_t view = (int64_t)g->rows * g->cols;
+    const float sod2 = (float)(g->sod * g->sod);
+    dim3 gr((g->nx + 31) / 32, (g->ny + 7) / 8, (nzs + ZPT - 1) / ZPT);
     for (int v0 = 0; v0 < g->nviews; v0 += MAXV) {
         int nv = g->nviews - v0 < MAXV ? g->nviews - v0 : MAXV;
-        TexArr t;
-        if (make_layered(t, d_proj + v0 * view, g->cols, g->rows, nv, hw, err))
-            return -1;
-        if (upload_views(g, v0, nv))
-            return gj_error_set(err, "", "CUDA: cannot upload view parameters");
-        dim3 gr((g->nx + 31) / 32, (g->ny + 7) / 8, (nzs + ZPT - 1) / ZPT);
-        float sod2 = (float)(g->sod * g->sod);
-        if (hw)
-            k_bp3d<true><<<gr, b>>>(t.tex, d_vol, dg, z0, nzs, nv, sod2);
-        else
-            k_bp3d<false><<<gr, b>>>(t.tex, d_vol, dg, z0, nzs, nv, sod2);
-        CKL("k_bp3d");
-        CK(cudaDeviceSynchronize());
+        if (hw) {
+            TexArr t;
+            if (make_layered(t, d_proj + v0 * view, g->cols, g->rows, nv, st, err))
+                return -1;
+            k_bp3d<true><<<gr, b, 0, st>>>(t.tex, d_proj, d_vol, dg, z0, nzs, v0, nv, sod2, dm.as<float>());
+            CKL("k_bp3d");
+            CK(cudaStreamSynchronize(st));   // before t is destroyed
+        } else {
+            k_bp3d<false><<<gr, b, 0, st>>>(0, d_proj, d_vol, dg, z0, nzs, v0, nv, sod2, dm.as<float>());
+            CKL("k_bp3d");
+        }
     }
+    CK(cudaStreamSynchronize(st));
     return 0;
 }
 
 // ---------------------------------------------------------------- iterative (SART / SIRT)
 
-// Per view for the projector: ray origin / direction data. Parallel: (ca, sa); circular:
-// (ca, sa); matrices: inverse 3x3 (9) and the source (3).
-__device__ void ray_d(const DG &g, const float *vp, bool mat, int c, int r, float *p, float *d)
-{
-    float u = (c - 0.5f * (g.cols - 1)) * g.du + g.off_u, vv = (r - 0.5f * (g.rows - 1)) * g.dv + g.off_v;
-    if (mat) {
-        for (int k = 0; k < 3; k++) {
-            d[k] = vp[3 * k] * c + vp[3 * k + 1] * r + vp[3 * k + 2];
-            p[k] = vp[9 + k];
-        }
-        return;
-    }
-    float ca = vp[0], sa = vp[1];
-    if (g.type == RC_PARALLEL2D) {
-        p[0] = u * ca; p[1] = u * sa; p[2] = 0;
-        d[0] = -sa; d[1] = ca; d[2] = 0;
-    } else {
-        p[0] = g.sod * sa; p[1] = -g.sod * ca; p[2] = 0;
-        d[0] = -g.sdd * sa + u * ca; d[1] = g.sdd * ca + u * sa; d[2] = g.type == RC_CONE3D ? vv : 0;
-    }
-}
-
-__device__ float joseph_d(const DG &g, const float *vol, int nzv, const float *p, const float *d)
-{
-    int nx = g.nx, ny = g.ny;
-    float xmin = -0.5f * (nx - 1) * g.vx + g.ox, ymin = -0.5f * (ny - 1) * g.vy + g.oy, zmin = -0.5f * (g.nz - 1) * g.vz + g.oz;
-    float P[3] = { (p[0] - xmin) / g.vx, (p[1] - ymin) / g.vy, nzv > 1 ? (p[2] - zmin) / g.vz : 0 };
-    float D[3] = { d[0] / g.vx, d[1] / g.vy, nzv > 1 ? d[2] / g.vz : 0 };
-    int m = fabsf(D[0]) >= fabsf(D[1]) ? 0 : 1;
-    if (nzv > 1 && fabsf(D[2]) > fabsf(D[m]))
-        m = 2;
-    if (!(fabsf(D[m]) > 0))
-        return 0;
-    int n[3] = { nx, ny, nzv };
-    int o1 = (m + 1) % 3, o2 = (m + 2) % 3;
-    float step;
-    if (nzv == 1) {
-        o1 = 1 - m;
-        o2 = 2;
-        step = sqrtf(d[0] * d[0] + d[1] * d[1]) / fabsf(D[m]);
-    } else {
-        step = sqrtf(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]) / fabsf(D[m]);
-    }
-    int64_t str[3] = { 1, nx, (int64_t)nx * ny };
-    float sum = 0;
-    for (int im = 0; im < n[m]; im++) {
-        float t = (im - P[m]) / D[m];
-        float a1 = P[o1] + t * D[o1];
-        if (!(a1 > -1.0f && a1 < n[o1]))
-            continue;
-        int i1 = (int)floorf(a1);
-        float f1 = a1 - i1;
-        if (nzv == 1) {
-            float s = 0;
-            if (i1 >= 0)
-                s += (1 - f1) * vol[im * str[m] + i1 * str[o1]];
-            if (i1 + 1 < n[o1])
-                s += f1 * vol[im * str[m] + (i1 + 1) * str[o1]];
-            sum += s;
-            continue;
-        }
-        float a2 = P[o2] + t * D[o2];
-        if (!(a2 > -1.0f && a2 < n[o2]))
-            continue;
-        int i2 = (int)floorf(a2);
-        float f2 = a2 - i2, s = 0;
-        for (int e2 = 0; e2 < 2; e2++) {
-            int j2 = i2 + e2;
-            if (j2 < 0 || j2 >= n[o2])
-                continue;
-            float w2 = e2 ? f2 : 1 - f2;
-            if (i1 >= 0)
-                s += w2 * (1 - f1) * vol[im * str[m] + i1 * str[o1] + j2 * str[o2]];
-            if (i1 + 1 < n[o1])
-                s += w2 * f1 * vol[im * str[m] + (i1 + 1) * str[o1] + j2 * str[o2]];
-        }
-        sum += s;
-    }
-    return sum * step;
-}
-
-// One thread per ray of the listed views, for every problem (2D slice) at once.
+// One thread per ray of the listed views, for every problem (2D slice) at once; the ray and
+// the line integral are the CPU's (recon_hd.h). vparams: 12 doubles per view, (cos, sin) or,
+// with matrices, the inverse 3x3 (row-major) and the source.
 __global__ void k_forward(const float *vol, float *q, DG g, int nzv, int nprob, const int *vlist, int nv,
-                          const float *vparams, int mat)
+                          const double *vparams, int mat)
 {
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     int64_t per = (int64_t)nv * g.rows * g.cols;
@@ -483,15 +507,15 @@ __global__ void k_forward(const float *vol, float *q, DG g, int nzv, int nprob, 
     int prob = (int)(id / per);
     int64_t rem = id % per;
     int vi = (int)(rem / ((int64_t)g.rows * g.cols)), r = (int)((rem / g.cols) % g.rows), c = (int)(rem % g.cols);
-    int v = vlist[vi];
-    float p[3], d[3];
-    ray_d(g, vparams + 12 * v, mat != 0, c, r, p, d);
+    const double *vp = vparams + 12 * (size_t)vlist[vi];
+    double u = (c - 0.5 * (g.cols - 1)) * g.ddu + g.doff_u, vv = (r - 0.5 * (g.rows - 1)) * g.ddv + g.doff_v;
+    double p[3], d[3];
+    rc_ray(g.type, vp[0], vp[1], g.dsod, g.dsdd, u, vv, mat ? vp : NULL, vp + 9, c, r, p, d);
     int64_t vox = (int64_t)g.nx * g.ny * nzv;
-    float val = joseph_d(g, vol + prob * vox, nzv, p, d);
-    q[id] = val;   // compact layout [prob][vi][rows][cols]
+    q[id] = (float)rc_joseph(&g.grid, vol + prob * vox, nzv, p, d);   // compact layout [prob][vi][rows][cols]
 }
 
-// residual: res = (p - A x) / (A 1) for the listed views, scattered into the full layout.
+// residual: res = (p - A x) / (A 1) for the listed views, into the full layout.
 __global__ void k_residual(const float *fp, const float *p, const float *rowsum, float *res, int nprob, int nviews,
                            int rays_per_view, const int *vlist, int nv)
 {
@@ -507,20 +531,8 @@ __global__ void k_residual(const float *fp, const float *p, const float *rowsum,
     res[full] = w > 1e-6f ? (p[full] - fp[id]) / w : 0.0f;
 }
 
-__global__ void k_scatter(const float *fp, float *dst, int nprob, int nviews, int rays_per_view, const int *vlist, int nv)
-{
-    int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int64_t per = (int64_t)nv * rays_per_view;
-    if (id >= per * nprob)
-        return;
-    int prob = (int)(id / per);
-    int64_t rem = id % per;
-    int vi = (int)(rem / rays_per_view), k = (int)(rem % rays_per_view);
-    dst[((int64_t)prob * nviews + vlist[vi]) * rays_per_view + k] = fp[id];
-}
-
-// Voxel-driven backprojection of the residual with its normalisation (software bilinear,
-// as the CPU's bp_rows); one thread per voxel of every problem.
+// Voxel-driven backprojection of the residual with its normalisation (the CPU's bp_rows taps);
+// one thread per voxel of every problem.
 __global__ void k_bp_iter(const float *res, float *upd, float *norm, DG g, int nzv, int nprob, int nviews,
                           const int *vlist, int nv, const float *mats)
 {
@@ -535,35 +547,25 @@ __global__ void k_bp_iter(const float *res, float *upd, float *norm, DG g, int n
     float s = 0, sn = 0;
     for (int a = 0; a < nv; a++) {
         int v = vlist[a];
-        const float *A = mats + 12 * v;
+        const float *A = mats + 12 * (size_t)v;
         const float *qv = q + (int64_t)v * g.rows * g.cols;
-        float uc, vr = 0;
+        float val, wt;
+        int in;
         if (g.type == RC_PARALLEL2D) {
-            uc = (x * A[0] + y * A[1]) / g.du + cu;
+            in = rc_tap_par(qv, g.cols, (x * A[0] + y * A[1]) / g.du + cu, &val, &wt);
         } else {
             float w = A[2] * x + A[5] * y + A[8] * z + A[11];
             if (!(w > 1e-6f))
                 continue;
-            uc = (A[0] * x + A[3] * y + A[6] * z + A[9]) / w;
-            vr = g.rows > 1 ? (A[1] * x + A[4] * y + A[7] * z + A[10]) / w : 0.0f;
+            float iw = 1.0f / w, uc = (A[0] * x + A[3] * y + A[6] * z + A[9]) * iw;
+            if (g.rows == 1)
+                in = rc_tap_fan(qv, g.cols, uc, &val, &wt);
+            else
+                in = rc_tap_cone(qv, g.cols, g.rows, uc, (A[1] * x + A[4] * y + A[7] * z + A[10]) * iw, &val, &wt);
         }
-        if (!(uc > -1.0f && uc < g.cols && vr > -1.0f && vr < g.rows))
-            continue;
-        int ic = (int)floorf(uc), ir = (int)floorf(vr);
-        float fu = uc - ic, fv = g.rows > 1 ? vr - ir : 0.0f;
-        for (int e2 = 0; e2 < (g.rows > 1 ? 2 : 1); e2++) {
-            int rr = ir + e2;
-            if (rr < 0 || rr >= g.rows)
-                continue;
-            float wr = e2 ? fv : 1 - fv;
-            for (int e1 = 0; e1 < 2; e1++) {
-                int cc = ic + e1;
-                if (cc < 0 || cc >= g.cols)
-                    continue;
-                float wt = wr * (e1 ? fu : 1 - fu);
-                s += wt * qv[(int64_t)rr * g.cols + cc];
-                sn += wt;
-            }
+        if (in) {
+            s += val;
+            sn += wt;
         }
     }
     int64_t o = ((int64_t)kz * g.ny + j) * g.nx + i;
@@ -591,54 +593,41 @@ __global__ void k_fill(float *x, int64_t n, float v)
         x[i] = v;
 }
 
-int inv3(const double m[9], double r[9])
-{
-    double det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) + m[2] * (m[3] * m[7] - m[4] * m[6]);
-    if (fabs(det) < 1e-300)
-        return -1;
-    r[0] = (m[4] * m[8] - m[5] * m[7]) / det; r[1] = (m[2] * m[7] - m[1] * m[8]) / det; r[2] = (m[1] * m[5] - m[2] * m[4]) / det;
-    r[3] = (m[5] * m[6] - m[3] * m[8]) / det; r[4] = (m[0] * m[8] - m[2] * m[6]) / det; r[5] = (m[2] * m[3] - m[0] * m[5]) / det;
-    r[6] = (m[3] * m[7] - m[4] * m[6]) / det; r[7] = (m[1] * m[6] - m[0] * m[7]) / det; r[8] = (m[0] * m[4] - m[1] * m[3]) / det;
-    return 0;
-}
-
 unsigned blocks(int64_t n) { return (unsigned)((n + 255) / 256); }
 
-int gpu_iterate(const rc_geom *g, const rc_opts *o, const float *d_p, float *d_x, int nprob, gj_error *err)
+// SART / SIRT of nprob independent problems (2D slices, or one cone volume) resident on the
+// device: d_p their projections, d_x their volumes (zeroed).
+int gpu_iterate(const rc_geom *g, const rc_opts *o, const float *d_p, float *d_x, int nprob, cudaStream_t st,
+                gj_error *err)
 {
     DG dg = make_dg(g);
     const int nzv = g->type == RC_CONE3D ? g->nz : 1;
     const int rpv = g->rows * g->cols;
     const int64_t nrays = (int64_t)nprob * g->nviews * rpv, nvox = (int64_t)nprob * g->nx * g->ny * nzv;
     const int subsets = o->algo == RC_SIRT ? 1 : o->subsets;
-    const int maxnv = (g->nviews + subsets - 1) / subsets;
-    // per-view tables: projector (ray) parameters and backprojector matrices
-    float *hv = (float *)malloc(sizeof(float) * 12 * (size_t)g->nviews);
-    float *hm = (float *)malloc(sizeof(float) * 12 * (size_t)g->nviews);
-    int *order = (int *)malloc(sizeof(int) * (size_t)subsets), *vl = (int *)malloc(sizeof(int) * (size_t)g->nviews);
-    if (!hv || !hm || !order || !vl) {
-        free(hv); free(hm); free(order); free(vl);
+    const int mat = g->mat != NULL;
+    // the projector's per-view parameters (double, as the CPU's rays)
+    HostBuf hv(calloc(12 * (size_t)g->nviews, sizeof(double)));
+    HostBuf hl(malloc(sizeof(int) * (size_t)g->nviews * 2)), hoff(malloc(sizeof(int) * ((size_t)subsets + 1)));
+    HostBuf order(malloc(sizeof(int) * (size_t)subsets));
+    if (!hv.p || !hl.p || !hoff.p || !order.p)
         return gj_error_set(err, "", "out of memory");
-    }
+    double *pv = hv.as<double>();
     for (int v = 0; v < g->nviews; v++) {
-        view_params(g, v, hm + 12 * v);
-        double b = g->angles[v];
-        memset(hv + 12 * v, 0, 12 * sizeof(float));
-        hv[12 * v] = (float)cos(b);
-        hv[12 * v + 1] = (float)sin(b);
-        if (g->mat) {
-            const double *A = g->mat + 12 * v;
-            double M[9], Mi[9] = { 0 };
-            for (int r = 0; r < 3; r++)
-                for (int k = 0; k < 3; k++)
-                    M[3 * r + k] = A[3 * k + r];
-            inv3(M, Mi);
-            for (int k = 0; k < 9; k++)
-                hv[12 * v + k] = (float)Mi[k];
-            for (int r = 0; r < 3; r++)
-                hv[12 * v + 9 + r] = (float)-(Mi[3 * r] * A[9] + Mi[3 * r + 1] * A[10] + Mi[3 * r + 2] * A[11]);
+        double *q = pv + 12 * (size_t)v;
+        q[0] = cos(g->angles[v]);
+        q[1] = sin(g->angles[v]);
+        if (mat) {
+            double Mi[9], C[3];
+            if (rc_matrix_ray(g, v, Mi, C) == 0) {   // singular: all zero, a zero ray as on the CPU
+                memcpy(q, Mi, sizeof Mi);
+                memcpy(q + 9, C, sizeof C);
+            } else {
+                memset(q, 0, 12 * sizeof *q);
+            }
         }
     }
+    // subset order as the CPU: a stride near subsets / golden ratio, coprime to subsets
     int stride = (int)(subsets / 1.618 + 0.5);
     if (stride < 1)
         stride = 1;
@@ -648,74 +637,62 @@ int gpu_iterate(const rc_geom *g, const rc_opts *o, const float *d_p, float *d_x
         if (a == 1)
             break;
     }
+    int *ord = order.as<int>(), *vl = hl.as<int>(), *off = hoff.as<int>();
     for (int s = 0; s < subsets; s++)
-        order[s] = (int)(((int64_t)s * stride) % subsets);
-    DevBuf dv, dm, dl, drow, dres, dfp, dupd, dnorm, dones;
-    int rc = 0;
-    do {
-        if (ck(cudaMalloc(&dv.p, sizeof(float) * 12 * (size_t)g->nviews), err, "cudaMalloc", __LINE__) ||
-            ck(cudaMalloc(&dm.p, sizeof(float) * 12 * (size_t)g->nviews), err, "cudaMalloc", __LINE__) ||
-            ck(cudaMalloc(&dl.p, sizeof(int) * (size_t)g->nviews), err, "cudaMalloc", __LINE__) ||
-            ck(cudaMalloc(&drow.p, sizeof(float) * nrays), err, "cudaMalloc rowsum", __LINE__) ||
-            ck(cudaMalloc(&dres.p, sizeof(float) * nrays), err, "cudaMalloc residual", __LINE__) ||
-            ck(cudaMalloc(&dfp.p, sizeof(float) * nrays), err, "cudaMalloc projection", __LINE__) ||
-            ck(cudaMalloc(&dupd.p, sizeof(float) * nvox), err, "cudaMalloc update", __LINE__) ||
-            ck(cudaMalloc(&dnorm.p, sizeof(float) * nvox), err, "cudaMalloc norm", __LINE__) ||
-            ck(cudaMalloc(&dones.p, sizeof(float) * nvox), err, "cudaMalloc ones", __LINE__) ||
-            ck(cudaMemcpy(dv.p, hv, sizeof(float) * 12 * (size_t)g->nviews, cudaMemcpyHostToDevice), err, "copy", __LINE__) ||
-            ck(cudaMemcpy(dm.p, hm, sizeof(float) * 12 * (size_t)g->nviews, cudaMemcpyHostToDevice), err, "copy", __LINE__))
-            rc = -1;
-    } while (0);
-    free(hv);
-    free(hm);
-    if (rc) {
-        free(order);
-        free(vl);
-        return -1;
-    }
-    int mat = g->mat != NULL;
-    // row sums: Joseph projection of ones, all views
+        ord[s] = (int)(((int64_t)s * stride) % subsets);
+    // view lists: all views (row sums), then each sub-iteration's subset in order
     for (int v = 0; v < g->nviews; v++)
         vl[v] = v;
-    k_fill<<<blocks(nvox), 256>>>(dones.as<float>(), nvox, 1.0f);
-    if (ck(cudaGetLastError(), err, "k_fill", __LINE__) ||
-        ck(cudaMemcpy(dl.p, vl, sizeof(int) * (size_t)g->nviews, cudaMemcpyHostToDevice), err, "copy", __LINE__)) {
-        free(order); free(vl);
-        return -1;
+    int n = g->nviews;
+    for (int si = 0; si < subsets; si++) {
+        off[si] = n;
+        for (int v = ord[si]; v < g->nviews; v += subsets)
+            vl[n++] = v;
     }
-    k_forward<<<blocks(nrays), 256>>>(dones.as<float>(), dfp.as<float>(), dg, nzv, nprob, dl.as<int>(), g->nviews,
-                                      dv.as<float>(), mat);
-    k_scatter<<<blocks(nrays), 256>>>(dfp.as<float>(), drow.as<float>(), nprob, g->nviews, rpv, dl.as<int>(), g->nviews);
-    if (ck(cudaGetLastError(), err, "row sums", __LINE__)) {
-        free(order); free(vl);
+    off[subsets] = n;
+    DevBuf dv, dm, dl, drow, dres, dfp, dupd, dnorm, dones;
+    DALLOC(dv, sizeof(double) * 12 * (size_t)g->nviews, "cudaMalloc ray parameters");
+    DALLOC(dl, sizeof(int) * (size_t)n, "cudaMalloc view lists");
+    DALLOC(drow, sizeof(float) * nrays, "cudaMalloc row sums");
+    DALLOC(dres, sizeof(float) * nrays, "cudaMalloc residual");
+    DALLOC(dfp, sizeof(float) * nrays, "cudaMalloc forward projection");
+    DALLOC(dupd, sizeof(float) * nvox, "cudaMalloc update");
+    DALLOC(dnorm, sizeof(float) * nvox, "cudaMalloc normalisation");
+    DALLOC(dones, sizeof(float) * nvox, "cudaMalloc ones");
+    CK(cudaMemcpyAsync(dv.p, pv, sizeof(double) * 12 * (size_t)g->nviews, cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(dl.p, vl, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice, st));
+    if (upload_view_matrices(g, dm, st, err))   // synchronises: the host tables may go
         return -1;
-    }
+    // row sums A 1: the Joseph projection of ones over all views (the list is the identity,
+    // so the compact layout is the full one)
+    k_fill<<<blocks(nvox), 256, 0, st>>>(dones.as<float>(), nvox, 1.0f);
+    CKL("k_fill");
+    k_forward<<<blocks(nrays), 256, 0, st>>>(dones.as<float>(), drow.as<float>(), dg, nzv, nprob, dl.as<int>(),
+                                             g->nviews, dv.as<double>(), mat);
+    CKL("k_forward (row sums)");
+    CK(cudaStreamSynchronize(st));
+    dones.release();
     dim3 b(32, 8), gr((g->nx + 31) / 32, (g->ny + 7) / 8, nzv * nprob);
-    for (int it = 0; it < o->iterations && !rc; it++)
-        for (int si = 0; si < subsets && !rc; si++) {
-            int s = order[si], nv = 0;
-            for (int v = s; v < g->nviews; v += subsets)
-                vl[nv++] = v;
-            int64_t n = (int64_t)nprob * nv * rpv;
-            if (ck(cudaMemcpy(dl.p, vl, sizeof(int) * (size_t)nv, cudaMemcpyHostToDevice), err, "copy views", __LINE__)) {
-                rc = -1;
-                break;
-            }
-            k_forward<<<blocks(n), 256>>>(d_x, dfp.as<float>(), dg, nzv, nprob, dl.as<int>(), nv, dv.as<float>(), mat);
-            k_residual<<<blocks(n), 256>>>(dfp.as<float>(), d_p, drow.as<float>(), dres.as<float>(), nprob, g->nviews, rpv,
-                                           dl.as<int>(), nv);
-            k_bp_iter<<<gr, b>>>(dres.as<float>(), dupd.as<float>(), dnorm.as<float>(), dg, nzv, nprob, g->nviews,
-                                 dl.as<int>(), nv, dm.as<float>());
-            k_update<<<blocks(nvox), 256>>>(d_x, dupd.as<float>(), dnorm.as<float>(), nvox, (float)o->relaxation, o->nonneg);
-            if (ck(cudaGetLastError(), err, "SART sub-iteration", __LINE__))
-                rc = -1;
+    for (int it = 0; it < o->iterations; it++)
+        for (int si = 0; si < subsets; si++) {
+            const int *dlist = dl.as<int>() + off[si];
+            int nv = off[si + 1] - off[si];
+            int64_t nr = (int64_t)nprob * nv * rpv;
+            k_forward<<<blocks(nr), 256, 0, st>>>(d_x, dfp.as<float>(), dg, nzv, nprob, dlist, nv, dv.as<double>(),
+                                                  mat);
+            CKL("k_forward");
+            k_residual<<<blocks(nr), 256, 0, st>>>(dfp.as<float>(), d_p, drow.as<float>(), dres.as<float>(), nprob,
+                                                   g->nviews, rpv, dlist, nv);
+            CKL("k_residual");
+            k_bp_iter<<<gr, b, 0, st>>>(dres.as<float>(), dupd.as<float>(), dnorm.as<float>(), dg, nzv, nprob,
+                                        g->nviews, dlist, nv, dm.as<float>());
+            CKL("k_bp_iter");
+            k_update<<<blocks(nvox), 256, 0, st>>>(d_x, dupd.as<float>(), dnorm.as<float>(), nvox,
+                                                   (float)o->relaxation, o->nonneg);
+            CKL("k_update");
         }
-    (void)maxnv;
-    free(order);
-    free(vl);
-    if (!rc && ck(cudaDeviceSynchronize(), err, "SART", __LINE__))
-        rc = -1;
-    return rc;
+    CK(cudaStreamSynchronize(st));
+    return 0;
 }
 
 } // namespace
@@ -724,78 +701,94 @@ extern "C" int rc_gpu_device_count(void)
 {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();   // clear the sticky error: no driver means zero GPUs
+        cudaGetLastError();   // clear the error: no driver means zero GPUs
         return 0;
     }
     return n;
 }
 
+extern "C" uint64_t rc_gpu_peak_bytes(void)
+{
+    return t_peak_bytes;
+}
+
 extern "C" int rc_gpu_reconstruct(int device, const struct rc_geom *g, const struct rc_opts *o, float *proj,
                                   float *vol, int z0, int nzs, struct gj_error *err)
 {
-    if (rc_gpu_device_count() <= device)
+    if (device < 0 || rc_gpu_device_count() <= device)
         return gj_error_set(err, "", "GPU %d is not available", device);
+    if (nzs < 1 || z0 < 0 || z0 + nzs > g->nz)
+        return gj_error_set(err, "", "internal: slices [%d, %d) outside the volume of %d", z0, z0 + nzs, g->nz);
     CK(cudaSetDevice(device));
+    t_cur_bytes = t_peak_bytes = 0;
+    Stream st;
+    CK(cudaStreamCreateWithFlags(&st.s, cudaStreamNonBlocking));
     const bool two_d = g->type != RC_CONE3D;
     const int64_t pset = (int64_t)g->nviews * g->rows * g->cols;
     const int64_t np = two_d ? pset * nzs : pset, nv = (int64_t)g->nx * g->ny * nzs;
     DevBuf dp, dvol;
-    CK(cudaMalloc(&dp.p, sizeof(float) * np));
-    CK(cudaMalloc(&dvol.p, sizeof(float) * nv));
-    CK(cudaMemcpy(dp.p, proj, sizeof(float) * np, cudaMemcpyHostToDevice));
-    CK(cudaMemset(dvol.p, 0, sizeof(float) * nv));
+    DALLOC(dp, sizeof(float) * np, "cudaMalloc projections");
+    DALLOC(dvol, sizeof(float) * nv, "cudaMalloc volume");
+    CK(cudaMemcpyAsync(dp.p, proj, sizeof(float) * np, cudaMemcpyHostToDevice, st.s));
+    CK(cudaMemsetAsync(dvol.p, 0, sizeof(float) * nv, st.s));
     if (o->algo == RC_FBP || o->algo == RC_FDK) {
-        if (gpu_filter(g, o->filter, dp.as<float>(), two_d ? (int64_t)nzs * g->nviews : (int64_t)g->nviews * g->rows, err))
+        if (gpu_filter(g, o->filter, dp.as<float>(), two_d ? (int64_t)nzs * g->nviews : (int64_t)g->nviews * g->rows,
+                       st.s, err))
             return -1;
-        if (gpu_backproject_tex(g, dp.as<float>(), dvol.as<float>(), z0, nzs, !o->gpu_precise, err))
+        if (gpu_backproject(g, dp.as<float>(), dvol.as<float>(), z0, nzs, o->gpu_hw_filter != 0, st.s, err))
             return -1;
     } else {
         if (!two_d && (z0 != 0 || nzs != g->nz))
             return gj_error_set(err, "", "internal: iterative cone reconstruction needs the whole volume");
         if (!two_d) {
-            if (gpu_iterate(g, o, dp.as<float>(), dvol.as<float>(), 1, err))
+            if (gpu_iterate(g, o, dp.as<float>(), dvol.as<float>(), 1, st.s, err))
                 return -1;
         } else {
-            // slices of a batch are independent problems: up to 4096 per launch (grid limits)
+            // slices of a batch are independent problems: up to 4096 per launch (grid z)
             for (int s0 = 0; s0 < nzs; s0 += 4096) {
                 int ns = nzs - s0 < 4096 ? nzs - s0 : 4096;
                 if (gpu_iterate(g, o, dp.as<float>() + (int64_t)s0 * pset, dvol.as<float>() + (int64_t)s0 * g->nx * g->ny,
-                                ns, err))
+                                ns, st.s, err))
                     return -1;
             }
         }
     }
-    CK(cudaMemcpy(vol, dvol.p, sizeof(float) * nv, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpyAsync(vol, dvol.p, sizeof(float) * nv, cudaMemcpyDeviceToHost, st.s));
+    CK(cudaStreamSynchronize(st.s));
     return 0;
 }
 
 extern "C" double rc_gpu_backproject_matrices(int device, const struct rc_geom *g, const float *proj, float *vol,
                                               struct gj_error *err)
 {
-    if (rc_gpu_device_count() <= device) {
+    if (device < 0 || rc_gpu_device_count() <= device) {
         gj_error_set(err, "", "GPU %d is not available", device);
+        return -1;
+    }
+    if (g->type != RC_CONE3D) {
+        gj_error_set(err, "", "internal: matrix backprojection needs a cone geometry");
         return -1;
     }
     if (ck(cudaSetDevice(device), err, "cudaSetDevice", __LINE__))
         return -1;
+    t_cur_bytes = t_peak_bytes = 0;
     const int64_t np = (int64_t)g->nviews * g->rows * g->cols, nv = (int64_t)g->nx * g->ny * g->nz;
+    Stream st;
     DevBuf dp, dvol;
-    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    Event e0, e1;
     float ms = -1;
-    if (ck(cudaMalloc(&dp.p, sizeof(float) * np), err, "cudaMalloc", __LINE__) ||
-        ck(cudaMalloc(&dvol.p, sizeof(float) * nv), err, "cudaMalloc", __LINE__) ||
-        ck(cudaMemcpy(dp.p, proj, sizeof(float) * np, cudaMemcpyHostToDevice), err, "copy", __LINE__) ||
-        ck(cudaMemset(dvol.p, 0, sizeof(float) * nv), err, "memset", __LINE__) ||
-        ck(cudaEventCreate(&e0), err, "event", __LINE__) || ck(cudaEventCreate(&e1), err, "event", __LINE__) ||
-        ck(cudaEventRecord(e0), err, "event", __LINE__) ||
-        gpu_backproject_tex(g, dp.as<float>(), dvol.as<float>(), 0, g->nz, true, err) ||
-        ck(cudaEventRecord(e1), err, "event", __LINE__) || ck(cudaEventSynchronize(e1), err, "event", __LINE__) ||
-        ck(cudaEventElapsedTime(&ms, e0, e1), err, "event", __LINE__) ||
-        ck(cudaMemcpy(vol, dvol.p, sizeof(float) * nv, cudaMemcpyDeviceToHost), err, "copy", __LINE__))
-        ms = -1;
-    if (e0)
-        cudaEventDestroy(e0);
-    if (e1)
-        cudaEventDestroy(e1);
+    if (ck(cudaStreamCreateWithFlags(&st.s, cudaStreamNonBlocking), err, "stream", __LINE__) ||
+        dp.alloc(sizeof(float) * np, err, "cudaMalloc", __LINE__) ||
+        dvol.alloc(sizeof(float) * nv, err, "cudaMalloc", __LINE__) ||
+        ck(cudaMemcpyAsync(dp.p, proj, sizeof(float) * np, cudaMemcpyHostToDevice, st.s), err, "copy", __LINE__) ||
+        ck(cudaMemsetAsync(dvol.p, 0, sizeof(float) * nv, st.s), err, "memset", __LINE__) ||
+        ck(cudaEventCreate(&e0.e), err, "event", __LINE__) || ck(cudaEventCreate(&e1.e), err, "event", __LINE__) ||
+        ck(cudaEventRecord(e0.e, st.s), err, "event", __LINE__) ||
+        gpu_backproject(g, dp.as<float>(), dvol.as<float>(), 0, g->nz, true, st.s, err) ||
+        ck(cudaEventRecord(e1.e, st.s), err, "event", __LINE__) || ck(cudaEventSynchronize(e1.e), err, "event", __LINE__) ||
+        ck(cudaEventElapsedTime(&ms, e0.e, e1.e), err, "event", __LINE__) ||
+        ck(cudaMemcpyAsync(vol, dvol.p, sizeof(float) * nv, cudaMemcpyDeviceToHost, st.s), err, "copy", __LINE__) ||
+        ck(cudaStreamSynchronize(st.s), err, "sync", __LINE__))
+        return -1;
     return ms > 0 ? ms / 1000.0 : -1;
 }

@@ -2,11 +2,17 @@
 """Exports the test models with torch.onnx.export (fixed seeds), runs PyTorch for the
 reference output and writes MODEL.onnx, MODEL.in.f32 and MODEL.out.f32 into OUTDIR.
 
-    models.py OUTDIR NAME [--size S] [--batch B] [--opset N]   NAME: resnet18 | densenet121 | vit
+    models.py OUTDIR NAME [--size S] [--batch B] [--opset N] [--reuse]
+      NAME: resnet18 | densenet121 | vit | chest-xray
+
+chest-xray is the shipped demo model (models/chest-xray-demo/1/model.onnx, copied as is) with
+its PyTorch weights (model.pt in the network of tools/train_demo_model.py) as the reference.
+A batch other than 2 is part of the file names (MODEL_b4...); --reuse keeps files already there.
 
 Run with /usr/bin/python3 (Debian's torch 1.13)."""
 import argparse
 import os
+import shutil
 import sys
 import warnings
 
@@ -52,6 +58,19 @@ def randomize_bn(model, gen):
                 m.running_var.uniform_(0.5, 1.5, generator=gen)
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def chest_xray():
+    """The demo model's network with its trained weights (BatchNorm not folded: PyTorch's own
+    arithmetic is the reference for the folded ONNX file)."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from train_demo_model import build_model
+    m = build_model()
+    m.load_state_dict(torch.load(os.path.join(ROOT, "models", "chest-xray-demo", "1", "model.pt")))
+    return m.eval()
+
+
 def build(name, size):
     torch.manual_seed(1234)
     gen = torch.Generator().manual_seed(99)
@@ -75,19 +94,30 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--reuse", action="store_true")
     a = ap.parse_args()
-    size = a.size or (32 if a.name == "vit" else 64)
+    size = a.size or {"vit": 32, "chest-xray": 256}.get(a.name, 64)
+    base = os.path.join(a.outdir, a.name + ("" if a.size == 0 else "_%d" % size) +
+                        ("" if a.opset == 17 else "_opset%d" % a.opset) +
+                        ("" if a.batch == 2 else "_b%d" % a.batch))
+    files = [base + ext for ext in (".onnx", ".in.f32", ".out.f32")]
+    if a.reuse and all(os.path.exists(f) and os.path.getmtime(f) >= os.path.getmtime(__file__) for f in files):
+        print(base + ".onnx")
+        return 0
     torch.set_num_threads(2)
     os.makedirs(a.outdir, exist_ok=True)
-    m = build(a.name, size)
-    x = torch.randn(a.batch, 3, size, size, generator=torch.Generator().manual_seed(7))
-    base = os.path.join(a.outdir, a.name + ("" if a.size == 0 else "_%d" % size) +
-                        ("" if a.opset == 17 else "_opset%d" % a.opset))
-    # Not under no_grad(): there nn.TransformerEncoder takes a fused fast path that the
-    # exporter cannot export; the reference runs the same (slow-path) arithmetic.
-    torch.onnx.export(m, x, base + ".onnx", opset_version=a.opset, input_names=["input"],
-                      output_names=["output"],
-                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    if a.name == "chest-xray":
+        m = chest_xray()
+        x = torch.randn(a.batch, 1, size, size, generator=torch.Generator().manual_seed(7))
+        shutil.copyfile(os.path.join(ROOT, "models", "chest-xray-demo", "1", "model.onnx"), base + ".onnx")
+    else:
+        m = build(a.name, size)
+        x = torch.randn(a.batch, 3, size, size, generator=torch.Generator().manual_seed(7))
+        # Not under no_grad(): there nn.TransformerEncoder takes a fused fast path that the
+        # exporter cannot export; the reference runs the same (slow-path) arithmetic.
+        torch.onnx.export(m, x, base + ".onnx", opset_version=a.opset, input_names=["input"],
+                          output_names=["output"],
+                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
     if not a.no_reference:
         y = m(x).detach()
         x.numpy().astype(np.float32).tofile(base + ".in.f32")

@@ -2,10 +2,13 @@
  * onnx_check — runs an ONNX model over a raw float32 input and compares with a reference
  * output (raw float32, written by PyTorch in models.py) by relative L2 error.
  *
- *   onnx_check MODEL INPUT.f32 EXPECTED.f32 BATCH THREADS TOL
+ *   onnx_check MODEL INPUT.f32 EXPECTED.f32 BATCH THREADS TOL [BACKEND [PRECISION [GRAPHS]]]
+ *   onnx_check --available BACKEND      exit 0 when the backend can run here, else 77 (skip)
  *
- * It also runs the first sample alone in a batch-1 session and compares it with the
- * first part of the reference (a different session for the same model).
+ * BACKEND: cpu (default) or cuda; PRECISION: fp32 (default), tf32 or fp16; GRAPHS: 1 to
+ * capture CUDA graphs (each session then runs three times: warm-up, capture, replay, and
+ * every run is checked). It also runs the first sample alone in a batch-1 session and
+ * compares it with the first part of the reference (a different session for the same model).
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,11 +30,15 @@ static double rel_l2(const float *a, const float *b, size_t n)
     return sqrt(num / (den > 0 ? den : 1e-30));
 }
 
+static const char *backend = "cpu";
+static int precision = ONNX_PRECISION_FP32, graphs = 0;
+
 static int run(onnx_model *m, int batch, int threads, const float *in, float *out, size_t *in_n,
                size_t *out_n)
 {
     struct gj_error err = { 0 };
-    struct onnx_session_options o = { .batch = batch, .threads = threads, .backend = "cpu" };
+    struct onnx_session_options o = { .batch = batch, .threads = threads, .backend = backend,
+                                      .precision = precision, .cuda_graphs = graphs };
     onnx_session *s = onnx_session_create(m, &o, &err);
     if (!s) {
         fprintf(stderr, "session (batch %d): %s\n", batch, err.message);
@@ -39,35 +46,79 @@ static int run(onnx_model *m, int batch, int threads, const float *in, float *ou
     }
     struct onnx_session_stats st;
     onnx_session_get_stats(s, &st);
-    printf("batch %d: %zu nodes run, %zu folded, arena %.1f MiB (without reuse %.1f MiB), weights %.1f MiB\n",
-           batch, st.n_nodes_run, st.n_nodes_folded, st.arena_bytes / 1048576.0, st.naive_bytes / 1048576.0,
-           st.const_bytes / 1048576.0);
+    printf("batch %d: %zu nodes run, %zu folded, arena %.1f MiB (without reuse %.1f MiB), weights %.1f MiB, "
+           "device %.1f MiB\n", batch, st.n_nodes_run, st.n_nodes_folded, st.arena_bytes / 1048576.0,
+           st.naive_bytes / 1048576.0, st.const_bytes / 1048576.0, onnx_session_device_bytes(s) / 1048576.0);
     *in_n = onnx_session_input_bytes(s, 0) / 4;
     *out_n = onnx_session_output_bytes(s, 0) / 4;
     int rc = 0;
-    if (in && out) {
+    /* with graphs: warm-up, capture and replay; the caller checks the last, runs 2 and 3
+     * must also equal run 1 (a replay that skipped work would leave the NaNs) */
+    int reps = graphs ? 3 : 1;
+    float *first = NULL;
+    for (int r = 0; in && out && r < reps && rc == 0; r++) {
         const void *ins[1] = { in };
         void *outs[1] = { out };
+        memset(out, 0xff, *out_n * 4);   /* NaN */
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         rc = onnx_session_run(s, ins, outs, &err);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        if (rc)
+        if (rc) {
             fprintf(stderr, "run: %s\n", err.message);
-        else
-            printf("batch %d: run %.1f ms\n", batch,
-                   (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+            break;
+        }
+        printf("batch %d: run %d %.1f ms\n", batch, r + 1,
+               (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+        if (reps > 1 && r == 0 && !(first = malloc(*out_n * 4 + 4)))
+            rc = -1;
+        else if (reps > 1 && r == 0)
+            memcpy(first, out, *out_n * 4);
+        else if (reps > 1 && memcmp(first, out, *out_n * 4)) {
+            fprintf(stderr, "run %d differs from run 1 (rel. L2 %.3g)\n", r + 1, rel_l2(out, first, *out_n));
+            rc = -1;
+        }
     }
+    free(first);
     onnx_session_free(s);
     return rc;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 7) {
-        fprintf(stderr, "usage: onnx_check MODEL INPUT.f32 EXPECTED.f32 BATCH THREADS TOL\n");
+    if (argc == 3 && strcmp(argv[1], "--available") == 0) {
+        char why[256];
+        if (onnx_backend_available(argv[2], why, sizeof why))
+            return 0;
+        printf("backend %s not available: %s\n", argv[2], why);
+        return 77;
+    }
+    if (argc < 7 || argc > 10) {
+        fprintf(stderr, "usage: onnx_check MODEL INPUT.f32 EXPECTED.f32 BATCH THREADS TOL [BACKEND [fp32|tf32|fp16 "
+                "[GRAPHS]]]\n       onnx_check --available BACKEND\n");
         return 2;
     }
+    if (argc > 7)
+        backend = argv[7];
+    if (argc > 8) {
+        const char *p = argv[8];
+        precision = strcmp(p, "tf32") == 0 ? ONNX_PRECISION_TF32 : strcmp(p, "fp16") == 0 ? ONNX_PRECISION_FP16
+                  : strcmp(p, "fp32") == 0 ? ONNX_PRECISION_FP32 : -1;
+        if (precision < 0) {
+            fprintf(stderr, "precision '%s': fp32, tf32 or fp16\n", p);
+            return 2;
+        }
+    }
+    if (argc > 9)
+        graphs = atoi(argv[9]) != 0;
+    {
+        char why[256];
+        if (!onnx_backend_available(backend, why, sizeof why)) {
+            printf("backend %s not available: %s\n", backend, why);
+            return 77;
+        }
+    }
+    printf("backend %s, precision %s, CUDA graphs %s\n", backend, argc > 8 ? argv[8] : "fp32", graphs ? "on" : "off");
     int batch = atoi(argv[4]), threads = atoi(argv[5]);
     double tol = atof(argv[6]);
     struct gj_error err = { 0 };

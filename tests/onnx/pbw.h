@@ -14,7 +14,7 @@ struct pb {
     size_t n, cap;
 };
 
-static void pb_put(struct pb *p, const void *d, size_t n)
+static inline void pb_put(struct pb *p, const void *d, size_t n)
 {
     if (p->n + n > p->cap) {
         size_t c = p->cap ? p->cap * 2 : 256;
@@ -30,7 +30,7 @@ static void pb_put(struct pb *p, const void *d, size_t n)
     p->n += n;
 }
 
-static void pb_varint(struct pb *p, uint64_t v)
+static inline void pb_varint(struct pb *p, uint64_t v)
 {
     uint8_t t[10];
     int k = 0;
@@ -44,18 +44,18 @@ static void pb_varint(struct pb *p, uint64_t v)
     pb_put(p, t, (size_t)k);
 }
 
-static void pb_tag(struct pb *p, int field, int wt) { pb_varint(p, ((uint64_t)field << 3) | (uint64_t)wt); }
-static void pb_int(struct pb *p, int field, int64_t v) { pb_tag(p, field, 0); pb_varint(p, (uint64_t)v); }
-static void pb_float(struct pb *p, int field, float f) { pb_tag(p, field, 5); pb_put(p, &f, 4); }
-static void pb_bytes(struct pb *p, int field, const void *d, size_t n)
+static inline void pb_tag(struct pb *p, int field, int wt) { pb_varint(p, ((uint64_t)field << 3) | (uint64_t)wt); }
+static inline void pb_int(struct pb *p, int field, int64_t v) { pb_tag(p, field, 0); pb_varint(p, (uint64_t)v); }
+static inline void pb_float(struct pb *p, int field, float f) { pb_tag(p, field, 5); pb_put(p, &f, 4); }
+static inline void pb_bytes(struct pb *p, int field, const void *d, size_t n)
 {
     pb_tag(p, field, 2);
     pb_varint(p, n);
     pb_put(p, d, n);
 }
-static void pb_str(struct pb *p, int field, const char *s) { pb_bytes(p, field, s, strlen(s)); }
+static inline void pb_str(struct pb *p, int field, const char *s) { pb_bytes(p, field, s, strlen(s)); }
 /* Appends sub as a length-delimited field and frees it. */
-static void pb_msg(struct pb *p, int field, struct pb *sub)
+static inline void pb_msg(struct pb *p, int field, struct pb *sub)
 {
     pb_bytes(p, field, sub->b, sub->n);
     free(sub->b);
@@ -66,7 +66,7 @@ static void pb_msg(struct pb *p, int field, struct pb *sub)
 enum { T_FLOAT = 1, T_INT64 = 7, T_BOOL = 9 };
 
 /* TensorProto with raw data. */
-static struct pb pb_tensor(const char *name, int dtype, int rank, const int64_t *dims, const void *data,
+static inline struct pb pb_tensor(const char *name, int dtype, int rank, const int64_t *dims, const void *data,
                            size_t bytes)
 {
     struct pb t = { 0 };
@@ -80,7 +80,7 @@ static struct pb pb_tensor(const char *name, int dtype, int rank, const int64_t 
 }
 
 /* ValueInfoProto; a dim of -1 becomes dim_param "N". */
-static struct pb pb_vinfo(const char *name, int elem, int rank, const int64_t *dims)
+static inline struct pb pb_vinfo(const char *name, int elem, int rank, const int64_t *dims)
 {
     struct pb shape = { 0 }, tt = { 0 }, tp = { 0 }, vi = { 0 };
     for (int i = 0; i < rank; i++) {
@@ -99,7 +99,7 @@ static struct pb pb_vinfo(const char *name, int elem, int rank, const int64_t *d
     return vi;
 }
 
-static struct pb pb_attr_int(const char *name, int64_t v)
+static inline struct pb pb_attr_int(const char *name, int64_t v)
 {
     struct pb a = { 0 };
     pb_str(&a, 1, name);
@@ -108,7 +108,7 @@ static struct pb pb_attr_int(const char *name, int64_t v)
     return a;
 }
 
-static struct pb pb_attr_float(const char *name, float v)
+static inline struct pb pb_attr_float(const char *name, float v)
 {
     struct pb a = { 0 };
     pb_str(&a, 1, name);
@@ -117,7 +117,7 @@ static struct pb pb_attr_float(const char *name, float v)
     return a;
 }
 
-static struct pb pb_attr_ints(const char *name, int n, const int64_t *v)
+static inline struct pb pb_attr_ints(const char *name, int n, const int64_t *v)
 {
     struct pb a = { 0 };
     pb_str(&a, 1, name);
@@ -127,7 +127,7 @@ static struct pb pb_attr_ints(const char *name, int n, const int64_t *v)
     return a;
 }
 
-static struct pb pb_attr_str(const char *name, const char *v)
+static inline struct pb pb_attr_str(const char *name, const char *v)
 {
     struct pb a = { 0 };
     pb_str(&a, 1, name);
@@ -136,7 +136,7 @@ static struct pb pb_attr_str(const char *name, const char *v)
     return a;
 }
 
-static struct pb pb_attr_tensor(const char *name, struct pb *t)
+static inline struct pb pb_attr_tensor(const char *name, struct pb *t)
 {
     struct pb a = { 0 };
     pb_str(&a, 1, name);
@@ -146,7 +146,7 @@ static struct pb pb_attr_tensor(const char *name, struct pb *t)
 }
 
 /* NodeProto; inputs/outputs NULL-terminated; attrs: n pb buffers (consumed). */
-static struct pb pb_node(const char *op, const char *const *in, const char *const *out, int n_attr,
+static inline struct pb pb_node(const char *op, const char *const *in, const char *const *out, int n_attr,
                          struct pb *attrs)
 {
     struct pb nd = { 0 };
@@ -162,7 +162,7 @@ static struct pb pb_node(const char *op, const char *const *in, const char *cons
 }
 
 /* ModelProto around a finished GraphProto. */
-static struct pb pb_model(struct pb *graph, int64_t opset)
+static inline struct pb pb_model(struct pb *graph, int64_t opset)
 {
     struct pb m = { 0 }, os = { 0 };
     pb_int(&m, 1, 8);

@@ -634,7 +634,7 @@ static void test_huge_sizes(void **st)
         onnx_model *o = onnx_model_load_memory(mm.b, mm.n, &er);
         free(mm.b);
         assert_non_null(o);
-        struct onnx_session_options op = { 100, 1, "cpu", 500000 };
+        struct onnx_session_options op = { .batch = 100, .threads = 1, .backend = "cpu", .max_bytes = 500000 };
         assert_null(onnx_session_create(o, &op, &er));
         assert_non_null(strstr(er.message, "limit"));
         op.batch = 10;

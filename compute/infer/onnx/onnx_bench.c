@@ -1,8 +1,9 @@
 /*
- * onnx_bench.c — `gpujobd bench onnx`: inferences per second of ONNX models on the CPU
- * backend, per batch size, with a fixed thread count.
+ * onnx_bench.c — `gpujobd bench onnx`: inferences per second of ONNX models on a backend,
+ * per batch size, with a fixed thread count (CPU) or precision and CUDA graphs (CUDA).
  *
- *   gpujobd bench onnx [--threads N] [--batch 1,8] [--seconds S] MODEL.onnx...
+ *   gpujobd bench onnx [--threads N] [--batch 1,8] [--seconds S] [--backend cpu|cuda]
+ *                      [--device N] [--precision fp32|tf32|fp16] [--cuda-graphs] MODEL.onnx...
  *
  * Models of the benchmark (ResNet-18 and DenseNet-121 at 224x224, random weights) are
  * written by tests/onnx/models.py; tests/onnx/bench_vs_onnxruntime.sh runs this and
@@ -28,10 +29,20 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int bench_one(const char *path, onnx_model *m, int batch, int threads, double seconds)
+struct bench_opts {
+    const char *backend;
+    int device, precision, graphs;
+};
+
+static const char *const precision_names[] = { "fp32", "tf32", "fp16" };
+
+static int bench_one(const char *path, onnx_model *m, int batch, int threads, double seconds,
+                     const struct bench_opts *bo)
 {
     struct gj_error err = { 0 };
-    struct onnx_session_options o = { .batch = batch, .threads = threads, .backend = "cpu" };
+    struct onnx_session_options o = { .batch = batch, .threads = threads, .backend = bo->backend,
+                                      .device = bo->device, .precision = bo->precision,
+                                      .cuda_graphs = bo->graphs };
     double t0 = now();
     onnx_session *s = onnx_session_create(m, &o, &err);
     if (!s) {
@@ -63,8 +74,8 @@ static int bench_one(const char *path, onnx_model *m, int batch, int threads, do
     for (size_t i = 0; i < no; i++)
         if (!(outs[i] = malloc(onnx_session_output_bytes(s, i) + 4)))
             goto out;
-    /* warm-up */
-    for (int w = 0; w < 2; w++)
+    /* warm-up (with CUDA graphs: the plain run and the captured one) */
+    for (int w = 0; w < 3; w++)
         if (onnx_session_run(s, ins, outs, &err)) {
             fprintf(stderr, "%s: %s\n", path, err.message);
             goto out;
@@ -85,10 +96,17 @@ static int bench_one(const char *path, onnx_model *m, int batch, int threads, do
     struct onnx_session_stats st;
     onnx_session_get_stats(s, &st);
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    printf("%-24s batch %2d threads %d: %8.1f inferences/s  median %8.2f ms/batch  p90 %8.2f ms  "
-           "(%d runs, session %.0f ms, arena %.1f MiB, %.1f MiB without reuse)\n",
-           name, batch, threads, (double)n * batch / total, lat[n / 2] * 1e3, lat[n * 9 / 10] * 1e3, n,
-           t_create * 1e3, st.arena_bytes / 1048576.0, st.naive_bytes / 1048576.0);
+    char how[64];
+    if (strcmp(bo->backend, "cpu") == 0)
+        snprintf(how, sizeof how, "cpu threads %d", threads);
+    else
+        snprintf(how, sizeof how, "%s %s%s", bo->backend, precision_names[bo->precision],
+                 bo->graphs ? " graphs" : "");
+    printf("%-24s batch %2d %s: %8.1f inferences/s  median %8.2f ms/batch  p90 %8.2f ms  "
+           "(%d runs, session %.0f ms, arena %.1f MiB, %.1f MiB without reuse, device %.1f MiB)\n",
+           name, batch, how, (double)n * batch / total, lat[n / 2] * 1e3, lat[n * 9 / 10] * 1e3, n,
+           t_create * 1e3, st.arena_bytes / 1048576.0, st.naive_bytes / 1048576.0,
+           onnx_session_device_bytes(s) / 1048576.0);
     fflush(stdout);
     rc = 0;
 out:
@@ -108,12 +126,25 @@ int gj_bench_onnx_main(int argc, char **argv)
     double seconds = 5;
     int batches[16] = { 1, 8 }, nb = 2;
     int first = 1;
+    struct bench_opts bo = { "cpu", 0, ONNX_PRECISION_FP32, 0 };
     for (; first < argc && argv[first][0] == '-'; first++) {
         const char *a = argv[first];
         if (strcmp(a, "--threads") == 0 && first + 1 < argc) {
             threads = atoi(argv[++first]);
         } else if (strcmp(a, "--seconds") == 0 && first + 1 < argc) {
             seconds = atof(argv[++first]);
+        } else if (strcmp(a, "--backend") == 0 && first + 1 < argc) {
+            bo.backend = argv[++first];
+        } else if (strcmp(a, "--device") == 0 && first + 1 < argc) {
+            bo.device = atoi(argv[++first]);
+        } else if (strcmp(a, "--precision") == 0 && first + 1 < argc) {
+            const char *p = argv[++first];
+            bo.precision = -1;
+            for (int k = 0; k < 3; k++)
+                if (strcmp(p, precision_names[k]) == 0)
+                    bo.precision = k;
+        } else if (strcmp(a, "--cuda-graphs") == 0) {
+            bo.graphs = 1;
         } else if (strcmp(a, "--batch") == 0 && first + 1 < argc) {
             char *p = argv[++first];
             nb = 0;
@@ -129,14 +160,20 @@ int gj_bench_onnx_main(int argc, char **argv)
             break;
         }
     }
-    if (first >= argc || threads < 1 || nb < 1 || seconds <= 0) {
+    if (first >= argc || threads < 1 || nb < 1 || seconds <= 0 || bo.precision < 0) {
         fprintf(stderr,
-                "usage: gpujobd bench onnx [--threads N] [--batch 1,8] [--seconds S] MODEL.onnx...\n"
-                "  Inferences per second of each model on the CPU backend.\n"
+                "usage: gpujobd bench onnx [--threads N] [--batch 1,8] [--seconds S] [--backend cpu|cuda]\n"
+                "                          [--device N] [--precision fp32|tf32|fp16] [--cuda-graphs] MODEL.onnx...\n"
+                "  Inferences per second of each model on a backend (default: cpu, fp32).\n"
                 "  Benchmark models (ResNet-18, DenseNet-121 at 224x224):\n"
                 "    /usr/bin/python3 tests/onnx/models.py DIR resnet18 --size 224 --no-reference\n"
                 "  Comparison with ONNX Runtime: tests/onnx/bench_vs_onnxruntime.sh\n");
         return 2;
+    }
+    char why[256];
+    if (!onnx_backend_available(bo.backend, why, sizeof why)) {
+        fprintf(stderr, "backend %s: %s\n", bo.backend, why);
+        return 1;
     }
     int rc = 0;
     for (int i = first; i < argc; i++) {
@@ -148,7 +185,7 @@ int gj_bench_onnx_main(int argc, char **argv)
             continue;
         }
         for (int b = 0; b < nb; b++)
-            if (bench_one(argv[i], m, batches[b], threads, seconds))
+            if (bench_one(argv[i], m, batches[b], threads, seconds, &bo))
                 rc = 1;
         onnx_model_free(m);
     }

@@ -30,8 +30,10 @@ struct onnx_backend_ctx *onnx_cpu_host_ctx(void)
     return &host_ctx;
 }
 
-static int cpu_init(struct onnx_backend_ctx **out, int threads, char *msg, size_t msglen)
+static int cpu_init(struct onnx_backend_ctx **out, const struct onnx_session_options *opt, char *msg,
+                    size_t msglen)
 {
+    int threads = opt->threads;
     struct onnx_backend_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return -1;
@@ -1171,6 +1173,7 @@ const struct onnx_backend onnx_backend_cpu = {
     .download = cpu_copy,
     .sync = NULL,
     .scratch_bytes = cpu_scratch,
+    .host_memory = 1,
     .kernels = {
         [ONNX_OP_CONV] = k_conv,
         [ONNX_OP_BATCHNORM] = k_batchnorm,

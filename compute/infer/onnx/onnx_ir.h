@@ -132,20 +132,41 @@ typedef int (*onnx_kernel_fn)(struct onnx_backend_ctx *be, const struct onnx_kar
 
 struct onnx_backend {
     const char *name;
-    int (*init)(struct onnx_backend_ctx **be, int threads, char *msg, size_t msglen);
+    /* opt: the session's options (threads, device, precision, cuda_graphs). */
+    int (*init)(struct onnx_backend_ctx **be, const struct onnx_session_options *opt, char *msg,
+                size_t msglen);
     void (*fini)(struct onnx_backend_ctx *be);
     void *(*alloc)(struct onnx_backend_ctx *be, size_t bytes);
     void (*free)(struct onnx_backend_ctx *be, void *p);
     int (*upload)(struct onnx_backend_ctx *be, void *dst, const void *src, size_t bytes);
     int (*download)(struct onnx_backend_ctx *be, void *dst, const void *src, size_t bytes);
     int (*sync)(struct onnx_backend_ctx *be);
-    /* Bytes of scratch a node needs (e.g. im2col); NULL: none. */
+    /* Bytes of scratch a node needs (e.g. im2col, a cuDNN workspace); NULL: none. Called once
+     * per node at session creation, with the data pointers planned: a backend may choose and
+     * cache its algorithm here. (size_t)-1: the backend cannot run this node (last_error). */
     size_t (*scratch_bytes)(struct onnx_backend_ctx *be, const struct onnx_kargs *a);
+    /* Optional hooks (NULL: not needed). begin_run is called after the inputs are uploaded:
+     * 1 when it already ran the whole recorded schedule (graph replay: the kernels are not
+     * called), 0 to call the kernels, -1 on error. end_run follows the kernels (failed: one
+     * of them failed); e.g. ends a graph capture and launches the graph. */
+    int (*begin_run)(struct onnx_backend_ctx *be);
+    int (*end_run)(struct onnx_backend_ctx *be, int failed);
+    /* The last error in words (e.g. the failed CUDA call), or NULL. */
+    const char *(*last_error)(struct onnx_backend_ctx *be);
+    /* Device memory the backend holds besides what alloc returned (workspaces). */
+    size_t (*device_bytes)(struct onnx_backend_ctx *be);
+    int host_memory;   /* 1: alloc returns host memory (not counted as device bytes) */
     /* One kernel per op; NULL: the backend cannot run it (session creation fails). */
     onnx_kernel_fn kernels[ONNX_OP_COUNT];
 };
 
 extern const struct onnx_backend onnx_backend_cpu;
+#if ONNX_WITH_CUDA
+/* onnx_cuda.c: CUDA runtime, cuDNN, cuBLAS and the kernels of kernels/infer/. */
+extern const struct onnx_backend onnx_backend_cuda;
+/* 1 when a CUDA device can be used, else 0 with the reason in msg. */
+int onnx_cuda_available(char *msg, size_t msglen);
+#endif
 
 /* The CPU backend doubles as the host evaluator for constant folding. */
 struct onnx_backend_ctx *onnx_cpu_host_ctx(void);

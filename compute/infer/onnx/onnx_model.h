@@ -23,6 +23,23 @@
  * must be known once the batch size is: constants, or computed from shapes (folded).
  * The first dimension of every graph input is the batch; other dimensions must be fixed.
  * The CPU backend sets OpenBLAS to one thread (process-wide) and splits GEMMs itself.
+ *
+ * Backends: "cpu" (always) and "cuda" (builds with CUDA and cuDNN; onnx_cuda.c). The CUDA
+ * backend runs every operator above on one device, on a stream of its own per session:
+ * cuDNN for Conv (algorithm found once per convolution shape at session creation and
+ * cached), cuBLAS for Gemm/MatMul, own kernels for the rest (bias and ReLU fused into the
+ * convolution's epilogue; BatchNormalization after a Conv is folded into its weights at
+ * session creation, for every backend). Precision (enum onnx_precision):
+ *   FP32  strict float32: cuDNN CUDNN_FMA_MATH, cuBLAS CUBLAS_COMPUTE_32F_PEDANTIC (no TF32);
+ *         matches PyTorch within 1e-4 relative L2.
+ *   TF32  Conv/Gemm/MatMul may use TF32 tensor cores (10-bit mantissa inputs, FP32
+ *         accumulation): about 1e-3 relative L2 on the test models (tests allow 5e-3).
+ *   FP16  FP32 storage everywhere; Conv/Gemm/MatMul may down-convert their inputs to half
+ *         on tensor cores (cuDNN CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, cuBLAS
+ *         CUBLAS_COMPUTE_32F_FAST_16F), FP32 accumulation; other ops stay FP32. Saves no
+ *         memory; tests allow 1e-2 relative L2.
+ * With cuda_graphs, the first run is captured into a CUDA graph and later runs replay it
+ * (inputs and outputs are copied in and out of the session's fixed device buffers).
  */
 #ifndef ONNX_MODEL_H
 #define ONNX_MODEL_H
@@ -69,13 +86,28 @@ const struct onnx_io_desc *onnx_model_output(const onnx_model *model, size_t i);
 size_t onnx_model_num_nodes(const onnx_model *model);
 int64_t onnx_model_opset(const onnx_model *model);
 
+enum onnx_precision {
+    ONNX_PRECISION_FP32 = 0,   /* strict float32 (no TF32): every backend */
+    ONNX_PRECISION_TF32 = 1,   /* "cuda" only */
+    ONNX_PRECISION_FP16 = 2,   /* "cuda" only: FP32 storage, half-precision tensor-core math */
+};
+
+/* Zero-initialised fields mean: CPU backend, device 0, FP32, no CUDA graphs. */
 struct onnx_session_options {
     int batch;             /* the first dimension of every input (>= 1) */
     int threads;           /* worker threads for the CPU backend (>= 1) */
-    const char *backend;   /* "cpu" (NULL: "cpu") */
+    const char *backend;   /* "cpu" or "cuda" (NULL: "cpu") */
     size_t max_bytes;      /* refuse a session whose buffers (weights, inputs, activation arena,
                               scratch) exceed this; 0: no limit beyond 4 GiB per tensor */
+    int device;            /* CUDA device ordinal for "cuda" (ignored by "cpu") */
+    int precision;         /* enum onnx_precision; the CPU backend accepts FP32 only */
+    int cuda_graphs;       /* 1: capture the run into a CUDA graph and replay it; 0: plain
+                              launches (ignored by "cpu") */
 };
+
+/* 1 when `backend` can run here (for "cuda": built with CUDA and at least one device),
+ * else 0 with a reason in msg. */
+int onnx_backend_available(const char *backend, char *msg, size_t msglen);
 
 /* Creates a session: shape inference for this batch size, constant folding, a schedule
  * and a buffer plan. NULL with err (e.g. a shape the model cannot take). */
@@ -103,6 +135,11 @@ struct onnx_session_stats {
     size_t const_bytes;       /* weights and folded constants */
 };
 void onnx_session_get_stats(const onnx_session *s, struct onnx_session_stats *st);
+
+/* Device memory this session holds (weights, inputs, arena, scratch, cuBLAS workspace):
+ * what the serving layer reserves on the GPU. 0 for the CPU backend. The CUDA context
+ * itself (a few hundred MiB per process and device) is not included. */
+size_t onnx_session_device_bytes(const onnx_session *s);
 
 /* `gpujobd bench onnx`. */
 int gj_bench_onnx_main(int argc, char **argv);

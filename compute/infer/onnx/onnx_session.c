@@ -6,12 +6,14 @@
  *   2. shape inference in that order; every node whose inputs are all known at this point
  *      (initializers, Constant, Shape of a known shape, ...) is evaluated once on the host
  *      with the CPU kernels (constant folding), so shape arithmetic never runs per call;
- *   3. dead nodes are dropped, ReLU is fused into Conv/Gemm/Add/BatchNormalization,
+ *   3. dead nodes are dropped, a BatchNormalization after a Conv is folded into the Conv's
+ *      weights and bias, ReLU is fused into Conv/Gemm/Add/BatchNormalization,
  *      view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout) alias their input;
  *   4. a liveness-based buffer plan: every intermediate gets an offset in one arena, and
  *      tensors whose lifetimes do not overlap share bytes (greedy, largest first).
  * Running is then a walk over prepared kernel calls through struct onnx_backend.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +49,9 @@ struct rnode {
     int *in, *out;            /* value indices (in: -1 for absent) */
     int alias;                /* view op: no kernel call */
     int dead;
-    int fused_out[1];         /* out[] of a node with a fused ReLU */
+    int fused_out[1];         /* out[] of a node with a fused ReLU or a folded BatchNormalization */
+    int fused_in[3];          /* in[] of a Conv with a folded BatchNormalization */
+    int out_fused, in_fused;  /* out / in point to fused_out / fused_in */
     const struct onnx_tensor **ain;
     struct onnx_tensor **aout;
     struct onnx_kargs a;
@@ -63,6 +67,7 @@ struct onnx_session {
     size_t n_r;
     void *arena, *scratch;
     size_t arena_bytes, scratch_bytes, naive_bytes, const_bytes, n_folded, n_run;
+    size_t alloc_bytes;       /* everything allocated through be->alloc */
     struct onnx_io_desc *in_desc, *out_desc;
     int profile;              /* GJ_ONNX_PROFILE set: time per op type, printed at free */
     double prof_s[ONNX_OP_COUNT];
@@ -665,11 +670,42 @@ static int infer(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
 
 /* ---- session creation --------------------------------------------------------------------- */
 
-static const struct onnx_backend *find_backend(const char *name)
+/* The backend of that name when it can run here, else NULL with the reason in msg. */
+static const struct onnx_backend *find_backend(const char *name, char *msg, size_t msglen)
 {
     if (!name || strcmp(name, "cpu") == 0)
         return &onnx_backend_cpu;
+    if (strcmp(name, "cuda") == 0) {
+#if ONNX_WITH_CUDA
+        return onnx_cuda_available(msg, msglen) ? &onnx_backend_cuda : NULL;
+#else
+        snprintf(msg, msglen, "this build has no CUDA backend (built without CUDA or cuDNN)");
+        return NULL;
+#endif
+    }
+    snprintf(msg, msglen, "unknown backend '%s' (cpu or cuda)", name);
     return NULL;
+}
+
+int onnx_backend_available(const char *backend, char *msg, size_t msglen)
+{
+    char tmp[256];
+    if (!msg || msglen == 0) {
+        msg = tmp;
+        msglen = sizeof tmp;
+    }
+    msg[0] = 0;
+    return find_backend(backend, msg, msglen) != NULL;
+}
+
+/* ": <the backend's last error>" or "" */
+static const char *be_detail(const struct onnx_session *s, char *buf, size_t len)
+{
+    const char *e = s->be->last_error ? s->be->last_error(s->bctx) : NULL;
+    if (!e || !e[0])
+        return "";
+    snprintf(buf, len, ": %s", e);
+    return buf;
 }
 
 static int is_view(int op)
@@ -952,6 +988,103 @@ static int plan_arena(struct onnx_session *s, struct gj_error *err)
     return 0;
 }
 
+/* Gives constant value vi new host data (owned by the session). */
+static void replace_hdata(struct tinfo *t, float *data)
+{
+    if (t->own_hdata)
+        free(t->hdata);
+    t->hdata = data;
+    t->own_hdata = 1;
+}
+
+static int const_f32(const struct onnx_session *s, int vi)
+{
+    return vi >= 0 && s->v[vi].is_const && s->v[vi].t.elem == ONNX_ELEM_FLOAT;
+}
+
+/* Conv -> BatchNormalization, where the BN is the Conv's only reader and every parameter is a
+ * constant read by no other node: the BN is folded into the Conv (for every backend), saving
+ * one pass over the activations:
+ *   W'[c] = W[c] * sc[c],  b'[c] = (b[c] - mean[c]) * sc[c] + beta[c],  sc = scale / sqrt(var + eps).
+ * The new bias takes the place of the Conv's bias, or of the BN's beta when the Conv has none. */
+static int fold_batchnorms(struct onnx_session *s, struct gj_error *err)
+{
+    const onnx_model *m = s->m;
+    int *prod = malloc((m->n_values + 1) * sizeof(int));
+    if (!prod)
+        return NERR("out of memory");
+    for (size_t i = 0; i < m->n_values; i++)
+        prod[i] = -1;
+    for (size_t k = 0; k < s->n_r; k++) {
+        struct rnode *rn = &s->r[k];
+        if (rn->dead)
+            continue;
+        for (int o = 0; o < rn->n_out; o++)
+            if (rn->out[o] >= 0)
+                prod[rn->out[o]] = (int)k;
+        if (rn->op != ONNX_OP_BATCHNORM || rn->n_out != 1 || rn->n_in < 5)
+            continue;
+        int x = rn->in[0], pk = prod[x];
+        if (pk < 0 || s->v[x].n_consumers != 1 || m->values[x].is_output)
+            continue;
+        struct rnode *pr = &s->r[pk];
+        if (pr->op != ONNX_OP_CONV || pr->p.fused_relu || pr->n_out != 1 || pr->in_fused)
+            continue;
+        int wv = pr->in[1], bv = pr->n_in > 2 ? pr->in[2] : -1, beta = rn->in[2];
+        int ok = const_f32(s, wv) && s->v[wv].n_consumers == 1 && !m->values[wv].is_output;
+        for (int i = 1; i < 5; i++)
+            ok = ok && const_f32(s, rn->in[i]);
+        /* the value that will hold the new bias must be ours alone */
+        int nbv = bv >= 0 ? bv : beta;
+        ok = ok && const_f32(s, nbv) && s->v[nbv].n_consumers == 1 && !m->values[nbv].is_output;
+        if (!ok || s->v[x].t.rank != 4)
+            continue;
+        const struct onnx_tensor *w = &s->v[wv].t;
+        int64_t M = w->dims[0], K = w->numel / (M > 0 ? M : 1);
+        if (M != s->v[x].t.dims[1] || s->v[rn->in[1]].t.numel != M)
+            continue;
+        float *nw = malloc((size_t)w->numel * sizeof(float) + 4);
+        float *nb = malloc((size_t)M * sizeof(float) + 4);
+        if (!nw || !nb) {
+            free(nw);
+            free(nb);
+            free(prod);
+            return NERR("out of memory");
+        }
+        const float *W = s->v[wv].hdata, *B = bv >= 0 ? s->v[bv].hdata : NULL;
+        const float *sc = s->v[rn->in[1]].hdata, *be = s->v[beta].hdata;
+        const float *mean = s->v[rn->in[3]].hdata, *var = s->v[rn->in[4]].hdata;
+        for (int64_t c = 0; c < M; c++) {
+            float f = sc[c] / sqrtf(var[c] + rn->p.epsilon);
+            for (int64_t i = 0; i < K; i++)
+                nw[c * K + i] = W[c * K + i] * f;
+            nb[c] = ((B ? B[c] : 0.0f) - mean[c]) * f + be[c];
+        }
+        replace_hdata(&s->v[wv], nw);
+        replace_hdata(&s->v[nbv], nb);
+        if (bv >= 0)
+            s->v[beta].n_consumers--;
+        for (int i = 1; i < 5; i++)
+            if (i != 2)
+                s->v[rn->in[i]].n_consumers--;
+        /* the Conv now reads the new bias and writes the BN's output */
+        pr->fused_in[0] = pr->in[0];
+        pr->fused_in[1] = wv;
+        pr->fused_in[2] = nbv;
+        pr->in = pr->fused_in;
+        pr->n_in = 3;
+        pr->in_fused = 1;
+        pr->fused_out[0] = rn->out[0];
+        pr->out = pr->fused_out;
+        pr->out_fused = 1;
+        s->v[x].n_consumers = 0;
+        prod[rn->out[0]] = pk;
+        rn->dead = 1;
+    }
+    free(prod);
+    return 0;
+}
+
 onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session_options *opt,
                                   struct gj_error *err)
 {
@@ -961,16 +1094,26 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
         return gj_error_set(err, "batch", "batch size %d is out of range (1 to 65536)", opt->batch), NULL;
     if (opt->threads < 1 || opt->threads > 256)
         return gj_error_set(err, "threads", "thread count %d is out of range (1 to 256)", opt->threads), NULL;
-    const struct onnx_backend *be = find_backend(opt->backend);
+    if (opt->precision < ONNX_PRECISION_FP32 || opt->precision > ONNX_PRECISION_FP16)
+        return gj_error_set(err, "precision", "precision %d is not one of FP32 (0), TF32 (1), FP16 (2)",
+                            opt->precision), NULL;
+    if (opt->device < 0)
+        return gj_error_set(err, "device", "device ordinal %d is negative", opt->device), NULL;
+    char bmsg[256] = "";
+    const struct onnx_backend *be = find_backend(opt->backend, bmsg, sizeof bmsg);
     if (!be)
-        return gj_error_set(err, "backend", "unknown backend '%s'", opt->backend), NULL;
+        return gj_error_set(err, "backend", "backend '%s': %s", opt->backend, bmsg), NULL;
+    if (be == &onnx_backend_cpu && opt->precision != ONNX_PRECISION_FP32)
+        return gj_error_set(err, "precision", "the cpu backend computes in FP32 only; TF32 and FP16 "
+                            "need the cuda backend"), NULL;
 
     onnx_session *s = calloc(1, sizeof *s);
     if (!s)
         return NERR("out of memory"), NULL;
     s->m = m;
     s->be = be;
-    s->profile = getenv("GJ_ONNX_PROFILE") != NULL;
+    /* per-op timing synchronises after every kernel: impossible inside a graph capture */
+    s->profile = getenv("GJ_ONNX_PROFILE") != NULL && !opt->cuda_graphs;
     s->n_values = m->n_values;
     s->v = calloc(m->n_values + 1, sizeof *s->v);
     s->r = calloc(m->n_nodes + 1, sizeof *s->r);
@@ -982,7 +1125,7 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
         goto fail;
     }
     char msg[256] = "";
-    if (be->init(&s->bctx, opt->threads, msg, sizeof msg)) {
+    if (be->init(&s->bctx, opt, msg, sizeof msg)) {
         s->bctx = NULL;
         NERR("backend '%s' failed to start: %s", be->name, msg);
         goto fail;
@@ -1114,6 +1257,8 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
         }
         free(needed);
     }
+    if (fold_batchnorms(s, err))
+        goto fail;
     /* fusion: X -> Relu where X is Conv/Gemm/Add/BatchNormalization and Relu is its only reader */
     {
         int *prod = malloc((m->n_values + 1) * sizeof(int));
@@ -1144,6 +1289,7 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
             /* the producer now writes the Relu's output directly */
             pr->fused_out[0] = rn->out[0];
             pr->out = pr->fused_out;
+            pr->out_fused = 1;
             pr->p.fused_relu = 1;
             rn->dead = 1;
             prod[rn->out[0]] = pk;
@@ -1159,8 +1305,10 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
                 continue;
             }
             s->r[w] = s->r[k];
-            if (s->r[w].p.fused_relu)
+            if (s->r[w].out_fused)
                 s->r[w].out = s->r[w].fused_out;
+            if (s->r[w].in_fused)
+                s->r[w].in = s->r[w].fused_in;
             w++;
         }
         for (size_t k = w; k < s->n_r; k++)
@@ -1226,9 +1374,10 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
     if (s->arena_bytes) {
         s->arena = be->alloc(s->bctx, s->arena_bytes);
         if (!s->arena) {
-            NERR("cannot allocate %zu bytes of activations", s->arena_bytes);
+            NERR("cannot allocate %zu bytes of activations%s", s->arena_bytes, be_detail(s, msg, sizeof msg));
             goto fail;
         }
+        s->alloc_bytes += s->arena_bytes;
     }
     for (size_t i = 0; i < m->n_values; i++) {
         struct tinfo *t = &s->v[i];
@@ -1236,18 +1385,21 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
             size_t b = onnx_tensor_bytes(&t->t);
             t->dev = be->alloc(s->bctx, b ? b : 1);
             if (!t->dev || be->upload(s->bctx, t->dev, t->hdata, b)) {
-                NERR("cannot allocate or upload constant '%s'", m->values[i].name);
+                NERR("cannot allocate or upload constant '%s'%s", m->values[i].name,
+                     be_detail(s, msg, sizeof msg));
                 goto fail;
             }
+            s->alloc_bytes += b ? b : 1;
             s->const_bytes += b;
             t->t.data = t->dev;
         } else if (t->storage == ST_INPUT) {
             size_t b = onnx_tensor_bytes(&t->t);
             t->dev = be->alloc(s->bctx, b ? b : 1);
             if (!t->dev) {
-                NERR("cannot allocate input '%s'", m->values[i].name);
+                NERR("cannot allocate input '%s'%s", m->values[i].name, be_detail(s, msg, sizeof msg));
                 goto fail;
             }
+            s->alloc_bytes += b ? b : 1;
             t->t.data = t->dev;
         } else if (t->storage == ST_ARENA) {
             t->t.data = (char *)s->arena + t->offset;
@@ -1276,6 +1428,10 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
         }
         if (be->scratch_bytes) {
             size_t sb = be->scratch_bytes(s->bctx, &rn->a);
+            if (sb == (size_t)-1) {   /* the backend cannot prepare this node */
+                NERR(NODE_FMT "backend '%s' cannot run it%s", NODE_ARGS, be->name, be_detail(s, msg, sizeof msg));
+                goto fail;
+            }
             if (sb > s->scratch_bytes)
                 s->scratch_bytes = sb;
         }
@@ -1283,9 +1439,10 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
     if (s->scratch_bytes) {
         s->scratch = be->alloc(s->bctx, s->scratch_bytes);
         if (!s->scratch) {
-            NERR("cannot allocate %zu bytes of scratch", s->scratch_bytes);
+            NERR("cannot allocate %zu bytes of scratch%s", s->scratch_bytes, be_detail(s, msg, sizeof msg));
             goto fail;
         }
+        s->alloc_bytes += s->scratch_bytes;
         for (size_t k = 0; k < s->n_r; k++)
             s->r[k].a.scratch = s->scratch;
     }
@@ -1303,22 +1460,30 @@ int onnx_session_run(onnx_session *s, const void *const *inputs, void *const *ou
                      struct gj_error *err)
 {
     const onnx_model *m = s->m;
+    char msg[320];
     for (size_t i = 0; i < m->n_inputs; i++) {
         struct tinfo *t = &s->v[m->inputs[i]];
         if (!inputs || !inputs[i])
             return gj_error_set(err, "inputs", "input '%s' is missing", m->values[m->inputs[i]].name);
         if (s->be->upload(s->bctx, t->dev, inputs[i], onnx_tensor_bytes(&t->t)))
-            return NERR("cannot upload input '%s'", m->values[m->inputs[i]].name);
+            return NERR("cannot upload input '%s'%s", m->values[m->inputs[i]].name, be_detail(s, msg, sizeof msg));
     }
-    for (size_t k = 0; k < s->n_r; k++) {
+    int replayed = 0;
+    if (s->be->begin_run && (replayed = s->be->begin_run(s->bctx)) < 0)
+        return NERR("the backend cannot start the run%s", be_detail(s, msg, sizeof msg));
+    for (size_t k = 0; k < s->n_r && !replayed; k++) {
         struct rnode *rn = &s->r[k];
         if (rn->alias)
             continue;
         struct timespec t0, t1;
         if (s->profile)
             clock_gettime(CLOCK_MONOTONIC, &t0);
-        if (s->be->kernels[rn->op](s->bctx, &rn->a))
-            return NERR(NODE_FMT "the kernel failed (e.g. an index out of range)", NODE_ARGS);
+        if (s->be->kernels[rn->op](s->bctx, &rn->a)) {
+            const char *d = be_detail(s, msg, sizeof msg);
+            if (s->be->end_run)
+                s->be->end_run(s->bctx, 1);
+            return NERR(NODE_FMT "the kernel failed%s", NODE_ARGS, d[0] ? d : " (e.g. an index out of range)");
+        }
         if (s->profile) {
             if (s->be->sync)
                 s->be->sync(s->bctx);
@@ -1327,14 +1492,17 @@ int onnx_session_run(onnx_session *s, const void *const *inputs, void *const *ou
             s->prof_n[rn->op]++;
         }
     }
+    if (!replayed && s->be->end_run && s->be->end_run(s->bctx, 0))
+        return NERR("the backend failed to finish the run%s", be_detail(s, msg, sizeof msg));
     if (s->be->sync && s->be->sync(s->bctx))
-        return NERR("the backend failed");
+        return NERR("the backend failed%s", be_detail(s, msg, sizeof msg));
     for (size_t i = 0; i < m->n_outputs; i++) {
         const struct tinfo *t = &s->v[m->outputs[i]];
         if (!outputs || !outputs[i])
             return gj_error_set(err, "outputs", "no buffer for output %zu", i);
         if (s->be->download(s->bctx, outputs[i], t->t.data, onnx_tensor_bytes(&t->t)))
-            return NERR("cannot download output '%s'", m->values[m->outputs[i]].name);
+            return NERR("cannot download output '%s'%s", m->values[m->outputs[i]].name,
+                        be_detail(s, msg, sizeof msg));
     }
     return 0;
 }
@@ -1366,4 +1534,11 @@ void onnx_session_get_stats(const onnx_session *s, struct onnx_session_stats *st
     st->arena_bytes = s->arena_bytes;
     st->naive_bytes = s->naive_bytes;
     st->const_bytes = s->const_bytes;
+}
+
+size_t onnx_session_device_bytes(const onnx_session *s)
+{
+    if (!s || s->be->host_memory)
+        return 0;
+    return s->alloc_bytes + (s->be->device_bytes ? s->be->device_bytes(s->bctx) : 0);
 }

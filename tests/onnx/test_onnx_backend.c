@@ -1,0 +1,195 @@
+/*
+ * test_onnx_backend.c — choosing a backend, in the normal suite (no GPU needed): the "cuda"
+ * backend gives a clear error where this build has no CUDA backend or the machine has no
+ * device, and works where both exist; unknown backends and precisions are refused; the CPU
+ * backend refuses TF32 and FP16 and holds no device memory; zero-initialised options still
+ * mean CPU, FP32. BatchNormalization after a Conv is folded at session creation.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <cmocka.h>
+
+#include "infer/onnx/onnx_model.h"
+#include "pbw.h"
+
+#define S(...) ((const char *const[]){ __VA_ARGS__, NULL })
+#define D(...) ((const int64_t[]){ __VA_ARGS__ })
+
+static onnx_model *relu_model(void)
+{
+    struct pb g = { 0 };
+    struct pb v = pb_vinfo("x", T_FLOAT, 2, D(-1, 4));
+    pb_msg(&g, 11, &v);
+    struct pb nd = pb_node("Relu", S("x"), S("y"), 0, NULL);
+    pb_msg(&g, 1, &nd);
+    struct pb o = { 0 };
+    pb_str(&o, 1, "y");
+    pb_msg(&g, 12, &o);
+    pb_str(&g, 2, "relu");
+    struct pb m = pb_model(&g, 17);
+    struct gj_error err = { 0 };
+    onnx_model *model = onnx_model_load_memory(m.b, m.n, &err);
+    free(m.b);
+    assert_non_null(model);
+    return model;
+}
+
+static void test_cpu_defaults(void **st)
+{
+    (void)st;
+    char msg[256] = "x";
+    assert_int_equal(onnx_backend_available("cpu", msg, sizeof msg), 1);
+    assert_int_equal(onnx_backend_available(NULL, msg, sizeof msg), 1);
+    onnx_model *m = relu_model();
+    struct gj_error err = { 0 };
+    struct onnx_session_options o = { .batch = 2, .threads = 1 };   /* backend NULL, FP32 */
+    onnx_session *s = onnx_session_create(m, &o, &err);
+    assert_non_null(s);
+    assert_int_equal(onnx_session_device_bytes(s), 0);
+    float x[8] = { -1, 2, -3, 4, 5, -6, 7, -8 }, y[8];
+    const void *ins[1] = { x };
+    void *outs[1] = { y };
+    assert_int_equal(onnx_session_run(s, ins, outs, &err), 0);
+    assert_true(y[0] == 0 && y[1] == 2 && y[6] == 7 && y[7] == 0);
+    onnx_session_free(s);
+    /* cuda_graphs and device mean nothing to the CPU backend */
+    o.cuda_graphs = 1;
+    o.device = 3;
+    s = onnx_session_create(m, &o, &err);
+    assert_non_null(s);
+    onnx_session_free(s);
+    onnx_model_free(m);
+}
+
+static void test_refusals(void **st)
+{
+    (void)st;
+    onnx_model *m = relu_model();
+    struct gj_error err = { 0 };
+    char msg[256];
+    assert_int_equal(onnx_backend_available("tpu", msg, sizeof msg), 0);
+    assert_non_null(strstr(msg, "unknown backend"));
+    struct onnx_session_options o = { .batch = 1, .threads = 1, .backend = "tpu" };
+    assert_null(onnx_session_create(m, &o, &err));
+    assert_non_null(strstr(err.message, "unknown backend"));
+    /* the CPU backend computes in FP32 only */
+    for (int p = ONNX_PRECISION_TF32; p <= ONNX_PRECISION_FP16; p++) {
+        memset(&err, 0, sizeof err);
+        o = (struct onnx_session_options){ .batch = 1, .threads = 1, .backend = "cpu", .precision = p };
+        assert_null(onnx_session_create(m, &o, &err));
+        assert_string_equal(err.field, "precision");
+        assert_non_null(strstr(err.message, "FP32 only"));
+    }
+    memset(&err, 0, sizeof err);
+    o = (struct onnx_session_options){ .batch = 1, .threads = 1, .precision = 7 };
+    assert_null(onnx_session_create(m, &o, &err));
+    assert_non_null(strstr(err.message, "precision 7"));
+    memset(&err, 0, sizeof err);
+    o = (struct onnx_session_options){ .batch = 1, .threads = 1, .backend = "cuda", .device = -1 };
+    assert_null(onnx_session_create(m, &o, &err));
+    assert_non_null(strstr(err.message, "negative"));
+    onnx_model_free(m);
+}
+
+/* Where the CUDA backend cannot run (no CUDA build, or no device), both the availability
+ * check and session creation say why; where it can, a session runs and holds device memory. */
+static void test_cuda_backend(void **st)
+{
+    (void)st;
+    onnx_model *m = relu_model();
+    char msg[256] = "";
+    struct gj_error err = { 0 };
+    struct onnx_session_options o = { .batch = 2, .threads = 1, .backend = "cuda" };
+    if (!onnx_backend_available("cuda", msg, sizeof msg)) {
+        printf("cuda: %s\n", msg);
+        assert_true(strstr(msg, "this build has no CUDA backend") || strstr(msg, "CUDA device"));
+        assert_null(onnx_session_create(m, &o, &err));
+        assert_string_equal(err.field, "backend");
+        assert_non_null(strstr(err.message, msg));
+        o.precision = ONNX_PRECISION_FP16;
+        o.cuda_graphs = 1;
+        assert_null(onnx_session_create(m, &o, &err));
+        assert_non_null(strstr(err.message, msg));
+    } else {
+        onnx_session *s = onnx_session_create(m, &o, &err);
+        if (!s)
+            fail_msg("cuda session: %s", err.message);
+        assert_true(onnx_session_device_bytes(s) >= onnx_session_input_bytes(s, 0));
+        float x[8] = { -1, 2, -3, 4, 5, -6, 7, -8 }, y[8];
+        const void *ins[1] = { x };
+        void *outs[1] = { y };
+        assert_int_equal(onnx_session_run(s, ins, outs, &err), 0);
+        assert_true(y[0] == 0 && y[1] == 2 && y[6] == 7 && y[7] == 0);
+        onnx_session_free(s);
+        o.device = 1000;
+        assert_null(onnx_session_create(m, &o, &err));
+        assert_non_null(strstr(err.message, "does not exist"));
+    }
+    onnx_model_free(m);
+}
+
+/* Conv -> BatchNormalization -> Relu becomes one Conv (with bias and ReLU) on every backend. */
+static void test_batchnorm_folding(void **st)
+{
+    (void)st;
+    /* 1x1 conv, 2 -> 2 channels: c0 = x0 + x1, c1 = x0 - x1; BN: (c - mean) / sqrt(var) * s + b */
+    float w[4] = { 1, 1, 1, -1 }, sc[2] = { 2, 1 }, bi[2] = { 1, -1 }, mu[2] = { 1, 0 }, var[2] = { 4, 1 };
+    struct pb g = { 0 };
+    struct pb v = pb_vinfo("x", T_FLOAT, 4, D(1, 2, 1, 2));
+    pb_msg(&g, 11, &v);
+    const char *names[5] = { "w", "s", "b", "m", "v" };
+    const float *data[5] = { w, sc, bi, mu, var };
+    for (int i = 0; i < 5; i++) {
+        struct pb t = i == 0 ? pb_tensor(names[i], T_FLOAT, 4, D(2, 2, 1, 1), data[i], 16)
+                             : pb_tensor(names[i], T_FLOAT, 1, D(2), data[i], 8);
+        pb_msg(&g, 5, &t);
+    }
+    struct pb eps[1] = { pb_attr_float("epsilon", 0.0f) };
+    struct pb n1 = pb_node("Conv", S("x", "w"), S("c"), 0, NULL);
+    struct pb n2 = pb_node("BatchNormalization", S("c", "s", "b", "m", "v"), S("n"), 1, eps);
+    struct pb n3 = pb_node("Relu", S("n"), S("y"), 0, NULL);
+    pb_msg(&g, 1, &n1);
+    pb_msg(&g, 1, &n2);
+    pb_msg(&g, 1, &n3);
+    struct pb o = { 0 };
+    pb_str(&o, 1, "y");
+    pb_msg(&g, 12, &o);
+    pb_str(&g, 2, "convbn");
+    struct pb mp = pb_model(&g, 17);
+    struct gj_error err = { 0 };
+    onnx_model *m = onnx_model_load_memory(mp.b, mp.n, &err);
+    free(mp.b);
+    assert_non_null(m);
+    struct onnx_session_options opt = { .batch = 1, .threads = 1, .backend = "cpu" };
+    onnx_session *s = onnx_session_create(m, &opt, &err);
+    assert_non_null(s);
+    struct onnx_session_stats stt;
+    onnx_session_get_stats(s, &stt);
+    assert_int_equal(stt.n_nodes_run, 1);
+    /* x = [[1, 3], [2, -1]] (channel, w): c0 = [3, 2], c1 = [-1, 4]
+     * y0 = relu((c0 - 1) / 2 * 2 + 1) = [3, 2]; y1 = relu((c1 - 0) / 1 * 1 - 1) = [0, 3] */
+    float x[4] = { 1, 3, 2, -1 }, y[4];
+    const void *ins[1] = { x };
+    void *outs[1] = { y };
+    assert_int_equal(onnx_session_run(s, ins, outs, &err), 0);
+    const float want[4] = { 3, 2, 0, 3 };
+    for (int i = 0; i < 4; i++)
+        if (fabsf(y[i] - want[i]) > 1e-6f)
+            fail_msg("element %d: %g, want %g", i, y[i], want[i]);
+    onnx_session_free(s);
+    onnx_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cpu_defaults),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_cuda_backend),
+        cmocka_unit_test(test_batchnorm_folding),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -19,6 +19,7 @@
 
 #include "common/fsutil.h"
 #include "infer/dicom.h"
+#include "infer/serving/batcher.h"
 #include "service/db.h"
 #include "service/inference_store.h"
 #include "service/log.h"
@@ -59,6 +60,22 @@ void gj_inference_repo_lock(void)
 void gj_inference_repo_unlock(void)
 {
     pthread_mutex_unlock(&g_repo_mu);
+}
+
+json_t *gj_inference_devices_json(const char *name, int64_t version)
+{
+    int d[GJ_MODEL_MAX_GPUS + 1];
+    size_t n = gj_batcher_registry_devices(name, version, d, GJ_MODEL_MAX_GPUS + 1);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n && i < GJ_MODEL_MAX_GPUS + 1; i++) {
+        char dev[24];
+        if (d[i] >= 0)
+            snprintf(dev, sizeof dev, "gpu:%d", d[i]);
+        else
+            snprintf(dev, sizeof dev, "cpu");
+        json_array_append_new(a, json_string(dev));
+    }
+    return a;
 }
 
 int gj_inference_key(const char *text, char hex[65])

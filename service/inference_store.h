@@ -36,6 +36,10 @@ const char *gj_inference_models_dir(void);
 void gj_inference_repo_lock(void);
 void gj_inference_repo_unlock(void);
 
+/* The devices ("cpu", "gpu:0", ...) on which a model version has a batcher in this
+ * process (compute/infer/serving/batcher.h), as a JSON array; NULL on allocation failure. */
+json_t *gj_inference_devices_json(const char *name, int64_t version);
+
 /* HMAC-SHA256 of text under the server secret, as lower-case hex. 0 or -1. */
 int gj_inference_key(const char *text, char hex[65]);
 

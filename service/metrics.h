@@ -3,7 +3,12 @@
  * process (HTTP requests by route and code, job durations by kind); gauges
  * that live in the database (jobs by kind and state, queue depth) or the
  * placement (per-GPU reserved memory, running tasks) are read at scrape time.
- * Every name starts with gpujobd_.
+ * Every name starts with gpujobd_. Per GPU of the placement, Triton's
+ * nv_gpu_utilization (0..1), nv_gpu_memory_total_bytes and nv_gpu_memory_used_bytes
+ * (labels gpu="<CUDA ordinal>" and gpu_uuid) from NVML, loaded with dlopen at the first
+ * scrape (absent: those series are left out, logged once); simulated GPUs
+ * (GPUJOBD_FAKE_GPUS) report the memory reserved in the placement as used and 0
+ * utilization.
  */
 #ifndef GJ_METRICS_H
 #define GJ_METRICS_H

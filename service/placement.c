@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "infer/serving/gpu_accounting.h"
 #include "service/log.h"
 #include "service/placement.h"
 
@@ -60,8 +61,17 @@ void gj_placement_init(struct gj_placement *p, enum gj_placement_policy policy, 
     p->rng = seed ? seed : 0x9e3779b97f4a7c15ull;
 }
 
+static struct gj_placement *attached;   /* the inference module's accounting, or NULL */
+static pthread_mutex_t attach_mu = PTHREAD_MUTEX_INITIALIZER;
+
 void gj_placement_destroy(struct gj_placement *p)
 {
+    pthread_mutex_lock(&attach_mu);
+    if (attached == p) {   /* batchers outliving the placement release into nothing */
+        gj_gpu_accounting_set(NULL);
+        attached = NULL;
+    }
+    pthread_mutex_unlock(&attach_mu);
     pthread_cond_destroy(&p->freed);
     pthread_mutex_destroy(&p->lock);
 }
@@ -255,4 +265,89 @@ void gj_place_snapshot(struct gj_placement *p, struct gj_placement *copy)
     copy->rr_next = p->rr_next;
     copy->rng = p->rng;
     pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- device memory of loaded models ------------------------------------------------------ */
+
+static struct gj_gpu_slotinfo *gpu_by_index(struct gj_placement *p, int device)
+{
+    for (int i = 0; i < p->n_gpus; i++)
+        if (p->gpus[i].index == device)
+            return &p->gpus[i];
+    return NULL;
+}
+
+int gj_place_reserve_memory(struct gj_placement *p, int device, uint64_t bytes)
+{
+    pthread_mutex_lock(&p->lock);
+    struct gj_gpu_slotinfo *g = gpu_by_index(p, device);
+    int rc = g && gpu_free_bytes(g) >= bytes ? 0 : -1;
+    if (rc == 0)
+        g->reserved_bytes += bytes;
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+void gj_place_release_memory(struct gj_placement *p, int device, uint64_t bytes)
+{
+    pthread_mutex_lock(&p->lock);
+    struct gj_gpu_slotinfo *g = gpu_by_index(p, device);
+    if (g)
+        g->reserved_bytes = g->reserved_bytes > bytes ? g->reserved_bytes - bytes : 0;
+    else
+        gj_log_error("placement", "memory release on unknown GPU %d", device);
+    pthread_cond_broadcast(&p->freed);   /* jobs waiting for memory may fit now */
+    pthread_mutex_unlock(&p->lock);
+}
+
+static int acct_count(void *ctx)
+{
+    struct gj_placement *p = ctx;
+    pthread_mutex_lock(&p->lock);
+    int n = p->n_gpus;
+    pthread_mutex_unlock(&p->lock);
+    return n;
+}
+
+static int acct_load(void *ctx, int gpu, struct gj_gpu_load *out)
+{
+    struct gj_placement *p = ctx;
+    pthread_mutex_lock(&p->lock);
+    struct gj_gpu_slotinfo *g = gpu_by_index(p, gpu);
+    if (g) {
+        out->running = g->running;
+        out->total_bytes = g->total_bytes;
+        out->reserved_bytes = g->reserved_bytes;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return g ? 0 : -1;
+}
+
+static int acct_reserve(void *ctx, int gpu, uint64_t bytes)
+{
+    return gj_place_reserve_memory(ctx, gpu, bytes);
+}
+
+static void acct_release(void *ctx, int gpu, uint64_t bytes)
+{
+    gj_place_release_memory(ctx, gpu, bytes);
+}
+
+void gj_place_attach_models(struct gj_placement *p)
+{
+    pthread_mutex_lock(&attach_mu);
+    if (attached != p) {
+        struct gj_gpu_accounting a = { p, acct_count, acct_load, acct_reserve, acct_release };
+        gj_gpu_accounting_set(&a);
+        attached = p;
+    }
+    pthread_mutex_unlock(&attach_mu);
+}
+
+struct gj_placement *gj_place_attached(void)
+{
+    pthread_mutex_lock(&attach_mu);
+    struct gj_placement *p = attached;
+    pthread_mutex_unlock(&attach_mu);
+    return p;
 }

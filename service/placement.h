@@ -72,6 +72,20 @@ enum gj_place_outcome gj_place_wait(struct gj_placement *p, const struct gj_plac
 /* Releases what gj_place_* reserved. */
 void gj_place_release(struct gj_placement *p, int device, uint64_t device_bytes);
 
+/* Device memory held outside jobs (models loaded by the inference batchers): reserved
+ * and released without a task slot, counted in reserved_bytes like a job's. 0, or -1
+ * when the GPU does not exist or has not that much free now. */
+int gj_place_reserve_memory(struct gj_placement *p, int device, uint64_t bytes);
+void gj_place_release_memory(struct gj_placement *p, int device, uint64_t bytes);
+
+/* Makes p the GPU accounting of the inference module (compute/infer/serving/
+ * gpu_accounting.h): its batchers reserve the memory of loaded models here, and
+ * least-loaded model placement reads running tasks and free memory from here. Called by
+ * the worker pool and the OIP endpoint at start (idempotent); gj_placement_destroy
+ * detaches it. gj_place_attached() is the attached placement, or NULL (for /metrics). */
+void gj_place_attach_models(struct gj_placement *p);
+struct gj_placement *gj_place_attached(void);
+
 /* Free slots anywhere (the worker claims only when one exists). */
 int gj_place_free_slots(struct gj_placement *p);
 /* A consistent copy for /v1/gpus and /metrics. */

@@ -2,7 +2,8 @@
  * routes_models.c — the model repository over HTTP (DATA_DIR/models, see
  * compute/infer/serving/model_repo.h):
  *
- *   GET    /v1/models                                every model, its versions and their state
+ *   GET    /v1/models                                every model, its versions, their state and
+ *                                                    the devices they are loaded on
  *   PUT    /v1/models/{name}/versions/{version}      admin: multipart/form-data with parts
  *          "model" (model.onnx) and "config" (config.json; required for a new model)
  *   POST   /v1/models/{name}/load[?version=N]        admin
@@ -14,6 +15,11 @@
  * renamed into place only when it loads: a bad model or config is refused
  * with the reason (422) and leaves nothing behind. Versions are immutable: a
  * version that exists is refused (409); delete it first.
+ *
+ * Loading also places the model: its batcher is created on the device its
+ * instance_group asks for (a GPU's memory reserved), so a model that cannot run
+ * here is refused at load (503) with the reason. Unloading and deleting stop the
+ * version's batchers, which frees that memory.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,6 +31,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
+#include "infer/serving/batcher.h"
 #include "service/http_server.h"
 #include "service/inference_store.h"
 #include "service/log.h"
@@ -41,17 +48,21 @@ static const char *state_label(const char *repo_state)
     return "unloaded";
 }
 
-/* The repository's description with states as loaded / unloaded / failed. */
+/* The repository's description with states as loaded / unloaded / failed, and the
+ * devices each version has a batcher on. */
 static json_t *describe(gj_model_repo *repo)
 {
     json_t *arr = gj_model_repo_describe(repo);
     size_t i, j;
     json_t *m, *v;
     json_array_foreach(arr, i, m) {
+        const char *name = json_string_value(json_object_get(m, "name"));
         json_array_foreach(json_object_get(m, "versions"), j, v) {
             const char *s = json_string_value(json_object_get(v, "state"));
             if (s)
                 json_object_set_new(v, "state", json_string(state_label(s)));
+            json_int_t ver = json_integer_value(json_object_get(v, "version"));
+            json_object_set_new(v, "devices", gj_inference_devices_json(name, (int64_t)ver));
         }
     }
     return arr;
@@ -172,8 +183,25 @@ static void model_load(struct gj_req *r)
         gj_problem(r, 422, "model", "model '%s' cannot be loaded: %s", name, err.message);
         return;
     }
+    /* Placed on its device now (GPU memory reserved), as Triton loads instances. */
+    gj_batcher *b = gj_batcher_acquire(sm, &err);
+    if (!b) {
+        gj_model_repo_fail(repo, name, gj_served_model_version(sm), err.message);
+        gj_served_model_release(sm);
+        struct MHD_Response *resp = gj_problem(r, 503, err.field[0] ? err.field : "model",
+                                               "model '%s' cannot be placed on a device: %s",
+                                               name, err.message);
+        if (resp && err.transient)
+            MHD_add_response_header(resp, "Retry-After", "5");
+        return;
+    }
+    int device = gj_batcher_device(b);
+    gj_batcher_release(b);   /* the registry keeps it until unload */
     gj_served_model_release(sm);
-    gj_log_info(COMPONENT, "model %s loaded", name);
+    if (device >= 0)
+        gj_log_info(COMPONENT, "model %s loaded on GPU %d", name, device);
+    else
+        gj_log_info(COMPONENT, "model %s loaded on the CPU", name);
     gj_respond_json(r, 200, describe_one(repo, name));
 }
 
@@ -195,10 +223,13 @@ static void model_unload(struct gj_req *r)
         return;
     }
     struct gj_error err = { 0 };
+    int64_t resolved = gj_model_repo_resolve(repo, name, v, &err);
     if (gj_model_repo_unload(repo, name, v, &err) != 0) {
         gj_problem(r, 409, "version", "%s", err.message[0] ? err.message : "the model is not loaded");
         return;
     }
+    if (resolved > 0)
+        gj_batcher_registry_drop(name, resolved);   /* its device memory goes with it */
     gj_log_info(COMPONENT, "model %s unloaded", name);
     gj_respond_json(r, 200, describe_one(repo, name));
 }
@@ -228,6 +259,7 @@ static void version_delete(struct gj_req *r)
     }
     struct gj_error err = { 0 };
     gj_model_repo_unload(repo, name, v, &err);   /* not loaded: fine */
+    gj_batcher_registry_drop(name, v);
     /* the version goes at once (rename), its files after */
     int rc = rename(vdir, trash);
     int left = 0;

@@ -5,6 +5,8 @@
  *   GET  /v2                                                     server metadata
  *   GET  /v2/models/{name}[/versions/{version}]                  model metadata
  *   GET  /v2/models/{name}[/versions/{version}]/ready            200 ready, 503 not
+ *                                                                (loads and places it; the
+ *                                                                body says on which devices)
  *   POST /v2/models/{name}[/versions/{version}]/infer            through the batcher
  *
  * An infer body is JSON, or (Triton's binary tensor extension) JSON of the length given
@@ -177,6 +179,15 @@ static void model_metadata(struct gj_req *r)
         }
     }
     int64_t out_dims[1] = { cfg->n_outputs };
+    /* parameters: the protocol's $parameters (string, number or boolean values) */
+    json_t *devs = gj_inference_devices_json(gj_served_model_name(m), gj_served_model_version(m));
+    char devices[256] = "";
+    for (size_t i = 0; i < json_array_size(devs); i++) {
+        size_t len = strlen(devices);
+        snprintf(devices + len, sizeof devices - len, "%s%s", i ? "," : "",
+                 json_string_value(json_array_get(devs, i)));
+    }
+    json_decref(devs);
     json_t *o = json_pack("{s:s, s:o, s:s, s:[{s:s, s:s, s:o}], s:[{s:s, s:s, s:o}], s:{s:i, "
                           "s:I, s:i}}",
                           "name", gj_served_model_name(m), "versions", versions, "platform", "onnx",
@@ -187,6 +198,13 @@ static void model_metadata(struct gj_req *r)
                           "parameters", "max_batch_size", cfg->max_batch_size,
                           "max_queue_delay_us", (json_int_t)cfg->max_queue_delay_us,
                           "instances_per_device", cfg->instances_per_device);
+    json_t *params = json_object_get(o, "parameters");
+    if (params) {
+        json_object_set_new(params, "instance_kind",
+                            json_string(gj_instance_kind_name(cfg->instance_kind)));
+        json_object_set_new(params, "precision", json_string(gj_precision_name(cfg->precision)));
+        json_object_set_new(params, "devices", json_string(devices));   /* "" until loaded */
+    }
     gj_served_model_release(m);
     gj_respond_json(r, o ? 200 : 500, o ? o : json_pack("{s:s}", "error", "out of memory"));
 }
@@ -201,9 +219,14 @@ static void model_ready(struct gj_req *r)
     if (!b) {
         oip_error(r, 503, "model '%s' is not ready: %s", gj_served_model_name(m), err.message);
     } else {
-        gj_respond_json(r, 200, json_pack("{s:s, s:I, s:b}", "name", gj_served_model_name(m),
-                                          "version", (json_int_t)gj_served_model_version(m),
-                                          "ready", 1));
+        /* name and ready as the protocol's model-ready response; version and devices
+         * (where this process has placed it: "cpu", "gpu:0", ...) are this server's */
+        gj_respond_json(r, 200, json_pack("{s:s, s:I, s:b, s:o}", "name",
+                                          gj_served_model_name(m), "version",
+                                          (json_int_t)gj_served_model_version(m), "ready", 1,
+                                          "devices",
+                                          gj_inference_devices_json(gj_served_model_name(m),
+                                                                    gj_served_model_version(m))));
         gj_batcher_release(b);
     }
     gj_served_model_release(m);
@@ -599,6 +622,8 @@ static void oip_atexit(void)
 int gj_oip_init(struct gj_server *srv)
 {
     g_srv = srv;
+    /* Batchers reserve their models' GPU memory in the worker pool's accounting. */
+    gj_place_attach_models(&srv->placement);
     if (register_routes() != 0) {
         gj_log_error(COMPONENT, "the Open Inference Protocol routes could not be registered");
         return -1;

@@ -1199,6 +1199,8 @@ struct gj_worker_pool *gj_worker_pool_start(struct gj_server *srv)
 
     sweep_stale_scratch(wp);
     register_worker(wp);
+    /* Models loaded by infer jobs reserve their GPU memory in this placement too. */
+    gj_place_attach_models(&srv->placement);
     gj_notifier_on_cancel(srv->notifier, on_cancel, wp);
 
     rc = pthread_create(&wp->maint, NULL, maint_main, wp);

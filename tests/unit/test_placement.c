@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "infer/serving/gpu_accounting.h"
 #include "service/placement.h"
 
 #define GIB (1ull << 30)
@@ -367,6 +368,62 @@ static void test_seed000_least_loaded_keeps_devices_busy(void **state)
     assert_true(ll.mean_wait < rnd.mean_wait);
 }
 
+/* Loaded models' memory (the inference batchers) through the accounting hook the
+ * placement registers: reserved beside jobs, refused when it does not fit, seen by the
+ * job placement, released; destroying the placement detaches the hook. */
+static void test_model_memory_hook(void **state)
+{
+    (void)state;
+    struct gj_placement p;
+    const uint64_t mem[2] = { 1000, 1000 };
+    gj_placement_init(&p, GJ_PLACE_LEAST_LOADED, 2, mem, 2, 1, 1);
+    assert_int_equal(gj_gpu_acct_count(), -1);
+    gj_place_attach_models(&p);
+    gj_place_attach_models(&p);   /* idempotent */
+    assert_ptr_equal(gj_place_attached(), &p);
+    assert_int_equal(gj_gpu_acct_count(), 2);
+
+    uint64_t gen;
+    struct gj_gpu_load l;
+    assert_int_equal(gj_gpu_acct_reserve(0, 700, &gen, &l), 0);
+    assert_int_equal(gj_gpu_acct_reserve(0, 400, &gen, &l), -1);   /* 300 free */
+    assert_int_equal(l.total_bytes, 1000);
+    assert_int_equal(l.reserved_bytes, 700);
+    assert_int_equal(gj_gpu_acct_reserve(7, 1, &gen, &l), -1);     /* no such GPU */
+    assert_int_equal(gj_gpu_acct_load(0, &l), 0);
+    assert_int_equal(l.running, 0);   /* a model holds memory, not a task slot */
+
+    /* Jobs see the model's memory: 400 goes to GPU 1 (GPU 0 has 300 free). */
+    struct gj_place_request r400 = { 1, 0, 400 };
+    int d = -2;
+    assert_int_equal(gj_place_try(&p, &r400, &d), GJ_PLACED_GPU);
+    assert_int_equal(d, 1);
+    assert_int_equal(gj_gpu_acct_load(1, &l), 0);
+    assert_int_equal(l.running, 1);
+    assert_int_equal(l.reserved_bytes, 400);
+
+    /* A job that fits nowhere now waits, and fits GPU 0 once the model goes. */
+    struct gj_placement snap;
+    gj_place_snapshot(&p, &snap);
+    assert_int_equal(snap.gpus[0].reserved_bytes, 700);
+    struct gj_place_request r900 = { 1, 1, 900 };
+    assert_int_equal(gj_place_try(&p, &r900, &d), GJ_PLACE_WAIT);
+    gj_gpu_acct_release(0, 700, gen);
+    assert_int_equal(gj_place_try(&p, &r900, &d), GJ_PLACED_GPU);
+    assert_int_equal(d, 0);
+    gj_place_release(&p, 0, 900);
+    gj_place_release(&p, 1, 400);
+    gj_place_snapshot(&p, &snap);
+    assert_int_equal(snap.gpus[0].reserved_bytes, 0);
+    assert_int_equal(snap.gpus[1].reserved_bytes, 0);
+    assert_int_equal(snap.gpus[0].completed, 1);   /* the job; a model is not a task */
+
+    gj_placement_destroy(&p);
+    assert_null(gj_place_attached());
+    assert_int_equal(gj_gpu_acct_count(), -1);
+    gj_gpu_acct_release(0, 700, gen);   /* after the placement went: a no-op */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_cpu_fallback),
         cmocka_unit_test(test_wait_blocks_until_release_or_stop),
         cmocka_unit_test(test_seed000_least_loaded_keeps_devices_busy),
+        cmocka_unit_test(test_model_memory_hook),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,9 @@
 
 #include "infer/onnx/onnx_model.h"
 #include "infer/serving/batcher.h"
+#include "infer/serving/gpu_accounting.h"
+
+#define MIB (1024.0 * 1024.0)
 
 enum req_state { RQ_QUEUED = 0, RQ_RUNNING, RQ_DONE };
 
@@ -60,6 +63,12 @@ struct gj_batcher {
     size_t max_queue;
     int64_t default_timeout_us;
     int threads;
+    int device;               /* -1: CPU */
+    int precision;            /* enum onnx_precision (FP32 on the CPU) */
+    int cuda_graphs;
+    uint64_t reserved;        /* device bytes reserved through gpu_accounting.h (under mu) */
+    uint64_t used;            /* device bytes the sessions hold (under mu) */
+    uint64_t acct_gen;        /* the accounting the reservation was made under */
     int n_exec;
     struct executor *exec;
     struct stats_node *stats;
@@ -99,6 +108,12 @@ static int cond_init_mono(pthread_cond_t *cv)
     int rc = pthread_cond_init(cv, &a);
     pthread_condattr_destroy(&a);
     return rc ? -1 : 0;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
 }
 
 static int64_t env_i64(const char *name, int64_t dflt, int64_t lo, int64_t hi)
@@ -247,17 +262,65 @@ static size_t plan_batch(const gj_batcher *b, int64_t now, int64_t *wake_at)
 
 /* ---- executors ------------------------------------------------------------------------- */
 
+/* A new session of batch n holds dev bytes on the GPU: counted, and reserved beyond what
+ * the batcher holds already. 0, or -1 with a 503 error when the GPU has no room. */
+static int reserve_session(gj_batcher *b, uint64_t dev, size_t n, struct gj_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&b->mu);
+    if (b->used + dev > b->reserved) {
+        uint64_t need = b->used + dev - b->reserved, gen;
+        struct gj_gpu_load now;
+        if (gj_gpu_acct_reserve(b->device, need, &gen, &now) == 0) {
+            b->reserved += need;
+        } else {
+            gj_error_set(err, "", "model %s v%lld: GPU %d has no room for the session of batch "
+                         "size %zu (%.1f MiB more; %.1f MiB free of %.1f MiB)",
+                         gj_served_model_name(b->model),
+                         (long long)gj_served_model_version(b->model), b->device, n,
+                         (double)need / MIB,
+                         (double)(now.total_bytes > now.reserved_bytes
+                                  ? now.total_bytes - now.reserved_bytes : 0) / MIB,
+                         (double)now.total_bytes / MIB);
+            err->status = 503;
+            err->transient = 1;   /* room may free up */
+            rc = -1;
+        }
+    }
+    if (rc == 0)
+        b->used += dev;
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+/* A session that will not be kept: no longer counted (the reservation stays until the
+ * batcher goes: another session will take it). */
+static void unreserve_session(gj_batcher *b, uint64_t dev)
+{
+    pthread_mutex_lock(&b->mu);
+    b->used = b->used > dev ? b->used - dev : 0;
+    pthread_mutex_unlock(&b->mu);
+}
+
 static onnx_session *session_for(struct executor *e, size_t n, struct gj_error *err)
 {
     gj_batcher *b = e->b;
     if (e->sess[n])
         return e->sess[n];
-    struct onnx_session_options opt = { .batch = (int)n, .threads = b->threads, .backend = "cpu" };
+    struct onnx_session_options opt = { .batch = (int)n, .threads = b->threads,
+                                        .backend = b->device >= 0 ? "cuda" : "cpu",
+                                        .device = b->device >= 0 ? b->device : 0,
+                                        .precision = b->precision,
+                                        .cuda_graphs = b->device >= 0 && b->cuda_graphs };
     struct gj_error serr = { 0 };
     onnx_session *s = onnx_session_create(b->onnx, &opt, &serr);
     if (!s) {
         gj_error_set(err, "", "cannot create an inference session for batch size %zu: %s", n,
                      serr.message);
+        return NULL;
+    }
+    if (b->device >= 0 && reserve_session(b, onnx_session_device_bytes(s), n, err)) {
+        onnx_session_free(s);
         return NULL;
     }
     void **outs = calloc(b->n_model_outputs, sizeof *outs);
@@ -277,6 +340,8 @@ static onnx_session *session_for(struct executor *e, size_t n, struct gj_error *
         for (size_t i = 0; outs && i < b->n_model_outputs; i++)
             free(outs[i]);
         free(outs);
+        if (b->device >= 0)
+            unreserve_session(b, onnx_session_device_bytes(s));
         onnx_session_free(s);
         return NULL;
     }
@@ -322,7 +387,7 @@ static void run_batch(struct executor *e, struct request **reqs, size_t k, size_
             }
         }
     }
-    if (rc != GJ_BATCH_OK)
+    if (rc != GJ_BATCH_OK && !err.status)
         err.status = 500;
     int64_t compute = t1 - t0;
     pthread_mutex_lock(&stats_mu);
@@ -419,12 +484,58 @@ static void batcher_free(gj_batcher *b)
     pthread_cond_destroy(&b->cv_idle);
     pthread_mutex_destroy(&b->mu);
     pthread_mutex_destroy(&b->join_mu);
+    if (b->device >= 0 && b->reserved)
+        gj_gpu_acct_release(b->device, b->reserved, b->acct_gen);
     gj_served_model_release(b->model);
     free(b);
 }
 
-gj_batcher *gj_batcher_create(gj_served_model *m, const struct gj_batcher_options *opt,
-                              struct gj_error *err)
+/* A GPU batcher, before any session: the model's estimate reserved on its GPU, then the
+ * CUDA backend checked (memory first, so that hosts with simulated GPUs test it too).
+ * 0, or -1 with a 503 error (*no_room set when the GPU lacks the memory). */
+static int reserve_model(gj_batcher *b, int *no_room, struct gj_error *err)
+{
+    const char *name = gj_served_model_name(b->model);
+    long long v = (long long)gj_served_model_version(b->model);
+    int n_gpus = gj_gpu_acct_count();
+    if (n_gpus >= 0 && b->device >= n_gpus) {
+        gj_error_set(err, "device", "model %s v%lld: GPU %d does not exist here (%d GPU%s)", name,
+                     v, b->device, n_gpus, n_gpus == 1 ? "" : "s");
+        if (err)
+            err->status = 503;
+        return -1;
+    }
+    uint64_t est = gj_served_model_device_estimate(b->model, b->max_batch, b->n_exec);
+    struct gj_gpu_load now;
+    if (gj_gpu_acct_reserve(b->device, est, &b->acct_gen, &now) != 0) {
+        if (no_room)
+            *no_room = 1;
+        gj_error_set(err, "", "model %s v%lld needs about %.1f MiB of GPU memory (%d instance%s, "
+                     "batches of up to %d) but GPU %d has %.1f MiB free of %.1f MiB", name, v,
+                     (double)est / MIB, b->n_exec, b->n_exec == 1 ? "" : "s", b->max_batch,
+                     b->device,
+                     (double)(now.total_bytes > now.reserved_bytes
+                              ? now.total_bytes - now.reserved_bytes : 0) / MIB,
+                     (double)now.total_bytes / MIB);
+        if (err) {
+            err->status = 503;
+            err->transient = 1;   /* room may free up */
+        }
+        return -1;
+    }
+    b->reserved = est;
+    char msg[256] = "";
+    if (!onnx_backend_available("cuda", msg, sizeof msg)) {
+        gj_error_set(err, "", "model %s v%lld cannot run on GPU %d: %s", name, v, b->device, msg);
+        if (err)
+            err->status = 503;
+        return -1;   /* the caller's batcher_free releases the reservation */
+    }
+    return 0;
+}
+
+static gj_batcher *create(gj_served_model *m, const struct gj_batcher_options *opt, int *no_room,
+                          struct gj_error *err)
 {
     static const struct gj_batcher_options defaults = { .max_queue_delay_us = -1,
                                                         .dynamic_batching = -1, .device = -1 };
@@ -432,12 +543,6 @@ gj_batcher *gj_batcher_create(gj_served_model *m, const struct gj_batcher_option
         opt = &defaults;
     if (!m)
         return gj_error_set(err, "model", "no model"), NULL;
-    if (opt->device >= 0) {
-        gj_error_set(err, "device", "GPU %d: this build's batcher runs models on the CPU only",
-                     opt->device);
-        err->status = 503;
-        return NULL;
-    }
     const struct gj_model_config *cfg = gj_served_model_config(m);
     const onnx_model *om = gj_served_model_onnx(m);
     if (!om)
@@ -483,6 +588,9 @@ gj_batcher *gj_batcher_create(gj_served_model *m, const struct gj_batcher_option
                 : (cfg->instances_per_device > 0 ? cfg->instances_per_device : 1);
     if (b->n_exec > 64)
         b->n_exec = 64;
+    b->device = opt->device >= 0 ? opt->device : -1;
+    b->precision = b->device >= 0 ? (int)cfg->precision : ONNX_PRECISION_FP32;
+    b->cuda_graphs = cfg->cuda_graphs;
     if (b->in_floats == 0 || b->out_floats == 0) {
         free(b);
         return gj_error_set(err, "model", "model %s: empty input or output shape", cfg->name),
@@ -496,6 +604,10 @@ gj_batcher *gj_batcher_create(gj_served_model *m, const struct gj_batcher_option
         return gj_error_set(err, "", "cannot create the batcher's locks"), NULL;
     }
     b->model = gj_served_model_ref(m);
+    if (b->device >= 0 && reserve_model(b, no_room, err)) {
+        batcher_free(b);
+        return NULL;
+    }
     b->exec = calloc((size_t)b->n_exec, sizeof *b->exec);
     if (!b->exec)
         goto oom;
@@ -521,6 +633,12 @@ oom:
     gj_error_set(err, "", "out of memory for a batcher of batch size %d", b->max_batch);
     batcher_free(b);
     return NULL;
+}
+
+gj_batcher *gj_batcher_create(gj_served_model *m, const struct gj_batcher_options *opt,
+                              struct gj_error *err)
+{
+    return create(m, opt, NULL, err);
 }
 
 void gj_batcher_shutdown(gj_batcher *b)
@@ -687,6 +805,19 @@ gj_served_model *gj_batcher_model(const gj_batcher *b)
     return b->model;
 }
 
+int gj_batcher_device(const gj_batcher *b)
+{
+    return b->device;
+}
+
+uint64_t gj_batcher_reserved_bytes(gj_batcher *b)
+{
+    pthread_mutex_lock(&b->mu);
+    uint64_t n = b->reserved;
+    pthread_mutex_unlock(&b->mu);
+    return n;
+}
+
 size_t gj_batcher_queue_length(gj_batcher *b)
 {
     pthread_mutex_lock(&b->mu);
@@ -706,7 +837,7 @@ size_t gj_batcher_sessions(gj_batcher *b)
 /* ---- registry ------------------------------------------------------------------------------ */
 
 struct reg_entry {
-    gj_batcher *b;             /* registered (holds one of b->refs) */
+    gj_batcher *b;             /* registered (holds one of b->refs); keyed by name, version, device */
     struct reg_entry *next;
 };
 
@@ -732,55 +863,232 @@ static gj_batcher *unref_locked(gj_batcher *b)
     return --b->refs == 0 ? b : NULL;
 }
 
-gj_batcher *gj_batcher_acquire(gj_served_model *m, struct gj_error *err)
+static int same_version(const gj_batcher *b, const char *name, int64_t version)
 {
-    if (!m)
-        return gj_error_set(err, "model", "no model"), NULL;
+    return gj_served_model_version(b->model) == version &&
+           strcmp(gj_served_model_name(b->model), name) == 0;
+}
+
+/* The CUDA backend, asked once: whether a KIND_AUTO model goes to a GPU. */
+static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
+static int cuda_ok;
+
+static void probe_cuda(void)
+{
+    char msg[256];
+    cuda_ok = onnx_backend_available("cuda", msg, sizeof msg);
+}
+
+int gj_model_uses_gpu(const struct gj_model_config *cfg)
+{
+    if (cfg->instance_kind != GJ_INSTANCE_AUTO)
+        return cfg->instance_kind == GJ_INSTANCE_GPU;
+    pthread_once(&cuda_once, probe_cuda);
+    return cuda_ok && gj_gpu_acct_count() != 0;
+}
+
+/* Removes the batchers of m's name and version that belong to another load of it (a
+ * reload); they are put on *dead to be released outside the lock. Caller holds reg_mu. */
+static void drop_stale_locked(gj_served_model *m, struct reg_entry **dead)
+{
     const char *name = gj_served_model_name(m);
     int64_t version = gj_served_model_version(m);
-    gj_batcher *old = NULL, *b = NULL;
-    pthread_mutex_lock(&reg_mu);
-    struct reg_entry **pp = &reg_head;
-    for (; *pp; pp = &(*pp)->next) {
-        gj_served_model *rm = (*pp)->b->model;
-        if (gj_served_model_version(rm) == version && strcmp(gj_served_model_name(rm), name) == 0)
-            break;
-    }
-    if (*pp) {
+    for (struct reg_entry **pp = &reg_head; *pp;) {
         gj_served_model *rm = (*pp)->b->model;
         /* the same object, or another load of the same file (a job's own repository) */
-        if (rm == m || gj_served_model_file_bytes(rm) == gj_served_model_file_bytes(m)) {
-            b = (*pp)->b;
-            b->refs++;
-            pthread_mutex_unlock(&reg_mu);
-            return b;
+        if (!same_version((*pp)->b, name, version) || rm == m ||
+            gj_served_model_file_bytes(rm) == gj_served_model_file_bytes(m)) {
+            pp = &(*pp)->next;
+            continue;
         }
         struct reg_entry *e = *pp;
         *pp = e->next;
-        old = unref_locked(e->b);
-        free(e);
+        e->next = *dead;
+        *dead = e;
+    }
+}
+
+static gj_batcher *find_locked(gj_served_model *m, int device)
+{
+    for (struct reg_entry *e = reg_head; e; e = e->next)
+        if (e->b->device == device &&
+            same_version(e->b, gj_served_model_name(m), gj_served_model_version(m)))
+            return e->b;
+    return NULL;
+}
+
+/* The registered batcher of m on device, created when absent. Caller holds reg_mu. */
+static gj_batcher *get_or_create_locked(gj_served_model *m, int device, int *no_room,
+                                        struct gj_error *err)
+{
+    gj_batcher *b = find_locked(m, device);
+    if (b) {
+        b->refs++;
+        return b;
     }
     const struct gj_model_config *cfg = gj_served_model_config(m);
     struct gj_batcher_options opt = { .max_queue_delay_us = -1, .dynamic_batching = -1,
-                                      .device = -1 };
+                                      .device = device };
     opt.threads_per_instance = default_threads(cfg->instances_per_device);
     struct reg_entry *e = calloc(1, sizeof *e);
-    if (e)
-        b = gj_batcher_create(m, &opt, err);
-    else
-        gj_error_set(err, "", "out of memory");
-    if (b) {
-        b->refs = 2;   /* the registry's and the caller's */
-        e->b = b;
-        e->next = reg_head;
-        reg_head = e;
-    } else {
+    if (!e)
+        return gj_error_set(err, "", "out of memory"), NULL;
+    b = create(m, &opt, no_room, err);
+    if (!b) {
         free(e);
+        return NULL;
+    }
+    b->refs = 2;   /* the registry's and the caller's */
+    e->b = b;
+    e->next = reg_head;
+    reg_head = e;
+    return b;
+}
+
+/* How busy a GPU is for this model now: jobs running there plus requests waiting in the
+ * model's batcher there; and its free memory. Caller holds reg_mu. */
+struct gpu_rank {
+    int gpu;
+    long load;
+    uint64_t free_bytes;
+};
+
+static int cmp_rank(const void *a, const void *b)
+{
+    const struct gpu_rank *x = a, *y = b;
+    if (x->load != y->load)
+        return x->load < y->load ? -1 : 1;
+    if (x->free_bytes != y->free_bytes)
+        return x->free_bytes > y->free_bytes ? -1 : 1;
+    return x->gpu < y->gpu ? -1 : x->gpu > y->gpu;
+}
+
+/* The GPUs a request for m may go to now, least loaded first. want >= 0: that GPU when
+ * the config allows it. 0, or -1 with a 503 error. Caller holds reg_mu. */
+static int gpu_candidates(gj_served_model *m, int want, struct gpu_rank *out, size_t *n,
+                          struct gj_error *err)
+{
+    const struct gj_model_config *cfg = gj_served_model_config(m);
+    const char *name = gj_served_model_name(m);
+    int n_sys = gj_gpu_acct_count();   /* -1: no accounting (gpujobd run, tests) */
+    *n = 0;
+    if (n_sys == 0) {
+        gj_error_set(err, "instance_group.kind", "model %s needs a GPU (config.json "
+                     "instance_group.kind %s) but this server has none", name,
+                     gj_instance_kind_name(cfg->instance_kind));
+        if (err)
+            err->status = 503;
+        return -1;
+    }
+    int all[GJ_MODEL_MAX_GPUS];
+    size_t n_all = 0;
+    if (cfg->n_gpus) {
+        for (size_t i = 0; i < cfg->n_gpus; i++) {
+            if (n_sys > 0 && cfg->gpus[i] >= n_sys) {
+                gj_error_set(err, "instance_group.gpus", "model %s: config.json "
+                             "instance_group.gpus lists GPU %d but this server has %d GPU%s "
+                             "(0 to %d)", name, cfg->gpus[i], n_sys, n_sys == 1 ? "" : "s",
+                             n_sys - 1);
+                if (err)
+                    err->status = 503;
+                return -1;
+            }
+            all[n_all++] = cfg->gpus[i];
+        }
+    } else if (n_sys > 0) {
+        for (int g = 0; g < n_sys && g < GJ_MODEL_MAX_GPUS; g++)
+            all[n_all++] = g;
+    } else {
+        all[n_all++] = want >= 0 ? want : 0;   /* no accounting: the GPU asked for, else 0 */
+    }
+    for (size_t i = 0; i < n_all; i++)
+        if (all[i] == want) {   /* a job placed on this GPU */
+            all[0] = want;
+            n_all = 1;
+            break;
+        }
+    for (size_t i = 0; i < n_all; i++) {
+        struct gj_gpu_load l;
+        struct gpu_rank *r = &out[(*n)++];
+        r->gpu = all[i];
+        r->load = 0;
+        r->free_bytes = 0;
+        if (gj_gpu_acct_load(all[i], &l) == 0) {
+            r->load = l.running;
+            r->free_bytes = l.total_bytes > l.reserved_bytes ? l.total_bytes - l.reserved_bytes
+                                                             : 0;
+        }
+        gj_batcher *b = find_locked(m, all[i]);
+        if (b)
+            r->load += (long)gj_batcher_queue_length(b);
+    }
+    qsort(out, *n, sizeof *out, cmp_rank);
+    return 0;
+}
+
+static gj_batcher *acquire(gj_served_model *m, int want, struct gj_error *err)
+{
+    if (!m)
+        return gj_error_set(err, "model", "no model"), NULL;
+    const struct gj_model_config *cfg = gj_served_model_config(m);
+    struct reg_entry *dead = NULL;
+    gj_batcher *b = NULL;
+    pthread_mutex_lock(&reg_mu);
+    drop_stale_locked(m, &dead);
+    if (!gj_model_uses_gpu(cfg)) {
+        b = get_or_create_locked(m, -1, NULL, err);
+    } else {
+        struct gpu_rank r[GJ_MODEL_MAX_GPUS];
+        size_t n = 0, full = 0;
+        char why[512] = "";
+        if (gpu_candidates(m, want, r, &n, err) == 0) {
+            for (size_t i = 0; i < n && !b; i++) {
+                int no_room = 0;
+                struct gj_error e = { 0 };
+                b = get_or_create_locked(m, r[i].gpu, &no_room, &e);
+                if (!b && !no_room) {   /* not a matter of memory: say why */
+                    if (err)
+                        *err = e;
+                    break;
+                }
+                if (!b) {
+                    full++;
+                    if (full == 1)
+                        snprintf(why, sizeof why, "%s", e.message);
+                }
+            }
+            if (!b && full == n) {
+                if (n == 1)
+                    gj_error_set(err, "", "%s", why);
+                else
+                    gj_error_set(err, "", "model %s does not fit in the free memory of any of its "
+                                 "%zu GPUs now; on the least loaded: %s",
+                                 gj_served_model_name(m), n, why);
+                if (err) {
+                    err->status = 503;
+                    err->transient = 1;
+                }
+            }
+        }
     }
     pthread_mutex_unlock(&reg_mu);
-    if (old)
-        gj_batcher_destroy(old);
+    while (dead) {
+        struct reg_entry *e = dead;
+        dead = e->next;
+        gj_batcher_release(e->b);   /* the registry's reference */
+        free(e);
+    }
     return b;
+}
+
+gj_batcher *gj_batcher_acquire(gj_served_model *m, struct gj_error *err)
+{
+    return acquire(m, -1, err);
+}
+
+gj_batcher *gj_batcher_acquire_on(gj_served_model *m, int device, struct gj_error *err)
+{
+    return acquire(m, device, err);
 }
 
 void gj_batcher_release(gj_batcher *b)
@@ -796,24 +1104,42 @@ void gj_batcher_release(gj_batcher *b)
 
 int gj_batcher_registry_drop(const char *name, int64_t version)
 {
-    gj_batcher *dead = NULL;
-    int found = 0;
+    struct reg_entry *dead = NULL;
     pthread_mutex_lock(&reg_mu);
-    for (struct reg_entry **pp = &reg_head; *pp; pp = &(*pp)->next) {
-        gj_served_model *rm = (*pp)->b->model;
-        if (gj_served_model_version(rm) == version && strcmp(gj_served_model_name(rm), name) == 0) {
-            struct reg_entry *e = *pp;
-            *pp = e->next;
-            dead = unref_locked(e->b);
-            free(e);
-            found = 1;
-            break;
+    for (struct reg_entry **pp = &reg_head; *pp;) {
+        if (!same_version((*pp)->b, name, version)) {
+            pp = &(*pp)->next;
+            continue;
         }
+        struct reg_entry *e = *pp;
+        *pp = e->next;
+        e->next = dead;
+        dead = e;
     }
     pthread_mutex_unlock(&reg_mu);
-    if (dead)
-        gj_batcher_destroy(dead);
+    int found = dead != NULL;
+    while (dead) {
+        struct reg_entry *e = dead;
+        dead = e->next;
+        gj_batcher_release(e->b);
+        free(e);
+    }
     return found;
+}
+
+size_t gj_batcher_registry_devices(const char *name, int64_t version, int *devices, size_t cap)
+{
+    int seen[GJ_MODEL_MAX_GPUS + 1];
+    size_t n = 0;
+    pthread_mutex_lock(&reg_mu);
+    for (struct reg_entry *e = reg_head; e && n < GJ_MODEL_MAX_GPUS + 1; e = e->next)
+        if (same_version(e->b, name, version))
+            seen[n++] = e->b->device;
+    pthread_mutex_unlock(&reg_mu);
+    qsort(seen, n, sizeof seen[0], cmp_int);
+    for (size_t i = 0; i < n && i < cap; i++)
+        devices[i] = seen[i];
+    return n;
 }
 
 void gj_batcher_registry_shutdown(void)

@@ -22,9 +22,17 @@
  * a batcher answers waiting requests GJ_BATCH_ESHUTDOWN (503), lets running batches
  * finish, and waits for every caller to return: no request is lost or answered twice.
  *
- * Executors: instances_per_device threads; each owns one onnx_session per batch size it
+ * Executors: instance_group.count threads; each owns one onnx_session per batch size it
  * has run (created on first use, cached until the batcher goes). Sessions of one model
  * run concurrently (onnx_model.h).
+ *
+ * Devices: a batcher runs on the CPU (device -1) or on one GPU (the ONNX runtime's "cuda"
+ * backend, with the config's precision and cuda_graphs). A GPU batcher reserves device
+ * memory through the host's accounting (gpu_accounting.h): at creation the model's
+ * estimate (gj_served_model_device_estimate), refused with 503 when the GPU has not that
+ * much free; as sessions are created, what they really hold beyond it (a session that
+ * does not fit fails its batch with 503, never an out-of-memory on the device). All of
+ * it is released when the batcher goes.
  *
  * Statistics are kept per model name and version (they survive a batcher being
  * replaced, e.g. when a model is reloaded) and are named as Triton's:
@@ -67,7 +75,7 @@ struct gj_batcher_options {
     int threads_per_instance;         /* ONNX CPU threads per executor (0: 1) */
     size_t max_queue_size;            /* requests (0: env GPUJOBD_INFER_MAX_QUEUE, else 1024) */
     int64_t default_timeout_us;       /* 0: env GPUJOBD_INFER_QUEUE_TIMEOUT_US, else 30 s */
-    int device;                       /* -1: CPU (the only backend built in today) */
+    int device;                       /* -1: CPU; >= 0: that GPU (CUDA ordinal) */
 };
 
 typedef struct gj_batcher gj_batcher;
@@ -102,6 +110,9 @@ size_t gj_batcher_input_floats(const gj_batcher *b);    /* per sample */
 size_t gj_batcher_output_floats(const gj_batcher *b);   /* per sample */
 int gj_batcher_max_batch_size(const gj_batcher *b);
 gj_served_model *gj_batcher_model(const gj_batcher *b);   /* borrowed */
+int gj_batcher_device(const gj_batcher *b);               /* -1: CPU */
+/* Device memory the batcher holds reserved now (0 on the CPU). */
+uint64_t gj_batcher_reserved_bytes(gj_batcher *b);
 /* Requests waiting in the queue now (not yet in a batch). */
 size_t gj_batcher_queue_length(gj_batcher *b);
 /* Sessions created so far by all executors (batch sizes x instances). */
@@ -109,18 +120,37 @@ size_t gj_batcher_sessions(gj_batcher *b);
 
 /* ---- the per-process registry ------------------------------------------------------ */
 
-/* The shared batcher of this model version on the CPU: created on first use from the
- * model's config.json (options as gj_batcher_create with all fields 0 / -1 except
- * threads_per_instance, from env GPUJOBD_INFER_THREADS, else CPUs / instances). A
- * model object that differs from the registered one for the same name and version (a
- * reload) replaces it: the old batcher drains and goes when its last user releases it.
- * A new reference (release it), or NULL with err. */
+/* 1 when the model's instances run on a GPU: instance_group.kind KIND_GPU, or KIND_AUTO
+ * where the ONNX runtime's CUDA backend is available and the host has a GPU. */
+int gj_model_uses_gpu(const struct gj_model_config *cfg);
+
+/* The shared batcher of this model version on the device it runs on, keyed by name,
+ * version and device: created on first use from the model's config.json (options as
+ * gj_batcher_create with all fields 0 / -1 except threads_per_instance, from env
+ * GPUJOBD_INFER_THREADS, else CPUs / instances). A model object that differs from the
+ * registered one for the same name and version (a reload) replaces its batchers: the old
+ * ones drain and go when their last user releases them.
+ *
+ * The device: -1 for a CPU model. For a GPU model, among instance_group.gpus (default:
+ * every GPU of the host's accounting), the least loaded now: fewest running jobs plus
+ * requests queued in this model's batcher there, then most free memory, then the lowest
+ * ordinal; a GPU where the model has no batcher yet and not enough free memory is passed
+ * over. No GPU, or none with room: NULL, err->status 503, the message naming the model
+ * and the GPU memory. A new reference (release it), or NULL with err. */
 gj_batcher *gj_batcher_acquire(gj_served_model *m, struct gj_error *err);
+/* The same on a given device: an `infer` job placed on GPU k uses the model's batcher of
+ * GPU k (when instance_group.gpus allows k; otherwise, and for device -1, as
+ * gj_batcher_acquire). A CPU model always gets its CPU batcher. */
+gj_batcher *gj_batcher_acquire_on(gj_served_model *m, int device, struct gj_error *err);
 void gj_batcher_release(gj_batcher *b);
-/* Takes a model version's batcher out of the registry (call it when the version is
- * unloaded or deleted, so the model's memory can go): queued requests are still run;
- * the batcher goes when its last user releases it. 1 when one was registered, else 0. */
+/* Takes a model version's batchers (every device) out of the registry (call it when the
+ * version is unloaded or deleted, so the model's memory, host and device, can go):
+ * queued requests are still run; each batcher goes when its last user releases it. 1 when
+ * one was registered, else 0. */
 int gj_batcher_registry_drop(const char *name, int64_t version);
+/* Devices (-1: CPU) on which the registry holds a batcher of this model version, ascending:
+ * fills up to cap, returns the total. */
+size_t gj_batcher_registry_devices(const char *name, int64_t version, int *devices, size_t cap);
 /* Shuts every registered batcher down (their callers get GJ_BATCH_ESHUTDOWN) and drops
  * the registry's references (process exit; tests). Batchers still held elsewhere are
  * freed when released. */

@@ -9,6 +9,10 @@
  * Instance UID, the scores per label, the top label and timings, and per study (by Study
  * Instance UID only) a summary. No patient-identifying attribute is read into the result
  * or written to a log.
+ *
+ * Device: a model that runs on a GPU (batcher.h, gj_model_uses_gpu) makes the job ask for
+ * a GPU slot, and the job uses the model's batcher on the GPU it was placed on; result.json
+ * says where the model ran ("device": "gpu:0" or "cpu").
  */
 #include <errno.h>
 #include <math.h>
@@ -103,10 +107,38 @@ static int infer_validate(const struct gj_job *job, struct gj_error *err)
     return 0;
 }
 
+/* Whether the job's model runs on a GPU (its config.json: the version's own, else the
+ * model's). Unreadable: 0 (the run says what is wrong with it). */
+static int model_wants_gpu(const struct gj_job *job)
+{
+    const char *model = json_string_value(json_object_get(job->params, "model"));
+    json_t *jv = json_object_get(job->params, "version");
+    char mdir[2048], vdir[2100], path[2200], vname[24];
+    if (!model || !gj_model_name_ok(model) ||
+        gj_path_join(mdir, sizeof mdir, models_dir_of(job), model))
+        return 0;
+    snprintf(vname, sizeof vname, "%lld", json_is_integer(jv) ? (long long)json_integer_value(jv)
+                                                              : 0LL);
+    struct stat st;
+    if (!json_is_integer(jv) || gj_path_join(vdir, sizeof vdir, mdir, vname) ||
+        gj_path_join(path, sizeof path, vdir, "config.json") || stat(path, &st) != 0)
+        if (gj_path_join(path, sizeof path, mdir, "config.json"))
+            return 0;
+    struct gj_model_config cfg;
+    struct gj_error err = { 0 };
+    int gpu = gj_model_config_load(path, model, &cfg, &err) == 0 && gj_model_uses_gpu(&cfg);
+    gj_model_config_free(&cfg);
+    return gpu;
+}
+
 static int infer_estimate(const struct gj_job *job, struct gj_needs *needs, struct gj_error *err)
 {
     (void)err;
-    needs->can_use_gpu = 0;      /* the ONNX runtime's CPU backend */
+    /* A GPU model's job goes to a GPU slot and uses the model's batcher there; the device
+     * memory is the batcher's (reserved when it is created), not the job's. A KIND_GPU
+     * model on a host without a GPU still runs on the CPU slot, where the batcher refuses
+     * it with the reason. */
+    needs->can_use_gpu = model_wants_gpu(job);
     needs->needs_gpu = 0;
     needs->device_bytes = 0;
     uint64_t largest = 0;
@@ -191,6 +223,8 @@ static int cmp_input(const void *a, const void *b)
 struct batcher {
     const onnx_model *om;
     const gj_served_model *sm;
+    int device;              /* where the worker placed the job (GJ_DEVICE_CPU: the CPU) */
+    int ran_on;              /* the device of the batcher used (-2: none yet) */
     int threads;
     int capacity;            /* images per full batch */
     size_t item_floats;      /* C*H*W */
@@ -232,9 +266,10 @@ static int batcher_flush(struct batcher *b, struct gj_error *err)
     const struct gj_model_config *cfg = gj_served_model_config(b->sm);
     /* The model version's shared queue (compute/infer/serving/batcher.h): the images of
      * this job batch with other jobs' and with /v2 protocol requests. */
-    gj_batcher *q = gj_batcher_acquire((gj_served_model *)b->sm, err);
-    if (!q)
+    gj_batcher *q = gj_batcher_acquire_on((gj_served_model *)b->sm, b->device, err);
+    if (!q)   /* transient (retried) when a GPU lacks free memory now, as the batcher says */
         return -1;
+    b->ran_on = gj_batcher_device(q);
     float *logits = malloc((size_t)b->filled * gj_batcher_output_floats(q) * sizeof *logits);
     if (!logits) {
         gj_batcher_release(q);
@@ -245,7 +280,7 @@ static int batcher_flush(struct batcher *b, struct gj_error *err)
     gj_batcher_release(q);
     if (rc != GJ_BATCH_OK) {
         free(logits);
-        err->transient = rc == GJ_BATCH_EFULL || rc == GJ_BATCH_ETIMEDOUT ||
+        err->transient = err->transient || rc == GJ_BATCH_EFULL || rc == GJ_BATCH_ETIMEDOUT ||
                          rc == GJ_BATCH_ESHUTDOWN;   /* retried later */
         return -1;
     }
@@ -476,7 +511,7 @@ static json_t *studies_json(const struct gj_model_config *cfg, const struct imag
 }
 
 static int write_result(struct gj_ctx *ctx, const gj_served_model *sm, struct image *ims, size_t n,
-                        int batch, int threads, double load_ms, double t_start,
+                        int batch, int threads, int device, double load_ms, double t_start,
                         struct gj_error *err)
 {
     const struct gj_model_config *cfg = gj_served_model_config(sm);
@@ -502,6 +537,14 @@ static int write_result(struct gj_ctx *ctx, const gj_served_model *sm, struct im
                           "timings_ms", "load_model", load_ms, "total", now_ms() - t_start);
     if (!r)
         return gj_error_set(err, "", "out of memory writing result.json");
+    if (device >= -1) {   /* where the model ran (none when no image was inferred) */
+        char dev[24];
+        if (device >= 0)
+            snprintf(dev, sizeof dev, "gpu:%d", device);
+        else
+            snprintf(dev, sizeof dev, "cpu");
+        json_object_set_new(r, "device", json_string(dev));
+    }
     char *text = json_dumps(r, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
     json_decref(r);
     char path[4096];
@@ -577,6 +620,8 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
                     ? (int)(INFER_MAX_BATCH_BYTES / item_bytes) : 1;
     b.om = gj_served_model_onnx(sm);
     b.sm = sm;
+    b.device = ctx->device;
+    b.ran_on = -2;
     b.threads = threads;
     b.capacity = batch;
     b.item_floats = (size_t)cfg->input_dims[0] * (size_t)cfg->input_dims[1] *
@@ -602,7 +647,7 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
     }
     if (batcher_flush(&b, err))
         goto out;
-    if (write_result(ctx, sm, ims, n, batch, threads, load_ms, t_start, err))
+    if (write_result(ctx, sm, ims, n, batch, threads, b.ran_on, load_ms, t_start, err))
         goto out;
     gj_progress(ctx, 1.0, NULL);
     result = GJ_RUN_OK;

@@ -14,6 +14,16 @@
 
 #define CFG "config.json"
 
+const char *gj_instance_kind_name(enum gj_instance_kind k)
+{
+    return k == GJ_INSTANCE_GPU ? "KIND_GPU" : k == GJ_INSTANCE_CPU ? "KIND_CPU" : "KIND_AUTO";
+}
+
+const char *gj_precision_name(enum gj_precision p)
+{
+    return p == GJ_PRECISION_TF32 ? "tf32" : p == GJ_PRECISION_FP16 ? "fp16" : "fp32";
+}
+
 int gj_model_name_ok(const char *name)
 {
     if (!name || !name[0] || name[0] == '.')
@@ -359,12 +369,107 @@ static int parse_filter(const json_t *f, struct gj_model_filter *flt, struct gj_
     return 0;
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* instance_group (or the older instances_per_device), precision and cuda_graphs: where
+ * and how the model's instances run. */
+static int parse_instances(const json_t *root, struct gj_model_config *cfg, struct gj_error *err)
+{
+    static const char *const keys[] = { "kind", "count", "gpus", NULL };
+    static const char *const kinds[] = { "KIND_AUTO", "KIND_GPU", "KIND_CPU" };
+    static const char *const precisions[] = { "fp32", "tf32", "fp16" };
+    int64_t iv;
+    int e;
+
+    cfg->instances_per_device = 1;
+    cfg->instance_kind = GJ_INSTANCE_AUTO;
+    cfg->precision = GJ_PRECISION_FP32;
+    cfg->cuda_graphs = 1;
+    const json_t *old = json_object_get(root, "instances_per_device");
+    if (old) {
+        if (get_int(old, "instances_per_device", 1, 64, &iv, err))
+            return -1;
+        cfg->instances_per_device = (int)iv;
+    }
+    const json_t *g = json_object_get(root, "instance_group");
+    if (json_is_array(g)) {   /* Triton's form: a list of groups */
+        if (json_array_size(g) != 1)
+            FAIL("instance_group", CFG ": instance_group must be one group (an object, or a "
+                 "list of one): several groups are not supported");
+        g = json_array_get(g, 0);
+    }
+    if (g) {
+        if (!json_is_object(g))
+            FAIL("instance_group", CFG ": instance_group must be an object {\"kind\", "
+                 "\"count\", \"gpus\"}");
+        if (check_keys(g, "instance_group", keys, err))
+            return -1;
+        const json_t *k = json_object_get(g, "kind");
+        if (k) {
+            if (lookup_enum(k, "instance_group.kind", kinds, 3, &e, err))
+                return -1;
+            cfg->instance_kind = (enum gj_instance_kind)e;
+        }
+        const json_t *c = json_object_get(g, "count");
+        if (c) {
+            if (old)
+                FAIL("instance_group.count", CFG ": give instance_group.count or "
+                     "instances_per_device (its older spelling), not both");
+            if (get_int(c, "instance_group.count", 1, 64, &iv, err))
+                return -1;
+            cfg->instances_per_device = (int)iv;
+        }
+        const json_t *gpus = json_object_get(g, "gpus");
+        if (gpus) {
+            if (!json_is_array(gpus) || json_array_size(gpus) == 0 ||
+                json_array_size(gpus) > GJ_MODEL_MAX_GPUS)
+                FAIL("instance_group.gpus", CFG ": instance_group.gpus must be an array of 1 to "
+                     "%d GPU ordinals", GJ_MODEL_MAX_GPUS);
+            if (cfg->instance_kind == GJ_INSTANCE_CPU)
+                FAIL("instance_group.gpus", CFG ": instance_group.gpus lists GPUs but "
+                     "instance_group.kind is KIND_CPU");
+            for (size_t i = 0; i < json_array_size(gpus); i++) {
+                char p[48];
+                snprintf(p, sizeof p, "instance_group.gpus[%zu]", i);
+                if (get_int(json_array_get(gpus, i), p, 0, GJ_MODEL_MAX_GPUS - 1, &iv, err))
+                    return -1;
+                for (size_t j = 0; j < cfg->n_gpus; j++)
+                    if (cfg->gpus[j] == iv)
+                        FAIL(p, CFG ": %s: GPU %lld is listed twice", p, (long long)iv);
+                cfg->gpus[cfg->n_gpus++] = (int)iv;
+            }
+            qsort(cfg->gpus, cfg->n_gpus, sizeof cfg->gpus[0], cmp_int);
+        }
+    }
+    const json_t *pr = json_object_get(root, "precision");
+    if (pr) {
+        if (lookup_enum(pr, "precision", precisions, 3, &e, err))
+            return -1;
+        cfg->precision = (enum gj_precision)e;
+        if (cfg->precision != GJ_PRECISION_FP32 && cfg->instance_kind == GJ_INSTANCE_CPU)
+            FAIL("precision", CFG ": precision %s needs a GPU, but instance_group.kind is "
+                 "KIND_CPU (CPU instances run in fp32)", precisions[e]);
+    }
+    const json_t *cg = json_object_get(root, "cuda_graphs");
+    if (cg) {
+        if (!json_is_boolean(cg))
+            FAIL("cuda_graphs", CFG ": cuda_graphs must be true or false");
+        cfg->cuda_graphs = json_is_true(cg);
+    }
+    return 0;
+}
+
 static int parse_config(const json_t *root, const char *expect_name, struct gj_model_config *cfg,
                         struct gj_error *err)
 {
     static const char *const keys[] = { "name", "description", "platform", "input", "output",
         "labels", "output_activation", "max_batch_size", "dynamic_batching",
-        "instances_per_device", "default_version", "preprocessing", "filter", NULL };
+        "instances_per_device", "instance_group", "precision", "cuda_graphs", "default_version",
+        "preprocessing", "filter", NULL };
     static const char *const acts[] = { "none", "sigmoid", "softmax" };
     int64_t iv;
     int e;
@@ -465,12 +570,8 @@ static int parse_config(const json_t *root, const char *expect_name, struct gj_m
             }
         }
     }
-    cfg->instances_per_device = 1;
-    if ((v = json_object_get(root, "instances_per_device"))) {
-        if (get_int(v, "instances_per_device", 1, 64, &iv, err))
-            return -1;
-        cfg->instances_per_device = (int)iv;
-    }
+    if (parse_instances(root, cfg, err))
+        return -1;
     if ((v = json_object_get(root, "default_version"))) {
         if (json_is_string(v) && strcmp(json_string_value(v), "latest") == 0)
             cfg->default_version = 0;
@@ -582,6 +683,20 @@ json_t *gj_model_config_to_json(const struct gj_model_config *cfg)
         str_list(&cfg->filter.view_positions[0][0], sizeof cfg->filter.view_positions[0],
                  cfg->filter.n_view_positions),
         "allow_missing", cfg->filter.allow_missing);
+    if (j) {
+        json_t *gpus = json_array();
+        for (size_t i = 0; gpus && i < cfg->n_gpus; i++)
+            json_array_append_new(gpus, json_integer(cfg->gpus[i]));
+        json_t *group = json_pack("{s:s, s:i}", "kind", gj_instance_kind_name(cfg->instance_kind),
+                                  "count", cfg->instances_per_device);
+        if (group && cfg->n_gpus)
+            json_object_set_new(group, "gpus", gpus);
+        else
+            json_decref(gpus);
+        json_object_set_new(j, "instance_group", group);
+        json_object_set_new(j, "precision", json_string(gj_precision_name(cfg->precision)));
+        json_object_set_new(j, "cuda_graphs", json_boolean(cfg->cuda_graphs));
+    }
     if (j && cfg->dynamic_batching)
         json_object_set_new(j, "dynamic_batching",
                             json_pack("{s:I, s:o}", "max_queue_delay_us",

@@ -22,6 +22,8 @@ struct gj_served_model {
     onnx_model *onnx;
     size_t in_idx, out_idx;
     uint64_t file_bytes;
+    /* The trial session (batch 1): what a GPU batcher's reservation is estimated from. */
+    uint64_t const_bytes, sample_bytes;   /* weights; activations + inputs + outputs */
 };
 
 struct repo_version {
@@ -159,6 +161,12 @@ static int check_against_model(gj_served_model *m, struct gj_error *err)
         return gj_error_set(err, "model.onnx", "model.onnx cannot run: %s", serr.message);
     const struct onnx_io_desc *so = onnx_session_output(s, oi);
     int ok = so->rank == 2 && so->dims[0] == 1 && so->dims[1] == cfg->n_outputs;
+    struct onnx_session_stats st;
+    onnx_session_get_stats(s, &st);
+    m->const_bytes = st.const_bytes;
+    m->sample_bytes = st.arena_bytes + onnx_session_input_bytes(s, 0);
+    for (size_t i = 0; i < no; i++)
+        m->sample_bytes += onnx_session_output_bytes(s, i);
     if (!ok)
         gj_error_set(err, "output.dims", "config.json: output.dims is [%lld] but for a batch of "
                      "1 the model's output '%s' is %s", (long long)cfg->n_outputs,
@@ -241,6 +249,14 @@ void *gj_served_model_onnx(const gj_served_model *m) { return m->onnx; }
 size_t gj_served_model_input_index(const gj_served_model *m) { return m->in_idx; }
 size_t gj_served_model_output_index(const gj_served_model *m) { return m->out_idx; }
 uint64_t gj_served_model_file_bytes(const gj_served_model *m) { return m->file_bytes; }
+
+uint64_t gj_served_model_device_estimate(const gj_served_model *m, int max_batch, int instances)
+{
+    /* Each instance holds at least one session of the largest batch: its weights and its
+     * activations, which grow with the batch. */
+    uint64_t one = m->const_bytes + (uint64_t)(max_batch > 0 ? max_batch : 1) * m->sample_bytes;
+    return one * (uint64_t)(instances > 0 ? instances : 1);
+}
 
 /* ---- the repository ---------------------------------------------------------------- */
 
@@ -611,6 +627,22 @@ int gj_model_repo_unload(gj_model_repo *r, const char *name, int64_t version,
             rv->state = GJ_MODEL_AVAILABLE;
             rc = 0;
         }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gj_model_repo_fail(gj_model_repo *r, const char *name, int64_t version, const char *reason)
+{
+    int rc = -1;
+    pthread_mutex_lock(&r->mu);
+    struct repo_model *m = gj_model_name_ok(name) ? find_model(r, name) : NULL;
+    struct repo_version *rv = m ? find_version(m, version) : NULL;
+    if (rv) {
+        drop_version(rv);
+        rv->state = GJ_MODEL_FAILED;
+        snprintf(rv->reason, sizeof rv->reason, "%s", reason ? reason : "load failed");
+        rc = 0;
     }
     pthread_mutex_unlock(&r->mu);
     return rc;

@@ -18,7 +18,17 @@
  *     "output_activation": "sigmoid",          sigmoid | softmax | none (default none)
  *     "max_batch_size": 8,                     1..1024 (0 or absent: 1, no batching)
  *     "dynamic_batching": {"max_queue_delay_us": 2000, "preferred_batch_sizes": [4, 8]},
- *     "instances_per_device": 1,               1..64
+ *     "instance_group": {"kind": "KIND_AUTO", "count": 1, "gpus": [0, 1]},
+ *                 kind: KIND_AUTO (a GPU when the ONNX runtime has a usable CUDA backend,
+ *                 else the CPU; the default), KIND_GPU (refused where there is no GPU),
+ *                 KIND_CPU; count: instances (executor threads) per device, 1..64
+ *                 (default 1); gpus: the CUDA ordinals it may use (default: every GPU).
+ *                 Triton's list form [{...}] with one group is accepted too.
+ *     "instances_per_device": 1,               older spelling of instance_group.count
+ *     "precision": "fp32",                     fp32 | tf32 | fp16: GPU instances only (CPU
+ *                                              instances run fp32; tf32/fp16 with KIND_CPU
+ *                                              are refused)
+ *     "cuda_graphs": true,                     GPU: capture and replay CUDA graphs
  *     "default_version": "latest",             or a version number
  *     "preprocessing": {
  *       "window": {"source": "file", "center": 128, "width": 256, "function": "LINEAR"},
@@ -62,11 +72,15 @@
 #define GJ_MODEL_MAX_MODELS 4096
 #define GJ_MODEL_MAX_DIM 8192          /* input height / width */
 #define GJ_MODEL_CONFIG_MAX_BYTES (1u << 20)
+#define GJ_MODEL_MAX_GPUS 64           /* instance_group.gpus: ordinals 0..63 */
 
 enum gj_resize_method { GJ_RESIZE_BILINEAR = 0, GJ_RESIZE_AREA, GJ_RESIZE_NEAREST };
 enum gj_window_source { GJ_WINDOW_FILE = 0, GJ_WINDOW_FIXED, GJ_WINDOW_MINMAX };
 enum gj_voi_function { GJ_VOI_LINEAR = 0, GJ_VOI_LINEAR_EXACT, GJ_VOI_SIGMOID };
 enum gj_activation { GJ_ACT_NONE = 0, GJ_ACT_SIGMOID, GJ_ACT_SOFTMAX };
+enum gj_instance_kind { GJ_INSTANCE_AUTO = 0, GJ_INSTANCE_GPU, GJ_INSTANCE_CPU };
+/* Numbered as the ONNX runtime's enum onnx_precision (FP32 0, TF32 1, FP16 2). */
+enum gj_precision { GJ_PRECISION_FP32 = 0, GJ_PRECISION_TF32 = 1, GJ_PRECISION_FP16 = 2 };
 
 struct gj_preprocess_config {
     enum gj_window_source window_source;
@@ -102,7 +116,12 @@ struct gj_model_config {
     int64_t max_queue_delay_us;
     int preferred_batch_sizes[GJ_MODEL_MAX_PREFERRED];
     size_t n_preferred;
-    int instances_per_device;
+    int instances_per_device;          /* instance_group.count */
+    enum gj_instance_kind instance_kind;
+    int gpus[GJ_MODEL_MAX_GPUS];       /* instance_group.gpus, ascending; n_gpus 0: every GPU */
+    size_t n_gpus;
+    enum gj_precision precision;
+    int cuda_graphs;                   /* default 1 */
     int64_t default_version;           /* 0: latest */
     struct gj_preprocess_config pre;
     struct gj_model_filter filter;
@@ -118,6 +137,10 @@ int gj_model_config_load(const char *path, const char *expect_name, struct gj_mo
 void gj_model_config_free(struct gj_model_config *cfg);
 /* The config as JSON (for GET /v1/models/{name}); NULL on allocation failure. */
 json_t *gj_model_config_to_json(const struct gj_model_config *cfg);
+
+/* "KIND_AUTO", "KIND_GPU", "KIND_CPU"; "fp32", "tf32", "fp16". */
+const char *gj_instance_kind_name(enum gj_instance_kind k);
+const char *gj_precision_name(enum gj_precision p);
 
 /* 1 when name is a model name: 1..127 bytes of [A-Za-z0-9._-], not starting with '.'. */
 int gj_model_name_ok(const char *name);
@@ -182,6 +205,12 @@ int gj_model_repo_load(gj_model_repo *repo, const char *name, int64_t version,
 int gj_model_repo_unload(gj_model_repo *repo, const char *name, int64_t version,
                          struct gj_error *err);
 
+/* Marks a loaded or available version FAILED with reason (dropping the repository's
+ * reference): for a load that succeeded here but could not be placed on a device. 0, or
+ * -1 when the version is unknown. */
+int gj_model_repo_fail(gj_model_repo *repo, const char *name, int64_t version,
+                       const char *reason);
+
 /* Loads one version directory directly, without a repository (tests, tools):
  * dir/<version>/model.onnx with dir/config.json or dir/<version>/config.json. */
 gj_served_model *gj_served_model_load(const char *model_dir, const char *name, int64_t version,
@@ -198,5 +227,10 @@ size_t gj_served_model_input_index(const gj_served_model *m);
 size_t gj_served_model_output_index(const gj_served_model *m);
 /* Size of model.onnx in bytes. */
 uint64_t gj_served_model_file_bytes(const gj_served_model *m);
+/* Device memory that `instances` executors running batches of up to max_batch samples
+ * are expected to hold, from the load's trial session (weights, activation arena and
+ * input/output tensors, scaled by the batch): what a GPU batcher reserves before it
+ * creates any session (the sessions' real figures top it up). */
+uint64_t gj_served_model_device_estimate(const gj_served_model *m, int max_batch, int instances);
 
 #endif

@@ -3,8 +3,8 @@
 (1..64) and the batcher's max batch size / queue delay, for the demo model
 (models/chest-xray-demo, 1x256x256 FP32 in, 4 logits out) on the CPU.
 
-  inproc  through the batcher in process (tests/infer/test_batcher bench: C threads, one
-          sample per request), no HTTP;
+  inproc  through the batcher in process (`gpujobd bench infer`: C threads, one sample per
+          request), no HTTP;
   http    end to end: `gpujobd serve` over HTTPS (real PostgreSQL for the API keys),
           POST /v2/models/{m}/infer with Triton's binary tensor extension, one sample per
           request, one keep-alive TLS connection per client thread (Python's http.client).
@@ -83,17 +83,22 @@ REPEAT = 1
 
 
 def bench_inproc(requests, threads):
-    exe = os.path.join(BUILD, "tests", "infer", "test_batcher")
+    exe = os.environ.get("GPUJOBD") or os.path.join(BUILD, "service", "gpujobd")
     rows = []
     for label, mb, delay in CONFIGS:
         per_level = {}
         for _ in range(REPEAT):
-            out = subprocess.run([exe, "bench", MODEL_SRC, "demo-" + label, str(mb), str(delay), "1",
-                                  str(threads), ",".join(map(str, CONCURRENCY)), str(requests)],
+            # The demo config's preferred_batch_sizes are dropped (--preferred none), as before.
+            out = subprocess.run([exe, "bench", "infer", "--json", "--name", "demo-" + label,
+                                  "--max-batch", str(mb), "--delay-us", str(delay) if delay >= 0 else "off",
+                                  "--preferred", "none", "--instances", "1", "--threads", str(threads),
+                                  "--concurrency", ",".join(map(str, CONCURRENCY)),
+                                  "--requests", str(requests), MODEL_SRC],
                                  capture_output=True, text=True, check=True).stdout
             for line in out.splitlines():
                 r = json.loads(line)
                 r["label"] = label
+                r["delay_us"] = delay
                 per_level.setdefault(r["concurrency"], []).append(r)
         rows += [median_run(per_level[c]) for c in sorted(per_level)]
     table(rows, f"In process, through the batcher ({threads} ONNX threads, 1 instance; {hardware()})")

@@ -9,6 +9,7 @@
 extern const struct gj_kind gj_kind_noop;
 extern const struct gj_kind gj_kind_infer;   /* compute/infer/serving/kind_infer.c */
 int gj_bench_onnx_main(int argc, char **argv);   /* compute/infer/onnx/onnx_bench.c */
+int gj_bench_infer_main(int argc, char **argv);  /* compute/infer/serving/bench_infer.c */
 extern const struct gj_kind gj_kind_brkga; int gj_bench_brkga_main(int argc, char **argv);
 extern const struct gj_kind gj_kind_recon, gj_kind_phantom; int gj_bench_recon_main(int argc, char **argv);
 
@@ -23,6 +24,7 @@ static const struct gj_bench benches[] = {
     { NULL, NULL, NULL },   /* keeps the array non-empty; never listed */
     { "recon", "FDK GUPS (RabbitCT geometry), batch FBP / SART images/s, scikit-image comparison; CPU and GPU", gj_bench_recon_main },
     { "onnx", "ONNX runtime (CPU): inferences/s of models per batch size", gj_bench_onnx_main },
+    { "infer", "inference serving in process: batcher req/s, p50/p99 vs concurrency; --runtime: session inf/s per batch (CPU, GPU)", gj_bench_infer_main },
     { "brkga", "BRKGA decodes/s and generations/s (network decoder, TSP), CPU and GPU", gj_bench_brkga_main },
 };
 

@@ -568,170 +568,21 @@ static void bad_model_refused(void **state)
     (void)state;
     struct gj_error err = { 0 };
     assert_null(gj_batcher_create(NULL, NULL, &err));
-    struct gj_batcher_options o = { .max_queue_delay_us = -1, .dynamic_batching = -1,
-                                    .device = 0 };
-    assert_null(gj_batcher_create(g_tiny, &o, &err));
-    assert_non_null(strstr(err.message, "CPU"));
+    /* GPU 0 without the runtime's CUDA backend: refused with the reason (503) */
+    char why[256];
+    if (!onnx_backend_available("cuda", why, sizeof why)) {
+        struct gj_batcher_options o = { .max_queue_delay_us = -1, .dynamic_batching = -1,
+                                        .device = 0 };
+        assert_null(gj_batcher_create(g_tiny, &o, &err));
+        assert_int_equal(err.status, 503);
+        assert_non_null(strstr(err.message, "cannot run on GPU 0"));
+    }
 }
 
-/* ---- `test_batcher bench`: the in-process benchmark (bench/infer_bench.py) ------------- */
-
-struct bench_client {
-    gj_batcher *b;
-    const float *in;
-    size_t requests;
-    double *lat;        /* seconds, one per request */
-    int failures;
-};
-
-static void *bench_client_main(void *arg)
+/* The in-process benchmark that lived here is `gpujobd bench infer`
+ * (compute/infer/serving/bench_infer.c). */
+int main(void)
 {
-    struct bench_client *c = arg;
-    float out[1024];
-    for (size_t i = 0; i < c->requests; i++) {
-        struct gj_error err = { 0 };
-        double t0 = now_s();
-        if (gj_batcher_infer(c->b, c->in, 1, out, 0, NULL, &err) != GJ_BATCH_OK)
-            c->failures++;
-        c->lat[i] = now_s() - t0;
-    }
-    return NULL;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* bench MODEL_DIR NAME MAX_BATCH DELAY_US INSTANCES THREADS CONCURRENCY[,..] REQUESTS
- * One JSON line per concurrency level. The model dir's config.json is copied into a
- * temporary repository with max_batch_size, dynamic_batching and instances_per_device
- * replaced (DELAY_US < 0: no dynamic batching). */
-static int bench_main(int argc, char **argv)
-{
-    if (argc != 10) {
-        fprintf(stderr, "usage: %s bench MODEL_DIR NAME MAX_BATCH DELAY_US INSTANCES THREADS "
-                        "CONC[,CONC...] REQUESTS\n", argv[0]);
-        return 2;
-    }
-    const char *src = argv[2], *name = argv[3];
-    int max_batch = atoi(argv[4]), instances = atoi(argv[6]), threads = atoi(argv[7]);
-    long delay = atol(argv[5]);
-    size_t requests = (size_t)atol(argv[9]);
-    char dir[] = "/tmp/gj-batcher-bench-XXXXXX", p[4096], q[4096];
-    if (!mkdtemp(dir))
-        return 1;
-    snprintf(p, sizeof p, "%s/%s/1", dir, name);
-    gj_mkdir_p(p, 0755);
-    snprintf(p, sizeof p, "%s/1/model.onnx", src);
-    snprintf(q, sizeof q, "%s/%s/1/model.onnx", dir, name);
-    char *abs = realpath(p, NULL);
-    if (!abs || symlink(abs, q) != 0) {
-        fprintf(stderr, "no model at %s\n", p);
-        return 1;
-    }
-    free(abs);
-    snprintf(p, sizeof p, "%s/config.json", src);
-    json_error_t je;
-    json_t *cfg = json_load_file(p, 0, &je);
-    if (!cfg)
-        return 1;
-    json_object_del(cfg, "name");
-    json_object_set_new(cfg, "max_batch_size", json_integer(max_batch));
-    json_object_set_new(cfg, "instances_per_device", json_integer(instances));
-    if (delay < 0)
-        json_object_del(cfg, "dynamic_batching");
-    else
-        json_object_set_new(cfg, "dynamic_batching", json_pack("{s:I}", "max_queue_delay_us",
-                                                               (json_int_t)delay));
-    snprintf(q, sizeof q, "%s/%s/config.json", dir, name);
-    json_dump_file(cfg, q, 0);
-    json_decref(cfg);
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    struct gj_error err = { 0 };
-    gj_served_model *m = gj_served_model_load(p, name, 1, &err);
-    if (!m) {
-        fprintf(stderr, "%s\n", err.message);
-        return 1;
-    }
-    struct gj_batcher_options o = { .max_queue_delay_us = -1, .dynamic_batching = -1,
-                                    .threads_per_instance = threads, .device = -1 };
-    gj_batcher *b = gj_batcher_create(m, &o, &err);
-    if (!b) {
-        fprintf(stderr, "%s\n", err.message);
-        return 1;
-    }
-    size_t inf = gj_batcher_input_floats(b);
-    float *in = malloc(inf * sizeof *in);
-    for (size_t i = 0; i < inf; i++)
-        in[i] = frand();
-    { /* warm-up: a session per batch size */
-        float out[1024], *many = malloc((size_t)max_batch * inf * sizeof *many);
-        float *mo = malloc((size_t)max_batch * gj_batcher_output_floats(b) * sizeof *mo);
-        for (int k = 1; k <= max_batch; k++) {
-            for (size_t i = 0; i < (size_t)k * inf; i++)
-                many[i] = in[i % inf];
-            gj_batcher_infer(b, many, (size_t)k, mo, 0, NULL, &err);
-        }
-        gj_batcher_infer(b, in, 1, out, 0, NULL, &err);
-        free(many);
-        free(mo);
-    }
-    for (char *tok = strtok(argv[8], ","); tok; tok = strtok(NULL, ",")) {
-        int conc = atoi(tok);
-        if (conc < 1)
-            continue;
-        size_t per = (requests + (size_t)conc - 1) / (size_t)conc;
-        struct bench_client *c = calloc((size_t)conc, sizeof *c);
-        pthread_t *th = calloc((size_t)conc, sizeof *th);
-        struct gj_batch_stats s0, s1;
-        gj_batch_stats_get(name, 1, &s0);
-        double t0 = now_s();
-        for (int i = 0; i < conc; i++) {
-            c[i].b = b;
-            c[i].in = in;
-            c[i].requests = per;
-            c[i].lat = calloc(per, sizeof(double));
-            pthread_create(&th[i], NULL, bench_client_main, &c[i]);
-        }
-        for (int i = 0; i < conc; i++)
-            pthread_join(th[i], NULL);
-        double el = now_s() - t0;
-        gj_batch_stats_get(name, 1, &s1);
-        size_t n = per * (size_t)conc, k = 0;
-        int fails = 0;
-        double *all = malloc(n * sizeof *all);
-        for (int i = 0; i < conc; i++) {
-            memcpy(all + k, c[i].lat, per * sizeof(double));
-            k += per;
-            fails += c[i].failures;
-            free(c[i].lat);
-        }
-        qsort(all, n, sizeof *all, cmp_double);
-        uint64_t execs = s1.exec_count - s0.exec_count;
-        printf("{\"max_batch\": %d, \"delay_us\": %ld, \"instances\": %d, \"threads\": %d, "
-               "\"concurrency\": %d, \"requests\": %zu, \"failures\": %d, \"seconds\": %.3f, "
-               "\"throughput\": %.1f, \"p50_ms\": %.2f, \"p99_ms\": %.2f, "
-               "\"mean_batch\": %.2f}\n", max_batch, delay, instances, threads, conc, n, fails,
-               el, (double)n / el, all[n / 2] * 1e3, all[(size_t)((double)n * 0.99)] * 1e3,
-               execs ? (double)(s1.inference_count - s0.inference_count) / (double)execs : 0.0);
-        fflush(stdout);
-        free(all);
-        free(c);
-        free(th);
-    }
-    gj_batcher_destroy(b);
-    gj_served_model_release(m);
-    free(in);
-    gj_rm_rf(dir);
-    return 0;
-}
-
-int main(int argc, char **argv)
-{
-    if (argc > 1 && strcmp(argv[1], "bench") == 0)
-        return bench_main(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(batching_under_load),
         cmocka_unit_test(preferred_size_goes_at_once),

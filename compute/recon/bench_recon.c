@@ -182,7 +182,7 @@ static void bench_batch(int algo, int batch, int threads, const char *skdir, jso
     if (rc_gpu_device_count() > 0) {
         rc_phantom_project(&ph, &g, proj, threads);
         t0 = rc_now();
-        if (rc_gpu_reconstruct(0, &g, &o, proj, vol, 0, g.nz, &err) == 0) {
+        if (rc_gpu_reconstruct(0, &g, &o, proj, vol, 0, g.nz, NULL, &err) == 0) {
             t = rc_now() - t0;
             printf("batch %s (gpu): %.3f s = %.2f images/s; PSNR %.2f dB\n", name, t, batch / t,
                    rc_psnr(vol, truth, slice, 1.0));

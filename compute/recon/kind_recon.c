@@ -378,8 +378,8 @@ static int recon_run(struct gj_ctx *ctx, struct gj_error *err)
     int on_gpu = 0;
 #if GJ_HAVE_CUDA
     if (ctx->device != GJ_DEVICE_CPU) {
-        r = rc_gpu_reconstruct(ctx->device, &g, &o, proj, vol, z0, nzs, err);
-        if (r == 0) {
+        r = rc_gpu_reconstruct(ctx->device, &g, &o, proj, vol, z0, nzs, &hooks, err);
+        if (r >= 0) {   /* done, or cancelled: no CPU retry */
             on_gpu = 1;
         } else {
             gj_logf(ctx, "recon: GPU %d failed (%s); reconstructing on the CPU", ctx->device, err->message);
@@ -396,16 +396,14 @@ static int recon_run(struct gj_ctx *ctx, struct gj_error *err)
         goto out;
     }
     json_object_set_new(times, "reconstruct_s", json_real(rc_now() - t0));
-    if (!on_gpu) {
-        json_t *ph = json_object();
-        if (o.algo == RC_FBP || o.algo == RC_FDK) {
-            json_object_set_new(ph, "filter_s", json_real(hooks.t_filter));
-            json_object_set_new(ph, "backproject_s", json_real(hooks.t_backproject));
-        } else {
-            json_object_set_new(ph, "iterate_s", json_real(hooks.t_iterate));
-        }
-        json_object_set_new(times, "phases", ph);
+    json_t *ph = json_object();
+    if (o.algo == RC_FBP || o.algo == RC_FDK) {
+        json_object_set_new(ph, "filter_s", json_real(hooks.t_filter));
+        json_object_set_new(ph, "backproject_s", json_real(hooks.t_backproject));
+    } else {
+        json_object_set_new(ph, "iterate_s", json_real(hooks.t_iterate));
     }
+    json_object_set_new(times, "phases", ph);
     double updates = (double)g.nx * g.ny * nzs * g.nviews;
     if (o.algo == RC_SART || o.algo == RC_SIRT)
         updates *= 2.0 * o.iterations;

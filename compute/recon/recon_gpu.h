@@ -19,9 +19,11 @@ extern "C" {
 int rc_gpu_device_count(void);
 /* Same contract as rc_reconstruct, on CUDA device `device`: cuFFT filtering, texture
  * backprojection (the CPU's interpolation, or with o->gpu_hw_filter the texture unit's),
- * Joseph projection, SART/SIRT resident on the device. 0 or -1 with err. */
+ * Joseph projection, SART/SIRT resident on the device. hooks (may be NULL): progress and
+ * cancellation, checked between phases and every 8 SART/SIRT sub-iterations; the phase
+ * times are filled in. 0, 1 when cancelled, or -1 with err. */
 int rc_gpu_reconstruct(int device, const struct rc_geom *g, const struct rc_opts *o, float *proj,
-                       float *vol, int z0, int nzs, struct gj_error *err);
+                       float *vol, int z0, int nzs, struct rc_hooks *hooks, struct gj_error *err);
 /* Device bytes the calling thread's last rc_gpu_reconstruct (or backproject_matrices) held
  * at most: its buffers, texture arrays and cuFFT work areas (not the CUDA context). The
  * tests check it against the estimate that decides slab splitting. */

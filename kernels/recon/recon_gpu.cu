@@ -597,8 +597,26 @@ unsigned blocks(int64_t n) { return (unsigned)((n + 255) / 256); }
 
 // SART / SIRT of nprob independent problems (2D slices, or one cone volume) resident on the
 // device: d_p their projections, d_x their volumes (zeroed).
+// Progress and cancellation between launches: the hooks of rc_reconstruct, and the share of
+// the whole job [lo, lo + span) a step covers. A check waits for the stream, so it is made
+// only every few sub-iterations.
+struct Checkpoint {
+    rc_hooks *h;
+    double lo, span;
+    // 1: cancelled (stop now); 0: go on. Reports fraction f of this step's share.
+    int at(double f) const
+    {
+        if (!h)
+            return 0;
+        if (h->progress)
+            h->progress(h->ctx, lo + span * f);
+        return h->cancelled && h->cancelled(h->ctx) ? 1 : 0;
+    }
+};
+
+// SART/SIRT on the device. 0, 1 when cancelled, or -1 with err.
 int gpu_iterate(const rc_geom *g, const rc_opts *o, const float *d_p, float *d_x, int nprob, cudaStream_t st,
-                gj_error *err)
+                const Checkpoint &cp, gj_error *err)
 {
     DG dg = make_dg(g);
     const int nzv = g->type == RC_CONE3D ? g->nz : 1;
@@ -673,8 +691,15 @@ int gpu_iterate(const rc_geom *g, const rc_opts *o, const float *d_p, float *d_x
     CK(cudaStreamSynchronize(st));
     dones.release();
     dim3 b(32, 8), gr((g->nx + 31) / 32, (g->ny + 7) / 8, nzv * nprob);
+    const int total = o->iterations * subsets;
     for (int it = 0; it < o->iterations; it++)
         for (int si = 0; si < subsets; si++) {
+            const int done = it * subsets + si;
+            if (done > 0 && done % 8 == 0) {   // the stream must catch up before a check
+                CK(cudaStreamSynchronize(st));
+                if (cp.at((double)done / total))
+                    return 1;
+            }
             const int *dlist = dl.as<int>() + off[si];
             int nv = off[si + 1] - off[si];
             int64_t nr = (int64_t)nprob * nv * rpv;
@@ -713,7 +738,7 @@ extern "C" uint64_t rc_gpu_peak_bytes(void)
 }
 
 extern "C" int rc_gpu_reconstruct(int device, const struct rc_geom *g, const struct rc_opts *o, float *proj,
-                                  float *vol, int z0, int nzs, struct gj_error *err)
+                                  float *vol, int z0, int nzs, struct rc_hooks *hooks, struct gj_error *err)
 {
     if (device < 0 || rc_gpu_device_count() <= device)
         return gj_error_set(err, "", "GPU %d is not available", device);
@@ -731,27 +756,40 @@ extern "C" int rc_gpu_reconstruct(int device, const struct rc_geom *g, const str
     DALLOC(dvol, sizeof(float) * nv, "cudaMalloc volume");
     CK(cudaMemcpyAsync(dp.p, proj, sizeof(float) * np, cudaMemcpyHostToDevice, st.s));
     CK(cudaMemsetAsync(dvol.p, 0, sizeof(float) * nv, st.s));
+    Checkpoint cp = { hooks, 0.0, 1.0 };
+    if (cp.at(0.0))
+        return 1;
+    double t0 = rc_now();
     if (o->algo == RC_FBP || o->algo == RC_FDK) {
+        // gpu_filter and gpu_backproject end with a stream sync, so wall time is kernel time
         if (gpu_filter(g, o->filter, dp.as<float>(), two_d ? (int64_t)nzs * g->nviews : (int64_t)g->nviews * g->rows,
                        st.s, err))
             return -1;
+        double t1 = rc_now();
+        if (cp.at(0.3))
+            return 1;
         if (gpu_backproject(g, dp.as<float>(), dvol.as<float>(), z0, nzs, o->gpu_hw_filter != 0, st.s, err))
             return -1;
+        if (hooks) {
+            hooks->t_filter = t1 - t0;
+            hooks->t_backproject = rc_now() - t1;
+        }
     } else {
         if (!two_d && (z0 != 0 || nzs != g->nz))
             return gj_error_set(err, "", "internal: iterative cone reconstruction needs the whole volume");
-        if (!two_d) {
-            if (gpu_iterate(g, o, dp.as<float>(), dvol.as<float>(), 1, st.s, err))
-                return -1;
-        } else {
-            // slices of a batch are independent problems: up to 4096 per launch (grid z)
-            for (int s0 = 0; s0 < nzs; s0 += 4096) {
-                int ns = nzs - s0 < 4096 ? nzs - s0 : 4096;
-                if (gpu_iterate(g, o, dp.as<float>() + (int64_t)s0 * pset, dvol.as<float>() + (int64_t)s0 * g->nx * g->ny,
-                                ns, st.s, err))
-                    return -1;
-            }
+        // slices of a 2D batch are independent problems: up to 4096 per launch (grid z)
+        const int per_launch = two_d ? 4096 : 1;
+        const int nprob_all = two_d ? nzs : 1;
+        for (int s0 = 0; s0 < nprob_all; s0 += per_launch) {
+            int ns = nprob_all - s0 < per_launch ? nprob_all - s0 : per_launch;
+            Checkpoint part = { hooks, (double)s0 / nprob_all, (double)ns / nprob_all };
+            int r = gpu_iterate(g, o, dp.as<float>() + (int64_t)s0 * pset,
+                                dvol.as<float>() + (int64_t)s0 * g->nx * g->ny, ns, st.s, part, err);
+            if (r)
+                return r;
         }
+        if (hooks)
+            hooks->t_iterate = rc_now() - t0;
     }
     CK(cudaMemcpyAsync(vol, dvol.p, sizeof(float) * nv, cudaMemcpyDeviceToHost, st.s));
     CK(cudaStreamSynchronize(st.s));

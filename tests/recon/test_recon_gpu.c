@@ -141,7 +141,7 @@ static int one_case(unsigned seed, int type, int algo, int variant, int hw)
         if (bad)
             fprintf(stderr, "case %u: CPU failed: %s\n", seed, err.message);
     }
-    if (!bad && rc_gpu_reconstruct(0, &g, &o, p2, v2, 0, g.nz, &err) != 0) {
+    if (!bad && rc_gpu_reconstruct(0, &g, &o, p2, v2, 0, g.nz, NULL, &err) != 0) {
         fprintf(stderr, "case %u: GPU failed: %s\n", seed, err.message);
         bad = 1;
     }
@@ -181,12 +181,12 @@ static int split_case(unsigned seed, int type, int algo)
     int bad = !p || !v1 || !v2, nslabs = 0;
     if (!bad) {
         rc_phantom_project(&ph, &g, p, 2);
-        bad = rc_gpu_reconstruct(0, &g, &o, p, v1, 0, g.nz, &err) != 0;
+        bad = rc_gpu_reconstruct(0, &g, &o, p, v1, 0, g.nz, NULL, &err) != 0;
     }
     for (int z0 = 0; !bad && z0 < g.nz; z0 += per, nslabs++) {
         int n = z0 + per <= g.nz ? per : g.nz - z0;
         const float *ps = type == RC_CONE3D ? p : p + (uint64_t)z0 * pset;
-        bad = rc_gpu_reconstruct(0, &g, &o, (float *)ps, v2 + (uint64_t)z0 * slice, z0, n, &err) != 0;
+        bad = rc_gpu_reconstruct(0, &g, &o, (float *)ps, v2 + (uint64_t)z0 * slice, z0, n, NULL, &err) != 0;
         if (!bad && rc_gpu_peak_bytes() > rc_estimate_bytes(&g, &o, n)) {
             fprintf(stderr, "split %s %s: a slab of %d slices held %llu device bytes, over the estimate %llu\n",
                     rc_gtype_name(type), rc_algo_name(algo), n, (unsigned long long)rc_gpu_peak_bytes(),
@@ -207,6 +207,46 @@ static int split_case(unsigned seed, int type, int algo)
     free(p);
     free(v1);
     free(v2);
+    rc_geom_free(&g);
+    return bad;
+}
+
+/* Cancellation: SART with many sub-iterations stops at a check (returns 1) once the hook
+ * says so, after having reported progress; FBP stops before its first phase. */
+struct cancel_state {
+    int calls, cancel_after;
+    double last;
+};
+
+static void cs_progress(void *p, double f)
+{
+    ((struct cancel_state *)p)->last = f;
+}
+
+static int cs_cancelled(void *p)
+{
+    struct cancel_state *c = p;
+    return ++c->calls > c->cancel_after;
+}
+
+static int cancel_case(int algo, int cancel_after)
+{
+    struct rc_geom g;
+    struct rc_opts o;
+    if (make_case(8, RC_PARALLEL2D, algo, 0, &g, &o))
+        return 1;
+    o.iterations = 4;   /* with make_case's subsets: many checkpoints */
+    uint64_t np = rc_proj_count(&g), nv = rc_vol_count(&g);
+    float *p = calloc(np, 4), *v = malloc(nv * 4);
+    struct gj_error err = { 0 };
+    struct cancel_state cs = { 0, cancel_after, -1 };
+    struct rc_hooks h = { &cs, cs_progress, cs_cancelled, 0, 0, 0 };
+    int r = p && v ? rc_gpu_reconstruct(0, &g, &o, p, v, 0, g.nz, &h, &err) : -1;
+    int bad = r != 1 || cs.calls != cancel_after + 1 || cs.last < 0 || cs.last > 1;
+    printf("cancel %-4s after %d checks: returned %d after %d checks, last progress %.3f%s%s\n",
+           rc_algo_name(algo), cancel_after, r, cs.calls, cs.last, err.message[0] ? ": " : "", err.message);
+    free(p);
+    free(v);
     rc_geom_free(&g);
     return bad;
 }
@@ -244,6 +284,8 @@ int main(void)
     failures += split_case(5, RC_PARALLEL2D, RC_FBP);
     failures += split_case(6, RC_FAN2D, RC_FBP);
     failures += split_case(7, RC_PARALLEL2D, RC_SART);
+    failures += cancel_case(RC_FBP, 0);
+    failures += cancel_case(RC_SART, 2);
     printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 #endif

@@ -2,7 +2,8 @@
  * kind_infer.c — the `infer` job kind: DICOM images in, a model's scores out.
  *
  * Inputs: dicom, dicom.1, dicom.2, ... (one image each; frame 0 of a multi-frame file).
- * Params: model, version?, models_dir?, threads?, batch_size?.
+ * Params: model, version?, models_dir?, batch_size? (threads? is accepted and ignored: jobs
+ * share the model's batcher, see batcher.h).
  * For each file: parse, apply the model's filter (an image the model is not for is
  * reported as skipped with the reason), decode, preprocess, batch up to the model's
  * max_batch_size, run, apply the output activation. result.json holds per image the SOP
@@ -47,7 +48,8 @@ static const char infer_schema[] =
     "\"description\":\"model repository directory (set by the service; for gpujobd run: "
     "this, else env GPUJOBD_MODELS_DIR, else ./models)\"},"
     "\"threads\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":256,"
-    "\"description\":\"CPU threads for inference (default: the worker's)\"},"
+    "\"description\":\"Accepted for older clients and ignored: jobs share the model's batcher, "
+    "whose CPU threads per instance come from GPUJOBD_INFER_THREADS (default: CPUs / instances)\"},"
     "\"batch_size\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1024,"
     "\"description\":\"images per inference batch (default and upper bound: the model's "
     "max_batch_size)\"}"
@@ -225,7 +227,6 @@ struct batcher {
     const gj_served_model *sm;
     int device;              /* where the worker placed the job (GJ_DEVICE_CPU: the CPU) */
     int ran_on;              /* the device of the batcher used (-2: none yet) */
-    int threads;
     int capacity;            /* images per full batch */
     size_t item_floats;      /* C*H*W */
     float *input;            /* capacity * item_floats */
@@ -511,7 +512,7 @@ static json_t *studies_json(const struct gj_model_config *cfg, const struct imag
 }
 
 static int write_result(struct gj_ctx *ctx, const gj_served_model *sm, struct image *ims, size_t n,
-                        int batch, int threads, int device, double load_ms, double t_start,
+                        int batch, int device, double load_ms, double t_start,
                         struct gj_error *err)
 {
     const struct gj_model_config *cfg = gj_served_model_config(sm);
@@ -524,13 +525,13 @@ static int write_result(struct gj_ctx *ctx, const gj_served_model *sm, struct im
         counts[ims[i].status]++;
         json_array_append_new(images, image_json(cfg, sm, &ims[i]));
     }
-    json_t *r = json_pack("{s:s, s:{s:s, s:I, s:o, s:s}, s:i, s:i, s:{s:i, s:i, s:i, s:i},"
+    json_t *r = json_pack("{s:s, s:{s:s, s:I, s:o, s:s}, s:i, s:{s:i, s:i, s:i, s:i},"
                           " s:o, s:o, s:{s:f, s:f}}",
                           "kind", "infer",
                           "model", "name", gj_served_model_name(sm), "version",
                           (json_int_t)gj_served_model_version(sm), "labels", labels,
                           "output_activation", acts[cfg->activation],
-                          "batch_size", batch, "threads", threads,
+                          "batch_size", batch,
                           "counts", "images", (int)n, "inferred", counts[IMG_OK], "skipped",
                           counts[IMG_SKIPPED], "failed", counts[IMG_FAILED],
                           "images", images, "studies", studies_json(cfg, ims, n),
@@ -606,10 +607,6 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
         batch = (int)json_integer_value(jb);
     if ((size_t)batch > n && n > 0)
         batch = (int)n;
-    json_t *jt = json_object_get(job->params, "threads");
-    int threads = ctx->cpu_threads > 0 ? ctx->cpu_threads : 1;
-    if (json_is_integer(jt) && json_integer_value(jt) < threads)
-        threads = (int)json_integer_value(jt);   /* at most what the worker gave the job */
 
     /* A batch's input tensor stays under INFER_MAX_BATCH_BYTES: fewer images per batch
      * for very large inputs. */
@@ -622,7 +619,6 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
     b.sm = sm;
     b.device = ctx->device;
     b.ran_on = -2;
-    b.threads = threads;
     b.capacity = batch;
     b.item_floats = (size_t)cfg->input_dims[0] * (size_t)cfg->input_dims[1] *
                     (size_t)cfg->input_dims[2];
@@ -632,8 +628,8 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
         gj_error_set(err, "", "out of memory for a batch of %d images", batch);
         goto out;
     }
-    gj_logf(ctx, "infer: model %s v%lld, %zu images, batch %d, %d threads", name,
-            (long long)gj_served_model_version(sm), n, batch, threads);
+    gj_logf(ctx, "infer: model %s v%lld, %zu images, batch %d", name,
+            (long long)gj_served_model_version(sm), n, batch);
     for (size_t i = 0; i < n; i++) {
         if (gj_cancelled(ctx)) {
             result = GJ_RUN_CANCELED;
@@ -647,7 +643,7 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
     }
     if (batcher_flush(&b, err))
         goto out;
-    if (write_result(ctx, sm, ims, n, batch, threads, b.ran_on, load_ms, t_start, err))
+    if (write_result(ctx, sm, ims, n, batch, b.ran_on, load_ms, t_start, err))
         goto out;
     gj_progress(ctx, 1.0, NULL);
     result = GJ_RUN_OK;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "infer/onnx/onnx_bench.h"
 #include "infer/onnx/onnx_model.h"
 
 static double now(void)
@@ -27,6 +28,95 @@ static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+int onnx_bench_batch(const onnx_model *m, const struct onnx_session_options *opt,
+                     const struct onnx_bench_params *p, struct onnx_bench_result *r,
+                     struct gj_error *err)
+{
+    memset(r, 0, sizeof *r);
+    double t0 = now();
+    onnx_session *s = onnx_session_create(m, opt, err);
+    if (!s)
+        return ONNX_BENCH_ECREATE;
+    r->create_s = now() - t0;
+    size_t ni = onnx_model_num_inputs(m), no = onnx_model_num_outputs(m);
+    const void **ins = calloc(ni, sizeof *ins);
+    void **outs = calloc(no, sizeof *outs);
+    size_t min_runs = p->min_runs > 1 ? (size_t)p->min_runs : 1;
+    size_t max_runs = p->max_runs > 0 ? (size_t)p->max_runs : 0;
+    size_t cap = max_runs && max_runs < 1024 ? max_runs : 1024, n = 0;
+    if (cap < min_runs)
+        cap = min_runs;
+    double *lat = malloc(cap * sizeof *lat);
+    int rc = ONNX_BENCH_ENOMEM;
+    if (!ins || !outs || !lat)
+        goto out;
+    for (size_t i = 0; i < ni; i++) {
+        size_t b = onnx_session_input_bytes(s, i);
+        float *in = malloc(b + 4);
+        if (!in)
+            goto out;
+        uint32_t seed = 42;
+        if (onnx_session_input(s, i)->elem_type == ONNX_ELEM_FLOAT)
+            for (size_t k = 0; k < b / 4; k++) {
+                seed = seed * 1664525u + 1013904223u;
+                in[k] = (float)(seed >> 8) / 16777216.0f - 0.5f;
+            }
+        else
+            memset(in, 0, b);
+        ins[i] = in;
+    }
+    for (size_t i = 0; i < no; i++)
+        if (!(outs[i] = malloc(onnx_session_output_bytes(s, i) + 4)))
+            goto out;
+    /* warm-up (with CUDA graphs: the plain run and the captured one) */
+    rc = ONNX_BENCH_ERUN;
+    double tw = now();
+    for (int w = 0; w < p->warmup; w++)
+        if (onnx_session_run(s, ins, outs, err))
+            goto out;
+    r->warmup_s = now() - tw;
+    double start = now();
+    while ((!max_runs || n < max_runs) && (n < min_runs || now() - start < p->seconds)) {
+        if (n == cap) {
+            double *bigger = realloc(lat, 2 * cap * sizeof *lat);
+            if (!bigger) {
+                rc = ONNX_BENCH_ENOMEM;
+                goto out;
+            }
+            lat = bigger;
+            cap *= 2;
+        }
+        double a = now();
+        if (onnx_session_run(s, ins, outs, err))
+            goto out;
+        lat[n++] = now() - a;
+    }
+    r->total_s = now() - start;
+    qsort(lat, n, sizeof *lat, cmp_d);
+    r->runs = n;
+    r->median_s = lat[n / 2];
+    r->p90_s = lat[n * 9 / 10];
+    r->min_s = lat[0];
+    struct onnx_session_stats st;
+    onnx_session_get_stats(s, &st);
+    r->arena_bytes = st.arena_bytes;
+    r->naive_bytes = st.naive_bytes;
+    r->device_bytes = onnx_session_device_bytes(s);
+    rc = 0;
+out:
+    if (rc == ONNX_BENCH_ENOMEM)
+        gj_error_set(err, "", "out of memory for the benchmark's host buffers");
+    for (size_t i = 0; ins && i < ni; i++)
+        free((void *)ins[i]);
+    for (size_t i = 0; outs && i < no; i++)
+        free(outs[i]);
+    free(ins);
+    free(outs);
+    free(lat);
+    onnx_session_free(s);
+    return rc;
 }
 
 struct bench_opts {
@@ -43,58 +133,18 @@ static int bench_one(const char *path, onnx_model *m, int batch, int threads, do
     struct onnx_session_options o = { .batch = batch, .threads = threads, .backend = bo->backend,
                                       .device = bo->device, .precision = bo->precision,
                                       .cuda_graphs = bo->graphs };
-    double t0 = now();
-    onnx_session *s = onnx_session_create(m, &o, &err);
-    if (!s) {
+    struct onnx_bench_params bp = { .seconds = seconds, .warmup = 3, .min_runs = 5,
+                                    .max_runs = 4096 };
+    struct onnx_bench_result r;
+    int rc = onnx_bench_batch(m, &o, &bp, &r, &err);
+    if (rc == ONNX_BENCH_ECREATE) {
         fprintf(stderr, "%s: batch %d: %s\n", path, batch, err.message);
         return -1;
     }
-    double t_create = now() - t0;
-    size_t ni = onnx_model_num_inputs(m), no = onnx_model_num_outputs(m);
-    const void **ins = calloc(ni, sizeof *ins);
-    void **outs = calloc(no, sizeof *outs);
-    int rc = -1;
-    if (!ins || !outs)
-        goto out;
-    for (size_t i = 0; i < ni; i++) {
-        size_t b = onnx_session_input_bytes(s, i);
-        float *p = malloc(b + 4);
-        if (!p)
-            goto out;
-        uint32_t seed = 42;
-        if (onnx_session_input(s, i)->elem_type == ONNX_ELEM_FLOAT)
-            for (size_t k = 0; k < b / 4; k++) {
-                seed = seed * 1664525u + 1013904223u;
-                p[k] = (float)(seed >> 8) / 16777216.0f - 0.5f;
-            }
-        else
-            memset(p, 0, b);
-        ins[i] = p;
+    if (rc) {
+        fprintf(stderr, "%s: %s\n", path, err.message);
+        return -1;
     }
-    for (size_t i = 0; i < no; i++)
-        if (!(outs[i] = malloc(onnx_session_output_bytes(s, i) + 4)))
-            goto out;
-    /* warm-up (with CUDA graphs: the plain run and the captured one) */
-    for (int w = 0; w < 3; w++)
-        if (onnx_session_run(s, ins, outs, &err)) {
-            fprintf(stderr, "%s: %s\n", path, err.message);
-            goto out;
-        }
-    double lat[4096];
-    int n = 0;
-    double start = now();
-    while (n < 4096 && (n < 5 || now() - start < seconds)) {
-        double a = now();
-        if (onnx_session_run(s, ins, outs, &err)) {
-            fprintf(stderr, "%s: %s\n", path, err.message);
-            goto out;
-        }
-        lat[n++] = now() - a;
-    }
-    double total = now() - start;
-    qsort(lat, (size_t)n, sizeof lat[0], cmp_d);
-    struct onnx_session_stats st;
-    onnx_session_get_stats(s, &st);
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     char how[64];
     if (strcmp(bo->backend, "cpu") == 0)
@@ -104,20 +154,11 @@ static int bench_one(const char *path, onnx_model *m, int batch, int threads, do
                  bo->graphs ? " graphs" : "");
     printf("%-24s batch %2d %s: %8.1f inferences/s  median %8.2f ms/batch  p90 %8.2f ms  "
            "(%d runs, session %.0f ms, arena %.1f MiB, %.1f MiB without reuse, device %.1f MiB)\n",
-           name, batch, how, (double)n * batch / total, lat[n / 2] * 1e3, lat[n * 9 / 10] * 1e3, n,
-           t_create * 1e3, st.arena_bytes / 1048576.0, st.naive_bytes / 1048576.0,
-           onnx_session_device_bytes(s) / 1048576.0);
+           name, batch, how, (double)r.runs * batch / r.total_s, r.median_s * 1e3, r.p90_s * 1e3,
+           (int)r.runs, r.create_s * 1e3, r.arena_bytes / 1048576.0, r.naive_bytes / 1048576.0,
+           r.device_bytes / 1048576.0);
     fflush(stdout);
-    rc = 0;
-out:
-    for (size_t i = 0; ins && i < ni; i++)
-        free((void *)ins[i]);
-    for (size_t i = 0; outs && i < no; i++)
-        free(outs[i]);
-    free(ins);
-    free(outs);
-    onnx_session_free(s);
-    return rc;
+    return 0;
 }
 
 int gj_bench_onnx_main(int argc, char **argv)

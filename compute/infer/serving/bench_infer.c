@@ -36,6 +36,7 @@
 #include <jansson.h>
 
 #include "common/fsutil.h"
+#include "infer/onnx/onnx_bench.h"
 #include "infer/onnx/onnx_model.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/model_repo.h"
@@ -162,63 +163,19 @@ static int runtime_one(const struct bench_opts *o, const char *label, const onnx
     struct onnx_session_options so;
     if (session_options(o, batch, &so))
         return -1;
-    double t0 = now_s();
-    onnx_session *s = onnx_session_create(m, &so, &err);
-    if (!s) {
+    struct onnx_bench_params bp = { .seconds = o->seconds, .warmup = o->warmup,
+                                    .min_runs = o->min_runs };
+    struct onnx_bench_result r;
+    int rc = onnx_bench_batch(m, &so, &bp, &r, &err);
+    if (rc == ONNX_BENCH_ECREATE) {
         fprintf(stderr, "bench infer: %s batch %d (%s): %s\n", label, batch, o->backend, err.message);
         return -1;
     }
-    double t_create = now_s() - t0;
-    size_t ni = onnx_model_num_inputs(m), no = onnx_model_num_outputs(m);
-    const void **ins = calloc(ni, sizeof *ins);
-    void **outs = calloc(no, sizeof *outs);
-    size_t cap = 1024, n = 0;
-    double *lat = malloc(cap * sizeof *lat);
-    int rc = -1;
-    if (!ins || !outs || !lat)
-        goto out;
-    for (size_t i = 0; i < ni; i++) {
-        size_t bytes = onnx_session_input_bytes(s, i);
-        float *p = malloc(bytes + 4);
-        if (!p)
-            goto out;
-        if (onnx_session_input(s, i)->elem_type == ONNX_ELEM_FLOAT)
-            fill_random(p, bytes / 4, 42);
-        else
-            memset(p, 0, bytes);
-        ins[i] = p;
+    if (rc) {
+        fprintf(stderr, "bench infer: %s batch %d: %s\n", label, batch, err.message);
+        return -1;
     }
-    for (size_t i = 0; i < no; i++)
-        if (!(outs[i] = malloc(onnx_session_output_bytes(s, i) + 4)))
-            goto out;
-    double tw = now_s();
-    for (int w = 0; w < o->warmup; w++)
-        if (onnx_session_run(s, ins, outs, &err)) {
-            fprintf(stderr, "bench infer: %s batch %d: %s\n", label, batch, err.message);
-            goto out;
-        }
-    double t_warm = now_s() - tw;
-    double start = now_s();
-    while (n < (size_t)o->min_runs || now_s() - start < o->seconds) {
-        if (n == cap) {
-            double *bigger = realloc(lat, 2 * cap * sizeof *lat);
-            if (!bigger)
-                goto out;
-            lat = bigger;
-            cap *= 2;
-        }
-        double a = now_s();
-        if (onnx_session_run(s, ins, outs, &err)) {
-            fprintf(stderr, "bench infer: %s batch %d: %s\n", label, batch, err.message);
-            goto out;
-        }
-        lat[n++] = now_s() - a;
-    }
-    double total = now_s() - start;
-    qsort(lat, n, sizeof *lat, cmp_double);
-    struct onnx_session_stats st;
-    onnx_session_get_stats(s, &st);
-    double thr = (double)n * batch / total, med = pct(lat, n, 0.5) * 1e3;
+    double thr = (double)r.runs * batch / r.total_s, med = r.median_s * 1e3;
     const char *prec = o->precision ? o->precision : "fp32";
     if (o->json)
         printf("{\"mode\": \"runtime\", \"model\": \"%s\", \"backend\": \"%s\", \"device\": %d, "
@@ -227,24 +184,14 @@ static int runtime_one(const struct bench_opts *o, const char *label, const onnx
                "\"median_throughput\": %.2f, \"p90_ms\": %.3f, \"min_ms\": %.3f, "
                "\"session_ms\": %.1f, \"warmup_ms\": %.1f, \"arena_mib\": %.1f}\n",
                label, o->backend, o->device, prec, o->cuda_graphs ? "true" : "false", o->threads,
-               batch, n, total, thr, med, med > 0 ? batch * 1e3 / med : 0.0,
-               pct(lat, n, 0.9) * 1e3, lat[0] * 1e3, t_create * 1e3, t_warm * 1e3,
-               (double)st.arena_bytes / 1048576.0);
+               batch, r.runs, r.total_s, thr, med, med > 0 ? batch * 1e3 / med : 0.0,
+               r.p90_s * 1e3, r.min_s * 1e3, r.create_s * 1e3, r.warmup_s * 1e3,
+               (double)r.arena_bytes / 1048576.0);
     else
         printf("| %s | %s | %s | %d | %.1f | %.2f | %.2f | %zu | %.0f |\n", label, o->backend, prec,
-               batch, thr, med, pct(lat, n, 0.9) * 1e3, n, t_create * 1e3);
+               batch, thr, med, r.p90_s * 1e3, r.runs, r.create_s * 1e3);
     fflush(stdout);
-    rc = 0;
-out:
-    for (size_t i = 0; ins && i < ni; i++)
-        free((void *)ins[i]);
-    for (size_t i = 0; outs && i < no; i++)
-        free(outs[i]);
-    free(ins);
-    free(outs);
-    free(lat);
-    onnx_session_free(s);
-    return rc;
+    return 0;
 }
 
 static int runtime_main(const struct bench_opts *o, const char *onnx_path)

@@ -1002,15 +1002,16 @@ static int const_f32(const struct onnx_session *s, int vi)
     return vi >= 0 && s->v[vi].is_const && s->v[vi].t.elem == ONNX_ELEM_FLOAT;
 }
 
-/* Conv -> BatchNormalization, where the BN is the Conv's only reader and every parameter is a
- * constant read by no other node: the BN is folded into the Conv (for every backend), saving
- * one pass over the activations:
- *   W'[c] = W[c] * sc[c],  b'[c] = (b[c] - mean[c]) * sc[c] + beta[c],  sc = scale / sqrt(var + eps).
- * The new bias takes the place of the Conv's bias, or of the BN's beta when the Conv has none. */
-static int fold_batchnorms(struct onnx_session *s, struct gj_error *err)
+/* Runs one fusion over the schedule: for each live node of `op` whose first input comes
+ * from an earlier node, is read by this node alone and is not a graph output, asks
+ * fuse(s, node, producer) whether the producer absorbs the node (1: yes; 0: leave it; -1:
+ * error). An absorbed node dies and its producer writes the node's output instead. */
+typedef int (*fuse_fn)(struct onnx_session *s, struct rnode *rn, struct rnode *pr, struct gj_error *err);
+
+static int fuse_into_producers(struct onnx_session *s, int op, fuse_fn fuse, struct gj_error *err)
 {
     const onnx_model *m = s->m;
-    int *prod = malloc((m->n_values + 1) * sizeof(int));
+    int *prod = malloc((m->n_values + 1) * sizeof(int));   /* value -> producing node */
     if (!prod)
         return NERR("out of memory");
     for (size_t i = 0; i < m->n_values; i++)
@@ -1022,58 +1023,20 @@ static int fold_batchnorms(struct onnx_session *s, struct gj_error *err)
         for (int o = 0; o < rn->n_out; o++)
             if (rn->out[o] >= 0)
                 prod[rn->out[o]] = (int)k;
-        if (rn->op != ONNX_OP_BATCHNORM || rn->n_out != 1 || rn->n_in < 5)
+        if (rn->op != op)
             continue;
-        int x = rn->in[0], pk = prod[x];
-        if (pk < 0 || s->v[x].n_consumers != 1 || m->values[x].is_output)
+        int x = rn->n_in > 0 ? rn->in[0] : -1;
+        if (x < 0 || prod[x] < 0 || s->v[x].n_consumers != 1 || m->values[x].is_output)
             continue;
+        int pk = prod[x];
         struct rnode *pr = &s->r[pk];
-        if (pr->op != ONNX_OP_CONV || pr->p.fused_relu || pr->n_out != 1 || pr->in_fused)
-            continue;
-        int wv = pr->in[1], bv = pr->n_in > 2 ? pr->in[2] : -1, beta = rn->in[2];
-        int ok = const_f32(s, wv) && s->v[wv].n_consumers == 1 && !m->values[wv].is_output;
-        for (int i = 1; i < 5; i++)
-            ok = ok && const_f32(s, rn->in[i]);
-        /* the value that will hold the new bias must be ours alone */
-        int nbv = bv >= 0 ? bv : beta;
-        ok = ok && const_f32(s, nbv) && s->v[nbv].n_consumers == 1 && !m->values[nbv].is_output;
-        if (!ok || s->v[x].t.rank != 4)
-            continue;
-        const struct onnx_tensor *w = &s->v[wv].t;
-        int64_t M = w->dims[0], K = w->numel / (M > 0 ? M : 1);
-        if (M != s->v[x].t.dims[1] || s->v[rn->in[1]].t.numel != M)
-            continue;
-        float *nw = malloc((size_t)w->numel * sizeof(float) + 4);
-        float *nb = malloc((size_t)M * sizeof(float) + 4);
-        if (!nw || !nb) {
-            free(nw);
-            free(nb);
+        int r = fuse(s, rn, pr, err);
+        if (r < 0) {
             free(prod);
-            return NERR("out of memory");
+            return -1;
         }
-        const float *W = s->v[wv].hdata, *B = bv >= 0 ? s->v[bv].hdata : NULL;
-        const float *sc = s->v[rn->in[1]].hdata, *be = s->v[beta].hdata;
-        const float *mean = s->v[rn->in[3]].hdata, *var = s->v[rn->in[4]].hdata;
-        for (int64_t c = 0; c < M; c++) {
-            float f = sc[c] / sqrtf(var[c] + rn->p.epsilon);
-            for (int64_t i = 0; i < K; i++)
-                nw[c * K + i] = W[c * K + i] * f;
-            nb[c] = ((B ? B[c] : 0.0f) - mean[c]) * f + be[c];
-        }
-        replace_hdata(&s->v[wv], nw);
-        replace_hdata(&s->v[nbv], nb);
-        if (bv >= 0)
-            s->v[beta].n_consumers--;
-        for (int i = 1; i < 5; i++)
-            if (i != 2)
-                s->v[rn->in[i]].n_consumers--;
-        /* the Conv now reads the new bias and writes the BN's output */
-        pr->fused_in[0] = pr->in[0];
-        pr->fused_in[1] = wv;
-        pr->fused_in[2] = nbv;
-        pr->in = pr->fused_in;
-        pr->n_in = 3;
-        pr->in_fused = 1;
+        if (r == 0)
+            continue;
         pr->fused_out[0] = rn->out[0];
         pr->out = pr->fused_out;
         pr->out_fused = 1;
@@ -1083,6 +1046,76 @@ static int fold_batchnorms(struct onnx_session *s, struct gj_error *err)
     }
     free(prod);
     return 0;
+}
+
+/* Conv -> BatchNormalization, where every BN parameter is a constant read by no other
+ * node: the BN is folded into the Conv (for every backend), saving one pass over the
+ * activations:
+ *   W'[c] = W[c] * sc[c],  b'[c] = (b[c] - mean[c]) * sc[c] + beta[c],  sc = scale / sqrt(var + eps).
+ * The new bias takes the place of the Conv's bias, or of the BN's beta when the Conv has none. */
+static int fold_batchnorm(struct onnx_session *s, struct rnode *rn, struct rnode *pr, struct gj_error *err)
+{
+    const onnx_model *m = s->m;
+    int x = rn->in[0];
+    if (rn->n_out != 1 || rn->n_in < 5)
+        return 0;
+    if (pr->op != ONNX_OP_CONV || pr->p.fused_relu || pr->n_out != 1 || pr->in_fused)
+        return 0;
+    int wv = pr->in[1], bv = pr->n_in > 2 ? pr->in[2] : -1, beta = rn->in[2];
+    int ok = const_f32(s, wv) && s->v[wv].n_consumers == 1 && !m->values[wv].is_output;
+    for (int i = 1; i < 5; i++)
+        ok = ok && const_f32(s, rn->in[i]);
+    /* the value that will hold the new bias must be ours alone */
+    int nbv = bv >= 0 ? bv : beta;
+    ok = ok && const_f32(s, nbv) && s->v[nbv].n_consumers == 1 && !m->values[nbv].is_output;
+    if (!ok || s->v[x].t.rank != 4)
+        return 0;
+    const struct onnx_tensor *w = &s->v[wv].t;
+    int64_t M = w->dims[0], K = w->numel / (M > 0 ? M : 1);
+    if (M != s->v[x].t.dims[1] || s->v[rn->in[1]].t.numel != M)
+        return 0;
+    float *nw = malloc((size_t)w->numel * sizeof(float) + 4);
+    float *nb = malloc((size_t)M * sizeof(float) + 4);
+    if (!nw || !nb) {
+        free(nw);
+        free(nb);
+        return NERR("out of memory");
+    }
+    const float *W = s->v[wv].hdata, *B = bv >= 0 ? s->v[bv].hdata : NULL;
+    const float *sc = s->v[rn->in[1]].hdata, *be = s->v[beta].hdata;
+    const float *mean = s->v[rn->in[3]].hdata, *var = s->v[rn->in[4]].hdata;
+    for (int64_t c = 0; c < M; c++) {
+        float f = sc[c] / sqrtf(var[c] + rn->p.epsilon);
+        for (int64_t i = 0; i < K; i++)
+            nw[c * K + i] = W[c * K + i] * f;
+        nb[c] = ((B ? B[c] : 0.0f) - mean[c]) * f + be[c];
+    }
+    replace_hdata(&s->v[wv], nw);
+    replace_hdata(&s->v[nbv], nb);
+    if (bv >= 0)
+        s->v[beta].n_consumers--;
+    for (int i = 1; i < 5; i++)
+        if (i != 2)
+            s->v[rn->in[i]].n_consumers--;
+    /* the Conv now reads the new bias */
+    pr->fused_in[0] = pr->in[0];
+    pr->fused_in[1] = wv;
+    pr->fused_in[2] = nbv;
+    pr->in = pr->fused_in;
+    pr->n_in = 3;
+    pr->in_fused = 1;
+    return 1;
+}
+
+/* X -> Relu where X is Conv/Gemm/Add/BatchNormalization: X applies the ReLU itself. */
+static int fuse_relu(struct onnx_session *s, struct rnode *rn, struct rnode *pr, struct gj_error *err)
+{
+    if ((pr->op != ONNX_OP_CONV && pr->op != ONNX_OP_GEMM && pr->op != ONNX_OP_ADD &&
+         pr->op != ONNX_OP_BATCHNORM) || pr->p.fused_relu || pr->n_out != 1 ||
+        s->v[rn->in[0]].t.elem != ONNX_ELEM_FLOAT)
+        return 0;
+    pr->p.fused_relu = 1;
+    return 1;
 }
 
 onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session_options *opt,
@@ -1257,46 +1290,9 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
         }
         free(needed);
     }
-    if (fold_batchnorms(s, err))
+    if (fuse_into_producers(s, ONNX_OP_BATCHNORM, fold_batchnorm, err) ||
+        fuse_into_producers(s, ONNX_OP_RELU, fuse_relu, err))
         goto fail;
-    /* fusion: X -> Relu where X is Conv/Gemm/Add/BatchNormalization and Relu is its only reader */
-    {
-        int *prod = malloc((m->n_values + 1) * sizeof(int));
-        if (!prod) {
-            NERR("out of memory");
-            goto fail;
-        }
-        for (size_t i = 0; i < m->n_values; i++)
-            prod[i] = -1;
-        for (size_t k = 0; k < s->n_r; k++) {
-            struct rnode *rn = &s->r[k];
-            if (rn->dead)
-                continue;
-            for (int o = 0; o < rn->n_out; o++)
-                if (rn->out[o] >= 0)
-                    prod[rn->out[o]] = (int)k;
-            if (rn->op != ONNX_OP_RELU)
-                continue;
-            int x = rn->in[0];
-            int pk = prod[x];
-            if (pk < 0 || s->v[x].n_consumers != 1 || m->values[x].is_output)
-                continue;
-            struct rnode *pr = &s->r[pk];
-            if ((pr->op != ONNX_OP_CONV && pr->op != ONNX_OP_GEMM && pr->op != ONNX_OP_ADD &&
-                 pr->op != ONNX_OP_BATCHNORM) || pr->p.fused_relu || pr->n_out != 1 ||
-                s->v[x].t.elem != ONNX_ELEM_FLOAT)
-                continue;
-            /* the producer now writes the Relu's output directly */
-            pr->fused_out[0] = rn->out[0];
-            pr->out = pr->fused_out;
-            pr->out_fused = 1;
-            pr->p.fused_relu = 1;
-            rn->dead = 1;
-            prod[rn->out[0]] = pk;
-            s->v[x].n_consumers = 0;
-        }
-        free(prod);
-    }
     /* compact the runtime node list */
     {
         size_t w = 0;

@@ -231,9 +231,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     model.eval()
     torch.save(model.state_dict(), os.path.join(args.out, "model.pt"))
-    dummy = torch.zeros(1, 1, SIZE, SIZE)
+    trace_input = torch.zeros(1, 1, SIZE, SIZE)   # export traces the graph with one sample
     onnx_path = os.path.join(args.out, "model.onnx")
-    torch.onnx.export(model, dummy, onnx_path, opset_version=17, input_names=["image"],
+    torch.onnx.export(model, trace_input, onnx_path, opset_version=17, input_names=["image"],
                       output_names=["logits"], do_constant_folding=True,
                       dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}})
     write_config(args.out)

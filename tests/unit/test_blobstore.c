@@ -217,7 +217,7 @@ static void test_abort_leaves_nothing(void **state)
     PGresult *r = gj_db_exec(victim, "SELECT pg_backend_pid()", 0, NULL, NULL);
     assert_non_null(r);
     const char *p[1] = { PQgetvalue(r, 0, 0) };
-    assert_int_equal(gj_db_cmd(c, "SELECT pg_terminate_backend($1::integer)", 1, p), 0);
+    assert_int_equal(gj_db_cmd(c, "SELECT pg_terminate_backend($1::integer, 5000)", 1, p), 0);
     PQclear(r);
     write_odd(w, 0);
     gj_blob_writer_write(w, data, 1048576);   /* fails or not, depending on timing */

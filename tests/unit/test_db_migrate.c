@@ -171,7 +171,7 @@ static void test_pool(void **state)
     PQclear(r);
     gj_db_release(pool, a);
     const char *p[1] = { pid };
-    r = gj_db_exec(b, "SELECT pg_terminate_backend($1::integer)", 1, p, NULL);
+    r = gj_db_exec(b, "SELECT pg_terminate_backend($1::integer, 5000)", 1, p, NULL);
     assert_non_null(r);
     PQclear(r);
     usleep(200000);

@@ -646,19 +646,25 @@ static void test_notifier_reconnects(void **state)
         usleep(20000);
     assert_true(gj_notifier_queue_seq(n) > 0);
     uint64_t before = gj_notifier_queue_seq(n);
-    PGresult *r = PQexec(f->conn, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+    static const char listener_pid[] = "SELECT coalesce(max(pid), 0) FROM pg_stat_activity"
+                                       " WHERE query LIKE 'LISTEN%' AND datname = current_database()";
+    long old_pid = count(f, listener_pid, NULL);
+    assert_true(old_pid > 0);
+    PGresult *r = PQexec(f->conn, "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
                                   " WHERE query LIKE 'LISTEN%' AND datname = current_database()");
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
     assert_string_equal(PQgetvalue(r, 0, 0), "1");
     PQclear(r);
-    /* Reconnected: a fresh LISTEN backend appears, and the reconnect itself wakes waiters. */
-    long listening = 0;
-    for (int i = 0; i < 250 && listening == 0; i++) {
+    /* Reconnected: a LISTEN backend with a new pid appears (the terminated one may linger in
+     * pg_stat_activity until it exits, so a count alone would race), and the reconnect itself
+     * wakes waiters. */
+    long new_pid = old_pid;
+    for (int i = 0; i < 250 && (new_pid == old_pid || new_pid == 0); i++) {
         usleep(20000);
-        listening = count(f, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
-                             " AND datname = current_database()", NULL);
+        new_pid = count(f, listener_pid, NULL);
     }
-    assert_int_equal(listening, 1);
+    assert_true(new_pid != old_pid && new_pid != 0);
+    gj_notifier_wait_queue(n, before, 5000);
     assert_true(gj_notifier_queue_seq(n) > before);
     usleep(100000);
     uint64_t seq = gj_notifier_queue_seq(n);

@@ -73,6 +73,7 @@ def setup():
     d0 = os.path.join(H.tmp, "nogpu")
     write_model(d0, "demo-gpu", instance_group={"kind": "KIND_GPU"}, precision="fp16")
     write_model(d0, "demo-cpu", instance_group={"kind": "KIND_CPU", "count": 2})
+    write_model(d0, "demo-auto-fp16", instance_group={"kind": "KIND_AUTO"}, precision="fp16")
     NOGPU = H.start_server(["--cpu-workers", "1"], data_dir=d0, env=env)
     d1 = os.path.join(H2.tmp, "fake")
     write_model(d1, "demo-gpu", instance_group={"kind": "KIND_GPU", "count": 1})
@@ -215,6 +216,14 @@ def test_auto_and_cpu_models_run_on_cpu():
     assert job["state"] == "succeeded", job
     res = json.loads(c.request("GET", f"/v1/jobs/{job['id']}/outputs/result.json").body)
     assert res["device"] == "cpu" and res["counts"]["inferred"] == 1, res
+    assert res["precision"] == "fp32", res
+    # a KIND_AUTO model that asks for fp16 falls back to the CPU, which computes in fp32: the
+    # metadata keeps what was configured, the result says what ran
+    assert c.json("GET", "/v2/models/demo-auto-fp16")["parameters"]["precision"] == "fp16"
+    job = submit_infer(NOGPU, "demo-auto-fp16")
+    assert job["state"] == "succeeded" and job["device"] == "cpu", job
+    res = json.loads(c.request("GET", f"/v1/jobs/{job['id']}/outputs/result.json").body)
+    assert res["device"] == "cpu" and res["precision"] == "fp32", res
     # unloading stops its batchers: no device any more
     c.json("POST", "/v1/models/demo-cpu/unload", expect=200)
     models = {m["name"]: m for m in c.json("GET", "/v1/models", expect=200)["models"]}

@@ -148,6 +148,7 @@ def test_infer_jobs_equal_cpu():
     rc, jc, c = job_scores("demo-cpu", data)
     assert rg["device"].startswith("gpu:") and rc["device"] == "cpu", (rg["device"], rc["device"])
     assert jg["device"] == rg["device"], (jg["device"], rg["device"])   # the GPU it was placed on
+    assert rg["precision"] == "fp32" and rc["precision"] == "fp32", (rg, rc)
     err = rel_l2(g, c)
     print(f"    infer job: relative L2 GPU vs CPU {err:.2e}")
     assert err <= 1e-4, err

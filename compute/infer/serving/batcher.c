@@ -810,6 +810,12 @@ int gj_batcher_device(const gj_batcher *b)
     return b->device;
 }
 
+enum gj_precision gj_batcher_precision(const gj_batcher *b)
+{
+    /* b->precision is numbered as enum onnx_precision, which matches enum gj_precision */
+    return (enum gj_precision)b->precision;
+}
+
 uint64_t gj_batcher_reserved_bytes(gj_batcher *b)
 {
     pthread_mutex_lock(&b->mu);

@@ -111,6 +111,8 @@ size_t gj_batcher_output_floats(const gj_batcher *b);   /* per sample */
 int gj_batcher_max_batch_size(const gj_batcher *b);
 gj_served_model *gj_batcher_model(const gj_batcher *b);   /* borrowed */
 int gj_batcher_device(const gj_batcher *b);               /* -1: CPU */
+/* The precision it computes in: the config's on a GPU, always fp32 on the CPU. */
+enum gj_precision gj_batcher_precision(const gj_batcher *b);
 /* Device memory the batcher holds reserved now (0 on the CPU). */
 uint64_t gj_batcher_reserved_bytes(gj_batcher *b);
 /* Requests waiting in the queue now (not yet in a batch). */

@@ -13,7 +13,9 @@
  *
  * Device: a model that runs on a GPU (batcher.h, gj_model_uses_gpu) makes the job ask for
  * a GPU slot, and the job uses the model's batcher on the GPU it was placed on; result.json
- * says where the model ran ("device": "gpu:0" or "cpu").
+ * says where the model ran ("device": "gpu:0" or "cpu") and in what precision ("precision":
+ * the config's on a GPU; fp32 on the CPU whatever the config asks, so a KIND_AUTO fp16 model
+ * that fell back to the CPU says so).
  */
 #include <errno.h>
 #include <math.h>
@@ -227,6 +229,7 @@ struct batcher {
     const gj_served_model *sm;
     int device;              /* where the worker placed the job (GJ_DEVICE_CPU: the CPU) */
     int ran_on;              /* the device of the batcher used (-2: none yet) */
+    enum gj_precision ran_in; /* and its precision */
     int capacity;            /* images per full batch */
     size_t item_floats;      /* C*H*W */
     float *input;            /* capacity * item_floats */
@@ -271,6 +274,7 @@ static int batcher_flush(struct batcher *b, struct gj_error *err)
     if (!q)   /* transient (retried) when a GPU lacks free memory now, as the batcher says */
         return -1;
     b->ran_on = gj_batcher_device(q);
+    b->ran_in = gj_batcher_precision(q);
     float *logits = malloc((size_t)b->filled * gj_batcher_output_floats(q) * sizeof *logits);
     if (!logits) {
         gj_batcher_release(q);
@@ -512,8 +516,8 @@ static json_t *studies_json(const struct gj_model_config *cfg, const struct imag
 }
 
 static int write_result(struct gj_ctx *ctx, const gj_served_model *sm, struct image *ims, size_t n,
-                        int batch, int device, double load_ms, double t_start,
-                        struct gj_error *err)
+                        int batch, int device, enum gj_precision precision, double load_ms,
+                        double t_start, struct gj_error *err)
 {
     const struct gj_model_config *cfg = gj_served_model_config(sm);
     static const char *const acts[] = { "none", "sigmoid", "softmax" };
@@ -545,6 +549,7 @@ static int write_result(struct gj_ctx *ctx, const gj_served_model *sm, struct im
         else
             snprintf(dev, sizeof dev, "cpu");
         json_object_set_new(r, "device", json_string(dev));
+        json_object_set_new(r, "precision", json_string(gj_precision_name(precision)));
     }
     char *text = json_dumps(r, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
     json_decref(r);
@@ -643,7 +648,7 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
     }
     if (batcher_flush(&b, err))
         goto out;
-    if (write_result(ctx, sm, ims, n, batch, b.ran_on, load_ms, t_start, err))
+    if (write_result(ctx, sm, ims, n, batch, b.ran_on, b.ran_in, load_ms, t_start, err))
         goto out;
     gj_progress(ctx, 1.0, NULL);
     result = GJ_RUN_OK;

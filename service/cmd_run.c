@@ -128,8 +128,8 @@ static int run_one(const struct gj_kind *kind, const struct gj_job *job, int dev
 {
     if (depth > 4)
         return gj_error_set(err, "", "child tasks nested too deeply");
-    char scratch[] = "/tmp/gpujobd-run-XXXXXX";
-    if (!mkdtemp(scratch))
+    char scratch[1024];
+    if (gj_make_temp_dir(scratch, sizeof scratch, "gpujobd-run") != 0)
         return gj_error_set(err, "", "cannot create a scratch directory: %s", strerror(errno));
 
     struct cli_host host = { .quiet = quiet };

@@ -127,6 +127,19 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return remove(path) == 0 || errno == ENOENT ? 0 : -1;
 }
 
+int gj_make_temp_dir(char *out, size_t n, const char *prefix)
+{
+    const char *base = getenv("TMPDIR");
+    if (!base || base[0] != '/')
+        base = "/tmp";
+    int w = snprintf(out, n, "%s/%s-XXXXXX", base, prefix);
+    if (w < 0 || (size_t)w >= n) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return mkdtemp(out) ? 0 : -1;
+}
+
 int gj_rm_rf(const char *path)
 {
     struct stat st;

@@ -16,6 +16,9 @@ int gj_path_join(char *out, size_t n, const char *dir, const char *name);
 int gj_mkdir_p(const char *path, int mode);
 /* Removes a directory tree; missing is not an error. */
 int gj_rm_rf(const char *path);
+/* Creates a fresh private directory named prefix-XXXXXX under $TMPDIR (when it is an absolute
+ * path) or /tmp, and writes its path into out (size n). */
+int gj_make_temp_dir(char *out, size_t n, const char *prefix);
 /* Size of a regular file. */
 int gj_file_size(const char *path, uint64_t *size);
 /* 1 when name is a plain file name: no '/', not '.' or '..', printable ASCII, <= 200 bytes. */

@@ -256,8 +256,8 @@ int gj_bench_recon_main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);   /* one line per result, also into a file or pipe */
     json_t *out = json_pack("{s:[], s:[], s:[], s:i}", "fdk", "fbp", "sart", "threads", threads);
     printf("gpujobd bench recon: %d CPU threads, GPU %s\n", threads, rc_gpu_available() ? "present" : "absent");
-    char skdir[] = "/tmp/gpujobd-bench-recon-XXXXXX";
-    int have_dir = sk && mkdtemp(skdir) != NULL;
+    char skdir[1024];
+    int have_dir = sk && gj_make_temp_dir(skdir, sizeof skdir, "gpujobd-bench-recon") == 0;
     bench_batch(RC_FBP, batch, threads, have_dir ? skdir : NULL, out);
     bench_batch(RC_SART, sbatch, threads, NULL, out);
     if (fdk) {

@@ -561,9 +561,9 @@ static int batcher_one(const struct bench_opts *o, const char *name, const char 
                        const char *src_onnx)
 {
     char p[4096];
-    char dir[] = "/tmp/gj-bench-infer-XXXXXX";
-    if (!mkdtemp(dir)) {
-        perror("bench infer: mkdtemp");
+    char dir[1024];
+    if (gj_make_temp_dir(dir, sizeof dir, "gj-bench-infer") != 0) {
+        perror("bench infer: temporary directory");
         return 1;
     }
     int rc = 1;

@@ -23,22 +23,6 @@
 /* Serialises admin bootstrap between replicas ('gpjb' 'admn'). */
 #define BOOTSTRAP_LOCK_KEY "7453171002764141678"
 
-static int is_uuid(const char *s)
-{
-    if (!s || strlen(s) != GJ_UUID_LEN)
-        return 0;
-    for (int i = 0; i < GJ_UUID_LEN; i++) {
-        char c = s[i];
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (c != '-')
-                return 0;
-        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 static void b64url(const unsigned char *in, size_t n, char *out)
 {
     static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -68,16 +52,6 @@ static int sha256(const char *s, size_t n, unsigned char out[32])
 {
     unsigned int len = 0;
     return EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32 ? 0 : -1;
-}
-
-static void to_hex(const unsigned char *in, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[in[i] >> 4];
-        out[2 * i + 1] = digits[in[i] & 15];
-    }
-    out[2 * n] = '\0';
 }
 
 /* bytea in text output form ("\x0a1b...") into 32 bytes; 0 or -1. */
@@ -128,7 +102,7 @@ int gj_api_key_create(PGconn *conn, const char *tenant_name, const char *role, c
         OPENSSL_cleanse(key, sizeof key);
         return -1;
     }
-    to_hex(digest, sizeof digest, hex);
+    gj_sha256_hex(digest, hex);
     memcpy(prefix, key, KEY_SHOWN_PREFIX);
     prefix[KEY_SHOWN_PREFIX] = '\0';
     const char *p[5] = { tenant_name, hex, prefix, role, label };
@@ -164,7 +138,7 @@ int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *
     char hex[65];
     if (sha256(presented, GJ_API_KEY_LEN, digest) != 0)
         return -1;
-    to_hex(digest, sizeof digest, hex);
+    gj_sha256_hex(digest, hex);
     const char *params[1] = { hex };
     PGresult *res = gj_db_exec(conn,
                                "SELECT k.id, k.tenant_id, t.name, k.role, k.key_hash, k.revoked_at IS NOT NULL"
@@ -192,7 +166,7 @@ int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *
 
 int gj_api_key_revoke(PGconn *conn, const char *key_id)
 {
-    if (!is_uuid(key_id))
+    if (!gj_is_uuid(key_id))
         return 0;
     const char *p[1] = { key_id };
     PGresult *res = gj_db_exec(conn,

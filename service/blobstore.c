@@ -48,7 +48,7 @@ static int in_txn(PGconn *conn)
     return PQtransactionStatus(conn) == PQTRANS_INTRANS;
 }
 
-static int is_uuid(const char *s)
+int gj_is_uuid(const char *s)
 {
     if (!s || strlen(s) != GJ_UUID_LEN)
         return 0;
@@ -88,7 +88,7 @@ static void writer_free(struct gj_blob_writer *w)
 struct gj_blob_writer *gj_blob_writer_open(PGconn *conn, const char *tenant_id, const char *content_type,
                                            int own_txn)
 {
-    if (!conn || !is_uuid(tenant_id)) {
+    if (!conn || !gj_is_uuid(tenant_id)) {
         gj_log_error("blob", "writer needs a connection and a tenant id");
         return NULL;
     }
@@ -182,6 +182,35 @@ int gj_blob_writer_write(struct gj_blob_writer *w, const void *data, size_t len)
     return 0;
 }
 
+int gj_blob_writer_write_fd(struct gj_blob_writer *w, int fd)
+{
+    if (!w || w->failed)
+        return -1;
+    if (w->finalized) {
+        gj_log_error("blob", "write after the digest was taken");
+        w->failed = 1;
+        return -1;
+    }
+    /* Straight into the writer's buffer: no second buffer, no copy. */
+    for (;;) {
+        ssize_t got = read(fd, w->buf + w->buffered, CHUNK - w->buffered);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return errno ? errno : EIO;
+        if (got == 0)
+            return 0;
+        if (EVP_DigestUpdate(w->md, w->buf + w->buffered, (size_t)got) != 1) {
+            w->failed = 1;
+            return -1;
+        }
+        w->buffered += (size_t)got;
+        w->size += (uint64_t)got;
+        if (w->buffered == CHUNK && flush(w) != 0)
+            return -1;
+    }
+}
+
 uint64_t gj_blob_writer_size(const struct gj_blob_writer *w)
 {
     return w ? w->size : 0;
@@ -208,7 +237,7 @@ int gj_blob_writer_commit(struct gj_blob_writer *w, const char *owner_job, char 
         id_out[0] = '\0';
     unsigned char sha[32];
     gj_blob_writer_digest(w, sha);
-    if (owner_job && !is_uuid(owner_job)) {
+    if (owner_job && !gj_is_uuid(owner_job)) {
         gj_log_error("blob", "owner job id is not a uuid");
         w->failed = 1;
     }
@@ -269,7 +298,7 @@ void gj_blob_writer_abort(struct gj_blob_writer *w)
 
 int gj_blob_lookup(PGconn *conn, const char *tenant_id, const char *blob_id, struct gj_blob_info *info)
 {
-    if (!is_uuid(blob_id) || (tenant_id && !is_uuid(tenant_id)))
+    if (!gj_is_uuid(blob_id) || (tenant_id && !gj_is_uuid(tenant_id)))
         return 0;   /* not an id: nothing has it */
     const char *p[2] = { blob_id, tenant_id };
     PGresult *res = gj_db_exec(conn,

@@ -15,6 +15,9 @@
 
 #define GJ_UUID_LEN 36
 
+/* 1 when s is a canonical UUID, 8-4-4-4-12 hex digits (so a ::uuid cast cannot fail). */
+int gj_is_uuid(const char *s);
+
 struct gj_blob_writer;
 
 /* Starts a blob for tenant on conn. own_txn=1: the writer issues BEGIN and
@@ -24,6 +27,9 @@ struct gj_blob_writer *gj_blob_writer_open(PGconn *conn, const char *tenant_id,
                                            const char *content_type, int own_txn);
 /* Appends data; -1 on database error. */
 int gj_blob_writer_write(struct gj_blob_writer *w, const void *data, size_t len);
+/* Appends everything fd has left to read (fd stays open). 0; -1 on database
+ * error, as gj_blob_writer_write; or, when read() failed, its errno (> 0). */
+int gj_blob_writer_write_fd(struct gj_blob_writer *w, int fd);
 uint64_t gj_blob_writer_size(const struct gj_blob_writer *w);
 /* The SHA-256 of what was written so far is final after this call: */
 void gj_blob_writer_digest(struct gj_blob_writer *w, unsigned char sha256[32]);
@@ -52,7 +58,8 @@ struct gj_blob_reader *gj_blob_reader_open(PGconn *conn, unsigned int lo_oid);
 long gj_blob_reader_read(struct gj_blob_reader *r, uint64_t offset, void *buf, size_t len);
 void gj_blob_reader_close(struct gj_blob_reader *r);
 
-/* Copies a blob into a file (worker materialization). 0 or -1. */
+/* Copies a blob into a file (worker materialization). On an idle connection it
+ * runs in a transaction of its own; inside one, in the caller's. 0 or -1. */
 int gj_blob_export(PGconn *conn, unsigned int lo_oid, const char *path);
 
 /* "sha-256=:BASE64:" style encodings used by Content-Digest and ETag. */

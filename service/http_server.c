@@ -78,22 +78,6 @@ void gj_http_print_routes(FILE *f)
 
 /* ---------- pure helpers ---------- */
 
-int gj_is_uuid(const char *s)
-{
-    if (!s)
-        return 0;
-    for (int i = 0; i < 36; i++) {
-        char c = s[i];
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (c != '-')
-                return 0;
-        } else if (!isxdigit((unsigned char)c)) {
-            return 0;
-        }
-    }
-    return s[36] == '\0';
-}
-
 int gj_http_is_json_type(const char *ct)
 {
     while (*ct == ' ')

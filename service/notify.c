@@ -196,6 +196,18 @@ static void *notifier_main(void *arg)
     return NULL;
 }
 
+/* Once the locks and the wake pipe exist and the thread has ended (or never started). */
+static void notifier_free(struct gj_notifier *n)
+{
+    pthread_cond_destroy(&n->changed);
+    pthread_mutex_destroy(&n->cb_lock);
+    pthread_mutex_destroy(&n->lock);
+    close(n->wake[0]);
+    close(n->wake[1]);
+    free(n->url);
+    free(n);
+}
+
 struct gj_notifier *gj_notifier_start(const char *database_url)
 {
     struct gj_notifier *n = calloc(1, sizeof *n);
@@ -243,13 +255,7 @@ struct gj_notifier *gj_notifier_start(const char *database_url)
     rc = pthread_create(&n->thread, NULL, notifier_main, n);
     if (rc) {
         gj_log_error(COMPONENT, "pthread_create: %s", strerror(rc));
-        pthread_cond_destroy(&n->changed);
-        pthread_mutex_destroy(&n->cb_lock);
-        pthread_mutex_destroy(&n->lock);
-        close(n->wake[0]);
-        close(n->wake[1]);
-        free(n->url);
-        free(n);
+        notifier_free(n);
         return NULL;
     }
     return n;
@@ -269,13 +275,7 @@ void gj_notifier_stop(struct gj_notifier *n)
     int rc = pthread_join(n->thread, NULL);
     if (rc)
         gj_log_error(COMPONENT, "pthread_join: %s", strerror(rc));
-    pthread_cond_destroy(&n->changed);
-    pthread_mutex_destroy(&n->cb_lock);
-    pthread_mutex_destroy(&n->lock);
-    close(n->wake[0]);
-    close(n->wake[1]);
-    free(n->url);
-    free(n);
+    notifier_free(n);
 }
 
 uint64_t gj_notifier_queue_seq(struct gj_notifier *n)

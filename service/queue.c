@@ -21,7 +21,6 @@
 
 #define COMPONENT "queue"
 #define RETRY_CAP_MS 300000
-#define OUTPUT_CHUNK (1u << 20)
 #define MAX_OUTPUTS 10000
 
 void gj_claim_clear(struct gj_claim *c)
@@ -35,23 +34,6 @@ void gj_claim_clear(struct gj_claim *c)
 static void copy_field(char *dst, size_t n, const char *src)
 {
     snprintf(dst, n, "%s", src ? src : "");
-}
-
-/* 1 when s looks like a canonical UUID (so a cast cannot fail). */
-static int looks_like_uuid(const char *s)
-{
-    if (!s || strlen(s) != GJ_UUID_LEN)
-        return 0;
-    for (int i = 0; i < GJ_UUID_LEN; i++) {
-        char ch = s[i];
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (ch != '-')
-                return 0;
-        } else if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'))) {
-            return 0;
-        }
-    }
-    return 1;
 }
 
 /* A PostgreSQL text[] literal of kinds: {"a","b"}. Caller frees. */
@@ -297,33 +279,14 @@ static int store_output(PGconn *conn, const struct gj_claim *c, const char *path
     }
     const char *type = content_type_of(name);
     struct gj_blob_writer *w = gj_blob_writer_open(conn, c->tenant_id, type, 0);
-    char *buf = malloc(OUTPUT_CHUNK);
-    if (!w || !buf) {
-        if (w)
-            gj_blob_writer_abort(w);
-        free(buf);
+    if (!w) {
         close(fd);
         gj_log_error(COMPONENT, "job %s: cannot start blob for output %s", c->id, name);
         return -1;
     }
-    int rc = 0;
-    for (;;) {
-        ssize_t got = read(fd, buf, OUTPUT_CHUNK);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            gj_log_error(COMPONENT, "job %s: reading output %s: %s", c->id, name, strerror(errno));
-            rc = -1;
-            break;
-        }
-        if (got == 0)
-            break;
-        if (gj_blob_writer_write(w, buf, (size_t)got) != 0) {
-            rc = -1;
-            break;
-        }
-    }
-    free(buf);
+    int rc = gj_blob_writer_write_fd(w, fd);
+    if (rc > 0)
+        gj_log_error(COMPONENT, "job %s: reading output %s: %s", c->id, name, strerror(rc));
     close(fd);
     if (rc) {
         gj_blob_writer_abort(w);
@@ -597,7 +560,7 @@ int gj_queue_rescue_expired(PGconn *conn, int retry_backoff_ms)
 
 int gj_queue_cancel(PGconn *conn, const char *tenant_id, const char *job_id)
 {
-    if (!looks_like_uuid(job_id) || (tenant_id && !looks_like_uuid(tenant_id)))
+    if (!gj_is_uuid(job_id) || (tenant_id && !gj_is_uuid(tenant_id)))
         return 0;
     const char *params[] = { job_id, tenant_id };
     int rows = fenced(conn,

@@ -39,7 +39,6 @@
 #define DB_WAIT_MS 10000
 #define MAINT_PERIOD_S 5
 #define MAX_CHILDREN 4096
-#define COPY_CHUNK (1u << 20)
 
 /* Why a running job was asked to stop; a higher rank wins. */
 enum stop_reason { STOP_NONE = 0, STOP_SHUTDOWN = 1, STOP_CANCEL = 2, STOP_LEASE_LOST = 3 };
@@ -254,21 +253,6 @@ static void input_set_free(struct input_set *in)
     in->n = 0;
 }
 
-static int export_blob(PGconn *conn, unsigned int oid, const char *path)
-{
-    /* Large-object descriptors live in a transaction. */
-    int own = PQtransactionStatus(conn) == PQTRANS_IDLE;
-    if (own && gj_db_begin(conn) != 0)
-        return -1;
-    int rc = gj_blob_export(conn, oid, path);
-    if (own) {
-        if (rc == 0 && PQtransactionStatus(conn) != PQTRANS_IDLE)
-            rc = gj_db_commit(conn);
-        gj_db_rollback(conn);
-    }
-    return rc;
-}
-
 /* Downloads each job_inputs blob into dir/<name>. 0, or -1 with err. */
 static int materialize_inputs(PGconn *conn, const struct gj_claim *c, const char *dir,
                               struct input_set *in, struct gj_error *err)
@@ -322,7 +306,7 @@ static int materialize_inputs(PGconn *conn, const struct gj_claim *c, const char
             return gj_error_set(err, "", "out of memory");
         }
         unsigned int oid = (unsigned int)strtoul(PQgetvalue(r, i, 1), NULL, 10);
-        if (export_blob(conn, oid, path) != 0) {
+        if (gj_blob_export(conn, oid, path) != 0) {
             PQclear(r);
             err->transient = 1;
             return gj_error_set(err, "", "internal: cannot download input %s", name);
@@ -414,7 +398,7 @@ static int materialize_children(PGconn *conn, const struct gj_claim *c, const ch
             return gj_error_set(err, "", "internal: sub-task output name is not usable");
         }
         unsigned int oid = (unsigned int)strtoul(PQgetvalue(r, i, 3), NULL, 10);
-        if (export_blob(conn, oid, path) != 0) {
+        if (gj_blob_export(conn, oid, path) != 0) {
             PQclear(r);
             err->transient = 1;
             return gj_error_set(err, "", "internal: cannot download a sub-task's output %s", name);
@@ -434,32 +418,13 @@ static int upload_file(PGconn *conn, const char *tenant, const char *owner, cons
         return -1;
     }
     struct gj_blob_writer *w = gj_blob_writer_open(conn, tenant, "application/octet-stream", 0);
-    char *buf = malloc(COPY_CHUNK);
-    if (!w || !buf) {
-        if (w)
-            gj_blob_writer_abort(w);
-        free(buf);
+    if (!w) {
         close(fd);
         return -1;
     }
-    int rc = 0;
-    for (;;) {
-        ssize_t got = read(fd, buf, COPY_CHUNK);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            gj_log_error(COMPONENT, "child input %s: %s", path, strerror(errno));
-            rc = -1;
-            break;
-        }
-        if (got == 0)
-            break;
-        if (gj_blob_writer_write(w, buf, (size_t)got) != 0) {
-            rc = -1;
-            break;
-        }
-    }
-    free(buf);
+    int rc = gj_blob_writer_write_fd(w, fd);
+    if (rc > 0)
+        gj_log_error(COMPONENT, "child input %s: %s", path, strerror(rc));
     close(fd);
     if (rc) {
         gj_blob_writer_abort(w);

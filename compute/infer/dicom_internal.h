@@ -68,6 +68,12 @@ struct gj_dcm_raw {
     uint8_t *data;        /* owned, rows*cols*spp*bytes */
 };
 
+/* A little-endian uint32 (RLE header, basic offset table). */
+static inline uint32_t gj_dcm_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 /* err helpers */
 int gj_dcm_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -49,20 +49,14 @@ int gj_dcm_decode_jpeg_lossless(const uint8_t *p, size_t n, const struct gj_dico
                 int tc = s[k] >> 4, th = s[k] & 15;
                 if (tc != 0 || th > 3)
                     return gj_dcm_err(err, errlen, "DHT class %d / table %d invalid for lossless", tc, th);
-                struct gj_dcm_huff *h = &ht[th];
-                memset(h, 0, sizeof *h);
-                int total = 0;
-                for (int l = 1; l <= 16; l++) {
-                    h->bits[l] = s[k + l];
-                    total += s[k + l];
-                }
-                k += 17;
-                if (total > 256 || (size_t)total > sl - k)
+                int used = gj_dcm_huff_read(&ht[th], s + k + 1, sl - k - 1);
+                if (used < 0) {  /* the 16 counts are there (checked above): too many symbols */
+                    int total = 0;
+                    for (int l = 1; l <= 16; l++)
+                        total += s[k + l];
                     return gj_dcm_err(err, errlen, "DHT holds %d symbols", total);
-                memcpy(h->vals, s + k, (size_t)total);
-                k += (size_t)total;
-                gj_dcm_huff_build(h);
-                h->present = 1;
+                }
+                k += 1 + (size_t)used;
             }
         } else if (m == 0xDD) {
             if (sl < 2)

@@ -56,20 +56,8 @@ int gj_dcm_decode_jpegls(const uint8_t *p, size_t n, const struct gj_dicom_image
         gj_dcm_err(err, errlen, "JPEG-LS decode: %s", charls_get_error_message(ec));
         goto out;
     }
-    if (bytes == 1 && img->bits_allocated == 16) {
-        /* widen: 8-bit precision in a 16-bit allocated dataset */
-        uint64_t cnt = need;
-        uint16_t *w = malloc(cnt * 2);
-        if (!w) {
-            gj_dcm_err(err, errlen, "out of memory");
-            goto out;
-        }
-        for (uint64_t i = 0; i < cnt; i++)
-            w[i] = raw->data[i];
-        free(raw->data);
-        raw->data = (uint8_t *)w;
-        bytes = 2;
-    }
+    /* 8-bit precision in a 16-bit allocated dataset stays 1 byte a sample:
+     * raw->bytes tells the converter, which yields the same values. */
     raw->rows = fi.height;
     raw->cols = fi.width;
     raw->spp = (uint32_t)fi.component_count;

@@ -381,8 +381,9 @@ static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window
     memset(&zs, 0, sizeof zs);
     if (inflateInit2(&zs, window_bits) != Z_OK)
         return gj_dcm_err(err, errlen, "zlib init failed");
-    size_t cap = n * 4 + 4096, len = 0;
     uint64_t limit = GJ_DICOM_MAX_INFLATED;
+    /* the first guess too stays within the limit, which is only checked when the buffer is full */
+    size_t cap = n > (limit - 4096) / 4 ? (size_t)limit : n * 4 + 4096, len = 0;
     uint8_t *out = malloc(cap);
     if (!out) {
         inflateEnd(&zs);
@@ -732,7 +733,7 @@ int gj_dicom_get_double(const gj_dicom *d, uint32_t tag, unsigned index, double 
     uint16_t vr = effective_vr(e);
     int sz = binary_size(vr);
     if (sz) {
-        if ((uint64_t)(index + 1) * (uint64_t)sz > e->len)
+        if (((uint64_t)index + 1) * (uint64_t)sz > e->len)
             return -1;
         const uint8_t *p = e->val + (size_t)index * (size_t)sz;
         switch (vr) {

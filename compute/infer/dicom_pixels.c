@@ -138,11 +138,9 @@ static int frame_fragments(const gj_dicom *d, const struct gj_dicom_image *img, 
         /* The basic offset table, when it points at fragments; a table that
          * does not is ignored and the frames are found as below. */
         const uint8_t *b = d->bot + (size_t)frame * 4;
-        uint64_t start = (uint32_t)(b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24), stop = UINT64_MAX;
-        if (frame + 1 < nbot) {
-            b += 4;
-            stop = (uint32_t)(b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24);
-        }
+        uint64_t start = gj_dcm_le32(b), stop = UINT64_MAX;
+        if (frame + 1 < nbot)
+            stop = gj_dcm_le32(b + 4);
         /* fragments are in increasing item_off: binary search */
         size_t lo = 0, hi = d->n_frag;
         while (lo < hi) {
@@ -309,13 +307,26 @@ static inline uint32_t raw_at(const struct gj_dcm_raw *raw, uint64_t pixel, uint
     return raw->bytes == 2 ? ((const uint16_t *)raw->data)[k] : raw->data[k];
 }
 
-static inline int32_t stored_value(uint32_t v, const struct gj_dicom_image *img)
+/* How to get a stored value out of a sample: computed once per frame, not per sample. */
+struct stored_fmt {
+    uint32_t shift, mask;
+    uint32_t sign;        /* the sign bit; 0 when unsigned */
+};
+
+static struct stored_fmt stored_fmt(const struct gj_dicom_image *img)
 {
-    uint32_t shift = img->high_bit + 1 - img->bits_stored;
-    uint32_t mask = img->bits_stored >= 32 ? 0xFFFFFFFFu : ((1u << img->bits_stored) - 1);
-    v = (v >> shift) & mask;
-    if (img->pixel_representation && (v & (1u << (img->bits_stored - 1))))
-        return (int32_t)v - (int32_t)(1u << img->bits_stored);
+    struct stored_fmt f;
+    f.shift = img->high_bit + 1 - img->bits_stored;
+    f.mask = img->bits_stored >= 32 ? 0xFFFFFFFFu : ((1u << img->bits_stored) - 1);
+    f.sign = img->pixel_representation ? 1u << (img->bits_stored - 1) : 0;
+    return f;
+}
+
+static inline int32_t stored_value(uint32_t v, struct stored_fmt f)
+{
+    v = (v >> f.shift) & f.mask;
+    if (v & f.sign)   /* bits_stored <= 16 (image_info): mask + 1 does not wrap */
+        return (int32_t)v - (int32_t)(f.mask + 1);
     return (int32_t)v;
 }
 
@@ -345,9 +356,10 @@ static int decode_common(const gj_dicom *d, uint32_t frame, int32_t *ivals, floa
     if (frame_raw(d, &img, frame, &raw, err, errlen) < 0)
         return -1;
     uint64_t npix = (uint64_t)img.rows * img.columns;
+    const struct stored_fmt sf = stored_fmt(&img);
     if (mono) {
         for (uint64_t i = 0; i < npix; i++) {
-            int32_t s = stored_value(raw_at(&raw, i, 0, npix), &img);
+            int32_t s = stored_value(raw_at(&raw, i, 0, npix), sf);
             if (ivals)
                 ivals[i] = s;
             else
@@ -357,9 +369,9 @@ static int decode_common(const gj_dicom *d, uint32_t frame, int32_t *ivals, floa
         int ybr = img.photometric == GJ_PI_YBR_FULL && !raw.color_done;
         double maxv = (double)((1u << img.bits_stored) - 1), half = (double)(1u << (img.bits_stored - 1));
         for (uint64_t i = 0; i < npix; i++) {
-            int32_t c0 = stored_value(raw_at(&raw, i, 0, npix), &img);
-            int32_t c1 = stored_value(raw_at(&raw, i, 1, npix), &img);
-            int32_t c2 = stored_value(raw_at(&raw, i, 2, npix), &img);
+            int32_t c0 = stored_value(raw_at(&raw, i, 0, npix), sf);
+            int32_t c1 = stored_value(raw_at(&raw, i, 1, npix), sf);
+            int32_t c2 = stored_value(raw_at(&raw, i, 2, npix), sf);
             if (ybr) {
                 double y = c0, cb = c1 - half, cr = c2 - half;
                 c0 = (int32_t)lround(clampd(y + 1.402 * cr, 0, maxv));

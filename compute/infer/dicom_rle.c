@@ -8,11 +8,6 @@
 
 #include "dicom_internal.h"
 
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Decodes one PackBits segment into exactly n bytes at out, stride apart. */
 static int unpack(const uint8_t *p, size_t len, uint8_t *out, size_t n, size_t stride)
 {
@@ -45,7 +40,7 @@ int gj_dcm_decode_rle(const uint8_t *p, size_t n, const struct gj_dicom_image *i
 {
     if (n < 64)
         return gj_dcm_err(err, errlen, "RLE frame shorter than its 64-byte header");
-    uint32_t nseg = le32(p);
+    uint32_t nseg = gj_dcm_le32(p);
     uint32_t bytes = img->bits_allocated / 8, spp = img->samples_per_pixel;
     if (nseg != bytes * spp)
         return gj_dcm_err(err, errlen, "RLE frame has %u segments; %u expected", nseg, bytes * spp);
@@ -58,16 +53,16 @@ int gj_dcm_decode_rle(const uint8_t *p, size_t n, const struct gj_dicom_image *i
     raw->data = malloc(npix * spp * bytes);
     if (!raw->data)
         return gj_dcm_err(err, errlen, "out of memory");
+    /* where the most significant byte of a host uint16_t lies */
+    const uint16_t one = 1;
+    const int host_le = *(const uint8_t *)&one == 1;
     for (uint32_t s = 0; s < nseg; s++) {
-        uint32_t off = le32(p + 4 + 4 * s);
-        uint32_t stop = s + 1 < nseg ? le32(p + 8 + 4 * s) : (uint32_t)n;
+        uint32_t off = gj_dcm_le32(p + 4 + 4 * s);
+        uint32_t stop = s + 1 < nseg ? gj_dcm_le32(p + 8 + 4 * s) : (uint32_t)n;
         if (off < 64 || off > n || stop > n || stop < off)
             return gj_dcm_err(err, errlen, "RLE segment %u offsets %u..%u outside the frame of %zu bytes", s + 1, off, stop, n);
         uint32_t sample = s / bytes, byte = s % bytes;   /* byte 0: most significant */
         uint8_t *plane = raw->data + (uint64_t)sample * npix * bytes;
-        /* where the most significant byte of a host uint16_t lies */
-        const uint16_t one = 1;
-        int host_le = *(const uint8_t *)&one == 1;
         uint8_t *dst = bytes == 2 ? plane + ((byte == 0) == host_le ? 1 : 0) : plane;
         if (unpack(p + off, stop - off, dst, npix, bytes) < 0)
             return gj_dcm_err(err, errlen, "RLE segment %u is corrupt or too short", s + 1);

@@ -12,11 +12,16 @@
 
 #define OKC_THREADS 256
 
+/* Blocks for a block-stride loop of one block per row over `rows` rows (rows > 0). */
+static inline unsigned okc_row_blocks(int64_t rows)
+{
+    return (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
+}
+
 /* Blocks for a grid-stride loop over n elements (n > 0). */
 static inline unsigned okc_blocks(int64_t n)
 {
-    int64_t b = (n + OKC_THREADS - 1) / OKC_THREADS;
-    return (unsigned)(b > (1 << 20) ? (1 << 20) : b);
+    return okc_row_blocks((n + OKC_THREADS - 1) / OKC_THREADS);
 }
 
 /* Launch status: the error of the launch just made (not an earlier sticky one if possible). */

@@ -72,7 +72,7 @@ extern "C" int okc_global_avgpool(cudaStream_t stream, const float *x, float *y,
 {
     if (rows <= 0 || plane <= 0)
         return 0;
-    unsigned g = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
+    unsigned g = okc_row_blocks(rows);
     k_global_avgpool<<<g, 128, 0, stream>>>(x, y, rows, plane);
     return okc_launched();
 }

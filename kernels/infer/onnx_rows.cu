@@ -37,7 +37,7 @@ extern "C" int okc_softmax(cudaStream_t stream, const float *x, float *y, int64_
     int64_t rows = outer * inner;
     if (rows <= 0 || n <= 0)
         return 0;
-    unsigned g = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
+    unsigned g = okc_row_blocks(rows);
     k_softmax<<<g, ROW_THREADS, 0, stream>>>(x, y, rows, n, inner);
     return okc_launched();
 }
@@ -72,7 +72,7 @@ extern "C" int okc_layernorm(cudaStream_t stream, const float *x, float *y, cons
 {
     if (rows <= 0 || n <= 0)
         return 0;
-    unsigned g = (unsigned)(rows < (1 << 20) ? rows : (1 << 20));
+    unsigned g = okc_row_blocks(rows);
     k_layernorm<<<g, ROW_THREADS, 0, stream>>>(x, y, scale, bias, rows, n, eps);
     return okc_launched();
 }

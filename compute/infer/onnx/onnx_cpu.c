@@ -402,46 +402,8 @@ struct bc {
 
 static void bc_setup(struct bc *b, const struct onnx_tensor *out, const struct onnx_tensor *const *ins, int n)
 {
-    int r = out->rank;
-    int64_t st[3][ONNX_MAX_RANK];
-    for (int k = 0; k < n; k++) {
-        int off = r - ins[k]->rank;
-        int64_t s = 1;
-        for (int i = r - 1; i >= 0; i--) {
-            int64_t d = i >= off ? ins[k]->dims[i - off] : 1;
-            st[k][i] = d == 1 ? 0 : s;
-            s *= d;
-        }
-    }
-    /* collapse */
     b->n = n;
-    b->r = 0;
-    for (int i = 0; i < r; i++) {
-        if (out->dims[i] == 1)
-            continue;
-        if (b->r > 0) {
-            int ok = 1;
-            for (int k = 0; k < n; k++)
-                if (b->st[k][b->r - 1] != st[k][i] * out->dims[i])
-                    ok = 0;
-            if (ok) {
-                b->od[b->r - 1] *= out->dims[i];
-                for (int k = 0; k < n; k++)
-                    b->st[k][b->r - 1] = st[k][i];
-                continue;
-            }
-        }
-        b->od[b->r] = out->dims[i];
-        for (int k = 0; k < n; k++)
-            b->st[k][b->r] = st[k][i];
-        b->r++;
-    }
-    if (b->r == 0) {
-        b->r = 1;
-        b->od[0] = 1;
-        for (int k = 0; k < n; k++)
-            b->st[k][0] = 0;
-    }
+    b->r = onnx_broadcast_walk(out, ins, n, b->od, b->st);
 }
 
 /* Offsets of row `row` (all dims but the last) for each input. */
@@ -603,13 +565,19 @@ static void sel_task(void *vctx, int64_t b0, int64_t e0)
     }
 }
 
+/* y = x broadcast to y's shape (Expand, and Gemm's C). */
+static void broadcast_copy(struct onnx_backend_ctx *c, const struct onnx_tensor *x, struct onnx_tensor *y)
+{
+    struct sel_job j = { .x = x->data, .o = y->data, .es = onnx_elem_size(x->elem) };
+    bc_setup(&j.b, y, &x, 1);
+    int64_t inner = j.b.od[j.b.r - 1];
+    if (y->numel)
+        par(c, y->numel / inner, 1 + PAR_GRAIN / inner, sel_task, &j);
+}
+
 static int k_expand(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
-    struct sel_job j = { .x = a->in[0]->data, .o = OUTT(0)->data, .es = onnx_elem_size(a->in[0]->elem) };
-    bc_setup(&j.b, OUTT(0), a->in, 1);
-    int64_t inner = j.b.od[j.b.r - 1];
-    if (OUTT(0)->numel)
-        par(c, OUTT(0)->numel / inner, 1 + PAR_GRAIN / inner, sel_task, &j);
+    broadcast_copy(c, a->in[0], OUTT(0));
     return 0;
 }
 
@@ -726,14 +694,8 @@ static int k_gemm(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     const struct onnx_params *p = a->p;
     int64_t M = Y->dims[0], N = Y->dims[1], K = p->trans_a ? A->dims[0] : A->dims[1];
     float beta = 0.0f;
-    if (C && p->beta != 0.0f) {
-        struct onnx_tensor tmp = *C;
-        const struct onnx_tensor *ins[1] = { &tmp };
-        struct sel_job j = { .x = C->data, .o = Y->data, .es = 4 };
-        bc_setup(&j.b, Y, ins, 1);
-        int64_t inner = j.b.od[j.b.r - 1];
-        if (Y->numel)
-            par(c, Y->numel / inner, 1 + PAR_GRAIN / inner, sel_task, &j);
+    if (C && p->beta != 0.0f) {   /* Y = broadcast C, then the product accumulates onto it */
+        broadcast_copy(c, C, Y);
         beta = p->beta;
     }
     if (M && N) {
@@ -792,22 +754,16 @@ static int k_matmul(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     }
     /* batched with broadcasting of the batch dims */
     int r = Y->rank - 2;
-    int64_t batch = Y->numel / (M * N);
-    int64_t sa[ONNX_MAX_RANK], sb[ONNX_MAX_RANK];
-    {
-        int64_t s1 = M * K, s2 = K * N;
-        for (int i = r - 1; i >= 0; i--) {
-            int ia = i - (r - (A->rank - 2)), ib = i - (r - (B->rank - 2));
-            int64_t da = ia >= 0 ? A->dims[ia] : 1, db = ib >= 0 ? B->dims[ib] : 1;
-            sa[i] = da == 1 ? 0 : s1;
-            sb[i] = db == 1 ? 0 : s2;
-            s1 *= da;
-            s2 *= db;
-        }
-    }
+    int64_t batch = Y->numel / (M * N), s1 = M * K, s2 = K * N;
     struct bmm_job j = { A, B, Y, M, N, K, r, { 0 }, { 0 } };
-    memcpy(j.sa, sa, sizeof sa);
-    memcpy(j.sb, sb, sizeof sb);
+    for (int i = r - 1; i >= 0; i--) {
+        int ia = i - (r - (A->rank - 2)), ib = i - (r - (B->rank - 2));
+        int64_t da = ia >= 0 ? A->dims[ia] : 1, db = ib >= 0 ? B->dims[ib] : 1;
+        j.sa[i] = da == 1 ? 0 : s1;
+        j.sb[i] = db == 1 ? 0 : s2;
+        s1 *= da;
+        s2 *= db;
+    }
     par(c, batch, 1 + (int64_t)(2e5 / (2.0 * (double)(M * N * K) + 1)), bmm_task, &j);
     return 0;
 }
@@ -898,6 +854,12 @@ static int k_layernorm(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     return 0;
 }
 
+/* One double accumulator per output (noop_with_empty_axes: a copy, none). */
+static size_t reducemean_scratch(const struct onnx_kargs *a)
+{
+    return a->p->has_axes ? ((size_t)a->out[0]->numel + 1) * sizeof(double) : 0;
+}
+
 static int k_reducemean(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
@@ -917,9 +879,8 @@ static int k_reducemean(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
             s *= x->dims[i];
         }
     }
-    double *acc = calloc((size_t)y->numel + 1, sizeof(double));
-    if (!acc)
-        return -1;
+    double *acc = a->scratch;   /* reducemean_scratch() bytes */
+    memset(acc, 0, (size_t)y->numel * sizeof(double));
     int64_t idx[ONNX_MAX_RANK] = { 0 }, o = 0;
     const float *xv = x->data;
     for (int64_t i = 0; i < x->numel; i++) {
@@ -935,7 +896,6 @@ static int k_reducemean(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     }
     for (int64_t i = 0; i < y->numel; i++)
         F(y)[i] = cnt ? (float)(acc[i] / (double)cnt) : NAN;
-    free(acc);
     return 0;
 }
 
@@ -992,21 +952,12 @@ static void run_strided(struct onnx_backend_ctx *c, struct strided_job *j, int64
     par(c, numel / inner, 1 + PAR_GRAIN / inner, strided_task, j);
 }
 
-static void in_strides(const struct onnx_tensor *x, int64_t *st)
-{
-    int64_t s = 1;
-    for (int i = x->rank - 1; i >= 0; i--) {
-        st[i] = s;
-        s *= x->dims[i];
-    }
-}
-
 static int k_transpose(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
     struct onnx_tensor *y = OUTT(0);
     int64_t st[ONNX_MAX_RANK];
-    in_strides(x, st);
+    onnx_row_strides(x, st);
     struct strided_job j = { x->data, y->data, onnx_elem_size(x->elem), y->rank, { 0 }, { 0 }, 0 };
     for (int i = 0; i < y->rank; i++) {
         j.od[i] = y->dims[i];
@@ -1021,7 +972,7 @@ static int k_slice(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     const struct onnx_tensor *x = a->in[0];
     struct onnx_tensor *y = OUTT(0);
     int64_t st[ONNX_MAX_RANK];
-    in_strides(x, st);
+    onnx_row_strides(x, st);
     struct strided_job j = { x->data, y->data, onnx_elem_size(x->elem), y->rank, { 0 }, { 0 }, 0 };
     for (int i = 0; i < y->rank; i++) {
         j.od[i] = y->dims[i];
@@ -1074,7 +1025,7 @@ static int k_pad(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
         return 0;
     int r = x->rank;
     int64_t inner = r ? x->dims[r - 1] : 1, ost[ONNX_MAX_RANK];
-    in_strides(y, ost);
+    onnx_row_strides(y, ost);
     int64_t rows = x->numel / inner;
     for (int64_t row = 0; row < rows; row++) {
         int64_t rem = row, off = r ? a->p->pad_begin[r - 1] : 0;
@@ -1160,7 +1111,11 @@ static int k_range(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 
 static size_t cpu_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
-    return a->node->op == ONNX_OP_CONV ? conv_scratch(c, a) : 0;
+    switch (a->node->op) {
+    case ONNX_OP_CONV: return conv_scratch(c, a);
+    case ONNX_OP_REDUCEMEAN: return reducemean_scratch(a);
+    default: return 0;
+    }
 }
 
 const struct onnx_backend onnx_backend_cpu = {

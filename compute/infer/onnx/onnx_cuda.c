@@ -347,57 +347,23 @@ static int fits_int(int64_t v)
     return v >= 0 && v <= 0x7fffffff;
 }
 
-/* The numpy broadcast walk of `out` over up to three operands, with runs of dims that are
- * contiguous in every operand merged (as onnx_cpu.c's bc_setup). */
+_Static_assert(OKC_MAX_RANK == ONNX_MAX_RANK, "okc_walk and onnx_broadcast_walk share their dims");
+
+/* The numpy broadcast walk of `out` over up to three operands (onnx_broadcast_walk). */
 static void walk_setup(struct okc_walk *w, const struct onnx_tensor *out, const struct onnx_tensor *const *ins,
                        int n)
 {
-    int r = out->rank;
-    int64_t st[3][ONNX_MAX_RANK];
     memset(w, 0, sizeof *w);
-    for (int k = 0; k < n; k++) {
-        int off = r - ins[k]->rank;
-        int64_t s = 1;
-        for (int i = r - 1; i >= 0; i--) {
-            int64_t d = i >= off ? ins[k]->dims[i - off] : 1;
-            st[k][i] = d == 1 ? 0 : s;
-            s *= d;
-        }
-    }
-    w->rank = 0;
-    for (int i = 0; i < r; i++) {
-        if (out->dims[i] == 1)
-            continue;
-        if (w->rank > 0) {
-            int ok = 1;
-            for (int k = 0; k < n; k++)
-                if (w->st[k][w->rank - 1] != st[k][i] * out->dims[i])
-                    ok = 0;
-            if (ok) {
-                w->dims[w->rank - 1] *= out->dims[i];
-                for (int k = 0; k < n; k++)
-                    w->st[k][w->rank - 1] = st[k][i];
-                continue;
-            }
-        }
-        w->dims[w->rank] = out->dims[i];
-        for (int k = 0; k < n; k++)
-            w->st[k][w->rank] = st[k][i];
-        w->rank++;
-    }
-    if (w->rank == 0) {
-        w->rank = 1;
-        w->dims[0] = 1;
-    }
+    w->rank = onnx_broadcast_walk(out, ins, n, w->dims, w->st);
 }
 
-static void row_strides(const struct onnx_tensor *x, int64_t *st)
+/* y = x broadcast to y's shape (Expand, and Gemm's C). */
+static int broadcast_copy(struct onnx_backend_ctx *c, const struct onnx_tensor *x, struct onnx_tensor *y)
 {
-    int64_t s = 1;
-    for (int i = x->rank - 1; i >= 0; i--) {
-        st[i] = s;
-        s *= x->dims[i];
-    }
+    struct okc_walk w;
+    walk_setup(&w, y, &x, 1);
+    return launch_ok(c, okc_strided_copy(c->stream, &w, x->data, y->data, y->numel, (int)onnx_elem_size(y->elem)),
+                     "okc_strided_copy");
 }
 
 static int copy_d2d(struct onnx_backend_ctx *c, void *dst, const void *src, size_t bytes)
@@ -668,10 +634,7 @@ static int k_gemm(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     int64_t M = Y->dims[0], N = Y->dims[1], K = p->trans_a ? A->dims[0] : A->dims[1];
     float beta = 0.0f;
     if (C && p->beta != 0.0f) {   /* Y = broadcast C, then the product accumulates onto it */
-        struct okc_walk w;
-        const struct onnx_tensor *ins[1] = { C };
-        walk_setup(&w, Y, ins, 1);
-        if (launch_ok(c, okc_strided_copy(c->stream, &w, C->data, Y->data, Y->numel, 4), "okc_strided_copy"))
+        if (broadcast_copy(c, C, Y))
             return -1;
         beta = p->beta;
     }
@@ -780,12 +743,7 @@ static int k_where(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 
 static int k_expand(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
-    struct onnx_tensor *y = OUT0;
-    struct okc_walk w;
-    walk_setup(&w, y, a->in, 1);
-    return launch_ok(c, okc_strided_copy(c->stream, &w, a->in[0]->data, y->data, y->numel,
-                                         (int)onnx_elem_size(y->elem)),
-                     "okc_strided_copy");
+    return broadcast_copy(c, a->in[0], OUT0);
 }
 
 static int k_cast(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
@@ -869,7 +827,7 @@ static int k_reducemean(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
         return copy_d2d(c, y->data, x->data, onnx_tensor_bytes(x));
     unsigned mask = (unsigned)a->p->n_axes;
     int64_t st[ONNX_MAX_RANK];
-    row_strides(x, st);
+    onnx_row_strides(x, st);
     struct okc_reduce r;
     memset(&r, 0, sizeof r);
     r.count = 1;
@@ -893,7 +851,7 @@ static int k_transpose(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     const struct onnx_tensor *x = a->in[0];
     struct onnx_tensor *y = OUT0;
     int64_t st[ONNX_MAX_RANK];
-    row_strides(x, st);
+    onnx_row_strides(x, st);
     struct okc_walk w;
     memset(&w, 0, sizeof w);
     w.rank = y->rank > 0 ? y->rank : 1;
@@ -911,7 +869,7 @@ static int k_slice(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     const struct onnx_tensor *x = a->in[0];
     struct onnx_tensor *y = OUT0;
     int64_t st[ONNX_MAX_RANK];
-    row_strides(x, st);
+    onnx_row_strides(x, st);
     struct okc_walk w;
     memset(&w, 0, sizeof w);
     w.rank = y->rank > 0 ? y->rank : 1;

@@ -52,6 +52,14 @@ size_t onnx_elem_size(int elem);
 size_t onnx_tensor_bytes(const struct onnx_tensor *t);
 /* numel from dims; -1 when over limit or a dim is negative. */
 int64_t onnx_shape_numel(int rank, const int64_t *dims, int64_t limit);
+/* Row-major (C order) element strides of t: st[rank-1] = 1. */
+void onnx_row_strides(const struct onnx_tensor *t, int64_t *st);
+/* The numpy broadcast walk of `out` over n (<= 3) operands, for both backends: dims[] and,
+ * per operand k, st[k][] its element stride along each walked dim (0: broadcast), with the
+ * output's dims of 1 dropped and runs of dims contiguous in every operand merged. Returns
+ * the walk's rank (>= 1: a scalar walks as one dim of 1 with strides 0). */
+int onnx_broadcast_walk(const struct onnx_tensor *out, const struct onnx_tensor *const *ins, int n,
+                        int64_t *dims, int64_t (*st)[ONNX_MAX_RANK]);
 
 /* Operator parameters, parsed and validated from the attributes at load. */
 enum { ONNX_PAD_NOTSET = 0, ONNX_PAD_VALID, ONNX_PAD_SAME_UPPER, ONNX_PAD_SAME_LOWER };

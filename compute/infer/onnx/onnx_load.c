@@ -64,6 +64,58 @@ int64_t onnx_shape_numel(int rank, const int64_t *dims, int64_t limit)
     return n <= limit ? n : -1;
 }
 
+void onnx_row_strides(const struct onnx_tensor *t, int64_t *st)
+{
+    int64_t s = 1;
+    for (int i = t->rank - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= t->dims[i];
+    }
+}
+
+int onnx_broadcast_walk(const struct onnx_tensor *out, const struct onnx_tensor *const *ins, int n,
+                        int64_t *dims, int64_t (*st)[ONNX_MAX_RANK])
+{
+    int r = out->rank, wr = 0;
+    int64_t full[3][ONNX_MAX_RANK];   /* every operand's strides over the output's dims */
+    for (int k = 0; k < n; k++) {
+        int off = r - ins[k]->rank;
+        int64_t s = 1;
+        for (int i = r - 1; i >= 0; i--) {
+            int64_t d = i >= off ? ins[k]->dims[i - off] : 1;
+            full[k][i] = d == 1 ? 0 : s;
+            s *= d;
+        }
+    }
+    for (int i = 0; i < r; i++) {
+        if (out->dims[i] == 1)
+            continue;
+        if (wr > 0) {
+            int ok = 1;
+            for (int k = 0; k < n; k++)
+                if (st[k][wr - 1] != full[k][i] * out->dims[i])
+                    ok = 0;
+            if (ok) {
+                dims[wr - 1] *= out->dims[i];
+                for (int k = 0; k < n; k++)
+                    st[k][wr - 1] = full[k][i];
+                continue;
+            }
+        }
+        dims[wr] = out->dims[i];
+        for (int k = 0; k < n; k++)
+            st[k][wr] = full[k][i];
+        wr++;
+    }
+    if (wr == 0) {
+        dims[0] = 1;
+        for (int k = 0; k < n; k++)
+            st[k][0] = 0;
+        wr = 1;
+    }
+    return wr;
+}
+
 static const char *elem_name(int t)
 {
     static const char *const names[] = { "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16",
@@ -117,26 +169,26 @@ static uint64_t hash_str(const char *s)
     return h;
 }
 
-static int names_find(const struct names *t, const char *name)
+/* The slot holding `name`, or the empty slot where it would go (linear probing). */
+static size_t names_slot(const struct names *t, const char *name)
 {
     size_t i = hash_str(name) & (t->cap - 1);
-    while (t->slot[i] >= 0) {
-        if (strcmp(t->m->values[t->slot[i]].name, name) == 0)
-            return t->slot[i];
+    while (t->slot[i] >= 0 && strcmp(t->m->values[t->slot[i]].name, name) != 0)
         i = (i + 1) & (t->cap - 1);
-    }
-    return -1;
+    return i;
+}
+
+static int names_find(const struct names *t, const char *name)
+{
+    return t->slot[names_slot(t, name)];
 }
 
 static int names_add(struct names *t, const char *name, int *created, struct gj_error *err)
 {
-    size_t i = hash_str(name) & (t->cap - 1);
-    while (t->slot[i] >= 0) {
-        if (strcmp(t->m->values[t->slot[i]].name, name) == 0) {
-            *created = 0;
-            return t->slot[i];
-        }
-        i = (i + 1) & (t->cap - 1);
+    size_t i = names_slot(t, name);
+    if (t->slot[i] >= 0) {
+        *created = 0;
+        return t->slot[i];
     }
     struct onnx_model *m = t->m;
     if (m->n_values >= MAX_VALUES)

@@ -64,10 +64,19 @@ struct onnx_pool *onnx_pool_create(int threads)
         threads = 1;
     if (threads > 256)
         threads = 256;
-    p->threads = threads;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv_work, NULL);
-    pthread_cond_init(&p->cv_done, NULL);
+    int mu = pthread_mutex_init(&p->mu, NULL) == 0;
+    int cw = pthread_cond_init(&p->cv_work, NULL) == 0;
+    int cd = pthread_cond_init(&p->cv_done, NULL) == 0;
+    if (!mu || !cw || !cd) {
+        if (mu)
+            pthread_mutex_destroy(&p->mu);
+        if (cw)
+            pthread_cond_destroy(&p->cv_work);
+        if (cd)
+            pthread_cond_destroy(&p->cv_done);
+        free(p);
+        return NULL;
+    }
     atomic_init(&p->next, 0);
     if (threads > 1) {
         p->tid = calloc((size_t)threads - 1, sizeof *p->tid);

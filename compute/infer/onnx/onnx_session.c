@@ -173,6 +173,20 @@ static const struct onnx_tensor *in_t(const struct onnx_session *s, const struct
     return rn->n_in > k && rn->in[k] >= 0 ? &s->v[rn->in[k]].t : NULL;
 }
 
+/* The axes of ReduceMean, Squeeze or Unsqueeze: the constant input 1 (newer opsets), else the
+ * attribute, else none (*na = 0). -1 when input 1 is not a constant int64 vector. */
+static int node_axes(struct onnx_session *s, const struct rnode *rn, int64_t *axes, int *na)
+{
+    *na = 0;
+    if (in_t(s, rn, 1))
+        return const_ints(s, rn->in[1], axes, ONNX_MAX_RANK, na);
+    if (rn->p.has_axes) {
+        *na = rn->p.n_axes;
+        memcpy(axes, rn->p.axes, sizeof rn->p.axes);
+    }
+    return 0;
+}
+
 static int infer(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
 {
     struct onnx_params *p = &rn->p;
@@ -393,14 +407,9 @@ static int infer(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
     case ONNX_OP_REDUCEMEAN: {
         NEED_F32(x);
         int64_t axes[ONNX_MAX_RANK];
-        int na = 0;
-        if (IN(1)) {
-            if (const_ints(s, rn->in[1], axes, ONNX_MAX_RANK, &na))
-                return NERR(NODE_FMT "axes must be a constant int64 vector", NODE_ARGS);
-        } else if (p->has_axes) {
-            na = p->n_axes;
-            memcpy(axes, p->axes, sizeof axes);
-        }
+        int na;
+        if (node_axes(s, rn, axes, &na))
+            return NERR(NODE_FMT "axes must be a constant int64 vector", NODE_ARGS);
         if (na == 0 && p->noop_with_empty_axes) {
             OUT(ONNX_ELEM_FLOAT, x->rank, x->dims);
             p->n_axes = 0;
@@ -572,14 +581,9 @@ static int infer(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
     case ONNX_OP_SQUEEZE:
     case ONNX_OP_UNSQUEEZE: {
         int64_t axes[ONNX_MAX_RANK];
-        int na = 0;
-        if (IN(1)) {
-            if (const_ints(s, rn->in[1], axes, ONNX_MAX_RANK, &na))
-                return NERR(NODE_FMT "axes must be a constant int64 vector", NODE_ARGS);
-        } else if (p->has_axes) {
-            na = p->n_axes;
-            memcpy(axes, p->axes, sizeof axes);
-        }
+        int na;
+        if (node_axes(s, rn, axes, &na))
+            return NERR(NODE_FMT "axes must be a constant int64 vector", NODE_ARGS);
         unsigned mask = 0;
         if (rn->op == ONNX_OP_SQUEEZE) {
             for (int i = 0; i < na; i++) {

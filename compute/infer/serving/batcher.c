@@ -49,6 +49,7 @@ struct executor {
     onnx_session **sess;      /* [batch size], 1..max_batch */
     void ***outs;             /* [batch size][model output] */
     float *in_buf;            /* max_batch * in_floats */
+    struct request **reqs;    /* max_batch: the batch being run */
 };
 
 struct gj_batcher {
@@ -108,6 +109,12 @@ static int cond_init_mono(pthread_cond_t *cv)
     int rc = pthread_cond_init(cv, &a);
     pthread_condattr_destroy(&a);
     return rc ? -1 : 0;
+}
+
+/* Bytes of a GPU the accounting has not handed out. */
+static uint64_t free_bytes(const struct gj_gpu_load *l)
+{
+    return l->total_bytes > l->reserved_bytes ? l->total_bytes - l->reserved_bytes : 0;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -279,8 +286,7 @@ static int reserve_session(gj_batcher *b, uint64_t dev, size_t n, struct gj_erro
                          gj_served_model_name(b->model),
                          (long long)gj_served_model_version(b->model), b->device, n,
                          (double)need / MIB,
-                         (double)(now.total_bytes > now.reserved_bytes
-                                  ? now.total_bytes - now.reserved_bytes : 0) / MIB,
+                         (double)free_bytes(&now) / MIB,
                          (double)now.total_bytes / MIB);
             err->status = 503;
             err->transient = 1;   /* room may free up */
@@ -423,11 +429,11 @@ static void *executor_main(void *arg)
 {
     struct executor *e = arg;
     gj_batcher *b = e->b;
-    struct request **reqs = calloc((size_t)b->max_batch, sizeof *reqs);
+    struct request **reqs = e->reqs;
     pthread_mutex_lock(&b->mu);
     while (!b->stopping) {
         int64_t now = now_us(), wake = 0;
-        size_t k = reqs ? plan_batch(b, now, &wake) : 0;
+        size_t k = plan_batch(b, now, &wake);
         if (k == 0) {
             if (wake) {
                 struct timespec ts;
@@ -454,7 +460,6 @@ static void *executor_main(void *arg)
         pthread_mutex_lock(&b->mu);
     }
     pthread_mutex_unlock(&b->mu);
-    free(reqs);
     return NULL;
 }
 
@@ -473,6 +478,7 @@ static void free_executor(gj_batcher *b, struct executor *e)
     free(e->sess);
     free(e->outs);
     free(e->in_buf);
+    free(e->reqs);
 }
 
 static void batcher_free(gj_batcher *b)
@@ -514,8 +520,7 @@ static int reserve_model(gj_batcher *b, int *no_room, struct gj_error *err)
                      "batches of up to %d) but GPU %d has %.1f MiB free of %.1f MiB", name, v,
                      (double)est / MIB, b->n_exec, b->n_exec == 1 ? "" : "s", b->max_batch,
                      b->device,
-                     (double)(now.total_bytes > now.reserved_bytes
-                              ? now.total_bytes - now.reserved_bytes : 0) / MIB,
+                     (double)free_bytes(&now) / MIB,
                      (double)now.total_bytes / MIB);
         if (err) {
             err->status = 503;
@@ -617,7 +622,8 @@ static gj_batcher *create(gj_served_model *m, const struct gj_batcher_options *o
         e->sess = calloc((size_t)b->max_batch + 1, sizeof *e->sess);
         e->outs = calloc((size_t)b->max_batch + 1, sizeof *e->outs);
         e->in_buf = malloc((size_t)b->max_batch * b->in_floats * sizeof(float));
-        if (!e->sess || !e->outs || !e->in_buf)
+        e->reqs = calloc((size_t)b->max_batch, sizeof *e->reqs);
+        if (!e->sess || !e->outs || !e->in_buf || !e->reqs)
             goto oom;
     }
     for (int i = 0; i < b->n_exec; i++) {
@@ -1021,8 +1027,7 @@ static int gpu_candidates(gj_served_model *m, int want, struct gpu_rank *out, si
         r->free_bytes = 0;
         if (gj_gpu_acct_load(all[i], &l) == 0) {
             r->load = l.running;
-            r->free_bytes = l.total_bytes > l.reserved_bytes ? l.total_bytes - l.reserved_bytes
-                                                             : 0;
+            r->free_bytes = free_bytes(&l);
         }
         gj_batcher *b = find_locked(m, all[i]);
         if (b)

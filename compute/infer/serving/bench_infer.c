@@ -131,8 +131,8 @@ static int precision_code(const char *p)
     return -1;
 }
 
-/* Fills a session's options; -1 with a message when the backend cannot run here. */
-static int session_options(const struct bench_opts *o, int batch, struct onnx_session_options *so)
+/* Fills a session's options (runtime_main has checked the backend once for all sizes). */
+static void session_options(const struct bench_opts *o, int batch, struct onnx_session_options *so)
 {
     memset(so, 0, sizeof *so);
     so->batch = batch;
@@ -141,12 +141,6 @@ static int session_options(const struct bench_opts *o, int batch, struct onnx_se
     so->device = o->device;
     so->precision = precision_code(o->precision);   /* numbered as enum onnx_precision */
     so->cuda_graphs = o->cuda_graphs;
-    char msg[256] = "";
-    if (!onnx_backend_available(o->backend, msg, sizeof msg)) {
-        fprintf(stderr, "bench infer: backend %s: %s\n", o->backend, msg);
-        return -1;
-    }
-    return 0;
 }
 
 /* ---- runtime mode -------------------------------------------------------------------- */
@@ -157,12 +151,23 @@ static const char *base_name(const char *path)
     return s ? s + 1 : path;
 }
 
+/* The last component of a directory path, trailing slashes ignored, into out (size n). */
+static void dir_name_of(const char *path, char *out, size_t n)
+{
+    size_t l = strlen(path);
+    while (l > 1 && path[l - 1] == '/')
+        l--;
+    size_t b = l;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    snprintf(out, n, "%.*s", (int)(l - b), path + b);
+}
+
 static int runtime_one(const struct bench_opts *o, const char *label, const onnx_model *m, int batch)
 {
     struct gj_error err = { 0 };
     struct onnx_session_options so;
-    if (session_options(o, batch, &so))
-        return -1;
+    session_options(o, batch, &so);
     struct onnx_bench_params bp = { .seconds = o->seconds, .warmup = o->warmup,
                                     .min_runs = o->min_runs };
     struct onnx_bench_result r;
@@ -505,13 +510,8 @@ static int batcher_main(struct bench_opts *o, const char *path)
         if (is_reg(src_cfg))
             cfg_path = src_cfg;
         if (!o->name) {
-            char *copy = strdup(path);
-            size_t l = strlen(copy);
-            while (l > 1 && copy[l - 1] == '/')
-                copy[--l] = '\0';
             static char nm[GJ_MODEL_NAME_MAX];
-            snprintf(nm, sizeof nm, "%s", base_name(copy));
-            free(copy);
+            dir_name_of(path, nm, sizeof nm);
             o->name = nm;
         }
     } else {
@@ -571,7 +571,10 @@ static int batcher_one(const struct bench_opts *o, const char *name, const char 
     gj_batcher *b = NULL;
     float *in = NULL;
     snprintf(p, sizeof p, "%s/%s/%lld", dir, name, (long long)o->version);
-    gj_mkdir_p(p, 0755);
+    if (gj_mkdir_p(p, 0755) != 0) {
+        fprintf(stderr, "bench infer: cannot create %s: %s\n", p, strerror(errno));
+        goto out;
+    }
     char *abs = realpath(src_onnx, NULL);
     snprintf(p, sizeof p, "%s/%s/%lld/model.onnx", dir, name, (long long)o->version);
     if (!abs || symlink(abs, p) != 0) {
@@ -800,12 +803,7 @@ int gj_bench_infer_main(int argc, char **argv)
             snprintf(onnx_path, sizeof onnx_path, "%s", path);
         if (!o.name && is_dir(path)) {
             static char nm[GJ_MODEL_NAME_MAX];
-            char *copy = strdup(path);
-            size_t l = strlen(copy);
-            while (l > 1 && copy[l - 1] == '/')
-                copy[--l] = '\0';
-            snprintf(nm, sizeof nm, "%s", base_name(copy));
-            free(copy);
+            dir_name_of(path, nm, sizeof nm);
             o.name = nm;
         }
         return runtime_main(&o, onnx_path);

@@ -28,7 +28,6 @@
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
 #include "infer/dicom.h"
-#include "infer/onnx/onnx_model.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/model_repo.h"
 #include "infer/serving/preprocess.h"
@@ -225,7 +224,6 @@ static int cmp_input(const void *a, const void *b)
 }
 
 struct batcher {
-    const onnx_model *om;
     const gj_served_model *sm;
     int device;              /* where the worker placed the job (GJ_DEVICE_CPU: the CPU) */
     int ran_on;              /* the device of the batcher used (-2: none yet) */
@@ -615,18 +613,16 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
 
     /* A batch's input tensor stays under INFER_MAX_BATCH_BYTES: fewer images per batch
      * for very large inputs. */
-    size_t item_bytes = (size_t)cfg->input_dims[0] * (size_t)cfg->input_dims[1] *
-                        (size_t)cfg->input_dims[2] * sizeof(float);
+    b.item_floats = (size_t)cfg->input_dims[0] * (size_t)cfg->input_dims[1] *
+                    (size_t)cfg->input_dims[2];
+    size_t item_bytes = b.item_floats * sizeof(float);
     if ((uint64_t)batch * item_bytes > INFER_MAX_BATCH_BYTES)
         batch = (int)(INFER_MAX_BATCH_BYTES / item_bytes) > 0
                     ? (int)(INFER_MAX_BATCH_BYTES / item_bytes) : 1;
-    b.om = gj_served_model_onnx(sm);
     b.sm = sm;
     b.device = ctx->device;
     b.ran_on = -2;
     b.capacity = batch;
-    b.item_floats = (size_t)cfg->input_dims[0] * (size_t)cfg->input_dims[1] *
-                    (size_t)cfg->input_dims[2];
     b.input = calloc((size_t)batch * b.item_floats, sizeof *b.input);
     b.slots = calloc((size_t)batch, sizeof *b.slots);
     if (!b.input || !b.slots) {

@@ -91,7 +91,8 @@ static int area_axis_make(struct area_axis *a, int in, int out)
 
 size_t gj_resize_scratch_floats(int sh, int sw, int dh, int dw, enum gj_resize_method m)
 {
-    (void)dh;
+    if (sh == dh && sw == dw)   /* gj_resize_plane copies: no scratch */
+        return 0;
     if (m == GJ_RESIZE_AREA)
         return (size_t)sh * (size_t)dw;
     return 0;
@@ -248,9 +249,11 @@ int gj_preprocess_frame(const struct gj_preprocess_config *pc, const struct gj_f
         c = ((double)lo + (double)hi) / 2.0;
     }
     int invert = pc->invert_monochrome1 && info->monochrome1;
+    /* Windowed, then inverted for MONOCHROME1 (y = 1 - y), in one pass over the frame. */
     if (minmax && !(w > 0)) {
+        float y = invert ? 1.0f : 0.0f;
         for (size_t i = 0; i < n; i++)
-            frame[i] = 0.0f;
+            frame[i] = y;
     } else {
         for (size_t i = 0; i < n; i++) {
             double x = frame[i], y;
@@ -260,12 +263,10 @@ int gj_preprocess_frame(const struct gj_preprocess_config *pc, const struct gj_f
             case GJ_VOI_LINEAR:
             default: y = gj_voi_linear(x, c, w); break;
             }
-            frame[i] = (float)y;
+            float fy = (float)y;
+            frame[i] = invert ? 1.0f - fy : fy;
         }
     }
-    if (invert)
-        for (size_t i = 0; i < n; i++)
-            frame[i] = 1.0f - frame[i];
     if (applied) {
         applied->window_source = source;
         applied->center = c;

@@ -22,8 +22,7 @@ double brkga_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int fail(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *msg, size_t len, const char *fmt, ...)
+int brkga_fail(char *msg, size_t len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -70,28 +69,28 @@ int brkga_stop_parse(const char *name)
 int brkga_check_params(const struct brkga_params *prm, char *msg, size_t len)
 {
     if (prm->n < 1)
-        return fail(msg, len, "the problem has no genes");
+        return brkga_fail(msg, len, "the problem has no genes");
     if (prm->p < 2)
-        return fail(msg, len, "population of %zu individuals: at least 2 are needed", prm->p);
+        return brkga_fail(msg, len, "population of %zu individuals: at least 2 are needed", prm->p);
     if (prm->ne < 1)
-        return fail(msg, len, "population of %zu individuals leaves no elite: raise elites or the "
+        return brkga_fail(msg, len, "population of %zu individuals leaves no elite: raise elites or the "
                     "population", prm->p);
     if (prm->ne + prm->nm >= prm->p)
-        return fail(msg, len, "elites (%zu) + mutants (%zu) must be fewer than the population (%zu)",
+        return brkga_fail(msg, len, "elites (%zu) + mutants (%zu) must be fewer than the population (%zu)",
                     prm->ne, prm->nm, prm->p);
     if (!(prm->rhoe > 0.5 && prm->rhoe <= 1.0))
-        return fail(msg, len, "inheritance_prob %g is outside (0.5, 1]", prm->rhoe);
+        return brkga_fail(msg, len, "inheritance_prob %g is outside (0.5, 1]", prm->rhoe);
     if (prm->K < 1)
-        return fail(msg, len, "populations must be at least 1");
+        return brkga_fail(msg, len, "populations must be at least 1");
     if (prm->K > 1 && prm->exchange_interval > 0 &&
         (size_t)prm->exchange_count * (size_t)(prm->K - 1) > prm->p - prm->ne)
-        return fail(msg, len, "exchange_count x (populations - 1) = %zu exceeds the non-elite "
+        return brkga_fail(msg, len, "exchange_count x (populations - 1) = %zu exceeds the non-elite "
                     "slots (%zu)", (size_t)prm->exchange_count * (size_t)(prm->K - 1),
                     prm->p - prm->ne);
     if ((uint64_t)prm->p * (uint64_t)prm->K > (1u << 30) || prm->n > (1u << 24))
-        return fail(msg, len, "population or chromosome too large");
+        return brkga_fail(msg, len, "population or chromosome too large");
     if ((uint64_t)prm->p * (uint64_t)prm->K * (uint64_t)prm->n > (1ull << 29))
-        return fail(msg, len, "%d population(s) of %zu x %zu genes exceed 2^29 keys (4 GiB for two "
+        return brkga_fail(msg, len, "%d population(s) of %zu x %zu genes exceed 2^29 keys (4 GiB for two "
                     "generations): lower max_population or populations", prm->K, prm->p, prm->n);
     return 0;
 }
@@ -99,12 +98,15 @@ int brkga_check_params(const struct brkga_params *prm, char *msg, size_t len)
 /* ------------------------------------------------------------------ */
 /* CPU backend                                                         */
 
+struct rank_item { double f; uint32_t idx; };
+
 struct cpu_state {
     struct brkga_params prm;
     struct brkga_decoder dec;
     float *cur, *nxt;
     double *fit, *nfit;
     uint32_t *order;          /* K*p: slot index of rank r */
+    struct rank_item *rank;   /* p: cpu_rank's sort buffer */
     unsigned char *scratch;
     int threads;
     uint64_t thresh;
@@ -117,6 +119,7 @@ struct cpu_state {
     size_t n_initial;
     size_t first;             /* first slot of each population the call covers */
     const struct brkga_hooks *hooks;
+    struct brkga_backend *be; /* for be->msg */
     int abort_flag;           /* set (atomically) when a cancel is seen mid-generation */
     double last_poll;
 };
@@ -238,8 +241,6 @@ static int par_for(struct cpu_state *s, size_t n_jobs)
     return __atomic_load_n(&s->abort_flag, __ATOMIC_RELAXED) ? 1 : 0;
 }
 
-struct rank_item { double f; uint32_t idx; };
-
 static int rank_cmp(const void *a, const void *b)
 {
     const struct rank_item *x = a, *y = b;
@@ -252,9 +253,7 @@ static int cpu_rank(struct cpu_state *s)
 {
     double t0 = brkga_now();
     size_t p = s->prm.p;
-    struct rank_item *it = malloc(p * sizeof *it);
-    if (!it)
-        return -1;
+    struct rank_item *it = s->rank;
     for (int k = 0; k < s->prm.K; k++) {
         for (size_t i = 0; i < p; i++) {
             double f = s->fit[(size_t)k * p + i];
@@ -265,7 +264,6 @@ static int cpu_rank(struct cpu_state *s)
         for (size_t i = 0; i < p; i++)
             s->order[(size_t)k * p + i] = it[i].idx;
     }
-    free(it);
     s->t_sort += brkga_now() - t0;
     return 0;
 }
@@ -323,7 +321,7 @@ static int cpu_exchange(void *st, int M)
     if (!bk || !bf) {
         free(bk);
         free(bf);
-        return -1;
+        return brkga_fail(s->be->msg, sizeof s->be->msg, "out of memory for the exchange");
     }
     for (int k = 0; k < K; k++)
         for (int m = 0; m < M; m++) {
@@ -385,6 +383,7 @@ static void cpu_destroy(void *st)
     free(s->fit);
     free(s->nfit);
     free(s->order);
+    free(s->rank);
     free(s->scratch);
     free(s);
 }
@@ -394,7 +393,7 @@ int brkga_cpu_backend(const struct brkga_params *prm, const struct brkga_decoder
 {
     struct cpu_state *s = calloc(1, sizeof *s);
     if (!s)
-        return fail(be->msg, sizeof be->msg, "out of memory");
+        return brkga_fail(be->msg, sizeof be->msg, "out of memory");
     s->prm = *prm;
     s->dec = *dec;
     /* each thread's scratch starts on its own cache line (and is 8-byte aligned) */
@@ -406,13 +405,15 @@ int brkga_cpu_backend(const struct brkga_params *prm, const struct brkga_decoder
     s->fit = calloc(total, sizeof(double));
     s->nfit = calloc(total, sizeof(double));
     s->order = calloc(total, sizeof(uint32_t));
+    s->rank = malloc(prm->p * sizeof *s->rank);
     s->scratch = aligned_alloc(64, (size_t)s->threads * (s->dec.scratch_bytes ? s->dec.scratch_bytes : 64));
-    if (!s->cur || !s->nxt || !s->fit || !s->nfit || !s->order || !s->scratch) {
+    if (!s->cur || !s->nxt || !s->fit || !s->nfit || !s->order || !s->rank || !s->scratch) {
         cpu_destroy(s);
-        return fail(be->msg, sizeof be->msg, "out of memory for %zu x %zu keys", total, prm->n);
+        return brkga_fail(be->msg, sizeof be->msg, "out of memory for %zu x %zu keys", total, prm->n);
     }
     s->thresh = (uint64_t)ldexp(prm->rhoe, 32);
     s->hooks = hooks;
+    s->be = be;
     s->last_poll = brkga_now();
     be->st = s;
     be->init = cpu_init;
@@ -487,9 +488,9 @@ int brkga_solve(const struct brkga_params *prm, const struct brkga_decoder *dec,
     memset(&be, 0, sizeof be);
     if (prm->device >= 0) {
         if (brkga_gpu_backend(prm, dec, &be))
-            return fail(msg, msglen, "%s", be.msg);
+            return brkga_fail(msg, msglen, "%s", be.msg);
     } else if (brkga_cpu_backend(prm, dec, hooks, &be)) {
-        return fail(msg, msglen, "%s", be.msg);
+        return brkga_fail(msg, msglen, "%s", be.msg);
     }
     size_t total = (size_t)prm->K * prm->p;
     double *fits = malloc(total * sizeof *fits);
@@ -497,7 +498,7 @@ int brkga_solve(const struct brkga_params *prm, const struct brkga_decoder *dec,
     size_t hist_cap = 0, rows_cap = 0;
     int rc = -1;
     if (!fits || !res->best_keys) {
-        fail(msg, msglen, "out of memory");
+        brkga_fail(msg, msglen, "out of memory");
         goto out;
     }
     double t_start = brkga_now(), t_update = t_start;
@@ -509,7 +510,7 @@ int brkga_solve(const struct brkga_params *prm, const struct brkga_decoder *dec,
         goto out;
     }
     if (r0) {
-        fail(msg, msglen, "initial population: %s", be.msg[0] ? be.msg : "failed");
+        brkga_fail(msg, msglen, "initial population: %s", be.msg[0] ? be.msg : "failed");
         goto out;
     }
     res->t_init = brkga_now() - t_start;
@@ -519,7 +520,7 @@ int brkga_solve(const struct brkga_params *prm, const struct brkga_decoder *dec,
     for (;;) {
         /* statistics of this generation */
         if (be.fitness(be.st, fits)) {
-            fail(msg, msglen, "%s", be.msg);
+            brkga_fail(msg, msglen, "%s", be.msg);
             goto out;
         }
         int bk = 0;
@@ -544,7 +545,7 @@ int brkga_solve(const struct brkga_params *prm, const struct brkga_decoder *dec,
         if (better(prm->maximize, gbest, res->best)) {
             res->best = gbest;
             if (be.keys(be.st, bk, 0, res->best_keys)) {
-                fail(msg, msglen, "%s", be.msg);
+                brkga_fail(msg, msglen, "%s", be.msg);
                 goto out;
             }
             if (gen > 0) {
@@ -555,7 +556,7 @@ int brkga_solve(const struct brkga_params *prm, const struct brkga_decoder *dec,
             stall++;
         }
         if (push_hist(res, &hist_cap, res->best, mean)) {
-            fail(msg, msglen, "out of memory");
+            brkga_fail(msg, msglen, "out of memory");
             goto out;
         }
         double elapsed = now - t_start, since = now - t_update;
@@ -573,7 +574,7 @@ int brkga_solve(const struct brkga_params *prm, const struct brkga_decoder *dec,
                 size_t nc = rows_cap ? rows_cap * 2 : 64;
                 struct brkga_stat_row *r = realloc(res->rows, nc * sizeof *r);
                 if (!r) {
-                    fail(msg, msglen, "out of memory");
+                    brkga_fail(msg, msglen, "out of memory");
                     goto out;
                 }
                 res->rows = r;
@@ -613,7 +614,7 @@ int brkga_solve(const struct brkga_params *prm, const struct brkga_decoder *dec,
                 break;
             }
             if (r) {
-                fail(msg, msglen, "reset: %s", be.msg);
+                brkga_fail(msg, msglen, "reset: %s", be.msg);
                 goto out;
             }
             res->resets++;
@@ -627,7 +628,7 @@ int brkga_solve(const struct brkga_params *prm, const struct brkga_decoder *dec,
             break;
         }
         if (r) {
-            fail(msg, msglen, "generation %ld: %s", gen, be.msg);
+            brkga_fail(msg, msglen, "generation %ld: %s", gen, be.msg);
             goto out;
         }
         decodes += (long)(prm->K * (prm->p - prm->ne));
@@ -635,7 +636,7 @@ int brkga_solve(const struct brkga_params *prm, const struct brkga_decoder *dec,
             gen % prm->exchange_interval == 0) {
             double t0 = brkga_now();
             if (be.exchange(be.st, prm->exchange_count)) {
-                fail(msg, msglen, "exchange: %s", be.msg);
+                brkga_fail(msg, msglen, "exchange: %s", be.msg);
                 goto out;
             }
             res->t_exchange += brkga_now() - t0;

@@ -17,6 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum brkga_stop {
     BRKGA_STOP_NONE = -1,
     BRKGA_STOP_GENERATIONS = 1,       /* max_generations reached */
@@ -107,6 +111,9 @@ int brkga_check_params(const struct brkga_params *prm, char *msg, size_t msglen)
 /* Monotonic seconds. */
 double brkga_now(void);
 
+/* Formats into msg (size len; either may be 0) and returns -1, for `return brkga_fail(...)`. */
+int brkga_fail(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* ---- backend interface (the CPU one is in brkga_engine.c, the GPU one in
  * brkga_gpu.cu); the generation loop in brkga_solve drives either. ---- */
 struct brkga_backend {
@@ -130,5 +137,9 @@ struct brkga_backend {
 
 int brkga_cpu_backend(const struct brkga_params *prm, const struct brkga_decoder *dec,
                       const struct brkga_hooks *hooks, struct brkga_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

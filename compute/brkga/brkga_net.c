@@ -25,17 +25,6 @@
 #define BRKGA_NET_MAX_ACCESS 10000
 #define BRKGA_NET_MAX_ROUTES 4000000
 
-static int fail(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *msg, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (msg && len)
-        vsnprintf(msg, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 void brkga_net_input_free(struct brkga_net_input *in)
 {
     for (size_t i = 0; i < in->n_nodes; i++) {
@@ -319,7 +308,7 @@ static int parse_xml(struct parse_state *ps, const char *text, size_t len)
 {
     XML_Parser p = XML_ParserCreate(NULL);
     if (!p)
-        return fail(ps->msg, ps->msglen, "out of memory");
+        return brkga_fail(ps->msg, ps->msglen, "out of memory");
     ps->parser = p;
     XML_SetUserData(p, ps);
     XML_SetElementHandler(p, on_start, on_end);
@@ -350,7 +339,7 @@ static int parse_json(struct parse_state *ps, const char *text, size_t len)
     const char *what = ps->mode ? "demands" : "network";
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return fail(ps->msg, ps->msglen, "%s: malformed JSON at line %d: %s", what, je.line, je.text);
+        return brkga_fail(ps->msg, ps->msglen, "%s: malformed JSON at line %d: %s", what, je.line, je.text);
     int rc = -1;
     if (!json_is_object(root)) {
         pfail(ps, "%s: the JSON document must be an object", what);
@@ -443,14 +432,14 @@ static int map_build(struct name_map *m, const struct brkga_net_input *in, char 
     m->slot = malloc(m->cap * sizeof *m->slot);
     m->nodes = in->nodes;
     if (!m->slot)
-        return fail(msg, len, "out of memory");
+        return brkga_fail(msg, len, "out of memory");
     for (size_t i = 0; i < m->cap; i++)
         m->slot[i] = -1;
     for (size_t i = 0; i < in->n_nodes; i++) {
         size_t h = hash_str(in->nodes[i].name) & (m->cap - 1);
         while (m->slot[h] >= 0) {
             if (strcmp(in->nodes[m->slot[h]].name, in->nodes[i].name) == 0)
-                return fail(msg, len, "network: node '%s' is declared twice", in->nodes[i].name);
+                return brkga_fail(msg, len, "network: node '%s' is declared twice", in->nodes[i].name);
             h = (h + 1) & (m->cap - 1);
         }
         m->slot[h] = (int)i;
@@ -502,16 +491,16 @@ int brkga_net_parse_network(const char *text, size_t len, struct brkga_net_input
     const char *first = skip_ws(text, len, &off);
     int rc;
     if (!first)
-        return fail(msg, msglen, "network: the file is empty");
+        return brkga_fail(msg, msglen, "network: the file is empty");
     if (*first == '<')
         rc = parse_xml(&ps, text, len);
     else if (*first == '{')
         rc = parse_json(&ps, text, len);
     else
-        return fail(msg, msglen, "network: neither XML nor JSON (starts with 0x%02x)", (unsigned char)*first);
+        return brkga_fail(msg, msglen, "network: neither XML nor JSON (starts with 0x%02x)", (unsigned char)*first);
     struct name_map map = { 0 };
     if (rc == 0 && in->n_nodes == 0)
-        rc = fail(msg, msglen, "network: no nodes");
+        rc = brkga_fail(msg, msglen, "network: no nodes");
     if (rc == 0)
         rc = map_build(&map, in, msg, msglen);
     if (rc == 0) {
@@ -521,12 +510,12 @@ int brkga_net_parse_network(const char *text, size_t len, struct brkga_net_input
                 continue;
             int l = map_find(&map, nd->location);
             if (l < 0) {
-                rc = fail(msg, msglen, "network: node '%s' is located at '%s', which is not declared",
+                rc = brkga_fail(msg, msglen, "network: node '%s' is located at '%s', which is not declared",
                           nd->name, nd->location);
                 break;
             }
             if (in->nodes[l].type != BRKGA_NODE_CORE || nd->type == BRKGA_NODE_CORE) {
-                rc = fail(msg, msglen, "network: node '%s' is located at '%s': a location must be a "
+                rc = brkga_fail(msg, msglen, "network: node '%s' is located at '%s': a location must be a "
                           "core node and belong to a source or transit node", nd->name, nd->location);
                 break;
             }
@@ -535,21 +524,21 @@ int brkga_net_parse_network(const char *text, size_t len, struct brkga_net_input
     if (rc == 0) {
         in->edges = calloc(ps.n_edges ? ps.n_edges : 1, sizeof *in->edges);
         if (!in->edges)
-            rc = fail(msg, msglen, "out of memory");
+            rc = brkga_fail(msg, msglen, "out of memory");
         for (size_t i = 0; rc == 0 && i < ps.n_edges; i++) {
             struct raw_edge *e = &ps.edges[i];
             int a = map_find(&map, e->a), b = map_find(&map, e->b);
             if (a < 0 || b < 0) {
-                rc = fail(msg, msglen, "network: Edge %zu (%s-%s) refers to node '%s', which is not "
+                rc = brkga_fail(msg, msglen, "network: Edge %zu (%s-%s) refers to node '%s', which is not "
                           "declared", i + 1, e->a, e->b, a < 0 ? e->a : e->b);
                 break;
             }
             if (a == b) {
-                rc = fail(msg, msglen, "network: Edge %zu connects '%s' to itself", i + 1, e->a);
+                rc = brkga_fail(msg, msglen, "network: Edge %zu connects '%s' to itself", i + 1, e->a);
                 break;
             }
             if (in->nodes[a].type != BRKGA_NODE_CORE && in->nodes[b].type != BRKGA_NODE_CORE) {
-                rc = fail(msg, msglen, "network: Edge %zu (%s-%s) joins two MPLS nodes; an edge "
+                rc = brkga_fail(msg, msglen, "network: Edge %zu (%s-%s) joins two MPLS nodes; an edge "
                           "must have a core (WSON) node at one end at least", i + 1, e->a, e->b);
                 break;
             }
@@ -572,38 +561,38 @@ int brkga_net_parse_demands(const char *text, size_t len, struct brkga_net_input
     const char *first = skip_ws(text, len, &off);
     int rc;
     if (!first)
-        return fail(msg, msglen, "demands: the file is empty");
+        return brkga_fail(msg, msglen, "demands: the file is empty");
     if (*first == '<')
         rc = parse_xml(&ps, text, len);
     else if (*first == '{')
         rc = parse_json(&ps, text, len);
     else
-        return fail(msg, msglen, "demands: neither XML nor JSON (starts with 0x%02x)", (unsigned char)*first);
+        return brkga_fail(msg, msglen, "demands: neither XML nor JSON (starts with 0x%02x)", (unsigned char)*first);
     struct name_map map = { 0 };
     if (rc == 0 && ps.n_dems == 0)
-        rc = fail(msg, msglen, "demands: no demands");
+        rc = brkga_fail(msg, msglen, "demands: no demands");
     if (rc == 0)
         rc = map_build(&map, in, msg, msglen);
     if (rc == 0) {
         in->demands = calloc(ps.n_dems, sizeof *in->demands);
         if (!in->demands)
-            rc = fail(msg, msglen, "out of memory");
+            rc = brkga_fail(msg, msglen, "out of memory");
         for (size_t i = 0; rc == 0 && i < ps.n_dems; i++) {
             struct raw_demand *r = &ps.dems[i];
             int s = map_find(&map, r->src), d = map_find(&map, r->dst);
             if (s < 0 || d < 0) {
-                rc = fail(msg, msglen, "demands: Demand %zu (%s->%s): node '%s' is not in the network",
+                rc = brkga_fail(msg, msglen, "demands: Demand %zu (%s->%s): node '%s' is not in the network",
                           i + 1, r->src, r->dst, s < 0 ? r->src : r->dst);
                 break;
             }
             if (in->nodes[s].type != BRKGA_NODE_ACCESS || in->nodes[d].type != BRKGA_NODE_ACCESS) {
-                rc = fail(msg, msglen, "demands: Demand %zu (%s->%s): '%s' is not a source (access) node",
+                rc = brkga_fail(msg, msglen, "demands: Demand %zu (%s->%s): '%s' is not a source (access) node",
                           i + 1, r->src, r->dst,
                           in->nodes[s].type != BRKGA_NODE_ACCESS ? r->src : r->dst);
                 break;
             }
             if (s == d) {
-                rc = fail(msg, msglen, "demands: Demand %zu has the same source and destination '%s'",
+                rc = brkga_fail(msg, msglen, "demands: Demand %zu has the same source and destination '%s'",
                           i + 1, r->src);
                 break;
             }
@@ -1097,14 +1086,14 @@ int brkga_net_build(struct brkga_net *net, struct brkga_net_input *in, int max_a
             if (in->nodes[u].type == BRKGA_NODE_CORE || att[u])
                 continue;
             free(att);
-            fail(msg, msglen, "network: %s node '%s' is attached to no core node (give it a "
+            brkga_fail(msg, msglen, "network: %s node '%s' is attached to no core node (give it a "
                  "location or an Edge to a core node)",
                  in->nodes[u].type == BRKGA_NODE_ACCESS ? "source" : "transit", in->nodes[u].name);
             goto out;
         }
         free(att);
         if (net->m.n_olinks == 0) {
-            fail(msg, msglen, "network: there is no optical link (edge between two core nodes)");
+            brkga_fail(msg, msglen, "network: there is no optical link (edge between two core nodes)");
             goto out;
         }
         if (csr_build(&g, N, me, ea, eb, ew))
@@ -1220,7 +1209,7 @@ int brkga_net_build(struct brkga_net *net, struct brkga_net_input *in, int max_a
     {
         int nv = net->m.n_vlinks;
         if (nv == 0) {
-            fail(msg, msglen, "network: no virtual link could be built (is the optical network "
+            brkga_fail(msg, msglen, "network: no virtual link could be built (is the optical network "
                  "connected, and max_optical_path_length large enough?)");
             goto out;
         }
@@ -1271,7 +1260,7 @@ int brkga_net_build(struct brkga_net *net, struct brkga_net_input *in, int max_a
                         free(rnodes[z]);
                     free(rnodes);
                     free(rnodes_len.v);
-                    fail(msg, msglen, "more than %d candidate routes: lower k_paths", BRKGA_NET_MAX_ROUTES);
+                    brkga_fail(msg, msglen, "more than %d candidate routes: lower k_paths", BRKGA_NET_MAX_ROUTES);
                     goto out;
                 }
                 if (n_pairs == cap_pairs) {
@@ -1396,7 +1385,7 @@ built:
     rc = 0;
     goto out;
 oom:
-    fail(msg, msglen, "out of memory during pre-computation");
+    brkga_fail(msg, msglen, "out of memory during pre-computation");
 out:
     free(acc); free(tra); free(mpls_id); free(mpls_node); free(olink_of_edge);
     free(ea); free(eb); free(ew); free(pv); free(pe); free(vla); free(vlb);

@@ -4,25 +4,14 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "brkga/brkga_engine.h"       /* brkga_fail */
 #include "brkga/brkga_net_decode.h"   /* brkga_sort_u64 */
 #include "brkga/brkga_tsp.h"
-
-static int fail(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *msg, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (msg && len)
-        vsnprintf(msg, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 void brkga_tsp_free(struct brkga_tsp *t)
 {
@@ -115,11 +104,11 @@ int brkga_tsp_parse(const char *text, size_t len, struct brkga_tsp *t, char *msg
             if (*e2)
                 goto bad_line;
             if (id < 1 || id > dim) {
-                fail(msg, msglen, "tsp: line %d: city %ld outside 1..%d", lineno, id, dim);
+                brkga_fail(msg, msglen, "tsp: line %d: city %ld outside 1..%d", lineno, id, dim);
                 goto err;
             }
             if (seen[id - 1]) {
-                fail(msg, msglen, "tsp: line %d: city %ld given twice", lineno, id);
+                brkga_fail(msg, msglen, "tsp: line %d: city %ld given twice", lineno, id);
                 goto err;
             }
             seen[id - 1] = 1;
@@ -130,7 +119,7 @@ int brkga_tsp_parse(const char *text, size_t len, struct brkga_tsp *t, char *msg
         }
         if (!strncmp(s, "NODE_COORD_SECTION", 18)) {
             if (dim < 2 || type < 0) {
-                fail(msg, msglen, "tsp: NODE_COORD_SECTION before DIMENSION and EDGE_WEIGHT_TYPE "
+                brkga_fail(msg, msglen, "tsp: NODE_COORD_SECTION before DIMENSION and EDGE_WEIGHT_TYPE "
                      "(EUC_2D, ATT or GEO)");
                 goto err;
             }
@@ -138,7 +127,7 @@ int brkga_tsp_parse(const char *text, size_t len, struct brkga_tsp *t, char *msg
             t->y = calloc((size_t)dim, sizeof(double));
             seen = calloc((size_t)dim, 1);
             if (!t->x || !t->y || !seen) {
-                fail(msg, msglen, "out of memory");
+                brkga_fail(msg, msglen, "out of memory");
                 goto err;
             }
             in_coords = 1;
@@ -157,14 +146,14 @@ int brkga_tsp_parse(const char *text, size_t len, struct brkga_tsp *t, char *msg
             snprintf(t->name, sizeof t->name, "%.63s", val);
         } else if (!strcmp(key, "TYPE")) {
             if (strcmp(val, "TSP") != 0) {
-                fail(msg, msglen, "tsp: TYPE %.40s is not supported (TSP only)", val);
+                brkga_fail(msg, msglen, "tsp: TYPE %.40s is not supported (TSP only)", val);
                 goto err;
             }
         } else if (!strcmp(key, "DIMENSION")) {
             char *end;
             long d = strtol(val, &end, 10);
             if (*end || d < 3 || d > BRKGA_TSP_MAX_CITIES) {
-                fail(msg, msglen, "tsp: DIMENSION %.40s is not an integer in 3..%d", val,
+                brkga_fail(msg, msglen, "tsp: DIMENSION %.40s is not an integer in 3..%d", val,
                      BRKGA_TSP_MAX_CITIES);
                 goto err;
             }
@@ -177,22 +166,22 @@ int brkga_tsp_parse(const char *text, size_t len, struct brkga_tsp *t, char *msg
             else if (!strcmp(val, "GEO"))
                 type = 2;
             else {
-                fail(msg, msglen, "tsp: EDGE_WEIGHT_TYPE %.40s is not supported (EUC_2D, ATT or GEO)", val);
+                brkga_fail(msg, msglen, "tsp: EDGE_WEIGHT_TYPE %.40s is not supported (EUC_2D, ATT or GEO)", val);
                 goto err;
             }
         }
         /* COMMENT and other keys are ignored */
         continue;
 bad_line:
-        fail(msg, msglen, "tsp: line %d is malformed", lineno);
+        brkga_fail(msg, msglen, "tsp: line %d is malformed", lineno);
         goto err;
     }
     if (!in_coords) {
-        fail(msg, msglen, "tsp: no NODE_COORD_SECTION");
+        brkga_fail(msg, msglen, "tsp: no NODE_COORD_SECTION");
         goto err;
     }
     if (have != dim) {
-        fail(msg, msglen, "tsp: %d of %d cities have coordinates (truncated file?)", have, dim);
+        brkga_fail(msg, msglen, "tsp: %d of %d cities have coordinates (truncated file?)", have, dim);
         goto err;
     }
     free(seen);
@@ -202,7 +191,7 @@ bad_line:
     t->geo = type == 2;
     t->dist = malloc((size_t)dim * (size_t)dim * sizeof(int));
     if (!t->dist) {
-        fail(msg, msglen, "out of memory");
+        brkga_fail(msg, msglen, "out of memory");
         goto err;
     }
     for (int i = 0; i < dim; i++)

@@ -127,23 +127,39 @@ static int short_scan_delta(const struct rc_geom *g, double *delta, struct gj_er
     return 0;
 }
 
+/* What the CPU filtering and the GPU tables share: the short-scan overscan delta, the FFT
+ * length L, the response H (L/2+1) and the view weights vw (caller frees both). */
+static int filter_setup(const struct rc_geom *g, int filter, double *delta, int *L_out, float **H, float **vw,
+                        struct gj_error *err)
+{
+    *delta = 0;
+    *H = *vw = NULL;
+    if (g->short_scan && short_scan_delta(g, delta, err))
+        return -1;
+    const int L = good_size(2 * g->cols > 64 ? 2 * g->cols : 64);
+    const double tau = g->type == RC_PARALLEL2D ? g->du : g->du * g->sod / g->sdd;
+    *H = malloc(sizeof(float) * (size_t)(L / 2 + 1));
+    *vw = malloc(sizeof(float) * (size_t)g->nviews);
+    if (!*H || !*vw || ramp_response(L, tau, filter, *H)) {
+        free(*H);
+        free(*vw);
+        *H = *vw = NULL;
+        return gj_error_set(err, "", "out of memory");
+    }
+    rc_view_weights(g, *vw);
+    *L_out = L;
+    return 0;
+}
+
 int rc_filter_projections(const struct rc_geom *g, int filter, float *proj, int nsets, int threads,
                           struct gj_error *err)
 {
-    double delta = 0;
-    if (g->short_scan && short_scan_delta(g, &delta, err))
+    double delta;
+    int L;
+    float *H, *vw;
+    if (filter_setup(g, filter, &delta, &L, &H, &vw, err))
         return -1;
     const int cols = g->cols;
-    const int L = good_size(2 * cols > 64 ? 2 * cols : 64);
-    const double tau = g->type == RC_PARALLEL2D ? g->du : g->du * g->sod / g->sdd;
-    float *H = malloc(sizeof(float) * (size_t)(L / 2 + 1));
-    float *vw = malloc(sizeof(float) * (size_t)g->nviews);
-    if (!H || !vw || ramp_response(L, tau, filter, H)) {
-        free(H);
-        free(vw);
-        return gj_error_set(err, "", "out of memory");
-    }
-    rc_view_weights(g, vw);
     const double sign = angle_step(g) >= 0 ? 1 : -1;
     const int64_t nrows = (int64_t)nsets * g->nviews * g->rows;
     int failed = 0;
@@ -212,23 +228,18 @@ int rc_filter_projections(const struct rc_geom *g, int filter, float *proj, int 
 int rc_filter_tables(const struct rc_geom *g, int filter, int *L_out, float **H, float **parker_w,
                      float **vw, struct gj_error *err)
 {
-    double delta = 0;
-    *H = *parker_w = *vw = NULL;
-    if (g->short_scan && short_scan_delta(g, &delta, err))
+    double delta;
+    int L;
+    *parker_w = NULL;
+    if (filter_setup(g, filter, &delta, &L, H, vw, err))
         return -1;
-    const int L = good_size(2 * g->cols > 64 ? 2 * g->cols : 64);
-    const double tau = g->type == RC_PARALLEL2D ? g->du : g->du * g->sod / g->sdd;
-    *H = malloc(sizeof(float) * (size_t)(L / 2 + 1));
-    *vw = malloc(sizeof(float) * (size_t)g->nviews);
     *parker_w = malloc(sizeof(float) * (size_t)g->nviews * (size_t)g->cols);
-    if (!*H || !*vw || !*parker_w || ramp_response(L, tau, filter, *H)) {
+    if (!*parker_w) {
         free(*H);
         free(*vw);
-        free(*parker_w);
-        *H = *parker_w = *vw = NULL;
+        *H = *vw = NULL;
         return gj_error_set(err, "", "out of memory");
     }
-    rc_view_weights(g, *vw);
     const double sign = angle_step(g) >= 0 ? 1 : -1;
     for (int v = 0; v < g->nviews; v++)
         for (int c = 0; c < g->cols; c++) {

@@ -295,14 +295,12 @@ double rc_ssim2d(const float *a, const float *ref, int nx, int ny, double range)
     for (int i = 0; i < 11; i++)
         w[i] /= ws;
     size_t n = (size_t)nx * ny;
-    double *buf = calloc(10 * n, sizeof *buf);
+    double *buf = calloc(5 * n, sizeof *buf);
     if (!buf)
         return NAN;
-    double *ch[5], *tm[5];
-    for (int c = 0; c < 5; c++) {
-        ch[c] = buf + c * n;
-        tm[c] = buf + (5 + c) * n;
-    }
+    double *tm[5];
+    for (int c = 0; c < 5; c++)
+        tm[c] = buf + c * n;
     /* separable filter of x, y, xx, yy, xy: rows then columns (interior only) */
     for (int j = 0; j < ny; j++)
         for (int i = R; i < nx - R; i++) {
@@ -331,7 +329,6 @@ double rc_ssim2d(const float *a, const float *ref, int nx, int ny, double range)
                    ((s[0] * s[0] + s[1] * s[1] + C1) * (vx + vy + C2));
             cnt++;
         }
-    (void)ch;
     free(buf);
     return cnt ? acc / (double)cnt : NAN;
 }

@@ -178,8 +178,8 @@ static void bp_cone_row(float *restrict out, const float *restrict qp, int pc, f
 
 /* FDK backprojection (cone, optional matrices) of views [v0, v1) into slices [z0, z0+nzs):
  * views are padded in chunks and every thread takes blocks of 8 rows of one slice. */
-static void bp_cone_fast(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
-                         const float *vw, int v0, int v1, int threads)
+static int bp_cone_fast(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
+                        const float *vw, int v0, int v1, int threads)
 {
     enum { VC = 8 };
     const int cols = g->cols, rows = g->rows, pc = cols + 3, pr = rows + 3;
@@ -189,7 +189,7 @@ static void bp_cone_fast(const struct rc_geom *g, const float *proj, float *vol,
     if (!pad || !mats) {
         free(pad);
         free(mats);
-        return;
+        return -1;
     }
     const int njb = (g->ny + 7) / 8;
     const double x0 = -0.5 * (g->nx - 1) * g->vx + g->ox;
@@ -225,20 +225,19 @@ static void bp_cone_fast(const struct rc_geom *g, const float *proj, float *vol,
     }
     free(pad);
     free(mats);
+    return 0;
 }
 
-void rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
-                    const float *view_weight, int fdk, int v0, int v1, int threads)
+int rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
+                   const float *view_weight, int fdk, int v0, int v1, int threads)
 {
-    if (g->type == RC_CONE3D && fdk) {
-        bp_cone_fast(g, proj, vol, z0, nzs, view_weight, v0, v1, threads);
-        return;
-    }
+    if (g->type == RC_CONE3D && fdk)
+        return bp_cone_fast(g, proj, vol, z0, nzs, view_weight, v0, v1, threads);
     if (g->type == RC_PARALLEL2D) {
         const int pc = g->cols + 4;
         float *pad = calloc((size_t)nzs * g->nviews * pc, sizeof *pad);
         if (!pad)
-            return;
+            return -1;
         for (int64_t r = 0; r < (int64_t)nzs * g->nviews; r++)
             memcpy(pad + r * pc + 2, proj + r * g->cols, sizeof(float) * (size_t)g->cols);
         const int njb = (g->ny + 7) / 8;
@@ -250,14 +249,12 @@ void rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int 
                 bp_parallel(g, pad + (int64_t)k * g->nviews * pc, vol + k * slice, j0, j1, v0, v1, view_weight);
             }
         free(pad);
-        (void)fdk;
-        (void)z0;
-        return;
+        return 0;
     }
     int nv = v1 - v0;
     int *vl = malloc(sizeof(int) * (size_t)(nv > 0 ? nv : 1));
     if (!vl)
-        return;
+        return -1;
     for (int i = 0; i < nv; i++)
         vl[i] = v0 + i;
     const int64_t slice = (int64_t)g->nx * g->ny;
@@ -272,6 +269,7 @@ void rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int 
             bp_rows(g, q, vol + k * slice, NULL, z0 + k, j0, j1, vl, nv, view_weight, fdk);
         }
     free(vl);
+    return 0;
 }
 
 /* ---- Joseph forward projection ---- */
@@ -300,6 +298,7 @@ static void fp_views(const struct rc_geom *g, const float *vol, int nz_vol, floa
     for (int vi = 0; vi < nv; vi++)
         for (int r = 0; r < rows; r++) {
             int v = vlist[vi];
+            const double ca = cos(g->angles[v]), sa = sin(g->angles[v]);
             double Mi[9] = { 0 }, C[3] = { 0 };
             int ok = 0;
             if (g->mat)
@@ -312,20 +311,19 @@ static void fp_views(const struct rc_geom *g, const float *vol, int nz_vol, floa
                     out[c] = 0;
                     continue;
                 }
-                rc_ray(g->type, cos(g->angles[v]), sin(g->angles[v]), g->sod, g->sdd, u, vv, g->mat ? Mi : NULL, C, c, r,
-                       p, d);
+                rc_ray(g->type, ca, sa, g->sod, g->sdd, u, vv, g->mat ? Mi : NULL, C, c, r, p, d);
                 out[c] = (float)rc_joseph(&grid, vol, nz_vol, p, d);
             }
         }
 }
 
-void rc_forward(const struct rc_geom *g, const float *vol, float *proj, int z0, int nzs, int v0,
-                int v1, int threads)
+int rc_forward(const struct rc_geom *g, const float *vol, float *proj, int z0, int nzs, int v0,
+               int v1, int threads)
 {
     int nv = v1 - v0;
     int *vl = malloc(sizeof(int) * (size_t)(nv > 0 ? nv : 1));
     if (!vl)
-        return;
+        return -1;
     for (int i = 0; i < nv; i++)
         vl[i] = v0 + i;
     if (g->type == RC_CONE3D) {
@@ -337,9 +335,29 @@ void rc_forward(const struct rc_geom *g, const float *vol, float *proj, int z0, 
     }
     (void)z0;
     free(vl);
+    return 0;
 }
 
 /* ---- SART / SIRT ---- */
+
+void rc_subset_order(int subsets, int *order)
+{
+    int stride = (int)(subsets / 1.618 + 0.5);
+    if (stride < 1)
+        stride = 1;
+    for (;; stride++) {
+        int a = stride, b = subsets;
+        while (b) {
+            int t = a % b;
+            a = b;
+            b = t;
+        }
+        if (a == 1)
+            break;
+    }
+    for (int s = 0; s < subsets; s++)
+        order[s] = (int)(((int64_t)s * stride) % subsets);
+}
 
 struct iter_ws {
     float *rowsum;   /* A 1 per ray (views x rows x cols) */
@@ -373,24 +391,7 @@ static int iterate(const struct rc_geom *g, const struct rc_opts *o, const float
     for (int i = 0; i < g->nviews; i++)
         vl[i] = i;
     fp_views(g, ones, nz_vol, rowsum, vl, g->nviews, threads);
-    /* subset order: a stride near subsets / golden ratio, coprime to subsets */
-    {
-        int stride = (int)(subsets / 1.618 + 0.5);
-        if (stride < 1)
-            stride = 1;
-        for (;; stride++) {
-            int a = stride, b = subsets;
-            while (b) {
-                int t = a % b;
-                a = b;
-                b = t;
-            }
-            if (a == 1)
-                break;
-        }
-        for (int s = 0; s < subsets; s++)
-            order[s] = (int)(((int64_t)s * stride) % subsets);
-    }
+    rc_subset_order(subsets, order);
     const int nzb = g->type == RC_CONE3D ? nz_vol : 1;
     const int njb = (g->ny + 7) / 8;
     /* a parallel region per sub-iteration only pays off when a subset holds enough work
@@ -479,8 +480,9 @@ int rc_reconstruct(const struct rc_geom *g, const struct rc_opts *o, float *proj
             chunk = chunk < 1 ? 1 : chunk;
             for (int k = 0; k < nzs; k += chunk) {
                 int n = k + chunk <= nzs ? chunk : nzs - k;
-                rc_backproject(g, proj + k * pset, vol + k * slice, z0 + k, n, NULL, g->type != RC_PARALLEL2D, 0,
-                               g->nviews, T);
+                if (rc_backproject(g, proj + k * pset, vol + k * slice, z0 + k, n, NULL, g->type != RC_PARALLEL2D, 0,
+                                   g->nviews, T))
+                    return gj_error_set(err, "", "out of memory");
                 if (hooks && hooks->cancelled && hooks->cancelled(hooks->ctx))
                     return 1;
                 if (hooks && hooks->progress)
@@ -491,7 +493,8 @@ int rc_reconstruct(const struct rc_geom *g, const struct rc_opts *o, float *proj
             vc = vc < 8 ? 8 : vc;
             for (int v = 0; v < g->nviews; v += vc) {
                 int v1 = v + vc <= g->nviews ? v + vc : g->nviews;
-                rc_backproject(g, proj, vol, z0, nzs, NULL, 1, v, v1, T);
+                if (rc_backproject(g, proj, vol, z0, nzs, NULL, 1, v, v1, T))
+                    return gj_error_set(err, "", "out of memory");
                 if (hooks && hooks->cancelled && hooks->cancelled(hooks->ctx))
                     return 1;
                 if (hooks && hooks->progress)

@@ -143,12 +143,17 @@ int rc_filter_tables(const struct rc_geom *g, int filter, int *L, float **H, flo
                      float **vw, struct gj_error *err);
 /* Voxel-driven bilinear backprojection of one projection set into slices [z0, z0+nzs)
  * of the volume (vol points to slice z0). view_weight per view (NULL: 1); fdk=1 applies the
- * sod^2/L^2 distance weight of FBP/FDK; views [v0, v1). Adds to vol. */
-void rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
+ * sod^2/L^2 distance weight of FBP/FDK; views [v0, v1). Adds to vol. 0, or -1 when out of
+ * memory (vol then partly updated). */
+int rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
                     const float *view_weight, int fdk, int v0, int v1, int threads);
-/* Joseph forward projection of slices [z0,z0+nzs) (2D: one slice at z0) for views [v0,v1). */
-void rc_forward(const struct rc_geom *g, const float *vol, float *proj, int z0, int nzs, int v0,
-                int v1, int threads);
+/* Joseph forward projection of slices [z0,z0+nzs) (2D: one slice at z0) for views [v0,v1).
+ * 0, or -1 when out of memory. */
+int rc_forward(const struct rc_geom *g, const float *vol, float *proj, int z0, int nzs, int v0,
+               int v1, int threads);
+/* SART's order of its subsets (order[0..subsets)): a stride near subsets / golden ratio,
+ * coprime to subsets. Shared by the CPU and GPU paths. */
+void rc_subset_order(int subsets, int *order);
 /* Per-view FBP weights (angular step, redundancy, Parker handled per ray in filtering). */
 void rc_view_weights(const struct rc_geom *g, float *w);
 /* Reconstructs slices [z0, z0+nzs) into vol (nx*ny*nzs floats). proj: for 2D the sinograms

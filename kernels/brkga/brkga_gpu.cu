@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "brkga/brkga_gpu.h"
 #include "brkga/brkga_net.h"
@@ -33,13 +32,6 @@
 
 static thread_local char g_msg[256];
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 struct gpu_state {
     struct brkga_params prm;
     int device;
@@ -55,7 +47,6 @@ struct gpu_state {
     struct brkga_net_view view;       /* device pointers */
     void *model_mem[8];
     uint64_t thresh;
-    double *h_fit;
     uint32_t *h_order;
     double t_evolve, t_decode, t_sort;
     struct brkga_backend *be;
@@ -187,7 +178,7 @@ static unsigned blocks(size_t n, unsigned tpb)
 
 static int g_rank(struct gpu_state *s)
 {
-    double t0 = now_s();
+    double t0 = brkga_now();
     size_t total = s->total;
     k_sort_input<<<blocks(total, 256), 256>>>(s->fit, s->skey_in, s->sval_in, s->prm.p, total,
                                                s->prm.maximize);
@@ -197,19 +188,19 @@ static int g_rank(struct gpu_state *s)
                                                 s->sval_in, s->order, (int)total, s->prm.K,
                                                 s->offsets, s->offsets + 1));
     CK(cudaMemcpy(s->h_order, s->order, total * sizeof(uint32_t), cudaMemcpyDeviceToHost));
-    s->t_sort += now_s() - t0;
+    s->t_sort += brkga_now() - t0;
     return 0;
 }
 
 static int g_decode(struct gpu_state *s, size_t first)
 {
-    double t0 = now_s();
+    double t0 = brkga_now();
     size_t jobs = (size_t)s->prm.K * (s->prm.p - first);
     k_decode<<<blocks(jobs, 128), 128>>>(s->view, s->cur, s->fit, s->scratch, s->scratch_bytes,
                                          s->prm.p, s->prm.n, first, s->prm.K);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
-    s->t_decode += now_s() - t0;
+    s->t_decode += brkga_now() - t0;
     return 0;
 }
 
@@ -217,7 +208,7 @@ static int g_init_impl(struct gpu_state *s, uint32_t gen, int word, const float 
                        size_t n_initial)
 {
     CK(cudaSetDevice(s->device));
-    double t0 = now_s();
+    double t0 = brkga_now();
     size_t ninit = n_initial < s->prm.p ? n_initial : s->prm.p;
     if (ninit && initial)
         CK(cudaMemcpy(s->initial, initial, ninit * s->prm.n * sizeof(float), cudaMemcpyHostToDevice));
@@ -228,7 +219,7 @@ static int g_init_impl(struct gpu_state *s, uint32_t gen, int word, const float 
                                             s->prm.seed, gen, word);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
-    s->t_evolve += now_s() - t0;
+    s->t_evolve += brkga_now() - t0;
     if (g_decode(s, 0))
         return -1;
     return g_rank(s);
@@ -246,7 +237,7 @@ static int g_init(void *st, uint32_t gen, int word, const float *initial, size_t
 static int g_evolve_impl(struct gpu_state *s, uint32_t gen)
 {
     CK(cudaSetDevice(s->device));
-    double t0 = now_s();
+    double t0 = brkga_now();
     size_t genes = s->total * s->prm.n;
     k_evolve<<<blocks(genes, 256), 256>>>(s->cur, s->nxt, s->order, s->prm.p, s->prm.n, s->prm.ne,
                                           s->prm.nm, genes, s->prm.seed, gen, s->thresh);
@@ -258,7 +249,7 @@ static int g_evolve_impl(struct gpu_state *s, uint32_t gen)
     CK(cudaDeviceSynchronize());
     float *tk = s->cur; s->cur = s->nxt; s->nxt = tk;
     double *tf = s->fit; s->fit = s->nfit; s->nfit = tf;
-    s->t_evolve += now_s() - t0;
+    s->t_evolve += brkga_now() - t0;
     if (g_decode(s, s->prm.ne))   /* elites are not decoded again */
         return -1;
     return g_rank(s);
@@ -385,7 +376,6 @@ static void g_destroy(void *st)
     for (int i = 0; i < 8; i++)
         if (s->model_mem[i])
             cudaFree(s->model_mem[i]);
-    free(s->h_fit);
     free(s->h_order);
     free(s);
 }
@@ -433,9 +423,8 @@ static int g_create(struct gpu_state *s, const struct brkga_net_model *m)
     s->scratch_bytes = (brkga_net_scratch_size(m->n_vlinks, m->n_demands, m->n_olinks) + 15) & ~(size_t)15;
     CK(cudaMalloc((void **)&s->scratch, total * s->scratch_bytes));
     int *off = (int *)malloc(((size_t)prm->K + 1) * sizeof(int));
-    s->h_fit = (double *)malloc(total * sizeof(double));
     s->h_order = (uint32_t *)malloc(total * sizeof(uint32_t));
-    if (!off || !s->h_fit || !s->h_order) {
+    if (!off || !s->h_order) {
         free(off);
         snprintf(g_msg, sizeof g_msg, "out of memory");
         return -1;

@@ -645,19 +645,9 @@ int gpu_iterate(const rc_geom *g, const rc_opts *o, const float *d_p, float *d_x
             }
         }
     }
-    // subset order as the CPU: a stride near subsets / golden ratio, coprime to subsets
-    int stride = (int)(subsets / 1.618 + 0.5);
-    if (stride < 1)
-        stride = 1;
-    for (;; stride++) {
-        int a = stride, b = subsets;
-        while (b) { int t = a % b; a = b; b = t; }
-        if (a == 1)
-            break;
-    }
+    // subset order: the CPU's
     int *ord = order.as<int>(), *vl = hl.as<int>(), *off = hoff.as<int>();
-    for (int s = 0; s < subsets; s++)
-        ord[s] = (int)(((int64_t)s * stride) % subsets);
+    rc_subset_order(subsets, ord);
     // view lists: all views (row sums), then each sub-iteration's subset in order
     for (int v = 0; v < g->nviews; v++)
         vl[v] = v;

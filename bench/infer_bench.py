@@ -19,12 +19,13 @@ import http.client
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
+
+from benchlib import cpu_model, load_average, model_counters
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
@@ -38,21 +39,8 @@ CONCURRENCY = [1, 2, 4, 8, 16, 32, 64]
 
 
 def hardware():
-    model = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        load = "load average " + " ".join(open("/proc/loadavg").read().split()[:3])
-    except OSError:
-        load = "load average ?"
-    return (f"{os.cpu_count()} CPU cores ({model}), no GPU, {platform.system()} {platform.release()}, "
-            f"{load} at start")
+    return (f"{os.cpu_count()} CPU cores ({cpu_model()}), no GPU, {platform.system()} {platform.release()}, "
+            f"load average {load_average()} at start")
 
 
 def pct(sorted_vals, q):
@@ -165,12 +153,7 @@ def http_run(srv, key, model, conc, requests, body, hdrs):
 
 
 def counters(c, model):
-    text = c.request("GET", "/metrics").body.decode()
-    v = {}
-    for name in ("inference_count", "inference_exec_count"):
-        m = re.search(r'gpujobd_%s\{model="%s",version="1"\} (\d+)' % (name, re.escape(model)), text)
-        v[name] = int(m.group(1)) if m else 0
-    return v
+    return model_counters(c.request("GET", "/metrics").body.decode(), model)
 
 
 def bench_http(requests, threads):

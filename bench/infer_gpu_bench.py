@@ -46,15 +46,14 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import re
-import shutil
-import socket
 import ssl
 import statistics
 import subprocess
 import sys
 import threading
 import time
+
+from benchlib import cpu_model, load_average, model_counters
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 T_START = time.monotonic()
@@ -153,15 +152,6 @@ def ratio(a, b):
 # ---- hardware ------------------------------------------------------------------------------
 
 def hardware(device):
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     gpu = "no GPU used"
     if device == "cuda":
         try:
@@ -189,9 +179,8 @@ def hardware(device):
             vers.append(f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}")
     except Exception:  # noqa: BLE001
         pass
-    load = " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
-    return (f"{gpu}; CPU {cpu}, {os.cpu_count()} cores; {platform.system()} {platform.release()}; "
-            f"{', '.join(vers)}; load average {load} at start")
+    return (f"{gpu}; CPU {cpu_model()}, {os.cpu_count()} cores; {platform.system()} {platform.release()}; "
+            f"{', '.join(vers)}; load average {load_average()} at start")
 
 
 # ---- models --------------------------------------------------------------------------------
@@ -797,11 +786,10 @@ class Load:
                 p.terminate()
 
 
-def metric(srv, model, name):
-    c = srv.client()
-    text = c.request("GET", "/metrics").body.decode()
-    m = re.search(r'gpujobd_%s\{model="%s",version="1"\} (\d+)' % (name, re.escape(model)), text)
-    return int(m.group(1)) if m else 0
+def counters(srv, model):
+    """inference_count and inference_exec_count of one model, from one /metrics page."""
+    v = model_counters(srv.client().request("GET", "/metrics").body.decode(), model)
+    return v["inference_count"], v["inference_exec_count"]
 
 
 _SAMPLE = {}
@@ -910,9 +898,9 @@ def part_http(run, specs):
                     if run.left() < a.level_seconds + 2:
                         run.say(f"| {spec['name']} | {label} | {mb} | {delay} | {conc} | skipped: part time limit | | | | | | |")
                         break
-                    c0, e0 = metric(srv, model, "inference_count"), metric(srv, model, "inference_exec_count")
+                    c0, e0 = counters(srv, model)
                     r = load.run(conc, "POST", path, body1, hdrs, a.level_seconds)
-                    c1, e1 = metric(srv, model, "inference_count"), metric(srv, model, "inference_exec_count")
+                    c1, e1 = counters(srv, model)
                     r["mean_batch"] = (c1 - c0) / (e1 - e0) if e1 > e0 else 0
                     mbps = r["throughput"] * len(body1) / 2**20
                     notes = [f"{mbps:,.0f} MiB/s up", f"client ceiling {fmt(ceiling.get(conc), 0)}/s"]

@@ -20,19 +20,11 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
 from harness import Harness  # noqa: E402
+from benchlib import cpu_model  # noqa: E402
 
 
 def hardware():
-    model = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores, {model}, {platform.system()} {platform.release()}"
+    return f"{os.cpu_count()} cores, {cpu_model()}, {platform.system()} {platform.release()}"
 
 
 def insert_jobs(h, n, tenant_sql="(SELECT id FROM tenants LIMIT 1)"):

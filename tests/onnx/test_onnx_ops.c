@@ -643,6 +643,30 @@ static void test_huge_sizes(void **st)
         onnx_session_free(ss);
         onnx_model_free(o);
     }
+    /* the limit counts scratch: a 3x3 Conv on 100x100 holds about 80 kB of tensors but needs
+     * 360 kB of im2col scratch on the CPU */
+    {
+        float w9[9] = { 0 };
+        struct gb e = { 0 };
+        gb_input(&e, "x", T_FLOAT, 4, D(1, 1, 100, 100));
+        gb_init(&e, "w", T_FLOAT, 4, D(1, 1, 3, 3), w9);
+        struct pb at[1] = { pb_attr_ints("pads", 4, D(1, 1, 1, 1)) };
+        gb_node(&e, "Conv", S("x", "w"), S("y"), 1, at);
+        gb_output(&e, "y");
+        struct pb mm = gb_finish(&e);
+        struct gj_error er = { 0 };
+        onnx_model *o = onnx_model_load_memory(mm.b, mm.n, &er);
+        free(mm.b);
+        assert_non_null(o);
+        struct onnx_session_options op = { .batch = 1, .threads = 1, .backend = "cpu", .max_bytes = 200000 };
+        assert_null(onnx_session_create(o, &op, &er));
+        assert_non_null(strstr(er.message, "scratch"));
+        op.max_bytes = 500000;
+        onnx_session *ss = onnx_session_create(o, &op, &er);
+        assert_non_null(ss);
+        onnx_session_free(ss);
+        onnx_model_free(o);
+    }
     /* a length prefix claiming 2^60 bytes */
     uint8_t bad[16] = { (7 << 3) | 2, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10 };
     struct gj_error err = { 0 };

@@ -1436,6 +1436,13 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
                 s->scratch_bytes = sb;
         }
     }
+    /* the limit covers scratch too, known only now that every node has said what it needs */
+    if (opt->max_bytes && s->alloc_bytes + s->scratch_bytes > opt->max_bytes) {
+        gj_error_set(err, "batch", "the model needs %zu bytes of buffers at batch %d (%zu of them "
+                     "scratch); the limit is %zu", s->alloc_bytes + s->scratch_bytes, opt->batch,
+                     s->scratch_bytes, opt->max_bytes);
+        goto fail;
+    }
     if (s->scratch_bytes) {
         s->scratch = be->alloc(s->bctx, s->scratch_bytes);
         if (!s->scratch) {

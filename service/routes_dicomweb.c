@@ -97,7 +97,7 @@ static void get_uid(const gj_dicom *d, uint32_t tag, char out[68])
     char buf[128];
     out[0] = '\0';
     if (gj_dicom_get_string(d, tag, buf, sizeof buf) == 0 && uid_ok(buf))
-        snprintf(out, 68, "%s", buf);
+        memcpy(out, buf, strlen(buf) + 1);   /* uid_ok: at most 64 characters */
 }
 
 static struct instance *new_instance(struct stow *s)
@@ -258,7 +258,7 @@ static void stow_begin(struct gj_req *r)
             gj_problem(r, 400, "study", "the study in the path is not a UID (digits and dots, at most 64)");
             return;
         }
-        snprintf(s->study_path, sizeof s->study_path, "%s", r->params[0]);
+        memcpy(s->study_path, r->params[0], strlen(r->params[0]) + 1);   /* at most 64 */
     }
     const char *ct = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
     char type[100], boundary[GJ_MPR_BOUNDARY_MAX + 1];

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "infer/onnx/onnx_dtype.h"
 #include "infer/onnx/onnx_model.h"
 
 /* Every operator the runtime knows: X(enum suffix, ONNX op_type). */
@@ -48,7 +49,6 @@ struct onnx_tensor {
     void *data;
 };
 
-size_t onnx_elem_size(int elem);
 size_t onnx_tensor_bytes(const struct onnx_tensor *t);
 /* numel from dims; -1 when over limit or a dim is negative. */
 int64_t onnx_shape_numel(int rank, const int64_t *dims, int64_t limit);

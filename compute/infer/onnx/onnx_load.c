@@ -35,17 +35,6 @@ const char *onnx_op_name(int op)
     return op >= 0 && op < ONNX_OP_COUNT ? op_names[op] : "?";
 }
 
-size_t onnx_elem_size(int elem)
-{
-    switch (elem) {
-    case ONNX_ELEM_FLOAT: return 4;
-    case ONNX_ELEM_INT32: return 4;
-    case ONNX_ELEM_INT64: return 8;
-    case ONNX_ELEM_BOOL: return 1;
-    default: return 0;
-    }
-}
-
 size_t onnx_tensor_bytes(const struct onnx_tensor *t)
 {
     return (size_t)t->numel * onnx_elem_size(t->elem);
@@ -114,14 +103,6 @@ int onnx_broadcast_walk(const struct onnx_tensor *out, const struct onnx_tensor 
         wr = 1;
     }
     return wr;
-}
-
-static const char *elem_name(int t)
-{
-    static const char *const names[] = { "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16",
-        "INT32", "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64",
-        "COMPLEX128", "BFLOAT16" };
-    return t >= 0 && t < (int)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
 }
 
 /* ---- a protobuf-c allocator with a budget ------------------------------------------ */
@@ -236,63 +217,7 @@ static int tensor_from_proto(const Onnx__TensorProto *tp, struct onnx_tensor *t,
     t->numel = onnx_shape_numel(t->rank, t->dims, MAX_TENSOR_ELEMS);
     if (t->numel < 0)
         return gj_error_set(err, "model", "tensor '%s' declares invalid or huge dimensions", nm);
-    int dt = tp->has_data_type ? tp->data_type : 0;
-    size_t n = (size_t)t->numel;
-    size_t raw_es;
-    switch (dt) {
-    case ONNX_ELEM_FLOAT: t->elem = ONNX_ELEM_FLOAT; raw_es = 4; break;
-    case ONNX_ELEM_INT32: t->elem = ONNX_ELEM_INT64; raw_es = 4; break;
-    case ONNX_ELEM_INT64: t->elem = ONNX_ELEM_INT64; raw_es = 8; break;
-    case ONNX_ELEM_BOOL: t->elem = ONNX_ELEM_BOOL; raw_es = 1; break;
-    default:
-        return gj_error_set(err, "model", "tensor '%s' has data type %s (%d); supported: FLOAT, "
-                            "INT32, INT64, BOOL", nm, elem_name(dt), dt);
-    }
-    size_t have;
-    if (tp->has_raw_data)
-        have = tp->raw_data.len / raw_es;
-    else if (dt == ONNX_ELEM_FLOAT)
-        have = tp->n_float_data;
-    else if (dt == ONNX_ELEM_INT64)
-        have = tp->n_int64_data;
-    else
-        have = tp->n_int32_data;
-    if ((tp->has_raw_data && tp->raw_data.len != n * raw_es) || (!tp->has_raw_data && have != n))
-        return gj_error_set(err, "model", "tensor '%s': its data (%zu elements) does not match "
-                            "its dimensions (%zu elements)", nm, have, n);
-    t->data = malloc(n ? n * onnx_elem_size(t->elem) : 1);
-    if (!t->data)
-        return gj_error_set(err, "model", "out of memory for tensor '%s'", nm);
-    if (tp->has_raw_data) {
-        const uint8_t *r = tp->raw_data.data;
-        if (dt == ONNX_ELEM_INT32) {
-            int64_t *o = t->data;
-            for (size_t i = 0; i < n; i++) {
-                int32_t v;
-                memcpy(&v, r + 4 * i, 4);
-                o[i] = v;
-            }
-        } else if (dt == ONNX_ELEM_BOOL) {
-            uint8_t *o = t->data;
-            for (size_t i = 0; i < n; i++)
-                o[i] = r[i] != 0;
-        } else {
-            memcpy(t->data, r, n * raw_es);   /* little-endian host assumed (x86-64, arm64) */
-        }
-    } else if (dt == ONNX_ELEM_FLOAT) {
-        memcpy(t->data, tp->float_data, n * 4);
-    } else if (dt == ONNX_ELEM_INT64) {
-        memcpy(t->data, tp->int64_data, n * 8);
-    } else if (dt == ONNX_ELEM_INT32) {
-        int64_t *o = t->data;
-        for (size_t i = 0; i < n; i++)
-            o[i] = tp->int32_data[i];
-    } else {
-        uint8_t *o = t->data;
-        for (size_t i = 0; i < n; i++)
-            o[i] = tp->int32_data[i] != 0;
-    }
-    return 0;
+    return onnx_tensor_decode_data(tp, t, nm, err);
 }
 
 static void tensor_free(struct onnx_tensor *t)
@@ -316,9 +241,9 @@ static int value_info(const Onnx__ValueInfoProto *vi, struct onnx_value *v, stru
                             "optional and sparse types are not supported)", v->name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     int et = tt->has_elem_type ? tt->elem_type : 0;
-    if (et != ONNX_ELEM_FLOAT && et != ONNX_ELEM_INT64 && et != ONNX_ELEM_BOOL && et != ONNX_ELEM_INT32)
-        return gj_error_set(err, "model", "value '%s' has element type %s (%d); supported: FLOAT, "
-                            "INT64, INT32, BOOL", v->name, elem_name(et), et);
+    if (!onnx_elem_computed(et))
+        return gj_error_set(err, "model", "value '%s' has element type %s (%d); supported: "
+                            ONNX_ELEMS_SUPPORTED, v->name, onnx_elem_name(et), et);
     v->elem = et;
     if (tt->shape) {
         if (tt->shape->n_dim > ONNX_MAX_RANK)
@@ -665,10 +590,10 @@ static int parse_attrs(const struct actx *c, int op, int64_t opset, struct onnx_
             if (strcmp(nm, "to") == 0) {
                 if (get_int(c, a, &iv))
                     return -1;
-                if (iv != ONNX_ELEM_FLOAT && iv != ONNX_ELEM_INT64 && iv != ONNX_ELEM_INT32 && iv != ONNX_ELEM_BOOL)
+                if (iv < 0 || iv > 64 || !onnx_elem_computed((int)iv))
                     return gj_error_set(c->err, "model", "node '%s' (Cast): cast to %s is not supported",
-                                        c->nname, elem_name((int)iv));
-                p->to = iv == ONNX_ELEM_INT32 ? ONNX_ELEM_INT64 : (int)iv;
+                                        c->nname, onnx_elem_name((int)iv));
+                p->to = onnx_elem_computed((int)iv);
                 have_to = handled = 1;
             } else if (strcmp(nm, "saturate") == 0) {
                 handled = 1;   /* only affects float8 */
@@ -940,8 +865,9 @@ static onnx_model *build(const Onnx__ModelProto *mp, struct gj_error *err)
         }
         if (value_info(vi, &m->values[v], err))
             goto fail_nt;
-        if (m->values[v].elem == ONNX_ELEM_INT32) {
-            gj_error_set(err, "model", "graph input '%s' is INT32; supported: FLOAT, INT64, BOOL", vi->name);
+        if (onnx_elem_computed(m->values[v].elem) != m->values[v].elem) {
+            gj_error_set(err, "model", "graph input '%s' is %s; supported: FLOAT, INT64, BOOL", vi->name,
+                         onnx_elem_name(m->values[v].elem));
             goto fail_nt;
         }
         if (m->n_inputs >= MAX_IO) {

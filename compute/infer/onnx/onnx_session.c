@@ -1204,7 +1204,7 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
             NERR("input '%s' is a scalar; inputs need a batch dimension", mv->name);
             goto fail;
         }
-        int elem = mv->elem == ONNX_ELEM_INT32 ? ONNX_ELEM_INT64 : mv->elem;
+        int elem = onnx_elem_computed(mv->elem);
         if (set_shape(&s->v[vi].t, elem, mv->rank, d)) {
             NERR("input '%s' is too large", mv->name);
             goto fail;
@@ -1253,10 +1253,9 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
     for (size_t i = 0; i < m->n_outputs; i++) {
         int vi = m->outputs[i];
         const struct onnx_value *mv = &m->values[vi];
-        if (mv->elem && mv->elem != s->v[vi].t.elem &&
-            !(mv->elem == ONNX_ELEM_INT32 && s->v[vi].t.elem == ONNX_ELEM_INT64)) {
-            NERR("output '%s' is declared with element type %d but computes %d", mv->name, mv->elem,
-                 s->v[vi].t.elem);
+        if (mv->elem && onnx_elem_computed(mv->elem) != s->v[vi].t.elem) {
+            NERR("output '%s' is declared as %s but computes %s", mv->name, onnx_elem_name(mv->elem),
+                 onnx_elem_name(s->v[vi].t.elem));
             goto fail;
         }
         s->out_desc[i] = m->out_desc[i];

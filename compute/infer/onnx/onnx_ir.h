@@ -49,6 +49,7 @@ struct onnx_tensor {
     void *data;
 };
 
+/* Shapes and strides (onnx_layout.c). */
 size_t onnx_tensor_bytes(const struct onnx_tensor *t);
 /* numel from dims; -1 when over limit or a dim is negative. */
 int64_t onnx_shape_numel(int rank, const int64_t *dims, int64_t limit);

@@ -10,7 +10,6 @@
  * operators' names and arity, onnx_attrs.c reads node attributes.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

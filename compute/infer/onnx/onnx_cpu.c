@@ -30,18 +30,18 @@ struct onnx_backend_ctx *onnx_cpu_host_ctx(void)
     return &host_ctx;
 }
 
-static int cpu_init(struct onnx_backend_ctx **out, const struct onnx_session_options *opt, char *msg,
-                    size_t msglen)
+static int cpu_init(struct onnx_backend_ctx **out, const struct onnx_session_options *opt,
+                    struct gj_error *err)
 {
     int threads = opt->threads;
     struct onnx_backend_ctx *c = calloc(1, sizeof *c);
     if (!c)
-        return -1;
+        return gj_error_set(err, "backend", "out of memory");
     c->threads = threads;
     c->pool = onnx_pool_create(threads);
     if (!c->pool) {
         free(c);
-        return -1;
+        return gj_error_set(err, "threads", "cannot start a pool of %d threads", threads);
     }
     /* GEMMs are split across the pool's threads, each calling a single-threaded
      * OpenBLAS: only our threads run, and OpenBLAS's own workers never spin against them. */

@@ -101,18 +101,18 @@ static int fail(struct onnx_backend_ctx *c, const char *what)
 
 /* ---- availability, context ------------------------------------------------------------------ */
 
-int onnx_cuda_available(char *msg, size_t msglen)
+int onnx_cuda_available(struct gj_error *why)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         /* cudaErrorInsufficientDriver (35) / cudaErrorNoDevice (100): no driver or no GPU */
-        snprintf(msg, msglen, "no usable CUDA device (no GPU, or no NVIDIA driver for it): "
-                 "cudaGetDeviceCount: %s (CUDA error %d)", cudaGetErrorString(e), (int)e);
+        gj_error_set(why, "backend", "no usable CUDA device (no GPU, or no NVIDIA driver for it): "
+                     "cudaGetDeviceCount: %s (CUDA error %d)", cudaGetErrorString(e), (int)e);
         return 0;
     }
     if (n < 1) {
-        snprintf(msg, msglen, "no CUDA device (cudaGetDeviceCount found 0)");
+        gj_error_set(why, "backend", "no CUDA device (cudaGetDeviceCount found 0)");
         return 0;
     }
     return 1;
@@ -167,22 +167,19 @@ static void cuda_fini(struct onnx_backend_ctx *c)
     free(c);
 }
 
-static int cuda_init(struct onnx_backend_ctx **out, const struct onnx_session_options *opt, char *msg,
-                     size_t msglen)
+static int cuda_init(struct onnx_backend_ctx **out, const struct onnx_session_options *opt,
+                     struct gj_error *err)
 {
     *out = NULL;
-    if (!onnx_cuda_available(msg, msglen))
+    if (!onnx_cuda_available(err))
         return -1;
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || opt->device >= n) {
-        snprintf(msg, msglen, "CUDA device %d does not exist (%d device%s)", opt->device, n, n == 1 ? "" : "s");
-        return -1;
-    }
+    if (cudaGetDeviceCount(&n) != cudaSuccess || opt->device >= n)
+        return gj_error_set(err, "device", "CUDA device %d does not exist (%d device%s)", opt->device, n,
+                            n == 1 ? "" : "s");
     struct onnx_backend_ctx *c = calloc(1, sizeof *c);
-    if (!c) {
-        snprintf(msg, msglen, "out of memory");
-        return -1;
-    }
+    if (!c)
+        return gj_error_set(err, "backend", "out of memory");
     c->device = opt->device;
     c->precision = opt->precision;
     c->graphs = opt->cuda_graphs != 0;
@@ -214,7 +211,7 @@ static int cuda_init(struct onnx_backend_ctx **out, const struct onnx_session_op
                                                                                   : CUBLAS_DEFAULT_MATH),
                 "cublasSetMathMode") ||
         cu_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize")) {
-        snprintf(msg, msglen, "device %d: %s", opt->device, c->msg);
+        gj_error_set(err, "device", "device %d: %s", opt->device, c->msg);
         cuda_fini(c);
         return -1;
     }

@@ -141,9 +141,8 @@ typedef int (*onnx_kernel_fn)(struct onnx_backend_ctx *be, const struct onnx_kar
 
 struct onnx_backend {
     const char *name;
-    /* opt: the session's options (threads, device, precision, cuda_graphs). */
-    int (*init)(struct onnx_backend_ctx **be, const struct onnx_session_options *opt, char *msg,
-                size_t msglen);
+    /* opt: the session's options (threads, device, precision, cuda_graphs). 0, or -1 with err. */
+    int (*init)(struct onnx_backend_ctx **be, const struct onnx_session_options *opt, struct gj_error *err);
     void (*fini)(struct onnx_backend_ctx *be);
     void *(*alloc)(struct onnx_backend_ctx *be, size_t bytes);
     void (*free)(struct onnx_backend_ctx *be, void *p);
@@ -160,7 +159,9 @@ struct onnx_backend {
      * of them failed); e.g. ends a graph capture and launches the graph. */
     int (*begin_run)(struct onnx_backend_ctx *be);
     int (*end_run)(struct onnx_backend_ctx *be, int failed);
-    /* The last error in words (e.g. the failed CUDA call), or NULL. */
+    /* The last failure of an alloc, upload, download, sync, kernel or hook call in words (e.g.
+     * the failed CUDA call: "cudaMalloc: out of memory (CUDA error 2)"), or NULL: the detail
+     * the executor adds to its error, as sqlite3_errmsg() does for a connection. */
     const char *(*last_error)(struct onnx_backend_ctx *be);
     /* Device memory the backend holds besides what alloc returned (workspaces). */
     size_t (*device_bytes)(struct onnx_backend_ctx *be);
@@ -173,8 +174,8 @@ extern const struct onnx_backend onnx_backend_cpu;
 #if ONNX_WITH_CUDA
 /* onnx_cuda.c: CUDA runtime, cuDNN, cuBLAS and the kernels of kernels/infer/. */
 extern const struct onnx_backend onnx_backend_cuda;
-/* 1 when a CUDA device can be used, else 0 with the reason in msg. */
-int onnx_cuda_available(char *msg, size_t msglen);
+/* 1 when a CUDA device can be used, else 0 with the reason in why (field "backend"). */
+int onnx_cuda_available(struct gj_error *why);
 #endif
 
 /* The CPU backend doubles as the host evaluator for constant folding. */

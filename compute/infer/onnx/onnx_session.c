@@ -26,35 +26,31 @@
 
 /* ---- the backend ------------------------------------------------------------------------- */
 
-/* The backend of that name when it can run here, else NULL with the reason in msg. */
-static const struct onnx_backend *find_backend(const char *name, char *msg, size_t msglen)
+/* The backend of that name when it can run here, else NULL with the reason in why. */
+static const struct onnx_backend *find_backend(const char *name, struct gj_error *why)
 {
     if (!name || strcmp(name, "cpu") == 0)
         return &onnx_backend_cpu;
     if (strcmp(name, "cuda") == 0) {
 #if ONNX_WITH_CUDA
-        return onnx_cuda_available(msg, msglen) ? &onnx_backend_cuda : NULL;
+        return onnx_cuda_available(why) ? &onnx_backend_cuda : NULL;
 #else
-        snprintf(msg, msglen, "this build has no CUDA backend (built without CUDA or cuDNN)");
+        gj_error_set(why, "backend", "this build has no CUDA backend (built without CUDA or cuDNN)");
         return NULL;
 #endif
     }
-    snprintf(msg, msglen, "unknown backend '%s' (cpu or cuda)", name);
+    gj_error_set(why, "backend", "unknown backend '%s' (cpu or cuda)", name);
     return NULL;
 }
 
 int onnx_backend_available(const char *backend, char *msg, size_t msglen)
 {
-    char tmp[256];
-    if (!msg || msglen == 0) {
-        msg = tmp;
-        msglen = sizeof tmp;
-    }
-    msg[0] = 0;
-    return find_backend(backend, msg, msglen) != NULL;
+    struct gj_error why = { 0 };
+    int ok = find_backend(backend, &why) != NULL;
+    if (msg && msglen)
+        snprintf(msg, msglen, "%s", why.message);
+    return ok;
 }
-
-/* ": <the backend's last error>" or "" */
 
 /* The options' ranges and the backend that will run them, or NULL with err. */
 static const struct onnx_backend *check_options(const struct onnx_session_options *opt, struct gj_error *err)
@@ -68,10 +64,10 @@ static const struct onnx_backend *check_options(const struct onnx_session_option
                             opt->precision), NULL;
     if (opt->device < 0)
         return gj_error_set(err, "device", "device ordinal %d is negative", opt->device), NULL;
-    char bmsg[256] = "";
-    const struct onnx_backend *be = find_backend(opt->backend, bmsg, sizeof bmsg);
+    struct gj_error why = { 0 };
+    const struct onnx_backend *be = find_backend(opt->backend, &why);
     if (!be)
-        return gj_error_set(err, "backend", "backend '%s': %s", opt->backend, bmsg), NULL;
+        return gj_error_set(err, "backend", "backend '%s': %s", opt->backend, why.message), NULL;
     if (be == &onnx_backend_cpu && opt->precision != ONNX_PRECISION_FP32)
         return gj_error_set(err, "precision", "the cpu backend computes in FP32 only; TF32 and FP16 "
                             "need the cuda backend"), NULL;
@@ -104,10 +100,11 @@ static onnx_session *session_alloc(const onnx_model *m, const struct onnx_backen
 
 static int start_backend(onnx_session *s, const struct onnx_session_options *opt, struct gj_error *err)
 {
-    char msg[256] = "";
-    if (s->be->init(&s->bctx, opt, msg, sizeof msg)) {
+    struct gj_error why = { 0 };
+    if (s->be->init(&s->bctx, opt, &why)) {
         s->bctx = NULL;
-        return gj_error_set(err, "model", "backend '%s' failed to start: %s", s->be->name, msg);
+        return gj_error_set(err, why.field[0] ? why.field : "backend", "backend '%s' failed to start: %s",
+                            s->be->name, why.message);
     }
     return 0;
 }

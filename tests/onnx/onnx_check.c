@@ -87,10 +87,10 @@ static int run(onnx_model *m, int batch, int threads, const float *in, float *ou
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--available") == 0) {
-        char why[256];
-        if (onnx_backend_available(argv[2], why, sizeof why))
+        struct gj_error why = { 0 };
+        if (onnx_backend_available(argv[2], &why))
             return 0;
-        printf("backend %s not available: %s\n", argv[2], why);
+        printf("backend %s not available: %s\n", argv[2], why.message);
         return 77;
     }
     if (argc < 7 || argc > 10) {
@@ -112,9 +112,9 @@ int main(int argc, char **argv)
     if (argc > 9)
         graphs = atoi(argv[9]) != 0;
     {
-        char why[256];
-        if (!onnx_backend_available(backend, why, sizeof why)) {
-            printf("backend %s not available: %s\n", backend, why);
+        struct gj_error why = { 0 };
+        if (!onnx_backend_available(backend, &why)) {
+            printf("backend %s not available: %s\n", backend, why.message);
             return 77;
         }
     }

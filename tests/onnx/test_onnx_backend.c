@@ -40,9 +40,9 @@ static onnx_model *relu_model(void)
 static void test_cpu_defaults(void **st)
 {
     (void)st;
-    char msg[256] = "x";
-    assert_int_equal(onnx_backend_available("cpu", msg, sizeof msg), 1);
-    assert_int_equal(onnx_backend_available(NULL, msg, sizeof msg), 1);
+    struct gj_error why = { 0 };
+    assert_int_equal(onnx_backend_available("cpu", &why), 1);
+    assert_int_equal(onnx_backend_available(NULL, NULL), 1);
     onnx_model *m = relu_model();
     struct gj_error err = { 0 };
     struct onnx_session_options o = { .batch = 2, .threads = 1 };   /* backend NULL, FP32 */
@@ -69,9 +69,10 @@ static void test_refusals(void **st)
     (void)st;
     onnx_model *m = relu_model();
     struct gj_error err = { 0 };
-    char msg[256];
-    assert_int_equal(onnx_backend_available("tpu", msg, sizeof msg), 0);
-    assert_non_null(strstr(msg, "unknown backend"));
+    struct gj_error why = { 0 };
+    assert_int_equal(onnx_backend_available("tpu", &why), 0);
+    assert_non_null(strstr(why.message, "unknown backend"));
+    assert_string_equal(why.field, "backend");
     struct onnx_session_options o = { .batch = 1, .threads = 1, .backend = "tpu" };
     assert_null(onnx_session_create(m, &o, &err));
     assert_non_null(strstr(err.message, "unknown backend"));
@@ -100,10 +101,10 @@ static void test_cuda_backend(void **st)
 {
     (void)st;
     onnx_model *m = relu_model();
-    char msg[256] = "";
-    struct gj_error err = { 0 };
+    struct gj_error why = { 0 }, err = { 0 };
+    const char *msg = why.message;
     struct onnx_session_options o = { .batch = 2, .threads = 1, .backend = "cuda" };
-    if (!onnx_backend_available("cuda", msg, sizeof msg)) {
+    if (!onnx_backend_available("cuda", &why)) {
         printf("cuda: %s\n", msg);
         assert_true(strstr(msg, "this build has no CUDA backend") || strstr(msg, "CUDA device"));
         assert_null(onnx_session_create(m, &o, &err));

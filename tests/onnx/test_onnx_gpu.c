@@ -813,9 +813,9 @@ static void test_device_errors(void)
 
 int main(int argc, char **argv)
 {
-    char why[256];
-    if (!onnx_backend_available("cuda", why, sizeof why)) {
-        printf("SKIP: %s\n", why);
+    struct gj_error why = { 0 };
+    if (!onnx_backend_available("cuda", &why)) {
+        printf("SKIP: %s\n", why.message);
         return 77;
     }
     if (argc > 1)

@@ -30,33 +30,15 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int onnx_bench_batch(const onnx_model *m, const struct onnx_session_options *opt,
-                     const struct onnx_bench_params *p, struct onnx_bench_result *r,
-                     struct gj_error *err)
+/* Host buffers of the session's inputs (float: a fixed pseudo-random sequence, seed 42;
+ * others: zeros) and outputs; ins[i] / outs[i] stay NULL where malloc failed. */
+static int host_buffers(onnx_session *s, size_t ni, size_t no, const void **ins, void **outs)
 {
-    memset(r, 0, sizeof *r);
-    double t0 = now();
-    onnx_session *s = onnx_session_create(m, opt, err);
-    if (!s)
-        return ONNX_BENCH_ECREATE;
-    r->create_s = now() - t0;
-    size_t ni = onnx_model_num_inputs(m), no = onnx_model_num_outputs(m);
-    const void **ins = calloc(ni, sizeof *ins);
-    void **outs = calloc(no, sizeof *outs);
-    size_t min_runs = p->min_runs > 1 ? (size_t)p->min_runs : 1;
-    size_t max_runs = p->max_runs > 0 ? (size_t)p->max_runs : 0;
-    size_t cap = max_runs && max_runs < 1024 ? max_runs : 1024, n = 0;
-    if (cap < min_runs)
-        cap = min_runs;
-    double *lat = malloc(cap * sizeof *lat);
-    int rc = ONNX_BENCH_ENOMEM;
-    if (!ins || !outs || !lat)
-        goto out;
     for (size_t i = 0; i < ni; i++) {
         size_t b = onnx_session_input_bytes(s, i);
         float *in = malloc(b + 4);
         if (!in)
-            goto out;
+            return -1;
         uint32_t seed = 42;
         if (onnx_session_input(s, i)->elem_type == ONNX_ELEM_FLOAT)
             for (size_t k = 0; k < b / 4; k++) {
@@ -69,52 +51,102 @@ int onnx_bench_batch(const onnx_model *m, const struct onnx_session_options *opt
     }
     for (size_t i = 0; i < no; i++)
         if (!(outs[i] = malloc(onnx_session_output_bytes(s, i) + 4)))
-            goto out;
-    /* warm-up (with CUDA graphs: the plain run and the captured one) */
-    rc = ONNX_BENCH_ERUN;
-    double tw = now();
-    for (int w = 0; w < p->warmup; w++)
-        if (onnx_session_run(s, ins, outs, err))
-            goto out;
-    r->warmup_s = now() - tw;
+            return -1;
+    return 0;
+}
+
+/* Latencies of timed runs, grown by doubling. */
+struct latencies {
+    double *t;
+    size_t n, cap;
+};
+
+/* Runs one by one until p's limits say stop: at least min_runs, then until `seconds` passed,
+ * at most max_runs. r->runs, r->total_s and the sorted latencies' median, p90, min. */
+static int timed_runs(onnx_session *s, const void *const *ins, void *const *outs,
+                      const struct onnx_bench_params *p, struct latencies *l, struct onnx_bench_result *r,
+                      struct gj_error *err)
+{
+    size_t min_runs = p->min_runs > 1 ? (size_t)p->min_runs : 1;
+    size_t max_runs = p->max_runs > 0 ? (size_t)p->max_runs : 0;
     double start = now();
-    while ((!max_runs || n < max_runs) && (n < min_runs || now() - start < p->seconds)) {
-        if (n == cap) {
-            double *bigger = realloc(lat, 2 * cap * sizeof *lat);
-            if (!bigger) {
-                rc = ONNX_BENCH_ENOMEM;
-                goto out;
-            }
-            lat = bigger;
-            cap *= 2;
+    while ((!max_runs || l->n < max_runs) && (l->n < min_runs || now() - start < p->seconds)) {
+        if (l->n == l->cap) {
+            double *bigger = realloc(l->t, 2 * l->cap * sizeof *l->t);
+            if (!bigger)
+                return gj_error_set(err, "", "out of memory for the benchmark's host buffers");
+            l->t = bigger;
+            l->cap *= 2;
         }
         double a = now();
         if (onnx_session_run(s, ins, outs, err))
-            goto out;
-        lat[n++] = now() - a;
+            return -1;
+        l->t[l->n++] = now() - a;
     }
     r->total_s = now() - start;
-    qsort(lat, n, sizeof *lat, cmp_d);
-    r->runs = n;
-    r->median_s = lat[n / 2];
-    r->p90_s = lat[n * 9 / 10];
-    r->min_s = lat[0];
+    qsort(l->t, l->n, sizeof *l->t, cmp_d);
+    r->runs = l->n;
+    r->median_s = l->t[l->n / 2];
+    r->p90_s = l->t[l->n * 9 / 10];
+    r->min_s = l->t[0];
+    return 0;
+}
+
+/* The warm-up (with CUDA graphs: the plain run and the captured one), the timed runs and the
+ * session's figures. */
+static int measure(onnx_session *s, const void *const *ins, void *const *outs, const struct onnx_bench_params *p,
+                   struct onnx_bench_result *r, struct gj_error *err)
+{
+    size_t min_runs = p->min_runs > 1 ? (size_t)p->min_runs : 1;
+    size_t max_runs = p->max_runs > 0 ? (size_t)p->max_runs : 0;
+    struct latencies l = { .cap = max_runs && max_runs < 1024 ? max_runs : 1024 };
+    if (l.cap < min_runs)
+        l.cap = min_runs;
+    l.t = malloc(l.cap * sizeof *l.t);
+    if (!l.t)
+        return gj_error_set(err, "", "out of memory for the benchmark's host buffers");
+    double tw = now();
+    int rc = 0;
+    for (int w = 0; w < p->warmup && rc == 0; w++)
+        rc = onnx_session_run(s, ins, outs, err);
+    r->warmup_s = now() - tw;
+    if (rc == 0)
+        rc = timed_runs(s, ins, outs, p, &l, r, err);
+    free(l.t);
+    if (rc)
+        return -1;
     struct onnx_session_stats st;
     onnx_session_get_stats(s, &st);
     r->arena_bytes = st.arena_bytes;
     r->naive_bytes = st.naive_bytes;
     r->device_bytes = onnx_session_device_bytes(s);
-    rc = 0;
-out:
-    if (rc == ONNX_BENCH_ENOMEM)
-        gj_error_set(err, "", "out of memory for the benchmark's host buffers");
+    return 0;
+}
+
+int onnx_bench_batch(const onnx_model *m, const struct onnx_session_options *opt,
+                     const struct onnx_bench_params *p, struct onnx_bench_result *r,
+                     struct gj_error *err)
+{
+    memset(r, 0, sizeof *r);
+    double t0 = now();
+    onnx_session *s = onnx_session_create(m, opt, err);
+    if (!s)
+        return -1;
+    r->create_s = now() - t0;
+    size_t ni = onnx_model_num_inputs(m), no = onnx_model_num_outputs(m);
+    const void **ins = calloc(ni, sizeof *ins);
+    void **outs = calloc(no, sizeof *outs);
+    int rc;
+    if (!ins || !outs || host_buffers(s, ni, no, ins, outs))
+        rc = gj_error_set(err, "", "out of memory for the benchmark's host buffers");
+    else
+        rc = measure(s, ins, (void *const *)outs, p, r, err);
     for (size_t i = 0; ins && i < ni; i++)
         free((void *)ins[i]);
     for (size_t i = 0; outs && i < no; i++)
         free(outs[i]);
     free(ins);
     free(outs);
-    free(lat);
     onnx_session_free(s);
     return rc;
 }
@@ -136,13 +168,8 @@ static int bench_one(const char *path, onnx_model *m, int batch, int threads, do
     struct onnx_bench_params bp = { .seconds = seconds, .warmup = 3, .min_runs = 5,
                                     .max_runs = 4096 };
     struct onnx_bench_result r;
-    int rc = onnx_bench_batch(m, &o, &bp, &r, &err);
-    if (rc == ONNX_BENCH_ECREATE) {
+    if (onnx_bench_batch(m, &o, &bp, &r, &err)) {
         fprintf(stderr, "%s: batch %d: %s\n", path, batch, err.message);
-        return -1;
-    }
-    if (rc) {
-        fprintf(stderr, "%s: %s\n", path, err.message);
         return -1;
     }
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
@@ -211,9 +238,9 @@ int gj_bench_onnx_main(int argc, char **argv)
                 "  Comparison with ONNX Runtime: tests/onnx/bench_vs_onnxruntime.sh\n");
         return 2;
     }
-    char why[256];
-    if (!onnx_backend_available(bo.backend, why, sizeof why)) {
-        fprintf(stderr, "backend %s: %s\n", bo.backend, why);
+    struct gj_error why = { 0 };
+    if (!onnx_backend_available(bo.backend, &why)) {
+        fprintf(stderr, "backend %s: %s\n", bo.backend, why.message);
         return 1;
     }
     int rc = 0;

@@ -28,16 +28,10 @@ struct onnx_bench_result {
     size_t device_bytes;          /* onnx_session_device_bytes */
 };
 
-/* Return values of onnx_bench_batch other than 0: which step failed (message in err). */
-enum {
-    ONNX_BENCH_ECREATE = -1,   /* the session could not be created */
-    ONNX_BENCH_ERUN = -2,      /* a run failed */
-    ONNX_BENCH_ENOMEM = -3,    /* host buffers could not be allocated */
-};
-
 /* Creates a session of `m` with `opt`, fills its inputs (float: a fixed pseudo-random
  * sequence, seed 42; others: zeros), runs the warm-up, then times runs one by one as
- * `p` says. 0 with *r filled, or an ONNX_BENCH_E* value with err; frees all it made. */
+ * `p` says. 0 with *r filled, or -1 with err (the session's error where it could not be
+ * created or run); frees all it made. */
 int onnx_bench_batch(const onnx_model *m, const struct onnx_session_options *opt,
                      const struct onnx_bench_params *p, struct onnx_bench_result *r,
                      struct gj_error *err);

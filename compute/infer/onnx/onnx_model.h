@@ -106,8 +106,8 @@ struct onnx_session_options {
 };
 
 /* 1 when `backend` can run here (for "cuda": built with CUDA and at least one device),
- * else 0 with a reason in msg. */
-int onnx_backend_available(const char *backend, char *msg, size_t msglen);
+ * else 0 with the reason in why (field "backend"; why may be NULL). */
+int onnx_backend_available(const char *backend, struct gj_error *why);
 
 /* Creates a session: shape inference for this batch size, constant folding, a schedule
  * and a buffer plan. NULL with err (e.g. a shape the model cannot take). */

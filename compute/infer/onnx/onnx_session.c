@@ -43,13 +43,9 @@ static const struct onnx_backend *find_backend(const char *name, struct gj_error
     return NULL;
 }
 
-int onnx_backend_available(const char *backend, char *msg, size_t msglen)
+int onnx_backend_available(const char *backend, struct gj_error *why)
 {
-    struct gj_error why = { 0 };
-    int ok = find_backend(backend, &why) != NULL;
-    if (msg && msglen)
-        snprintf(msg, msglen, "%s", why.message);
-    return ok;
+    return find_backend(backend, why) != NULL;
 }
 
 /* The options' ranges and the backend that will run them, or NULL with err. */

@@ -134,11 +134,11 @@ static int setup(void **state)
     snprintf(g_dir, sizeof g_dir, "/tmp/gj-gpu-serving-XXXXXX");
     if (!mkdtemp(g_dir))
         return -1;
-    char why[256];
-    g_cuda = onnx_backend_available("cuda", why, sizeof why);
+    struct gj_error why = { 0 };
+    g_cuda = onnx_backend_available("cuda", &why);
     if (!g_cuda)
         print_message("    no CUDA backend here (%s): GPU batchers are refused after the "
-                      "memory check\n", why);
+                      "memory check\n", why.message);
     return 0;
 }
 

@@ -529,9 +529,9 @@ static int reserve_model(gj_batcher *b, int *no_room, struct gj_error *err)
         return -1;
     }
     b->reserved = est;
-    char msg[256] = "";
-    if (!onnx_backend_available("cuda", msg, sizeof msg)) {
-        gj_error_set(err, "", "model %s v%lld cannot run on GPU %d: %s", name, v, b->device, msg);
+    struct gj_error why = { 0 };
+    if (!onnx_backend_available("cuda", &why)) {
+        gj_error_set(err, "", "model %s v%lld cannot run on GPU %d: %s", name, v, b->device, why.message);
         if (err)
             err->status = 503;
         return -1;   /* the caller's batcher_free releases the reservation */
@@ -887,8 +887,7 @@ static int cuda_ok;
 
 static void probe_cuda(void)
 {
-    char msg[256];
-    cuda_ok = onnx_backend_available("cuda", msg, sizeof msg);
+    cuda_ok = onnx_backend_available("cuda", NULL);
 }
 
 int gj_model_uses_gpu(const struct gj_model_config *cfg)

@@ -171,13 +171,8 @@ static int runtime_one(const struct bench_opts *o, const char *label, const onnx
     struct onnx_bench_params bp = { .seconds = o->seconds, .warmup = o->warmup,
                                     .min_runs = o->min_runs };
     struct onnx_bench_result r;
-    int rc = onnx_bench_batch(m, &so, &bp, &r, &err);
-    if (rc == ONNX_BENCH_ECREATE) {
+    if (onnx_bench_batch(m, &so, &bp, &r, &err)) {
         fprintf(stderr, "bench infer: %s batch %d (%s): %s\n", label, batch, o->backend, err.message);
-        return -1;
-    }
-    if (rc) {
-        fprintf(stderr, "bench infer: %s batch %d: %s\n", label, batch, err.message);
         return -1;
     }
     double thr = (double)r.runs * batch / r.total_s, med = r.median_s * 1e3;
@@ -208,9 +203,9 @@ static int runtime_main(const struct bench_opts *o, const char *onnx_path)
         return 1;
     }
     const char *label = o->name ? o->name : base_name(onnx_path);
-    char msg[256] = "";
-    if (!onnx_backend_available(o->backend, msg, sizeof msg)) {
-        fprintf(stderr, "bench infer: backend %s: %s\n", o->backend, msg);
+    struct gj_error why = { 0 };
+    if (!onnx_backend_available(o->backend, &why)) {
+        fprintf(stderr, "bench infer: backend %s: %s\n", o->backend, why.message);
         onnx_model_free(m);
         return 1;
     }

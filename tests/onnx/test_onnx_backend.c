@@ -3,7 +3,8 @@
  * backend gives a clear error where this build has no CUDA backend or the machine has no
  * device, and works where both exist; unknown backends and precisions are refused; the CPU
  * backend refuses TF32 and FP16 and holds no device memory; zero-initialised options still
- * mean CPU, FP32. BatchNormalization after a Conv is folded at session creation.
+ * mean CPU, FP32. BatchNormalization after a Conv is folded at session creation. Profiling is
+ * an option of the session, off by default.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -184,6 +185,40 @@ static void test_batchnorm_folding(void **st)
     onnx_model_free(m);
 }
 
+/* options.profile counts the calls of each operator type the runs made; without it (or with
+ * CUDA graphs, which it cannot time) there is no profile. */
+static void test_profile(void **st)
+{
+    (void)st;
+    onnx_model *m = relu_model();
+    struct gj_error err = { 0 };
+    struct onnx_session_options o = { .batch = 2, .threads = 1, .profile = 1 };
+    float x[8] = { 0 }, y[8];
+    const void *ins[1] = { x };
+    void *outs[1] = { y };
+    struct onnx_op_profile prof[ONNX_PROFILE_MAX_OPS];
+    onnx_session *s = onnx_session_create(m, &o, &err);
+    assert_non_null(s);
+    assert_int_equal(onnx_session_profile(s, prof, ONNX_PROFILE_MAX_OPS), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(onnx_session_run(s, ins, outs, &err), 0);
+    assert_int_equal(onnx_session_profile(s, prof, ONNX_PROFILE_MAX_OPS), 1);
+    assert_string_equal(prof[0].op, "Relu");
+    assert_int_equal(prof[0].calls, 3);
+    assert_true(prof[0].seconds >= 0);
+    onnx_session_free(s);
+    for (int k = 0; k < 2; k++) {
+        o.profile = k;   /* off, then on but with CUDA graphs */
+        o.cuda_graphs = k;
+        s = onnx_session_create(m, &o, &err);
+        assert_non_null(s);
+        assert_int_equal(onnx_session_run(s, ins, outs, &err), 0);
+        assert_int_equal(onnx_session_profile(s, prof, ONNX_PROFILE_MAX_OPS), 0);
+        onnx_session_free(s);
+    }
+    onnx_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +226,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_cuda_backend),
         cmocka_unit_test(test_batchnorm_folding),
+        cmocka_unit_test(test_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

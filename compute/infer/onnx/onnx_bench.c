@@ -3,7 +3,8 @@
  * per batch size, with a fixed thread count (CPU) or precision and CUDA graphs (CUDA).
  *
  *   gpujobd bench onnx [--threads N] [--batch 1,8] [--seconds S] [--backend cpu|cuda]
- *                      [--device N] [--precision fp32|tf32|fp16] [--cuda-graphs] MODEL.onnx...
+ *                      [--device N] [--precision fp32|tf32|fp16] [--cuda-graphs] [--profile]
+ *                      MODEL.onnx...
  *
  * Models of the benchmark (ResNet-18 and DenseNet-121 at 224x224, random weights) are
  * written by tests/onnx/models.py; tests/onnx/bench_vs_onnxruntime.sh runs this and
@@ -120,6 +121,7 @@ static int measure(onnx_session *s, const void *const *ins, void *const *outs, c
     r->arena_bytes = st.arena_bytes;
     r->naive_bytes = st.naive_bytes;
     r->device_bytes = onnx_session_device_bytes(s);
+    r->n_profile = onnx_session_profile(s, r->profile, ONNX_PROFILE_MAX_OPS);
     return 0;
 }
 
@@ -151,21 +153,37 @@ int onnx_bench_batch(const onnx_model *m, const struct onnx_session_options *opt
     return rc;
 }
 
+/* The command's flags. */
 struct bench_opts {
     const char *backend;
-    int device, precision, graphs;
+    int device, precision, graphs, profile, threads;
+    double seconds;
+    int batches[16], n_batches;
+    int first_model;   /* argv index of the first model */
 };
 
 static const char *const precision_names[] = { "fp32", "tf32", "fp16" };
 
-static int bench_one(const char *path, onnx_model *m, int batch, int threads, double seconds,
-                     const struct bench_opts *bo)
+/* Time per operator type, as the share of all kernel time (stderr: the figures stay apart). */
+static void print_profile(const struct onnx_bench_result *r)
+{
+    double tot = 0;
+    for (size_t i = 0; i < r->n_profile; i++)
+        tot += r->profile[i].seconds;
+    for (size_t i = 0; i < r->n_profile; i++) {
+        const struct onnx_op_profile *p = &r->profile[i];
+        fprintf(stderr, "onnx profile: %-20s %8ld calls %10.2f ms %5.1f%%\n", p->op, p->calls, p->seconds * 1e3,
+                tot > 0 ? 100 * p->seconds / tot : 0.0);
+    }
+}
+
+static int bench_one(const char *path, onnx_model *m, int batch, const struct bench_opts *bo)
 {
     struct gj_error err = { 0 };
-    struct onnx_session_options o = { .batch = batch, .threads = threads, .backend = bo->backend,
+    struct onnx_session_options o = { .batch = batch, .threads = bo->threads, .backend = bo->backend,
                                       .device = bo->device, .precision = bo->precision,
-                                      .cuda_graphs = bo->graphs };
-    struct onnx_bench_params bp = { .seconds = seconds, .warmup = 3, .min_runs = 5,
+                                      .cuda_graphs = bo->graphs, .profile = bo->profile };
+    struct onnx_bench_params bp = { .seconds = bo->seconds, .warmup = 3, .min_runs = 5,
                                     .max_runs = 4096 };
     struct onnx_bench_result r;
     if (onnx_bench_batch(m, &o, &bp, &r, &err)) {
@@ -175,7 +193,7 @@ static int bench_one(const char *path, onnx_model *m, int batch, int threads, do
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     char how[64];
     if (strcmp(bo->backend, "cpu") == 0)
-        snprintf(how, sizeof how, "cpu threads %d", threads);
+        snprintf(how, sizeof how, "cpu threads %d", bo->threads);
     else
         snprintf(how, sizeof how, "%s %s%s", bo->backend, precision_names[bo->precision],
                  bo->graphs ? " graphs" : "");
@@ -185,54 +203,75 @@ static int bench_one(const char *path, onnx_model *m, int batch, int threads, do
            (int)r.runs, r.create_s * 1e3, r.arena_bytes / 1048576.0, r.naive_bytes / 1048576.0,
            r.device_bytes / 1048576.0);
     fflush(stdout);
+    print_profile(&r);
+    return 0;
+}
+
+/* "1,8,32" into bo->batches. */
+static void parse_batches(char *p, struct bench_opts *bo)
+{
+    bo->n_batches = 0;
+    while (*p && bo->n_batches < 16) {
+        bo->batches[bo->n_batches++] = (int)strtol(p, &p, 10);
+        if (*p == ',')
+            p++;
+        else
+            break;
+    }
+}
+
+static int parse_precision(const char *p)
+{
+    for (int k = 0; k < 3; k++)
+        if (strcmp(p, precision_names[k]) == 0)
+            return k;
+    return -1;
+}
+
+/* The flags before the models; 0, or -1 on a usage error. */
+static int parse_args(int argc, char **argv, struct bench_opts *bo)
+{
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        int has_value = i + 1 < argc;
+        if (strcmp(a, "--threads") == 0 && has_value)
+            bo->threads = atoi(argv[++i]);
+        else if (strcmp(a, "--seconds") == 0 && has_value)
+            bo->seconds = atof(argv[++i]);
+        else if (strcmp(a, "--backend") == 0 && has_value)
+            bo->backend = argv[++i];
+        else if (strcmp(a, "--device") == 0 && has_value)
+            bo->device = atoi(argv[++i]);
+        else if (strcmp(a, "--precision") == 0 && has_value)
+            bo->precision = parse_precision(argv[++i]);
+        else if (strcmp(a, "--cuda-graphs") == 0)
+            bo->graphs = 1;
+        else if (strcmp(a, "--profile") == 0)
+            bo->profile = 1;
+        else if (strcmp(a, "--batch") == 0 && has_value)
+            parse_batches(argv[++i], bo);
+        else
+            return -1;
+    }
+    bo->first_model = i;
+    if (i >= argc || bo->threads < 1 || bo->n_batches < 1 || bo->seconds <= 0 || bo->precision < 0)
+        return -1;
     return 0;
 }
 
 int gj_bench_onnx_main(int argc, char **argv)
 {
-    int threads = 2;
-    double seconds = 5;
-    int batches[16] = { 1, 8 }, nb = 2;
-    int first = 1;
-    struct bench_opts bo = { "cpu", 0, ONNX_PRECISION_FP32, 0 };
-    for (; first < argc && argv[first][0] == '-'; first++) {
-        const char *a = argv[first];
-        if (strcmp(a, "--threads") == 0 && first + 1 < argc) {
-            threads = atoi(argv[++first]);
-        } else if (strcmp(a, "--seconds") == 0 && first + 1 < argc) {
-            seconds = atof(argv[++first]);
-        } else if (strcmp(a, "--backend") == 0 && first + 1 < argc) {
-            bo.backend = argv[++first];
-        } else if (strcmp(a, "--device") == 0 && first + 1 < argc) {
-            bo.device = atoi(argv[++first]);
-        } else if (strcmp(a, "--precision") == 0 && first + 1 < argc) {
-            const char *p = argv[++first];
-            bo.precision = -1;
-            for (int k = 0; k < 3; k++)
-                if (strcmp(p, precision_names[k]) == 0)
-                    bo.precision = k;
-        } else if (strcmp(a, "--cuda-graphs") == 0) {
-            bo.graphs = 1;
-        } else if (strcmp(a, "--batch") == 0 && first + 1 < argc) {
-            char *p = argv[++first];
-            nb = 0;
-            while (*p && nb < 16) {
-                batches[nb++] = (int)strtol(p, &p, 10);
-                if (*p == ',')
-                    p++;
-                else
-                    break;
-            }
-        } else {
-            first = argc + 1;
-            break;
-        }
-    }
-    if (first >= argc || threads < 1 || nb < 1 || seconds <= 0 || bo.precision < 0) {
+    struct bench_opts bo = { .backend = "cpu", .precision = ONNX_PRECISION_FP32, .threads = 2, .seconds = 5,
+                             .batches = { 1, 8 }, .n_batches = 2 };
+    if (parse_args(argc, argv, &bo)) {
         fprintf(stderr,
                 "usage: gpujobd bench onnx [--threads N] [--batch 1,8] [--seconds S] [--backend cpu|cuda]\n"
-                "                          [--device N] [--precision fp32|tf32|fp16] [--cuda-graphs] MODEL.onnx...\n"
+                "                          [--device N] [--precision fp32|tf32|fp16] [--cuda-graphs] [--profile]\n"
+                "                          MODEL.onnx...\n"
                 "  Inferences per second of each model on a backend (default: cpu, fp32).\n"
+                "  --profile: time per operator type on stderr (synchronises after every kernel;\n"
+                "  not with --cuda-graphs).\n"
                 "  Benchmark models (ResNet-18, DenseNet-121 at 224x224):\n"
                 "    /usr/bin/python3 tests/onnx/models.py DIR resnet18 --size 224 --no-reference\n"
                 "  Comparison with ONNX Runtime: tests/onnx/bench_vs_onnxruntime.sh\n");
@@ -244,7 +283,7 @@ int gj_bench_onnx_main(int argc, char **argv)
         return 1;
     }
     int rc = 0;
-    for (int i = first; i < argc; i++) {
+    for (int i = bo.first_model; i < argc; i++) {
         struct gj_error err = { 0 };
         onnx_model *m = onnx_model_load_file(argv[i], 0, &err);
         if (!m) {
@@ -252,8 +291,8 @@ int gj_bench_onnx_main(int argc, char **argv)
             rc = 1;
             continue;
         }
-        for (int b = 0; b < nb; b++)
-            if (bench_one(argv[i], m, batches[b], threads, seconds, &bo))
+        for (int b = 0; b < bo.n_batches; b++)
+            if (bench_one(argv[i], m, bo.batches[b], &bo))
                 rc = 1;
         onnx_model_free(m);
     }

@@ -26,6 +26,8 @@ struct onnx_bench_result {
     double warmup_s;              /* the warm-up runs */
     size_t arena_bytes, naive_bytes; /* onnx_session_stats */
     size_t device_bytes;          /* onnx_session_device_bytes */
+    struct onnx_op_profile profile[ONNX_PROFILE_MAX_OPS];   /* with opt->profile: per op type */
+    size_t n_profile;
 };
 
 /* Creates a session of `m` with `opt`, fills its inputs (float: a fixed pseudo-random

@@ -92,7 +92,7 @@ enum onnx_precision {
     ONNX_PRECISION_FP16 = 2,   /* "cuda" only: FP32 storage, half-precision tensor-core math */
 };
 
-/* Zero-initialised fields mean: CPU backend, device 0, FP32, no CUDA graphs. */
+/* Zero-initialised fields mean: CPU backend, device 0, FP32, no CUDA graphs, no profiling. */
 struct onnx_session_options {
     int batch;             /* the first dimension of every input (>= 1) */
     int threads;           /* worker threads for the CPU backend (>= 1) */
@@ -103,6 +103,8 @@ struct onnx_session_options {
     int precision;         /* enum onnx_precision; the CPU backend accepts FP32 only */
     int cuda_graphs;       /* 1: capture the run into a CUDA graph and replay it; 0: plain
                               launches (ignored by "cpu") */
+    int profile;           /* 1: time each operator type (onnx_session_profile); the backend
+                              synchronises after every kernel. Ignored with cuda_graphs. */
 };
 
 /* 1 when `backend` can run here (for "cuda": built with CUDA and at least one device),
@@ -135,6 +137,17 @@ struct onnx_session_stats {
     size_t const_bytes;       /* weights and folded constants */
 };
 void onnx_session_get_stats(const onnx_session *s, struct onnx_session_stats *st);
+
+/* Time per operator type of the runs so far, where the session profiles (options.profile). */
+struct onnx_op_profile {
+    const char *op;           /* ONNX op_type, e.g. "Conv" (static storage) */
+    long calls;
+    double seconds;
+};
+#define ONNX_PROFILE_MAX_OPS 64   /* at least every operator the runtime knows */
+/* Fills prof with up to cap operator types that ran, in the runtime's operator order; returns
+ * how many. 0 for a session that does not profile. */
+size_t onnx_session_profile(const onnx_session *s, struct onnx_op_profile *prof, size_t cap);
 
 /* Device memory this session holds (weights, inputs, arena, scratch, cuBLAS workspace):
  * what the serving layer reserves on the GPU. 0 for the CPU backend. The CUDA context

@@ -81,7 +81,7 @@ static onnx_session *session_alloc(const onnx_model *m, const struct onnx_backen
     s->m = m;
     s->be = be;
     /* per-op timing synchronises after every kernel: impossible inside a graph capture */
-    s->profile = getenv("GJ_ONNX_PROFILE") != NULL && !opt->cuda_graphs;
+    s->profile = opt->profile && !opt->cuda_graphs;
     s->n_values = m->n_values;
     s->v = calloc(m->n_values + 1, sizeof *s->v);
     s->r = calloc(m->n_nodes + 1, sizeof *s->r);
@@ -236,15 +236,6 @@ void onnx_session_free(onnx_session *s)
 {
     if (!s)
         return;
-    if (s->profile) {
-        double tot = 0;
-        for (int i = 0; i < ONNX_OP_COUNT; i++)
-            tot += s->prof_s[i];
-        for (int i = 0; i < ONNX_OP_COUNT; i++)
-            if (s->prof_n[i])
-                fprintf(stderr, "onnx profile: %-20s %8ld calls %10.2f ms %5.1f%%\n", onnx_op_name(i),
-                        s->prof_n[i], s->prof_s[i] * 1e3, tot > 0 ? 100 * s->prof_s[i] / tot : 0.0);
-    }
     onnx_plan_free(s);
     for (size_t i = 0; i < s->n_values; i++)
         if (s->v && s->v[i].own_hdata)
@@ -342,6 +333,17 @@ void onnx_session_get_stats(const onnx_session *s, struct onnx_session_stats *st
     st->arena_bytes = s->arena_bytes;
     st->naive_bytes = s->naive_bytes;
     st->const_bytes = s->const_bytes;
+}
+
+_Static_assert(ONNX_OP_COUNT <= ONNX_PROFILE_MAX_OPS, "a profile holds every operator");
+
+size_t onnx_session_profile(const onnx_session *s, struct onnx_op_profile *prof, size_t cap)
+{
+    size_t n = 0;
+    for (int i = 0; s->profile && i < ONNX_OP_COUNT && n < cap; i++)
+        if (s->prof_n[i])
+            prof[n++] = (struct onnx_op_profile){ onnx_op_name(i), s->prof_n[i], s->prof_s[i] };
+    return n;
 }
 
 size_t onnx_session_device_bytes(const onnx_session *s)

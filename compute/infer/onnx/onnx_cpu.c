@@ -660,10 +660,7 @@ static void cat_task(void *vctx, int64_t b, int64_t e)
         char *dst = (char *)a->out[0]->data + (size_t)o * j->out_row;
         for (int k = 0; k < a->n_in; k++) {
             const struct onnx_tensor *t = a->in[k];
-            int64_t inner = 1;
-            for (int i = (int)j->axis; i < t->rank; i++)
-                inner *= t->dims[i];
-            size_t bytes = (size_t)inner * j->es;
+            size_t bytes = (size_t)onnx_dims_product(t, (int)j->axis, t->rank) * j->es;
             memcpy(dst, (const char *)t->data + (size_t)o * bytes, bytes);
             dst += bytes;
         }
@@ -674,11 +671,7 @@ static int k_concat(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *y = a->out[0];
     struct cat_job j = { a, a->p->axis, onnx_elem_size(y->elem), 0 };
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < j.axis; i++)
-        outer *= y->dims[i];
-    for (int i = (int)j.axis; i < y->rank; i++)
-        inner *= y->dims[i];
+    int64_t outer = onnx_dims_product(y, 0, (int)j.axis), inner = onnx_dims_product(y, (int)j.axis, y->rank);
     j.out_row = (size_t)inner * j.es;
     if (y->numel)
         par(c, outer, 1 + PAR_GRAIN / (inner ? inner : 1), cat_task, &j);
@@ -712,21 +705,15 @@ struct bmm_job {
     const struct onnx_tensor *A, *B;
     struct onnx_tensor *Y;
     int64_t M, N, K;
-    int r;
-    int64_t sa[ONNX_MAX_RANK], sb[ONNX_MAX_RANK];
+    struct onnx_matmul_batch mb;
 };
 
 static void bmm_task(void *vctx, int64_t b, int64_t e)
 {
     const struct bmm_job *j = vctx;
     for (int64_t bi = b; bi < e; bi++) {
-        int64_t rem = bi, oa = 0, ob = 0;
-        for (int i = j->r - 1; i >= 0; i--) {
-            int64_t idx = rem % j->Y->dims[i];
-            rem /= j->Y->dims[i];
-            oa += idx * j->sa[i];
-            ob += idx * j->sb[i];
-        }
+        int64_t oa, ob;
+        onnx_matmul_batch_offsets(&j->mb, bi, &oa, &ob);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->M, (int)j->N, (int)j->K, 1.0f,
                     CF(j->A) + oa, (int)j->K, CF(j->B) + ob, (int)j->N, 0.0f, F(j->Y) + bi * j->M * j->N,
                     (int)j->N);
@@ -753,17 +740,9 @@ static int k_matmul(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
         return 0;
     }
     /* batched with broadcasting of the batch dims */
-    int r = Y->rank - 2;
-    int64_t batch = Y->numel / (M * N), s1 = M * K, s2 = K * N;
-    struct bmm_job j = { A, B, Y, M, N, K, r, { 0 }, { 0 } };
-    for (int i = r - 1; i >= 0; i--) {
-        int ia = i - (r - (A->rank - 2)), ib = i - (r - (B->rank - 2));
-        int64_t da = ia >= 0 ? A->dims[ia] : 1, db = ib >= 0 ? B->dims[ib] : 1;
-        j.sa[i] = da == 1 ? 0 : s1;
-        j.sb[i] = db == 1 ? 0 : s2;
-        s1 *= da;
-        s2 *= db;
-    }
+    int64_t batch = Y->numel / (M * N);
+    struct bmm_job j = { A, B, Y, M, N, K, { 0 } };
+    onnx_matmul_batch_init(&j.mb, A, B, Y);
     par(c, batch, 1 + (int64_t)(2e5 / (2.0 * (double)(M * N * K) + 1)), bmm_task, &j);
     return 0;
 }
@@ -804,15 +783,8 @@ static void softmax_task(void *vctx, int64_t b, int64_t e)
 static int k_softmax(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
-    int64_t ax = a->p->axis, n = 1, inner = 1;
-    if (a->p->softmax_legacy) {
-        for (int i = (int)ax; i < x->rank; i++)
-            n *= x->dims[i];
-    } else {
-        n = x->dims[ax];
-        for (int i = (int)ax + 1; i < x->rank; i++)
-            inner *= x->dims[i];
-    }
+    int64_t n, inner;
+    onnx_softmax_extent(x, a->p, &n, &inner);
     if (x->numel == 0)
         return 0;
     struct row_job j = { CF(x), NULL, NULL, F(OUTT(0)), n, inner, 0 };
@@ -844,9 +816,7 @@ static void ln_task(void *vctx, int64_t b, int64_t e)
 static int k_layernorm(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
-    int64_t n = 1;
-    for (int i = (int)a->p->axis; i < x->rank; i++)
-        n *= x->dims[i];
+    int64_t n = onnx_dims_product(x, (int)a->p->axis, x->rank);
     if (x->numel == 0 || n == 0)
         return 0;
     struct row_job j = { CF(x), CF(a->in[1]), IN(2) ? CF(IN(2)) : NULL, F(OUTT(0)), n, 1, a->p->epsilon };
@@ -952,33 +922,15 @@ static void run_strided(struct onnx_backend_ctx *c, struct strided_job *j, int64
     par(c, numel / inner, 1 + PAR_GRAIN / inner, strided_task, j);
 }
 
-static int k_transpose(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
+/* Transpose, Slice */
+static int k_view_copy(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
     struct onnx_tensor *y = OUTT(0);
-    int64_t st[ONNX_MAX_RANK];
-    onnx_row_strides(x, st);
     struct strided_job j = { x->data, y->data, onnx_elem_size(x->elem), y->rank, { 0 }, { 0 }, 0 };
-    for (int i = 0; i < y->rank; i++) {
+    j.base = onnx_view_strides(a, j.ist);
+    for (int i = 0; i < y->rank; i++)
         j.od[i] = y->dims[i];
-        j.ist[i] = st[a->p->perm[i]];
-    }
-    run_strided(c, &j, y->numel);
-    return 0;
-}
-
-static int k_slice(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
-{
-    const struct onnx_tensor *x = a->in[0];
-    struct onnx_tensor *y = OUTT(0);
-    int64_t st[ONNX_MAX_RANK];
-    onnx_row_strides(x, st);
-    struct strided_job j = { x->data, y->data, onnx_elem_size(x->elem), y->rank, { 0 }, { 0 }, 0 };
-    for (int i = 0; i < y->rank; i++) {
-        j.od[i] = y->dims[i];
-        j.ist[i] = st[i] * a->p->sl_step[i];
-        j.base += a->p->sl_start[i] * st[i];
-    }
     run_strided(c, &j, y->numel);
     return 0;
 }
@@ -987,11 +939,8 @@ static int k_gather(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0], *idx = a->in[1];
     struct onnx_tensor *y = OUTT(0);
-    int64_t ax = a->p->axis, outer = 1, inner = 1, dim = x->dims[ax];
-    for (int i = 0; i < ax; i++)
-        outer *= x->dims[i];
-    for (int i = (int)ax + 1; i < x->rank; i++)
-        inner *= x->dims[i];
+    int ax = (int)a->p->axis;
+    int64_t outer = onnx_dims_product(x, 0, ax), inner = onnx_dims_product(x, ax + 1, x->rank), dim = x->dims[ax];
     size_t es = onnx_elem_size(x->elem), row = (size_t)inner * es;
     const int64_t *iv = idx->data;
     for (int64_t k = 0; k < idx->numel; k++)
@@ -1155,10 +1104,10 @@ const struct onnx_backend onnx_backend_cpu = {
         [ONNX_OP_REDUCEMEAN] = k_reducemean,
         [ONNX_OP_FLATTEN] = k_copy,
         [ONNX_OP_RESHAPE] = k_copy,
-        [ONNX_OP_TRANSPOSE] = k_transpose,
+        [ONNX_OP_TRANSPOSE] = k_view_copy,
         [ONNX_OP_GATHER] = k_gather,
         [ONNX_OP_SHAPE] = k_shape,
-        [ONNX_OP_SLICE] = k_slice,
+        [ONNX_OP_SLICE] = k_view_copy,
         [ONNX_OP_SQUEEZE] = k_copy,
         [ONNX_OP_UNSQUEEZE] = k_copy,
         [ONNX_OP_CONSTANT] = k_constant,

@@ -664,24 +664,11 @@ static int k_matmul(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
         return gemm(c, 0, 0, M, N, K, 1.0f, CF(A), K, bA == 1 ? 0 : M * K, CF(B), N, K * N, 0.0f, F(Y), N, M * N,
                     batch);
     /* general broadcasting of the batch dims: one GEMM per batch entry */
-    int r = Y->rank - 2;
-    int64_t sa[ONNX_MAX_RANK], sb[ONNX_MAX_RANK], s1 = M * K, s2 = K * N;
-    for (int i = r - 1; i >= 0; i--) {
-        int ia = i - (r - (A->rank - 2)), ib = i - (r - (B->rank - 2));
-        int64_t da = ia >= 0 ? A->dims[ia] : 1, db = ib >= 0 ? B->dims[ib] : 1;
-        sa[i] = da == 1 ? 0 : s1;
-        sb[i] = db == 1 ? 0 : s2;
-        s1 *= da;
-        s2 *= db;
-    }
+    struct onnx_matmul_batch mb;
+    onnx_matmul_batch_init(&mb, A, B, Y);
     for (int64_t bi = 0; bi < batch; bi++) {
-        int64_t rem = bi, oa = 0, ob = 0;
-        for (int i = r - 1; i >= 0; i--) {
-            int64_t idx = rem % Y->dims[i];
-            rem /= Y->dims[i];
-            oa += idx * sa[i];
-            ob += idx * sb[i];
-        }
+        int64_t oa, ob;
+        onnx_matmul_batch_offsets(&mb, bi, &oa, &ob);
         if (gemm(c, 0, 0, M, N, K, 1.0f, CF(A) + oa, K, 0, CF(B) + ob, N, 0, 0.0f, F(Y) + bi * M * N, N, 0, 1))
             return -1;
     }
@@ -789,15 +776,8 @@ static int k_batchnorm(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 static int k_softmax(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
-    int64_t ax = a->p->axis, n = 1, inner = 1;
-    if (a->p->softmax_legacy) {
-        for (int i = (int)ax; i < x->rank; i++)
-            n *= x->dims[i];
-    } else {
-        n = x->dims[ax];
-        for (int i = (int)ax + 1; i < x->rank; i++)
-            inner *= x->dims[i];
-    }
+    int64_t n, inner;
+    onnx_softmax_extent(x, a->p, &n, &inner);
     if (x->numel == 0)
         return 0;
     return launch_ok(c, okc_softmax(c->stream, CF(x), F(OUT0), x->numel / (n * inner), n, inner), "okc_softmax");
@@ -806,9 +786,7 @@ static int k_softmax(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 static int k_layernorm(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
-    int64_t n = 1;
-    for (int i = (int)a->p->axis; i < x->rank; i++)
-        n *= x->dims[i];
+    int64_t n = onnx_dims_product(x, (int)a->p->axis, x->rank);
     if (x->numel == 0 || n == 0)
         return 0;
     return launch_ok(c, okc_layernorm(c->stream, CF(x), F(OUT0), CF(a->in[1]), IN(2) ? CF(IN(2)) : NULL,
@@ -843,39 +821,18 @@ static int k_reducemean(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 
 /* ---- data movement ------------------------------------------------------------------------------ */
 
-static int k_transpose(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
+/* Transpose, Slice */
+static int k_view_copy(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
     struct onnx_tensor *y = OUT0;
-    int64_t st[ONNX_MAX_RANK];
-    onnx_row_strides(x, st);
     struct okc_walk w;
     memset(&w, 0, sizeof w);
     w.rank = y->rank > 0 ? y->rank : 1;
     w.dims[0] = 1;
-    for (int i = 0; i < y->rank; i++) {
+    w.base[0] = onnx_view_strides(a, w.st[0]);
+    for (int i = 0; i < y->rank; i++)
         w.dims[i] = y->dims[i];
-        w.st[0][i] = st[a->p->perm[i]];
-    }
-    return launch_ok(c, okc_strided_copy(c->stream, &w, x->data, y->data, y->numel, (int)onnx_elem_size(x->elem)),
-                     "okc_strided_copy");
-}
-
-static int k_slice(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
-{
-    const struct onnx_tensor *x = a->in[0];
-    struct onnx_tensor *y = OUT0;
-    int64_t st[ONNX_MAX_RANK];
-    onnx_row_strides(x, st);
-    struct okc_walk w;
-    memset(&w, 0, sizeof w);
-    w.rank = y->rank > 0 ? y->rank : 1;
-    w.dims[0] = 1;
-    for (int i = 0; i < y->rank; i++) {
-        w.dims[i] = y->dims[i];
-        w.st[0][i] = st[i] * a->p->sl_step[i];
-        w.base[0] += a->p->sl_start[i] * st[i];
-    }
     return launch_ok(c, okc_strided_copy(c->stream, &w, x->data, y->data, y->numel, (int)onnx_elem_size(x->elem)),
                      "okc_strided_copy");
 }
@@ -883,11 +840,8 @@ static int k_slice(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 static int k_gather(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0], *idx = a->in[1];
-    int64_t ax = a->p->axis, outer = 1, inner = 1;
-    for (int i = 0; i < ax; i++)
-        outer *= x->dims[i];
-    for (int i = (int)ax + 1; i < x->rank; i++)
-        inner *= x->dims[i];
+    int ax = (int)a->p->axis;
+    int64_t outer = onnx_dims_product(x, 0, ax), inner = onnx_dims_product(x, ax + 1, x->rank);
     return launch_ok(c, okc_gather(c->stream, x->data, idx->data, OUT0->data, outer, x->dims[ax], idx->numel, inner,
                                    (int)onnx_elem_size(x->elem), c->dev_err),
                      "okc_gather");
@@ -915,20 +869,14 @@ static int k_concat(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     struct onnx_tensor *y = OUT0;
     size_t es = onnx_elem_size(y->elem);
-    int64_t ax = a->p->axis, outer = 1, yinner = 1;
-    for (int i = 0; i < ax; i++)
-        outer *= y->dims[i];
-    for (int i = (int)ax; i < y->rank; i++)
-        yinner *= y->dims[i];
+    int ax = (int)a->p->axis;
+    int64_t outer = onnx_dims_product(y, 0, ax), yinner = onnx_dims_product(y, ax, y->rank);
     if (y->numel == 0)
         return 0;
     size_t off = 0, pitch = (size_t)yinner * es;
     for (int k = 0; k < a->n_in; k++) {
         const struct onnx_tensor *t = a->in[k];
-        int64_t inner = 1;
-        for (int i = (int)ax; i < t->rank; i++)
-            inner *= t->dims[i];
-        size_t width = (size_t)inner * es;
+        size_t width = (size_t)onnx_dims_product(t, ax, t->rank) * es;
         if (width && outer) {
             if (outer == 1) {
                 if (copy_d2d(c, (char *)y->data + off, t->data, width))
@@ -983,9 +931,9 @@ const struct onnx_backend onnx_backend_cuda = {
         [ONNX_OP_SOFTMAX] = k_softmax,
         [ONNX_OP_LAYERNORM] = k_layernorm,
         [ONNX_OP_REDUCEMEAN] = k_reducemean,
-        [ONNX_OP_TRANSPOSE] = k_transpose,
+        [ONNX_OP_TRANSPOSE] = k_view_copy,
         [ONNX_OP_GATHER] = k_gather,
-        [ONNX_OP_SLICE] = k_slice,
+        [ONNX_OP_SLICE] = k_view_copy,
         [ONNX_OP_CAST] = k_cast,
         [ONNX_OP_EXPAND] = k_expand,
         [ONNX_OP_WHERE] = k_where,

@@ -61,6 +61,8 @@ void onnx_row_strides(const struct onnx_tensor *t, int64_t *st);
  * the walk's rank (>= 1: a scalar walks as one dim of 1 with strides 0). */
 int onnx_broadcast_walk(const struct onnx_tensor *out, const struct onnx_tensor *const *ins, int n,
                         int64_t *dims, int64_t (*st)[ONNX_MAX_RANK]);
+/* The product of t's dims [from, to) (1 when empty). */
+int64_t onnx_dims_product(const struct onnx_tensor *t, int from, int to);
 
 /* Operator parameters, parsed and validated from the attributes at load. */
 enum { ONNX_PAD_NOTSET = 0, ONNX_PAD_VALID, ONNX_PAD_SAME_UPPER, ONNX_PAD_SAME_LOWER };
@@ -121,6 +123,25 @@ struct onnx_model {
     int *inputs, *outputs;          /* value indices */
     struct onnx_io_desc *in_desc, *out_desc;
 };
+
+/* The geometry both backends' kernels share (onnx_layout.c), from the parameters shape
+ * inference resolved: */
+struct onnx_kargs;
+/* Softmax: rows of n elements spaced `inner` apart (opset < 13: x coerced to 2-D at the axis,
+ * n = the product of the dims from the axis, inner 1). */
+void onnx_softmax_extent(const struct onnx_tensor *x, const struct onnx_params *p, int64_t *n, int64_t *inner);
+/* Transpose and Slice as a strided read of input 0: output element (i_0, ..) is input element
+ * base + sum_d i_d * st[d]; st[] for each output dim, returns base. */
+int64_t onnx_view_strides(const struct onnx_kargs *a, int64_t *st);
+/* MatMul with broadcast batch dims (the r = rank(Y) - 2 leading dims of Y): for Y's batch entry
+ * bi, the element offsets of A's and B's matrices. */
+struct onnx_matmul_batch {
+    int r;
+    int64_t dims[ONNX_MAX_RANK], sa[ONNX_MAX_RANK], sb[ONNX_MAX_RANK];
+};
+void onnx_matmul_batch_init(struct onnx_matmul_batch *mb, const struct onnx_tensor *A, const struct onnx_tensor *B,
+                            const struct onnx_tensor *Y);
+void onnx_matmul_batch_offsets(const struct onnx_matmul_batch *mb, int64_t bi, int64_t *oa, int64_t *ob);
 
 /* ---- backend interface ------------------------------------------------------------ */
 

@@ -173,4 +173,54 @@ static inline struct pb pb_model(struct pb *graph, int64_t opset)
     return m;
 }
 
+/* ---- a graph builder: values and nodes in order, then the model ---- */
+
+struct gb {
+    struct pb g;
+    int64_t opset;   /* 0: 17 */
+};
+
+/* NULL-terminated names and dims as literals: S("x", "w"), D(1, 3, 8, 8). */
+#define S(...) ((const char *const[]){ __VA_ARGS__, NULL })
+#define D(...) ((const int64_t[]){ __VA_ARGS__ })
+
+static inline void gb_input(struct gb *b, const char *name, int elem, int rank, const int64_t *dims)
+{
+    struct pb v = pb_vinfo(name, elem, rank, dims);
+    pb_msg(&b->g, 11, &v);
+}
+
+/* An initializer of elem (T_FLOAT, T_INT64, T_BOOL) with its raw data. */
+static inline void gb_init(struct gb *b, const char *name, int elem, int rank, const int64_t *dims,
+                           const void *data)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i];
+    size_t es = elem == T_FLOAT ? 4 : elem == T_INT64 ? 8 : 1;
+    struct pb t = pb_tensor(name, elem, rank, dims, data, (size_t)n * es);
+    pb_msg(&b->g, 5, &t);
+}
+
+static inline void gb_node(struct gb *b, const char *op, const char *const *in, const char *const *out,
+                           int n_attr, struct pb *attrs)
+{
+    struct pb nd = pb_node(op, in, out, n_attr, attrs);
+    pb_msg(&b->g, 1, &nd);
+}
+
+static inline void gb_output(struct gb *b, const char *name)
+{
+    struct pb v = { 0 };
+    pb_str(&v, 1, name);
+    pb_msg(&b->g, 12, &v);
+}
+
+/* The model file (the builder's buffer is consumed). */
+static inline struct pb gb_finish(struct gb *b)
+{
+    pb_str(&b->g, 2, "test");
+    return pb_model(&b->g, b->opset ? b->opset : 17);
+}
+
 #endif

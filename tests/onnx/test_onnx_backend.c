@@ -16,26 +16,25 @@
 #include "infer/onnx/onnx_model.h"
 #include "pbw.h"
 
-#define S(...) ((const char *const[]){ __VA_ARGS__, NULL })
-#define D(...) ((const int64_t[]){ __VA_ARGS__ })
-
-static onnx_model *relu_model(void)
+/* The model the builder holds, loaded (the builder is consumed). */
+static onnx_model *load(struct gb *b)
 {
-    struct pb g = { 0 };
-    struct pb v = pb_vinfo("x", T_FLOAT, 2, D(-1, 4));
-    pb_msg(&g, 11, &v);
-    struct pb nd = pb_node("Relu", S("x"), S("y"), 0, NULL);
-    pb_msg(&g, 1, &nd);
-    struct pb o = { 0 };
-    pb_str(&o, 1, "y");
-    pb_msg(&g, 12, &o);
-    pb_str(&g, 2, "relu");
-    struct pb m = pb_model(&g, 17);
+    struct pb m = gb_finish(b);
     struct gj_error err = { 0 };
     onnx_model *model = onnx_model_load_memory(m.b, m.n, &err);
     free(m.b);
-    assert_non_null(model);
+    if (!model)
+        fail_msg("load: %s", err.message);
     return model;
+}
+
+static onnx_model *relu_model(void)
+{
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 2, D(-1, 4));
+    gb_node(&b, "Relu", S("x"), S("y"), 0, NULL);
+    gb_output(&b, "y");
+    return load(&b);
 }
 
 static void test_cpu_defaults(void **st)
@@ -139,32 +138,20 @@ static void test_batchnorm_folding(void **st)
     (void)st;
     /* 1x1 conv, 2 -> 2 channels: c0 = x0 + x1, c1 = x0 - x1; BN: (c - mean) / sqrt(var) * s + b */
     float w[4] = { 1, 1, 1, -1 }, sc[2] = { 2, 1 }, bi[2] = { 1, -1 }, mu[2] = { 1, 0 }, var[2] = { 4, 1 };
-    struct pb g = { 0 };
-    struct pb v = pb_vinfo("x", T_FLOAT, 4, D(1, 2, 1, 2));
-    pb_msg(&g, 11, &v);
-    const char *names[5] = { "w", "s", "b", "m", "v" };
-    const float *data[5] = { w, sc, bi, mu, var };
-    for (int i = 0; i < 5; i++) {
-        struct pb t = i == 0 ? pb_tensor(names[i], T_FLOAT, 4, D(2, 2, 1, 1), data[i], 16)
-                             : pb_tensor(names[i], T_FLOAT, 1, D(2), data[i], 8);
-        pb_msg(&g, 5, &t);
-    }
+    struct gb g = { 0 };
+    gb_input(&g, "x", T_FLOAT, 4, D(1, 2, 1, 2));
+    gb_init(&g, "w", T_FLOAT, 4, D(2, 2, 1, 1), w);
+    const char *names[4] = { "s", "b", "m", "v" };
+    const float *data[4] = { sc, bi, mu, var };
+    for (int i = 0; i < 4; i++)
+        gb_init(&g, names[i], T_FLOAT, 1, D(2), data[i]);
     struct pb eps[1] = { pb_attr_float("epsilon", 0.0f) };
-    struct pb n1 = pb_node("Conv", S("x", "w"), S("c"), 0, NULL);
-    struct pb n2 = pb_node("BatchNormalization", S("c", "s", "b", "m", "v"), S("n"), 1, eps);
-    struct pb n3 = pb_node("Relu", S("n"), S("y"), 0, NULL);
-    pb_msg(&g, 1, &n1);
-    pb_msg(&g, 1, &n2);
-    pb_msg(&g, 1, &n3);
-    struct pb o = { 0 };
-    pb_str(&o, 1, "y");
-    pb_msg(&g, 12, &o);
-    pb_str(&g, 2, "convbn");
-    struct pb mp = pb_model(&g, 17);
+    gb_node(&g, "Conv", S("x", "w"), S("c"), 0, NULL);
+    gb_node(&g, "BatchNormalization", S("c", "s", "b", "m", "v"), S("n"), 1, eps);
+    gb_node(&g, "Relu", S("n"), S("y"), 0, NULL);
+    gb_output(&g, "y");
+    onnx_model *m = load(&g);
     struct gj_error err = { 0 };
-    onnx_model *m = onnx_model_load_memory(mp.b, mp.n, &err);
-    free(mp.b);
-    assert_non_null(m);
     struct onnx_session_options opt = { .batch = 1, .threads = 1, .backend = "cpu" };
     onnx_session *s = onnx_session_create(m, &opt, &err);
     assert_non_null(s);

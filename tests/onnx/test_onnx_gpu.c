@@ -79,49 +79,6 @@ static float *rfloats(int64_t n, float lo, float hi)
     return p;
 }
 
-/* ---- graph builder ----------------------------------------------------------------------- */
-
-struct gb {
-    struct pb g;
-    int64_t opset;
-};
-
-#define S(...) ((const char *const[]){ __VA_ARGS__, NULL })
-#define D(...) ((const int64_t[]){ __VA_ARGS__ })
-
-static void gb_input(struct gb *b, const char *name, int elem, int rank, const int64_t *dims)
-{
-    struct pb v = pb_vinfo(name, elem, rank, dims);
-    pb_msg(&b->g, 11, &v);
-}
-
-static void gb_init(struct gb *b, const char *name, int elem, int rank, const int64_t *dims, const void *data)
-{
-    size_t es = elem == T_FLOAT ? 4 : elem == T_INT64 ? 8 : 1;
-    struct pb t = pb_tensor(name, elem, rank, dims, data, (size_t)numel(rank, dims) * es);
-    pb_msg(&b->g, 5, &t);
-}
-
-static void gb_node(struct gb *b, const char *op, const char *const *in, const char *const *out, int n_attr,
-                    struct pb *attrs)
-{
-    struct pb nd = pb_node(op, in, out, n_attr, attrs);
-    pb_msg(&b->g, 1, &nd);
-}
-
-static void gb_output(struct gb *b, const char *name)
-{
-    struct pb v = { 0 };
-    pb_str(&v, 1, name);
-    pb_msg(&b->g, 12, &v);
-}
-
-static struct pb gb_finish(struct gb *b)
-{
-    pb_str(&b->g, 2, "gpu-test");
-    return pb_model(&b->g, b->opset ? b->opset : 17);
-}
-
 /* ---- running and comparing ----------------------------------------------------------------- */
 
 static double rel_l2(const float *a, const float *ref, int64_t n)

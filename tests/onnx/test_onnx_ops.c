@@ -14,49 +14,6 @@
 #include "infer/onnx/onnx_model.h"
 #include "pbw.h"
 
-/* ---- graph builder ---- */
-
-struct gb {
-    struct pb g;
-    int64_t opset;
-};
-
-static void gb_input(struct gb *b, const char *name, int elem, int rank, const int64_t *dims)
-{
-    struct pb v = pb_vinfo(name, elem, rank, dims);
-    pb_msg(&b->g, 11, &v);
-}
-
-static void gb_init(struct gb *b, const char *name, int elem, int rank, const int64_t *dims, const void *data)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++)
-        n *= dims[i];
-    size_t es = elem == T_FLOAT ? 4 : elem == T_INT64 ? 8 : 1;
-    struct pb t = pb_tensor(name, elem, rank, dims, data, (size_t)n * es);
-    pb_msg(&b->g, 5, &t);
-}
-
-static void gb_node(struct gb *b, const char *op, const char *const *in, const char *const *out, int n_attr,
-                    struct pb *attrs)
-{
-    struct pb nd = pb_node(op, in, out, n_attr, attrs);
-    pb_msg(&b->g, 1, &nd);
-}
-
-static void gb_output(struct gb *b, const char *name)
-{
-    struct pb v = { 0 };
-    pb_str(&v, 1, name);
-    pb_msg(&b->g, 12, &v);
-}
-
-static struct pb gb_finish(struct gb *b)
-{
-    pb_str(&b->g, 2, "test");
-    return pb_model(&b->g, b->opset ? b->opset : 17);
-}
-
 /* Loads, creates a session (batch, 2 threads), runs with one or two inputs, returns 0 or -1
  * and leaves the error message in msg. out gets output 0. */
 static int run_model(struct pb *mp, int batch, const void *in0, const void *in1, void *out, size_t out_bytes,
@@ -101,8 +58,6 @@ static void expect_f(const float *got, const float *want, int n, float tol)
     }
 }
 
-#define S(...) ((const char *const[]){ __VA_ARGS__, NULL })
-#define D(...) ((const int64_t[]){ __VA_ARGS__ })
 #define NA(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* Runs a unary-input float model: input "x" of dims, one node op, output "y". */
@@ -592,6 +547,23 @@ static void test_wrong_dims(void **st)
     expect_refusal(&m, "inner");
 }
 
+/* The model b holds: no session with `over` (the error mentions needle), one with `ok`. */
+static void expect_limit(struct gb *b, const struct onnx_session_options *over, const char *needle,
+                         const struct onnx_session_options *ok)
+{
+    struct pb mm = gb_finish(b);
+    struct gj_error er = { 0 };
+    onnx_model *o = onnx_model_load_memory(mm.b, mm.n, &er);
+    free(mm.b);
+    assert_non_null(o);
+    assert_null(onnx_session_create(o, over, &er));
+    assert_non_null(strstr(er.message, needle));
+    onnx_session *ss = onnx_session_create(o, ok, &er);
+    assert_non_null(ss);
+    onnx_session_free(ss);
+    onnx_model_free(o);
+}
+
 static void test_huge_sizes(void **st)
 {
     (void)st;
@@ -629,19 +601,10 @@ static void test_huge_sizes(void **st)
         gb_input(&e, "x", T_FLOAT, 2, D(-1, 1000));
         gb_node(&e, "Relu", S("x"), S("y"), 0, NULL);
         gb_output(&e, "y");
-        struct pb mm = gb_finish(&e);
-        struct gj_error er = { 0 };
-        onnx_model *o = onnx_model_load_memory(mm.b, mm.n, &er);
-        free(mm.b);
-        assert_non_null(o);
         struct onnx_session_options op = { .batch = 100, .threads = 1, .backend = "cpu", .max_bytes = 500000 };
-        assert_null(onnx_session_create(o, &op, &er));
-        assert_non_null(strstr(er.message, "limit"));
-        op.batch = 10;
-        onnx_session *ss = onnx_session_create(o, &op, &er);
-        assert_non_null(ss);
-        onnx_session_free(ss);
-        onnx_model_free(o);
+        struct onnx_session_options ok = op;
+        ok.batch = 10;
+        expect_limit(&e, &op, "limit", &ok);
     }
     /* the limit counts scratch: a 3x3 Conv on 100x100 holds about 80 kB of tensors but needs
      * 360 kB of im2col scratch on the CPU */
@@ -653,19 +616,10 @@ static void test_huge_sizes(void **st)
         struct pb at[1] = { pb_attr_ints("pads", 4, D(1, 1, 1, 1)) };
         gb_node(&e, "Conv", S("x", "w"), S("y"), 1, at);
         gb_output(&e, "y");
-        struct pb mm = gb_finish(&e);
-        struct gj_error er = { 0 };
-        onnx_model *o = onnx_model_load_memory(mm.b, mm.n, &er);
-        free(mm.b);
-        assert_non_null(o);
         struct onnx_session_options op = { .batch = 1, .threads = 1, .backend = "cpu", .max_bytes = 200000 };
-        assert_null(onnx_session_create(o, &op, &er));
-        assert_non_null(strstr(er.message, "scratch"));
-        op.max_bytes = 500000;
-        onnx_session *ss = onnx_session_create(o, &op, &er);
-        assert_non_null(ss);
-        onnx_session_free(ss);
-        onnx_model_free(o);
+        struct onnx_session_options ok = op;
+        ok.max_bytes = 500000;
+        expect_limit(&e, &op, "scratch", &ok);
     }
     /* a length prefix claiming 2^60 bytes */
     uint8_t bad[16] = { (7 << 3) | 2, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10 };

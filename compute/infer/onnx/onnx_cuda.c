@@ -167,6 +167,47 @@ static void cuda_fini(struct onnx_backend_ctx *c)
     free(c);
 }
 
+/* The cuBLAS compute type and cuDNN math type of the context's precision. */
+static void set_math(struct onnx_backend_ctx *c)
+{
+    switch (c->precision) {
+    case ONNX_PRECISION_TF32:
+        c->compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+        c->conv_math = CUDNN_TENSOR_OP_MATH;
+        break;
+    case ONNX_PRECISION_FP16:
+        c->compute = CUBLAS_COMPUTE_32F_FAST_16F;
+        c->conv_math = CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+        break;
+    default:
+        c->compute = CUBLAS_COMPUTE_32F_PEDANTIC;
+        c->conv_math = CUDNN_FMA_MATH;
+        break;
+    }
+}
+
+/* The stream, the error word, the cuBLAS workspace and both library handles bound to the
+ * stream; -1 with the failed call in c->msg. */
+static int create_resources(struct onnx_backend_ctx *c)
+{
+    if (cu_ok(c, cudaSetDevice(c->device), "cudaSetDevice") ||
+        cu_ok(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags") ||
+        cu_ok(c, cudaMalloc((void **)&c->dev_err, sizeof(int)), "cudaMalloc") ||
+        cu_ok(c, cudaMemsetAsync(c->dev_err, 0, sizeof(int), c->stream), "cudaMemsetAsync") ||
+        cu_ok(c, cudaMalloc(&c->blas_ws, BLAS_WORKSPACE), "cudaMalloc") ||
+        dnn_ok(c, cudnnCreate(&c->dnn), "cudnnCreate") ||
+        dnn_ok(c, cudnnSetStream(c->dnn, c->stream), "cudnnSetStream") ||
+        blas_ok(c, cublasCreate(&c->blas), "cublasCreate") ||
+        blas_ok(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") ||
+        blas_ok(c, cublasSetWorkspace(c->blas, c->blas_ws, BLAS_WORKSPACE), "cublasSetWorkspace") ||
+        blas_ok(c, cublasSetMathMode(c->blas, c->precision == ONNX_PRECISION_FP32 ? CUBLAS_PEDANTIC_MATH
+                                                                                  : CUBLAS_DEFAULT_MATH),
+                "cublasSetMathMode") ||
+        cu_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize"))
+        return -1;
+    return 0;
+}
+
 static int cuda_init(struct onnx_backend_ctx **out, const struct onnx_session_options *opt,
                      struct gj_error *err)
 {
@@ -183,34 +224,8 @@ static int cuda_init(struct onnx_backend_ctx **out, const struct onnx_session_op
     c->device = opt->device;
     c->precision = opt->precision;
     c->graphs = opt->cuda_graphs != 0;
-    switch (c->precision) {
-    case ONNX_PRECISION_TF32:
-        c->compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-        c->conv_math = CUDNN_TENSOR_OP_MATH;
-        break;
-    case ONNX_PRECISION_FP16:
-        c->compute = CUBLAS_COMPUTE_32F_FAST_16F;
-        c->conv_math = CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-        break;
-    default:
-        c->compute = CUBLAS_COMPUTE_32F_PEDANTIC;
-        c->conv_math = CUDNN_FMA_MATH;
-        break;
-    }
-    if (cu_ok(c, cudaSetDevice(c->device), "cudaSetDevice") ||
-        cu_ok(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags") ||
-        cu_ok(c, cudaMalloc((void **)&c->dev_err, sizeof(int)), "cudaMalloc") ||
-        cu_ok(c, cudaMemsetAsync(c->dev_err, 0, sizeof(int), c->stream), "cudaMemsetAsync") ||
-        cu_ok(c, cudaMalloc(&c->blas_ws, BLAS_WORKSPACE), "cudaMalloc") ||
-        dnn_ok(c, cudnnCreate(&c->dnn), "cudnnCreate") ||
-        dnn_ok(c, cudnnSetStream(c->dnn, c->stream), "cudnnSetStream") ||
-        blas_ok(c, cublasCreate(&c->blas), "cublasCreate") ||
-        blas_ok(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") ||
-        blas_ok(c, cublasSetWorkspace(c->blas, c->blas_ws, BLAS_WORKSPACE), "cublasSetWorkspace") ||
-        blas_ok(c, cublasSetMathMode(c->blas, c->precision == ONNX_PRECISION_FP32 ? CUBLAS_PEDANTIC_MATH
-                                                                                  : CUBLAS_DEFAULT_MATH),
-                "cublasSetMathMode") ||
-        cu_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize")) {
+    set_math(c);
+    if (create_resources(c)) {
         gj_error_set(err, "device", "device %d: %s", opt->device, c->msg);
         cuda_fini(c);
         return -1;
@@ -409,65 +424,89 @@ static cudnnMathType_t math_to_set(int precision, cudnnMathType_t reported)
     return precision == ONNX_PRECISION_FP32 ? CUDNN_FMA_MATH : reported;
 }
 
-/* Chooses the algorithm: cudnnFindConvolutionForwardAlgorithm (measured), the fastest one
- * that succeeded, fits CONV_WORKSPACE_MAX and keeps to the precision; the cuDNN heuristics
- * (cudnnGetConvolutionForwardAlgorithm_v7) where Find fails. Then its workspace size. */
-static int choose_algo(struct onnx_backend_ctx *c, struct conv_plan *pl)
+/* The cached choice for this device, precision and shape: 1 with *algo and *math, else 0. */
+static int cached_algo(const struct onnx_backend_ctx *c, const struct conv_plan *pl, cudnnConvolutionFwdAlgo_t *algo,
+                       cudnnMathType_t *math)
 {
+    int found = 0;
     pthread_mutex_lock(&algo_lock);
-    for (struct algo_choice *ch = algo_cache; ch; ch = ch->next)
+    for (struct algo_choice *ch = algo_cache; ch && !found; ch = ch->next)
         if (ch->device == c->device && ch->precision == c->precision && !memcmp(ch->key, pl->key, sizeof pl->key)) {
-            pl->algo = ch->algo;
-            pthread_mutex_unlock(&algo_lock);
-            if (dnn_ok(c, cudnnSetConvolutionMathType(pl->cd, math_to_set(c->precision, ch->math)),
-                       "cudnnSetConvolutionMathType"))
-                return -1;
-            goto workspace;
+            *algo = ch->algo;
+            *math = ch->math;
+            found = 1;
         }
     pthread_mutex_unlock(&algo_lock);
-    {
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        int got = 0, pick = -1;
-        cudnnStatus_t st = cudnnFindConvolutionForwardAlgorithm(c->dnn, pl->xd, pl->wd, pl->cd, pl->yd,
-                                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
-        if (st != CUDNN_STATUS_SUCCESS)
-            got = 0;
-        for (int i = 0; i < got && pick < 0; i++)
-            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= CONV_WORKSPACE_MAX &&
-                math_allowed(c->precision, perf[i].mathType))
-                pick = i;
-        if (pick < 0) {
-            st = cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, pl->xd, pl->wd, pl->cd, pl->yd,
-                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
-            if (dnn_ok(c, st, "cudnnGetConvolutionForwardAlgorithm_v7"))
-                return -1;
-            for (int i = 0; i < got && pick < 0; i++)
-                if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= CONV_WORKSPACE_MAX &&
-                    math_allowed(c->precision, perf[i].mathType))
-                    pick = i;
-        }
-        if (pick < 0)
-            return fail(c, "cuDNN offers no convolution algorithm for this shape at this precision");
-        /* the sticky CUDA error a failed trial may leave must not fail the next launch */
-        (void)cudaGetLastError();
-        pl->algo = perf[pick].algo;
-        if (dnn_ok(c, cudnnSetConvolutionMathType(pl->cd, math_to_set(c->precision, perf[pick].mathType)),
-                   "cudnnSetConvolutionMathType"))
+    return found;
+}
+
+/* Remembers pl's choice for the process (a failed allocation only costs a later search). */
+static void cache_algo(const struct onnx_backend_ctx *c, const struct conv_plan *pl, cudnnMathType_t math)
+{
+    struct algo_choice *ch = calloc(1, sizeof *ch);
+    if (!ch)
+        return;
+    ch->device = c->device;
+    ch->precision = c->precision;
+    memcpy(ch->key, pl->key, sizeof ch->key);
+    ch->algo = pl->algo;
+    ch->math = math;
+    pthread_mutex_lock(&algo_lock);
+    ch->next = algo_cache;
+    algo_cache = ch;
+    pthread_mutex_unlock(&algo_lock);
+}
+
+/* The first of n candidates (fastest first) that succeeded, fits CONV_WORKSPACE_MAX and keeps
+ * to the precision, or -1. */
+static int pick_algo(const struct onnx_backend_ctx *c, const cudnnConvolutionFwdAlgoPerf_t *perf, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= CONV_WORKSPACE_MAX &&
+            math_allowed(c->precision, perf[i].mathType))
+            return i;
+    return -1;
+}
+
+/* cudnnFindConvolutionForwardAlgorithm (measured); the cuDNN heuristics
+ * (cudnnGetConvolutionForwardAlgorithm_v7) where Find fails or offers nothing usable. */
+static int search_algo(struct onnx_backend_ctx *c, struct conv_plan *pl, cudnnMathType_t *math)
+{
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int got = 0;
+    cudnnStatus_t st = cudnnFindConvolutionForwardAlgorithm(c->dnn, pl->xd, pl->wd, pl->cd, pl->yd,
+                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
+    if (st != CUDNN_STATUS_SUCCESS)
+        got = 0;
+    int pick = pick_algo(c, perf, got);
+    if (pick < 0) {
+        st = cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, pl->xd, pl->wd, pl->cd, pl->yd,
+                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
+        if (dnn_ok(c, st, "cudnnGetConvolutionForwardAlgorithm_v7"))
             return -1;
-        struct algo_choice *ch = calloc(1, sizeof *ch);
-        if (ch) {
-            ch->device = c->device;
-            ch->precision = c->precision;
-            memcpy(ch->key, pl->key, sizeof ch->key);
-            ch->algo = pl->algo;
-            ch->math = perf[pick].mathType;
-            pthread_mutex_lock(&algo_lock);
-            ch->next = algo_cache;
-            algo_cache = ch;
-            pthread_mutex_unlock(&algo_lock);
-        }
+        pick = pick_algo(c, perf, got);
     }
-workspace:
+    if (pick < 0)
+        return fail(c, "cuDNN offers no convolution algorithm for this shape at this precision");
+    /* the sticky CUDA error a failed trial may leave must not fail the next launch */
+    (void)cudaGetLastError();
+    pl->algo = perf[pick].algo;
+    *math = perf[pick].mathType;
+    return 0;
+}
+
+/* Chooses the algorithm (cached for the process per device, precision and shape, else
+ * searched), sets its math type, then its workspace size. */
+static int choose_algo(struct onnx_backend_ctx *c, struct conv_plan *pl)
+{
+    cudnnMathType_t math;
+    int cached = cached_algo(c, pl, &pl->algo, &math);
+    if (!cached && search_algo(c, pl, &math))
+        return -1;
+    if (dnn_ok(c, cudnnSetConvolutionMathType(pl->cd, math_to_set(c->precision, math)), "cudnnSetConvolutionMathType"))
+        return -1;
+    if (!cached)
+        cache_algo(c, pl, math);
     return dnn_ok(c, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, pl->xd, pl->wd, pl->cd, pl->yd, pl->algo,
                                                              &pl->ws),
                   "cudnnGetConvolutionForwardWorkspaceSize");
@@ -483,6 +522,74 @@ static struct conv_plan *find_plan(struct onnx_backend_ctx *c, const struct onnx
     return NULL;
 }
 
+/* cuDNN pads symmetrically: asymmetric padding is applied by our pad kernel first, into
+ * scratch. The input height and width cuDNN sees into hw[2], its padding into pad[2]. */
+static int plan_padding(struct onnx_backend_ctx *c, struct conv_plan *pl, const struct onnx_tensor *x,
+                        const struct onnx_params *p, int64_t *hw, int64_t *pad)
+{
+    int64_t pt = p->pads[0], pleft = p->pads[1], pb = p->pads[2], pr = p->pads[3];
+    hw[0] = x->dims[2];
+    hw[1] = x->dims[3];
+    pad[0] = pt;
+    pad[1] = pleft;
+    if (pt == pb && pleft == pr)
+        return 0;
+    pl->pad_input = 1;
+    pl->pad.rank = 4;
+    for (int i = 0; i < 4; i++)
+        pl->pad.xdims[i] = pl->pad.ydims[i] = x->dims[i];
+    pl->pad.ydims[2] = hw[0] + pt + pb;
+    pl->pad.ydims[3] = hw[1] + pleft + pr;
+    pl->pad.begin[2] = pt;
+    pl->pad.begin[3] = pleft;
+    hw[0] = pl->pad.ydims[2];
+    hw[1] = pl->pad.ydims[3];
+    pl->pad_bytes = (size_t)(x->dims[0] * x->dims[1] * hw[0] * hw[1]) * sizeof(float);
+    pl->pad_bytes = (pl->pad_bytes + 255) / 256 * 256;
+    pad[0] = pad[1] = 0;
+    if (!fits_int(hw[0]) || !fits_int(hw[1]))
+        return fail(c, "a convolution dimension is over 2^31");
+    return 0;
+}
+
+/* The tensor, filter and convolution descriptors of the plan; cuDNN's output shape must be
+ * the model's. */
+static int set_descriptors(struct onnx_backend_ctx *c, struct conv_plan *pl, const struct onnx_kargs *a,
+                           const int64_t *hw, const int64_t *pad)
+{
+    const struct onnx_tensor *x = a->in[0], *w = a->in[1], *y = a->out[0];
+    const struct onnx_params *p = a->p;
+    int n, ch, oh, ow;
+    if (dnn_ok(c, cudnnCreateTensorDescriptor(&pl->xd), "cudnnCreateTensorDescriptor") ||
+        dnn_ok(c, cudnnCreateTensorDescriptor(&pl->yd), "cudnnCreateTensorDescriptor") ||
+        dnn_ok(c, cudnnCreateFilterDescriptor(&pl->wd), "cudnnCreateFilterDescriptor") ||
+        dnn_ok(c, cudnnCreateConvolutionDescriptor(&pl->cd), "cudnnCreateConvolutionDescriptor") ||
+        dnn_ok(c, cudnnSetTensor4dDescriptor(pl->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)x->dims[0],
+                                             (int)x->dims[1], (int)hw[0], (int)hw[1]), "cudnnSetTensor4dDescriptor") ||
+        dnn_ok(c, cudnnSetTensor4dDescriptor(pl->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)y->dims[0],
+                                             (int)y->dims[1], (int)y->dims[2], (int)y->dims[3]),
+               "cudnnSetTensor4dDescriptor") ||
+        dnn_ok(c, cudnnSetFilter4dDescriptor(pl->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)w->dims[0],
+                                             (int)w->dims[1], (int)w->dims[2], (int)w->dims[3]),
+               "cudnnSetFilter4dDescriptor") ||
+        dnn_ok(c, cudnnSetConvolution2dDescriptor(pl->cd, (int)pad[0], (int)pad[1], (int)p->strides[0],
+                                                  (int)p->strides[1], (int)p->dilations[0], (int)p->dilations[1],
+                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+               "cudnnSetConvolution2dDescriptor") ||
+        dnn_ok(c, cudnnSetConvolutionGroupCount(pl->cd, (int)p->group), "cudnnSetConvolutionGroupCount") ||
+        dnn_ok(c, cudnnSetConvolutionMathType(pl->cd, c->conv_math), "cudnnSetConvolutionMathType") ||
+        dnn_ok(c, cudnnGetConvolution2dForwardOutputDim(pl->cd, pl->xd, pl->wd, &n, &ch, &oh, &ow),
+               "cudnnGetConvolution2dForwardOutputDim"))
+        return -1;
+    if (n != y->dims[0] || ch != y->dims[1] || oh != y->dims[2] || ow != y->dims[3]) {
+        snprintf(c->msg, sizeof c->msg, "cuDNN computes a %dx%dx%dx%d output where the model has %lldx%lldx%lldx%lld",
+                 n, ch, oh, ow, (long long)y->dims[0], (long long)y->dims[1], (long long)y->dims[2],
+                 (long long)y->dims[3]);
+        return -1;
+    }
+    return 0;
+}
+
 /* Descriptors and algorithm of one convolution shape (once per session and shape). */
 static struct conv_plan *conv_prepare(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
@@ -490,9 +597,8 @@ static struct conv_plan *conv_prepare(struct onnx_backend_ctx *c, const struct o
     if (pl)
         return pl;
     const struct onnx_tensor *x = a->in[0], *w = a->in[1], *y = a->out[0];
-    const struct onnx_params *p = a->p;
     for (int i = 0; i < 4; i++)
-        if (!fits_int(x->dims[i]) || !fits_int(w->dims[i]) || !fits_int(y->dims[i]) || !fits_int(p->pads[i])) {
+        if (!fits_int(x->dims[i]) || !fits_int(w->dims[i]) || !fits_int(y->dims[i]) || !fits_int(a->p->pads[i])) {
             fail(c, "a convolution dimension is over 2^31");
             return NULL;
         }
@@ -504,57 +610,8 @@ static struct conv_plan *conv_prepare(struct onnx_backend_ctx *c, const struct o
     conv_key(a, pl->key);
     pl->next = c->plans;
     c->plans = pl;   /* owned by the context from here: freed with it on every path */
-    /* cuDNN pads symmetrically: asymmetric padding is applied by our pad kernel first */
-    int64_t pt = p->pads[0], pleft = p->pads[1], pb = p->pads[2], pr = p->pads[3];
-    int64_t H = x->dims[2], W = x->dims[3];
-    if (pt != pb || pleft != pr) {
-        pl->pad_input = 1;
-        pl->pad.rank = 4;
-        for (int i = 0; i < 4; i++)
-            pl->pad.xdims[i] = pl->pad.ydims[i] = x->dims[i];
-        pl->pad.ydims[2] = H + pt + pb;
-        pl->pad.ydims[3] = W + pleft + pr;
-        pl->pad.begin[2] = pt;
-        pl->pad.begin[3] = pleft;
-        H = pl->pad.ydims[2];
-        W = pl->pad.ydims[3];
-        pl->pad_bytes = (size_t)(x->dims[0] * x->dims[1] * H * W) * sizeof(float);
-        pl->pad_bytes = (pl->pad_bytes + 255) / 256 * 256;
-        pt = pleft = 0;
-        if (!fits_int(H) || !fits_int(W)) {
-            fail(c, "a convolution dimension is over 2^31");
-            return NULL;
-        }
-    }
-    int n, ch, oh, ow;
-    if (dnn_ok(c, cudnnCreateTensorDescriptor(&pl->xd), "cudnnCreateTensorDescriptor") ||
-        dnn_ok(c, cudnnCreateTensorDescriptor(&pl->yd), "cudnnCreateTensorDescriptor") ||
-        dnn_ok(c, cudnnCreateFilterDescriptor(&pl->wd), "cudnnCreateFilterDescriptor") ||
-        dnn_ok(c, cudnnCreateConvolutionDescriptor(&pl->cd), "cudnnCreateConvolutionDescriptor") ||
-        dnn_ok(c, cudnnSetTensor4dDescriptor(pl->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)x->dims[0],
-                                             (int)x->dims[1], (int)H, (int)W), "cudnnSetTensor4dDescriptor") ||
-        dnn_ok(c, cudnnSetTensor4dDescriptor(pl->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)y->dims[0],
-                                             (int)y->dims[1], (int)y->dims[2], (int)y->dims[3]),
-               "cudnnSetTensor4dDescriptor") ||
-        dnn_ok(c, cudnnSetFilter4dDescriptor(pl->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)w->dims[0],
-                                             (int)w->dims[1], (int)w->dims[2], (int)w->dims[3]),
-               "cudnnSetFilter4dDescriptor") ||
-        dnn_ok(c, cudnnSetConvolution2dDescriptor(pl->cd, (int)pt, (int)pleft, (int)p->strides[0],
-                                                  (int)p->strides[1], (int)p->dilations[0], (int)p->dilations[1],
-                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-               "cudnnSetConvolution2dDescriptor") ||
-        dnn_ok(c, cudnnSetConvolutionGroupCount(pl->cd, (int)p->group), "cudnnSetConvolutionGroupCount") ||
-        dnn_ok(c, cudnnSetConvolutionMathType(pl->cd, c->conv_math), "cudnnSetConvolutionMathType") ||
-        dnn_ok(c, cudnnGetConvolution2dForwardOutputDim(pl->cd, pl->xd, pl->wd, &n, &ch, &oh, &ow),
-               "cudnnGetConvolution2dForwardOutputDim"))
-        return NULL;
-    if (n != y->dims[0] || ch != y->dims[1] || oh != y->dims[2] || ow != y->dims[3]) {
-        snprintf(c->msg, sizeof c->msg, "cuDNN computes a %dx%dx%dx%d output where the model has %lldx%lldx%lldx%lld",
-                 n, ch, oh, ow, (long long)y->dims[0], (long long)y->dims[1], (long long)y->dims[2],
-                 (long long)y->dims[3]);
-        return NULL;
-    }
-    if (choose_algo(c, pl))
+    int64_t hw[2], pad[2];
+    if (plan_padding(c, pl, x, a->p, hw, pad) || set_descriptors(c, pl, a, hw, pad) || choose_algo(c, pl))
         return NULL;
     return pl;
 }

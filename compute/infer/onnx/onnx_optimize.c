@@ -17,6 +17,38 @@
 
 #define FOLD_MAX_INPUTS 4096   /* Concat's limit (onnx_ops.c) */
 
+/* Host buffers for rn's outputs (owned by their values), as the tensors the kernel writes. */
+static int host_outputs(struct onnx_session *s, const struct rnode *rn, struct onnx_tensor *to,
+                        struct onnx_tensor **outs, struct gj_error *err)
+{
+    for (int k = 0; k < rn->n_out; k++) {
+        outs[k] = NULL;
+        if (rn->out[k] < 0)
+            continue;
+        struct tinfo *ti = &s->v[rn->out[k]];
+        ti->hdata = malloc(onnx_tensor_bytes(&ti->t) + 8);
+        if (!ti->hdata)
+            return gj_error_set(err, "model", "out of memory while folding constants");
+        ti->own_hdata = 1;
+        to[k] = ti->t;
+        to[k].data = ti->hdata;
+        outs[k] = &to[k];
+    }
+    return 0;
+}
+
+/* rn's CPU kernel on the host, with the scratch it asks for. */
+static int host_kernel(const struct rnode *rn, const struct onnx_tensor *const *ins, struct onnx_tensor *const *outs)
+{
+    struct onnx_kargs a = { rn->n, &rn->p, rn->n_in, rn->n_out, ins, outs, NULL };
+    struct onnx_backend_ctx *h = onnx_cpu_host_ctx();
+    size_t sb = onnx_backend_cpu.scratch_bytes ? onnx_backend_cpu.scratch_bytes(h, &a) : 0;
+    a.scratch = sb ? malloc(sb) : NULL;
+    int rc = sb && !a.scratch ? -1 : onnx_backend_cpu.kernels[rn->op](h, &a);
+    free(a.scratch);
+    return rc;
+}
+
 int onnx_fold(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
 {
     const struct onnx_tensor *ins[FOLD_MAX_INPUTS + 1];
@@ -36,33 +68,10 @@ int onnx_fold(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
         tmp[k].data = s->v[rn->in[k]].hdata;
         ins[k] = &tmp[k];
     }
-    int rc = 0;
-    for (int k = 0; k < rn->n_out && rc == 0; k++) {
-        outs[k] = NULL;
-        if (rn->out[k] < 0)
-            continue;
-        struct tinfo *ti = &s->v[rn->out[k]];
-        ti->hdata = malloc(onnx_tensor_bytes(&ti->t) + 8);
-        if (!ti->hdata) {
-            rc = gj_error_set(err, "model", "out of memory while folding constants");
-            break;
-        }
-        ti->own_hdata = 1;
-        to[k] = ti->t;
-        to[k].data = ti->hdata;
-        outs[k] = &to[k];
-    }
-    if (rc == 0) {
-        struct onnx_kargs a = { rn->n, &rn->p, rn->n_in, rn->n_out, ins, outs, NULL };
-        struct onnx_backend_ctx *h = onnx_cpu_host_ctx();
-        size_t sb = onnx_backend_cpu.scratch_bytes ? onnx_backend_cpu.scratch_bytes(h, &a) : 0;
-        a.scratch = sb ? malloc(sb) : NULL;
-        rc = sb && !a.scratch ? -1 : onnx_backend_cpu.kernels[rn->op](h, &a);
-        free(a.scratch);
-        if (rc)
-            gj_error_set(err, "model", "node '%s' (%s): evaluation failed (invalid constant input, e.g. an "
-                         "index out of range)", rn->n->name, onnx_op_name(rn->op));
-    }
+    int rc = host_outputs(s, rn, to, outs, err);
+    if (rc == 0 && (rc = host_kernel(rn, ins, outs)) != 0)
+        gj_error_set(err, "model", "node '%s' (%s): evaluation failed (invalid constant input, e.g. an index "
+                     "out of range)", rn->n->name, onnx_op_name(rn->op));
     if (tmp != tin)
         free(tmp);
     if (rc)
@@ -169,6 +178,33 @@ static int fuse_into_producers(struct onnx_session *s, int op, fuse_fn fuse, str
     return 0;
 }
 
+/* Value v is a float constant that only this fold reads and nobody gets back. */
+static int private_const_f32(const struct onnx_session *s, int v)
+{
+    return const_f32(s, v) && s->v[v].n_consumers == 1 && !s->m->values[v].is_output;
+}
+
+/* Whether BatchNormalization rn can fold into its producer pr: a 2-D Conv not yet fused with
+ * anything, constant BN parameters, a weight and a bias slot of the Conv's own. */
+static int bn_foldable(const struct onnx_session *s, const struct rnode *rn, const struct rnode *pr)
+{
+    if (rn->n_out != 1 || rn->n_in < 5)
+        return 0;
+    if (pr->op != ONNX_OP_CONV || pr->p.fused_relu || pr->n_out != 1 || pr->in_fused)
+        return 0;
+    int wv = pr->in[1], bv = pr->n_in > 2 ? pr->in[2] : -1;
+    int ok = private_const_f32(s, wv);
+    for (int i = 1; i < 5; i++)
+        ok = ok && const_f32(s, rn->in[i]);
+    /* the value that will hold the new bias must be ours alone */
+    ok = ok && private_const_f32(s, bv >= 0 ? bv : rn->in[2]);
+    const struct tinfo *x = &s->v[rn->in[0]];
+    if (!ok || x->t.rank != 4)
+        return 0;
+    int64_t M = s->v[wv].t.dims[0];
+    return M == x->t.dims[1] && s->v[rn->in[1]].t.numel == M;
+}
+
 /* Conv -> BatchNormalization, where every BN parameter is a constant read by no other
  * node: the BN is folded into the Conv (for every backend), saving one pass over the
  * activations:
@@ -176,25 +212,12 @@ static int fuse_into_producers(struct onnx_session *s, int op, fuse_fn fuse, str
  * The new bias takes the place of the Conv's bias, or of the BN's beta when the Conv has none. */
 static int fold_batchnorm(struct onnx_session *s, struct rnode *rn, struct rnode *pr, struct gj_error *err)
 {
-    const onnx_model *m = s->m;
-    int x = rn->in[0];
-    if (rn->n_out != 1 || rn->n_in < 5)
-        return 0;
-    if (pr->op != ONNX_OP_CONV || pr->p.fused_relu || pr->n_out != 1 || pr->in_fused)
+    if (!bn_foldable(s, rn, pr))
         return 0;
     int wv = pr->in[1], bv = pr->n_in > 2 ? pr->in[2] : -1, beta = rn->in[2];
-    int ok = const_f32(s, wv) && s->v[wv].n_consumers == 1 && !m->values[wv].is_output;
-    for (int i = 1; i < 5; i++)
-        ok = ok && const_f32(s, rn->in[i]);
-    /* the value that will hold the new bias must be ours alone */
     int nbv = bv >= 0 ? bv : beta;
-    ok = ok && const_f32(s, nbv) && s->v[nbv].n_consumers == 1 && !m->values[nbv].is_output;
-    if (!ok || s->v[x].t.rank != 4)
-        return 0;
     const struct onnx_tensor *w = &s->v[wv].t;
     int64_t M = w->dims[0], K = w->numel / (M > 0 ? M : 1);
-    if (M != s->v[x].t.dims[1] || s->v[rn->in[1]].t.numel != M)
-        return 0;
     float *nw = malloc((size_t)w->numel * sizeof(float) + 4);
     float *nb = malloc((size_t)M * sizeof(float) + 4);
     if (!nw || !nb) {

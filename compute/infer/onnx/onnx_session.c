@@ -255,8 +255,7 @@ void onnx_session_free(onnx_session *s)
 
 /* ---- running ------------------------------------------------------------------------------ */
 
-int onnx_session_run(onnx_session *s, const void *const *inputs, void *const *outputs,
-                     struct gj_error *err)
+static int upload_inputs(onnx_session *s, const void *const *inputs, struct gj_error *err)
 {
     const onnx_model *m = s->m;
     char msg[320];
@@ -265,44 +264,76 @@ int onnx_session_run(onnx_session *s, const void *const *inputs, void *const *ou
         if (!inputs || !inputs[i])
             return gj_error_set(err, "inputs", "input '%s' is missing", m->values[m->inputs[i]].name);
         if (s->be->upload(s->bctx, t->dev, inputs[i], onnx_tensor_bytes(&t->t)))
-            return gj_error_set(err, "model", "cannot upload input '%s'%s", m->values[m->inputs[i]].name, onnx_backend_detail(s, msg, sizeof msg));
+            return gj_error_set(err, "model", "cannot upload input '%s'%s", m->values[m->inputs[i]].name,
+                                onnx_backend_detail(s, msg, sizeof msg));
     }
-    int replayed = 0;
-    if (s->be->begin_run && (replayed = s->be->begin_run(s->bctx)) < 0)
-        return gj_error_set(err, "model", "the backend cannot start the run%s", onnx_backend_detail(s, msg, sizeof msg));
-    for (size_t k = 0; k < s->n_r && !replayed; k++) {
-        struct rnode *rn = &s->r[k];
-        if (rn->alias)
-            continue;
-        struct timespec t0, t1;
-        if (s->profile)
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-        if (s->be->kernels[rn->op](s->bctx, &rn->a)) {
-            const char *d = onnx_backend_detail(s, msg, sizeof msg);
-            if (s->be->end_run)
-                s->be->end_run(s->bctx, 1);
-            return gj_error_set(err, "model", "node '%s' (%s): the kernel failed%s", rn->n->name, onnx_op_name(rn->op), d[0] ? d : " (e.g. an index out of range)");
-        }
-        if (s->profile) {
-            if (s->be->sync)
-                s->be->sync(s->bctx);
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            s->prof_s[rn->op] += (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-            s->prof_n[rn->op]++;
-        }
-    }
-    if (!replayed && s->be->end_run && s->be->end_run(s->bctx, 0))
-        return gj_error_set(err, "model", "the backend failed to finish the run%s", onnx_backend_detail(s, msg, sizeof msg));
-    if (s->be->sync && s->be->sync(s->bctx))
-        return gj_error_set(err, "model", "the backend failed%s", onnx_backend_detail(s, msg, sizeof msg));
+    return 0;
+}
+
+static int download_outputs(onnx_session *s, void *const *outputs, struct gj_error *err)
+{
+    const onnx_model *m = s->m;
+    char msg[320];
     for (size_t i = 0; i < m->n_outputs; i++) {
         const struct tinfo *t = &s->v[m->outputs[i]];
         if (!outputs || !outputs[i])
             return gj_error_set(err, "outputs", "no buffer for output %zu", i);
         if (s->be->download(s->bctx, outputs[i], t->t.data, onnx_tensor_bytes(&t->t)))
             return gj_error_set(err, "model", "cannot download output '%s'%s", m->values[m->outputs[i]].name,
-                        onnx_backend_detail(s, msg, sizeof msg));
+                                onnx_backend_detail(s, msg, sizeof msg));
     }
+    return 0;
+}
+
+/* One kernel call; profiled: waits for it and adds its time to its operator's. */
+static int run_node(onnx_session *s, const struct rnode *rn)
+{
+    struct timespec t0, t1;
+    if (s->profile)
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (s->be->kernels[rn->op](s->bctx, &rn->a))
+        return -1;
+    if (s->profile) {
+        if (s->be->sync)
+            s->be->sync(s->bctx);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        s->prof_s[rn->op] += (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        s->prof_n[rn->op]++;
+    }
+    return 0;
+}
+
+/* The schedule's kernels, between the backend's begin_run and end_run (a replayed graph runs
+ * none of them). */
+static int run_kernels(onnx_session *s, struct gj_error *err)
+{
+    char msg[320];
+    int replayed = 0;
+    if (s->be->begin_run && (replayed = s->be->begin_run(s->bctx)) < 0)
+        return gj_error_set(err, "model", "the backend cannot start the run%s", onnx_backend_detail(s, msg, sizeof msg));
+    for (size_t k = 0; k < s->n_r && !replayed; k++) {
+        const struct rnode *rn = &s->r[k];
+        if (rn->alias || run_node(s, rn) == 0)
+            continue;
+        const char *d = onnx_backend_detail(s, msg, sizeof msg);
+        if (s->be->end_run)
+            s->be->end_run(s->bctx, 1);
+        return gj_error_set(err, "model", "node '%s' (%s): the kernel failed%s", rn->n->name, onnx_op_name(rn->op),
+                            d[0] ? d : " (e.g. an index out of range)");
+    }
+    if (!replayed && s->be->end_run && s->be->end_run(s->bctx, 0))
+        return gj_error_set(err, "model", "the backend failed to finish the run%s",
+                            onnx_backend_detail(s, msg, sizeof msg));
+    if (s->be->sync && s->be->sync(s->bctx))
+        return gj_error_set(err, "model", "the backend failed%s", onnx_backend_detail(s, msg, sizeof msg));
+    return 0;
+}
+
+int onnx_session_run(onnx_session *s, const void *const *inputs, void *const *outputs,
+                     struct gj_error *err)
+{
+    if (upload_inputs(s, inputs, err) || run_kernels(s, err) || download_outputs(s, outputs, err))
+        return -1;
     return 0;
 }
 

@@ -84,20 +84,9 @@ static int run(onnx_model *m, int batch, int threads, const float *in, float *ou
     return rc;
 }
 
-int main(int argc, char **argv)
+/* BACKEND, PRECISION and GRAPHS from argv[7..9]; 0, or 2 on a usage error. */
+static int parse_backend(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--available") == 0) {
-        struct gj_error why = { 0 };
-        if (onnx_backend_available(argv[2], &why))
-            return 0;
-        printf("backend %s not available: %s\n", argv[2], why.message);
-        return 77;
-    }
-    if (argc < 7 || argc > 10) {
-        fprintf(stderr, "usage: onnx_check MODEL INPUT.f32 EXPECTED.f32 BATCH THREADS TOL [BACKEND [fp32|tf32|fp16 "
-                "[GRAPHS]]]\n       onnx_check --available BACKEND\n");
-        return 2;
-    }
     if (argc > 7)
         backend = argv[7];
     if (argc > 8) {
@@ -111,45 +100,30 @@ int main(int argc, char **argv)
     }
     if (argc > 9)
         graphs = atoi(argv[9]) != 0;
-    {
-        struct gj_error why = { 0 };
-        if (!onnx_backend_available(backend, &why)) {
-            printf("backend %s not available: %s\n", backend, why.message);
-            return 77;
-        }
-    }
-    printf("backend %s, precision %s, CUDA graphs %s\n", backend, argc > 8 ? argv[8] : "fp32", graphs ? "on" : "off");
-    int batch = atoi(argv[4]), threads = atoi(argv[5]);
-    double tol = atof(argv[6]);
-    struct gj_error err = { 0 };
-    onnx_model *m = onnx_model_load_file(argv[1], 0, &err);
-    if (!m) {
-        fprintf(stderr, "load: %s\n", err.message);
-        return 1;
-    }
-    printf("%s: %zu nodes, opset %lld\n", argv[1], onnx_model_num_nodes(m), (long long)onnx_model_opset(m));
-    char *in = NULL, *ref = NULL;
-    size_t in_len, ref_len, in_n = 0, out_n = 0;
-    if (gj_read_file(argv[2], (size_t)1 << 30, &in, &in_len) || gj_read_file(argv[3], (size_t)1 << 30, &ref, &ref_len)) {
-        perror("read");
-        return 1;
-    }
-    int rc = 1;
+    return 0;
+}
+
+/* The model's output at `batch` against ref (in_len and ref_len bytes), then its first sample
+ * alone in a batch-1 session against the first part of ref. 0 when both are within tol. */
+static int check(onnx_model *m, int batch, int threads, double tol, const char *in, size_t in_len, const char *ref,
+                 size_t ref_len)
+{
+    size_t in_n = 0, out_n = 0;
     if (run(m, batch, threads, NULL, NULL, &in_n, &out_n))
-        goto out;
+        return 1;
     if (in_n * 4 != in_len || out_n * 4 != ref_len) {
         fprintf(stderr, "sizes differ: input %zu vs %zu floats, output %zu vs %zu\n", in_n, in_len / 4,
                 out_n, ref_len / 4);
-        goto out;
+        return 1;
     }
     float *y = malloc(out_n * 4);
     if (!y || run(m, batch, threads, (const float *)in, y, &in_n, &out_n)) {
         free(y);
-        goto out;
+        return 1;
     }
     double e = rel_l2(y, (const float *)ref, out_n);
     printf("batch %d: relative L2 error %.3g (tolerance %.3g)\n", batch, e, tol);
-    rc = e <= tol ? 0 : 1;
+    int rc = e <= tol ? 0 : 1;
     if (batch > 1) {
         size_t on1 = out_n / batch;
         if (run(m, 1, threads, (const float *)in, y, &in_n, &out_n) == 0) {
@@ -164,7 +138,49 @@ int main(int argc, char **argv)
     if (!(e <= tol))
         fprintf(stderr, "FAIL: error %.3g over %.3g\n", e, tol);
     free(y);
-out:
+    return rc;
+}
+
+/* 0 when the backend can run here, else 77 (skip) with the reason. */
+static int available(const char *name)
+{
+    struct gj_error why = { 0 };
+    if (onnx_backend_available(name, &why))
+        return 0;
+    printf("backend %s not available: %s\n", name, why.message);
+    return 77;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--available") == 0)
+        return available(argv[2]);
+    if (argc < 7 || argc > 10) {
+        fprintf(stderr, "usage: onnx_check MODEL INPUT.f32 EXPECTED.f32 BATCH THREADS TOL [BACKEND [fp32|tf32|fp16 "
+                "[GRAPHS]]]\n       onnx_check --available BACKEND\n");
+        return 2;
+    }
+    int rc = parse_backend(argc, argv);
+    if (rc == 0)
+        rc = available(backend);
+    if (rc)
+        return rc;
+    printf("backend %s, precision %s, CUDA graphs %s\n", backend, argc > 8 ? argv[8] : "fp32", graphs ? "on" : "off");
+    struct gj_error err = { 0 };
+    onnx_model *m = onnx_model_load_file(argv[1], 0, &err);
+    if (!m) {
+        fprintf(stderr, "load: %s\n", err.message);
+        return 1;
+    }
+    printf("%s: %zu nodes, opset %lld\n", argv[1], onnx_model_num_nodes(m), (long long)onnx_model_opset(m));
+    char *in = NULL, *ref = NULL;
+    size_t in_len, ref_len;
+    if (gj_read_file(argv[2], (size_t)1 << 30, &in, &in_len) || gj_read_file(argv[3], (size_t)1 << 30, &ref, &ref_len)) {
+        perror("read");
+        rc = 1;
+    } else {
+        rc = check(m, atoi(argv[4]), atoi(argv[5]), atof(argv[6]), in, in_len, ref, ref_len);
+    }
     free(in);
     free(ref);
     onnx_model_free(m);

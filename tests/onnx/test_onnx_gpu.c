@@ -361,7 +361,8 @@ static void bshape(int r, int64_t *d, int *rb, int64_t *db)
         db[i] = rnd() % 2 ? d[r - *rb + i] : 1;
 }
 
-static void test_elementwise(void)
+/* Add, Sub, Mul, Div, Pow with broadcasting (fused ReLU after Add) */
+static void test_binary(void)
 {
     const char *ops[] = { "Add", "Sub", "Mul", "Div", "Pow" };
     for (int it = 0; it < 20; it++) {
@@ -382,22 +383,30 @@ static void test_elementwise(void)
         struct pb m = gb_finish(&b);
         compare1(op, &m, d, rfloats(numel(r, d), pos ? 0.5f : -1, pos ? 2 : 1), 1e-5);
     }
-    {   /* Pow with the exponents 2 and 0.5 (the special cases) and an int64 exponent */
-        int64_t d[2] = { 3, 7 };
-        float two = 2, half = 0.5f;
-        int64_t three = 3;
-        struct gb b = { 0 };
-        gb_input(&b, "x", T_FLOAT, 2, d);
-        gb_init(&b, "two", T_FLOAT, 0, NULL, &two);
-        gb_init(&b, "half", T_FLOAT, 0, NULL, &half);
-        gb_init(&b, "three", T_INT64, 0, NULL, &three);
-        gb_node(&b, "Pow", S("x", "two"), S("p2"), 0, NULL);
-        gb_node(&b, "Pow", S("p2", "half"), S("p3"), 0, NULL);
-        gb_node(&b, "Pow", S("p3", "three"), S("y"), 0, NULL);
-        gb_output(&b, "y");
-        struct pb m = gb_finish(&b);
-        compare1("Pow special exponents", &m, d, rfloats(6 * 7, 0.1f, 2), 1e-5);
-    }
+}
+
+/* Pow with the exponents 2 and 0.5 (the special cases) and an int64 exponent */
+static void test_pow(void)
+{
+    int64_t d[2] = { 3, 7 };
+    float two = 2, half = 0.5f;
+    int64_t three = 3;
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 2, d);
+    gb_init(&b, "two", T_FLOAT, 0, NULL, &two);
+    gb_init(&b, "half", T_FLOAT, 0, NULL, &half);
+    gb_init(&b, "three", T_INT64, 0, NULL, &three);
+    gb_node(&b, "Pow", S("x", "two"), S("p2"), 0, NULL);
+    gb_node(&b, "Pow", S("p2", "half"), S("p3"), 0, NULL);
+    gb_node(&b, "Pow", S("p3", "three"), S("y"), 0, NULL);
+    gb_output(&b, "y");
+    struct pb m = gb_finish(&b);
+    compare1("Pow special exponents", &m, d, rfloats(6 * 7, 0.1f, 2), 1e-5);
+}
+
+/* every unary operator; Gelu with approximate="tanh" */
+static void test_unary(void)
+{
     const char *un[] = { "Relu", "Sigmoid", "Sqrt", "Erf", "Gelu", "Tanh", "Neg" };
     for (int k = 0; k < 7; k++) {
         int64_t d[3] = { ri(1, 4), ri(1, 50), ri(1, 50) };
@@ -418,49 +427,64 @@ static void test_elementwise(void)
         struct pb m = gb_finish(&b);
         compare1("Gelu tanh", &m, d, rfloats(4 * 33, -3, 3), 1e-5);
     }
-    {   /* Where(Equal(round(x), c), x, z) with broadcasting; Equal's bool output too */
-        int64_t d[3] = { 3, 4, 5 };
-        float cv[5] = { 0, 1, -1, 0, 1 };
-        struct gb b = { 0 };
-        gb_input(&b, "x", T_FLOAT, 3, d);
-        gb_init(&b, "c", T_FLOAT, 1, D(5), cv);
-        gb_init(&b, "z", T_FLOAT, 2, D(4, 1), rfloats(4, -1, 1));
-        gb_node(&b, "Equal", S("x", "c"), S("e"), 0, NULL);
-        gb_node(&b, "Where", S("e", "x", "z"), S("y"), 0, NULL);
-        gb_output(&b, "y");
-        gb_output(&b, "e");
-        struct pb m = gb_finish(&b);
-        float *x = rfloats(60, -1, 1);
-        for (int i = 0; i < 60; i++)
-            x[i] = (float)(int)(x[i] * 1.5f);   /* -1, 0, 1: many equal */
-        compare1("Equal/Where", &m, d, x, 0);
-    }
-    {   /* int64 arithmetic from a Cast of the input, Neg, and back */
-        int64_t d[2] = { 3, 8 };
-        int64_t dv[8] = { 1, 2, 3, -1, -2, 5, 7, -3 };
-        struct gb b = { 0 };
-        gb_input(&b, "x", T_FLOAT, 2, d);
-        gb_init(&b, "dv", T_INT64, 1, D(8), dv);
-        struct pb to_i[1] = { pb_attr_int("to", 7) }, to_f[1] = { pb_attr_int("to", 1) }, to_b[1] = { pb_attr_int("to", 9) };
-        gb_node(&b, "Cast", S("x"), S("i"), 1, to_i);
-        gb_node(&b, "Add", S("i", "dv"), S("a"), 0, NULL);
-        gb_node(&b, "Mul", S("a", "dv"), S("mu"), 0, NULL);
-        gb_node(&b, "Sub", S("mu", "i"), S("sb"), 0, NULL);
-        gb_node(&b, "Div", S("sb", "dv"), S("dq"), 0, NULL);
-        gb_node(&b, "Neg", S("dq"), S("ng"), 0, NULL);
-        gb_node(&b, "Equal", S("ng", "dv"), S("eq"), 0, NULL);
-        gb_node(&b, "Cast", S("ng"), S("y"), 1, to_f);
-        gb_node(&b, "Cast", S("x"), S("xb"), 1, to_b);
-        gb_node(&b, "Cast", S("xb"), S("yb"), 1, to_f);
-        gb_output(&b, "y");
-        gb_output(&b, "eq");
-        gb_output(&b, "yb");
-        gb_output(&b, "ng");
-        struct pb m = gb_finish(&b);
-        float *x = rfloats(24, -20, 20);
-        x[3] = 0;
-        compare1("int64 arithmetic and Cast", &m, d, x, 0);
-    }
+}
+
+/* Where(Equal(round(x), c), x, z) with broadcasting; Equal's bool output too */
+static void test_where(void)
+{
+    int64_t d[3] = { 3, 4, 5 };
+    float cv[5] = { 0, 1, -1, 0, 1 };
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 3, d);
+    gb_init(&b, "c", T_FLOAT, 1, D(5), cv);
+    gb_init(&b, "z", T_FLOAT, 2, D(4, 1), rfloats(4, -1, 1));
+    gb_node(&b, "Equal", S("x", "c"), S("e"), 0, NULL);
+    gb_node(&b, "Where", S("e", "x", "z"), S("y"), 0, NULL);
+    gb_output(&b, "y");
+    gb_output(&b, "e");
+    struct pb m = gb_finish(&b);
+    float *x = rfloats(60, -1, 1);
+    for (int i = 0; i < 60; i++)
+        x[i] = (float)(int)(x[i] * 1.5f);   /* -1, 0, 1: many equal */
+    compare1("Equal/Where", &m, d, x, 0);
+}
+
+/* int64 arithmetic from a Cast of the input, Neg, and back */
+static void test_int64(void)
+{
+    int64_t d[2] = { 3, 8 };
+    int64_t dv[8] = { 1, 2, 3, -1, -2, 5, 7, -3 };
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 2, d);
+    gb_init(&b, "dv", T_INT64, 1, D(8), dv);
+    struct pb to_i[1] = { pb_attr_int("to", 7) }, to_f[1] = { pb_attr_int("to", 1) }, to_b[1] = { pb_attr_int("to", 9) };
+    gb_node(&b, "Cast", S("x"), S("i"), 1, to_i);
+    gb_node(&b, "Add", S("i", "dv"), S("a"), 0, NULL);
+    gb_node(&b, "Mul", S("a", "dv"), S("mu"), 0, NULL);
+    gb_node(&b, "Sub", S("mu", "i"), S("sb"), 0, NULL);
+    gb_node(&b, "Div", S("sb", "dv"), S("dq"), 0, NULL);
+    gb_node(&b, "Neg", S("dq"), S("ng"), 0, NULL);
+    gb_node(&b, "Equal", S("ng", "dv"), S("eq"), 0, NULL);
+    gb_node(&b, "Cast", S("ng"), S("y"), 1, to_f);
+    gb_node(&b, "Cast", S("x"), S("xb"), 1, to_b);
+    gb_node(&b, "Cast", S("xb"), S("yb"), 1, to_f);
+    gb_output(&b, "y");
+    gb_output(&b, "eq");
+    gb_output(&b, "yb");
+    gb_output(&b, "ng");
+    struct pb m = gb_finish(&b);
+    float *x = rfloats(24, -20, 20);
+    x[3] = 0;
+    compare1("int64 arithmetic and Cast", &m, d, x, 0);
+}
+
+static void test_elementwise(void)
+{
+    test_binary();
+    test_pow();
+    test_unary();
+    test_where();
+    test_int64();
 }
 
 static void test_rows(void)
@@ -517,9 +541,10 @@ static void test_rows(void)
     }
 }
 
-static void test_movement(void)
+/* Transpose of a random permutation */
+static void test_transpose(void)
 {
-    for (int it = 0; it < 8; it++) {   /* Transpose of a random permutation */
+    for (int it = 0; it < 8; it++) {
         int r = (int)ri(2, 5);
         int64_t d[5], perm[5];
         for (int i = 0; i < r; i++) {
@@ -540,7 +565,12 @@ static void test_movement(void)
         struct pb m = gb_finish(&b);
         compare1("Transpose", &m, d, rfloats(numel(r, d), -1, 1), 0);
     }
-    for (int it = 0; it < 8; it++) {   /* Slice, steps of either sign, clamped ends */
+}
+
+/* Slice, steps of either sign, clamped ends */
+static void test_slice(void)
+{
+    for (int it = 0; it < 8; it++) {
         int64_t d[3] = { ri(1, 3), ri(2, 9), ri(2, 9) };
         int64_t st[2], en[2], ax[2] = { 1, 2 }, sp[2];
         for (int k = 0; k < 2; k++) {
@@ -562,7 +592,12 @@ static void test_movement(void)
         struct pb m = gb_finish(&b);
         compare1("Slice", &m, d, rfloats(numel(3, d), -1, 1), 0);
     }
-    for (int it = 0; it < 6; it++) {   /* Concat of the input, a computed value and a constant */
+}
+
+/* Concat of the input, a computed value and a constant */
+static void test_concat(void)
+{
+    for (int it = 0; it < 6; it++) {
         int64_t d[3] = { ri(1, 3), ri(1, 5), ri(1, 6) };
         int ax = (int)ri(0, 2);
         int64_t cd[3] = { d[0], d[1], d[2] };
@@ -577,7 +612,12 @@ static void test_movement(void)
         struct pb m = gb_finish(&b);
         compare1("Concat", &m, d, rfloats(numel(3, d), -1, 1), 0);
     }
-    for (int it = 0; it < 4; it++) {   /* Expand to a broadcast shape, with new leading dims */
+}
+
+/* Expand to a broadcast shape, with new leading dims */
+static void test_expand(void)
+{
+    for (int it = 0; it < 4; it++) {
         int64_t d[3] = { ri(1, 3), 1, ri(1, 5) };
         int64_t sh[4] = { 2, d[0], ri(1, 4), d[2] };
         int n = it % 2 ? 4 : 3;
@@ -589,7 +629,12 @@ static void test_movement(void)
         struct pb m = gb_finish(&b);
         compare1("Expand", &m, d, rfloats(numel(3, d), -1, 1), 0);
     }
-    for (int it = 0; it < 6; it++) {   /* Gather: constant indices (negative too), any axis */
+}
+
+/* Gather: constant indices (negative too), any axis; indices from a graph input */
+static void test_gather(void)
+{
+    for (int it = 0; it < 6; it++) {
         int64_t d[3] = { ri(1, 3), ri(1, 6), ri(1, 6) };
         int ax = (int)ri(0, 2);
         int64_t idx[4];
@@ -617,7 +662,12 @@ static void test_movement(void)
         const void *ins[2] = { rfloats(30, -1, 1), idx };
         compare("Gather (input indices)", &m, 3, ins, 0);
     }
-    for (int it = 0; it < 4; it++) {   /* Pad: float, and int64 after a Cast; a Constant value */
+}
+
+/* Pad: float, and int64 after a Cast; a Constant value */
+static void test_pad(void)
+{
+    for (int it = 0; it < 4; it++) {
         int64_t d[3] = { ri(1, 3), ri(1, 4), ri(1, 5) };
         int64_t pads[6];
         for (int k = 0; k < 6; k++)
@@ -640,6 +690,17 @@ static void test_movement(void)
         struct pb m = gb_finish(&b);
         compare1("Pad", &m, d, rfloats(numel(3, d), -9, 9), 0);
     }
+}
+
+/* Every data-movement operator, in a fixed order (the random sequence is the seed's). */
+static void test_movement(void)
+{
+    test_transpose();
+    test_slice();
+    test_concat();
+    test_expand();
+    test_gather();
+    test_pad();
 }
 
 /* ---- precision modes, device-side errors ---------------------------------------------------- */

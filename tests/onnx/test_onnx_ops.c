@@ -516,6 +516,46 @@ static void test_unsupported(void **st)
     assert_non_null(strstr(msg, "constant"));
 }
 
+/* Each operator reads its own attributes: a pooling attribute is refused on Conv, required
+ * ones are named when missing, values and types the runtime does not take are refused, and
+ * the message names the node and the attribute. */
+static void test_attribute_refusals(void **st)
+{
+    (void)st;
+    float w[4] = { 0 };
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 4, D(1, 1, 2, 2));
+    gb_init(&b, "w", T_FLOAT, 4, D(1, 1, 2, 2), w);
+    struct pb ceil[1] = { pb_attr_int("ceil_mode", 1) };
+    gb_node(&b, "Conv", S("x", "w"), S("y"), 1, ceil);
+    gb_output(&b, "y");
+    struct pb m = gb_finish(&b);
+    expect_refusal(&m, "node 'Conv' (Conv): attribute 'ceil_mode' is not supported");
+    m = tiny_model("MaxPool", 0, NULL);
+    expect_refusal(&m, "'kernel_shape' is missing");
+    struct pb dil[2] = { pb_attr_ints("kernel_shape", 2, D(1, 1)), pb_attr_ints("dilations", 2, D(2, 2)) };
+    m = tiny_model("AveragePool", 2, dil);
+    expect_refusal(&m, "attribute 'dilations' other than 1 is not supported for AveragePool");
+    struct pb so[2] = { pb_attr_ints("kernel_shape", 2, D(1, 1)), pb_attr_int("storage_order", 1) };
+    m = tiny_model("MaxPool", 2, so);
+    expect_refusal(&m, "storage_order");
+    struct pb perm[1] = { pb_attr_ints("perm", 2, D(0, 0)) };
+    m = tiny_model("Transpose", 1, perm);
+    expect_refusal(&m, "'perm' is not a permutation");
+    struct pb alpha[1] = { pb_attr_int("alpha", 2) };
+    m = tiny_model("Softmax", 1, alpha);
+    expect_refusal(&m, "attribute 'alpha' is not supported");
+    struct pb axes[1] = { pb_attr_int("axis", 0) };
+    m = tiny_model("Relu", 1, axes);
+    expect_refusal(&m, "node 'Relu' (Relu): attribute 'axis'");
+    struct pb gelu[1] = { pb_attr_int("approximate", 1) };
+    m = tiny_model("Gelu", 1, gelu);
+    expect_refusal(&m, "attribute 'approximate' has an unexpected type");
+    struct pb sq[1] = { pb_attr_ints("axes", 1, D(0)) };   /* an input since opset 13 */
+    m = tiny_model("Squeeze", 1, sq);
+    expect_refusal(&m, "attribute 'axes' is not supported");
+}
+
 static void test_wrong_dims(void **st)
 {
     (void)st;
@@ -761,6 +801,7 @@ int main(void)
         cmocka_unit_test(test_more_ops),
         cmocka_unit_test(test_view_outputs),
         cmocka_unit_test(test_unsupported),
+        cmocka_unit_test(test_attribute_refusals),
         cmocka_unit_test(test_wrong_dims),
         cmocka_unit_test(test_huge_sizes),
         cmocka_unit_test(test_external_and_structure),

@@ -2,10 +2,15 @@
  * onnx_ir.h — the runtime's in-memory graph (what the loader builds from the protobuf),
  * the tensors kernels see and the backend interface (a vtable with a kernel table).
  *
- * The executor (onnx_session.c) is backend-agnostic: it does shape inference, constant
- * folding (always on the host, with the CPU kernels), scheduling and the buffer plan,
- * then calls the backend only through struct onnx_backend. A GPU backend provides the
- * same vtable (device alloc/free/upload/download and a kernel per op).
+ * The executor (onnx_session.c and the files of its phases, onnx_exec.h) is backend-agnostic:
+ * it does scheduling, shape inference, constant folding (always on the host, with the CPU
+ * kernels), fusions and the buffer plan, then calls the backend only through struct
+ * onnx_backend. A GPU backend provides the same vtable (device alloc/free/upload/download and
+ * a kernel per op).
+ *
+ * The loader's files: onnx_load.c (the graph), onnx_proto.c (tensors, value infos),
+ * onnx_attrs.c (attributes), onnx_ops.c (operator names and arity); element types are
+ * onnx_dtype.c's, shapes and strides onnx_layout.c's.
  */
 #ifndef ONNX_IR_H
 #define ONNX_IR_H

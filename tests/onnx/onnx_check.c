@@ -175,7 +175,8 @@ int main(int argc, char **argv)
     printf("%s: %zu nodes, opset %lld\n", argv[1], onnx_model_num_nodes(m), (long long)onnx_model_opset(m));
     char *in = NULL, *ref = NULL;
     size_t in_len, ref_len;
-    if (gj_read_file(argv[2], (size_t)1 << 30, &in, &in_len) || gj_read_file(argv[3], (size_t)1 << 30, &ref, &ref_len)) {
+    if (gj_read_file(argv[2], (size_t)1 << 30, &in, &in_len) ||
+        gj_read_file(argv[3], (size_t)1 << 30, &ref, &ref_len)) {
         perror("read");
         rc = 1;
     } else {

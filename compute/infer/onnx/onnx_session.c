@@ -310,7 +310,8 @@ static int run_kernels(onnx_session *s, struct gj_error *err)
     char msg[320];
     int replayed = 0;
     if (s->be->begin_run && (replayed = s->be->begin_run(s->bctx)) < 0)
-        return gj_error_set(err, "model", "the backend cannot start the run%s", onnx_backend_detail(s, msg, sizeof msg));
+        return gj_error_set(err, "model", "the backend cannot start the run%s",
+                            onnx_backend_detail(s, msg, sizeof msg));
     for (size_t k = 0; k < s->n_r && !replayed; k++) {
         const struct rnode *rn = &s->r[k];
         if (rn->alias || run_node(s, rn) == 0)

@@ -65,10 +65,11 @@ checks.push([".dockerignore drops a source file: caught", () => {
         throw new Error("an ignored service/ went unnoticed");
 }]);
 
-checks.push(["shellcheck of the image's scripts", () => {
+checks.push(["shellcheck of the image's scripts and this suite's", () => {
     const dir = path.join(SOURCE_ROOT, "deploy", "docker");
     const scripts = ["entrypoint.sh", "healthcheck.sh", "check-binary.sh", "cudnn-prefix.sh",
-        "check-noble-packages.sh", "build.sh"].map((s) => path.join(dir, s));
+        "check-noble-packages.sh", "build.sh"].map((s) => path.join(dir, s))
+        .concat(["run_node.sh", "fetch_deb.sh"].map((s) => path.join(SOURCE_ROOT, "tests", "deploy", s)));
     const r = run("shellcheck", ["-s", "sh", ...scripts]);
     if (r.status === 127)
         throw new Error("shellcheck is not installed (tools/debian-packages.txt lists it)");

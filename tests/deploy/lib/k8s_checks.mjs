@@ -74,10 +74,10 @@ function checkPolicy(objects, ctx, name) {
 
 /**
  * [{name, problems}] for one overlay directory, rendered by `renderer`: every check, or with
- * `only`, the rendering and the checks whose name contains it.
+ * `only`, the rendering and the checks whose name contains it; `overlay` names the shape
+ * (OVERLAY_SHAPES) it must have, by default the directory's name.
  */
-export async function checkOverlay(dir, renderer, ctx, only = "") {
-    const overlay = path.basename(dir);
+export async function checkOverlay(dir, renderer, ctx, only = "", overlay = path.basename(dir)) {
     let objects;
     try {
         objects = render(renderer, dir);

@@ -250,13 +250,11 @@ function gpus(objects) {
     return problems;
 }
 
-function selectors(objects) {
+function serviceReferences(objects, pods, services) {
     const problems = [];
-    const pods = workloads(objects);
     for (const w of pods)
         if (w.obj.kind === "Deployment" && !selects(w.obj.spec?.selector?.matchLabels, w.labels))
             problems.push(`${w.key}: its selector does not match its pod labels`);
-    const services = objects.filter((o) => o.kind === "Service");
     for (const s of services) {
         const targets = pods.filter((w) => selects(s.spec?.selector, w.labels));
         if (!targets.length)
@@ -273,6 +271,11 @@ function selectors(objects) {
         if (Object.keys(o.spec?.podSelector?.matchLabels ?? {}).length &&
             !pods.some((w) => selects(o.spec.podSelector.matchLabels, w.labels)))
             problems.push(`${objectKey(o)}: selects no pod`);
+    return problems;
+}
+
+function ingressReferences(objects, services) {
+    const problems = [];
     for (const o of objects.filter((x) => x.kind === "Ingress")) {
         if (!(o.spec?.tls ?? []).some((t) => t.secretName))
             problems.push(`${objectKey(o)}: no TLS (spec.tls with a secretName)`);
@@ -288,6 +291,11 @@ function selectors(objects) {
                     problems.push(`${objectKey(o)}: ${p.path} would publish /metrics and /readyz`);
             }
     }
+    return problems;
+}
+
+function monitoringReferences(objects, pods, services) {
+    const problems = [];
     for (const o of objects.filter((x) => x.kind === "ScaledObject")) {
         const target = pods.find((w) => w.obj.kind === "Deployment" && w.obj.metadata.name === o.spec?.scaleTargetRef?.name);
         if (!target)
@@ -308,6 +316,13 @@ function selectors(objects) {
     return problems;
 }
 
+function references(objects) {
+    const pods = workloads(objects);
+    const services = objects.filter((o) => o.kind === "Service");
+    return [...serviceReferences(objects, pods, services), ...ingressReferences(objects, services),
+        ...monitoringReferences(objects, pods, services)];
+}
+
 /** Every rule: [name, (objects, ctx) => problems]. */
 export const POLICY_RULES = [
     ["in namespace gpujobd", namespaced],
@@ -318,7 +333,7 @@ export const POLICY_RULES = [
     ["terminationGracePeriodSeconds above --shutdown-grace-seconds", gracePeriods],
     ["startup/readiness/liveness probes on the listen port and scheme", probes],
     ["GPUs for workers only, with tolerations and node selector", gpus],
-    ["selectors and references between objects hold", selectors],
+    ["selectors and references between objects hold", references],
 ];
 
 /** The overlay-specific shape the issue asks for: [name, (objects) => problems]. */

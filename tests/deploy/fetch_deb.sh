@@ -8,6 +8,7 @@ package=${1:?usage: fetch_deb.sh PACKAGE DIR}
 dir=${2:?usage: fetch_deb.sh PACKAGE DIR}
 mkdir -p "$dir"
 cd "$dir"
+[ ! -e ".fetched-$package" ] || exit 0   # another test fetched it while this one waited
 if ! ls /var/lib/apt/lists/*_Packages >/dev/null 2>&1; then
     [ "$(id -u)" = 0 ] || { echo "fetch_deb.sh: apt has no package lists; run apt-get update as root" >&2; exit 1; }
     apt-get update -qq
@@ -18,3 +19,4 @@ deb=$(find . -maxdepth 1 -name "${package}_*.deb" | head -n 1)
 [ -n "$deb" ] || { echo "fetch_deb.sh: apt-get download $package fetched nothing" >&2; exit 1; }
 dpkg -x "$deb" .
 rm -f "$deb"
+touch ".fetched-$package"

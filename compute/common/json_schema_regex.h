@@ -1,0 +1,29 @@
+/*
+ * json_schema_regex.h — the regular expressions of JSON Schema's "pattern" and
+ * "patternProperties" (ECMA-262 syntax, Unicode mode), translated to POSIX
+ * extended expressions and run by glibc's regex in the C.UTF-8 locale, so that
+ * "." and classes work on code points whatever the process's locale.
+ *
+ * Only whether a match exists is ever asked, so lazy quantifiers become greedy
+ * ones. \d \w \s \b and "." keep their ECMA-262 meaning (ASCII digits and word
+ * characters; ECMA's white space; no line terminators for "."). Refused with a
+ * reason: lookaround, backreferences, \p{...} property escapes, \0, and class
+ * ranges beyond ASCII wider than 256 code points (glibc's C.UTF-8 cannot compile
+ * such ranges, so they are spelled out).
+ *
+ * Private to json_schema.c.
+ */
+#ifndef GJ_JSON_SCHEMA_REGEX_H
+#define GJ_JSON_SCHEMA_REGEX_H
+
+#include <regex.h>
+#include <stddef.h>
+
+/* 0 with re compiled (free it with regfree), or -1 with why saying what is wrong. */
+int gj_regex_compile(regex_t *re, const char *pattern, char *why, size_t why_len);
+
+/* 1: re matches somewhere in s[0, len) (which may hold NUL bytes); 0: it does not;
+ * -1: the regex engine failed (out of memory). */
+int gj_regex_search(const regex_t *re, const char *s, size_t len);
+
+#endif

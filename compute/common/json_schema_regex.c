@@ -11,6 +11,7 @@
 
 #define MAX_WIDE 512        /* non-ASCII code points one bracket expression may list */
 #define MAX_WIDE_RANGE 256  /* non-ASCII code points one range may span */
+#define MAX_GROUPS 64       /* nested groups */
 
 static locale_t utf8_locale;
 static pthread_once_t utf8_once = PTHREAD_ONCE_INIT;
@@ -37,8 +38,8 @@ struct cls {
     size_t n_wide;
 };
 
-/* One pattern element: a code point, a class escape (\d \w \s, negated: \D ...) or \b. */
-enum atom_kind { ATOM_CP, ATOM_DIGIT, ATOM_WORD, ATOM_SPACE, ATOM_BOUNDARY };
+/* One pattern element: a code point or a class escape (\d \w \s, negated: \D ...). */
+enum atom_kind { ATOM_CP, ATOM_DIGIT, ATOM_WORD, ATOM_SPACE };
 struct atom {
     enum atom_kind kind;
     int negated;
@@ -48,6 +49,10 @@ struct atom {
 struct tr {
     const char *p;      /* next unread byte of the ECMA pattern */
     FILE *out;          /* the POSIX pattern being written */
+    int can_repeat;     /* what came last may take a quantifier */
+    int last_anchored;  /* what came last is a group holding ^ or $ */
+    int depth;          /* open groups */
+    unsigned char anchored[MAX_GROUPS];   /* per open group: it holds ^ or $ */
     char *why;
     size_t why_len;
 };
@@ -171,10 +176,8 @@ static int parse_escape(struct tr *t, int in_class, struct atom *a)
     case 'b': case 'B':
         if (in_class && c == 'b')
             return a->negated = 0, a->cp = 8, 0;   /* backspace, inside brackets */
-        if (in_class)
-            return refuse(t, "\\B inside [...] is not a character");
-        a->kind = ATOM_BOUNDARY;
-        return 0;
+        return refuse(t, "word boundaries (\\b, \\B) are not supported (POSIX's differ from "
+                      "ECMA-262's beyond ASCII)");
     case 't': a->cp = '\t'; break;
     case 'n': a->cp = '\n'; break;
     case 'v': a->cp = '\v'; break;
@@ -193,7 +196,7 @@ static int parse_escape(struct tr *t, int in_class, struct atom *a)
         if (c >= '0' && c <= '9')
             return refuse(t, c == '0' ? "\\0 (NUL) is not supported"
                                       : "backreferences (\\1 ... \\9) are not supported");
-        if ((unsigned char)c >= 0x80 || !strchr("^$\\.*+?()[]{}|/-", c))
+        if ((unsigned char)c >= 0x80 || !strchr(in_class ? "^$\\.*+?()[]{}|/-" : "^$\\.*+?()[]{}|/", c))
             return refuse(t, "unknown escape \\%c", (unsigned char)c < 0x80 ? c : '?');
         a->cp = (unsigned char)c;
     }
@@ -226,12 +229,40 @@ static int cls_add_range(struct tr *t, struct cls *c, uint32_t lo, uint32_t hi)
     return 0;
 }
 
+static void cls_clear(struct cls *c)
+{
+    memset(c->ascii, 0, sizeof c->ascii);
+    c->n_wide = 0;
+}
+
+static int cls_has(const struct cls *c, uint32_t cp)
+{
+    if (cp < 128)
+        return c->ascii[cp];
+    for (size_t i = 0; i < c->n_wide; i++)
+        if (c->wide[i] == cp)
+            return 1;
+    return 0;
+}
+
+/* Keeps the members of a that are (keep_if_in_b) or are not in b. */
+static void cls_filter(struct cls *a, const struct cls *b, int keep_if_in_b)
+{
+    size_t n = 0;
+    for (int i = 0; i < 128; i++)
+        a->ascii[i] = a->ascii[i] && b->ascii[i] == keep_if_in_b;
+    for (size_t i = 0; i < a->n_wide; i++)
+        if (cls_has(b, a->wide[i]) == keep_if_in_b)
+            a->wide[n++] = a->wide[i];
+    a->n_wide = n;
+}
+
+/* Adds a code point or the members of \d \w \s (the positive escape: a->negated is
+ * the caller's to handle). */
 static int cls_add_atom(struct tr *t, struct cls *c, const struct atom *a)
 {
     if (a->kind == ATOM_CP)
         return cls_add(t, c, a->cp);
-    if (a->negated || a->kind == ATOM_BOUNDARY)
-        return refuse(t, "\\D, \\W and \\S inside [...] are not supported");
     if (a->kind == ATOM_DIGIT)
         return cls_add_range(t, c, '0', '9');
     if (a->kind == ATOM_WORD)
@@ -315,42 +346,68 @@ static int class_atom(struct tr *t, struct atom *a)
     return next_cp(t, &a->cp);
 }
 
-/* [...]; t->p is past the '['. */
-static int parse_class(struct tr *t)
+/* \D \W \S inside [...]: the class becomes the complement of what all of them leave
+ * out, less its other members; *excluded holds that common part. */
+static int class_add_negated(struct tr *t, struct cls *excluded, int first, const struct atom *a)
 {
-    struct cls c;
-    memset(c.ascii, 0, sizeof c.ascii);
-    c.n_wide = 0;
-    int negated = *t->p == '^';
-    t->p += negated;
-    while (*t->p != ']') {
-        struct atom lo, hi;
-        if (!*t->p)
-            return refuse(t, "a '[' is not closed");
-        if (class_atom(t, &lo))
-            return -1;
-        if (t->p[0] != '-' || !t->p[1] || t->p[1] == ']') {
-            if (cls_add_atom(t, &c, &lo))
-                return -1;
-            continue;
-        }
+    struct cls members;
+    struct atom positive = *a;
+    positive.negated = 0;
+    cls_clear(&members);
+    if (cls_add_atom(t, &members, &positive))
+        return -1;
+    if (first)
+        *excluded = members;
+    else
+        cls_filter(excluded, &members, 1);
+    return 0;
+}
+
+/* One member of [...]: a code point, a range, or a class escape. */
+static int class_member(struct tr *t, struct cls *c, struct cls *excluded, int *n_negated)
+{
+    struct atom lo, hi;
+    if (class_atom(t, &lo))
+        return -1;
+    if (t->p[0] == '-' && t->p[1] && t->p[1] != ']') {
         t->p++;
         if (class_atom(t, &hi))
             return -1;
         if (lo.kind != ATOM_CP || hi.kind != ATOM_CP)
             return refuse(t, "a class escape cannot bound a range in [...]");
-        if (cls_add_range(t, &c, lo.cp, hi.cp))
+        return cls_add_range(t, c, lo.cp, hi.cp);
+    }
+    if (lo.negated)
+        return class_add_negated(t, excluded, (*n_negated)++ == 0, &lo);
+    return cls_add_atom(t, c, &lo);
+}
+
+/* [...]; t->p is past the '['. [\s\S] is anything. */
+static int parse_class(struct tr *t)
+{
+    struct cls c, excluded;
+    int n_negated = 0;
+    cls_clear(&c);
+    cls_clear(&excluded);
+    int negated = *t->p == '^';
+    t->p += negated;
+    while (*t->p != ']') {
+        if (!*t->p)
+            return refuse(t, "a '[' is not closed");
+        if (class_member(t, &c, &excluded, &n_negated))
             return -1;
     }
     t->p++;
-    return emit_class(t, &c, negated);
+    if (!n_negated)
+        return emit_class(t, &c, negated);
+    cls_filter(&excluded, &c, 0);
+    return emit_class(t, &excluded, !negated);
 }
 
 static int emit_escape_class(struct tr *t, const struct atom *a)
 {
     struct cls c;
-    memset(c.ascii, 0, sizeof c.ascii);
-    c.n_wide = 0;
+    cls_clear(&c);
     struct atom positive = *a;
     positive.negated = 0;
     return cls_add_atom(t, &c, &positive) || emit_class(t, &c, a->negated);
@@ -361,32 +418,35 @@ static int escape_outside_class(struct tr *t)
     struct atom a;
     if (parse_escape(t, 0, &a))
         return -1;
-    if (a.kind == ATOM_BOUNDARY) {
-        fputs(a.negated ? "\\B" : "\\b", t->out);
-        return 0;
-    }
     return a.kind == ATOM_CP ? emit_literal(t, a.cp) : emit_escape_class(t, &a);
 }
 
 static int emit_dot(struct tr *t)
 {
     struct cls c;
-    memset(c.ascii, 0, sizeof c.ascii);
-    c.n_wide = 0;
+    cls_clear(&c);
     for (size_t i = 0; i < sizeof ecma_line_end / sizeof ecma_line_end[0]; i++)
         cls_add(t, &c, ecma_line_end[i]);
     return emit_class(t, &c, 1);
 }
 
-/* Only whether a match exists is asked: a lazy quantifier matches where a greedy one does. */
-static int skip_lazy(struct tr *t)
+/* A quantifier of len bytes at t->p. Only whether a match exists is asked, so a lazy
+ * one ("*?") is written greedy: it matches where the greedy one does. */
+static int quantifier(struct tr *t, size_t len)
 {
+    if (!t->can_repeat)
+        return refuse(t, "a quantifier with nothing to repeat");
+    if (t->last_anchored)   /* glibc lets "(^a){2}" match "aa" */
+        return refuse(t, "a repeated group holding ^ or $ is not supported");
+    fwrite(t->p, 1, len, t->out);
+    t->p += len;
     if (*t->p == '?')
         t->p++;
+    t->can_repeat = 0;
     return 0;
 }
 
-/* {n}, {n,}, {n,m} are quantifiers; any other '{' is a literal (ECMA-262 Annex B). */
+/* {n}, {n,}, {n,m}; any other '{' is a syntax error in Unicode mode. */
 static int brace(struct tr *t)
 {
     const char *q = t->p + 1;
@@ -394,19 +454,17 @@ static int brace(struct tr *t)
     q += digits;
     if (digits && *q == ',')
         q += 1 + strspn(q + 1, "0123456789");
-    if (digits && *q == '}') {
-        fwrite(t->p, 1, (size_t)(q + 1 - t->p), t->out);
-        t->p = q + 1;
-        return skip_lazy(t);
-    }
-    t->p++;
-    fputs("\\{", t->out);
-    return 0;
+    if (digits && *q == '}')
+        return quantifier(t, (size_t)(q + 1 - t->p));
+    return refuse(t, "a '{' that does not start a quantifier must be escaped (\\{)");
 }
 
 static int group_open(struct tr *t)
 {
     const char *p = t->p;
+    if (t->depth == MAX_GROUPS)
+        return refuse(t, "groups nest deeper than %d", MAX_GROUPS);
+    t->anchored[t->depth++] = 0;
     if (p[1] != '?') {
         t->p++;
     } else if (p[2] == ':') {
@@ -425,31 +483,59 @@ static int group_open(struct tr *t)
     return 0;
 }
 
+static int group_close(struct tr *t)
+{
+    if (t->depth == 0)
+        return refuse(t, "a ')' closes no group");
+    int anchored = t->anchored[--t->depth];
+    if (t->depth)
+        t->anchored[t->depth - 1] |= anchored;
+    t->p++;
+    fputc(')', t->out);
+    t->last_anchored = anchored;
+    return 0;
+}
+
+/* glibc's ^ and $ also match next to a newline inside the string, even without
+ * REG_NEWLINE; its \` and \' match only at the ends, as ECMA-262's ^ and $ do. */
+static int anchor(struct tr *t, char c)
+{
+    if (t->depth)
+        t->anchored[t->depth - 1] = 1;
+    t->p++;
+    fputs(c == '^' ? "\\`" : "\\'", t->out);
+    return 0;
+}
+
+/* ECMA-262 in Unicode mode, as JSON Schema reads patterns: what it calls a syntax
+ * error ("a**", a lone "{") is refused rather than guessed at. */
 static int translate(struct tr *t)
 {
     while (*t->p) {
         char c = *t->p;
         uint32_t cp;
-        int rc = 0;
+        int rc = 0, atom = 1;
         switch (c) {
         case '\\': t->p++; rc = escape_outside_class(t); break;
         case '[': t->p++; rc = parse_class(t); break;
-        case '(': rc = group_open(t); break;
+        case '(': rc = group_open(t); atom = 0; break;
+        case ')': rc = group_close(t); break;
         case '.': t->p++; rc = emit_dot(t); break;
-        case '{': rc = brace(t); break;
-        case '*': case '+': case '?':
-            t->p++;
-            fputc(c, t->out);
-            rc = skip_lazy(t);
-            break;
-        case '}': case ']': t->p++; fputc('\\', t->out); fputc(c, t->out); break;
-        case ')': case '|': case '^': case '$': t->p++; fputc(c, t->out); break;
+        case '{': rc = brace(t); atom = 0; break;
+        case '*': case '+': case '?': rc = quantifier(t, 1); atom = 0; break;
+        case '}': case ']': rc = refuse(t, "a lone '%c' must be escaped (\\%c)", c, c); break;
+        case '^': case '$': rc = anchor(t, c); atom = 0; break;
+        case '|': t->p++; fputc(c, t->out); atom = 0; break;
         default: rc = next_cp(t, &cp) || emit_literal(t, cp);
         }
         if (rc)
             return -1;
+        if (c != '{' && c != '*' && c != '+' && c != '?') {
+            t->can_repeat = atom;
+            t->last_anchored &= c == ')';
+        }
     }
-    return 0;
+    return t->depth ? refuse(t, "a '(' is not closed") : 0;
 }
 
 static int compile_ere(regex_t *re, const char *ere, char *why, size_t why_len)
@@ -479,7 +565,7 @@ int gj_regex_compile(regex_t *re, const char *pattern, char *why, size_t why_len
         snprintf(why, why_len, "out of memory");
         return -1;
     }
-    struct tr t = { pattern, out, why, why_len };
+    struct tr t = { .p = pattern, .out = out, .why = why, .why_len = why_len };
     int rc = translate(&t);
     if (fclose(out) != 0 && rc == 0) {
         snprintf(why, why_len, "out of memory");

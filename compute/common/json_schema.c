@@ -136,6 +136,8 @@ static int regex_cmp(const void *pa, const void *pb)
 int gjs_regex_match(const struct gj_schema *s, const char *source, const char *str, size_t len)
 {
     struct gjs_regex key = { .source = source };
+    if (!s->n_regexes)
+        return -1;
     const struct gjs_regex *r = bsearch(&key, s->regexes, s->n_regexes, sizeof key, regex_cmp);
     return r ? gj_regex_search(&r->re, str, len) : -1;
 }
@@ -522,7 +524,8 @@ struct gj_schema *gj_schema_compile(const json_t *schema, struct gj_error *err)
         gj_schema_free(s);
         return NULL;
     }
-    qsort(s->regexes, s->n_regexes, sizeof *s->regexes, regex_cmp);
+    if (s->n_regexes)
+        qsort(s->regexes, s->n_regexes, sizeof *s->regexes, regex_cmp);
     return s;
 }
 

@@ -33,8 +33,10 @@
  * so that 0.3 is a multiple of 0.1. Schemas nest at most 64 deep, and a value
  * is followed at most 64 schemas deep; uniqueItems sorts (n log n).
  *
- * Tested against the official JSON-Schema-Test-Suite
- * (tests/unit/test_json_schema_suite.c lists every deviation and why).
+ * Tested against the official JSON-Schema-Test-Suite: of the files of supported
+ * keywords, 971 tests pass, 19 groups (40 tests) are refused for a listed reason
+ * (tests/unit/test_json_schema_suite.c says which and why), none answers wrongly;
+ * every group of the refused keywords' files is refused.
  */
 #ifndef GJ_JSON_SCHEMA_H
 #define GJ_JSON_SCHEMA_H

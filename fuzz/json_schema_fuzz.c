@@ -7,7 +7,8 @@
  *
  * Standalone:
  *   clang -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -Icompute -Ibuild \
- *       fuzz/json_schema_fuzz.c compute/common/{gj_error,json_schema,json_schema_check,json_schema_value,json_schema_regex}.c \
+ *       fuzz/json_schema_fuzz.c \
+ *       compute/common/{gj_error,json_schema,json_schema_check,json_schema_value,json_schema_regex}.c \
  *       -ljansson -lm -o schema_fuzz && ./schema_fuzz -max_total_time=60 corpus/
  * A corpus from the official suite: one file per group, the schema, a NUL, its first test's data.
  */

@@ -154,13 +154,32 @@ static int check_number(struct checker *k, const json_t *schema, const json_t *v
         int cmp = b ? gjs_num_cmp(v, b) : 2;
         if ((cmp < 0 && bounds[i].fails_below) || (cmp == 0 && bounds[i].fails_equal) ||
             (cmp == 1 && bounds[i].fails_above))
-            return gj_error_set(err, k->path, "%s must be %s %s (got %s)", here(k), bounds[i].phrase,
-                                gjs_format_number(b, limit, sizeof limit), gjs_format_number(v, got, sizeof got));
+            return gj_error_set(err, k->path, "%s must be %s %s (got %s)", here(k),
+                                bounds[i].phrase, gjs_format_number(b, limit, sizeof limit),
+                                gjs_format_number(v, got, sizeof got));
     }
     const json_t *m = json_object_get(schema, "multipleOf");
     if (m && !gjs_is_multiple(v, m))
         return gj_error_set(err, k->path, "%s must be a multiple of %s (got %s)", here(k),
-                            gjs_format_number(m, limit, sizeof limit), gjs_format_number(v, got, sizeof got));
+                            gjs_format_number(m, limit, sizeof limit),
+                            gjs_format_number(v, got, sizeof got));
+    return 0;
+}
+
+/* min<what> and max<what> (Length, Items, Properties) against a size n. */
+static int check_size(struct checker *k, const json_t *schema, json_int_t n, const char *what,
+                      const char *unit, struct gj_error *err)
+{
+    char min[32], max[32];
+    snprintf(min, sizeof min, "min%s", what);
+    snprintf(max, sizeof max, "max%s", what);
+    const json_t *lo = json_object_get(schema, min), *hi = json_object_get(schema, max);
+    if (lo && n < gjs_count_of(lo))
+        return gj_error_set(err, k->path, "%s must have at least %lld %s", here(k),
+                            (long long)gjs_count_of(lo), unit);
+    if (hi && n > gjs_count_of(hi))
+        return gj_error_set(err, k->path, "%s must have at most %lld %s", here(k),
+                            (long long)gjs_count_of(hi), unit);
     return 0;
 }
 
@@ -169,13 +188,8 @@ static int check_string(struct checker *k, const json_t *schema, const json_t *v
     if (!json_is_string(v))
         return 0;
     json_int_t len = (json_int_t)gjs_utf8_length(json_string_value(v), json_string_length(v));
-    const json_t *b;
-    if ((b = json_object_get(schema, "minLength")) && len < gjs_count_of(b))
-        return gj_error_set(err, k->path, "%s must have at least %lld characters", here(k),
-                            (long long)gjs_count_of(b));
-    if ((b = json_object_get(schema, "maxLength")) && len > gjs_count_of(b))
-        return gj_error_set(err, k->path, "%s must have at most %lld characters", here(k),
-                            (long long)gjs_count_of(b));
+    if (check_size(k, schema, len, "Length", "characters", err))
+        return -1;
     const json_t *p = json_object_get(schema, "pattern");
     if (!p)
         return 0;
@@ -212,20 +226,6 @@ static int check_required(struct checker *k, const json_t *schema, const json_t 
             }
         }
     }
-    return 0;
-}
-
-static int check_property_count(struct checker *k, const json_t *schema, const json_t *v,
-                                 struct gj_error *err)
-{
-    json_int_t n = (json_int_t)json_object_size(v);
-    const json_t *b;
-    if ((b = json_object_get(schema, "minProperties")) && n < gjs_count_of(b))
-        return gj_error_set(err, k->path, "%s must have at least %lld fields", here(k),
-                            (long long)gjs_count_of(b));
-    if ((b = json_object_get(schema, "maxProperties")) && n > gjs_count_of(b))
-        return gj_error_set(err, k->path, "%s must have at most %lld fields", here(k),
-                            (long long)gjs_count_of(b));
     return 0;
 }
 
@@ -288,7 +288,8 @@ static int check_object(struct checker *k, const json_t *schema, const json_t *v
 {
     if (!json_is_object(v))
         return 0;
-    if (check_required(k, schema, v, err) || check_property_count(k, schema, v, err) ||
+    json_int_t n = (json_int_t)json_object_size(v);
+    if (check_required(k, schema, v, err) || check_size(k, schema, n, "Properties", "fields", err) ||
         check_property_names(k, schema, v, depth, err))
         return -1;
     const char *key;
@@ -307,14 +308,9 @@ static int check_item_count(struct checker *k, const json_t *schema, const json_
                             struct gj_error *err)
 {
     json_int_t n = (json_int_t)json_array_size(v);
-    const json_t *b;
     size_t dup[2] = { 0, 0 };
-    if ((b = json_object_get(schema, "minItems")) && n < gjs_count_of(b))
-        return gj_error_set(err, k->path, "%s must have at least %lld items", here(k),
-                            (long long)gjs_count_of(b));
-    if ((b = json_object_get(schema, "maxItems")) && n > gjs_count_of(b))
-        return gj_error_set(err, k->path, "%s must have at most %lld items", here(k),
-                            (long long)gjs_count_of(b));
+    if (check_size(k, schema, n, "Items", "items", err))
+        return -1;
     if (n < 2 || !json_is_true(json_object_get(schema, "uniqueItems")))
         return 0;
     int rc = gjs_find_duplicate(v, dup);

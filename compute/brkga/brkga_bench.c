@@ -123,10 +123,10 @@ static int bench_run(const struct brkga_decoder *dec, size_t p, int threads, int
     prm.stats_interval = 1000000;
     prm.device = device;
     struct brkga_result res;
-    char msg[256];
+    struct gj_error err = { 0 };
     double c0 = cpu_seconds();
-    if (brkga_solve(&prm, dec, NULL, &res, msg, sizeof msg)) {
-        fprintf(stderr, "bench brkga: %s\n", msg);
+    if (brkga_solve(&prm, dec, NULL, &res, &err)) {
+        fprintf(stderr, "bench brkga: %s\n", err.message);
         return -1;
     }
     double cpu = cpu_seconds() - c0;
@@ -142,7 +142,9 @@ static int bench_run(const struct brkga_decoder *dec, size_t p, int threads, int
     return 0;
 }
 
-int gj_bench_brkga_main(int argc, char **argv)
+struct bench_opts { int quick, threads; long gens; };
+
+static int bench_args(int argc, char **argv, struct bench_opts *o)
 {
     static const struct option opts[] = {
         { "quick", no_argument, NULL, 'q' },
@@ -150,24 +152,30 @@ int gj_bench_brkga_main(int argc, char **argv)
         { "generations", required_argument, NULL, 'g' },
         { NULL, 0, NULL, 0 },
     };
-    int quick = 0, c;
-    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    long gens = 3;
+    int c;
+    o->quick = 0;
+    o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    o->gens = 3;
     optind = 1;
     while ((c = getopt_long(argc, argv, "qt:g:", opts, NULL)) != -1) {
         switch (c) {
-        case 'q': quick = 1; break;
-        case 't': threads = atoi(optarg); break;
-        case 'g': gens = atol(optarg); break;
+        case 'q': o->quick = 1; break;
+        case 't': o->threads = atoi(optarg); break;
+        case 'g': o->gens = atol(optarg); break;
         default:
             fprintf(stderr, "usage: gpujobd bench brkga [--quick] [--threads N] [--generations G]\n");
-            return 2;
+            return -1;
         }
     }
-    if (threads < 1)
-        threads = 1;
-    if (gens < 1)
-        gens = 1;
+    if (o->threads < 1)
+        o->threads = 1;
+    if (o->gens < 1)
+        o->gens = 1;
+    return 0;
+}
+
+static void print_host(int threads, int ngpu)
+{
     struct utsname u;
     uname(&u);
     char cpu[256] = "unknown CPU";
@@ -185,74 +193,71 @@ int gj_bench_brkga_main(int argc, char **argv)
             }
         fclose(ci);
     }
-    int ngpu = brkga_gpu_device_count();
     printf("# gpujobd bench brkga\n# host: %s %s, %s, %ld online cores; threads used: %d; GPUs: %d\n",
            u.sysname, u.machine, cpu, sysconf(_SC_NPROCESSORS_ONLN), threads, ngpu);
+}
 
-    char *nj = NULL, *dj = NULL, msg[512];
+/* The generated instance through the parsers and the pre-computation. */
+static int bench_network(struct brkga_net *net, double *t_pre)
+{
+    char *nj = NULL, *dj = NULL;
+    struct gj_error err = { 0 };
     if (brkga_bench_instance(30, 10, 20, 200, 4000, 7, &nj, &dj)) {
         fprintf(stderr, "bench brkga: cannot generate the instance\n");
-        return 1;
+        return -1;
     }
     struct brkga_net_input in;
     memset(&in, 0, sizeof in);
-    struct brkga_net net;
-    if (brkga_net_parse_network(nj, strlen(nj), &in, msg, sizeof msg) ||
-        brkga_net_parse_demands(dj, strlen(dj), &in, msg, sizeof msg)) {
-        fprintf(stderr, "bench brkga: %s\n", msg);
-        free(nj);
-        free(dj);
-        brkga_net_input_free(&in);
-        return 1;
-    }
+    int rc = brkga_net_parse_network(nj, strlen(nj), &in, &err) || brkga_net_parse_demands(dj, strlen(dj), &in, &err);
     free(nj);
     free(dj);
-    double t0 = brkga_now();
-    if (brkga_net_build(&net, &in, 3, 20, 0, msg, sizeof msg)) {
-        fprintf(stderr, "bench brkga: %s\n", msg);
+    if (rc) {
+        fprintf(stderr, "bench brkga: %s\n", err.message);
         brkga_net_input_free(&in);
-        return 1;
+        return -1;
     }
-    double t_pre = brkga_now() - t0;
-    struct brkga_decoder dec = { (size_t)(net.m.n_vlinks + net.m.n_demands),
-                                 brkga_net_scratch_bytes(&net.m), &net.m, brkga_net_decode_cb, 1 };
-    printf("# network instance: 30 optical, 10 transit, 20 access nodes, 200 demands, K = 20: "
-           "%d virtual links, %d optical links, %d candidate routes, %zu genes; pre-computation "
-           "%.3f s\n", net.m.n_vlinks, net.m.n_olinks, net.m.n_routes, dec.n_genes, t_pre);
-    printf("# %ld generations per point (elites 0.3, mutants 0.2); decodes/s = chromosomes decoded / "
-           "decode-phase seconds\n", gens);
-    printf("# decodes/cpu-s = all decodes / process CPU seconds (whole run): per-core throughput,\n"
-           "# not distorted by other load on the machine\n");
-    printf("%-8s %-10s %8s %14s %14s %14s %12s\n", "decoder", "device", "p", "decodes/s",
-           "decodes/cpu-s", "generations/s", "best");
+    double t0 = brkga_now();
+    if (brkga_net_build(net, &in, 3, 20, 0, NULL, &err)) {
+        fprintf(stderr, "bench brkga: %s\n", err.message);
+        return -1;
+    }
+    *t_pre = brkga_now() - t0;
+    return 0;
+}
+
+static void network_points(const struct brkga_decoder *dec, const struct bench_opts *o, int ngpu)
+{
     size_t pops[] = { 1024, 2048, 4096, 8192, 16384 };
-    size_t npop = quick ? 2 : 5;
+    size_t npop = o->quick ? 2 : 5;
     double cpu1 = 0, cpuN = 0;
     for (size_t i = 0; i < npop; i++) {
         double dps, gps, best, dpc;
-        if (bench_run(&dec, pops[i], threads, -1, gens, &dps, &gps, &best, &dpc) == 0) {
+        if (bench_run(dec, pops[i], o->threads, -1, o->gens, &dps, &gps, &best, &dpc) == 0) {
             char dev[32];
-            snprintf(dev, sizeof dev, "cpu x%d", threads);
+            snprintf(dev, sizeof dev, "cpu x%d", o->threads);
             printf("%-8s %-10s %8zu %14.0f %14.0f %14.3f %12g\n", "network", dev, pops[i], dps, dpc, gps, best);
             if (i == 0)
                 cpuN = dps;
         }
-        if (ngpu > 0 && bench_run(&dec, pops[i], threads, 0, gens, &dps, &gps, &best, &dpc) == 0)
+        if (ngpu > 0 && bench_run(dec, pops[i], o->threads, 0, o->gens, &dps, &gps, &best, &dpc) == 0)
             printf("%-8s %-10s %8zu %14.0f %14s %14.3f %12g\n", "network", "gpu 0", pops[i], dps, "-", gps, best);
     }
-    if (threads > 1) {
+    if (o->threads > 1) {
         double dps, gps, best, dpc;
-        if (bench_run(&dec, 1024, 1, -1, gens, &dps, &gps, &best, &dpc) == 0) {
+        if (bench_run(dec, 1024, 1, -1, o->gens, &dps, &gps, &best, &dpc) == 0) {
             printf("%-8s %-10s %8d %14.0f %14.0f %14.3f %12g\n", "network", "cpu x1", 1024, dps, dpc, gps, best);
             cpu1 = dps;
             printf("# CPU scaling at p = 1024: %.2fx with %d threads over 1 thread\n",
-                   cpu1 > 0 ? cpuN / cpu1 : 0, threads);
+                   cpu1 > 0 ? cpuN / cpu1 : 0, o->threads);
         }
     }
-    brkga_net_free(&net);
+}
 
-    /* TSP: 52 random cities */
+/* TSP: 52 random cities, without and with 2-opt. */
+static int tsp_points(const struct bench_opts *o)
+{
     struct brkga_tsp tsp;
+    struct gj_error err = { 0 };
     char tsptext[4096];
     int off = snprintf(tsptext, sizeof tsptext, "NAME: rand52\nTYPE: TSP\nDIMENSION: 52\n"
                        "EDGE_WEIGHT_TYPE: EUC_2D\nNODE_COORD_SECTION\n");
@@ -260,20 +265,47 @@ int gj_bench_brkga_main(int argc, char **argv)
         off += snprintf(tsptext + off, sizeof tsptext - (size_t)off, "%d %u %u\n", i + 1,
                         rnd(99, 7, (uint32_t)i) % 1000, rnd(99, 8, (uint32_t)i) % 1000);
     snprintf(tsptext + off, sizeof tsptext - (size_t)off, "EOF\n");
-    if (brkga_tsp_parse(tsptext, strlen(tsptext), &tsp, msg, sizeof msg)) {
-        fprintf(stderr, "bench brkga: %s\n", msg);
-        return 1;
+    if (brkga_tsp_parse(tsptext, strlen(tsptext), &tsp, &err)) {
+        fprintf(stderr, "bench brkga: %s\n", err.message);
+        return -1;
     }
     for (int ls = 0; ls < 2; ls++) {
         tsp.local_search = ls;
         struct brkga_decoder td = { 52, brkga_tsp_scratch_bytes(&tsp), &tsp, brkga_tsp_decode_cb, 0 };
         double dps, gps, best, dpc;
         char dev[32];
-        snprintf(dev, sizeof dev, "cpu x%d", threads);
-        if (bench_run(&td, 1024, threads, -1, gens * 5, &dps, &gps, &best, &dpc) == 0)
+        snprintf(dev, sizeof dev, "cpu x%d", o->threads);
+        if (bench_run(&td, 1024, o->threads, -1, o->gens * 5, &dps, &gps, &best, &dpc) == 0)
             printf("%-8s %-10s %8d %14.0f %14.0f %14.3f %12g\n", ls ? "tsp+2opt" : "tsp", dev, 1024, dps,
                    dpc, gps, best);
     }
     brkga_tsp_free(&tsp);
     return 0;
+}
+
+int gj_bench_brkga_main(int argc, char **argv)
+{
+    struct bench_opts o;
+    if (bench_args(argc, argv, &o))
+        return 2;
+    int ngpu = brkga_gpu_device_count();
+    print_host(o.threads, ngpu);
+    struct brkga_net net;
+    double t_pre;
+    if (bench_network(&net, &t_pre))
+        return 1;
+    struct brkga_decoder dec = { (size_t)(net.m.n_vlinks + net.m.n_demands),
+                                 brkga_net_scratch_bytes(&net.m), &net.m, brkga_net_decode_cb, 1 };
+    printf("# network instance: 30 optical, 10 transit, 20 access nodes, 200 demands, K = 20: "
+           "%d virtual links, %d optical links, %d candidate routes, %zu genes; pre-computation "
+           "%.3f s\n", net.m.n_vlinks, net.m.n_olinks, net.m.n_routes, dec.n_genes, t_pre);
+    printf("# %ld generations per point (elites 0.3, mutants 0.2); decodes/s = chromosomes decoded / "
+           "decode-phase seconds\n", o.gens);
+    printf("# decodes/cpu-s = all decodes / process CPU seconds (whole run): per-core throughput,\n"
+           "# not distorted by other load on the machine\n");
+    printf("%-8s %-10s %8s %14s %14s %14s %12s\n", "decoder", "device", "p", "decodes/s",
+           "decodes/cpu-s", "generations/s", "best");
+    network_points(&dec, &o, ngpu);
+    brkga_net_free(&net);
+    return tsp_points(&o) ? 1 : 0;
 }

@@ -21,6 +21,8 @@
 extern "C" {
 #endif
 
+#include "common/gj_error.h"
+
 enum brkga_stop {
     BRKGA_STOP_NONE = -1,
     BRKGA_STOP_GENERATIONS = 1,       /* max_generations reached */
@@ -96,23 +98,26 @@ struct brkga_hooks {
     void (*progress)(void *ctx, double fraction, const char *message);
 };
 
+/* Sizes the engine takes: genes per chromosome, individuals in all populations, and
+ * keys in all populations (two generations of them are held: 4 GiB at the limit). */
+#define BRKGA_MAX_GENES (1u << 24)
+#define BRKGA_MAX_INDIVIDUALS (1u << 30)
+#define BRKGA_MAX_KEYS (1ull << 29)
+
 /* Fitness of an infeasible solution (minimisation); decoders return at least this. */
 #define BRKGA_INFEASIBLE 1e15
 
-/* Runs the algorithm. 0 or -1 with msg (size msglen) set. */
+/* Runs the algorithm. 0 or -1 with err. */
 int brkga_solve(const struct brkga_params *prm, const struct brkga_decoder *dec,
-                const struct brkga_hooks *hooks, struct brkga_result *res,
-                char *msg, size_t msglen);
+                const struct brkga_hooks *hooks, struct brkga_result *res, struct gj_error *err);
 void brkga_result_free(struct brkga_result *res);
 
-/* Checks the population arithmetic; 0 or -1 with msg. */
-int brkga_check_params(const struct brkga_params *prm, char *msg, size_t msglen);
+/* Checks the population arithmetic; 0 or -1 with err, whose field names the param to
+ * change (population_size, elites, mutants, inheritance_prob, populations, exchange_count). */
+int brkga_check_params(const struct brkga_params *prm, struct gj_error *err);
 
 /* Monotonic seconds. */
 double brkga_now(void);
-
-/* Formats into msg (size len; either may be 0) and returns -1, for `return brkga_fail(...)`. */
-int brkga_fail(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- backend interface (the CPU one is in brkga_engine.c, the GPU one in
  * brkga_gpu.cu); the generation loop in brkga_solve drives either. ---- */
@@ -120,7 +125,7 @@ struct brkga_backend {
     void *st;
     /* Fills all populations with keys of word `word` (0 initial, 2 reset) at gen,
      * places initial chromosomes (when given), decodes and ranks. init and evolve
-     * return 0, -1 (error, msg set) or 1 (cancelled part-way: state unusable). */
+     * return 0, -1 (error, err set) or 1 (cancelled part-way: state unusable). */
     int (*init)(void *st, uint32_t gen, int word, const float *initial, size_t n_initial);
     /* One generation of every population: elites, crossover, mutants, decode, rank. */
     int (*evolve)(void *st, uint32_t gen);
@@ -132,7 +137,7 @@ struct brkga_backend {
     int (*keys)(void *st, int k, size_t r, float *out);
     void (*times)(void *st, double *t_evolve, double *t_decode, double *t_sort);
     void (*destroy)(void *st);
-    char msg[256];
+    struct gj_error err;      /* why the last call failed */
 };
 
 int brkga_cpu_backend(const struct brkga_params *prm, const struct brkga_decoder *dec,

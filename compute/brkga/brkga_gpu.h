@@ -16,7 +16,7 @@ extern "C" {
 
 /* Number of usable CUDA devices (0 without CUDA, driver or device). */
 int brkga_gpu_device_count(void);
-/* Fills be with the GPU backend for prm->device; -1 with be->msg set. */
+/* Fills be with the GPU backend for prm->device; -1 with be->err set. */
 int brkga_gpu_backend(const struct brkga_params *prm, const struct brkga_decoder *dec,
                       struct brkga_backend *be);
 

@@ -13,6 +13,6 @@ int brkga_gpu_backend(const struct brkga_params *prm, const struct brkga_decoder
 {
     (void)prm;
     (void)dec;
-    snprintf(be->msg, sizeof be->msg, "this gpujobd was built without CUDA: no GPU path for brkga");
+    gj_error_set(&be->err, "", "this gpujobd was built without CUDA: no GPU path for brkga");
     return -1;
 }

@@ -1,24 +1,22 @@
 /*
- * brkga_kind.c — the `brkga` job kind: parameters (JSON, or the thesis's Params.xml),
- * inputs, the run, and the outputs result.json, results.xml, statistics.csv and
- * convergence.svg. See compute/brkga/README.md for the formats.
+ * brkga_kind.c — the `brkga` job kind: submit-time checks, the problem (network or
+ * TSP) loaded from the inputs, the estimate and the run. Parameters are read in
+ * brkga_params.c, outputs written in brkga_output.c; README.md has the formats.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <expat.h>
-
 #include "gj_config.h"
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
+#include "common/gj_poll.h"
 #include "brkga/brkga_engine.h"
 #include "brkga/brkga_gpu.h"
 #include "brkga/brkga_kind.h"
@@ -72,421 +70,6 @@ static const struct gj_input_spec brkga_inputs[] = {
 };
 
 /* ------------------------------------------------------------------ */
-/* Parameters                                                          */
-
-static int get_num(json_t *p, const char *k, double *out, struct gj_error *err)
-{
-    json_t *v = json_object_get(p, k);
-    if (!v)
-        return 0;
-    if (!json_is_number(v))
-        return gj_error_set(err, k, "%s must be a number", k);
-    *out = json_number_value(v);
-    if (!isfinite(*out))
-        return gj_error_set(err, k, "%s must be finite", k);
-    return 0;
-}
-
-static int get_int(json_t *p, const char *k, long long *out, long long lo, long long hi,
-                   struct gj_error *err)
-{
-    json_t *v = json_object_get(p, k);
-    if (!v)
-        return 0;
-    if (!json_is_integer(v))
-        return gj_error_set(err, k, "%s must be an integer", k);
-    long long x = json_integer_value(v);
-    if (x < lo || x > hi)
-        return gj_error_set(err, k, "%s is %lld; it must be in %lld..%lld", k, x, lo, hi);
-    *out = x;
-    return 0;
-}
-
-int brkga_cfg_read(json_t *p, struct brkga_cfg *c, struct gj_error *err)
-{
-    memset(c, 0, sizeof *c);
-    c->pop_factor = 4.0;
-    c->max_pop = 4096;
-    c->elites = 0.3;
-    c->mutants = 0.2;
-    c->rhoe = 0.65;
-    c->primary = BRKGA_STOP_GENERATIONS;
-    c->secondary = BRKGA_STOP_NONE;
-    c->max_gens = 1000;
-    c->max_stall_gens = 100;
-    c->max_time = 60;
-    c->max_stall_time = 3600;
-    c->K = 1;
-    c->xcount = 2;
-    c->max_at = 4;
-    c->kpaths = 20;
-    c->stats_interval = 100;
-    c->time_limit = 3600;
-    if (!json_is_object(p))
-        return gj_error_set(err, "", "params must be a JSON object");
-    const char *s;
-    json_t *v;
-    if ((v = json_object_get(p, "decoder"))) {
-        s = json_string_value(v);
-        if (!s || (strcmp(s, "network") && strcmp(s, "tsp")))
-            return gj_error_set(err, "decoder", "decoder must be \"network\" or \"tsp\"");
-        c->tsp = !strcmp(s, "tsp");
-    }
-    if ((v = json_object_get(p, "sense"))) {
-        s = json_string_value(v);
-        if (!s || (strcmp(s, "minimize") && strcmp(s, "maximize")))
-            return gj_error_set(err, "sense", "sense must be \"minimize\" or \"maximize\"");
-        c->maximize = !strcmp(s, "maximize");
-    }
-    if (c->maximize)
-        return gj_error_set(err, "sense", "the %s decoder minimises (%s); sense \"maximize\" has no "
-                            "meaning for it", c->tsp ? "tsp" : "network",
-                            c->tsp ? "tour length" : "optical links used");
-    long long x;
-    if (get_num(p, "population_factor", &c->pop_factor, err))
-        return -1;
-    if (!(c->pop_factor > 0) || c->pop_factor > 1e6)
-        return gj_error_set(err, "population_factor", "population_factor must be in (0, 1e6]");
-    x = c->max_pop;
-    if (get_int(p, "max_population", &x, 2, 1 << 22, err))
-        return -1;
-    c->max_pop = x;
-    x = 0;
-    if (get_int(p, "population_size", &x, 2, 1 << 22, err))
-        return -1;
-    c->pop_size = x;
-    if (get_num(p, "elites", &c->elites, err) || get_num(p, "mutants", &c->mutants, err) ||
-        get_num(p, "inheritance_prob", &c->rhoe, err))
-        return -1;
-    if (!(c->elites > 0 && c->elites < 1))
-        return gj_error_set(err, "elites", "elites is %g; it is a fraction of the population in (0, 1)",
-                            c->elites);
-    if (!(c->mutants >= 0 && c->mutants < 1))
-        return gj_error_set(err, "mutants", "mutants is %g; it is a fraction of the population in [0, 1)",
-                            c->mutants);
-    if (c->elites + c->mutants >= 1)
-        return gj_error_set(err, "mutants", "elites (%g) + mutants (%g) leave no room for crossover: "
-                            "together they must be less than the whole population", c->elites,
-                            c->mutants);
-    if (!(c->rhoe > 0.5 && c->rhoe <= 1))
-        return gj_error_set(err, "inheritance_prob", "inheritance_prob is %g; it must be in (0.5, 1]",
-                            c->rhoe);
-    const char *names[2] = { "primary_stop", "secondary_stop" };
-    int *crit[2] = { &c->primary, &c->secondary };
-    for (int i = 0; i < 2; i++) {
-        if (!(v = json_object_get(p, names[i])))
-            continue;
-        s = json_string_value(v);
-        int id = s ? brkga_stop_parse(s) : -2;
-        if (id == -2)
-            return gj_error_set(err, names[i], "%s '%.40s' is not one of generations, "
-                                "generations_without_improvement, time, time_without_improvement, "
-                                "target, none", names[i], s ? s : "");
-        *crit[i] = id;
-    }
-    x = c->max_gens;
-    if (get_int(p, "max_generations", &x, 0, 100000000, err))
-        return -1;
-    c->max_gens = x;
-    x = c->max_stall_gens;
-    if (get_int(p, "max_generations_without_improvement", &x, 1, 100000000, err))
-        return -1;
-    c->max_stall_gens = x;
-    if (get_num(p, "max_time_s", &c->max_time, err) ||
-        get_num(p, "max_time_without_improvement_s", &c->max_stall_time, err))
-        return -1;
-    if (c->max_time < 0 || c->max_stall_time < 0)
-        return gj_error_set(err, "max_time_s", "times must not be negative");
-    if (json_object_get(p, "target_value")) {
-        if (get_num(p, "target_value", &c->target, err))
-            return -1;
-        c->have_target = 1;
-    }
-    if (c->primary == BRKGA_STOP_NONE && c->secondary == BRKGA_STOP_NONE)
-        return gj_error_set(err, "primary_stop", "no stop criterion: set primary_stop");
-    if ((v = json_object_get(p, "seed"))) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0)
-            return gj_error_set(err, "seed", "seed must be a non-negative integer");
-        c->seed = (uint64_t)json_integer_value(v);
-        c->have_seed = 1;
-    }
-    x = 1;
-    if (get_int(p, "populations", &x, 1, 64, err))
-        return -1;
-    c->K = (int)x;
-    x = 0;
-    if (get_int(p, "exchange_interval", &x, 0, 100000000, err))
-        return -1;
-    c->xint = (int)x;
-    x = c->xcount;
-    if (get_int(p, "exchange_count", &x, 0, 1000000, err))
-        return -1;
-    c->xcount = (int)x;
-    x = 0;
-    if (get_int(p, "reset_after", &x, 0, 100000000, err))
-        return -1;
-    c->reset_after = (int)x;
-    x = c->max_at;
-    if (get_int(p, "max_access_transit_links", &x, 1, 100000, err))
-        return -1;
-    c->max_at = (int)x;
-    x = c->kpaths;
-    if (get_int(p, "k_paths", &x, 1, 1000, err))
-        return -1;
-    c->kpaths = (int)x;
-    if (get_num(p, "max_optical_path_length", &c->max_olen, err))
-        return -1;
-    if (c->max_olen < 0)
-        return gj_error_set(err, "max_optical_path_length", "max_optical_path_length must not be "
-                            "negative (0: unlimited)");
-    if ((v = json_object_get(p, "local_search"))) {
-        s = json_string_value(v);
-        if (!s || (strcmp(s, "none") && strcmp(s, "2opt")))
-            return gj_error_set(err, "local_search", "local_search must be \"none\" or \"2opt\"");
-        c->local_search = !strcmp(s, "2opt");
-    }
-    if (json_object_get(p, "known_optimum")) {
-        if (get_num(p, "known_optimum", &c->known_opt, err))
-            return -1;
-        c->have_known_opt = 1;
-    }
-    x = c->stats_interval;
-    if (get_int(p, "stats_interval", &x, 1, 1000000, err))
-        return -1;
-    c->stats_interval = (int)x;
-    if (get_num(p, "time_limit_s", &c->time_limit, err))
-        return -1;
-    if (!(c->time_limit > 0 && c->time_limit <= 86400))
-        return gj_error_set(err, "time_limit_s", "time_limit_s must be in (0, 86400]");
-    x = 0;
-    if (get_int(p, "threads", &x, 1, 256, err))
-        return -1;
-    c->threads = (int)x;
-    if ((v = json_object_get(p, "initial_chromosomes"))) {
-        if (!json_is_array(v))
-            return gj_error_set(err, "initial_chromosomes", "initial_chromosomes must be an array of "
-                                "arrays of keys in [0, 1]");
-        size_t i;
-        json_t *row;
-        json_array_foreach(v, i, row) {
-            if (!json_is_array(row))
-                return gj_error_set(err, "initial_chromosomes", "initial_chromosomes[%zu] is not an "
-                                    "array", i);
-            size_t j;
-            json_t *k;
-            json_array_foreach(row, j, k) {
-                double d = json_number_value(k);
-                if (!json_is_number(k) || !(d >= 0 && d <= 1))
-                    return gj_error_set(err, "initial_chromosomes", "initial_chromosomes[%zu][%zu] "
-                                        "is not a key in [0, 1]", i, j);
-            }
-        }
-        c->initial = v;
-    }
-    return 0;
-}
-
-/* ---- Params.xml ---- */
-struct px_state {
-    json_t *obj;
-    char path[4][32];
-    int depth;
-    char text[256];
-    size_t tlen;
-    int failed;
-    char msg[256];
-    XML_Parser parser;
-};
-
-static void px_fail(struct px_state *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void px_fail(struct px_state *s, const char *fmt, ...)
-{
-    if (s->failed)
-        return;
-    s->failed = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
-    va_end(ap);
-    XML_StopParser(s->parser, XML_FALSE);
-}
-
-static int px_set_number(struct px_state *s, const char *key, const char *text, int integer,
-                         const char *where)
-{
-    char *end;
-    errno = 0;
-    if (integer) {
-        long long v = strtoll(text, &end, 10);
-        while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')
-            end++;
-        if (end == text || *end || errno) {
-            px_fail(s, "params: %s '%.40s' is not an integer", where, text);
-            return -1;
-        }
-        json_object_set_new(s->obj, key, json_integer(v));
-    } else {
-        double v = strtod(text, &end);
-        while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')
-            end++;
-        if (end == text || *end || errno || !isfinite(v)) {
-            px_fail(s, "params: %s '%.40s' is not a number", where, text);
-            return -1;
-        }
-        json_object_set_new(s->obj, key, json_real(v));
-    }
-    return 0;
-}
-
-static const char *px_attr(const XML_Char **a, const char *n)
-{
-    for (int i = 0; a[i]; i += 2)
-        if (!strcmp(a[i], n))
-            return a[i + 1];
-    return NULL;
-}
-
-static void XMLCALL px_start(void *ud, const XML_Char *el, const XML_Char **a)
-{
-    struct px_state *s = ud;
-    if (s->failed)
-        return;
-    if (s->depth >= 4) {
-        px_fail(s, "params: elements nested too deeply");
-        return;
-    }
-    snprintf(s->path[s->depth], sizeof s->path[0], "%s", el);
-    s->depth++;
-    s->tlen = 0;
-    const char *v;
-    if (s->depth == 1) {
-        if (strcmp(el, "Params")) {
-            px_fail(s, "params: the root element is <%.40s>, expected <Params>", el);
-            return;
-        }
-        if ((v = px_attr(a, "sense")))
-            json_object_set_new(s->obj, "sense", json_string(v));
-    } else if (s->depth == 2 && !strcmp(el, "Population")) {
-        static const char *const an[2] = { "primaryStopCriteria", "secondaryStopCriteria" };
-        static const char *const jn[2] = { "primary_stop", "secondary_stop" };
-        for (int i = 0; i < 2; i++)
-            if ((v = px_attr(a, an[i]))) {
-                int id = brkga_stop_parse(v);
-                if (id == -2) {
-                    px_fail(s, "params: <Population %s=\"%.40s\"> is not a known criterion "
-                            "(Generations, NonUpdatedIncumbent, Time, NonUpdatedTime, Optimal, None)",
-                            an[i], v);
-                    return;
-                }
-                json_object_set_new(s->obj, jn[i], json_string(brkga_stop_name(id)));
-            }
-    } else if (s->depth == 2 && !strcmp(el, "Decoder")) {
-        if ((v = px_attr(a, "maxVEdgesA_T")) && px_set_number(s, "max_access_transit_links", v, 1, "maxVEdgesA_T"))
-            return;
-        if ((v = px_attr(a, "maxOPathLength")) && px_set_number(s, "max_optical_path_length", v, 0, "maxOPathLength"))
-            return;
-        if ((v = px_attr(a, "numKSPRoutes")) && px_set_number(s, "k_paths", v, 1, "numKSPRoutes"))
-            return;
-    } else if (s->depth == 2 && !strcmp(el, "Execution")) {
-        const char *use = px_attr(a, "usePredefinedMasterSeed");
-        if (use && !strcmp(use, "true") && (v = px_attr(a, "predefinedMasterSeed")) &&
-            px_set_number(s, "seed", v, 1, "predefinedMasterSeed"))
-            return;
-        if ((v = px_attr(a, "iterationsBetweenExternalizeStatistics")) &&
-            px_set_number(s, "stats_interval", v, 1, "iterationsBetweenExternalizeStatistics"))
-            return;
-    }
-}
-
-static void XMLCALL px_text(void *ud, const XML_Char *t, int len)
-{
-    struct px_state *s = ud;
-    if (s->failed)
-        return;
-    if (s->tlen + (size_t)len >= sizeof s->text) {
-        px_fail(s, "params: element text longer than %zu bytes", sizeof s->text - 1);
-        return;
-    }
-    memcpy(s->text + s->tlen, t, (size_t)len);
-    s->tlen += (size_t)len;
-}
-
-static void XMLCALL px_end(void *ud, const XML_Char *el)
-{
-    struct px_state *s = ud;
-    if (s->failed)
-        return;
-    s->text[s->tlen] = '\0';
-    char *t = s->text;
-    while (*t == ' ' || *t == '\n' || *t == '\t' || *t == '\r')
-        t++;
-    if (s->depth == 3) {
-        static const struct { const char *parent, *el, *key; int integer; } map[] = {
-            { "Etnia", "Individuals", "population_factor", 0 },
-            { "Etnia", "MaxIndividuals", "max_population", 1 },
-            { "Etnia", "Elites", "elites", 0 },
-            { "Etnia", "Mutants", "mutants", 0 },
-            { "Etnia", "InheritanceProb", "inheritance_prob", 0 },
-            { "Population", "MaxGenerations", "max_generations", 1 },
-            { "Population", "MaxNonUpdatedIncumbent", "max_generations_without_improvement", 1 },
-            { "Population", "MaxTime", "max_time_s", 0 },
-            { "Population", "MaxTimeNonUpdated", "max_time_without_improvement_s", 0 },
-            { "Population", "OptimalValue", "target_value", 0 },
-        };
-        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-            if (!strcmp(s->path[1], map[i].parent) && !strcmp(el, map[i].el)) {
-                char where[80];
-                snprintf(where, sizeof where, "<%s>", map[i].el);
-                px_set_number(s, map[i].key, t, map[i].integer, where);
-                break;
-            }
-    }
-    s->depth--;
-    s->tlen = 0;
-}
-
-static void XMLCALL px_entity(void *ud, const XML_Char *name, int is_param, const XML_Char *value,
-                              int value_len, const XML_Char *base, const XML_Char *sys,
-                              const XML_Char *pub, const XML_Char *notation)
-{
-    (void)name; (void)is_param; (void)value; (void)value_len; (void)base; (void)sys; (void)pub;
-    (void)notation;
-    px_fail(ud, "params: XML entity declarations are not accepted");
-}
-
-json_t *brkga_params_xml(const char *text, size_t len, char *msg, size_t msglen)
-{
-    struct px_state s;
-    memset(&s, 0, sizeof s);
-    s.obj = json_object();
-    s.parser = XML_ParserCreate(NULL);
-    if (!s.obj || !s.parser) {
-        json_decref(s.obj);
-        if (s.parser)
-            XML_ParserFree(s.parser);
-        snprintf(msg, msglen, "out of memory");
-        return NULL;
-    }
-    XML_SetUserData(s.parser, &s);
-    XML_SetElementHandler(s.parser, px_start, px_end);
-    XML_SetCharacterDataHandler(s.parser, px_text);
-    XML_SetEntityDeclHandler(s.parser, px_entity);
-    if (XML_Parse(s.parser, text, (int)len, XML_TRUE) == XML_STATUS_ERROR && !s.failed) {
-        s.failed = 1;
-        snprintf(s.msg, sizeof s.msg, "params: malformed XML at line %lu: %s",
-                 (unsigned long)XML_GetCurrentLineNumber(s.parser),
-                 XML_ErrorString(XML_GetErrorCode(s.parser)));
-    }
-    XML_ParserFree(s.parser);
-    if (s.failed) {
-        snprintf(msg, msglen, "%s", s.msg);
-        json_decref(s.obj);
-        return NULL;
-    }
-    return s.obj;
-}
-
-/* ------------------------------------------------------------------ */
 
 static int load_input(const struct gj_job *job, const char *name, char **data, size_t *len,
                       struct gj_error *err)
@@ -510,13 +93,10 @@ static json_t *effective_params(const struct gj_job *job, struct gj_error *err)
         size_t len;
         if (load_input(job, "params", &text, &len, err))
             return NULL;
-        char msg[300];
-        base = brkga_params_xml(text, len, msg, sizeof msg);
+        base = brkga_params_xml(text, len, err);
         free(text);
-        if (!base) {
-            gj_error_set(err, "params", "%s", msg);
+        if (!base)
             return NULL;
-        }
     } else {
         base = json_object();
     }
@@ -526,6 +106,41 @@ static json_t *effective_params(const struct gj_job *job, struct gj_error *err)
         return NULL;
     }
     return base;
+}
+
+/* Individuals per population for a problem of n genes. */
+static size_t population_for(const struct brkga_cfg *c, size_t n)
+{
+    if (c->pop_size)
+        return (size_t)c->pop_size;
+    double p = floor(c->pop_factor * (double)n);
+    return p > (double)c->max_pop ? (size_t)c->max_pop : (size_t)p;
+}
+
+/* The population arithmetic that holds whatever the inputs are. The engine's key count
+ * grows with the genes, so a job whose smallest possible problem (3 cities, or one
+ * virtual link and one demand) already exceeds it can never run. Params.xml (a file,
+ * not read at submit) may set the population, unless population_size does. */
+static int check_population_at_submit(const struct gj_job *job, const struct brkga_cfg *c,
+                                      struct gj_error *err)
+{
+    if (!c->pop_size && gj_job_input(job, "params"))
+        return 0;
+    struct brkga_params prm;
+    size_t n_min = c->tsp ? 3 : 2;
+    if (c->pop_size) {
+        /* p is fixed: every check is exact, save the key count's lower bound */
+        struct gj_error e = { 0 };
+        if (brkga_params_fill(c, n_min, &prm, &e) == 0)
+            return 0;
+        return gj_error_set(err, e.field, "%s", e.message);
+    }
+    uint64_t keys = (uint64_t)population_for(c, n_min) * (uint64_t)c->K * n_min;
+    if (keys <= BRKGA_MAX_KEYS)
+        return 0;
+    return gj_error_set(err, c->K > 1 ? "populations" : "max_population", "%d population(s) of at least "
+                        "%zu individuals exceed 2^29 keys for any problem: lower max_population or "
+                        "populations", c->K, population_for(c, n_min));
 }
 
 static int brkga_validate(const struct gj_job *job, struct gj_error *err)
@@ -551,32 +166,32 @@ static int brkga_validate(const struct gj_job *job, struct gj_error *err)
                                 BK_MAX_INPUT >> 20);
     if (c.K > 1 && c.xint > 0 && c.xcount == 0)
         return gj_error_set(err, "exchange_count", "exchange_interval is set but exchange_count is 0");
+    return check_population_at_submit(job, &c, err);
+}
+
+static int load_tsp(const struct gj_job *job, const struct brkga_cfg *c, struct brkga_problem *pb,
+                    struct gj_error *err)
+{
+    char *text;
+    size_t len;
+    if (load_input(job, "tsp", &text, &len, err))
+        return -1;
+    int rc = brkga_tsp_parse(text, len, &pb->tsp, err);
+    free(text);
+    if (rc)
+        return -1;
+    pb->tsp.local_search = c->local_search;
+    pb->dec.n_genes = (size_t)pb->tsp.n;
+    pb->dec.scratch_bytes = brkga_tsp_scratch_bytes(&pb->tsp);
+    pb->dec.ctx = &pb->tsp;
+    pb->dec.decode = brkga_tsp_decode_cb;
     return 0;
 }
 
-/* Loads the problem; fills the decoder. */
-int brkga_problem_load(const struct gj_job *job, const struct brkga_cfg *c, struct brkga_problem *pb,
-                       struct gj_error *err)
+/* Network and demands parsed, then the pre-computation. 0, -1, or 1 when cancelled. */
+static int load_network(const struct gj_job *job, const struct brkga_cfg *c, struct brkga_problem *pb,
+                        struct gj_poll *poll, struct gj_error *err)
 {
-    memset(pb, 0, sizeof *pb);
-    char msg[512];
-    pb->tsp_mode = c->tsp;
-    if (c->tsp) {
-        char *text;
-        size_t len;
-        if (load_input(job, "tsp", &text, &len, err))
-            return -1;
-        int rc = brkga_tsp_parse(text, len, &pb->tsp, msg, sizeof msg);
-        free(text);
-        if (rc)
-            return gj_error_set(err, "tsp", "%s", msg);
-        pb->tsp.local_search = c->local_search;
-        pb->dec.n_genes = (size_t)pb->tsp.n;
-        pb->dec.scratch_bytes = brkga_tsp_scratch_bytes(&pb->tsp);
-        pb->dec.ctx = &pb->tsp;
-        pb->dec.decode = brkga_tsp_decode_cb;
-        return 0;
-    }
     char *nt = NULL, *dt = NULL;
     size_t nl = 0, dl = 0;
     struct brkga_net_input in;
@@ -587,21 +202,18 @@ int brkga_problem_load(const struct gj_job *job, const struct brkga_cfg *c, stru
         free(nt);
         return -1;
     }
-    int rc = brkga_net_parse_network(nt, nl, &in, msg, sizeof msg);
-    if (rc)
-        gj_error_set(err, "network", "%s", msg);
-    else if ((rc = brkga_net_parse_demands(dt, dl, &in, msg, sizeof msg)))
-        gj_error_set(err, "demands", "%s", msg);
+    int rc = brkga_net_parse_network(nt, nl, &in, err);
+    if (rc == 0)
+        rc = brkga_net_parse_demands(dt, dl, &in, err);
     free(nt);
     free(dt);
     if (rc) {
         brkga_net_input_free(&in);
         return -1;
     }
-    if (brkga_net_build(&pb->net, &in, c->max_at, c->kpaths, c->max_olen, msg, sizeof msg)) {
-        brkga_net_input_free(&in);
-        return gj_error_set(err, "network", "%s", msg);
-    }
+    rc = brkga_net_build(&pb->net, &in, c->max_at, c->kpaths, c->max_olen, poll, err);
+    if (rc)
+        return rc;
     pb->have_net = 1;
     pb->dec.n_genes = (size_t)(pb->net.m.n_vlinks + pb->net.m.n_demands);
     pb->dec.scratch_bytes = brkga_net_scratch_bytes(&pb->net.m);
@@ -609,6 +221,14 @@ int brkga_problem_load(const struct gj_job *job, const struct brkga_cfg *c, stru
     pb->dec.decode = brkga_net_decode_cb;
     pb->dec.gpu_network = 1;
     return 0;
+}
+
+int brkga_problem_load(const struct gj_job *job, const struct brkga_cfg *c, struct brkga_problem *pb,
+                       struct gj_poll *poll, struct gj_error *err)
+{
+    memset(pb, 0, sizeof *pb);
+    pb->tsp_mode = c->tsp;
+    return c->tsp ? load_tsp(job, c, pb, err) : load_network(job, c, pb, poll, err);
 }
 
 void brkga_problem_free(struct brkga_problem *pb)
@@ -627,12 +247,7 @@ int brkga_params_fill(const struct brkga_cfg *c, size_t n, struct brkga_params *
     memset(prm, 0, sizeof *prm);
     prm->maximize = c->maximize;
     prm->n = n;
-    if (c->pop_size)
-        prm->p = (size_t)c->pop_size;
-    else {
-        double p = floor(c->pop_factor * (double)n);
-        prm->p = p > (double)c->max_pop ? (size_t)c->max_pop : (size_t)p;
-    }
+    prm->p = population_for(c, n);
     prm->ne = (size_t)floor(c->elites * (double)prm->p);
     prm->nm = (size_t)floor(c->mutants * (double)prm->p);
     prm->rhoe = c->rhoe;
@@ -652,11 +267,29 @@ int brkga_params_fill(const struct brkga_cfg *c, size_t n, struct brkga_params *
     prm->stats_interval = c->stats_interval;
     prm->device = -1;
     prm->threads = 1;
-    char msg[256];
-    if (brkga_check_params(prm, msg, sizeof msg))
-        return gj_error_set(err, prm->p < 2 || prm->ne < 1 ? "population_factor" : "elites",
-                            "with %zu genes and p = %zu: %s", n, prm->p, msg);
-    return 0;
+    struct gj_error e = { 0 };
+    if (brkga_check_params(prm, &e) == 0)
+        return 0;
+    /* without population_size, p comes from population_factor within max_population */
+    const char *field = e.field;
+    if (!strcmp(field, "population_size") && !c->pop_size)
+        field = prm->p < 2 ? "population_factor" : "max_population";
+    return gj_error_set(err, field, "with %zu genes and p = %zu: %s", n, prm->p, e.message);
+}
+
+/* Host bytes of the run: the inputs as read, the problem (the network's pre-computation
+ * at its peak, or the TSP's distance matrix) and the engine's two generations. */
+static uint64_t host_bytes(const struct gj_job *job, const struct brkga_problem *pb,
+                           const struct brkga_params *prm, int threads)
+{
+    uint64_t inputs = 0;
+    for (size_t i = 0; i < job->n_inputs; i++)
+        inputs += job->inputs[i].size;
+    uint64_t problem = pb->have_net ? brkga_net_host_bytes(&pb->net) : (uint64_t)pb->tsp.n * pb->tsp.n * 4;
+    uint64_t total = (uint64_t)prm->K * prm->p;
+    uint64_t engine = total * (2 * prm->n * 4 + 2 * 8 + 4) + prm->p * 16 + prm->n * 4 +
+                      (uint64_t)(pb->dec.scratch_bytes + 64) * (uint64_t)threads;
+    return 2 * inputs + problem + engine + (16u << 20);
 }
 
 static int brkga_estimate(const struct gj_job *job, struct gj_needs *needs, struct gj_error *err)
@@ -668,7 +301,7 @@ static int brkga_estimate(const struct gj_job *job, struct gj_needs *needs, stru
     struct brkga_problem pb;
     struct brkga_params prm;
     int rc = -1;
-    if (brkga_cfg_read(p, &c, err) || brkga_problem_load(job, &c, &pb, err))
+    if (brkga_cfg_read(p, &c, err) || brkga_problem_load(job, &c, &pb, NULL, err))
         goto out;
     if (brkga_params_fill(&c, pb.dec.n_genes, &prm, err) == 0) {
         uint64_t total = (uint64_t)prm.K * prm.p;
@@ -676,8 +309,7 @@ static int brkga_estimate(const struct gj_job *job, struct gj_needs *needs, stru
         needs->needs_gpu = 0;
         needs->device_bytes = needs->can_use_gpu
             ? total * (2 * prm.n * 4 + 32 + pb.dec.scratch_bytes) + (64u << 20) : 0;
-        needs->host_bytes = total * (2 * prm.n * 4 + 24) + (uint64_t)pb.dec.scratch_bytes * 256 +
-                            (16u << 20);
+        needs->host_bytes = host_bytes(job, &pb, &prm, c.threads ? c.threads : 256);
         rc = 0;
     }
     brkga_problem_free(&pb);
@@ -688,16 +320,15 @@ out:
 
 /* ------------------------------------------------------------------ */
 
-struct hook_ctx { struct gj_ctx *ctx; };
-
+/* The engine's hooks: the job's cancel, and its progress after the pre-computation. */
 static int hk_cancelled(void *h)
 {
-    return gj_cancelled(((struct hook_ctx *)h)->ctx);
+    return gj_cancelled(h);
 }
 
 static void hk_progress(void *h, double f, const char *m)
 {
-    gj_progress(((struct hook_ctx *)h)->ctx, f, m);
+    gj_progress(h, 0.05 + 0.95 * f, m);
 }
 
 static uint64_t fresh_seed(void)
@@ -717,21 +348,72 @@ static uint64_t fresh_seed(void)
     return s & 0x7FFFFFFFFFFFFFFFull;
 }
 
+/* initial_chromosomes on the engine's 24-bit grid, in [0, 1); *out NULL when none. */
+static int initial_keys(const struct brkga_cfg *c, struct brkga_params *prm, float **out,
+                        struct gj_error *err)
+{
+    *out = NULL;
+    if (!c->initial)
+        return 0;
+    size_t m = json_array_size(c->initial);
+    float *initial = malloc((m ? m : 1) * prm->n * sizeof *initial);
+    if (!initial)
+        return gj_error_set(err, "", "out of memory");
+    for (size_t i = 0; i < m; i++) {
+        json_t *row = json_array_get(c->initial, i);
+        if (json_array_size(row) != prm->n) {
+            free(initial);
+            return gj_error_set(err, "initial_chromosomes", "initial_chromosomes[%zu] has %zu keys; this "
+                                "problem has %zu genes", i, json_array_size(row), prm->n);
+        }
+        for (size_t j = 0; j < prm->n; j++) {
+            double k = json_number_value(json_array_get(row, j));
+            float q = (float)(floor(k * 16777216.0) / 16777216.0);
+            initial[i * prm->n + j] = q >= 1.0f ? 16777215.0f / 16777216.0f : q;
+        }
+    }
+    prm->initial = initial;
+    prm->n_initial = m;
+    *out = initial;
+    return 0;
+}
+
+/* The GA on the job's device; a failing GPU path falls back to the CPU. */
+static int solve_on_device(struct gj_ctx *ctx, struct brkga_params *prm, const struct brkga_problem *pb,
+                           struct brkga_result *res, struct gj_error *err)
+{
+    struct brkga_hooks hooks = { ctx, hk_cancelled, hk_progress };
+    if (ctx->device >= 0 && pb->dec.gpu_network)
+        prm->device = ctx->device;
+    gj_logf(ctx, "brkga: %zu genes, %d population(s) of %zu (%zu elites, %zu mutants), seed %" PRIu64
+            ", %s, %d thread(s)", prm->n, prm->K, prm->p, prm->ne, prm->nm, prm->seed,
+            prm->device >= 0 ? "gpu" : "cpu", prm->threads);
+    if (brkga_solve(prm, &pb->dec, &hooks, res, err) == 0)
+        return 0;
+    if (prm->device < 0)
+        return -1;
+    gj_logf(ctx, "brkga: GPU path failed (%s); running on the CPU", err->message);
+    gj_error_clear(err);
+    prm->device = -1;
+    return brkga_solve(prm, &pb->dec, &hooks, res, err);
+}
+
 static int brkga_run(struct gj_ctx *ctx, struct gj_error *err)
 {
-    const struct gj_job *job = ctx->job;
-    json_t *p = effective_params(job, err);
+    json_t *p = effective_params(ctx->job, err);
     if (!p)
         return GJ_RUN_FAILED;
     struct brkga_cfg c;
     struct brkga_problem pb;
     struct brkga_params prm;
     struct brkga_result res;
+    struct gj_poll poll;
     memset(&res, 0, sizeof res);
     memset(&pb, 0, sizeof pb);
     float *initial = NULL;
-    int rc = GJ_RUN_FAILED;
-    if (brkga_cfg_read(p, &c, err) || brkga_problem_load(job, &c, &pb, err) ||
+    int rc = GJ_RUN_FAILED, loaded = -1;
+    gj_poll_init_ctx(&poll, ctx, "pre-computation");
+    if (brkga_cfg_read(p, &c, err) || (loaded = brkga_problem_load(ctx->job, &c, &pb, &poll, err)) ||
         brkga_params_fill(&c, pb.dec.n_genes, &prm, err))
         goto out;
     if (!c.have_seed)
@@ -740,65 +422,23 @@ static int brkga_run(struct gj_ctx *ctx, struct gj_error *err)
     prm.threads = ctx->cpu_threads > 0 ? ctx->cpu_threads : 1;
     if (c.threads && c.threads < prm.threads)
         prm.threads = c.threads;
-    if (c.initial) {
-        size_t m = json_array_size(c.initial);
-        initial = malloc((m ? m : 1) * prm.n * sizeof *initial);
-        if (!initial) {
-            gj_error_set(err, "", "out of memory");
-            goto out;
-        }
-        for (size_t i = 0; i < m; i++) {
-            json_t *row = json_array_get(c.initial, i);
-            if (json_array_size(row) != prm.n) {
-                gj_error_set(err, "initial_chromosomes", "initial_chromosomes[%zu] has %zu keys; this "
-                             "problem has %zu genes", i, json_array_size(row), prm.n);
-                goto out;
-            }
-            for (size_t j = 0; j < prm.n; j++) {
-                double k = json_number_value(json_array_get(row, j));
-                /* onto the engine's 24-bit grid, in [0, 1) */
-                float q = (float)(floor(k * 16777216.0) / 16777216.0);
-                initial[i * prm.n + j] = q >= 1.0f ? 16777215.0f / 16777216.0f : q;
-            }
-        }
-        prm.initial = initial;
-        prm.n_initial = m;
-    }
+    if (initial_keys(&c, &prm, &initial, err))
+        goto out;
     if (pb.have_net && pb.net.n_unroutable) {
         gj_logf(ctx, "brkga: %s; no chromosome can be feasible", pb.net.unroutable_msg);
-        if (brkga_write_outputs(ctx->output_dir, &c, &prm, &pb, NULL, "unroutable", err))
-            goto out;
-        rc = GJ_RUN_OK;
+        if (brkga_write_outputs(ctx->output_dir, &c, &prm, &pb, NULL, "unroutable", err) == 0)
+            rc = GJ_RUN_OK;
         goto out;
     }
-    if (ctx->device >= 0 && pb.dec.gpu_network)
-        prm.device = ctx->device;
-    struct hook_ctx hc = { ctx };
-    struct brkga_hooks hooks = { &hc, hk_cancelled, hk_progress };
-    char msg[300];
-    gj_logf(ctx, "brkga: %zu genes, %d population(s) of %zu (%zu elites, %zu mutants), seed %" PRIu64
-            ", %s, %d thread(s)", prm.n, prm.K, prm.p, prm.ne, prm.nm, prm.seed,
-            prm.device >= 0 ? "gpu" : "cpu", prm.threads);
-    if (brkga_solve(&prm, &pb.dec, &hooks, &res, msg, sizeof msg)) {
-        if (prm.device < 0) {
-            gj_error_set(err, "", "%s", msg);
-            goto out;
-        }
-        gj_logf(ctx, "brkga: GPU path failed (%s); running on the CPU", msg);
-        prm.device = -1;
-        if (brkga_solve(&prm, &pb.dec, &hooks, &res, msg, sizeof msg)) {
-            gj_error_set(err, "", "%s", msg);
-            goto out;
-        }
-    }
-    if (res.stop_reason == BRKGA_STOP_CANCELLED) {
+    if (solve_on_device(ctx, &prm, &pb, &res, err))
+        goto out;
+    if (res.stop_reason == BRKGA_STOP_CANCELLED)
         rc = GJ_RUN_CANCELED;
-        goto out;
-    }
-    if (brkga_write_outputs(ctx->output_dir, &c, &prm, &pb, &res, NULL, err))
-        goto out;
-    rc = GJ_RUN_OK;
+    else if (brkga_write_outputs(ctx->output_dir, &c, &prm, &pb, &res, NULL, err) == 0)
+        rc = GJ_RUN_OK;
 out:
+    if (loaded == 1)
+        rc = GJ_RUN_CANCELED;
     brkga_result_free(&res);
     brkga_problem_free(&pb);
     free(initial);

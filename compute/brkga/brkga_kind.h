@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "common/gj_kind.h"
+#include "common/gj_poll.h"
 #include "brkga/brkga_engine.h"
 #include "brkga/brkga_net.h"
 #include "brkga/brkga_tsp.h"
@@ -39,10 +40,14 @@ struct brkga_problem {
     struct brkga_decoder dec;
 };
 
+/* brkga_params.c: the job's JSON params; Params.xml as the same JSON names (NULL with
+ * err, field "params"). */
 int brkga_cfg_read(json_t *params, struct brkga_cfg *c, struct gj_error *err);
-json_t *brkga_params_xml(const char *text, size_t len, char *msg, size_t msglen);
+json_t *brkga_params_xml(const char *text, size_t len, struct gj_error *err);
+/* Reads the inputs and builds the problem; poll (may be NULL) sees the pre-computation.
+ * 0, -1 with err, or 1 when poll saw a cancel. */
 int brkga_problem_load(const struct gj_job *job, const struct brkga_cfg *c, struct brkga_problem *pb,
-                       struct gj_error *err);
+                       struct gj_poll *poll, struct gj_error *err);
 void brkga_problem_free(struct brkga_problem *pb);
 int brkga_params_fill(const struct brkga_cfg *c, size_t n, struct brkga_params *prm,
                       struct gj_error *err);

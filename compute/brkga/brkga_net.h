@@ -11,12 +11,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/gj_error.h"
+
+struct gj_poll;   /* common/gj_poll.h */
+
 enum brkga_node_type { BRKGA_NODE_ACCESS = 0, BRKGA_NODE_TRANSIT = 1, BRKGA_NODE_CORE = 2 };
 
 struct brkga_node {
     char *name;
     int type;
     char *location;           /* optional: the core node a virtual node resides at */
+    int loc;                  /* its index (set by brkga_net_parse_network), -1 none */
 };
 
 struct brkga_edge {
@@ -76,18 +81,24 @@ struct brkga_net {
     struct brkga_net_model m;
 };
 
-/* Parsing: format detected from the first byte ('<' XML, '{' JSON). 0 or -1 with msg. */
+/* Parsing (brkga_net_parse.c): format detected from the first byte ('<' XML, '{' JSON).
+ * 0, or -1 with err (field "network" or "demands"). */
 int brkga_net_parse_network(const char *text, size_t len, struct brkga_net_input *in,
-                            char *msg, size_t msglen);
+                            struct gj_error *err);
 int brkga_net_parse_demands(const char *text, size_t len, struct brkga_net_input *in,
-                            char *msg, size_t msglen);
+                            struct gj_error *err);
 void brkga_net_input_free(struct brkga_net_input *in);
 
 /* Pre-computation. max_at: maxVEdgesA_T; k: numKSPRoutes; max_len: maximum optical
- * path distance of a virtual link (<= 0: unlimited). Takes ownership of in. */
+ * path distance of a virtual link (<= 0: unlimited). Takes ownership of in (parsed by
+ * the functions above). poll (may be NULL) is stepped as it goes. 0; -1 with err; or
+ * 1 when poll saw a cancel. net holds nothing after -1 or 1. */
 int brkga_net_build(struct brkga_net *net, struct brkga_net_input *in, int max_at, int k,
-                    double max_len, char *msg, size_t msglen);
+                    double max_len, struct gj_poll *poll, struct gj_error *err);
 void brkga_net_free(struct brkga_net *net);
+/* Host bytes of a built network: what the pre-computation held at its peak (the input,
+ * the optical graph, the paths from every transit node), and the model it keeps. */
+uint64_t brkga_net_host_bytes(const struct brkga_net *net);
 
 /* Decoder trace: what the best chromosome routed. */
 struct brkga_net_trace {

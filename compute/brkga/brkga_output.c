@@ -165,178 +165,235 @@ static json_t *common_json(const struct brkga_cfg *c, const struct brkga_params 
     return o;
 }
 
-static int net_outputs(const char *dir, const struct brkga_cfg *c, const struct brkga_params *prm,
-                       struct brkga_problem *pb, const struct brkga_result *res, const char *note,
-                       json_t *o, struct gj_error *err)
-{
-    struct brkga_net *net = &pb->net;
-    const struct brkga_net_model *m = &net->m;
-    const struct brkga_node *nodes = net->in.nodes;
-    int V = m->n_vlinks, D = m->n_demands, O = m->n_olinks;
+/* The best chromosome's routing (all unrouted when there is no result). */
+struct net_trace {
     struct brkga_net_trace tr;
-    tr.metric = calloc((size_t)V + 1, sizeof(double));
-    tr.vl_load = calloc((size_t)V + 1, sizeof(long));
-    tr.ol_load = calloc((size_t)O + 1, sizeof(long));
-    tr.route = malloc(((size_t)D + 1) * sizeof(int));
-    tr.order = malloc(((size_t)D + 1) * sizeof(int));
-    tr.failed_demand = -1;
-    void *scratch = malloc(brkga_net_scratch_bytes(m));
-    char *xbuf = NULL;
-    size_t xlen = 0;
-    int rc = -1;
-    if (!tr.metric || !tr.vl_load || !tr.ol_load || !tr.route || !tr.order || !scratch) {
-        gj_error_set(err, "", "out of memory");
-        goto out;
-    }
+    void *scratch;
+    double fit;
+    int feasible;
+};
+
+static void trace_free(struct net_trace *t)
+{
+    free(t->tr.metric);
+    free(t->tr.vl_load);
+    free(t->tr.ol_load);
+    free(t->tr.route);
+    free(t->tr.order);
+    free(t->scratch);
+}
+
+static int trace_best(const struct brkga_net_model *m, const struct brkga_result *res, struct net_trace *t,
+                      struct gj_error *err)
+{
+    int V = m->n_vlinks, D = m->n_demands, O = m->n_olinks;
+    memset(t, 0, sizeof *t);
+    t->tr.metric = calloc((size_t)V + 1, sizeof(double));
+    t->tr.vl_load = calloc((size_t)V + 1, sizeof(long));
+    t->tr.ol_load = calloc((size_t)O + 1, sizeof(long));
+    t->tr.route = malloc(((size_t)D + 1) * sizeof(int));
+    t->tr.order = malloc(((size_t)D + 1) * sizeof(int));
+    t->tr.failed_demand = -1;
+    t->scratch = malloc(brkga_net_scratch_bytes(m));
+    if (!t->tr.metric || !t->tr.vl_load || !t->tr.ol_load || !t->tr.route || !t->tr.order || !t->scratch)
+        return gj_error_set(err, "", "out of memory");
     for (int d = 0; d < D; d++)
-        tr.route[d] = -1;
-    double fit = BRKGA_INFEASIBLE;
+        t->tr.route[d] = -1;
+    t->fit = BRKGA_INFEASIBLE;
     if (res) {
-        fit = brkga_net_decode(m, res->best_keys, scratch, &tr);
-        if (fit != res->best) {
-            gj_error_set(err, "", "internal: the best chromosome decodes to %g, not %g", fit, res->best);
-            goto out;
-        }
+        t->fit = brkga_net_decode(m, res->best_keys, t->scratch, &t->tr);
+        if (t->fit != res->best)
+            return gj_error_set(err, "", "internal: the best chromosome decodes to %g, not %g", t->fit,
+                                res->best);
     }
-    int feasible = fit < BRKGA_INFEASIBLE;
-    json_object_set_new(o, "best_fitness", feasible ? json_integer((json_int_t)fit) : json_null());
-    json_object_set_new(o, "feasible", json_boolean(feasible));
-    json_object_set_new(o, "capacity_per_link", json_integer(m->capacity));
+    t->feasible = t->fit < BRKGA_INFEASIBLE;
+    return 0;
+}
+
+/* Optical links on virtual link vl's path (core-core hops). */
+static int vlink_optical_links(const struct brkga_net *net, const struct brkga_vlink *vl)
+{
+    const struct brkga_node *nodes = net->in.nodes;
+    int nol = 0;
+    for (int h = 0; h + 1 < vl->path_len; h++)
+        nol += nodes[vl->path[h]].type == BRKGA_NODE_CORE && nodes[vl->path[h + 1]].type == BRKGA_NODE_CORE;
+    return nol;
+}
+
+static json_t *vlinks_json(const struct brkga_net *net, const struct net_trace *t)
+{
+    const struct brkga_node *nodes = net->in.nodes;
     json_t *vls = json_array();
-    for (int v = 0; v < V; v++) {
+    for (int v = 0; v < net->m.n_vlinks; v++) {
         const struct brkga_vlink *vl = &net->vlinks[v];
         json_t *hops = json_array();
-        int nol = 0;
-        for (int h = 0; h + 1 < vl->path_len; h++) {
+        for (int h = 0; h + 1 < vl->path_len; h++)
             json_array_append_new(hops, json_pack("[s,s]", nodes[vl->path[h]].name,
                                                   nodes[vl->path[h + 1]].name));
-            nol += nodes[vl->path[h]].type == BRKGA_NODE_CORE && nodes[vl->path[h + 1]].type == BRKGA_NODE_CORE;
-        }
         json_array_append_new(vls, json_pack("{s:i,s:s,s:s,s:f,s:f,s:I,s:o,s:i}", "id", v, "a",
                                              nodes[vl->a].name, "b", nodes[vl->b].name, "distance",
-                                             vl->distance, "metric", tr.metric[v], "load",
-                                             (json_int_t)tr.vl_load[v], "optical_hops", hops,
-                                             "optical_links", nol));
+                                             vl->distance, "metric", t->tr.metric[v], "load",
+                                             (json_int_t)t->tr.vl_load[v], "optical_hops", hops,
+                                             "optical_links", vlink_optical_links(net, vl)));
     }
-    json_object_set_new(o, "virtual_links", vls);
+    return vls;
+}
+
+static json_t *olinks_json(const struct brkga_net *net, const struct net_trace *t)
+{
+    const struct brkga_node *nodes = net->in.nodes;
     json_t *ols = json_array();
-    for (int k = 0; k < O; k++)
-        if (tr.ol_load[k] > 0) {
+    for (int k = 0; k < net->m.n_olinks; k++)
+        if (t->tr.ol_load[k] > 0) {
             const struct brkga_edge *e = &net->in.edges[net->olink_edge[k]];
             json_array_append_new(ols, json_pack("{s:s,s:s,s:I}", "a", nodes[e->a].name, "b",
-                                                 nodes[e->b].name, "load", (json_int_t)tr.ol_load[k]));
+                                                 nodes[e->b].name, "load", (json_int_t)t->tr.ol_load[k]));
         }
-    json_object_set_new(o, "optical_links_used", ols);
+    return ols;
+}
+
+/* Route r's node at step q, walked from demand d's source (routes are stored from the
+ * lower MPLS index). */
+static int route_node(const struct brkga_net *net, int d, int r, int q)
+{
+    int len = net->route_nodes_len[r], *rn = net->route_nodes[r];
+    return rn[0] != net->in.demands[d].src ? rn[len - 1 - q] : rn[q];
+}
+
+static json_t *demand_json(const struct brkga_net *net, const struct net_trace *t, int d)
+{
+    const struct brkga_node *nodes = net->in.nodes;
+    const struct brkga_net_model *m = &net->m;
+    const struct brkga_demand *dm = &net->in.demands[d];
+    json_t *jd = json_pack("{s:i,s:s,s:s,s:s,s:i}", "id", d, "source", nodes[dm->src].name,
+                           "destination", nodes[dm->dst].name, "bw", bw_name(dm->bw), "bw_gbps", dm->bw);
+    int r = t->tr.route[d];
+    json_object_set_new(jd, "routed", json_boolean(r >= 0));
+    if (r < 0) {
+        json_object_set_new(jd, "reason", json_string(net->dem_unroutable[d]
+            ? "no path between its nodes in the pruned MPLS network"
+            : "no candidate route with enough capacity in the best solution"));
+        return jd;
+    }
+    int rev = net->route_nodes[r][0] != dm->src;
+    json_t *path = json_array(), *vlist = json_array();
+    for (int q = 0; q < net->route_nodes_len[r]; q++)
+        json_array_append_new(path, json_string(nodes[route_node(net, d, r, q)].name));
+    int a = m->route_vl_off[r], b = m->route_vl_off[r + 1];
+    for (int k = 0; k < b - a; k++)
+        json_array_append_new(vlist, json_integer(m->route_vl[rev ? b - 1 - k : a + k]));
+    json_object_set_new(jd, "route_index", json_integer(r - m->dem_route[2 * d]));
+    json_object_set_new(jd, "route", path);
+    json_object_set_new(jd, "virtual_links", vlist);
+    return jd;
+}
+
+static void net_json(const struct brkga_net *net, const struct net_trace *t, json_t *o)
+{
+    json_object_set_new(o, "best_fitness", t->feasible ? json_integer((json_int_t)t->fit) : json_null());
+    json_object_set_new(o, "feasible", json_boolean(t->feasible));
+    json_object_set_new(o, "capacity_per_link", json_integer(net->m.capacity));
+    json_object_set_new(o, "virtual_links", vlinks_json(net, t));
+    json_object_set_new(o, "optical_links_used", olinks_json(net, t));
     json_t *dems = json_array(), *unr = json_array();
-    for (int d = 0; d < D; d++) {
-        const struct brkga_demand *dm = &net->in.demands[d];
-        json_t *jd = json_pack("{s:i,s:s,s:s,s:s,s:i}", "id", d, "source", nodes[dm->src].name,
-                               "destination", nodes[dm->dst].name, "bw", bw_name(dm->bw),
-                               "bw_gbps", dm->bw);
-        int r = tr.route[d];
-        json_object_set_new(jd, "routed", json_boolean(r >= 0));
-        if (r >= 0) {
-            int len = net->route_nodes_len[r], *rn = net->route_nodes[r];
-            int rev = rn[0] != dm->src;
-            json_t *path = json_array(), *vlist = json_array();
-            for (int q = 0; q < len; q++)
-                json_array_append_new(path, json_string(nodes[rn[rev ? len - 1 - q : q]].name));
-            int a = m->route_vl_off[r], b = m->route_vl_off[r + 1];
-            for (int t = 0; t < b - a; t++)
-                json_array_append_new(vlist, json_integer(m->route_vl[rev ? b - 1 - t : a + t]));
-            json_object_set_new(jd, "route_index", json_integer(r - m->dem_route[2 * d]));
-            json_object_set_new(jd, "route", path);
-            json_object_set_new(jd, "virtual_links", vlist);
-        } else {
+    for (int d = 0; d < net->m.n_demands; d++) {
+        json_array_append_new(dems, demand_json(net, t, d));
+        if (t->tr.route[d] < 0)
             json_array_append_new(unr, json_integer(d));
-            if (net->dem_unroutable[d])
-                json_object_set_new(jd, "reason", json_string("no path between its nodes in the "
-                                                              "pruned MPLS network"));
-            else
-                json_object_set_new(jd, "reason", json_string("no candidate route with enough "
-                                                              "capacity in the best solution"));
-        }
-        json_array_append_new(dems, jd);
     }
     json_object_set_new(o, "demands", dems);
     json_object_set_new(o, "unroutable_demands", unr);
-    if (!feasible)
+    if (!t->feasible)
         json_object_set_new(o, "message", json_string(
             net->n_unroutable ? net->unroutable_msg
                               : "no feasible routing was found: some demand found no route with "
                                 "enough capacity (see unroutable_demands)"));
+}
 
-    /* results.xml */
-    FILE *f = open_memstream(&xbuf, &xlen);
-    if (!f) {
-        gj_error_set(err, "", "out of memory");
-        goto out;
-    }
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Results>\n");
-    fprintf(f, "  <MasterSeed masterSeed=\"%" PRIu64 "\"></MasterSeed>\n", prm->seed);
-    fprintf(f, "  <VirtualLinks numVirtualLinks=\"%d\">\n", V);
-    for (int v = 0; v < V; v++) {
+/* <Hop nodeA=... nodeB=...></Hop> */
+static void xml_hop(FILE *f, const char *indent, const char *a, const char *b)
+{
+    fprintf(f, "%s<Hop nodeA=\"", indent);
+    xml_esc(f, a);
+    fputs("\" nodeB=\"", f);
+    xml_esc(f, b);
+    fputs("\"></Hop>\n", f);
+}
+
+static void xml_vlinks(FILE *f, const struct brkga_net *net, const struct net_trace *t)
+{
+    const struct brkga_node *nodes = net->in.nodes;
+    fprintf(f, "  <VirtualLinks numVirtualLinks=\"%d\">\n", net->m.n_vlinks);
+    for (int v = 0; v < net->m.n_vlinks; v++) {
         const struct brkga_vlink *vl = &net->vlinks[v];
-        int nol = 0;
-        for (int h = 0; h + 1 < vl->path_len; h++)
-            nol += nodes[vl->path[h]].type == BRKGA_NODE_CORE && nodes[vl->path[h + 1]].type == BRKGA_NODE_CORE;
         fputs("    <VLink nodeA=\"", f);
         xml_esc(f, nodes[vl->a].name);
         fputs("\" nodeB=\"", f);
         xml_esc(f, nodes[vl->b].name);
         fprintf(f, "\" distance=\"%g\" mplsEdgeID=\"%d\" metric=\"%f\" bw=\"%ld\" layer=\"OPTICAL\" "
-                "numHops=\"%d\" numOpticalLinks=\"%d\">\n", vl->distance, v, tr.metric[v],
-                tr.vl_load[v], vl->path_len - 1, nol);
-        for (int h = 0; h + 1 < vl->path_len; h++) {
-            fputs("      <Hop nodeA=\"", f);
-            xml_esc(f, nodes[vl->path[h]].name);
-            fputs("\" nodeB=\"", f);
-            xml_esc(f, nodes[vl->path[h + 1]].name);
-            fputs("\"></Hop>\n", f);
-        }
+                "numHops=\"%d\" numOpticalLinks=\"%d\">\n", vl->distance, v, t->tr.metric[v],
+                t->tr.vl_load[v], vl->path_len - 1, vlink_optical_links(net, vl));
+        for (int h = 0; h + 1 < vl->path_len; h++)
+            xml_hop(f, "      ", nodes[vl->path[h]].name, nodes[vl->path[h + 1]].name);
         fputs("    </VLink>\n", f);
     }
-    fputs("  </VirtualLinks>\n  <Traffic>\n", f);
-    for (int d = 0; d < D; d++) {
+    fputs("  </VirtualLinks>\n", f);
+}
+
+static void xml_traffic(FILE *f, const struct brkga_net *net, const struct net_trace *t)
+{
+    const struct brkga_node *nodes = net->in.nodes;
+    fputs("  <Traffic>\n", f);
+    for (int d = 0; d < net->m.n_demands; d++) {
         const struct brkga_demand *dm = &net->in.demands[d];
-        int r = tr.route[d];
+        int r = t->tr.route[d];
         fputs("    <Demand source=\"", f);
         xml_esc(f, nodes[dm->src].name);
         fputs("\" destination=\"", f);
         xml_esc(f, nodes[dm->dst].name);
         fprintf(f, "\" bw=\"%s\"", bw_name(dm->bw));
-        if (r < 0 || !feasible) {
+        if (r < 0 || !t->feasible) {
             fputs(" layer=\"MPLS\">\n      <UnableToRoute></UnableToRoute>\n    </Demand>\n", f);
             continue;
         }
-        fprintf(f, " routeSelected=\"%d\" layer=\"MPLS\">\n", r - m->dem_route[2 * d]);
-        int len = net->route_nodes_len[r], *rn = net->route_nodes[r];
-        int rev = rn[0] != dm->src;
-        for (int q = 0; q + 1 < len; q++) {
-            fputs("      <Hop nodeA=\"", f);
-            xml_esc(f, nodes[rn[rev ? len - 1 - q : q]].name);
-            fputs("\" nodeB=\"", f);
-            xml_esc(f, nodes[rn[rev ? len - 2 - q : q + 1]].name);
-            fputs("\"></Hop>\n", f);
-        }
+        fprintf(f, " routeSelected=\"%d\" layer=\"MPLS\">\n", r - net->m.dem_route[2 * d]);
+        for (int q = 0; q + 1 < net->route_nodes_len[r]; q++)
+            xml_hop(f, "      ", nodes[route_node(net, d, r, q)].name, nodes[route_node(net, d, r, q + 1)].name);
         fputs("    </Demand>\n", f);
     }
-    fprintf(f, "  </Traffic>\n  <FinalIncumbentValue value=\"%f\"></FinalIncumbentValue>\n</Results>\n",
-            fit);
+    fputs("  </Traffic>\n", f);
+}
+
+/* results.xml: Table 5-8's Results. */
+static int write_results_xml(const char *dir, const struct brkga_net *net, const struct brkga_params *prm,
+                             const struct net_trace *t, struct gj_error *err)
+{
+    char *xbuf = NULL;
+    size_t xlen = 0;
+    FILE *f = open_memstream(&xbuf, &xlen);
+    if (!f)
+        return gj_error_set(err, "", "out of memory");
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Results>\n");
+    fprintf(f, "  <MasterSeed masterSeed=\"%" PRIu64 "\"></MasterSeed>\n", prm->seed);
+    xml_vlinks(f, net, t);
+    xml_traffic(f, net, t);
+    fprintf(f, "  <FinalIncumbentValue value=\"%f\"></FinalIncumbentValue>\n</Results>\n", t->fit);
     fclose(f);
-    if (write_text(dir, "results.xml", xbuf, xlen, err))
-        goto out;
-    (void)c;
-    (void)note;
-    rc = 0;
-out:
+    int rc = write_text(dir, "results.xml", xbuf, xlen, err);
     free(xbuf);
-    free(tr.metric);
-    free(tr.vl_load);
-    free(tr.ol_load);
-    free(tr.route);
-    free(tr.order);
-    free(scratch);
+    return rc;
+}
+
+static int net_outputs(const char *dir, const struct brkga_params *prm, struct brkga_problem *pb,
+                       const struct brkga_result *res, json_t *o, struct gj_error *err)
+{
+    struct net_trace t;
+    int rc = trace_best(&pb->net.m, res, &t, err);
+    if (rc == 0) {
+        net_json(&pb->net, &t, o);
+        rc = write_results_xml(dir, &pb->net, prm, &t, err);
+    }
+    trace_free(&t);
     return rc;
 }
 
@@ -383,7 +440,7 @@ int brkga_write_outputs(const char *dir, const struct brkga_cfg *c, const struct
         return gj_error_set(err, "", "out of memory");
     int rc;
     if (pb->have_net)
-        rc = net_outputs(dir, c, prm, pb, res, note, o, err);
+        rc = net_outputs(dir, prm, pb, res, o, err);
     else
         rc = res ? tsp_outputs(c, pb, res, o, err) : 0;
     if (rc == 0) {

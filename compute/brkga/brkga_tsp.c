@@ -4,12 +4,12 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "brkga/brkga_engine.h"       /* brkga_fail */
 #include "brkga/brkga_net_decode.h"   /* brkga_sort_u64 */
 #include "brkga/brkga_tsp.h"
 
@@ -69,18 +69,141 @@ static size_t next_line(const char *text, size_t len, size_t off, char *buf, siz
     return off;
 }
 
-int brkga_tsp_parse(const char *text, size_t len, struct brkga_tsp *t, char *msg, size_t msglen)
+/* What the parser has seen so far. */
+struct tsp_parse {
+    struct brkga_tsp *t;
+    int dim, type;            /* type: 0 EUC_2D, 1 ATT, 2 GEO, -1 not given */
+    int in_coords, lineno, have;
+    unsigned char *seen;      /* dim: city given */
+    struct gj_error *err;
+};
+
+static int tsp_fail(struct tsp_parse *tp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int tsp_fail(struct tsp_parse *tp, const char *fmt, ...)
 {
-    memset(t, 0, sizeof *t);
+    char msg[sizeof tp->err->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return gj_error_set(tp->err, "tsp", "%s", msg);
+}
+
+static int malformed(struct tsp_parse *tp)
+{
+    return tsp_fail(tp, "tsp: line %d is malformed", tp->lineno);
+}
+
+/* "id x y" of NODE_COORD_SECTION. */
+static int coord_line(struct tsp_parse *tp, const char *s)
+{
+    char *end, *e2;
+    errno = 0;
+    long id = strtol(s, &end, 10);
+    if (end == s)
+        return malformed(tp);
+    double x = strtod(end, &end), y = strtod(end, &e2);
+    if (e2 == end || errno || !isfinite(x) || !isfinite(y) || fabs(x) > 1e9 || fabs(y) > 1e9)
+        return malformed(tp);
+    while (isspace((unsigned char)*e2))
+        e2++;
+    if (*e2)
+        return malformed(tp);
+    if (id < 1 || id > tp->dim)
+        return tsp_fail(tp, "tsp: line %d: city %ld outside 1..%d", tp->lineno, id, tp->dim);
+    if (tp->seen[id - 1])
+        return tsp_fail(tp, "tsp: line %d: city %ld given twice", tp->lineno, id);
+    tp->seen[id - 1] = 1;
+    tp->t->x[id - 1] = x;
+    tp->t->y[id - 1] = y;
+    tp->have++;
+    return 0;
+}
+
+static int begin_coords(struct tsp_parse *tp)
+{
+    if (tp->dim < 2 || tp->type < 0)
+        return tsp_fail(tp, "tsp: NODE_COORD_SECTION before DIMENSION and EDGE_WEIGHT_TYPE (EUC_2D, ATT or GEO)");
+    tp->t->x = calloc((size_t)tp->dim, sizeof(double));
+    tp->t->y = calloc((size_t)tp->dim, sizeof(double));
+    tp->seen = calloc((size_t)tp->dim, 1);
+    if (!tp->t->x || !tp->t->y || !tp->seen)
+        return gj_error_set(tp->err, "tsp", "out of memory");
+    tp->in_coords = 1;
+    return 0;
+}
+
+/* "KEY : value" of the specification part; unknown keys (COMMENT...) are ignored. */
+static int header_line(struct tsp_parse *tp, char *s)
+{
+    char *colon = strchr(s, ':');
+    if (!colon)
+        return malformed(tp);
+    *colon = '\0';
+    char *key = s, *val = colon + 1;
+    for (char *e = colon - 1; e >= key && isspace((unsigned char)*e); e--)
+        *e = '\0';
+    while (isspace((unsigned char)*val))
+        val++;
+    if (!strcmp(key, "NAME")) {
+        snprintf(tp->t->name, sizeof tp->t->name, "%.63s", val);
+    } else if (!strcmp(key, "TYPE")) {
+        if (strcmp(val, "TSP") != 0)
+            return tsp_fail(tp, "tsp: TYPE %.40s is not supported (TSP only)", val);
+    } else if (!strcmp(key, "DIMENSION")) {
+        char *end;
+        long d = strtol(val, &end, 10);
+        if (*end || d < 3 || d > BRKGA_TSP_MAX_CITIES)
+            return tsp_fail(tp, "tsp: DIMENSION %.40s is not an integer in 3..%d", val, BRKGA_TSP_MAX_CITIES);
+        tp->dim = (int)d;
+    } else if (!strcmp(key, "EDGE_WEIGHT_TYPE")) {
+        static const char *const types[] = { "EUC_2D", "ATT", "GEO" };
+        tp->type = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(val, types[i]))
+                tp->type = i;
+        if (tp->type < 0)
+            return tsp_fail(tp, "tsp: EDGE_WEIGHT_TYPE %.40s is not supported (EUC_2D, ATT or GEO)", val);
+    }
+    return 0;
+}
+
+/* The rounded distances of every pair, as TSPLIB defines them for the type. */
+static int distance_matrix(struct tsp_parse *tp)
+{
+    struct brkga_tsp *t = tp->t;
+    int dim = tp->dim;
+    t->n = dim;
+    t->att = tp->type == 1;
+    t->geo = tp->type == 2;
+    t->dist = malloc((size_t)dim * (size_t)dim * sizeof(int));
+    if (!t->dist)
+        return gj_error_set(tp->err, "tsp", "out of memory");
+    for (int i = 0; i < dim; i++)
+        for (int j = 0; j < dim; j++) {
+            double dx = t->x[i] - t->x[j], dy = t->y[i] - t->y[j];
+            int d;
+            if (t->geo)
+                d = i == j ? 0 : geo_dist(t->x[i], t->y[i], t->x[j], t->y[j]);
+            else if (t->att)
+                d = att_dist(dx, dy);
+            else
+                d = (int)(sqrt(dx * dx + dy * dy) + 0.5);
+            t->dist[(size_t)i * dim + j] = d;
+        }
+    return 0;
+}
+
+static int parse_lines(struct tsp_parse *tp, const char *text, size_t len)
+{
     char line[512];
     size_t off = 0;
-    int dim = -1, type = -1, in_coords = 0, lineno = 0, have = 0, too_long;
-    unsigned char *seen = NULL;
+    int too_long;
     while (off < len) {
         off = next_line(text, len, off, line, sizeof line, &too_long);
-        lineno++;
+        tp->lineno++;
         if (too_long)
-            goto bad_line;
+            return malformed(tp);
         char *s = line;
         while (isspace((unsigned char)*s))
             s++;
@@ -88,129 +211,29 @@ int brkga_tsp_parse(const char *text, size_t len, struct brkga_tsp *t, char *msg
             continue;
         if (!strcmp(s, "EOF"))
             break;
-        if (in_coords) {
-            char *end;
-            errno = 0;
-            long id = strtol(s, &end, 10);
-            if (end == s)
-                goto bad_line;
-            double x = strtod(end, &end), y;
-            char *e2;
-            y = strtod(end, &e2);
-            if (e2 == end || errno || !isfinite(x) || !isfinite(y) || fabs(x) > 1e9 || fabs(y) > 1e9)
-                goto bad_line;
-            while (isspace((unsigned char)*e2))
-                e2++;
-            if (*e2)
-                goto bad_line;
-            if (id < 1 || id > dim) {
-                brkga_fail(msg, msglen, "tsp: line %d: city %ld outside 1..%d", lineno, id, dim);
-                goto err;
-            }
-            if (seen[id - 1]) {
-                brkga_fail(msg, msglen, "tsp: line %d: city %ld given twice", lineno, id);
-                goto err;
-            }
-            seen[id - 1] = 1;
-            t->x[id - 1] = x;
-            t->y[id - 1] = y;
-            have++;
-            continue;
-        }
-        if (!strncmp(s, "NODE_COORD_SECTION", 18)) {
-            if (dim < 2 || type < 0) {
-                brkga_fail(msg, msglen, "tsp: NODE_COORD_SECTION before DIMENSION and EDGE_WEIGHT_TYPE "
-                     "(EUC_2D, ATT or GEO)");
-                goto err;
-            }
-            t->x = calloc((size_t)dim, sizeof(double));
-            t->y = calloc((size_t)dim, sizeof(double));
-            seen = calloc((size_t)dim, 1);
-            if (!t->x || !t->y || !seen) {
-                brkga_fail(msg, msglen, "out of memory");
-                goto err;
-            }
-            in_coords = 1;
-            continue;
-        }
-        char *colon = strchr(s, ':');
-        if (!colon)
-            goto bad_line;
-        *colon = '\0';
-        char *key = s, *val = colon + 1;
-        for (char *e = colon - 1; e >= key && isspace((unsigned char)*e); e--)
-            *e = '\0';
-        while (isspace((unsigned char)*val))
-            val++;
-        if (!strcmp(key, "NAME")) {
-            snprintf(t->name, sizeof t->name, "%.63s", val);
-        } else if (!strcmp(key, "TYPE")) {
-            if (strcmp(val, "TSP") != 0) {
-                brkga_fail(msg, msglen, "tsp: TYPE %.40s is not supported (TSP only)", val);
-                goto err;
-            }
-        } else if (!strcmp(key, "DIMENSION")) {
-            char *end;
-            long d = strtol(val, &end, 10);
-            if (*end || d < 3 || d > BRKGA_TSP_MAX_CITIES) {
-                brkga_fail(msg, msglen, "tsp: DIMENSION %.40s is not an integer in 3..%d", val,
-                     BRKGA_TSP_MAX_CITIES);
-                goto err;
-            }
-            dim = (int)d;
-        } else if (!strcmp(key, "EDGE_WEIGHT_TYPE")) {
-            if (!strcmp(val, "EUC_2D"))
-                type = 0;
-            else if (!strcmp(val, "ATT"))
-                type = 1;
-            else if (!strcmp(val, "GEO"))
-                type = 2;
-            else {
-                brkga_fail(msg, msglen, "tsp: EDGE_WEIGHT_TYPE %.40s is not supported (EUC_2D, ATT or GEO)", val);
-                goto err;
-            }
-        }
-        /* COMMENT and other keys are ignored */
-        continue;
-bad_line:
-        brkga_fail(msg, msglen, "tsp: line %d is malformed", lineno);
-        goto err;
+        int rc = tp->in_coords ? coord_line(tp, s)
+                 : !strncmp(s, "NODE_COORD_SECTION", 18) ? begin_coords(tp) : header_line(tp, s);
+        if (rc)
+            return -1;
     }
-    if (!in_coords) {
-        brkga_fail(msg, msglen, "tsp: no NODE_COORD_SECTION");
-        goto err;
-    }
-    if (have != dim) {
-        brkga_fail(msg, msglen, "tsp: %d of %d cities have coordinates (truncated file?)", have, dim);
-        goto err;
-    }
-    free(seen);
-    seen = NULL;
-    t->n = dim;
-    t->att = type == 1;
-    t->geo = type == 2;
-    t->dist = malloc((size_t)dim * (size_t)dim * sizeof(int));
-    if (!t->dist) {
-        brkga_fail(msg, msglen, "out of memory");
-        goto err;
-    }
-    for (int i = 0; i < dim; i++)
-        for (int j = 0; j < dim; j++) {
-            double dx = t->x[i] - t->x[j], dy = t->y[i] - t->y[j];
-            int d;
-            if (type == 2)
-                d = i == j ? 0 : geo_dist(t->x[i], t->y[i], t->x[j], t->y[j]);
-            else if (type == 1)
-                d = att_dist(dx, dy);
-            else
-                d = (int)(sqrt(dx * dx + dy * dy) + 0.5);
-            t->dist[(size_t)i * dim + j] = d;
-        }
+    if (!tp->in_coords)
+        return tsp_fail(tp, "tsp: no NODE_COORD_SECTION");
+    if (tp->have != tp->dim)
+        return tsp_fail(tp, "tsp: %d of %d cities have coordinates (truncated file?)", tp->have, tp->dim);
     return 0;
-err:
-    free(seen);
-    brkga_tsp_free(t);
-    return -1;
+}
+
+int brkga_tsp_parse(const char *text, size_t len, struct brkga_tsp *t, struct gj_error *err)
+{
+    memset(t, 0, sizeof *t);
+    struct tsp_parse tp = { .t = t, .dim = -1, .type = -1, .err = err };
+    int rc = parse_lines(&tp, text, len);
+    free(tp.seen);
+    if (rc == 0)
+        rc = distance_matrix(&tp);
+    if (rc)
+        brkga_tsp_free(t);
+    return rc;
 }
 
 size_t brkga_tsp_scratch_bytes(const struct brkga_tsp *t)

@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include "common/gj_error.h"
+
 #define BRKGA_TSP_MAX_CITIES 5000
 
 enum brkga_tsp_ls { BRKGA_TSP_LS_NONE = 0, BRKGA_TSP_LS_2OPT = 1 };
@@ -22,7 +24,8 @@ struct brkga_tsp {
     int local_search;
 };
 
-int brkga_tsp_parse(const char *text, size_t len, struct brkga_tsp *t, char *msg, size_t msglen);
+/* 0, or -1 with err (field "tsp"). */
+int brkga_tsp_parse(const char *text, size_t len, struct brkga_tsp *t, struct gj_error *err);
 void brkga_tsp_free(struct brkga_tsp *t);
 size_t brkga_tsp_scratch_bytes(const struct brkga_tsp *t);
 /* Tour (0-based cities) of keys, without local search; returns its length. */

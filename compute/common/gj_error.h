@@ -4,6 +4,10 @@
 #ifndef GJ_ERROR_H
 #define GJ_ERROR_H
 
+#ifdef __cplusplus
+extern "C" {   /* the CUDA sources report through it too */
+#endif
+
 struct gj_error {
     char field[128];    /* JSON path of the offending field ("geometry.detector.cols"), or "" */
     char message[512];  /* a sentence a user can act on */
@@ -15,5 +19,9 @@ struct gj_error {
 int gj_error_set(struct gj_error *err, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void gj_error_clear(struct gj_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

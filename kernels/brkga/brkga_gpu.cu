@@ -230,7 +230,7 @@ static int g_init(void *st, uint32_t gen, int word, const float *initial, size_t
     struct gpu_state *s = (struct gpu_state *)st;
     int rc = g_init_impl(s, gen, word, initial, n_initial);
     if (rc)
-        snprintf(s->be->msg, sizeof s->be->msg, "%s", g_msg);
+        gj_error_set(&s->be->err, "", "%s", g_msg);
     return rc;
 }
 
@@ -260,7 +260,7 @@ static int g_evolve(void *st, uint32_t gen)
     struct gpu_state *s = (struct gpu_state *)st;
     int rc = g_evolve_impl(s, gen);
     if (rc)
-        snprintf(s->be->msg, sizeof s->be->msg, "%s", g_msg);
+        gj_error_set(&s->be->err, "", "%s", g_msg);
     return rc;
 }
 
@@ -314,7 +314,7 @@ static int g_exchange(void *st, int M)
     struct gpu_state *s = (struct gpu_state *)st;
     int rc = g_exchange_impl(s, M);
     if (rc)
-        snprintf(s->be->msg, sizeof s->be->msg, "%s", g_msg);
+        gj_error_set(&s->be->err, "", "%s", g_msg);
     return rc;
 }
 
@@ -332,7 +332,7 @@ static int g_fitness(void *st, double *out)
     struct gpu_state *s = (struct gpu_state *)st;
     int rc = g_fitness_impl(s, out);
     if (rc)
-        snprintf(s->be->msg, sizeof s->be->msg, "%s", g_msg);
+        gj_error_set(&s->be->err, "", "%s", g_msg);
     return rc;
 }
 
@@ -349,7 +349,7 @@ static int g_keys(void *st, int k, size_t r, float *out)
     struct gpu_state *s = (struct gpu_state *)st;
     int rc = g_keys_impl(s, k, r, out);
     if (rc)
-        snprintf(s->be->msg, sizeof s->be->msg, "%s", g_msg);
+        gj_error_set(&s->be->err, "", "%s", g_msg);
     return rc;
 }
 
@@ -474,12 +474,12 @@ extern "C" int brkga_gpu_backend(const struct brkga_params *prm, const struct br
                                  struct brkga_backend *be)
 {
     if (!dec->gpu_network) {
-        snprintf(be->msg, sizeof be->msg, "this decoder has no GPU form (only the network decoder)");
+        gj_error_set(&be->err, "", "this decoder has no GPU form (only the network decoder)");
         return -1;
     }
     struct gpu_state *s = (struct gpu_state *)calloc(1, sizeof *s);
     if (!s) {
-        snprintf(be->msg, sizeof be->msg, "out of memory");
+        gj_error_set(&be->err, "", "out of memory");
         return -1;
     }
     s->prm = *prm;
@@ -487,7 +487,7 @@ extern "C" int brkga_gpu_backend(const struct brkga_params *prm, const struct br
     s->total = (size_t)prm->K * prm->p;
     s->be = be;
     if (g_create(s, (const struct brkga_net_model *)dec->ctx)) {
-        snprintf(be->msg, sizeof be->msg, "%s", g_msg);
+        gj_error_set(&be->err, "", "%s", g_msg);
         g_destroy(s);
         return -1;
     }

@@ -27,20 +27,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int which = data[0] % 4;
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
-    char msg[512];
+    struct gj_error ge = { 0 };
     if (which == 0 || which == 1) {
         struct brkga_net_input in;
         memset(&in, 0, sizeof in);
-        int rc = which == 0 ? brkga_net_parse_network(text, len, &in, msg, sizeof msg)
-                            : brkga_net_parse_network(net14, sizeof net14 - 1, &in, msg, sizeof msg);
+        int rc = which == 0 ? brkga_net_parse_network(text, len, &in, &ge)
+                            : brkga_net_parse_network(net14, sizeof net14 - 1, &in, &ge);
         if (rc == 0) {
             const char *dem = "<Traffic><Demand source=\"A1\" destination=\"A2\" bw=\"10G\"/></Traffic>";
-            rc = which == 0 ? brkga_net_parse_demands(dem, strlen(dem), &in, msg, sizeof msg)
-                            : brkga_net_parse_demands(text, len, &in, msg, sizeof msg);
+            rc = which == 0 ? brkga_net_parse_demands(dem, strlen(dem), &in, &ge)
+                            : brkga_net_parse_demands(text, len, &in, &ge);
         }
         if (rc == 0 && in.n_nodes <= 200 && in.n_edges <= 2000 && in.n_demands <= 200) {
             struct brkga_net net;
-            if (brkga_net_build(&net, &in, 2, 4, 0, msg, sizeof msg) == 0) {
+            if (brkga_net_build(&net, &in, 2, 4, 0, NULL, &ge) == 0) {
                 float *keys = calloc((size_t)(net.m.n_vlinks + net.m.n_demands) + 1, sizeof *keys);
                 void *scratch = malloc(brkga_net_scratch_bytes(&net.m));
                 if (keys && scratch)
@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     } else if (which == 2) {
         struct brkga_tsp t;
-        if (brkga_tsp_parse(text, len, &t, msg, sizeof msg) == 0) {
+        if (brkga_tsp_parse(text, len, &t, &ge) == 0) {
             if (t.n <= 200) {
                 float *keys = calloc((size_t)t.n, sizeof *keys);
                 void *scratch = malloc(brkga_tsp_scratch_bytes(&t));
@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             brkga_tsp_free(&t);
         }
     } else {
-        json_t *p = brkga_params_xml(text, len, msg, sizeof msg);
+        json_t *p = brkga_params_xml(text, len, &ge);
         if (p) {
             struct brkga_cfg c;
             struct gj_error err;

@@ -19,8 +19,8 @@ cfg=""
 deps="$(pkg-config --cflags --libs jansson expat) -lm -lpthread"
 if ! clang -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I"$src/compute" $cfg -o brkga_fuzz "$src/tests/brkga/fuzz_brkga.c" \
-    "$src"/compute/brkga/brkga_{engine,net,tsp,kind,output,bench,gpu_none}.c \
-    "$src"/compute/common/{gj_error,gj_ctx,json_schema,json_schema_check,json_schema_value,json_schema_regex,kind_validate,fsutil}.c \
+    "$src"/compute/brkga/brkga_{engine,cpu,net_parse,paths,net,tsp,params,kind,output,bench,gpu_none}.c \
+    "$src"/compute/common/{gj_error,gj_ctx,gj_poll,json_schema,json_schema_check,json_schema_value,json_schema_regex,kind_validate,fsutil}.c \
     $deps 2>build.log; then
   if grep -q "libclang_rt.fuzzer\|fuzzer.*not found\|cannot find" build.log; then
     cat build.log; echo "libFuzzer runtime not available: skipped"; exit 77

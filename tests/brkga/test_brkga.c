@@ -49,20 +49,20 @@ static void load_net(struct brkga_net *net, const char *nf, const char *df, int 
 {
     struct brkga_net_input in;
     memset(&in, 0, sizeof in);
-    char msg[512];
+    struct gj_error ge = { 0 };
     size_t nl, dl;
     char *nt = slurp(nf, &nl), *dt = slurp(df, &dl);
-    int rc = brkga_net_parse_network(nt, nl, &in, msg, sizeof msg);
+    int rc = brkga_net_parse_network(nt, nl, &in, &ge);
     if (rc)
-        fail_msg("%s", msg);
-    rc = brkga_net_parse_demands(dt, dl, &in, msg, sizeof msg);
+        fail_msg("%s", ge.message);
+    rc = brkga_net_parse_demands(dt, dl, &in, &ge);
     if (rc)
-        fail_msg("%s", msg);
+        fail_msg("%s", ge.message);
     free(nt);
     free(dt);
-    rc = brkga_net_build(net, &in, max_at, k, 0, msg, sizeof msg);
+    rc = brkga_net_build(net, &in, max_at, k, 0, NULL, &ge);
     if (rc)
-        fail_msg("%s", msg);
+        fail_msg("%s", ge.message);
 }
 
 /* ---- Philox known answers (Random123 kat_vectors, philox4x32_10) ---- */
@@ -213,10 +213,10 @@ static void solve_net(const char *nf, const char *df, int max_at, int k, struct 
     struct brkga_decoder dec = { (size_t)(net.m.n_vlinks + net.m.n_demands),
                                  brkga_net_scratch_bytes(&net.m), &net.m, brkga_net_decode_cb, 1 };
     prm->n = dec.n_genes;
-    char msg[256];
-    int rc = brkga_solve(prm, &dec, NULL, res, msg, sizeof msg);
+    struct gj_error ge = { 0 };
+    int rc = brkga_solve(prm, &dec, NULL, res, &ge);
     if (rc)
-        fail_msg("%s", msg);
+        fail_msg("%s", ge.message);
     brkga_net_free(&net);
 }
 
@@ -324,10 +324,10 @@ static void test_engine_sense_and_stops(void **state)
     struct brkga_decoder dec = { n, 0, &n, sum_decode, 0 };
     struct brkga_params prm;
     struct brkga_result res;
-    char msg[256];
+    struct gj_error ge = { 0 };
     base_params(&prm, n, 50);
     prm.max_generations = 60;
-    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, msg, sizeof msg), 0);
+    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, &ge), 0);
     double minbest = res.best;
     assert_true(minbest < 2.0);
     assert_int_equal(res.generations, 60);
@@ -339,7 +339,7 @@ static void test_engine_sense_and_stops(void **state)
     assert_int_equal(res.decodes, 50 + 60 * (50 - 15));
     brkga_result_free(&res);
     prm.maximize = 1;
-    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, msg, sizeof msg), 0);
+    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, &ge), 0);
     assert_true(res.best > 8.0);
     brkga_result_free(&res);
     /* stall criterion as primary, generations as secondary: either stops */
@@ -348,14 +348,14 @@ static void test_engine_sense_and_stops(void **state)
     prm.max_stall_generations = 5;
     prm.secondary = BRKGA_STOP_GENERATIONS;
     prm.max_generations = 100000;
-    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, msg, sizeof msg), 0);
+    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, &ge), 0);
     assert_int_equal(res.stop_reason, BRKGA_STOP_INCUMBENT);
     brkga_result_free(&res);
     prm.primary = BRKGA_STOP_GENERATIONS;
     prm.max_generations = 10;
     prm.secondary = BRKGA_STOP_OPTIMAL;
     prm.target = 100;   /* already met by the initial population */
-    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, msg, sizeof msg), 0);
+    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, &ge), 0);
     assert_int_equal(res.stop_reason, BRKGA_STOP_OPTIMAL);
     assert_int_equal(res.generations, 0);
     brkga_result_free(&res);
@@ -366,14 +366,14 @@ static void test_engine_sense_and_stops(void **state)
     prm.initial = init;
     prm.n_initial = 1;
     prm.max_generations = 0;
-    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, msg, sizeof msg), 0);
+    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, &ge), 0);
     assert_true(res.best == 0.0);
     brkga_result_free(&res);
     /* bad arithmetic */
     prm.ne = 30;
     prm.nm = 20;
-    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, msg, sizeof msg), -1);
-    assert_non_null(strstr(msg, "elites"));
+    assert_int_equal(brkga_solve(&prm, &dec, NULL, &res, &ge), -1);
+    assert_non_null(strstr(ge.message, "elites"));
 }
 
 static int cancel_after(void *ctx)
@@ -391,11 +391,11 @@ static void test_engine_cancel(void **state)
     struct brkga_hooks hooks = { &calls, cancel_after, NULL };
     struct brkga_params prm;
     struct brkga_result res;
-    char msg[256];
+    struct gj_error ge = { 0 };
     base_params(&prm, n, 30);
     prm.max_generations = 1000000;
     prm.stats_interval = 2;
-    assert_int_equal(brkga_solve(&prm, &dec, &hooks, &res, msg, sizeof msg), 0);
+    assert_int_equal(brkga_solve(&prm, &dec, &hooks, &res, &ge), 0);
     assert_int_equal(res.stop_reason, BRKGA_STOP_CANCELLED);
     assert_int_equal(res.generations, 5);
     /* statistics rows every 2 generations plus the final one */
@@ -426,11 +426,11 @@ static void test_engine_cancel_mid_generation(void **state)
     struct brkga_hooks hooks = { NULL, always, NULL };
     struct brkga_params prm;
     struct brkga_result res;
-    char msg[256];
+    struct gj_error ge = { 0 };
     base_params(&prm, n, 3000);
     prm.threads = 2;
     double t0 = brkga_now();
-    assert_int_equal(brkga_solve(&prm, &dec, &hooks, &res, msg, sizeof msg), 0);
+    assert_int_equal(brkga_solve(&prm, &dec, &hooks, &res, &ge), 0);
     double dt = brkga_now() - t0;
     assert_int_equal(res.stop_reason, BRKGA_STOP_CANCELLED);
     assert_true(dt < 1.0);
@@ -442,10 +442,10 @@ static void tsp_solve(const char *file, int ls, size_t p, long gens, uint64_t se
                       struct brkga_result *res, double target)
 {
     struct brkga_tsp t;
-    char msg[256];
+    struct gj_error ge = { 0 };
     size_t len;
     char *text = slurp(file, &len);
-    assert_int_equal(brkga_tsp_parse(text, len, &t, msg, sizeof msg), 0);
+    assert_int_equal(brkga_tsp_parse(text, len, &t, &ge), 0);
     free(text);
     t.local_search = ls;
     struct brkga_decoder dec = { (size_t)t.n, brkga_tsp_scratch_bytes(&t), &t, brkga_tsp_decode_cb, 0 };
@@ -461,9 +461,9 @@ static void tsp_solve(const char *file, int ls, size_t p, long gens, uint64_t se
         prm.secondary = BRKGA_STOP_OPTIMAL;
         prm.target = target;
     }
-    int rc = brkga_solve(&prm, &dec, NULL, res, msg, sizeof msg);
+    int rc = brkga_solve(&prm, &dec, NULL, res, &ge);
     if (rc)
-        fail_msg("%s", msg);
+        fail_msg("%s", ge.message);
     brkga_tsp_free(&t);
 }
 
@@ -528,10 +528,10 @@ static void test_tsp_small_exact(void **state)
     struct { const char *f; long opt; } cases[] = { { "burma14.tsp", 3323 }, { "ulysses16.tsp", 6859 } };
     for (int c = 0; c < 2; c++) {
         struct brkga_tsp t;
-        char msg[256];
+        struct gj_error ge = { 0 };
         size_t len;
         char *text = slurp(cases[c].f, &len);
-        assert_int_equal(brkga_tsp_parse(text, len, &t, msg, sizeof msg), 0);
+        assert_int_equal(brkga_tsp_parse(text, len, &t, &ge), 0);
         free(text);
         assert_true(t.geo);
         long opt = held_karp(&t);
@@ -589,10 +589,10 @@ static void test_tsp_distances(void **state)
     };
     for (int c = 0; c < 2; c++) {
         struct brkga_tsp t;
-        char msg[256];
+        struct gj_error ge = { 0 };
         size_t len;
         char *text = slurp(cases[c].f, &len);
-        assert_int_equal(brkga_tsp_parse(text, len, &t, msg, sizeof msg), 0);
+        assert_int_equal(brkga_tsp_parse(text, len, &t, &ge), 0);
         free(text);
         int tour[64];
         for (int i = 0; i < cases[c].n; i++)
@@ -607,19 +607,19 @@ static void expect_net_error(const char *net, const char *dem, const char *needl
 {
     struct brkga_net_input in;
     memset(&in, 0, sizeof in);
-    char msg[512] = "";
-    int rc = brkga_net_parse_network(net, strlen(net), &in, msg, sizeof msg);
+    struct gj_error ge = { 0 };
+    int rc = brkga_net_parse_network(net, strlen(net), &in, &ge);
     if (rc == 0 && dem)
-        rc = brkga_net_parse_demands(dem, strlen(dem), &in, msg, sizeof msg);
+        rc = brkga_net_parse_demands(dem, strlen(dem), &in, &ge);
     if (rc == 0) {
         struct brkga_net n;
-        rc = brkga_net_build(&n, &in, 2, 5, 0, msg, sizeof msg);
+        rc = brkga_net_build(&n, &in, 2, 5, 0, NULL, &ge);
         if (rc == 0)
             brkga_net_free(&n);
     }
     brkga_net_input_free(&in);
-    if (rc == 0 || !strstr(msg, needle))
-        fail_msg("expected an error with '%s', got rc %d '%s'", needle, rc, msg);
+    if (rc == 0 || !strstr(ge.message, needle))
+        fail_msg("expected an error with '%s', got rc %d '%s'", needle, rc, ge.message);
 }
 
 #define NET_HEAD "<Network totalBWPerLink=\"100\"><Node type=\"source\" name=\"A1\" location=\"X1\"/>" \
@@ -660,11 +660,11 @@ static void test_bad_input(void **state)
     /* a valid network still works */
     struct brkga_net_input in;
     memset(&in, 0, sizeof in);
-    char msg[256];
-    assert_int_equal(brkga_net_parse_network(net_ok, strlen(net_ok), &in, msg, sizeof msg), 0);
-    assert_int_equal(brkga_net_parse_demands(DEM_OK, strlen(DEM_OK), &in, msg, sizeof msg), 0);
+    struct gj_error ge = { 0 };
+    assert_int_equal(brkga_net_parse_network(net_ok, strlen(net_ok), &in, &ge), 0);
+    assert_int_equal(brkga_net_parse_demands(DEM_OK, strlen(DEM_OK), &in, &ge), 0);
     struct brkga_net n;
-    assert_int_equal(brkga_net_build(&n, &in, 2, 5, 0, msg, sizeof msg), 0);
+    assert_int_equal(brkga_net_build(&n, &in, 2, 5, 0, NULL, &ge), 0);
     brkga_net_free(&n);
 }
 
@@ -682,10 +682,10 @@ static void test_tsp_bad_input(void **state)
     const char *needle[] = { "EXPLICIT", "truncated", "outside", "DIMENSION", "malformed", "ATSP" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct brkga_tsp t;
-        char msg[256] = "";
-        assert_int_equal(brkga_tsp_parse(bad[i], strlen(bad[i]), &t, msg, sizeof msg), -1);
-        if (!strstr(msg, needle[i]))
-            fail_msg("case %zu: '%s' lacks '%s'", i, msg, needle[i]);
+        struct gj_error ge = { 0 };
+        assert_int_equal(brkga_tsp_parse(bad[i], strlen(bad[i]), &t, &ge), -1);
+        if (!strstr(ge.message, needle[i]))
+            fail_msg("case %zu: '%s' lacks '%s'", i, ge.message, needle[i]);
     }
 }
 

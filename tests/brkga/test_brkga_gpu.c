@@ -23,11 +23,11 @@ static int build(struct brkga_net *net, const char *nt, size_t nl, const char *d
 {
     struct brkga_net_input in;
     memset(&in, 0, sizeof in);
-    char msg[512];
-    if (brkga_net_parse_network(nt, nl, &in, msg, sizeof msg) ||
-        brkga_net_parse_demands(dt, dl, &in, msg, sizeof msg) ||
-        brkga_net_build(net, &in, max_at, k, 0, msg, sizeof msg)) {
-        fprintf(stderr, "instance: %s\n", msg);
+    struct gj_error ge = { 0 };
+    if (brkga_net_parse_network(nt, nl, &in, &ge) ||
+        brkga_net_parse_demands(dt, dl, &in, &ge) ||
+        brkga_net_build(net, &in, max_at, k, 0, NULL, &ge)) {
+        fprintf(stderr, "instance: %s\n", ge.message);
         brkga_net_input_free(&in);
         return -1;
     }
@@ -56,15 +56,15 @@ static int compare(struct brkga_net *net, size_t p, int K, const char *what)
     prm.threads = 2;
     prm.stats_interval = 50;
     struct brkga_result rc, rg;
-    char msg[256];
+    struct gj_error ge = { 0 };
     prm.device = -1;
-    if (brkga_solve(&prm, &dec, NULL, &rc, msg, sizeof msg)) {
-        fprintf(stderr, "%s: cpu: %s\n", what, msg);
+    if (brkga_solve(&prm, &dec, NULL, &rc, &ge)) {
+        fprintf(stderr, "%s: cpu: %s\n", what, ge.message);
         return -1;
     }
     prm.device = 0;
-    if (brkga_solve(&prm, &dec, NULL, &rg, msg, sizeof msg)) {
-        fprintf(stderr, "%s: gpu: %s\n", what, msg);
+    if (brkga_solve(&prm, &dec, NULL, &rg, &ge)) {
+        fprintf(stderr, "%s: gpu: %s\n", what, ge.message);
         brkga_result_free(&rc);
         return -1;
     }

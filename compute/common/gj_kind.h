@@ -57,7 +57,10 @@ struct gj_needs {
     int can_use_gpu;           /* 1: the module has a GPU path */
     int needs_gpu;             /* 1: it cannot run on the CPU at all */
     uint64_t device_bytes;     /* device memory to reserve when placed on a GPU */
-    uint64_t host_bytes;       /* host memory it expects to use */
+    /* Host memory the run adds at its peak (resident bytes over the worker's own), an
+     * upper bound for any placement and thread count: host admission reserves it.
+     * Tests hold each kind's estimate within [measured peak, 3x measured + 64 MiB]. */
+    uint64_t host_bytes;
 };
 
 /* Result of one finished child, visible to the parent at stage > 0. */
@@ -104,8 +107,14 @@ struct gj_kind {
     int (*validate)(const struct gj_job *job, struct gj_error *err);
     /* Fills needs. May read the inputs (paths are set). 0 or -1 with err. */
     int (*estimate)(const struct gj_job *job, struct gj_needs *needs, struct gj_error *err);
-    /* Runs the job; returns an enum gj_run_result. */
+    /* Runs the job; returns an enum gj_run_result. Long loops check gj_cancelled() and
+     * report gj_progress() at least once a second (gj_poll.h does both from parallel
+     * loops); a cancelled run returns GJ_RUN_CANCELED promptly. */
     int (*run)(struct gj_ctx *ctx, struct gj_error *err);
+    /* Optional, submit time like validate (paths are NULL): a lower bound of host_bytes
+     * from params and input sizes alone, what the job needs whatever its inputs hold,
+     * so that the service refuses at once a job that can never fit the host. 0: none known. */
+    uint64_t (*host_bytes_floor)(const struct gj_job *job);
 };
 
 /* The registry (compute/registry.c). */
@@ -116,6 +125,8 @@ const struct gj_kind *gj_kind_find(const char *name);
 /* Full submit-time validation: schema, inputs against the kind's specs, then
  * the kind's own validate(). */
 int gj_kind_validate(const struct gj_kind *kind, const struct gj_job *job, struct gj_error *err);
+/* After gj_kind_validate passed: the kind's host_bytes_floor, or 0 when it has none. */
+uint64_t gj_kind_host_bytes_floor(const struct gj_kind *kind, const struct gj_job *job);
 
 /* A benchmark program reachable as `gpujobd bench NAME ...`. */
 struct gj_bench {

@@ -64,3 +64,8 @@ int gj_kind_validate(const struct gj_kind *kind, const struct gj_job *job, struc
     }
     return 0;
 }
+
+uint64_t gj_kind_host_bytes_floor(const struct gj_kind *kind, const struct gj_job *job)
+{
+    return kind->host_bytes_floor ? kind->host_bytes_floor(job) : 0;
+}

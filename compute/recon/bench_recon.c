@@ -91,19 +91,19 @@ static void bench_fdk(int N, int views, int threads, json_t *out)
     }
     struct rc_phantom ph;
     rc_phantom_make(RC_PH_KAK3D, 100.0, 0.02, &ph);
-    double t0 = rc_now();
+    double t0 = gj_now();
     struct rc_geom gc = g;
     gc.mat = NULL;   /* analytic projections of the circular geometry the matrices describe */
-    rc_phantom_project(&ph, &gc, proj, threads);
-    double t_proj = rc_now() - t0;
+    rc_phantom_project(&ph, &gc, proj, threads, NULL);
+    double t_proj = gj_now() - t0;
     struct gj_error err = { 0 };
-    t0 = rc_now();
-    rc_filter_projections(&g, RC_RAMLAK, proj, 1, threads, &err);
-    double t_filt = rc_now() - t0;
-    t0 = rc_now();
+    t0 = gj_now();
+    rc_filter_projections(&g, RC_RAMLAK, proj, 1, threads, NULL, &err);
+    double t_filt = gj_now() - t0;
+    t0 = gj_now();
     double c0 = cpu_now();
-    rc_backproject(&g, proj, vol, 0, N, NULL, 1, 0, views, threads);
-    double t_bp = rc_now() - t0, c_bp = cpu_now() - c0;
+    rc_backproject(&g, proj, vol, 0, N, NULL, 1, 0, views, threads, NULL);
+    double t_bp = gj_now() - t0, c_bp = cpu_now() - c0;
     double gups = (double)N * N * N * views / t_bp / 1e9;
     printf("FDK %d^3 from %d views of 1248x960 (cpu, %d threads): backprojection %.2f s wall (%.2f s CPU) = %.3f GUPS "
            "(%.3f GUPS per CPU-second); filtering %.2f s; (analytic projections %.1f s, not timed)\n", N, views, threads,
@@ -159,13 +159,13 @@ static void bench_batch(int algo, int batch, int threads, const char *skdir, jso
     float *proj = malloc(np * 4), *vol = malloc(nv * 4), *truth = malloc(nv * 4), *sino = malloc(np / batch * 4);
     struct rc_phantom ph;
     rc_phantom_make(RC_PH_SHEPP2D, N / 2.0, 1.0, &ph);
-    rc_phantom_project(&ph, &g, proj, threads);
-    rc_phantom_truth(&ph, &g, 4, truth, threads);
+    rc_phantom_project(&ph, &g, proj, threads, NULL);
+    rc_phantom_truth(&ph, &g, 4, truth, threads, NULL);
     memcpy(sino, proj, np / batch * 4);
     struct gj_error err = { 0 };
-    double t0 = rc_now(), c0 = cpu_now();
+    double t0 = gj_now(), c0 = cpu_now();
     rc_reconstruct(&g, &o, proj, vol, 0, g.nz, NULL, &err);
-    double t = rc_now() - t0, ct = cpu_now() - c0;
+    double t = gj_now() - t0, ct = cpu_now() - c0;
     double psnr = rc_psnr(vol, truth, slice, 1.0);
     const char *name = algo == RC_FBP ? "fbp" : "sart";
     printf("batch %s %dx%d, 180 views, %d bins, %d images (cpu, %d threads): %.3f s = %.2f images/s, "
@@ -180,10 +180,10 @@ static void bench_batch(int algo, int batch, int threads, const char *skdir, jso
                         "cpu_s_per_image", json_real(ct / batch));
 #if GJ_HAVE_CUDA
     if (rc_gpu_device_count() > 0) {
-        rc_phantom_project(&ph, &g, proj, threads);
-        t0 = rc_now();
+        rc_phantom_project(&ph, &g, proj, threads, NULL);
+        t0 = gj_now();
         if (rc_gpu_reconstruct(0, &g, &o, proj, vol, 0, g.nz, NULL, &err) == 0) {
-            t = rc_now() - t0;
+            t = gj_now() - t0;
             printf("batch %s (gpu): %.3f s = %.2f images/s; PSNR %.2f dB\n", name, t, batch / t,
                    rc_psnr(vol, truth, slice, 1.0));
             json_array_append_new(json_object_get(out, name),

@@ -152,7 +152,7 @@ static int filter_setup(const struct rc_geom *g, int filter, double *delta, int 
 }
 
 int rc_filter_projections(const struct rc_geom *g, int filter, float *proj, int nsets, int threads,
-                          struct gj_error *err)
+                          struct gj_poll *poll, struct gj_error *err)
 {
     double delta;
     int L;
@@ -181,7 +181,7 @@ int rc_filter_projections(const struct rc_geom *g, int filter, float *proj, int 
         }
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < nrows; r++) {
-            if (!pf || !pb)
+            if (!pf || !pb || gj_poll_step(poll, 1))
                 continue;
             int view = (int)((r / g->rows) % g->nviews);
             int row = (int)(r % g->rows);
@@ -222,7 +222,7 @@ int rc_filter_projections(const struct rc_geom *g, int filter, float *proj, int 
     free(vw);
     if (failed)
         return gj_error_set(err, "", "out of memory (FFT plans)");
-    return 0;
+    return gj_poll_stopped(poll);
 }
 
 int rc_filter_tables(const struct rc_geom *g, int filter, int *L_out, float **H, float **parker_w,

@@ -13,9 +13,23 @@
 #include "recon/recon.h"
 
 #define NRRD_MAX_HEADER 65536
+#define IO_PIECE_FLOATS ((size_t)16 << 20)   /* 64 MiB between looks at poll */
+
+/* n floats to f in pieces; 0, -1, or 1 when poll saw a cancel. */
+static int write_floats(FILE *f, const float *data, uint64_t n, struct gj_poll *poll)
+{
+    for (uint64_t off = 0; off < n; off += IO_PIECE_FLOATS) {
+        size_t k = n - off < IO_PIECE_FLOATS ? (size_t)(n - off) : IO_PIECE_FLOATS;
+        if (gj_poll_step(poll, 0))
+            return 1;
+        if (fwrite(data + off, sizeof(float), k, f) != k)   /* x86/arm64: little-endian */
+            return -1;
+    }
+    return 0;
+}
 
 int rc_nrrd_write(const char *path, const float *data, int dim, const int64_t *sizes,
-                  const double *spacing, const double *origin, int space)
+                  const double *spacing, const double *origin, int space, struct gj_poll *poll)
 {
     char tmp[4200];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
@@ -42,11 +56,34 @@ int rc_nrrd_write(const char *path, const float *data, int dim, const int64_t *s
         fputc('\n', f);
     }
     fprintf(f, "endian: little\nencoding: raw\n\n");
-    int ok = fwrite(data, sizeof(float), (size_t)n, f) == (size_t)n;   /* x86/arm64: little-endian */
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    int rc = write_floats(f, data, n, poll);
+    if (fclose(f) != 0 && rc == 0)
+        rc = -1;
+    if (rc || rename(tmp, path) != 0) {
+        int e = errno;
         remove(tmp);
+        errno = e;
+        return rc ? rc : -1;
+    }
+    return 0;
+}
+
+int rc_raw_write(const char *path, const float *data, uint64_t n, struct gj_poll *poll)
+{
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return -1;
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return -1;
+    int rc = write_floats(f, data, n, poll);
+    if (fclose(f) != 0 && rc == 0)
+        rc = -1;
+    if (rc || rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        errno = e;
+        return rc ? rc : -1;
     }
     return 0;
 }
@@ -145,69 +182,112 @@ int rc_nrrd_parse(const char *buf, size_t len, uint64_t file_size, struct rc_nrr
     return 0;
 }
 
+/* Where the floats of a projection file start, and how many it holds. */
+static int projection_layout(FILE *f, uint64_t *off, uint64_t *n_floats, struct gj_error *err)
+{
+    if (fseeko(f, 0, SEEK_END) != 0)
+        return gj_error_set(err, "projections", "cannot read projections: %s", strerror(errno));
+    uint64_t size = (uint64_t)ftello(f);
+    rewind(f);
+    char *head = malloc(NRRD_MAX_HEADER);
+    if (!head)
+        return gj_error_set(err, "", "out of memory");
+    size_t hl = fread(head, 1, NRRD_MAX_HEADER, f);
+    int rc = 0;
+    *off = 0;
+    if (hl >= 7 && memcmp(head, "NRRD000", 7) == 0) {
+        struct rc_nrrd h;
+        rc = rc_nrrd_parse(head, hl, size, &h, err);
+        if (rc == 0) {
+            *off = h.data_offset;
+            *n_floats = (size - *off) / 4;
+        }
+    } else if (size % 4) {
+        rc = gj_error_set(err, "projections", "raw projections are %llu bytes, not a whole number of float32 values",
+                          (unsigned long long)size);
+    } else {
+        *n_floats = size / 4;
+    }
+    free(head);
+    return rc;
+}
+
+/* count floats from f in pieces, each checked to be finite (first: their index). */
+static int read_floats(FILE *f, float *out, uint64_t first, uint64_t count, struct gj_poll *poll,
+                       struct gj_error *err)
+{
+    for (uint64_t off = 0; off < count; off += IO_PIECE_FLOATS) {
+        size_t k = count - off < IO_PIECE_FLOATS ? (size_t)(count - off) : IO_PIECE_FLOATS;
+        if (gj_poll_step(poll, 0))
+            return 1;
+        if (fread(out + off, 4, k, f) != k)
+            return gj_error_set(err, "projections", "cannot read projections (short read)");
+        for (size_t i = 0; i < k; i++)
+            if (!isfinite(out[off + i]))
+                return gj_error_set(err, "projections", "projections contain a non-finite value (NaN or infinity) at index %llu",
+                                    (unsigned long long)(first + off + i));
+    }
+    return 0;
+}
+
 int rc_read_projections(const char *path, float *out, uint64_t total, uint64_t first,
-                        uint64_t count, struct gj_error *err)
+                        uint64_t count, struct gj_poll *poll, struct gj_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return gj_error_set(err, "projections", "cannot open projections: %s", strerror(errno));
-    if (fseeko(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return gj_error_set(err, "projections", "cannot read projections: %s", strerror(errno));
-    }
-    uint64_t size = (uint64_t)ftello(f);
-    rewind(f);
-    char *head = malloc(NRRD_MAX_HEADER);
-    if (!head) {
-        fclose(f);
-        return gj_error_set(err, "", "out of memory");
-    }
-    size_t hl = fread(head, 1, NRRD_MAX_HEADER, f);
-    uint64_t off = 0, total_floats;
-    if (hl >= 7 && memcmp(head, "NRRD000", 7) == 0) {
-        struct rc_nrrd h;
-        if (rc_nrrd_parse(head, hl, size, &h, err)) {
-            free(head);
-            fclose(f);
-            return -1;
-        }
-        off = h.data_offset;
-        total_floats = (size - off) / 4;
-    } else {
-        if (size % 4) {
-            free(head);
-            fclose(f);
-            return gj_error_set(err, "projections", "raw projections are %llu bytes, not a whole number of float32 values",
-                                (unsigned long long)size);
-        }
-        total_floats = size / 4;
-    }
-    free(head);
-    if (total_floats != total) {
-        fclose(f);
-        return gj_error_set(err, "projections", "projections hold %llu float32 values but the geometry needs %llu "
-                            "(batch x views x rows x cols): %s", (unsigned long long)total_floats,
-                            (unsigned long long)total, total_floats < total ? "too short" : "too long");
-    }
-    if (first + count > total || fseeko(f, (off_t)(off + first * 4), SEEK_SET) != 0 ||
-        fread(out, 4, (size_t)count, f) != (size_t)count) {
-        fclose(f);
-        return gj_error_set(err, "projections", "cannot read projections (short read)");
-    }
+    uint64_t off = 0, total_floats = 0;
+    int rc = projection_layout(f, &off, &total_floats, err);
+    if (rc == 0 && total_floats != total)
+        rc = gj_error_set(err, "projections", "projections hold %llu float32 values but the geometry needs %llu "
+                          "(batch x views x rows x cols): %s", (unsigned long long)total_floats,
+                          (unsigned long long)total, total_floats < total ? "too short" : "too long");
+    if (rc == 0 && (first + count > total || fseeko(f, (off_t)(off + first * 4), SEEK_SET) != 0))
+        rc = gj_error_set(err, "projections", "cannot read projections (short read)");
+    if (rc == 0)
+        rc = read_floats(f, out, first, count, poll, err);
     fclose(f);
-    for (uint64_t i = 0; i < count; i++)
-        if (!isfinite(out[i]))
-            return gj_error_set(err, "projections", "projections contain a non-finite value (NaN or infinity) at index %llu",
-                                (unsigned long long)(first + i));
-    return 0;
+    return rc;
 }
 
 /* One 8-bit image: the central axial slice, and for 3D volumes also the central
  * coronal and sagittal ones side by side. Window: 0.5 and 99.5 percentiles of the data. */
-static int cmpf(const void *a, const void *b)
+/* The k-th smallest of a[0..n) (a is reordered): what sorting would put at a[k], in
+ * linear time. Three-way partitions, so runs of equal values cost nothing. */
+static float select_kth(float *a, size_t n, size_t k)
 {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
+    size_t lo = 0, hi = n;   /* k lies in [lo, hi) */
+    while (hi - lo > 1) {
+        float x = a[lo + (hi - lo) / 2], y = a[lo], z = a[hi - 1];
+        float pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        size_t lt = lo, i = lo, gt = hi;   /* [lo,lt) < pivot, [lt,i) == pivot, [gt,hi) > pivot */
+        while (i < gt) {
+            float v = a[i];
+            if (v < pivot) {
+                a[i++] = a[lt];
+                a[lt++] = v;
+            } else if (v > pivot) {
+                a[i] = a[--gt];
+                a[gt] = v;
+            } else {
+                i++;
+            }
+        }
+        if (k < lt)
+            hi = lt;
+        else if (k >= gt)
+            lo = gt;
+        else
+            return pivot;
+    }
+    return a[lo];
+}
+
+uint64_t rc_preview_bytes(int nx, int ny, int nz)
+{
+    int three = nz > 1;
+    uint64_t W = three ? (uint64_t)nx + nx + ny : (uint64_t)nx, H = three ? (uint64_t)(ny > nz ? ny : nz) : (uint64_t)ny;
+    return W * H > (1u << 26) ? 0 : W * H + (uint64_t)nx * ny * 4;
 }
 
 int rc_write_preview(const char *path, const float *vol, int nx, int ny, int nz)
@@ -226,11 +306,12 @@ int rc_write_preview(const char *path, const float *vol, int nx, int ny, int nz)
     int zc = nz / 2;
     const float *sl = vol + (int64_t)zc * nx * ny;
     memcpy(tmp, sl, sizeof(float) * (size_t)nx * ny);
-    qsort(tmp, (size_t)nx * ny, sizeof *tmp, cmpf);
-    double lo = tmp[(size_t)((double)nx * ny * 0.005)], hi = tmp[(size_t)((double)nx * ny * 0.995)];
+    size_t n = (size_t)nx * ny;
+    double lo = select_kth(tmp, n, (size_t)((double)nx * ny * 0.005));
+    double hi = select_kth(tmp, n, (size_t)((double)nx * ny * 0.995));
     if (!(hi > lo)) {
-        lo = tmp[0];
-        hi = tmp[(size_t)nx * ny - 1] + 1e-12;
+        lo = select_kth(tmp, n, 0);
+        hi = select_kth(tmp, n, n - 1) + 1e-12;
     }
     free(tmp);
 #define PIX(v) ((unsigned char)((v) <= lo ? 0 : (v) >= hi ? 255 : (int)(255.0 * ((v) - lo) / (hi - lo) + 0.5)))

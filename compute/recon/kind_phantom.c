@@ -59,6 +59,17 @@ static int phantom_parse(const struct gj_job *job, struct rc_geom *g, struct rc_
     return 0;
 }
 
+/* Host bytes at the peak: the projections while they are computed and written, then
+ * the ground truth with its preview (one after the other). */
+static uint64_t phantom_host_bytes(const struct gj_job *job, const struct rc_geom *g)
+{
+    json_t *tv = json_object_get(job->params, "truth");
+    uint64_t proj = rc_proj_count(g) * 4, truth = 0;
+    if (!tv || json_is_true(tv))
+        truth = rc_vol_count(g) * 4 + rc_preview_bytes(g->nx, g->ny, g->type == RC_CONE3D ? g->nz : 1);
+    return proj > truth ? proj : truth;
+}
+
 static int phantom_validate(const struct gj_job *job, struct gj_error *err)
 {
     struct rc_geom g;
@@ -67,6 +78,19 @@ static int phantom_validate(const struct gj_job *job, struct gj_error *err)
         return -1;
     rc_geom_free(&g);
     return 0;
+}
+
+/* No inputs: the buffers are known at submit. */
+static uint64_t phantom_host_floor(const struct gj_job *job)
+{
+    struct rc_geom g;
+    struct rc_phantom ph;
+    struct gj_error ignored = { 0 };
+    if (phantom_parse(job, &g, &ph, &ignored))
+        return 0;
+    uint64_t bytes = phantom_host_bytes(job, &g);
+    rc_geom_free(&g);
+    return bytes;
 }
 
 static int phantom_estimate(const struct gj_job *job, struct gj_needs *needs, struct gj_error *err)
@@ -78,9 +102,87 @@ static int phantom_estimate(const struct gj_job *job, struct gj_needs *needs, st
     needs->can_use_gpu = 0;
     needs->needs_gpu = 0;
     needs->device_bytes = 0;
-    needs->host_bytes = (rc_proj_count(&g) + rc_vol_count(&g)) * 4;
+    needs->host_bytes = phantom_host_bytes(job, &g) + RC_HOST_OVERHEAD;
     rc_geom_free(&g);
     return 0;
+}
+
+/* 0, -1 with err, or 1 when cancelled: the value of a write through the poll. */
+static int written(int rc, const char *name, struct gj_error *err)
+{
+    return rc < 0 ? gj_error_set(err, "", "cannot write %s: %s", name, strerror(errno)) : rc;
+}
+
+/* projections.nrrd (or .raw): computed, written, freed. */
+static int write_projections(struct gj_ctx *ctx, const struct rc_geom *g, const struct rc_phantom *ph,
+                             int threads, struct gj_poll *poll, int raw, struct gj_error *err)
+{
+    char path[4096];
+    float *proj = malloc(sizeof(float) * rc_proj_count(g));
+    if (!proj)
+        return gj_error_set(err, "", "out of memory for the projections");
+    gj_poll_phase(poll, 0.0, 0.5, rc_phantom_project_units(g));
+    int rc = rc_phantom_project(ph, g, proj, threads, poll);
+    const char *name = raw ? "projections.raw" : "projections.nrrd";
+    if (rc == 0 && gj_path_join(path, sizeof path, ctx->output_dir, name))
+        rc = gj_error_set(err, "", "output path too long");
+    if (rc == 0 && raw) {
+        rc = written(rc_raw_write(path, proj, rc_proj_count(g), poll), name, err);
+    } else if (rc == 0) {
+        int64_t sizes[3] = { g->cols, g->rows, (int64_t)g->batch * g->nviews };
+        double sp[3] = { g->du, g->dv, 1 };
+        rc = written(rc_nrrd_write(path, proj, 3, sizes, sp, NULL, 0, poll), name, err);
+    }
+    free(proj);
+    return rc;
+}
+
+/* truth.nrrd and preview.png. */
+static int write_truth(struct gj_ctx *ctx, const struct rc_geom *g, const struct rc_phantom *ph,
+                       int threads, struct gj_poll *poll, struct gj_error *err)
+{
+    char path[4096];
+    float *truth = malloc(sizeof(float) * rc_vol_count(g));
+    if (!truth)
+        return gj_error_set(err, "", "out of memory for the ground truth");
+    json_t *ss = json_object_get(ctx->job->params, "supersample");
+    int s = json_is_integer(ss) ? (int)json_integer_value(ss) : (g->type == RC_CONE3D ? 2 : 4);
+    gj_poll_phase(poll, 0.5, 1.0, rc_phantom_truth_units(g));
+    int rc = rc_phantom_truth(ph, g, s, truth, threads, poll);
+    int64_t sizes[3] = { g->nx, g->ny, g->nz };
+    double sp[3] = { g->vx, g->vy, g->vz };
+    double org[3] = { -0.5 * (g->nx - 1) * g->vx + g->ox, -0.5 * (g->ny - 1) * g->vy + g->oy,
+                      -0.5 * (g->nz - 1) * g->vz + g->oz };
+    if (rc == 0) {
+        rc = gj_path_join(path, sizeof path, ctx->output_dir, "truth.nrrd") ? -1
+             : rc_nrrd_write(path, truth, 3, sizes, sp, org, 1, poll);
+        rc = written(rc, "truth.nrrd", err);
+    }
+    if (rc == 0 && (gj_path_join(path, sizeof path, ctx->output_dir, "preview.png") ||
+                    rc_write_preview(path, truth, g->nx, g->ny, g->type == RC_CONE3D ? g->nz : 1)))
+        rc = gj_error_set(err, "", "cannot write preview.png");
+    free(truth);
+    return rc;
+}
+
+static int write_report(struct gj_ctx *ctx, const struct rc_geom *g, const struct rc_phantom *ph, int raw,
+                        double t_proj, double t_truth, struct gj_error *err)
+{
+    char path[4096];
+    json_t *ell = json_array();
+    for (int i = 0; i < ph->n; i++)
+        json_array_append_new(ell, json_pack("[f,f,f,f,f,f,f,f]", ph->e[i].A, ph->e[i].a, ph->e[i].b, ph->e[i].c,
+                                             ph->e[i].x0, ph->e[i].y0, ph->e[i].z0, ph->e[i].phi * 180 / M_PI));
+    json_t *rep = json_pack("{s:s, s:s, s:o, s:s, s:{s:f, s:f}, s:i, s:i, s:i, s:i}", "kind", "phantom", "geometry",
+                            rc_gtype_name(g->type), "ellipsoids_A_a_b_c_x0_y0_z0_phi", ell, "projections",
+                            raw ? "projections.raw" : "projections.nrrd", "time_s", "projections", t_proj, "truth",
+                            t_truth, "views", g->nviews, "cols", g->cols, "rows", g->rows, "batch", g->batch);
+    char *text = json_dumps(rep, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(rep);
+    int ok = text && gj_path_join(path, sizeof path, ctx->output_dir, "report.json") == 0 &&
+             gj_write_file(path, text, strlen(text)) == 0;
+    free(text);
+    return ok ? 0 : gj_error_set(err, "", "cannot write report.json");
 }
 
 static int phantom_run(struct gj_ctx *ctx, struct gj_error *err)
@@ -91,92 +193,25 @@ static int phantom_run(struct gj_ctx *ctx, struct gj_error *err)
     if (phantom_parse(job, &g, &ph, err))
         return GJ_RUN_FAILED;
     int threads = ctx->cpu_threads > 0 ? ctx->cpu_threads : 1;
-    int result = GJ_RUN_FAILED;
-    float *proj = malloc(sizeof(float) * rc_proj_count(&g));
-    float *truth = NULL;
-    char path[4096];
-    double t0 = rc_now();
-    if (!proj) {
-        gj_error_set(err, "", "out of memory for the projections");
-        goto out;
-    }
-    rc_phantom_project(&ph, &g, proj, threads);
-    double t_proj = rc_now() - t0;
-    gj_progress(ctx, 0.5, "projections computed");
-    if (gj_cancelled(ctx)) {
-        result = GJ_RUN_CANCELED;
-        goto out;
-    }
     const char *fmt = json_string_value(json_object_get(job->params, "format"));
     int raw = fmt && strcmp(fmt, "raw") == 0;
-    if (raw) {
-        if (gj_path_join(path, sizeof path, ctx->output_dir, "projections.raw") ||
-            gj_write_file(path, proj, rc_proj_count(&g) * 4)) {
-            gj_error_set(err, "", "cannot write projections.raw: %s", strerror(errno));
-            goto out;
-        }
-    } else {
-        int64_t sizes[3] = { g.cols, g.rows, (int64_t)g.batch * g.nviews };
-        double sp[3] = { g.du, g.dv, 1 };
-        if (gj_path_join(path, sizeof path, ctx->output_dir, "projections.nrrd") ||
-            rc_nrrd_write(path, proj, 3, sizes, sp, NULL, 0)) {
-            gj_error_set(err, "", "cannot write projections.nrrd: %s", strerror(errno));
-            goto out;
-        }
-    }
-    free(proj);
-    proj = NULL;
     json_t *tv = json_object_get(job->params, "truth");
-    double t_truth = 0;
-    if (!tv || json_is_true(tv)) {
-        t0 = rc_now();
-        truth = malloc(sizeof(float) * rc_vol_count(&g));
-        if (!truth) {
-            gj_error_set(err, "", "out of memory for the ground truth");
-            goto out;
-        }
-        json_t *ss = json_object_get(job->params, "supersample");
-        int s = json_is_integer(ss) ? (int)json_integer_value(ss) : (g.type == RC_CONE3D ? 2 : 4);
-        rc_phantom_truth(&ph, &g, s, truth, threads);
-        int64_t sizes[3] = { g.nx, g.ny, g.nz };
-        double sp[3] = { g.vx, g.vy, g.vz };
-        double org[3] = { -0.5 * (g.nx - 1) * g.vx + g.ox, -0.5 * (g.ny - 1) * g.vy + g.oy,
-                          -0.5 * (g.nz - 1) * g.vz + g.oz };
-        if (gj_path_join(path, sizeof path, ctx->output_dir, "truth.nrrd") ||
-            rc_nrrd_write(path, truth, 3, sizes, sp, org, 1)) {
-            gj_error_set(err, "", "cannot write truth.nrrd: %s", strerror(errno));
-            goto out;
-        }
-        if (gj_path_join(path, sizeof path, ctx->output_dir, "preview.png") ||
-            rc_write_preview(path, truth, g.nx, g.ny, g.type == RC_CONE3D ? g.nz : 1)) {
-            gj_error_set(err, "", "cannot write preview.png");
-            goto out;
-        }
-        t_truth = rc_now() - t0;
+    struct gj_poll poll;
+    gj_poll_init_ctx(&poll, ctx, "phantom");
+    double t0 = gj_now(), t_proj, t_truth = 0;
+    int rc = write_projections(ctx, &g, &ph, threads, &poll, raw, err);
+    t_proj = gj_now() - t0;
+    if (rc == 0)
+        gj_progress(ctx, 0.5, "projections computed");
+    if (rc == 0 && (!tv || json_is_true(tv))) {
+        t0 = gj_now();
+        rc = write_truth(ctx, &g, &ph, threads, &poll, err);
+        t_truth = gj_now() - t0;
     }
-    json_t *ell = json_array();
-    for (int i = 0; i < ph.n; i++)
-        json_array_append_new(ell, json_pack("[f,f,f,f,f,f,f,f]", ph.e[i].A, ph.e[i].a, ph.e[i].b, ph.e[i].c,
-                                             ph.e[i].x0, ph.e[i].y0, ph.e[i].z0, ph.e[i].phi * 180 / M_PI));
-    json_t *rep = json_pack("{s:s, s:s, s:o, s:s, s:{s:f, s:f}, s:i, s:i, s:i, s:i}", "kind", "phantom", "geometry",
-                            rc_gtype_name(g.type), "ellipsoids_A_a_b_c_x0_y0_z0_phi", ell, "projections",
-                            raw ? "projections.raw" : "projections.nrrd", "time_s", "projections", t_proj, "truth",
-                            t_truth, "views", g.nviews, "cols", g.cols, "rows", g.rows, "batch", g.batch);
-    char *text = json_dumps(rep, JSON_INDENT(2) | JSON_SORT_KEYS);
-    json_decref(rep);
-    int ok = text && gj_path_join(path, sizeof path, ctx->output_dir, "report.json") == 0 &&
-             gj_write_file(path, text, strlen(text)) == 0;
-    free(text);
-    if (!ok) {
-        gj_error_set(err, "", "cannot write report.json");
-        goto out;
-    }
-    result = GJ_RUN_OK;
-out:
-    free(proj);
-    free(truth);
+    if (rc == 0)
+        rc = write_report(ctx, &g, &ph, raw, t_proj, t_truth, err);
     rc_geom_free(&g);
-    return result;
+    return rc == 0 ? GJ_RUN_OK : rc > 0 ? GJ_RUN_CANCELED : GJ_RUN_FAILED;
 }
 
 const struct gj_kind gj_kind_phantom = {
@@ -188,4 +223,5 @@ const struct gj_kind gj_kind_phantom = {
     .validate = phantom_validate,
     .estimate = phantom_estimate,
     .run = phantom_run,
+    .host_bytes_floor = phantom_host_floor,
 };

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
@@ -155,6 +156,48 @@ static int recon_validate(const struct gj_job *job, struct gj_error *err)
     return rc;
 }
 
+/* Host bytes of reconstructing nzs slices on the CPU, at the peak: the projections read
+ * (2D: those of the slices), the slices, and the larger of the algorithm's work arrays
+ * and the preview. FBP of parallel beams pads the sinograms of a piece of slices;
+ * SART / SIRT hold row sums and residuals per ray and ones, updates and normalisation
+ * per voxel, for as many slices at once as threads in a 2D batch. */
+static uint64_t cpu_bytes(const struct rc_geom *g, const struct rc_opts *o, int nzs, int threads)
+{
+    const int two_d = g->type != RC_CONE3D;
+    uint64_t slice = (uint64_t)g->nx * g->ny * 4, pset = (uint64_t)g->nviews * g->rows * g->cols * 4;
+    uint64_t proj = two_d ? (uint64_t)nzs * pset : pset, vol = (uint64_t)nzs * slice, work = 0;
+    if ((o->algo == RC_FBP || o->algo == RC_FDK) && g->type == RC_PARALLEL2D) {
+        double chunk = floor(2e8 / ((double)g->nx * g->ny * g->nviews));
+        uint64_t piece = chunk < 1 ? 1 : chunk > nzs ? (uint64_t)nzs : (uint64_t)chunk;
+        work = piece * (uint64_t)g->nviews * (uint64_t)(g->cols + 4) * 4;
+    } else if (o->algo == RC_FDK) {
+        work = 8ull * (uint64_t)(g->cols + 3) * (uint64_t)(g->rows + 3) * 4;
+    } else if (o->algo == RC_SART || o->algo == RC_SIRT) {
+        int at_once = two_d && (nzs >= threads || threads == 1) ? (nzs < threads ? nzs : threads) : 1;
+        work = two_d ? (uint64_t)at_once * (3 * slice + 2 * pset) : 3 * vol + 2 * proj;
+    }
+    uint64_t preview = rc_preview_bytes(g->nx, g->ny, two_d ? 1 : nzs);
+    return proj + vol + (work > preview ? work : preview);
+}
+
+/* Host bytes of the assembly of a split volume: the volume, one slab's file, the preview. */
+static uint64_t assembly_bytes(const struct rc_geom *g, int per)
+{
+    return rc_vol_count(g) * 4 + (uint64_t)g->nx * g->ny * per * 4 + 65536 +
+           rc_preview_bytes(g->nx, g->ny, g->type == RC_CONE3D ? g->nz : 1);
+}
+
+/* Threads a run may use at most: the param, else every core of the host. */
+static int max_threads(const struct gj_job *job)
+{
+    json_t *tj = json_object_get(job->params, "threads");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return json_is_integer(tj) ? (int)json_integer_value(tj) : cores > 0 ? (int)cores : 1;
+}
+
+/* The GPU path's host side: the CUDA context and cuFFT (a few hundred MiB resident). */
+#define RC_GPU_HOST_BYTES (512ull << 20)
+
 static int recon_estimate(const struct gj_job *job, struct gj_needs *needs, struct gj_error *err)
 {
     struct rc_geom g;
@@ -166,13 +209,36 @@ static int recon_estimate(const struct gj_job *job, struct gj_needs *needs, stru
         rc_geom_free(&g);
         return -1;
     }
+    int is_slab = json_object_get(job->params, "slab") != NULL;
     needs->can_use_gpu = rc_gpu_available();
     needs->needs_gpu = 0;
     /* a job that splits needs one slab's worth; a slab child its own slices */
     needs->device_bytes = rc_estimate_bytes(&g, &o, nzs < per ? nzs : per);
-    needs->host_bytes = (rc_vol_count(&g) + rc_proj_count(&g)) * 4 + rc_estimate_bytes(&g, &o, per);
+    needs->host_bytes = (!is_slab && per < g.nz ? assembly_bytes(&g, per) : cpu_bytes(&g, &o, nzs, max_threads(job))) +
+                        RC_HOST_OVERHEAD + (needs->can_use_gpu ? RC_GPU_HOST_BYTES : 0);
     rc_geom_free(&g);
     return 0;
+}
+
+/* What any run holds at once: the projections it reads and its slices, or (split into
+ * slabs by max_device_bytes) the whole volume while it is assembled. */
+static uint64_t recon_host_floor(const struct gj_job *job)
+{
+    struct rc_geom g;
+    struct rc_opts o;
+    struct gj_error ignored = { 0 };
+    int z0, nzs, per;
+    if (parse_all(job, &g, &o, &z0, &nzs, &ignored))
+        return 0;
+    uint64_t floor_bytes = 0;
+    if (slab_size(&g, &o, param_limit(job), &per, &ignored) == 0) {
+        int split = json_object_get(job->params, "slab") == NULL && per < g.nz;
+        uint64_t pset = (uint64_t)g.nviews * g.rows * g.cols * 4;
+        floor_bytes = split ? rc_vol_count(&g) * 4
+                            : (g.type != RC_CONE3D ? (uint64_t)nzs * pset : pset) + (uint64_t)g.nx * g.ny * nzs * 4;
+    }
+    rc_geom_free(&g);
+    return floor_bytes;
 }
 
 struct hook_ctx {
@@ -216,14 +282,17 @@ static int write_outputs(struct gj_ctx *ctx, const struct rc_geom *g, const stru
     double sp[3] = { g->vx, g->vy, g->vz };
     double org[3] = { -0.5 * (g->nx - 1) * g->vx + g->ox, -0.5 * (g->ny - 1) * g->vy + g->oy,
                       (z0 - 0.5 * (g->nz - 1)) * g->vz + g->oz };
-    double t0 = rc_now();
-    if (gj_path_join(path, sizeof path, ctx->output_dir, "volume.nrrd") ||
-        rc_nrrd_write(path, vol, 3, sizes, sp, org, 1))
-        return gj_error_set(err, "", "cannot write volume.nrrd: %s", strerror(errno));
+    double t0 = gj_now();
+    struct gj_poll poll;
+    gj_poll_init_ctx(&poll, ctx, "writing the volume");
+    int w = gj_path_join(path, sizeof path, ctx->output_dir, "volume.nrrd") ? -1
+            : rc_nrrd_write(path, vol, 3, sizes, sp, org, 1, &poll);
+    if (w)
+        return w > 0 ? 1 : gj_error_set(err, "", "cannot write volume.nrrd: %s", strerror(errno));
     if (gj_path_join(path, sizeof path, ctx->output_dir, "preview.png") ||
         rc_write_preview(path, vol, g->nx, g->ny, g->type == RC_CONE3D ? nzs : 1))
         return gj_error_set(err, "", "cannot write preview.png: %s", strerror(errno));
-    json_object_set_new(times, "write_s", json_real(rc_now() - t0));
+    json_object_set_new(times, "write_s", json_real(gj_now() - t0));
     double total = 0;
     const char *k;
     json_t *v;
@@ -255,52 +324,155 @@ static int write_outputs(struct gj_ctx *ctx, const struct rc_geom *g, const stru
     return 0;
 }
 
+/* Child c's slab (volume.nrrd) into its slices of vol, from slice *z on. */
+static int read_slab(struct gj_ctx *ctx, const struct rc_geom *g, size_t c, float *vol, int *z, struct gj_error *err)
+{
+    const struct gj_child_result *ch = NULL;
+    for (size_t i = 0; i < ctx->n_children; i++)
+        if (ctx->children[i].index == (int)c)
+            ch = &ctx->children[i];
+    char path[4096];
+    if (!ch || gj_path_join(path, sizeof path, ch->output_dir, "volume.nrrd"))
+        return gj_error_set(err, "", "slab %zu is missing", c);
+    char *data = NULL;
+    size_t len = 0;
+    if (gj_read_file(path, RC_MAX_VOLUME_BYTES + 65536, &data, &len))
+        return gj_error_set(err, "", "cannot read slab %zu: %s", c, strerror(errno));
+    uint64_t slice = (uint64_t)g->nx * g->ny;
+    struct rc_nrrd h;
+    int rc = 0;
+    if (rc_nrrd_parse(data, len < 65536 ? len : 65536, len, &h, err) || h.dim != 3 || h.sizes[0] != g->nx ||
+        h.sizes[1] != g->ny || *z + h.sizes[2] > g->nz)
+        rc = gj_error_set(err, "", "slab %zu has the wrong size", c);
+    else {
+        memcpy(vol + (uint64_t)*z * slice, data + h.data_offset, (size_t)(h.sizes[2] * (int64_t)slice) * 4);
+        *z += (int)h.sizes[2];
+    }
+    free(data);
+    return rc;
+}
+
+/* Stage 1: the children's slabs, in their order, into one volume and its outputs. */
 static int assemble(struct gj_ctx *ctx, const struct rc_geom *g, const struct rc_opts *o, struct gj_error *err)
 {
-    double t0 = rc_now();
-    uint64_t slice = (uint64_t)g->nx * g->ny;
+    double t0 = gj_now();
     float *vol = malloc(sizeof(float) * rc_vol_count(g));
     if (!vol)
         return gj_error_set(err, "", "out of memory for the %llu MiB volume", (unsigned long long)(rc_vol_count(g) * 4 >> 20));
-    int z = 0;
-    for (size_t c = 0; c < ctx->n_children; c++) {
-        const struct gj_child_result *ch = NULL;
-        for (size_t i = 0; i < ctx->n_children; i++)
-            if (ctx->children[i].index == (int)c)
-                ch = &ctx->children[i];
-        char path[4096];
-        if (!ch || gj_path_join(path, sizeof path, ch->output_dir, "volume.nrrd")) {
-            free(vol);
-            return gj_error_set(err, "", "slab %zu is missing", c);
-        }
-        char *data = NULL;
-        size_t len = 0;
-        if (gj_read_file(path, RC_MAX_VOLUME_BYTES + 65536, &data, &len)) {
-            free(vol);
-            return gj_error_set(err, "", "cannot read slab %zu: %s", c, strerror(errno));
-        }
-        struct rc_nrrd h;
-        if (rc_nrrd_parse(data, len < 65536 ? len : 65536, len, &h, err) || h.dim != 3 || h.sizes[0] != g->nx ||
-            h.sizes[1] != g->ny || z + h.sizes[2] > g->nz) {
-            free(data);
-            free(vol);
-            return gj_error_set(err, "", "slab %zu has the wrong size", c);
-        }
-        memcpy(vol + (uint64_t)z * slice, data + h.data_offset, (size_t)(h.sizes[2] * (int64_t)slice) * 4);
-        z += (int)h.sizes[2];
-        free(data);
+    int z = 0, rc = 0;
+    for (size_t c = 0; c < ctx->n_children && rc == 0; c++) {
+        rc = gj_cancelled(ctx) ? 1 : read_slab(ctx, g, c, vol, &z, err);
+        gj_progress(ctx, 0.5 * (double)(c + 1) / (double)ctx->n_children, "assembling slabs");
     }
-    if (z != g->nz) {
-        free(vol);
-        return gj_error_set(err, "", "slabs hold %d slices, the volume %d", z, g->nz);
+    if (rc == 0 && z != g->nz)
+        rc = gj_error_set(err, "", "slabs hold %d slices, the volume %d", z, g->nz);
+    if (rc == 0) {
+        json_t *times = json_object();
+        json_object_set_new(times, "assemble_s", json_real(gj_now() - t0));
+        json_object_set_new(times, "reconstruct_s", json_real(0));
+        rc = write_outputs(ctx, g, o, vol, 0, g->nz, times, (int)ctx->n_children, 0, ctx->device != GJ_DEVICE_CPU, err);
+        json_decref(times);
     }
-    json_t *times = json_object();
-    json_object_set_new(times, "assemble_s", json_real(rc_now() - t0));
-    json_object_set_new(times, "reconstruct_s", json_real(0));
-    int rc = write_outputs(ctx, g, o, vol, 0, g->nz, times, (int)ctx->n_children, 0, ctx->device != GJ_DEVICE_CPU, err);
-    json_decref(times);
     free(vol);
-    return rc ? GJ_RUN_FAILED : GJ_RUN_OK;
+    return rc == 0 ? GJ_RUN_OK : rc > 0 ? GJ_RUN_CANCELED : GJ_RUN_FAILED;
+}
+
+/* Stage 0 of a volume over the device limit: one child per z-slab, then wait. */
+static int spawn_slabs(struct gj_ctx *ctx, const struct rc_geom *g, int per, uint64_t limit,
+                       const struct gj_input *in, struct gj_error *err)
+{
+    const struct gj_job *job = ctx->job;
+    if (!ctx->spawn_child)
+        return gj_error_set(err, "volume", "the volume needs %d slabs but this host cannot run child tasks",
+                            (g->nz + per - 1) / per);
+    int n = 0;
+    for (int z = 0; z < g->nz; z += per, n++) {
+        json_t *p = json_deep_copy(job->params);
+        json_object_del(p, "max_device_bytes");
+        json_object_set_new(p, "slab", json_pack("{s:i, s:i}", "z0", z, "nz", z + per <= g->nz ? per : g->nz - z));
+        int r = ctx->spawn_child(ctx, "recon", p, in, 1, err);
+        json_decref(p);
+        if (r)
+            return -1;
+    }
+    gj_logf(ctx, "recon: %d z-slabs of at most %d slices (device limit %llu bytes)", n, per, (unsigned long long)limit);
+    return GJ_RUN_WAIT_CHILDREN;
+}
+
+/* The reconstruction on the job's GPU, or on the CPU (also when the GPU fails). 0, 1
+ * when cancelled, or -1 with err; *on_gpu says where it ran. */
+static int reconstruct(struct gj_ctx *ctx, const struct rc_geom *g, const struct rc_opts *o, float *proj,
+                       float *vol, int z0, int nzs, struct rc_hooks *hooks, int *on_gpu, struct gj_error *err)
+{
+    *on_gpu = 0;
+#if GJ_HAVE_CUDA
+    if (ctx->device != GJ_DEVICE_CPU) {
+        int r = rc_gpu_reconstruct(ctx->device, g, o, proj, vol, z0, nzs, hooks, err);
+        if (r >= 0) {   /* done, or cancelled: no CPU retry */
+            *on_gpu = 1;
+            return r;
+        }
+        gj_logf(ctx, "recon: GPU %d failed (%s); reconstructing on the CPU", ctx->device, err->message);
+        gj_error_clear(err);
+    }
+#else
+    (void)ctx;
+#endif
+    return rc_reconstruct(g, o, proj, vol, z0, nzs, hooks, err);
+}
+
+/* Phase times and updates of the report. */
+static double add_phase_times(json_t *times, const struct rc_geom *g, const struct rc_opts *o, int nzs,
+                              const struct rc_hooks *hooks)
+{
+    json_t *ph = json_object();
+    if (o->algo == RC_FBP || o->algo == RC_FDK) {
+        json_object_set_new(ph, "filter_s", json_real(hooks->t_filter));
+        json_object_set_new(ph, "backproject_s", json_real(hooks->t_backproject));
+    } else {
+        json_object_set_new(ph, "iterate_s", json_real(hooks->t_iterate));
+    }
+    json_object_set_new(times, "phases", ph);
+    double updates = (double)g->nx * g->ny * nzs * g->nviews;
+    if (o->algo == RC_SART || o->algo == RC_SIRT)
+        updates *= 2.0 * o->iterations;
+    return updates;
+}
+
+/* Slices [z0, z0 + nzs): their projections read, reconstructed, written. */
+static int reconstruct_slab(struct gj_ctx *ctx, const struct rc_geom *g, const struct rc_opts *o, int z0,
+                            int nzs, const struct gj_input *in, json_t *times, struct gj_error *err)
+{
+    double t0 = gj_now();
+    const int two_d = g->type != RC_CONE3D;
+    uint64_t pset = (uint64_t)g->nviews * g->rows * g->cols;
+    uint64_t first = two_d ? (uint64_t)z0 * pset : 0, count = two_d ? (uint64_t)nzs * pset : pset;
+    float *proj = malloc(sizeof(float) * count);
+    float *vol = malloc(sizeof(float) * (uint64_t)g->nx * g->ny * nzs);
+    struct hook_ctx hc = { ctx, 0.05, 0.95 };
+    struct rc_hooks hooks = { &hc, hk_progress, hk_cancelled, 0, 0, 0 };
+    struct gj_poll poll;
+    gj_poll_init_ctx(&poll, ctx, "reading projections");
+    int r = -1, on_gpu = 0;
+    if (!proj || !vol)
+        gj_error_set(err, "", "out of memory (%llu MiB of projections, %llu MiB of volume)", (unsigned long long)(count >> 18),
+                     (unsigned long long)((uint64_t)g->nx * g->ny * nzs >> 18));
+    else
+        r = rc_read_projections(in->path, proj, rc_proj_count(g), first, count, &poll, err);
+    if (r == 0) {
+        json_object_set_new(times, "read_s", json_real(gj_now() - t0));
+        gj_progress(ctx, 0.05, "projections read");
+        t0 = gj_now();
+        r = reconstruct(ctx, g, o, proj, vol, z0, nzs, &hooks, &on_gpu, err);
+    }
+    if (r == 0) {
+        json_object_set_new(times, "reconstruct_s", json_real(gj_now() - t0));
+        double updates = add_phase_times(times, g, o, nzs, &hooks);
+        r = write_outputs(ctx, g, o, vol, z0, nzs, times, 1, updates, on_gpu, err);
+    }
+    free(proj);
+    free(vol);
+    return r;
 }
 
 static int recon_run(struct gj_ctx *ctx, struct gj_error *err)
@@ -315,106 +487,28 @@ static int recon_run(struct gj_ctx *ctx, struct gj_error *err)
     json_t *tj = json_object_get(job->params, "threads");
     if (json_is_integer(tj) && json_integer_value(tj) < o.threads)
         o.threads = (int)json_integer_value(tj);
-    int result = GJ_RUN_FAILED;
-    float *proj = NULL, *vol = NULL;
+    int result = GJ_RUN_FAILED, r = -1;
     json_t *times = json_object();
-
-    if (ctx->stage > 0) {
-        result = assemble(ctx, &g, &o, err);
-        goto out;
-    }
     const struct gj_input *in = gj_job_input(job, "projections");
-    if (!in || !in->path) {
-        gj_error_set(err, "projections", "the input 'projections' is required");
-        goto out;
-    }
     int is_slab = json_object_get(job->params, "slab") != NULL;
     uint64_t limit = param_limit(job);
     if (ctx->device != GJ_DEVICE_CPU && ctx->device_bytes_limit && (!limit || ctx->device_bytes_limit < limit))
         limit = ctx->device_bytes_limit;
-    if (slab_size(&g, &o, is_slab ? 0 : limit, &per, err))
-        goto out;
-    if (!is_slab && per < g.nz) {
-        if (!ctx->spawn_child) {
-            gj_error_set(err, "volume", "the volume needs %d slabs but this host cannot run child tasks", (g.nz + per - 1) / per);
-            goto out;
-        }
-        int n = 0;
-        for (int z = 0; z < g.nz; z += per, n++) {
-            json_t *p = json_deep_copy(job->params);
-            json_object_del(p, "max_device_bytes");
-            json_object_set_new(p, "slab", json_pack("{s:i, s:i}", "z0", z, "nz", z + per <= g.nz ? per : g.nz - z));
-            int r = ctx->spawn_child(ctx, "recon", p, in, 1, err);
-            json_decref(p);
-            if (r)
-                goto out;
-        }
-        gj_logf(ctx, "recon: %d z-slabs of at most %d slices (device limit %llu bytes)", n, per, (unsigned long long)limit);
-        result = GJ_RUN_WAIT_CHILDREN;
-        goto out;
-    }
-
-    /* read the projections this slab needs */
-    double t0 = rc_now();
-    const int two_d = g.type != RC_CONE3D;
-    uint64_t pset = (uint64_t)g.nviews * g.rows * g.cols;
-    uint64_t first = two_d ? (uint64_t)z0 * pset : 0, count = two_d ? (uint64_t)nzs * pset : pset;
-    proj = malloc(sizeof(float) * count);
-    vol = malloc(sizeof(float) * (uint64_t)g.nx * g.ny * nzs);
-    if (!proj || !vol) {
-        gj_error_set(err, "", "out of memory (%llu MiB of projections, %llu MiB of volume)", (unsigned long long)(count >> 18),
-                     (unsigned long long)((uint64_t)g.nx * g.ny * nzs >> 18));
-        goto out;
-    }
-    if (rc_read_projections(in->path, proj, rc_proj_count(&g), first, count, err))
-        goto out;
-    json_object_set_new(times, "read_s", json_real(rc_now() - t0));
-    gj_progress(ctx, 0.05, "projections read");
-
-    t0 = rc_now();
-    struct hook_ctx hc = { ctx, 0.05, 0.95 };
-    struct rc_hooks hooks = { &hc, hk_progress, hk_cancelled, 0, 0, 0 };
-    int r = -1;
-    int on_gpu = 0;
-#if GJ_HAVE_CUDA
-    if (ctx->device != GJ_DEVICE_CPU) {
-        r = rc_gpu_reconstruct(ctx->device, &g, &o, proj, vol, z0, nzs, &hooks, err);
-        if (r >= 0) {   /* done, or cancelled: no CPU retry */
-            on_gpu = 1;
-        } else {
-            gj_logf(ctx, "recon: GPU %d failed (%s); reconstructing on the CPU", ctx->device, err->message);
-            gj_error_clear(err);
+    if (ctx->stage > 0)
+        result = assemble(ctx, &g, &o, err);
+    else if (!in || !in->path)
+        gj_error_set(err, "projections", "the input 'projections' is required");
+    else if (slab_size(&g, &o, is_slab ? 0 : limit, &per, err) == 0) {
+        if (!is_slab && per < g.nz)
+            result = spawn_slabs(ctx, &g, per, limit, in, err) < 0 ? GJ_RUN_FAILED : GJ_RUN_WAIT_CHILDREN;
+        else if ((r = reconstruct_slab(ctx, &g, &o, z0, nzs, in, times, err)) == 0) {
+            gj_progress(ctx, 1.0, "done");
+            result = GJ_RUN_OK;
+        } else if (r > 0) {
+            result = GJ_RUN_CANCELED;
         }
     }
-#endif
-    if (!on_gpu)
-        r = rc_reconstruct(&g, &o, proj, vol, z0, nzs, &hooks, err);
-    if (r < 0)
-        goto out;
-    if (r > 0) {
-        result = GJ_RUN_CANCELED;
-        goto out;
-    }
-    json_object_set_new(times, "reconstruct_s", json_real(rc_now() - t0));
-    json_t *ph = json_object();
-    if (o.algo == RC_FBP || o.algo == RC_FDK) {
-        json_object_set_new(ph, "filter_s", json_real(hooks.t_filter));
-        json_object_set_new(ph, "backproject_s", json_real(hooks.t_backproject));
-    } else {
-        json_object_set_new(ph, "iterate_s", json_real(hooks.t_iterate));
-    }
-    json_object_set_new(times, "phases", ph);
-    double updates = (double)g.nx * g.ny * nzs * g.nviews;
-    if (o.algo == RC_SART || o.algo == RC_SIRT)
-        updates *= 2.0 * o.iterations;
-    if (write_outputs(ctx, &g, &o, vol, z0, nzs, times, 1, updates, on_gpu, err))
-        goto out;
-    gj_progress(ctx, 1.0, "done");
-    result = GJ_RUN_OK;
-out:
     json_decref(times);
-    free(proj);
-    free(vol);
     rc_geom_free(&g);
     return result;
 }
@@ -428,4 +522,5 @@ const struct gj_kind gj_kind_recon = {
     .validate = recon_validate,
     .estimate = recon_estimate,
     .run = recon_run,
+    .host_bytes_floor = recon_host_floor,
 };

@@ -131,58 +131,60 @@ double rc_phantom_ray(const struct rc_phantom *ph, const double p[3], const doub
     return sum;
 }
 
-void rc_phantom_project(const struct rc_phantom *ph, const struct rc_geom *g, float *out, int threads)
+/* The ray through detector pixel (c, r) of view v: origin p and direction d. Mi and C
+ * (have_m) are the view's inverse matrix and source when the geometry has matrices. */
+static void pixel_ray(const struct rc_geom *g, int v, int c, int r, int have_m, const double Mi[9],
+                      const double C[3], double p[3], double d[3])
+{
+    double b = g->angles[v], ca = cos(b), sa = sin(b);
+    double a[3] = { ca, sa, 0 }, e[3] = { -sa, ca, 0 };
+    double vv = (r - 0.5 * (g->rows - 1)) * g->dv + g->off_v;
+    double u = (c - 0.5 * (g->cols - 1)) * g->du + g->off_u;
+    if (have_m) {
+        double pix[3] = { c, r, 1 };
+        for (int k = 0; k < 3; k++) {
+            d[k] = Mi[3 * k] * pix[0] + Mi[3 * k + 1] * pix[1] + Mi[3 * k + 2] * pix[2];
+            p[k] = C[k];
+        }
+    } else if (g->type == RC_PARALLEL2D) {
+        for (int k = 0; k < 3; k++) {
+            p[k] = u * a[k];
+            d[k] = e[k];
+        }
+    } else {
+        for (int k = 0; k < 3; k++) {
+            p[k] = -g->sod * e[k];
+            d[k] = g->sdd * e[k] + u * a[k];
+        }
+        p[2] = 0;
+        d[2] = g->type == RC_CONE3D ? vv : 0;
+    }
+}
+
+int rc_phantom_project(const struct rc_phantom *ph, const struct rc_geom *g, float *out, int threads,
+                       struct gj_poll *poll)
 {
     const int64_t per = (int64_t)g->nviews * g->rows * g->cols;
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (int v = 0; v < g->nviews; v++) {
-        double b = g->angles[v], ca = cos(b), sa = sin(b);
-        double a[3] = { ca, sa, 0 }, e[3] = { -sa, ca, 0 };
-        double M[9], Mi[9] = { 0 }, C[3] = { 0, 0, 0 };
-        int have_m = 0;
-        if (g->mat) {
-            const double *A = g->mat + 12 * v;
-            /* row-major 3x3 of the column-major 3x4: row r = (A[r], A[3+r], A[6+r]) */
-            for (int r = 0; r < 3; r++)
-                for (int k = 0; k < 3; k++)
-                    M[3 * r + k] = A[3 * k + r];
-            if (rc_inv3(M, Mi) == 0) {
-                have_m = 1;
-                for (int r = 0; r < 3; r++)
-                    C[r] = -(Mi[3 * r] * A[9] + Mi[3 * r + 1] * A[10] + Mi[3 * r + 2] * A[11]);
-            }
-        }
+    /* one detector row per piece of work: a large cone detector is cancellable within a view */
+#pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
+    for (int v = 0; v < g->nviews; v++)
         for (int r = 0; r < g->rows; r++) {
-            double vv = (r - 0.5 * (g->rows - 1)) * g->dv + g->off_v;
+            if (gj_poll_step(poll, 1))
+                continue;
+            double Mi[9] = { 0 }, C[3] = { 0, 0, 0 };
+            int have_m = g->mat && rc_matrix_ray(g, v, Mi, C) == 0;
             float *row = out + (int64_t)v * g->rows * g->cols + (int64_t)r * g->cols;
             for (int c = 0; c < g->cols; c++) {
-                double u = (c - 0.5 * (g->cols - 1)) * g->du + g->off_u;
                 double p[3], d[3];
-                if (have_m) {
-                    double pix[3] = { c, r, 1 };
-                    for (int k = 0; k < 3; k++) {
-                        d[k] = Mi[3 * k] * pix[0] + Mi[3 * k + 1] * pix[1] + Mi[3 * k + 2] * pix[2];
-                        p[k] = C[k];
-                    }
-                } else if (g->type == RC_PARALLEL2D) {
-                    for (int k = 0; k < 3; k++) {
-                        p[k] = u * a[k];
-                        d[k] = e[k];
-                    }
-                } else {
-                    for (int k = 0; k < 3; k++) {
-                        p[k] = -g->sod * e[k];
-                        d[k] = g->sdd * e[k] + u * a[k];
-                    }
-                    p[2] = 0;
-                    d[2] = g->type == RC_CONE3D ? vv : 0;
-                }
+                pixel_ray(g, v, c, r, have_m, Mi, C, p, d);
                 row[c] = (float)rc_phantom_ray(ph, p, d);
             }
         }
-    }
+    if (gj_poll_stopped(poll))
+        return 1;
     for (int bch = 1; bch < g->batch; bch++)
         memcpy(out + bch * per, out, (size_t)per * sizeof *out);
+    return 0;
 }
 
 static int inside_sum(const struct rc_phantom *ph, double x, double y, double z, double *val)
@@ -205,37 +207,61 @@ static int inside_sum(const struct rc_phantom *ph, double x, double y, double z,
     return 0;
 }
 
-void rc_phantom_truth(const struct rc_phantom *ph, const struct rc_geom *g, int ss, float *out,
-                      int threads)
+/* Voxel (i, j, k): the mean of ss^d sub-samples inside the phantom. */
+static float truth_voxel(const struct rc_phantom *ph, const struct rc_geom *g, int ss, int i, int j, int k)
 {
+    int two_d = g->type != RC_CONE3D, ssz = two_d ? 1 : ss;
+    double x0 = (i - 0.5 * (g->nx - 1)) * g->vx + g->ox;
+    double y0 = (j - 0.5 * (g->ny - 1)) * g->vy + g->oy;
+    double z0 = two_d ? 0 : (k - 0.5 * (g->nz - 1)) * g->vz + g->oz;
+    double acc = 0;
+    for (int c = 0; c < ssz; c++)
+        for (int b = 0; b < ss; b++)
+            for (int a = 0; a < ss; a++) {
+                double x = x0 + ((a + 0.5) / ss - 0.5) * g->vx;
+                double y = y0 + ((b + 0.5) / ss - 0.5) * g->vy;
+                double z = two_d ? 0 : z0 + ((c + 0.5) / ssz - 0.5) * g->vz;
+                double v;
+                inside_sum(ph, x, y, z, &v);
+                acc += v;
+            }
+    return (float)(acc / (ss * ss * ssz));
+}
+
+uint64_t rc_phantom_project_units(const struct rc_geom *g)
+{
+    return (uint64_t)g->nviews * (uint64_t)g->rows;
+}
+
+uint64_t rc_phantom_truth_units(const struct rc_geom *g)
+{
+    return (uint64_t)(g->type != RC_CONE3D ? 1 : g->nz) * (uint64_t)g->ny * (uint64_t)((g->nx + 255) / 256);
+}
+
+int rc_phantom_truth(const struct rc_phantom *ph, const struct rc_geom *g, int ss, float *out,
+                     int threads, struct gj_poll *poll)
+{
+    enum { IB = 256 };   /* voxels of a row per piece of work */
     if (ss < 1)
         ss = 1;
     int two_d = g->type != RC_CONE3D;
-    int ssz = two_d ? 1 : ss;
     int nzc = two_d ? 1 : g->nz;     /* 2D: one slice, copied over the batch */
+    const int nib = (g->nx + IB - 1) / IB;
     const int64_t slice = (int64_t)g->nx * g->ny;
-#pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
+#pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(3)
     for (int k = 0; k < nzc; k++)
-        for (int j = 0; j < g->ny; j++) {
-            for (int i = 0; i < g->nx; i++) {
-                double x0 = (i - 0.5 * (g->nx - 1)) * g->vx + g->ox;
-                double y0 = (j - 0.5 * (g->ny - 1)) * g->vy + g->oy;
-                double z0 = two_d ? 0 : (k - 0.5 * (g->nz - 1)) * g->vz + g->oz;
-                double acc = 0;
-                for (int c = 0; c < ssz; c++)
-                    for (int b = 0; b < ss; b++)
-                        for (int a = 0; a < ss; a++) {
-                            double x = x0 + ((a + 0.5) / ss - 0.5) * g->vx;
-                            double y = y0 + ((b + 0.5) / ss - 0.5) * g->vy;
-                            double z = two_d ? 0 : z0 + ((c + 0.5) / ssz - 0.5) * g->vz;
-                            double v;
-                            inside_sum(ph, x, y, z, &v);
-                            acc += v;
-                        }
-                out[(int64_t)k * slice + (int64_t)j * g->nx + i] = (float)(acc / (ss * ss * ssz));
+        for (int j = 0; j < g->ny; j++)
+            for (int ib = 0; ib < nib; ib++) {
+                if (gj_poll_step(poll, 1))
+                    continue;
+                int i1 = (ib + 1) * IB < g->nx ? (ib + 1) * IB : g->nx;
+                for (int i = ib * IB; i < i1; i++)
+                    out[(int64_t)k * slice + (int64_t)j * g->nx + i] = truth_voxel(ph, g, ss, i, j, k);
             }
-        }
+    if (gj_poll_stopped(poll))
+        return 1;
     if (two_d)
         for (int k = 1; k < g->nz; k++)
             memcpy(out + k * slice, out, (size_t)slice * sizeof *out);
+    return 0;
 }

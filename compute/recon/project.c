@@ -14,7 +14,6 @@
  * runs whole slices per thread, a single slice or a cone volume splits rows / rays.
  */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,7 +178,7 @@ static void bp_cone_row(float *restrict out, const float *restrict qp, int pc, f
 /* FDK backprojection (cone, optional matrices) of views [v0, v1) into slices [z0, z0+nzs):
  * views are padded in chunks and every thread takes blocks of 8 rows of one slice. */
 static int bp_cone_fast(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
-                        const float *vw, int v0, int v1, int threads)
+                        const float *vw, int v0, int v1, int threads, struct gj_poll *poll)
 {
     enum { VC = 8 };
     const int cols = g->cols, rows = g->rows, pc = cols + 3, pr = rows + 3;
@@ -193,7 +192,7 @@ static int bp_cone_fast(const struct rc_geom *g, const float *proj, float *vol, 
     }
     const int njb = (g->ny + 7) / 8;
     const double x0 = -0.5 * (g->nx - 1) * g->vx + g->ox;
-    for (int c0v = v0; c0v < v1; c0v += VC) {
+    for (int c0v = v0; c0v < v1 && !gj_poll_stopped(poll); c0v += VC) {
         int nv = v1 - c0v < VC ? v1 - c0v : VC;
 #pragma omp parallel for num_threads(threads) schedule(static)
         for (int k = 0; k < nv * rows; k++) {
@@ -207,6 +206,8 @@ static int bp_cone_fast(const struct rc_geom *g, const float *proj, float *vol, 
 #pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
         for (int k = 0; k < nzs; k++)
             for (int jb = 0; jb < njb; jb++) {
+                if (gj_poll_step(poll, (uint64_t)nv))
+                    continue;
                 const double z = (z0 + k - 0.5 * (g->nz - 1)) * g->vz + g->oz;
                 int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
                 for (int vv = 0; vv < nv; vv++) {
@@ -225,32 +226,40 @@ static int bp_cone_fast(const struct rc_geom *g, const float *proj, float *vol, 
     }
     free(pad);
     free(mats);
-    return 0;
+    return gj_poll_stopped(poll);
+}
+
+/* Parallel beam: sinograms padded with two zeros on each side (see bp_par_row). */
+static int bp_parallel_sets(const struct rc_geom *g, const float *proj, float *vol, int nzs,
+                            const float *vw, int v0, int v1, int threads, struct gj_poll *poll)
+{
+    const int pc = g->cols + 4;
+    float *pad = calloc((size_t)nzs * g->nviews * pc, sizeof *pad);
+    if (!pad)
+        return -1;
+    for (int64_t r = 0; r < (int64_t)nzs * g->nviews; r++)
+        memcpy(pad + r * pc + 2, proj + r * g->cols, sizeof(float) * (size_t)g->cols);
+    const int njb = (g->ny + 7) / 8;
+    const int64_t slice = (int64_t)g->nx * g->ny;
+#pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
+    for (int k = 0; k < nzs; k++)
+        for (int jb = 0; jb < njb; jb++) {
+            if (gj_poll_step(poll, (uint64_t)(v1 - v0)))
+                continue;
+            int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
+            bp_parallel(g, pad + (int64_t)k * g->nviews * pc, vol + k * slice, j0, j1, v0, v1, vw);
+        }
+    free(pad);
+    return gj_poll_stopped(poll);
 }
 
 int rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
-                   const float *view_weight, int fdk, int v0, int v1, int threads)
+                   const float *view_weight, int fdk, int v0, int v1, int threads, struct gj_poll *poll)
 {
     if (g->type == RC_CONE3D && fdk)
-        return bp_cone_fast(g, proj, vol, z0, nzs, view_weight, v0, v1, threads);
-    if (g->type == RC_PARALLEL2D) {
-        const int pc = g->cols + 4;
-        float *pad = calloc((size_t)nzs * g->nviews * pc, sizeof *pad);
-        if (!pad)
-            return -1;
-        for (int64_t r = 0; r < (int64_t)nzs * g->nviews; r++)
-            memcpy(pad + r * pc + 2, proj + r * g->cols, sizeof(float) * (size_t)g->cols);
-        const int njb = (g->ny + 7) / 8;
-        const int64_t slice = (int64_t)g->nx * g->ny;
-#pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
-        for (int k = 0; k < nzs; k++)
-            for (int jb = 0; jb < njb; jb++) {
-                int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
-                bp_parallel(g, pad + (int64_t)k * g->nviews * pc, vol + k * slice, j0, j1, v0, v1, view_weight);
-            }
-        free(pad);
-        return 0;
-    }
+        return bp_cone_fast(g, proj, vol, z0, nzs, view_weight, v0, v1, threads, poll);
+    if (g->type == RC_PARALLEL2D)
+        return bp_parallel_sets(g, proj, vol, nzs, view_weight, v0, v1, threads, poll);
     int nv = v1 - v0;
     int *vl = malloc(sizeof(int) * (size_t)(nv > 0 ? nv : 1));
     if (!vl)
@@ -264,39 +273,29 @@ int rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int z
 #pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
     for (int k = 0; k < nzs; k++)
         for (int jb = 0; jb < njb; jb++) {
+            if (gj_poll_step(poll, (uint64_t)nv))
+                continue;
             int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
             const float *q = two_d ? proj + (int64_t)k * pset : proj;
             bp_rows(g, q, vol + k * slice, NULL, z0 + k, j0, j1, vl, nv, view_weight, fdk);
         }
     free(vl);
-    return 0;
+    return gj_poll_stopped(poll);
 }
 
 /* ---- Joseph forward projection ---- */
 
-int rc_matrix_ray(const struct rc_geom *g, int v, double Mi[9], double C[3])
-{
-    const double *A = g->mat + 12 * v;
-    double M[9];
-    for (int r = 0; r < 3; r++)
-        for (int k = 0; k < 3; k++)
-            M[3 * r + k] = A[3 * k + r];
-    if (rc_inv3(M, Mi))
-        return -1;
-    for (int r = 0; r < 3; r++)
-        C[r] = -(Mi[3 * r] * A[9] + Mi[3 * r + 1] * A[10] + Mi[3 * r + 2] * A[11]);
-    return 0;
-}
-
 /* Forward projects views vlist into q (views x rows x cols layout of the full set). */
 static void fp_views(const struct rc_geom *g, const float *vol, int nz_vol, float *q,
-                     const int *vlist, int nv, int threads)
+                     const int *vlist, int nv, int threads, struct gj_poll *poll)
 {
     const int cols = g->cols, rows = g->rows;
     const struct rc_grid grid = { g->nx, g->ny, g->nz, g->vx, g->vy, g->vz, g->ox, g->oy, g->oz };
 #pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2) if (threads > 1)
     for (int vi = 0; vi < nv; vi++)
         for (int r = 0; r < rows; r++) {
+            if (gj_poll_step(poll, 0))
+                continue;
             int v = vlist[vi];
             const double ca = cos(g->angles[v]), sa = sin(g->angles[v]);
             double Mi[9] = { 0 }, C[3] = { 0 };
@@ -327,11 +326,11 @@ int rc_forward(const struct rc_geom *g, const float *vol, float *proj, int z0, i
     for (int i = 0; i < nv; i++)
         vl[i] = v0 + i;
     if (g->type == RC_CONE3D) {
-        fp_views(g, vol, g->nz, proj, vl, nv, threads);
+        fp_views(g, vol, g->nz, proj, vl, nv, threads, NULL);
     } else {
         const int64_t slice = (int64_t)g->nx * g->ny, pset = (int64_t)g->nviews * g->cols;
         for (int k = 0; k < nzs; k++)
-            fp_views(g, vol + k * slice, 1, proj + k * pset, vl, nv, threads);
+            fp_views(g, vol + k * slice, 1, proj + k * pset, vl, nv, threads, NULL);
     }
     (void)z0;
     free(vl);
@@ -359,194 +358,205 @@ void rc_subset_order(int subsets, int *order)
         order[s] = (int)(((int64_t)s * stride) % subsets);
 }
 
+/* The state of one iterative reconstruction (a 2D slice, or the cone volume). */
 struct iter_ws {
+    const struct rc_geom *g;
+    const struct rc_opts *o;
+    int nz_vol, k, threads, subsets;
+    int64_t nrays, nvox;
     float *rowsum;   /* A 1 per ray (views x rows x cols) */
     float *res;      /* residual per ray */
     float *upd, *norm;
+    int *vl, *order;
 };
 
-/* Runs the iterative algorithm on one problem: a 2D slice (nz_vol = 1, z index k) or the
- * whole cone volume. threads: inner threads. Returns 1 when cancelled. */
-static int iterate(const struct rc_geom *g, const struct rc_opts *o, const float *p, float *x,
-                   int nz_vol, int k, int threads, const struct rc_hooks *hooks, int report,
-                   volatile int *stop)
+static void iter_free(struct iter_ws *w)
 {
-    const int64_t nrays = (int64_t)g->nviews * g->rows * g->cols;
-    const int64_t nvox = (int64_t)g->nx * g->ny * nz_vol;
-    const int subsets = o->algo == RC_SIRT ? 1 : o->subsets;
-    float *ones = malloc(sizeof(float) * (size_t)nvox);
-    float *rowsum = malloc(sizeof(float) * (size_t)nrays);
-    float *res = malloc(sizeof(float) * (size_t)nrays);
-    float *upd = malloc(sizeof(float) * (size_t)nvox);
-    float *norm = malloc(sizeof(float) * (size_t)nvox);
-    int *vl = malloc(sizeof(int) * (size_t)g->nviews);
-    int *order = malloc(sizeof(int) * (size_t)subsets);
-    int cancelled = 0;
-    if (!ones || !rowsum || !res || !upd || !norm || !vl || !order) {
-        cancelled = -1;
-        goto out;
+    free(w->rowsum);
+    free(w->res);
+    free(w->upd);
+    free(w->norm);
+    free(w->vl);
+    free(w->order);
+}
+
+/* Buffers, the row sums A 1 (through the same projector) and the subset order. */
+static int iter_setup(struct iter_ws *w, struct gj_poll *poll)
+{
+    const struct rc_geom *g = w->g;
+    w->subsets = w->o->algo == RC_SIRT ? 1 : w->o->subsets;
+    w->nrays = (int64_t)g->nviews * g->rows * g->cols;
+    w->nvox = (int64_t)g->nx * g->ny * w->nz_vol;
+    float *ones = malloc(sizeof(float) * (size_t)w->nvox);
+    w->rowsum = malloc(sizeof(float) * (size_t)w->nrays);
+    w->res = malloc(sizeof(float) * (size_t)w->nrays);
+    w->upd = malloc(sizeof(float) * (size_t)w->nvox);
+    w->norm = malloc(sizeof(float) * (size_t)w->nvox);
+    w->vl = malloc(sizeof(int) * (size_t)g->nviews);
+    w->order = malloc(sizeof(int) * (size_t)w->subsets);
+    if (!ones || !w->rowsum || !w->res || !w->upd || !w->norm || !w->vl || !w->order) {
+        free(ones);
+        return -1;
     }
-    for (int64_t i = 0; i < nvox; i++)
+    for (int64_t i = 0; i < w->nvox; i++)
         ones[i] = 1.0f;
     for (int i = 0; i < g->nviews; i++)
-        vl[i] = i;
-    fp_views(g, ones, nz_vol, rowsum, vl, g->nviews, threads);
-    rc_subset_order(subsets, order);
-    const int nzb = g->type == RC_CONE3D ? nz_vol : 1;
-    const int njb = (g->ny + 7) / 8;
+        w->vl[i] = i;
+    fp_views(g, ones, w->nz_vol, w->rowsum, w->vl, g->nviews, w->threads, poll);
+    free(ones);
+    rc_subset_order(w->subsets, w->order);
     /* a parallel region per sub-iteration only pays off when a subset holds enough work
      * (one view of a 2D slice does not: the threads would mostly wait at barriers) */
-    {
-        int64_t work = (int64_t)((g->nviews + subsets - 1) / subsets) * g->rows * g->cols * (g->nx > g->ny ? g->nx : g->ny);
-        if (work < (1 << 22))
-            threads = 1;
-    }
+    int64_t work = (int64_t)((g->nviews + w->subsets - 1) / w->subsets) * g->rows * g->cols *
+                   (g->nx > g->ny ? g->nx : g->ny);
+    if (work < (1 << 22))
+        w->threads = 1;
+    return 0;
+}
+
+/* x += lambda * BP_s((p - A_s x) / A_s 1) / BP_s(1) over subset s's views. */
+static void sub_iteration(struct iter_ws *w, int s, const float *p, float *x, struct gj_poll *poll)
+{
+    const struct rc_geom *g = w->g;
+    const int nzb = g->type == RC_CONE3D ? w->nz_vol : 1, njb = (g->ny + 7) / 8;
     const int64_t slice = (int64_t)g->nx * g->ny;
-    for (int it = 0; it < o->iterations && !cancelled; it++) {
-        for (int si = 0; si < subsets && !cancelled; si++) {
-            int s = order[si], nv = 0;
-            for (int v = s; v < g->nviews; v += subsets)
-                vl[nv++] = v;
-            fp_views(g, x, nz_vol, res, vl, nv, threads);
-            for (int a = 0; a < nv; a++) {
-                int64_t base = (int64_t)vl[a] * g->rows * g->cols;
-                for (int64_t r = 0; r < (int64_t)g->rows * g->cols; r++) {
-                    float w = rowsum[base + r];
-                    res[base + r] = w > 1e-6f ? (p[base + r] - res[base + r]) / w : 0.0f;
-                }
-            }
-            memset(upd, 0, sizeof(float) * (size_t)nvox);
-            memset(norm, 0, sizeof(float) * (size_t)nvox);
-#pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2) if (threads > 1)
-            for (int kk = 0; kk < nzb; kk++)
-                for (int jb = 0; jb < njb; jb++) {
-                    int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
-                    bp_rows(g, res, upd + kk * slice, norm + kk * slice,
-                            g->type == RC_CONE3D ? kk : k, j0, j1, vl, nv, NULL, 0);
-                }
-            const float lam = (float)o->relaxation;
-            for (int64_t i = 0; i < nvox; i++) {
-                if (norm[i] > 1e-6f)
-                    x[i] += lam * upd[i] / norm[i];
-                if (o->nonneg && x[i] < 0)
-                    x[i] = 0;
-            }
-            if (*stop)
-                cancelled = 1;
-            if (report && hooks) {
-                if (hooks->cancelled && hooks->cancelled(hooks->ctx)) {
-                    *stop = 1;
-                    cancelled = 1;
-                }
-                if (hooks->progress)
-                    hooks->progress(hooks->ctx, (it + (si + 1.0) / subsets) / o->iterations);
-            }
+    int nv = 0;
+    for (int v = s; v < g->nviews; v += w->subsets)
+        w->vl[nv++] = v;
+    fp_views(g, x, w->nz_vol, w->res, w->vl, nv, w->threads, poll);
+    for (int a = 0; a < nv; a++) {
+        int64_t base = (int64_t)w->vl[a] * g->rows * g->cols;
+        for (int64_t r = 0; r < (int64_t)g->rows * g->cols; r++) {
+            float wt = w->rowsum[base + r];
+            w->res[base + r] = wt > 1e-6f ? (p[base + r] - w->res[base + r]) / wt : 0.0f;
         }
     }
-out:
-    free(ones);
-    free(rowsum);
-    free(res);
-    free(upd);
-    free(norm);
-    free(vl);
-    free(order);
-    return cancelled;
+    memset(w->upd, 0, sizeof(float) * (size_t)w->nvox);
+    memset(w->norm, 0, sizeof(float) * (size_t)w->nvox);
+#pragma omp parallel for num_threads(w->threads) schedule(dynamic) collapse(2) if (w->threads > 1)
+    for (int kk = 0; kk < nzb; kk++)
+        for (int jb = 0; jb < njb; jb++) {
+            if (gj_poll_step(poll, 0))
+                continue;
+            int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
+            bp_rows(g, w->res, w->upd + kk * slice, w->norm + kk * slice,
+                    g->type == RC_CONE3D ? kk : w->k, j0, j1, w->vl, nv, NULL, 0);
+        }
+    const float lam = (float)w->o->relaxation;
+    for (int64_t i = 0; i < w->nvox; i++) {
+        if (w->norm[i] > 1e-6f)
+            x[i] += lam * w->upd[i] / w->norm[i];
+        if (w->o->nonneg && x[i] < 0)
+            x[i] = 0;
+    }
+}
+
+/* Runs the iterative algorithm on one problem: a 2D slice (nz_vol = 1, z index k) or the
+ * whole cone volume, with `threads` inner threads. Steps poll once per sub-iteration.
+ * 0, 1 when cancelled, -1 when out of memory. */
+static int iterate(const struct rc_geom *g, const struct rc_opts *o, const float *p, float *x,
+                   int nz_vol, int k, int threads, struct gj_poll *poll)
+{
+    struct iter_ws w = { .g = g, .o = o, .nz_vol = nz_vol, .k = k, .threads = threads };
+    int rc = iter_setup(&w, poll) ? -1 : 0;
+    for (int it = 0; it < o->iterations && rc == 0; it++)
+        for (int si = 0; si < w.subsets && rc == 0; si++) {
+            if (gj_poll_stopped(poll))
+                rc = 1;
+            else {
+                sub_iteration(&w, w.order[si], p, x, poll);
+                rc = gj_poll_step(poll, 1);
+            }
+        }
+    iter_free(&w);
+    return rc;
+}
+
+/* FBP / FDK: filtering, then backprojection in pieces of about 2e8 updates (slices in 2D,
+ * views for a cone volume); poll sees both. 0, 1 when cancelled, or -1 with err. */
+static int analytic(const struct rc_geom *g, const struct rc_opts *o, float *proj, float *vol, int z0,
+                    int nzs, int T, struct rc_hooks *hooks, struct gj_poll *poll, struct gj_error *err)
+{
+    const int two_d = g->type != RC_CONE3D;
+    const int64_t slice = (int64_t)g->nx * g->ny, pset = (int64_t)g->nviews * g->rows * g->cols;
+    double t0 = gj_now();
+    gj_poll_phase(poll, 0.0, 0.1, (uint64_t)(two_d ? nzs : 1) * g->nviews * g->rows);
+    int r = rc_filter_projections(g, o->filter, proj, two_d ? nzs : 1, T, poll, err);
+    if (r)
+        return r;
+    if (hooks)
+        hooks->t_filter = gj_now() - t0;
+    t0 = gj_now();
+    gj_poll_phase(poll, 0.1, 1.0, (uint64_t)nzs * ((g->ny + 7) / 8) * g->nviews);
+    if (two_d) {
+        int chunk = (int)(2e8 / ((double)slice * g->nviews));
+        chunk = chunk < 1 ? 1 : chunk;
+        for (int k = 0; k < nzs && r == 0; k += chunk) {
+            int n = k + chunk <= nzs ? chunk : nzs - k;
+            r = rc_backproject(g, proj + k * pset, vol + k * slice, z0 + k, n, NULL, g->type != RC_PARALLEL2D, 0,
+                               g->nviews, T, poll);
+        }
+    } else {
+        int vc = (int)(2e8 / ((double)slice * nzs));
+        vc = vc < 8 ? 8 : vc;
+        for (int v = 0; v < g->nviews && r == 0; v += vc)
+            r = rc_backproject(g, proj, vol, z0, nzs, NULL, 1, v, v + vc <= g->nviews ? v + vc : g->nviews, T, poll);
+    }
+    if (r < 0)
+        return gj_error_set(err, "", "out of memory");
+    if (hooks)
+        hooks->t_backproject = gj_now() - t0;
+    return r;
+}
+
+/* SART / SIRT of a 2D batch: whole slices per thread when there are enough of them,
+ * else one slice after another with all threads. */
+static int iterative_2d(const struct rc_geom *g, const struct rc_opts *o, const float *proj, float *vol,
+                        int z0, int nzs, int T, struct gj_poll *poll)
+{
+    const int64_t slice = (int64_t)g->nx * g->ny, pset = (int64_t)g->nviews * g->rows * g->cols;
+    int fail = 0;
+    if (nzs >= T || T == 1) {
+#pragma omp parallel for num_threads(T) schedule(dynamic)
+        for (int k = 0; k < nzs; k++) {
+            if (gj_poll_stopped(poll) || fail)
+                continue;
+            if (iterate(g, o, proj + k * pset, vol + k * slice, 1, z0 + k, 1, poll) < 0) {
+#pragma omp atomic write
+                fail = 1;
+            }
+        }
+    } else {
+        for (int k = 0; k < nzs && !gj_poll_stopped(poll) && !fail; k++)
+            fail = iterate(g, o, proj + k * pset, vol + k * slice, 1, z0 + k, T, poll) < 0;
+    }
+    return fail ? -1 : gj_poll_stopped(poll);
 }
 
 int rc_reconstruct(const struct rc_geom *g, const struct rc_opts *o, float *proj, float *vol,
                    int z0, int nzs, struct rc_hooks *hooks, struct gj_error *err)
 {
     const int T = o->threads > 0 ? o->threads : 1;
-    const int two_d = g->type != RC_CONE3D;
-    const int64_t slice = (int64_t)g->nx * g->ny;
-    const int64_t pset = (int64_t)g->nviews * g->rows * g->cols;
-    memset(vol, 0, sizeof(float) * (size_t)(slice * nzs));
-    volatile int stop = 0;
-    if (o->algo == RC_FBP || o->algo == RC_FDK) {
-        double t0 = rc_now();
-        if (rc_filter_projections(g, o->filter, proj, two_d ? nzs : 1, T, err))
-            return -1;
-        if (hooks)
-            hooks->t_filter = rc_now() - t0;
-        if (hooks && hooks->progress)
-            hooks->progress(hooks->ctx, 0.1);
-        t0 = rc_now();
-        /* backproject in pieces of about 2e8 updates (about a second on two cores) so that
-         * progress and cancellation stay responsive: slices in 2D, views for a cone volume */
-        const double per_slice = (double)slice * g->nviews;
-        if (two_d) {
-            int chunk = (int)(2e8 / per_slice);
-            chunk = chunk < 1 ? 1 : chunk;
-            for (int k = 0; k < nzs; k += chunk) {
-                int n = k + chunk <= nzs ? chunk : nzs - k;
-                if (rc_backproject(g, proj + k * pset, vol + k * slice, z0 + k, n, NULL, g->type != RC_PARALLEL2D, 0,
-                                   g->nviews, T))
-                    return gj_error_set(err, "", "out of memory");
-                if (hooks && hooks->cancelled && hooks->cancelled(hooks->ctx))
-                    return 1;
-                if (hooks && hooks->progress)
-                    hooks->progress(hooks->ctx, 0.1 + 0.9 * (k + n) / nzs);
-            }
-        } else {
-            int vc = (int)(2e8 / ((double)slice * nzs));
-            vc = vc < 8 ? 8 : vc;
-            for (int v = 0; v < g->nviews; v += vc) {
-                int v1 = v + vc <= g->nviews ? v + vc : g->nviews;
-                if (rc_backproject(g, proj, vol, z0, nzs, NULL, 1, v, v1, T))
-                    return gj_error_set(err, "", "out of memory");
-                if (hooks && hooks->cancelled && hooks->cancelled(hooks->ctx))
-                    return 1;
-                if (hooks && hooks->progress)
-                    hooks->progress(hooks->ctx, 0.1 + 0.9 * v1 / g->nviews);
-            }
-        }
-        if (hooks)
-            hooks->t_backproject = rc_now() - t0;
-        return 0;
-    }
-    /* iterative */
-    double t_it = rc_now();
-    if (!two_d) {
+    memset(vol, 0, sizeof(float) * (size_t)((int64_t)g->nx * g->ny * nzs));
+    struct gj_poll poll;
+    gj_poll_init(&poll, hooks ? hooks->ctx : NULL, hooks ? hooks->cancelled : NULL, hooks ? hooks->progress : NULL);
+    if (o->algo == RC_FBP || o->algo == RC_FDK)
+        return analytic(g, o, proj, vol, z0, nzs, T, hooks, &poll, err);
+    double t_it = gj_now();
+    const int subsets = o->algo == RC_SIRT ? 1 : o->subsets;
+    int r;
+    if (g->type == RC_CONE3D) {
         if (z0 != 0 || nzs != g->nz)
             return gj_error_set(err, "algorithm", "internal: iterative cone reconstruction needs the whole volume");
-        int r = iterate(g, o, proj, vol, g->nz, 0, T, hooks, 1, &stop);
-        if (r < 0)
-            return gj_error_set(err, "", "out of memory");
-        if (hooks)
-            hooks->t_iterate = rc_now() - t_it;
-        return r;
-    }
-    int fail = 0;
-    if (nzs >= T || T == 1) {
-        int done = 0;
-#pragma omp parallel for num_threads(T) schedule(dynamic)
-        for (int k = 0; k < nzs; k++) {
-            if (stop || fail)
-                continue;
-            int r = iterate(g, o, proj + k * pset, vol + k * slice, 1, z0 + k, 1, hooks,
-                            omp_get_thread_num() == 0 && nzs == 1, &stop);
-            if (r < 0) {
-#pragma omp atomic write
-                fail = 1;
-            }
-#pragma omp atomic
-            done++;
-            if (omp_get_thread_num() == 0 && hooks) {
-                if (hooks->cancelled && hooks->cancelled(hooks->ctx))
-                    stop = 1;
-                if (hooks->progress)
-                    hooks->progress(hooks->ctx, (double)done / nzs);
-            }
-        }
+        gj_poll_phase(&poll, 0.0, 1.0, (uint64_t)o->iterations * subsets);
+        r = iterate(g, o, proj, vol, g->nz, 0, T, &poll);
     } else {
-        for (int k = 0; k < nzs && !stop && !fail; k++)
-            if (iterate(g, o, proj + k * pset, vol + k * slice, 1, z0 + k, T, hooks, 1, &stop) < 0)
-                fail = 1;
+        gj_poll_phase(&poll, 0.0, 1.0, (uint64_t)nzs * o->iterations * subsets);
+        r = iterative_2d(g, o, proj, vol, z0, nzs, T, &poll);
     }
-    if (fail)
+    if (r < 0)
         return gj_error_set(err, "", "out of memory");
     if (hooks)
-        hooks->t_iterate = rc_now() - t_it;
-    return stop ? 1 : 0;
+        hooks->t_iterate = gj_now() - t_it;
+    return r;
 }

@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "common/gj_error.h"
+#include "common/gj_poll.h"
 
 enum rc_gtype { RC_PARALLEL2D = 0, RC_FAN2D = 1, RC_CONE3D = 2 };
 enum rc_algo { RC_FBP = 0, RC_SART = 1, RC_SIRT = 2, RC_FDK = 3 };
@@ -36,6 +37,8 @@ enum rc_filter { RC_RAMLAK = 0, RC_SHEPPLOGAN, RC_COSINE, RC_HAMMING, RC_HANN };
 #define RC_MAX_BATCH 100000
 #define RC_MAX_VOLUME_BYTES (32ull << 30)   /* host memory for one volume */
 #define RC_MAX_PROJ_BYTES (32ull << 30)     /* host memory for the projections */
+/* Host memory of a run besides its buffers: stdio, threads' stacks and FFT plans. */
+#define RC_HOST_OVERHEAD (16ull << 20)
 
 struct rc_geom {
     int type;                 /* enum rc_gtype */
@@ -102,11 +105,17 @@ int rc_phantom_id(const char *name);
 /* Exact line integral along the ray p + t d (d need not be unit; result in mm * 1/mm). */
 double rc_phantom_ray(const struct rc_phantom *ph, const double p[3], const double d[3]);
 /* Analytic projections of the geometry; out has rc_proj_count(g) floats
- * (the same sinogram repeated over the batch). */
-void rc_phantom_project(const struct rc_phantom *ph, const struct rc_geom *g, float *out, int threads);
-/* Ground truth on the volume grid, averaged over ss^d sub-samples per voxel (d = 2 in 2D). */
-void rc_phantom_truth(const struct rc_phantom *ph, const struct rc_geom *g, int ss, float *out,
-                      int threads);
+ * (the same sinogram repeated over the batch). poll (may be NULL): one unit per detector
+ * row. 0, or 1 when poll saw a cancel. */
+int rc_phantom_project(const struct rc_phantom *ph, const struct rc_geom *g, float *out, int threads,
+                       struct gj_poll *poll);
+/* Ground truth on the volume grid, averaged over ss^d sub-samples per voxel (d = 2 in 2D).
+ * poll: one unit per 256 voxels of a row. 0, or 1 when cancelled. */
+int rc_phantom_truth(const struct rc_phantom *ph, const struct rc_geom *g, int ss, float *out,
+                     int threads, struct gj_poll *poll);
+/* Units of poll progress the two take. */
+uint64_t rc_phantom_project_units(const struct rc_geom *g);
+uint64_t rc_phantom_truth_units(const struct rc_geom *g);
 
 /* ---- I/O (io.c) ---- */
 struct rc_nrrd {
@@ -115,25 +124,32 @@ struct rc_nrrd {
     double spacing[4];
     uint64_t data_offset;     /* bytes of header */
 };
-/* Writes float32 little-endian NRRD; space-directions form when space=1 (volumes). */
+/* Writes float32 little-endian NRRD; space-directions form when space=1 (volumes).
+ * poll (may be NULL) is asked between pieces of 64 MiB: 0, -1 (errno), or 1 when
+ * cancelled (nothing is left behind). */
 int rc_nrrd_write(const char *path, const float *data, int dim, const int64_t *sizes,
-                  const double *spacing, const double *origin, int space);
+                  const double *spacing, const double *origin, int space, struct gj_poll *poll);
+/* Raw float32 little-endian, written like rc_nrrd_write. */
+int rc_raw_write(const char *path, const float *data, uint64_t n, struct gj_poll *poll);
 /* Parses an NRRD header (at most 64 KiB) of a file of file_size bytes; only float32 raw
  * little-endian attached data is accepted. -1 with err otherwise. */
 int rc_nrrd_parse(const char *buf, size_t len, uint64_t file_size, struct rc_nrrd *h,
                   struct gj_error *err);
 /* Reads floats [first, first+count) of projections from a raw or NRRD file of exactly
- * total floats; rejects wrong sizes and non-finite values. */
+ * total floats; rejects wrong sizes and non-finite values. poll (may be NULL) is asked
+ * between pieces of 64 MiB. 0, -1 with err, or 1 when cancelled. */
 int rc_read_projections(const char *path, float *out, uint64_t total, uint64_t first,
-                        uint64_t count, struct gj_error *err);
+                        uint64_t count, struct gj_poll *poll, struct gj_error *err);
 /* PNG preview (8-bit grey) of the central slices, windowed to [lo, hi] of the data. */
 int rc_write_preview(const char *path, const float *vol, int nx, int ny, int nz);
+/* Host bytes rc_write_preview takes besides the volume. */
+uint64_t rc_preview_bytes(int nx, int ny, int nz);
 
 /* ---- algorithms (filter.c, project.c) ---- */
 /* Filters projections in place: weights (fan/cone cosine, Parker), ramp with the window,
  * and scale so that backprojection with rc_backproject gives 1/mm. nsets x views x rows x cols. */
 int rc_filter_projections(const struct rc_geom *g, int filter, float *proj, int nsets, int threads,
-                          struct gj_error *err);
+                          struct gj_poll *poll, struct gj_error *err);
 /* 0, or -1 with err when short_scan is set and the angles do not cover 180 degrees plus the fan angle. */
 int rc_check_short_scan(const struct rc_geom *g, struct gj_error *err);
 /* The tables of that filtering, for the GPU path: FFT length L, the response H (L/2+1,
@@ -143,10 +159,11 @@ int rc_filter_tables(const struct rc_geom *g, int filter, int *L, float **H, flo
                      float **vw, struct gj_error *err);
 /* Voxel-driven bilinear backprojection of one projection set into slices [z0, z0+nzs)
  * of the volume (vol points to slice z0). view_weight per view (NULL: 1); fdk=1 applies the
- * sod^2/L^2 distance weight of FBP/FDK; views [v0, v1). Adds to vol. 0, or -1 when out of
- * memory (vol then partly updated). */
+ * sod^2/L^2 distance weight of FBP/FDK; views [v0, v1). Adds to vol. poll (may be NULL):
+ * one unit per view and block of 8 rows. 0, -1 when out of memory, 1 when poll saw a
+ * cancel (vol then partly updated). */
 int rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
-                    const float *view_weight, int fdk, int v0, int v1, int threads);
+                   const float *view_weight, int fdk, int v0, int v1, int threads, struct gj_poll *poll);
 /* Joseph forward projection of slices [z0,z0+nzs) (2D: one slice at z0) for views [v0,v1).
  * 0, or -1 when out of memory. */
 int rc_forward(const struct rc_geom *g, const float *vol, float *proj, int z0, int nzs, int v0,
@@ -157,7 +174,9 @@ void rc_subset_order(int subsets, int *order);
 /* Per-view FBP weights (angular step, redundancy, Parker handled per ray in filtering). */
 void rc_view_weights(const struct rc_geom *g, float *w);
 /* Reconstructs slices [z0, z0+nzs) into vol (nx*ny*nzs floats). proj: for 2D the sinograms
- * of exactly those slices; for cone the whole projection set. Progress/cancel hooks. */
+ * of exactly those slices; for cone the whole projection set. The hooks (may be NULL) are
+ * called from the calling thread only, at least every 0.1 s of work (gj_poll.h); 0, 1
+ * when cancelled, or -1 with err. */
 struct rc_hooks {
     void *ctx;
     void (*progress)(void *ctx, double fraction);
@@ -167,8 +186,6 @@ struct rc_hooks {
 int rc_reconstruct(const struct rc_geom *g, const struct rc_opts *o, float *proj, float *vol,
                    int z0, int nzs, struct rc_hooks *hooks, struct gj_error *err);
 
-/* Timing helper. */
-double rc_now(void);
 /* PSNR (data range given) and SSIM (Gaussian 11x11 sigma 1.5, per slice mean) of a vs ref. */
 double rc_psnr(const float *a, const float *ref, size_t n, double range);
 double rc_ssim2d(const float *a, const float *ref, int nx, int ny, double range);

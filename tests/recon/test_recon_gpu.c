@@ -135,7 +135,7 @@ static int one_case(unsigned seed, int type, int algo, int variant, int hw)
     struct gj_error err = { 0 };
     int bad = !p1 || !p2 || !v1 || !v2;
     if (!bad) {
-        rc_phantom_project(&ph, &g, p1, 2);
+        rc_phantom_project(&ph, &g, p1, 2, NULL);
         memcpy(p2, p1, np * 4);
         bad = rc_reconstruct(&g, &o, p1, v1, 0, g.nz, NULL, &err) != 0;
         if (bad)
@@ -180,7 +180,7 @@ static int split_case(unsigned seed, int type, int algo)
     struct gj_error err = { 0 };
     int bad = !p || !v1 || !v2, nslabs = 0;
     if (!bad) {
-        rc_phantom_project(&ph, &g, p, 2);
+        rc_phantom_project(&ph, &g, p, 2, NULL);
         bad = rc_gpu_reconstruct(0, &g, &o, p, v1, 0, g.nz, NULL, &err) != 0;
     }
     for (int z0 = 0; !bad && z0 < g.nz; z0 += per, nslabs++) {

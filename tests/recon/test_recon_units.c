@@ -171,13 +171,13 @@ static void test_nrrd_parse(void **state)
         data[i] = (float)i * 0.5f;
     int64_t sizes[3] = { 4, 3, 2 };
     double sp[3] = { 1, 2, 3 }, org[3] = { 0, 0, 0 };
-    assert_int_equal(rc_nrrd_write(path, data, 3, sizes, sp, org, 1), 0);
+    assert_int_equal(rc_nrrd_write(path, data, 3, sizes, sp, org, 1, NULL), 0);
     float back[24];
-    assert_int_equal(rc_read_projections(path, back, 24, 0, 24, &err), 0);
+    assert_int_equal(rc_read_projections(path, back, 24, 0, 24, NULL, &err), 0);
     assert_memory_equal(back, data, sizeof data);
-    assert_int_equal(rc_read_projections(path, back, 24, 20, 4, &err), 0);
+    assert_int_equal(rc_read_projections(path, back, 24, 20, 4, NULL, &err), 0);
     assert_true(back[0] == 10.0f);
-    assert_int_equal(rc_read_projections(path, back, 25, 0, 25, &err), -1);
+    assert_int_equal(rc_read_projections(path, back, 25, 0, 25, NULL, &err), -1);
     assert_non_null(strstr(err.message, "too short"));
     unlink(path);
 }
@@ -196,8 +196,8 @@ static void test_joseph_disc(void **state)
     rc_phantom_make(RC_PH_DISC, 64, 0.02, &ph);
     float *img = malloc(sizeof(float) * 128 * 128), *ana = malloc(sizeof(float) * 36 * 200),
           *fp = malloc(sizeof(float) * 36 * 200);
-    rc_phantom_truth(&ph, &g, 4, img, 2);
-    rc_phantom_project(&ph, &g, ana, 2);
+    rc_phantom_truth(&ph, &g, 4, img, 2, NULL);
+    rc_phantom_project(&ph, &g, ana, 2, NULL);
     rc_forward(&g, img, fp, 0, 1, 0, 36, 2);
     double num = 0, den = 0;
     for (int i = 0; i < 36 * 200; i++) {
@@ -233,7 +233,7 @@ static void test_fbp_scale(void **state)
         struct rc_phantom ph;
         rc_phantom_make(RC_PH_DISC, 25.6, 0.02, &ph);
         float *p = malloc(sizeof(float) * rc_proj_count(&g)), *v = malloc(sizeof(float) * 64 * 64);
-        rc_phantom_project(&ph, &g, p, 2);
+        rc_phantom_project(&ph, &g, p, 2, NULL);
         assert_int_equal(rc_reconstruct(&g, &o, p, v, 0, 1, NULL, &err), 0);
         double m = 0;
         for (int y = 28; y < 36; y++)

@@ -469,9 +469,9 @@ static int add_route(struct build *b, const struct mpath *p)
 static int add_pair(struct build *b, int s, int t, int *pi)
 {
     struct mpath *P = NULL;
-    int nP = 0, rc = 0;
-    if (yen(&b->w, s, t, b->K, &P, &nP))
-        return out_of_memory(b);
+    int nP = 0, rc = yen(&b->w, s, t, b->K, b->poll, &P, &nP);
+    if (rc)
+        return rc < 0 ? out_of_memory(b) : 1;
     if ((long)b->rvl_off.n - 1 + nP > BRKGA_NET_MAX_ROUTES) {
         rc = gj_error_set(b->err, "k_paths", "more than %d candidate routes: lower k_paths",
                           BRKGA_NET_MAX_ROUTES);
@@ -530,8 +530,11 @@ static int demand_routes(struct build *b, int d)
     int pi = -1;
     for (int q = 0; q < b->n_pairs; q++)
         if (b->pairs[q].s == s && b->pairs[q].t == t) { pi = q; break; }
-    if (pi < 0 && add_pair(b, s, t, &pi))
-        return -1;
+    if (pi < 0) {
+        int rc = add_pair(b, s, t, &pi);
+        if (rc)
+            return rc;
+    }
     const struct pair_routes *pr = &b->pairs[pi];
     net->m.dem_route[2 * d] = pr->first;
     net->m.dem_route[2 * d + 1] = pr->first + pr->count;
@@ -574,8 +577,9 @@ static int candidate_routes(struct build *b)
     int D = (int)b->in->n_demands;
     gj_poll_phase(b->poll, 0.01, 0.05, (uint64_t)D);
     for (int d = 0; d < D; d++) {
-        if (demand_routes(b, d))
-            return -1;
+        int rc = demand_routes(b, d);
+        if (rc)
+            return rc;
         if (gj_poll_step(b->poll, 1))
             return 1;
     }

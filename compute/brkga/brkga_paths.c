@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/gj_poll.h"
 #include "brkga/brkga_paths.h"
 
 void heap_free(struct heap *h)
@@ -344,7 +345,7 @@ static void take_best(struct mpath *A, int *nA, struct candidates *B)
     B->v[best] = B->v[--B->n];
 }
 
-int yen(struct yen_ws *w, int s, int t, int K, struct mpath **A_out, int *nA_out)
+int yen(struct yen_ws *w, int s, int t, int K, struct gj_poll *poll, struct mpath **A_out, int *nA_out)
 {
     struct mpath *A = calloc((size_t)K, sizeof *A);
     struct candidates B = { 0 };
@@ -360,6 +361,10 @@ int yen(struct yen_ws *w, int s, int t, int K, struct mpath **A_out, int *nA_out
         nA = 1;
     }
     while (nA > 0 && nA < K) {
+        if (gj_poll_step(poll, 0)) {
+            rc = 1;
+            goto out;
+        }
         if (yen_round(w, A, nA, t, &B, &seq))
             goto out;
         if (B.n == 0)
@@ -375,7 +380,7 @@ out:
         for (int a = 0; a < K; a++)   /* calloc'd: a partly built path is freed too */
             mpath_free(&A[a]);
         free(A);
-        return -1;
+        return rc;
     }
     *A_out = A;
     *nA_out = nA;

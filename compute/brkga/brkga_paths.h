@@ -45,9 +45,12 @@ int yen_ws_init(struct yen_ws *w, const struct csr *g, const unsigned char *term
                 const double *ecost, int n_edges);
 void yen_ws_free(struct yen_ws *w);
 
+struct gj_poll;
+
 /* Yen's K shortest loopless paths from s to t, ordered by (cost, hops, order found).
- * *A_out (K slots, *nA_out filled; caller frees each and the array). 0, or -1 when out
- * of memory. */
-int yen(struct yen_ws *w, int s, int t, int K, struct mpath **A_out, int *nA_out);
+ * *A_out (K slots, *nA_out filled; caller frees each and the array). poll (may be NULL)
+ * is stepped once a round. 0; -1 when out of memory; 1 when poll saw a cancel (nothing
+ * is returned then). */
+int yen(struct yen_ws *w, int s, int t, int K, struct gj_poll *poll, struct mpath **A_out, int *nA_out);
 
 #endif

@@ -113,6 +113,28 @@ static void bp_rows(const struct rc_geom *g, const float *q, float *slice, float
     }
 }
 
+/* Views per piece of a row block's backprojection: many views of wide slices are
+ * seconds of work, and poll is asked between pieces. The views are added in the same
+ * order as in one call, so the sums are the same. */
+#define BP_VIEWS 64
+
+/* bp_rows in pieces of BP_VIEWS views; stops once poll saw a cancel. Each view is a
+ * unit of poll's progress when count_views. poll or vlist NULL: one call. */
+static void bp_rows_polled(const struct rc_geom *g, const float *q, float *slice, float *norm, int k, int j0,
+                           int j1, const int *vlist, int nv, const float *vw, int fdk, struct gj_poll *poll,
+                           int count_views)
+{
+    if (!poll || !vlist) {
+        bp_rows(g, q, slice, norm, k, j0, j1, vlist, nv, vw, fdk);
+        return;
+    }
+    for (int c = 0; c < nv && !gj_poll_step(poll, 0); c += BP_VIEWS) {
+        int n = nv - c < BP_VIEWS ? nv - c : BP_VIEWS;
+        bp_rows(g, q, slice, norm, k, j0, j1, vlist + c, n, vw, fdk);
+        gj_poll_step(poll, count_views ? (uint64_t)n : 0);
+    }
+}
+
 /* Parallel-beam FBP inner loop: qp is a view's row with two zeros padded on each side,
  * so clamping the position to [0, cols+2] makes every tap valid and the edges fade to
  * zero exactly as the general path. Branch-free, so the compiler vectorises it (AVX2
@@ -244,10 +266,12 @@ static int bp_parallel_sets(const struct rc_geom *g, const float *proj, float *v
 #pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
     for (int k = 0; k < nzs; k++)
         for (int jb = 0; jb < njb; jb++) {
-            if (gj_poll_step(poll, (uint64_t)(v1 - v0)))
-                continue;
             int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
-            bp_parallel(g, pad + (int64_t)k * g->nviews * pc, vol + k * slice, j0, j1, v0, v1, vw);
+            for (int c = v0; c < v1 && !gj_poll_step(poll, 0); c += BP_VIEWS) {
+                int c1 = c + BP_VIEWS < v1 ? c + BP_VIEWS : v1;
+                bp_parallel(g, pad + (int64_t)k * g->nviews * pc, vol + k * slice, j0, j1, c, c1, vw);
+                gj_poll_step(poll, (uint64_t)(c1 - c));
+            }
         }
     free(pad);
     return gj_poll_stopped(poll);
@@ -273,11 +297,9 @@ int rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int z
 #pragma omp parallel for num_threads(threads) schedule(dynamic) collapse(2)
     for (int k = 0; k < nzs; k++)
         for (int jb = 0; jb < njb; jb++) {
-            if (gj_poll_step(poll, (uint64_t)nv))
-                continue;
             int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
             const float *q = two_d ? proj + (int64_t)k * pset : proj;
-            bp_rows(g, q, vol + k * slice, NULL, z0 + k, j0, j1, vl, nv, view_weight, fdk);
+            bp_rows_polled(g, q, vol + k * slice, NULL, z0 + k, j0, j1, vl, nv, view_weight, fdk, poll, 1);
         }
     free(vl);
     return gj_poll_stopped(poll);
@@ -436,11 +458,9 @@ static void sub_iteration(struct iter_ws *w, int s, const float *p, float *x, st
 #pragma omp parallel for num_threads(w->threads) schedule(dynamic) collapse(2) if (w->threads > 1)
     for (int kk = 0; kk < nzb; kk++)
         for (int jb = 0; jb < njb; jb++) {
-            if (gj_poll_step(poll, 0))
-                continue;
             int j0 = jb * 8, j1 = j0 + 8 < g->ny ? j0 + 8 : g->ny;
-            bp_rows(g, w->res, w->upd + kk * slice, w->norm + kk * slice,
-                    g->type == RC_CONE3D ? kk : w->k, j0, j1, w->vl, nv, NULL, 0);
+            bp_rows_polled(g, w->res, w->upd + kk * slice, w->norm + kk * slice,
+                           g->type == RC_CONE3D ? kk : w->k, j0, j1, w->vl, nv, NULL, 0, poll, 0);
         }
     const float lam = (float)w->o->relaxation;
     for (int64_t i = 0; i < w->nvox; i++) {

@@ -169,6 +169,24 @@ static int brkga_validate(const struct gj_job *job, struct gj_error *err)
     return check_population_at_submit(job, &c, err);
 }
 
+/* Every input is read whole, and the smallest problem the params allow holds two
+ * generations of keys. */
+static uint64_t brkga_host_floor(const struct gj_job *job)
+{
+    struct brkga_cfg c;
+    struct gj_error ignored = { 0 };
+    if (brkga_cfg_read(job->params, &c, &ignored))
+        return 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < job->n_inputs; i++)
+        bytes += job->inputs[i].size;
+    if (c.pop_size || !gj_job_input(job, "params")) {
+        size_t n_min = c.tsp ? 3 : 2;
+        bytes += 2 * (uint64_t)population_for(&c, n_min) * (uint64_t)c.K * n_min * 4;
+    }
+    return bytes;
+}
+
 static int load_tsp(const struct gj_job *job, const struct brkga_cfg *c, struct brkga_problem *pb,
                     struct gj_error *err)
 {
@@ -455,4 +473,5 @@ const struct gj_kind gj_kind_brkga = {
     .validate = brkga_validate,
     .estimate = brkga_estimate,
     .run = brkga_run,
+    .host_bytes_floor = brkga_host_floor,
 };

@@ -60,13 +60,14 @@ static int phantom_parse(const struct gj_job *job, struct rc_geom *g, struct rc_
 }
 
 /* Host bytes at the peak: the projections while they are computed and written, then
- * the ground truth with its preview (one after the other). */
-static uint64_t phantom_host_bytes(const struct gj_job *job, const struct rc_geom *g)
+ * the ground truth (with its preview when with_preview), one after the other. */
+static uint64_t phantom_host_bytes(const struct gj_job *job, const struct rc_geom *g, int with_preview)
 {
     json_t *tv = json_object_get(job->params, "truth");
     uint64_t proj = rc_proj_count(g) * 4, truth = 0;
     if (!tv || json_is_true(tv))
-        truth = rc_vol_count(g) * 4 + rc_preview_bytes(g->nx, g->ny, g->type == RC_CONE3D ? g->nz : 1);
+        truth = rc_vol_count(g) * 4 +
+                (with_preview ? rc_preview_bytes(g->nx, g->ny, g->type == RC_CONE3D ? g->nz : 1) : 0);
     return proj > truth ? proj : truth;
 }
 
@@ -80,7 +81,7 @@ static int phantom_validate(const struct gj_job *job, struct gj_error *err)
     return 0;
 }
 
-/* No inputs: the buffers are known at submit. */
+/* No inputs: the buffers are known at submit (the floor leaves out the preview). */
 static uint64_t phantom_host_floor(const struct gj_job *job)
 {
     struct rc_geom g;
@@ -88,7 +89,7 @@ static uint64_t phantom_host_floor(const struct gj_job *job)
     struct gj_error ignored = { 0 };
     if (phantom_parse(job, &g, &ph, &ignored))
         return 0;
-    uint64_t bytes = phantom_host_bytes(job, &g);
+    uint64_t bytes = phantom_host_bytes(job, &g, 0);
     rc_geom_free(&g);
     return bytes;
 }
@@ -102,7 +103,7 @@ static int phantom_estimate(const struct gj_job *job, struct gj_needs *needs, st
     needs->can_use_gpu = 0;
     needs->needs_gpu = 0;
     needs->device_bytes = 0;
-    needs->host_bytes = phantom_host_bytes(job, &g) + RC_HOST_OVERHEAD;
+    needs->host_bytes = phantom_host_bytes(job, &g, 1) + RC_HOST_OVERHEAD;
     rc_geom_free(&g);
     return 0;
 }

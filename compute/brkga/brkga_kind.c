@@ -117,17 +117,21 @@ static size_t population_for(const struct brkga_cfg *c, size_t n)
     return p > (double)c->max_pop ? (size_t)c->max_pop : (size_t)p;
 }
 
+/* Genes of the smallest problem the GA runs on: 3 cities, or one demand (a routable
+ * demand has a virtual link at each end). */
+#define BRKGA_MIN_GENES 3
+
 /* The population arithmetic that holds whatever the inputs are. The engine's key count
- * grows with the genes, so a job whose smallest possible problem (3 cities, or one
- * virtual link and one demand) already exceeds it can never run. Params.xml (a file,
- * not read at submit) may set the population, unless population_size does. */
+ * grows with the genes, so a job whose smallest possible problem already exceeds it can
+ * never run. Params.xml (a file, not read at submit) may set the population, unless
+ * population_size does. */
 static int check_population_at_submit(const struct gj_job *job, const struct brkga_cfg *c,
                                       struct gj_error *err)
 {
     if (!c->pop_size && gj_job_input(job, "params"))
         return 0;
     struct brkga_params prm;
-    size_t n_min = c->tsp ? 3 : 2;
+    size_t n_min = BRKGA_MIN_GENES;
     if (c->pop_size) {
         /* p is fixed: every check is exact, save the key count's lower bound */
         struct gj_error e = { 0 };
@@ -180,10 +184,8 @@ static uint64_t brkga_host_floor(const struct gj_job *job)
     uint64_t bytes = 0;
     for (size_t i = 0; i < job->n_inputs; i++)
         bytes += job->inputs[i].size;
-    if (c.pop_size || !gj_job_input(job, "params")) {
-        size_t n_min = c.tsp ? 3 : 2;
-        bytes += 2 * (uint64_t)population_for(&c, n_min) * (uint64_t)c.K * n_min * 4;
-    }
+    if (c.pop_size || !gj_job_input(job, "params"))
+        bytes += 2 * (uint64_t)population_for(&c, BRKGA_MIN_GENES) * (uint64_t)c.K * BRKGA_MIN_GENES * 4;
     return bytes;
 }
 

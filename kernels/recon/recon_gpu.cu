@@ -749,20 +749,20 @@ extern "C" int rc_gpu_reconstruct(int device, const struct rc_geom *g, const str
     Checkpoint cp = { hooks, 0.0, 1.0 };
     if (cp.at(0.0))
         return 1;
-    double t0 = rc_now();
+    double t0 = gj_now();
     if (o->algo == RC_FBP || o->algo == RC_FDK) {
         // gpu_filter and gpu_backproject end with a stream sync, so wall time is kernel time
         if (gpu_filter(g, o->filter, dp.as<float>(), two_d ? (int64_t)nzs * g->nviews : (int64_t)g->nviews * g->rows,
                        st.s, err))
             return -1;
-        double t1 = rc_now();
+        double t1 = gj_now();
         if (cp.at(0.3))
             return 1;
         if (gpu_backproject(g, dp.as<float>(), dvol.as<float>(), z0, nzs, o->gpu_hw_filter != 0, st.s, err))
             return -1;
         if (hooks) {
             hooks->t_filter = t1 - t0;
-            hooks->t_backproject = rc_now() - t1;
+            hooks->t_backproject = gj_now() - t1;
         }
     } else {
         if (!two_d && (z0 != 0 || nzs != g->nz))
@@ -779,7 +779,7 @@ extern "C" int rc_gpu_reconstruct(int device, const struct rc_geom *g, const str
                 return r;
         }
         if (hooks)
-            hooks->t_iterate = rc_now() - t0;
+            hooks->t_iterate = gj_now() - t0;
     }
     CK(cudaMemcpyAsync(vol, dvol.p, sizeof(float) * nv, cudaMemcpyDeviceToHost, st.s));
     CK(cudaStreamSynchronize(st.s));

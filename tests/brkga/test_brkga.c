@@ -728,6 +728,61 @@ static void test_validate(void **state)
     expect_validate("{\"max_optical_path_length\":-1}", "max_optical_path_length");
 }
 
+/* validate's error names this field (the 422 of issue 11). */
+static void expect_field(const char *params, const char *field)
+{
+    json_error_t je;
+    json_t *p = json_loads(params, 0, &je);
+    assert_non_null(p);
+    struct gj_input inputs[] = { { "network", NULL, 100 }, { "demands", NULL, 100 } };
+    struct gj_job job = { "brkga", p, inputs, 2 };
+    struct gj_error err;
+    memset(&err, 0, sizeof err);
+    int rc = gj_kind_validate(&gj_kind_brkga, &job, &err);
+    json_decref(p);
+    if (rc == 0 || strcmp(err.field, field) != 0 || err.status != 422)
+        fail_msg("%s: expected a 422 on '%s', got rc %d, %d on '%s': %s", params, field, rc, err.status,
+                 err.field, err.message);
+}
+
+/* Issue 11: population x populations is refused at submit, naming the field to change;
+ * at run time the same limit names population_size or max_population. */
+static void test_population_at_submit(void **state)
+{
+    (void)state;
+    /* 2^22 x 64 individuals exceed 2^29 keys with any problem (3 genes at least) */
+    expect_field("{\"population_size\":4194304,\"populations\":64}", "populations");
+    expect_field("{\"population_factor\":1000000,\"max_population\":4194304,\"populations\":64}", "populations");
+    /* a fixed population: elites and exchanges are exact at submit */
+    expect_field("{\"population_size\":2,\"elites\":0.3}", "elites");
+    expect_field("{\"population_size\":10,\"populations\":4,\"exchange_interval\":5,\"exchange_count\":3}",
+                 "exchange_count");
+    expect_validate("{\"population_size\":4194304,\"populations\":32}", NULL);   /* fits 3 genes */
+    expect_validate("{\"population_size\":4194304,\"populations\":64,\"elites\":0.1}", "populations");
+    /* unknown until the problem is known: p from population_factor at 3 genes would be 1 */
+    expect_validate("{\"population_factor\":0.5,\"populations\":64}", NULL);
+
+    struct brkga_cfg c;
+    struct brkga_params prm;
+    struct gj_error err;
+    json_t *p = json_loads("{\"population_size\":4194304}", 0, NULL);
+    assert_int_equal(brkga_cfg_read(p, &c, &err), 0);
+    assert_int_equal(brkga_params_fill(&c, 5000, &prm, &err), -1);
+    assert_string_equal(err.field, "population_size");
+    json_decref(p);
+    p = json_loads("{\"max_population\":4194304,\"population_factor\":1000}", 0, NULL);
+    assert_int_equal(brkga_cfg_read(p, &c, &err), 0);
+    assert_int_equal(brkga_params_fill(&c, 5000, &prm, &err), -1);
+    assert_string_equal(err.field, "max_population");
+    assert_int_equal(brkga_params_fill(&c, 0, &prm, &err), -1);
+    json_decref(p);
+    p = json_loads("{\"population_factor\":0.1}", 0, NULL);
+    assert_int_equal(brkga_cfg_read(p, &c, &err), 0);
+    assert_int_equal(brkga_params_fill(&c, 10, &prm, &err), -1);
+    assert_string_equal(err.field, "population_factor");
+    json_decref(p);
+}
+
 /* ---- the kind, end to end, as `gpujobd run` drives it ---- */
 static int run_kind(const char *params, struct gj_input *inputs, size_t n, const char *out,
                     struct gj_error *err)
@@ -892,6 +947,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_tsp_bad_input),
         cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_population_at_submit),
         cmocka_unit_test(test_kind_params_xml),
         cmocka_unit_test(test_kind_unroutable),
     };

@@ -15,9 +15,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char err[256];
+    struct gj_error err = { 0 };
     gj_dicom *d;
-    if (gj_dicom_open_mem(data, size, &d, err, sizeof err) < 0)
+    if (gj_dicom_open_mem(data, size, &d, &err) < 0)
         return 0;
     char s[128];
     long v;
@@ -29,12 +29,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Frames larger than 4 Mi samples are legal (the library bounds them by
      * the compressed size), but decoding them is slow under ASan: skip them
      * so the fuzzer looks for bugs, not for big images. */
-    if (gj_dicom_image_info(d, &img, err, sizeof err) == 0 && gj_dicom_frame_floats(&img) <= (1u << 22)) {
+    if (gj_dicom_image_info(d, &img, &err) == 0 && gj_dicom_frame_floats(&img) <= (1u << 22)) {
         uint64_t n = gj_dicom_frame_floats(&img);
         float *out = malloc(n * sizeof *out);
         if (out) {
             for (uint32_t f = 0; f < img.frames && f < 2; f++)
-                (void)gj_dicom_decode_frame(d, f, out, n, err, sizeof err);
+                (void)gj_dicom_decode_frame(d, f, out, n, &err);
             free(out);
         }
     }

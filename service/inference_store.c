@@ -390,8 +390,7 @@ static int acquisition_time(const char *path, char out[32])
     if (gj_file_size(path, &size) != 0 || size > INPUT_MAX_BYTES)
         return -1;
     gj_dicom *d = NULL;
-    char msg[200];
-    if (gj_dicom_open_file(path, &d, msg, sizeof msg) != 0)
+    if (gj_dicom_open_file(path, &d, NULL) != 0)
         return -1;
     char dt[64], da[32], tm[40];
     int rc = -1;

@@ -206,8 +206,7 @@ static int part_end(void *ud)
     int rc = close(s->fd);
     s->fd = -1;
     gj_dicom *d = NULL;
-    char msg[300];
-    if (rc != 0 || gj_dicom_open_file(s->scratch, &d, msg, sizeof msg) != 0) {
+    if (rc != 0 || gj_dicom_open_file(s->scratch, &d, NULL) != 0) {
         in->failure = FAIL_CANNOT_UNDERSTAND;
         drop_part(s);
         return 0;

@@ -5,7 +5,8 @@
  * The input is network-facing. Every length is checked against the bytes
  * that are there, nesting and element counts are bounded, and an image's
  * size is checked against GJ_DICOM_MAX_* before anything is allocated.
- * Hostile input gives -1 and a message in the caller's buffer, never a crash.
+ * Hostile input gives -1 and a struct gj_error (its field the tag at fault,
+ * "(0028,0010)", when there is one), never a crash.
  *
  * Supported: preamble + file meta group (a file without preamble that starts
  * with a group-0002 or group-0008 element is also read); implicit VR LE,
@@ -37,6 +38,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common/gj_error.h"
 
 /* Bounds applied to every file. */
 #define GJ_DICOM_MAX_FILE_BYTES   ((uint64_t)2 << 30)   /* 2 GiB read from disk */
@@ -127,10 +130,9 @@ struct gj_dicom_image {
 
 /* --- opening ----------------------------------------------------------- */
 
-/* Parses a file / a buffer (copied). 0 and *out, or -1 with a message in err
- * (errlen bytes, always NUL-terminated when errlen > 0). */
-int gj_dicom_open_file(const char *path, gj_dicom **out, char *err, size_t errlen);
-int gj_dicom_open_mem(const void *data, size_t len, gj_dicom **out, char *err, size_t errlen);
+/* Parses a file / a buffer (copied). 0 and *out, or -1 with err (may be NULL). */
+int gj_dicom_open_file(const char *path, gj_dicom **out, struct gj_error *err);
+int gj_dicom_open_mem(const void *data, size_t len, gj_dicom **out, struct gj_error *err);
 void gj_dicom_free(gj_dicom *d);
 
 enum gj_dicom_ts gj_dicom_ts(const gj_dicom *d);
@@ -160,7 +162,7 @@ int gj_dicom_window(const gj_dicom *d, double *center, double *width);
 /* --- pixels -------------------------------------------------------------- */
 
 /* Reads and checks the image attributes. 0, or -1 with err. */
-int gj_dicom_image_info(const gj_dicom *d, struct gj_dicom_image *img, char *err, size_t errlen);
+int gj_dicom_image_info(const gj_dicom *d, struct gj_dicom_image *img, struct gj_error *err);
 
 /* Number of floats one decoded frame needs: rows*columns*samples_per_pixel. */
 uint64_t gj_dicom_frame_floats(const struct gj_dicom_image *img);
@@ -173,12 +175,12 @@ uint64_t gj_dicom_frame_floats(const struct gj_dicom_image *img);
  * interpretation to display. out must hold `capacity` floats, at least
  * gj_dicom_frame_floats(). 0 or -1 with err. */
 int gj_dicom_decode_frame(const gj_dicom *d, uint32_t frame, float *out, uint64_t capacity,
-                          char *err, size_t errlen);
+                          struct gj_error *err);
 
 /* Like gj_dicom_decode_frame, but stored values (after masking and sign
  * extension, before rescale) as int32. */
 int gj_dicom_decode_frame_raw(const gj_dicom *d, uint32_t frame, int32_t *out, uint64_t capacity,
-                              char *err, size_t errlen);
+                              struct gj_error *err);
 
 /* `gpujobd dicom info FILE [--pixels OUT.f32]` (argv[0] is "dicom"). */
 int gj_dicom_cli_main(int argc, char **argv);

@@ -37,18 +37,18 @@ static void field_tag(FILE *o, const gj_dicom *d, const char *name, uint32_t tag
     fputs(",\n", o);
 }
 
-static int write_floats(const char *path, const float *v, uint64_t n, char *err, size_t errlen)
+static int write_floats(const char *path, const float *v, uint64_t n, struct gj_error *err)
 {
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
     if (!tmp) {
-        snprintf(err, errlen, "out of memory");
+        gj_error_set(err, "", "out of memory");
         return -1;
     }
     snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+        gj_error_set(err, "", "%s: %s", tmp, strerror(errno));
         free(tmp);
         return -1;
     }
@@ -56,7 +56,7 @@ static int write_floats(const char *path, const float *v, uint64_t n, char *err,
     int bad = w != n || fflush(f) != 0;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        gj_error_set(err, "", "%s: write failed: %s", path, strerror(errno));
         unlink(tmp);
         free(tmp);
         return -1;
@@ -73,41 +73,53 @@ static int usage(void)
     return 2;
 }
 
-int gj_dicom_cli_main(int argc, char **argv)
+struct cli_args { const char *file, *pixels; long frame; };
+
+static int cli_args(int argc, char **argv, struct cli_args *a)
 {
     if (argc < 3 || strcmp(argv[1], "info") != 0)
-        return usage();
-    const char *file = NULL, *pixels = NULL;
-    long frame = 1;
+        return -1;
+    a->file = a->pixels = NULL;
+    a->frame = 1;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--pixels") == 0 && i + 1 < argc) {
-            pixels = argv[++i];
+            a->pixels = argv[++i];
         } else if (strcmp(argv[i], "--frame") == 0 && i + 1 < argc) {
             char *e;
-            frame = strtol(argv[++i], &e, 10);
-            if (*e || frame < 1)
-                return usage();
-        } else if (argv[i][0] == '-' || file) {
-            return usage();
+            a->frame = strtol(argv[++i], &e, 10);
+            if (*e || a->frame < 1)
+                return -1;
+        } else if (argv[i][0] == '-' || a->file) {
+            return -1;
         } else {
-            file = argv[i];
+            a->file = argv[i];
         }
     }
-    if (!file)
-        return usage();
+    return a->file ? 0 : -1;
+}
 
-    char err[512] = "";
-    gj_dicom *d;
-    if (gj_dicom_open_file(file, &d, err, sizeof err) < 0) {
-        fprintf(stderr, "gpujobd dicom: %s\n", err);
-        return 1;
+/* The image attributes, or the reason there are none. */
+static void print_image(FILE *o, int have_img, const struct gj_dicom_image *img, const char *img_err)
+{
+    if (!have_img) {
+        fputs("  \"image_error\": ", o);
+        json_str(o, img_err);
+        fputs(",\n", o);
+        return;
     }
-    struct gj_dicom_image img;
-    int have_img = gj_dicom_image_info(d, &img, err, sizeof err) == 0;
-    char img_err[512];
-    snprintf(img_err, sizeof img_err, "%s", have_img ? "" : err);
+    fprintf(o, "  \"rows\": %u,\n  \"columns\": %u,\n  \"frames\": %u,\n", img->rows, img->columns, img->frames);
+    fprintf(o, "  \"samples_per_pixel\": %u,\n  \"photometric_interpretation\": ", img->samples_per_pixel);
+    json_str(o, img->photometric_name);
+    fprintf(o, ",\n  \"bits_allocated\": %u,\n  \"bits_stored\": %u,\n  \"high_bit\": %u,\n"
+               "  \"pixel_representation\": %u,\n  \"rescale_slope\": %.17g,\n  \"rescale_intercept\": %.17g,\n",
+            img->bits_allocated, img->bits_stored, img->high_bit, img->pixel_representation,
+            img->rescale_slope, img->rescale_intercept);
+    fprintf(o, "  \"encapsulated\": %s,\n", img->encapsulated ? "true" : "false");
+}
 
-    FILE *o = stdout;
+static void print_summary(FILE *o, const gj_dicom *d, int have_img, const struct gj_dicom_image *img,
+                          const char *img_err)
+{
     fputs("{\n", o);
     fputs("  \"transfer_syntax\": ", o);
     json_str(o, gj_dicom_ts_uid(d));
@@ -121,54 +133,58 @@ int gj_dicom_cli_main(int argc, char **argv)
     field_tag(o, d, "modality", GJ_DCM_Modality);
     field_tag(o, d, "body_part_examined", GJ_DCM_BodyPartExamined);
     field_tag(o, d, "view_position", GJ_DCM_ViewPosition);
-    if (have_img) {
-        fprintf(o, "  \"rows\": %u,\n  \"columns\": %u,\n  \"frames\": %u,\n", img.rows, img.columns, img.frames);
-        fprintf(o, "  \"samples_per_pixel\": %u,\n  \"photometric_interpretation\": ", img.samples_per_pixel);
-        json_str(o, img.photometric_name);
-        fprintf(o, ",\n  \"bits_allocated\": %u,\n  \"bits_stored\": %u,\n  \"high_bit\": %u,\n"
-                   "  \"pixel_representation\": %u,\n  \"rescale_slope\": %.17g,\n  \"rescale_intercept\": %.17g,\n",
-                img.bits_allocated, img.bits_stored, img.high_bit, img.pixel_representation,
-                img.rescale_slope, img.rescale_intercept);
-        fprintf(o, "  \"encapsulated\": %s,\n", img.encapsulated ? "true" : "false");
-    } else {
-        fputs("  \"image_error\": ", o);
-        json_str(o, img_err);
-        fputs(",\n", o);
-    }
+    print_image(o, have_img, img, img_err);
     double wc, ww;
     if (gj_dicom_window(d, &wc, &ww) == 0)
         fprintf(o, "  \"window_center\": %.17g,\n  \"window_width\": %.17g,\n", wc, ww);
+}
+
+/* --pixels: frame (1-based) as float32. 0, or -1 with err. */
+static int write_pixels(const gj_dicom *d, const struct gj_dicom_image *img, long frame, const char *path,
+                        struct gj_error *err)
+{
+    if ((uint64_t)frame > img->frames)
+        return gj_error_set(err, "", "frame %ld out of range (%u frames)", frame, img->frames);
+    uint64_t n = gj_dicom_frame_floats(img);
+    float *v = malloc(n * sizeof *v);
+    if (!v)
+        return gj_error_set(err, "", "out of memory");
+    int rc = gj_dicom_decode_frame(d, (uint32_t)(frame - 1), v, n, err) < 0 || write_floats(path, v, n, err) < 0
+             ? -1 : 0;
+    free(v);
+    return rc;
+}
+
+int gj_dicom_cli_main(int argc, char **argv)
+{
+    struct cli_args a;
+    if (cli_args(argc, argv, &a))
+        return usage();
+    struct gj_error err = { 0 }, img_err = { 0 };
+    gj_dicom *d;
+    if (gj_dicom_open_file(a.file, &d, &err) < 0) {
+        fprintf(stderr, "gpujobd dicom: %s\n", err.message);
+        return 1;
+    }
+    struct gj_dicom_image img;
+    int have_img = gj_dicom_image_info(d, &img, &img_err) == 0;
+    FILE *o = stdout;
+    print_summary(o, d, have_img, &img, img_err.message);
     int rc = 0;
-    if (pixels) {
-        if (!have_img) {
-            snprintf(err, sizeof err, "%s", img_err);
-            rc = 1;
-        } else if ((uint64_t)frame > img.frames) {
-            snprintf(err, sizeof err, "frame %ld out of range (%u frames)", frame, img.frames);
-            rc = 1;
-        } else {
-            uint64_t n = gj_dicom_frame_floats(&img);
-            float *v = malloc(n * sizeof *v);
-            if (!v) {
-                snprintf(err, sizeof err, "out of memory");
-                rc = 1;
-            } else {
-                if (gj_dicom_decode_frame(d, (uint32_t)(frame - 1), v, n, err, sizeof err) < 0 ||
-                    write_floats(pixels, v, n, err, sizeof err) < 0)
-                    rc = 1;
-                free(v);
-            }
-        }
+    if (a.pixels) {
+        if (!have_img)
+            err = img_err;
+        rc = !have_img || write_pixels(d, &img, a.frame, a.pixels, &err) ? 1 : 0;
         if (rc == 0) {
             fputs("  \"pixels\": ", o);
-            json_str(o, pixels);
-            fprintf(o, ",\n  \"pixels_frame\": %ld,\n", frame);
+            json_str(o, a.pixels);
+            fprintf(o, ",\n  \"pixels_frame\": %ld,\n", a.frame);
         }
     }
     fprintf(o, "  \"ok\": %s\n}\n", rc == 0 ? "true" : "false");
     fflush(o);
     if (rc)
-        fprintf(stderr, "gpujobd dicom: %s\n", err);
+        fprintf(stderr, "gpujobd dicom: %s\n", err.message);
     gj_dicom_free(d);
     return rc;
 }

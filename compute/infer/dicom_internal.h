@@ -1,13 +1,15 @@
 /*
- * dicom_internal.h — shared between the dicom_*.c files; not for users.
+ * dicom_internal.h — the parsed dataset, shared by dicom_parse.c (which builds it)
+ * and dicom_pixels.c (which reads its pixel data); not for users, nor for the codecs
+ * (dicom_codec.h).
  */
 #ifndef GJ_DICOM_INTERNAL_H
 #define GJ_DICOM_INTERNAL_H
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stddef.h>
 
+#include "common/gj_error.h"
 #include "dicom.h"
 
 #define GJ_VR(a, b) ((uint16_t)(((unsigned)(a) << 8) | (unsigned)(b)))
@@ -55,42 +57,9 @@ struct gj_dicom {
     size_t n_starts;
 };
 
-/* 1 when the fragment begins with the start marker of the transfer syntax's codec. */
-int gj_dcm_frag_starts_frame(const gj_dicom *d, const struct gj_dcm_frag *f);
-
-/* A decoded frame before conversion: samples as unsigned 8- or 16-bit
- * integers (bit patterns), host order. */
-struct gj_dcm_raw {
-    uint32_t rows, cols, spp;
-    int bytes;            /* 1 or 2 bytes per sample in data */
-    int planar;           /* 1: spp planes; 0: interleaved */
-    int color_done;       /* 1: the codec already returned RGB */
-    uint8_t *data;        /* owned, rows*cols*spp*bytes */
-};
-
-/* A little-endian uint32 (RLE header, basic offset table). */
-static inline uint32_t gj_dcm_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* err helpers */
-int gj_dcm_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* codecs: each fills raw (allocates raw->data) from one frame's bytes.
- * 0, or -1 with err. img gives the expected geometry. */
-int gj_dcm_decode_rle(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
-                      struct gj_dcm_raw *raw, char *err, size_t errlen);
-int gj_dcm_decode_jpeg(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
-                       struct gj_dcm_raw *raw, char *err, size_t errlen);
-int gj_dcm_decode_jpeg_dct12(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
-                             struct gj_dcm_raw *raw, char *err, size_t errlen);
-int gj_dcm_decode_jpeg_lossless(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
-                                struct gj_dcm_raw *raw, char *err, size_t errlen);
-int gj_dcm_decode_jpegls(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
-                         struct gj_dcm_raw *raw, char *err, size_t errlen);
-int gj_dcm_decode_j2k(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
-                      struct gj_dcm_raw *raw, char *err, size_t errlen);
+/* err with its field the tag, "(0028,0010)"; returns -1. */
+int gj_dcm_tag_error(struct gj_error *err, uint32_t tag, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Finds a top-level element; NULL if absent. */
 const struct gj_dcm_elem *gj_dcm_find(const gj_dicom *d, uint32_t tag);

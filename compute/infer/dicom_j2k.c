@@ -9,7 +9,7 @@
 #include <string.h>
 #include <openjpeg.h>
 
-#include "dicom_internal.h"
+#include "dicom_codec.h"
 
 struct memsrc {
     const uint8_t *p;
@@ -71,71 +71,51 @@ static void on_quiet(const char *msg, void *user)
     (void)user;
 }
 
-int gj_dcm_decode_j2k(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
-                      struct gj_dcm_raw *raw, char *err, size_t errlen)
+/* A decompressor reading from src, its messages into mb. NULL when OpenJPEG fails. */
+static opj_codec_t *make_codec(OPJ_CODEC_FORMAT fmt, struct msgbuf *mb)
 {
-    if (n < 12)
-        return gj_dcm_err(err, errlen, "JPEG 2000 frame too short");
-    OPJ_CODEC_FORMAT fmt = (p[0] == 0xFF && p[1] == 0x4F) ? OPJ_CODEC_J2K : OPJ_CODEC_JP2;
-    if (fmt == OPJ_CODEC_JP2 && memcmp(p, "\0\0\0\x0cjP  ", 8) != 0)
-        return gj_dcm_err(err, errlen, "JPEG 2000 frame has neither a codestream nor a JP2 signature");
-    struct memsrc src = { .p = p, .n = n };
-    struct msgbuf mb = { { 0 } };
     opj_codec_t *codec = opj_create_decompress(fmt);
-    opj_stream_t *st = opj_stream_create(1 << 16, OPJ_TRUE);
-    opj_image_t *im = NULL;
-    int rc = -1;
-    if (!codec || !st) {
-        gj_dcm_err(err, errlen, "OpenJPEG init failed");
-        goto out;
-    }
-    opj_set_error_handler(codec, on_error, &mb);
+    if (!codec)
+        return NULL;
+    opj_set_error_handler(codec, on_error, mb);
     opj_set_warning_handler(codec, on_quiet, NULL);
     opj_set_info_handler(codec, on_quiet, NULL);
     opj_dparameters_t prm;
     opj_set_default_decoder_parameters(&prm);
     if (!opj_setup_decoder(codec, &prm)) {
-        gj_dcm_err(err, errlen, "OpenJPEG setup failed");
-        goto out;
+        opj_destroy_codec(codec);
+        return NULL;
     }
     opj_decoder_set_strict_mode(codec, OPJ_TRUE);
-    opj_stream_set_user_data(st, &src, NULL);
-    opj_stream_set_user_data_length(st, n);
+    return codec;
+}
+
+static void use_source(opj_stream_t *st, struct memsrc *src)
+{
+    opj_stream_set_user_data(st, src, NULL);
+    opj_stream_set_user_data_length(st, src->n);
     opj_stream_set_read_function(st, mem_read);
     opj_stream_set_skip_function(st, mem_skip);
     opj_stream_set_seek_function(st, mem_seek);
-    if (!opj_read_header(st, codec, &im) || !im) {
-        gj_dcm_err(err, errlen, "JPEG 2000 header: %s", mb.text[0] ? mb.text : "invalid");
-        goto out;
-    }
-    uint32_t w = im->x1 - im->x0, h = im->y1 - im->y0;
-    if (im->x1 < im->x0 || im->y1 < im->y0 || w != img->columns || h != img->rows ||
-        im->numcomps != img->samples_per_pixel) {
-        gj_dcm_err(err, errlen, "JPEG 2000 frame is %u x %u x %u; the dataset says %u x %u x %u",
-                   w, h, im->numcomps, img->columns, img->rows, img->samples_per_pixel);
-        goto out;
-    }
-    if (!opj_decode(codec, st, im) || !opj_end_decompress(codec, st)) {
-        gj_dcm_err(err, errlen, "JPEG 2000 decode: %s", mb.text[0] ? mb.text : "failed");
-        goto out;
-    }
-    uint32_t nc = im->numcomps;
+}
+
+/* The decoded components into raw, as planes of their bit patterns. */
+static int copy_components(const opj_image_t *im, const struct gj_dicom_image *img, struct gj_dcm_raw *raw,
+                           struct gj_error *err)
+{
+    uint32_t w = im->x1 - im->x0, h = im->y1 - im->y0, nc = im->numcomps;
     uint64_t npix = (uint64_t)w * h;
     int bytes = img->bits_allocated > 8 ? 2 : 1;
     for (uint32_t c = 0; c < nc; c++) {
-        opj_image_comp_t *cp = &im->comps[c];
-        if (!cp->data || cp->w != w || cp->h != h || cp->dx != 1 || cp->dy != 1 || cp->prec > 16) {
-            gj_dcm_err(err, errlen, "JPEG 2000 component %u is subsampled or of unsupported precision", c);
-            goto out;
-        }
+        const opj_image_comp_t *cp = &im->comps[c];
+        if (!cp->data || cp->w != w || cp->h != h || cp->dx != 1 || cp->dy != 1 || cp->prec > 16)
+            return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG 2000 component %u is subsampled or of unsupported precision", c);
         if (cp->prec > 8)
             bytes = 2;
     }
     raw->data = malloc(npix * nc * (uint64_t)bytes);
-    if (!raw->data) {
-        gj_dcm_err(err, errlen, "out of memory");
-        goto out;
-    }
+    if (!raw->data)
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "out of memory");
     for (uint32_t c = 0; c < nc; c++) {
         const OPJ_INT32 *s = im->comps[c].data;
         /* signed components come back sign-extended: keep the bit pattern */
@@ -156,8 +136,46 @@ int gj_dcm_decode_j2k(const uint8_t *p, size_t n, const struct gj_dicom_image *i
      * dataset says YBR_RCT / YBR_ICT (read as RGB); a dataset that says
      * YBR_FULL holds YCbCr components, converted by the caller. */
     raw->color_done = 0;
-    rc = 0;
-out:
+    return 0;
+}
+
+/* The header is read first: its size must be the dataset's before anything is decoded. */
+static int decode_checked(opj_codec_t *codec, opj_stream_t *st, opj_image_t **im, const struct msgbuf *mb,
+                          const struct gj_dicom_image *img, struct gj_error *err)
+{
+    if (!opj_read_header(st, codec, im) || !*im)
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG 2000 header: %s", mb->text[0] ? mb->text : "invalid");
+    const opj_image_t *h = *im;
+    uint32_t w = h->x1 - h->x0, ht = h->y1 - h->y0;
+    if (h->x1 < h->x0 || h->y1 < h->y0 || w != img->columns || ht != img->rows ||
+        h->numcomps != img->samples_per_pixel)
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG 2000 frame is %u x %u x %u; the dataset says %u x %u x %u",
+                            w, ht, h->numcomps, img->columns, img->rows, img->samples_per_pixel);
+    if (!opj_decode(codec, st, *im) || !opj_end_decompress(codec, st))
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG 2000 decode: %s", mb->text[0] ? mb->text : "failed");
+    return 0;
+}
+
+int gj_dcm_decode_j2k(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
+                      struct gj_dcm_raw *raw, struct gj_error *err)
+{
+    if (n < 12)
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG 2000 frame too short");
+    OPJ_CODEC_FORMAT fmt = (p[0] == 0xFF && p[1] == 0x4F) ? OPJ_CODEC_J2K : OPJ_CODEC_JP2;
+    if (fmt == OPJ_CODEC_JP2 && memcmp(p, "\0\0\0\x0cjP  ", 8) != 0)
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG 2000 frame has neither a codestream nor a JP2 signature");
+    struct memsrc src = { .p = p, .n = n };
+    struct msgbuf mb = { { 0 } };
+    opj_codec_t *codec = make_codec(fmt, &mb);
+    opj_stream_t *st = opj_stream_create(1 << 16, OPJ_TRUE);
+    opj_image_t *im = NULL;
+    int rc = -1;
+    if (!codec || !st)
+        gj_error_set(err, GJ_DCM_PIXEL_FIELD, "OpenJPEG init failed");
+    else {
+        use_source(st, &src);
+        rc = decode_checked(codec, st, &im, &mb, img, err) ? -1 : copy_components(im, img, raw, err);
+    }
     if (im)
         opj_image_destroy(im);
     if (st)

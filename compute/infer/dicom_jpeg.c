@@ -9,7 +9,7 @@
 #include <string.h>
 #include <turbojpeg.h>
 
-#include "dicom_internal.h"
+#include "dicom_codec.h"
 
 /* The SOF marker of a JPEG stream: 0xC0.. or -1. */
 static int sof_marker(const uint8_t *p, size_t n, int *precision)
@@ -43,48 +43,48 @@ static int sof_marker(const uint8_t *p, size_t n, int *precision)
 }
 
 int gj_dcm_decode_jpeg(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
-                       struct gj_dcm_raw *raw, char *err, size_t errlen)
+                       struct gj_dcm_raw *raw, struct gj_error *err)
 {
     if (n < 4 || p[0] != 0xFF || p[1] != 0xD8)
-        return gj_dcm_err(err, errlen, "JPEG frame does not start with SOI");
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG frame does not start with SOI");
     int precision = 0;
     int sof = sof_marker(p, n, &precision);
     if (sof == 0xC3)
-        return gj_dcm_decode_jpeg_lossless(p, n, img, raw, err, errlen);
+        return gj_dcm_decode_jpeg_lossless(p, n, img, raw, err);
     if (sof < 0)
-        return gj_dcm_err(err, errlen, "JPEG frame has no SOF marker");
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG frame has no SOF marker");
     if (precision == 12)
-        return gj_dcm_decode_jpeg_dct12(p, n, img, raw, err, errlen);
+        return gj_dcm_decode_jpeg_dct12(p, n, img, raw, err);
     if (precision != 8)
-        return gj_dcm_err(err, errlen, "JPEG %d-bit DCT frames are not supported", precision);
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG %d-bit DCT frames are not supported", precision);
     if (n > 0xFFFFFFFFu)
-        return gj_dcm_err(err, errlen, "JPEG frame too large");
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG frame too large");
     tjhandle tj = tjInitDecompress();
     if (!tj)
-        return gj_dcm_err(err, errlen, "TurboJPEG init failed");
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "TurboJPEG init failed");
     int w, h, subsamp, cs;
     if (tjDecompressHeader3(tj, p, (unsigned long)n, &w, &h, &subsamp, &cs) < 0) {
-        gj_dcm_err(err, errlen, "JPEG header: %s", tjGetErrorStr2(tj));
+        gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG header: %s", tjGetErrorStr2(tj));
         tjDestroy(tj);
         return -1;
     }
     int comps = cs == TJCS_GRAY ? 1 : 3;
     if ((uint32_t)w != img->columns || (uint32_t)h != img->rows || (uint32_t)comps != img->samples_per_pixel) {
         tjDestroy(tj);
-        return gj_dcm_err(err, errlen, "JPEG frame is %d x %d x %d; the dataset says %u x %u x %u",
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG frame is %d x %d x %d; the dataset says %u x %u x %u",
                           w, h, comps, img->columns, img->rows, img->samples_per_pixel);
     }
     size_t bytes = (size_t)w * (size_t)h * (size_t)comps;
     raw->data = malloc(bytes);
     if (!raw->data) {
         tjDestroy(tj);
-        return gj_dcm_err(err, errlen, "out of memory");
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "out of memory");
     }
     int pf = comps == 1 ? TJPF_GRAY : TJPF_RGB;
     if (tjDecompress2(tj, p, (unsigned long)n, raw->data, w, 0, h, pf, TJFLAG_ACCURATEDCT) < 0) {
         /* warnings (e.g. premature end) still produce an image; errors do not */
         if (tjGetErrorCode(tj) == TJERR_FATAL) {
-            gj_dcm_err(err, errlen, "JPEG decode: %s", tjGetErrorStr2(tj));
+            gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG decode: %s", tjGetErrorStr2(tj));
             tjDestroy(tj);
             return -1;
         }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dicom_internal.h"
+#include "dicom_codec.h"
 #include "dicom_jpeg_huff.h"
 
 #ifndef M_PI
@@ -60,19 +60,19 @@ static inline int32_t deq(int64_t v, int q)
 }
 
 int gj_dcm_decode_jpeg_dct12(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
-                             struct gj_dcm_raw *raw, char *err, size_t errlen)
+                             struct gj_dcm_raw *raw, struct gj_error *err)
 {
     uint16_t qt[4][64];
     int have_q[4] = { 0 };
     struct gj_dcm_huff *dc = calloc(8, sizeof *dc), *ac = dc ? dc + 4 : NULL;
     if (!dc)
-        return gj_dcm_err(err, errlen, "out of memory");
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "out of memory");
     int precision = 0, width = 0, height = 0, ncomp = 0, restart_interval = 0, tq = 0;
     int have_sof = 0, rc = -1;
     double cos_table[8][8];
     init_cos(cos_table);
     if (n < 4 || p[0] != 0xFF || p[1] != 0xD8) {
-        gj_dcm_err(err, errlen, "JPEG frame does not start with SOI");
+        gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG frame does not start with SOI");
         goto out;
     }
     size_t i = 2;
@@ -82,23 +82,23 @@ int gj_dcm_decode_jpeg_dct12(const uint8_t *p, size_t n, const struct gj_dicom_i
         while (i < n && p[i] == 0xFF)
             i++;
         if (i >= n) {
-            gj_dcm_err(err, errlen, "JPEG frame ends before its scan");
+            gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG frame ends before its scan");
             goto out;
         }
         uint8_t m = p[i++];
         if (m == 0xD8 || m == 0x01 || (m >= 0xD0 && m <= 0xD7))
             continue;
         if (m == 0xD9) {
-            gj_dcm_err(err, errlen, "JPEG frame has no scan");
+            gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG frame has no scan");
             goto out;
         }
         if (i + 2 > n) {
-            gj_dcm_err(err, errlen, "JPEG marker truncated");
+            gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG marker truncated");
             goto out;
         }
         size_t len = (size_t)p[i] << 8 | p[i + 1];
         if (len < 2 || len > n - i) {
-            gj_dcm_err(err, errlen, "JPEG marker segment length %zu past the end", len);
+            gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG marker segment length %zu past the end", len);
             goto out;
         }
         const uint8_t *s = p + i + 2;
@@ -110,7 +110,7 @@ int gj_dcm_decode_jpeg_dct12(const uint8_t *p, size_t n, const struct gj_dicom_i
                 int pq = s[k] >> 4, t = s[k] & 15;
                 size_t need = pq ? 128 : 64;
                 if (pq > 1 || t > 3 || sl - k - 1 < need) {
-                    gj_dcm_err(err, errlen, "DQT invalid");
+                    gj_error_set(err, GJ_DCM_PIXEL_FIELD, "DQT invalid");
                     goto out;
                 }
                 for (int z = 0; z < 64; z++)
@@ -123,29 +123,29 @@ int gj_dcm_decode_jpeg_dct12(const uint8_t *p, size_t n, const struct gj_dicom_i
             while (k < sl) {
                 int tc = s[k] >> 4, th = s[k] & 15;
                 if (tc > 1 || th > 3) {
-                    gj_dcm_err(err, errlen, "DHT class %d / table %d invalid", tc, th);
+                    gj_error_set(err, GJ_DCM_PIXEL_FIELD, "DHT class %d / table %d invalid", tc, th);
                     goto out;
                 }
                 int used = gj_dcm_huff_read(tc ? &ac[th] : &dc[th], s + k + 1, sl - k - 1);
                 if (used < 0) {
-                    gj_dcm_err(err, errlen, "DHT truncated");
+                    gj_error_set(err, GJ_DCM_PIXEL_FIELD, "DHT truncated");
                     goto out;
                 }
                 k += 1 + (size_t)used;
             }
         } else if (m == 0xDD) {
             if (sl < 2) {
-                gj_dcm_err(err, errlen, "DRI truncated");
+                gj_error_set(err, GJ_DCM_PIXEL_FIELD, "DRI truncated");
                 goto out;
             }
             restart_interval = s[0] << 8 | s[1];
         } else if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
             if (m != 0xC0 && m != 0xC1) {
-                gj_dcm_err(err, errlen, "JPEG SOF%d (progressive, lossless or arithmetic) in a DCT frame is not supported", m - 0xC0);
+                gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG SOF%d (progressive, lossless or arithmetic) in a DCT frame is not supported", m - 0xC0);
                 goto out;
             }
             if (sl < 9) {
-                gj_dcm_err(err, errlen, "SOF truncated");
+                gj_error_set(err, GJ_DCM_PIXEL_FIELD, "SOF truncated");
                 goto out;
             }
             precision = s[0];
@@ -153,7 +153,7 @@ int gj_dcm_decode_jpeg_dct12(const uint8_t *p, size_t n, const struct gj_dicom_i
             width = s[3] << 8 | s[4];
             ncomp = s[5];
             if ((precision != 8 && precision != 12) || ncomp != 1 || width == 0 || height == 0) {
-                gj_dcm_err(err, errlen, "JPEG DCT frame with P=%d and %d components is not supported "
+                gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG DCT frame with P=%d and %d components is not supported "
                            "(12-bit grayscale only here)", precision, ncomp);
                 goto out;
             }
@@ -161,27 +161,27 @@ int gj_dcm_decode_jpeg_dct12(const uint8_t *p, size_t n, const struct gj_dicom_i
             have_sof = 1;
         } else if (m == 0xDA) {
             if (!have_sof) {
-                gj_dcm_err(err, errlen, "JPEG scan before SOF");
+                gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG scan before SOF");
                 goto out;
             }
             if (sl < 6 || s[0] != 1 || s[4] != 63 || s[3] != 0 || s[5] != 0) {
-                gj_dcm_err(err, errlen, "SOS: only one sequential scan is supported");
+                gj_error_set(err, GJ_DCM_PIXEL_FIELD, "SOS: only one sequential scan is supported");
                 goto out;
             }
             int td = s[2] >> 4, ta = s[2] & 15;
             if (td > 3 || ta > 3 || !dc[td].present || !ac[ta].present || !have_q[tq]) {
-                gj_dcm_err(err, errlen, "SOS refers to a missing table");
+                gj_error_set(err, GJ_DCM_PIXEL_FIELD, "SOS refers to a missing table");
                 goto out;
             }
             if ((uint32_t)width != img->columns || (uint32_t)height != img->rows || img->samples_per_pixel != 1) {
-                gj_dcm_err(err, errlen, "JPEG frame is %d x %d x 1; the dataset says %u x %u x %u",
+                gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG frame is %d x %d x 1; the dataset says %u x %u x %u",
                            width, height, img->columns, img->rows, img->samples_per_pixel);
                 goto out;
             }
             uint64_t npix = (uint64_t)width * (uint64_t)height;
             raw->data = malloc(npix * 2);
             if (!raw->data) {
-                gj_dcm_err(err, errlen, "out of memory");
+                gj_error_set(err, GJ_DCM_PIXEL_FIELD, "out of memory");
                 goto out;
             }
             raw->rows = (uint32_t)height;
@@ -200,7 +200,7 @@ int gj_dcm_decode_jpeg_dct12(const uint8_t *p, size_t n, const struct gj_dicom_i
                 for (int bx = 0; bx < bw; bx++, mcu++) {
                     if (restart_interval && mcu > 0 && mcu % restart_interval == 0) {
                         if (gj_dcm_restart(&b) < 0) {
-                            gj_dcm_err(err, errlen, "JPEG restart marker missing");
+                            gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG restart marker missing");
                             goto out;
                         }
                         pred = 0;
@@ -208,7 +208,7 @@ int gj_dcm_decode_jpeg_dct12(const uint8_t *p, size_t n, const struct gj_dicom_i
                     memset(coef, 0, sizeof coef);
                     int t = gj_dcm_huff_decode(&b, &dc[td]);
                     if (t < 0 || t > 16) {
-                        gj_dcm_err(err, errlen, "JPEG scan is corrupt");
+                        gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG scan is corrupt");
                         goto out;
                     }
                     pred += gj_dcm_extend(gj_dcm_getbits(&b, t), t);
@@ -218,7 +218,7 @@ int gj_dcm_decode_jpeg_dct12(const uint8_t *p, size_t n, const struct gj_dicom_i
                     for (int k = 1; k < 64;) {
                         int rs = gj_dcm_huff_decode(&b, &ac[ta]);
                         if (rs < 0) {
-                            gj_dcm_err(err, errlen, "JPEG scan is corrupt");
+                            gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG scan is corrupt");
                             goto out;
                         }
                         int r = rs >> 4, sz = rs & 15;
@@ -230,7 +230,7 @@ int gj_dcm_decode_jpeg_dct12(const uint8_t *p, size_t n, const struct gj_dicom_i
                         }
                         k += r;
                         if (k > 63) {
-                            gj_dcm_err(err, errlen, "JPEG scan is corrupt");
+                            gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG scan is corrupt");
                             goto out;
                         }
                         coef[zigzag[k]] = deq(gj_dcm_extend(gj_dcm_getbits(&b, sz), sz), q[k]);

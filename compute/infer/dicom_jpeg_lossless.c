@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dicom_internal.h"
+#include "dicom_codec.h"
 #include "dicom_jpeg_huff.h"
 
 int gj_dcm_decode_jpeg_lossless(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
-                                struct gj_dcm_raw *raw, char *err, size_t errlen)
+                                struct gj_dcm_raw *raw, struct gj_error *err)
 {
     struct gj_dcm_huff ht[4];
     memset(ht, 0, sizeof ht);
@@ -19,7 +19,7 @@ int gj_dcm_decode_jpeg_lossless(const uint8_t *p, size_t n, const struct gj_dico
     uint8_t comp_id[4] = { 0 }, comp_table[4] = { 0 };
     int have_sof = 0;
     if (n < 4 || p[0] != 0xFF || p[1] != 0xD8)
-        return gj_dcm_err(err, errlen, "JPEG lossless frame does not start with SOI");
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG lossless frame does not start with SOI");
     size_t i = 2;
     for (;;) {
         while (i < n && p[i] != 0xFF)
@@ -27,17 +27,17 @@ int gj_dcm_decode_jpeg_lossless(const uint8_t *p, size_t n, const struct gj_dico
         while (i < n && p[i] == 0xFF)
             i++;
         if (i >= n)
-            return gj_dcm_err(err, errlen, "JPEG lossless frame ends before its scan");
+            return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG lossless frame ends before its scan");
         uint8_t m = p[i++];
         if (m == 0xD8 || m == 0x01 || (m >= 0xD0 && m <= 0xD7))
             continue;
         if (m == 0xD9)
-            return gj_dcm_err(err, errlen, "JPEG lossless frame has no scan");
+            return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG lossless frame has no scan");
         if (i + 2 > n)
-            return gj_dcm_err(err, errlen, "JPEG marker truncated");
+            return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG marker truncated");
         size_t len = (size_t)p[i] << 8 | p[i + 1];
         if (len < 2 || len > n - i)
-            return gj_dcm_err(err, errlen, "JPEG marker segment length %zu past the end", len);
+            return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG marker segment length %zu past the end", len);
         const uint8_t *s = p + i + 2;
         size_t sl = len - 2;
         i += len;
@@ -45,59 +45,59 @@ int gj_dcm_decode_jpeg_lossless(const uint8_t *p, size_t n, const struct gj_dico
             size_t k = 0;
             while (k < sl) {
                 if (sl - k < 17)
-                    return gj_dcm_err(err, errlen, "DHT truncated");
+                    return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "DHT truncated");
                 int tc = s[k] >> 4, th = s[k] & 15;
                 if (tc != 0 || th > 3)
-                    return gj_dcm_err(err, errlen, "DHT class %d / table %d invalid for lossless", tc, th);
+                    return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "DHT class %d / table %d invalid for lossless", tc, th);
                 int used = gj_dcm_huff_read(&ht[th], s + k + 1, sl - k - 1);
                 if (used < 0) {  /* the 16 counts are there (checked above): too many symbols */
                     int total = 0;
                     for (int l = 1; l <= 16; l++)
                         total += s[k + l];
-                    return gj_dcm_err(err, errlen, "DHT holds %d symbols", total);
+                    return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "DHT holds %d symbols", total);
                 }
                 k += 1 + (size_t)used;
             }
         } else if (m == 0xDD) {
             if (sl < 2)
-                return gj_dcm_err(err, errlen, "DRI truncated");
+                return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "DRI truncated");
             restart_interval = s[0] << 8 | s[1];
         } else if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
             if (m != 0xC3)
-                return gj_dcm_err(err, errlen, "JPEG SOF%d in a lossless frame", m - 0xC0);
+                return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG SOF%d in a lossless frame", m - 0xC0);
             if (sl < 6)
-                return gj_dcm_err(err, errlen, "SOF3 truncated");
+                return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "SOF3 truncated");
             precision = s[0];
             height = s[1] << 8 | s[2];
             width = s[3] << 8 | s[4];
             ncomp = s[5];
             if (precision < 2 || precision > 16 || ncomp < 1 || ncomp > 4 || sl < 6 + 3 * (size_t)ncomp ||
                 width == 0 || height == 0)
-                return gj_dcm_err(err, errlen, "SOF3 invalid (P=%d, %dx%d, %d components)", precision, width, height, ncomp);
+                return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "SOF3 invalid (P=%d, %dx%d, %d components)", precision, width, height, ncomp);
             for (int c = 0; c < ncomp; c++) {
                 comp_id[c] = s[6 + 3 * c];
                 if (s[7 + 3 * c] != 0x11)
-                    return gj_dcm_err(err, errlen, "JPEG lossless with subsampling is not supported");
+                    return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG lossless with subsampling is not supported");
             }
             have_sof = 1;
         } else if (m == 0xDA) {
             if (!have_sof)
-                return gj_dcm_err(err, errlen, "JPEG scan before SOF3");
+                return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG scan before SOF3");
             if (sl < 1 || s[0] != ncomp || sl < 1 + 2 * (size_t)ncomp + 3)
-                return gj_dcm_err(err, errlen, "SOS: only single-scan interleaved frames are supported");
+                return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "SOS: only single-scan interleaved frames are supported");
             for (int c = 0; c < ncomp; c++) {
                 if (s[1 + 2 * c] != comp_id[c])
-                    return gj_dcm_err(err, errlen, "SOS component order differs from SOF");
+                    return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "SOS component order differs from SOF");
                 comp_table[c] = s[2 + 2 * c] >> 4;
                 if (comp_table[c] > 3 || !ht[comp_table[c]].present)
-                    return gj_dcm_err(err, errlen, "SOS refers to a missing Huffman table");
+                    return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "SOS refers to a missing Huffman table");
             }
             int ps = s[1 + 2 * ncomp], pt = s[3 + 2 * ncomp] & 15;
             if (ps < 1 || ps > 7 || pt >= precision)
-                return gj_dcm_err(err, errlen, "SOS predictor %d / point transform %d invalid", ps, pt);
+                return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "SOS predictor %d / point transform %d invalid", ps, pt);
             if ((uint32_t)width != img->columns || (uint32_t)height != img->rows ||
                 (uint32_t)ncomp != img->samples_per_pixel)
-                return gj_dcm_err(err, errlen, "JPEG frame is %d x %d x %d; the dataset says %u x %u x %u",
+                return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG frame is %d x %d x %d; the dataset says %u x %u x %u",
                                   width, height, ncomp, img->columns, img->rows, img->samples_per_pixel);
             int bytes = precision > 8 ? 2 : 1;
             if (bytes == 1 && img->bits_allocated == 16)
@@ -105,7 +105,7 @@ int gj_dcm_decode_jpeg_lossless(const uint8_t *p, size_t n, const struct gj_dico
             uint64_t npix = (uint64_t)width * (uint64_t)height;
             raw->data = malloc(npix * (uint64_t)ncomp * (uint64_t)bytes);
             if (!raw->data)
-                return gj_dcm_err(err, errlen, "out of memory");
+                return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "out of memory");
             raw->rows = (uint32_t)height;
             raw->cols = (uint32_t)width;
             raw->spp = (uint32_t)ncomp;
@@ -117,7 +117,7 @@ int gj_dcm_decode_jpeg_lossless(const uint8_t *p, size_t n, const struct gj_dico
             if (!prev || !cur) {
                 free(prev);
                 free(cur);
-                return gj_dcm_err(err, errlen, "out of memory");
+                return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "out of memory");
             }
             struct gj_dcm_bitrd b = { .p = p + i, .end = p + n };
             uint32_t mask = (1u << precision) - 1;
@@ -200,7 +200,7 @@ int gj_dcm_decode_jpeg_lossless(const uint8_t *p, size_t n, const struct gj_dico
             free(prev);
             free(cur);
             if (bad)
-                return gj_dcm_err(err, errlen, "JPEG lossless scan is corrupt");
+                return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG lossless scan is corrupt");
             return 0;
         }
         /* other markers (APPn, COM, DQT...) skipped */

@@ -5,14 +5,14 @@
 #include <string.h>
 #include <charls/charls.h>
 
-#include "dicom_internal.h"
+#include "dicom_codec.h"
 
 int gj_dcm_decode_jpegls(const uint8_t *p, size_t n, const struct gj_dicom_image *img,
-                         struct gj_dcm_raw *raw, char *err, size_t errlen)
+                         struct gj_dcm_raw *raw, struct gj_error *err)
 {
     charls_jpegls_decoder *dec = charls_jpegls_decoder_create();
     if (!dec)
-        return gj_dcm_err(err, errlen, "CharLS init failed");
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "CharLS init failed");
     charls_jpegls_errc ec;
     struct charls_frame_info fi;
     charls_interleave_mode mode = CHARLS_INTERLEAVE_MODE_NONE;
@@ -26,34 +26,34 @@ int gj_dcm_decode_jpegls(const uint8_t *p, size_t n, const struct gj_dicom_image
     if (ec == 0)
         ec = charls_jpegls_decoder_get_interleave_mode(dec, &mode);
     if (ec != 0) {
-        gj_dcm_err(err, errlen, "JPEG-LS header: %s", charls_get_error_message(ec));
+        gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG-LS header: %s", charls_get_error_message(ec));
         goto out;
     }
     if (fi.width != img->columns || fi.height != img->rows ||
         (uint32_t)fi.component_count != img->samples_per_pixel) {
-        gj_dcm_err(err, errlen, "JPEG-LS frame is %u x %u x %d; the dataset says %u x %u x %u",
+        gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG-LS frame is %u x %u x %d; the dataset says %u x %u x %u",
                    fi.width, fi.height, fi.component_count, img->columns, img->rows, img->samples_per_pixel);
         goto out;
     }
     if (fi.bits_per_sample < 2 || fi.bits_per_sample > 16) {
-        gj_dcm_err(err, errlen, "JPEG-LS frame of %d bits per sample", fi.bits_per_sample);
+        gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG-LS frame of %d bits per sample", fi.bits_per_sample);
         goto out;
     }
     int bytes = fi.bits_per_sample > 8 ? 2 : 1;
     ec = charls_jpegls_decoder_get_destination_size(dec, 0, &need);
     size_t expect = (size_t)fi.width * fi.height * (size_t)fi.component_count * (size_t)bytes;
     if (ec != 0 || need != expect) {
-        gj_dcm_err(err, errlen, "JPEG-LS destination size mismatch");
+        gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG-LS destination size mismatch");
         goto out;
     }
     raw->data = malloc(need);
     if (!raw->data) {
-        gj_dcm_err(err, errlen, "out of memory");
+        gj_error_set(err, GJ_DCM_PIXEL_FIELD, "out of memory");
         goto out;
     }
     ec = charls_jpegls_decoder_decode_to_buffer(dec, raw->data, need, 0);
     if (ec != 0) {
-        gj_dcm_err(err, errlen, "JPEG-LS decode: %s", charls_get_error_message(ec));
+        gj_error_set(err, GJ_DCM_PIXEL_FIELD, "JPEG-LS decode: %s", charls_get_error_message(ec));
         goto out;
     }
     /* 8-bit precision in a 16-bit allocated dataset stays 1 byte a sample:

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "dicom_codec.h"
 #include "dicom_internal.h"
 
 #define UNDEFINED_LEN 0xFFFFFFFFu
@@ -18,15 +19,15 @@
 #define TAG_ITEM_END  GJ_TAG(0xFFFE, 0xE00D)
 #define TAG_SEQ_END   GJ_TAG(0xFFFE, 0xE0DD)
 
-int gj_dcm_err(char *err, size_t errlen, const char *fmt, ...)
+int gj_dcm_tag_error(struct gj_error *err, uint32_t tag, const char *fmt, ...)
 {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
+    char field[16], msg[sizeof err->message];
+    snprintf(field, sizeof field, "(%04X,%04X)", tag >> 16, tag & 0xFFFF);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return gj_error_set(err, field, "%s", msg);
 }
 
 /* ---- transfer syntaxes ---------------------------------------------------- */
@@ -132,8 +133,7 @@ struct walker {
     gj_dicom *d;
     int explicit_vr, be;
     const uint8_t *base;  /* for offsets in messages */
-    char *err;
-    size_t errlen;
+    struct gj_error *err;
 };
 
 static int add_elem(struct walker *w, uint32_t tag, uint16_t vr, int depth,
@@ -141,12 +141,12 @@ static int add_elem(struct walker *w, uint32_t tag, uint16_t vr, int depth,
 {
     gj_dicom *d = w->d;
     if (d->n_el >= GJ_DICOM_MAX_ELEMENTS)
-        return gj_dcm_err(w->err, w->errlen, "more than %u elements", GJ_DICOM_MAX_ELEMENTS);
+        return gj_error_set(w->err, "", "more than %u elements", GJ_DICOM_MAX_ELEMENTS);
     if (d->n_el == d->cap_el) {
         size_t cap = d->cap_el ? d->cap_el * 2 : 64;
         struct gj_dcm_elem *n = realloc(d->el, cap * sizeof *n);
         if (!n)
-            return gj_dcm_err(w->err, w->errlen, "out of memory");
+            return gj_error_set(w->err, "", "out of memory");
         d->el = n;
         d->cap_el = cap;
     }
@@ -176,7 +176,7 @@ static int parse_encapsulated(struct walker *w, const uint8_t **pp, const uint8_
     size_t cap = 0;
     for (;;) {
         if (end - p < 8)
-            return gj_dcm_err(w->err, w->errlen, "encapsulated pixel data truncated at offset %lld", OFF(w, p));
+            return gj_error_set(w->err, "", "encapsulated pixel data truncated at offset %lld", OFF(w, p));
         uint32_t tag = (uint32_t)rd16(p, 0) << 16 | rd16(p + 2, 0);
         uint32_t len = rd32(p + 4, 0);
         const uint8_t *item = p;
@@ -186,25 +186,25 @@ static int parse_encapsulated(struct walker *w, const uint8_t **pp, const uint8_
             return 0;
         }
         if (tag != TAG_ITEM)
-            return gj_dcm_err(w->err, w->errlen, "unexpected tag (%04X,%04X) in encapsulated pixel data at offset %lld",
+            return gj_error_set(w->err, "", "unexpected tag (%04X,%04X) in encapsulated pixel data at offset %lld",
                               tag >> 16, tag & 0xFFFF, OFF(w, item));
         if (len == UNDEFINED_LEN || len > (uint64_t)(end - p))
-            return gj_dcm_err(w->err, w->errlen, "pixel data fragment length %u past the end at offset %lld",
+            return gj_error_set(w->err, "", "pixel data fragment length %u past the end at offset %lld",
                               len, OFF(w, item));
         if (record) {
             if (first) {
                 if (len % 4)
-                    return gj_dcm_err(w->err, w->errlen, "basic offset table length %u is not a multiple of 4", len);
+                    return gj_error_set(w->err, "", "basic offset table length %u is not a multiple of 4", len);
                 d->bot = len ? p : NULL;
                 d->bot_len = len;
             } else {
                 if (d->n_frag >= GJ_DICOM_MAX_FRAGMENTS)
-                    return gj_dcm_err(w->err, w->errlen, "more than %u pixel data fragments", GJ_DICOM_MAX_FRAGMENTS);
+                    return gj_error_set(w->err, "", "more than %u pixel data fragments", GJ_DICOM_MAX_FRAGMENTS);
                 if (d->n_frag == cap) {
                     cap = cap ? cap * 2 : 16;
                     struct gj_dcm_frag *n = realloc(d->frag, cap * sizeof *n);
                     if (!n)
-                        return gj_dcm_err(w->err, w->errlen, "out of memory");
+                        return gj_error_set(w->err, "", "out of memory");
                     d->frag = n;
                 }
                 if (!first_frag_item)
@@ -226,30 +226,30 @@ static int parse_sequence(struct walker *w, const uint8_t **pp, const uint8_t *e
 {
     const uint8_t *p = *pp;
     if (depth > GJ_DICOM_MAX_DEPTH)
-        return gj_dcm_err(w->err, w->errlen, "sequences nested deeper than %d", GJ_DICOM_MAX_DEPTH);
+        return gj_error_set(w->err, "", "sequences nested deeper than %d", GJ_DICOM_MAX_DEPTH);
     for (;;) {
         if (!undefined && p == end)
             break;
         if (end - p < 8)
-            return gj_dcm_err(w->err, w->errlen, "sequence truncated at offset %lld", OFF(w, p));
+            return gj_error_set(w->err, "", "sequence truncated at offset %lld", OFF(w, p));
         uint32_t tag = (uint32_t)rd16(p, w->be) << 16 | rd16(p + 2, w->be);
         uint32_t len = rd32(p + 4, w->be);
         const uint8_t *at = p;
         p += 8;
         if (tag == TAG_SEQ_END) {
             if (!undefined)
-                return gj_dcm_err(w->err, w->errlen, "sequence delimiter in a defined-length sequence at offset %lld", OFF(w, at));
+                return gj_error_set(w->err, "", "sequence delimiter in a defined-length sequence at offset %lld", OFF(w, at));
             break;
         }
         if (tag != TAG_ITEM)
-            return gj_dcm_err(w->err, w->errlen, "expected an item, found (%04X,%04X) at offset %lld",
+            return gj_error_set(w->err, "", "expected an item, found (%04X,%04X) at offset %lld",
                               tag >> 16, tag & 0xFFFF, OFF(w, at));
         if (len == UNDEFINED_LEN) {
             if (parse_dataset(w, &p, end, depth, 1) < 0)
                 return -1;
         } else {
             if (len > (uint64_t)(end - p))
-                return gj_dcm_err(w->err, w->errlen, "item length %u past the end at offset %lld", len, OFF(w, at));
+                return gj_error_set(w->err, "", "item length %u past the end at offset %lld", len, OFF(w, at));
             const uint8_t *q = p;
             if (parse_dataset(w, &q, p + len, depth, 0) < 0)
                 return -1;
@@ -257,6 +257,93 @@ static int parse_sequence(struct walker *w, const uint8_t **pp, const uint8_t *e
         }
     }
     *pp = p;
+    return 0;
+}
+
+/* One element's header at p: tag, VR (explicit, or from the dictionary) and length;
+ * *hdr its size in bytes. 0, or -1 with err. */
+static int read_header(struct walker *w, const uint8_t *p, const uint8_t *end, uint32_t *tag, uint16_t *vr,
+                       uint32_t *len, int *hdr)
+{
+    *tag = (uint32_t)rd16(p, w->be) << 16 | rd16(p + 2, w->be);
+    if (!w->explicit_vr || *tag == TAG_ITEM_END || (*tag >> 16) == 0xFFFE) {
+        *vr = w->explicit_vr ? 0 : dict_vr(*tag);
+        *len = rd32(p + 4, w->be);
+        *hdr = 8;
+        return 0;
+    }
+    *vr = GJ_VR(p[4], p[5]);
+    if (p[4] < 'A' || p[4] > 'Z' || p[5] < 'A' || p[5] > 'Z')
+        return gj_dcm_tag_error(w->err, *tag, "invalid VR at offset %lld (tag (%04X,%04X))", OFF(w, p),
+                                *tag >> 16, *tag & 0xFFFF);
+    if (vr_has_long_length(*vr)) {
+        if (end - p < 12)
+            return gj_error_set(w->err, "", "element header truncated at offset %lld", OFF(w, p));
+        *len = rd32(p + 8, w->be);
+        *hdr = 12;
+    } else {
+        *len = rd16(p + 6, w->be);
+        *hdr = 8;
+    }
+    return 0;
+}
+
+/* An element of undefined length: encapsulated pixel data, or a sequence (UN of
+ * undefined length is implicit VR LE inside, PS3.5 6.2.2). */
+static int undefined_length(struct walker *w, const uint8_t **pp, const uint8_t *end, uint32_t tag, uint16_t vr,
+                            int depth, const uint8_t *at)
+{
+    if (tag == GJ_DCM_PixelData) {
+        int record = depth == 0;
+        if (record) {
+            if (w->d->has_pixels)
+                return gj_dcm_tag_error(w->err, tag, "pixel data twice");
+            w->d->has_pixels = 1;
+            w->d->encapsulated = 1;
+            w->d->pixel_vr = vr;
+        }
+        if (add_elem(w, tag, vr, depth, NULL, 0) < 0)
+            return -1;
+        return parse_encapsulated(w, pp, end, record);
+    }
+    if (vr != GJ_VR('S', 'Q') && vr != GJ_VR('U', 'N') && vr != 0)
+        return gj_dcm_tag_error(w->err, tag, "undefined length for (%04X,%04X) %c%c at offset %lld",
+                                tag >> 16, tag & 0xFFFF, vr >> 8, vr & 0xFF, OFF(w, at));
+    if (add_elem(w, tag, GJ_VR('S', 'Q'), depth, NULL, 0) < 0)
+        return -1;
+    int save_explicit = w->explicit_vr, save_be = w->be;
+    if (vr == GJ_VR('U', 'N')) {
+        w->explicit_vr = 0;
+        w->be = 0;
+    }
+    int rc = parse_sequence(w, pp, end, depth + 1, 1);
+    w->explicit_vr = save_explicit;
+    w->be = save_be;
+    return rc;
+}
+
+/* An element of defined length len at p: a sequence, or a value (the top-level pixel
+ * data's is recorded). */
+static int defined_length(struct walker *w, const uint8_t *p, uint32_t tag, uint16_t vr, uint32_t len, int depth)
+{
+    if (vr == GJ_VR('S', 'Q')) {
+        if (add_elem(w, tag, vr, depth, NULL, 0) < 0)
+            return -1;
+        const uint8_t *q = p;
+        return parse_sequence(w, &q, p + len, depth + 1, 0);
+    }
+    if (add_elem(w, tag, vr, depth, p, len) < 0)
+        return -1;
+    if (tag == GJ_DCM_PixelData && depth == 0) {
+        if (w->d->has_pixels)
+            return gj_dcm_tag_error(w->err, tag, "pixel data twice");
+        w->d->has_pixels = 1;
+        w->d->encapsulated = 0;
+        w->d->pixel = p;
+        w->d->pixel_len = len;
+        w->d->pixel_vr = vr;
+        w->d->pixel_be = w->be;
+    }
     return 0;
 }
 
@@ -268,103 +355,37 @@ static int parse_dataset(struct walker *w, const uint8_t **pp, const uint8_t *en
     for (;;) {
         if (p == end) {
             if (until_item_end)
-                return gj_dcm_err(w->err, w->errlen, "item without delimiter: truncated at offset %lld", OFF(w, p));
+                return gj_error_set(w->err, "", "item without delimiter: truncated at offset %lld", OFF(w, p));
             break;
         }
         if (end - p < 8)
-            return gj_dcm_err(w->err, w->errlen, "element header truncated at offset %lld", OFF(w, p));
+            return gj_error_set(w->err, "", "element header truncated at offset %lld", OFF(w, p));
         const uint8_t *at = p;
-        uint32_t tag = (uint32_t)rd16(p, w->be) << 16 | rd16(p + 2, w->be);
-        uint16_t vr;
-        uint32_t len;
+        uint32_t tag = 0, len = 0;
+        uint16_t vr = 0;
+        int hdr = 0;
+        if (read_header(w, p, end, &tag, &vr, &len, &hdr))
+            return -1;
         if (tag == TAG_ITEM_END) {
             if (!until_item_end)
-                return gj_dcm_err(w->err, w->errlen, "unexpected item delimiter at offset %lld", OFF(w, at));
+                return gj_error_set(w->err, "", "unexpected item delimiter at offset %lld", OFF(w, at));
             p += 8;
             break;
         }
         if ((tag >> 16) == 0xFFFE)
-            return gj_dcm_err(w->err, w->errlen, "unexpected (%04X,%04X) at offset %lld",
-                              tag >> 16, tag & 0xFFFF, OFF(w, at));
-        if (w->explicit_vr) {
-            vr = GJ_VR(p[4], p[5]);
-            if (p[4] < 'A' || p[4] > 'Z' || p[5] < 'A' || p[5] > 'Z')
-                return gj_dcm_err(w->err, w->errlen, "invalid VR at offset %lld (tag (%04X,%04X))",
-                                  OFF(w, at), tag >> 16, tag & 0xFFFF);
-            if (vr_has_long_length(vr)) {
-                if (end - p < 12)
-                    return gj_dcm_err(w->err, w->errlen, "element header truncated at offset %lld", OFF(w, p));
-                len = rd32(p + 8, w->be);
-                p += 12;
-            } else {
-                len = rd16(p + 6, w->be);
-                p += 8;
-            }
-        } else {
-            vr = dict_vr(tag);
-            len = rd32(p + 4, w->be);
-            p += 8;
-        }
-
+            return gj_error_set(w->err, "", "unexpected (%04X,%04X) at offset %lld",
+                                tag >> 16, tag & 0xFFFF, OFF(w, at));
+        p += hdr;
         if (len == UNDEFINED_LEN) {
-            if (tag == GJ_DCM_PixelData) {
-                int record = depth == 0;
-                if (record) {
-                    if (w->d->has_pixels)
-                        return gj_dcm_err(w->err, w->errlen, "pixel data twice");
-                    w->d->has_pixels = 1;
-                    w->d->encapsulated = 1;
-                    w->d->pixel_vr = vr;
-                }
-                if (add_elem(w, tag, vr, depth, NULL, 0) < 0)
-                    return -1;
-                if (parse_encapsulated(w, &p, end, record) < 0)
-                    return -1;
-                continue;
-            }
-            if (vr == GJ_VR('S', 'Q') || vr == GJ_VR('U', 'N') || vr == 0) {
-                /* UN of undefined length is implicit VR LE inside (PS3.5 6.2.2) */
-                if (add_elem(w, tag, GJ_VR('S', 'Q'), depth, NULL, 0) < 0)
-                    return -1;
-                int save_explicit = w->explicit_vr, save_be = w->be;
-                if (vr == GJ_VR('U', 'N')) {
-                    w->explicit_vr = 0;
-                    w->be = 0;
-                }
-                int rc = parse_sequence(w, &p, end, depth + 1, 1);
-                w->explicit_vr = save_explicit;
-                w->be = save_be;
-                if (rc < 0)
-                    return -1;
-                continue;
-            }
-            return gj_dcm_err(w->err, w->errlen, "undefined length for (%04X,%04X) %c%c at offset %lld",
-                              tag >> 16, tag & 0xFFFF, vr >> 8, vr & 0xFF, OFF(w, at));
-        }
-        if (len > (uint64_t)(end - p))
-            return gj_dcm_err(w->err, w->errlen, "length %u of (%04X,%04X) runs past the end (offset %lld, %lld bytes left)",
-                              len, tag >> 16, tag & 0xFFFF, OFF(w, at), (long long)(end - p));
-        if (vr == GJ_VR('S', 'Q')) {
-            if (add_elem(w, tag, vr, depth, NULL, 0) < 0)
+            if (undefined_length(w, &p, end, tag, vr, depth, at) < 0)
                 return -1;
-            const uint8_t *q = p;
-            if (parse_sequence(w, &q, p + len, depth + 1, 0) < 0)
-                return -1;
-            p += len;
             continue;
         }
-        if (add_elem(w, tag, vr, depth, p, len) < 0)
+        if (len > (uint64_t)(end - p))
+            return gj_dcm_tag_error(w->err, tag, "length %u of (%04X,%04X) runs past the end (offset %lld, %lld bytes left)",
+                                    len, tag >> 16, tag & 0xFFFF, OFF(w, at), (long long)(end - p));
+        if (defined_length(w, p, tag, vr, len, depth) < 0)
             return -1;
-        if (tag == GJ_DCM_PixelData && depth == 0) {
-            if (w->d->has_pixels)
-                return gj_dcm_err(w->err, w->errlen, "pixel data twice");
-            w->d->has_pixels = 1;
-            w->d->encapsulated = 0;
-            w->d->pixel = p;
-            w->d->pixel_len = len;
-            w->d->pixel_vr = vr;
-            w->d->pixel_be = w->be;
-        }
         p += len;
     }
     *pp = p;
@@ -375,19 +396,19 @@ static int parse_dataset(struct walker *w, const uint8_t **pp, const uint8_t *en
 
 /* window_bits: -15 raw deflate (the standard), 15 a zlib stream (some old
  * writers add the zlib header). */
-static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window_bits, char *err, size_t errlen)
+static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window_bits, struct gj_error *err)
 {
     z_stream zs;
     memset(&zs, 0, sizeof zs);
     if (inflateInit2(&zs, window_bits) != Z_OK)
-        return gj_dcm_err(err, errlen, "zlib init failed");
+        return gj_error_set(err, "", "zlib init failed");
     uint64_t limit = GJ_DICOM_MAX_INFLATED;
     /* the first guess too stays within the limit, which is only checked when the buffer is full */
     size_t cap = n > (limit - 4096) / 4 ? (size_t)limit : n * 4 + 4096, len = 0;
     uint8_t *out = malloc(cap);
     if (!out) {
         inflateEnd(&zs);
-        return gj_dcm_err(err, errlen, "out of memory");
+        return gj_error_set(err, "", "out of memory");
     }
     zs.next_in = (Bytef *)src;
     int rc = Z_OK;
@@ -397,7 +418,7 @@ static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window
             if (cap >= limit) {
                 free(out);
                 inflateEnd(&zs);
-                return gj_dcm_err(err, errlen, "deflated dataset inflates past %llu bytes",
+                return gj_error_set(err, "", "deflated dataset inflates past %llu bytes",
                                   (unsigned long long)limit);
             }
             size_t ncap = cap * 2 > limit ? (size_t)limit : cap * 2;
@@ -405,7 +426,7 @@ static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window
             if (!o) {
                 free(out);
                 inflateEnd(&zs);
-                return gj_dcm_err(err, errlen, "out of memory");
+                return gj_error_set(err, "", "out of memory");
             }
             out = o;
             cap = ncap;
@@ -426,7 +447,7 @@ static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window
         if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
             free(out);
             inflateEnd(&zs);
-            return gj_dcm_err(err, errlen, "deflated dataset is corrupt (%s)", zs.msg ? zs.msg : "zlib error");
+            return gj_error_set(err, "", "deflated dataset is corrupt (%s)", zs.msg ? zs.msg : "zlib error");
         }
         if (rc == Z_OK && in_left == 0 && zs.avail_out > 0 && zs.avail_in == 0)
             break;  /* input exhausted without stream end */
@@ -434,7 +455,7 @@ static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window
     inflateEnd(&zs);
     if (rc != Z_STREAM_END) {
         free(out);
-        return gj_dcm_err(err, errlen, "deflated dataset is truncated");
+        return gj_error_set(err, "", "deflated dataset is truncated");
     }
     d->inflated = out;
     d->inflated_len = len;
@@ -469,42 +490,49 @@ static void trim_copy(char *dst, size_t dstlen, const uint8_t *src, size_t n)
     dst[k] = 0;
 }
 
-static int parse_file(gj_dicom *d, char *err, size_t errlen)
+/* Where the elements start: after the 128-byte preamble and "DICM", after a bare
+ * "DICM", or at once when the file begins with a group 0002 or 0008 element. */
+static int skip_preamble(const gj_dicom *d, const uint8_t **p, struct gj_error *err)
 {
-    const uint8_t *buf = d->file, *end = d->file + d->file_len;
-    const uint8_t *p = buf;
-    struct walker w = { .d = d, .base = buf, .err = err, .errlen = errlen };
+    const uint8_t *buf = d->file;
+    if (d->file_len >= 132 && memcmp(buf + 128, "DICM", 4) == 0)
+        *p = buf + 132;
+    else if (d->file_len >= 4 && memcmp(buf, "DICM", 4) == 0)
+        *p = buf + 4;
+    else if (d->file_len >= 8 && (rd16(buf, 0) == 0x0002 || rd16(buf, 0) == 0x0008))
+        *p = buf;
+    else
+        return gj_error_set(err, "", "not a DICOM file (no DICM prefix at offset 128)");
+    return 0;
+}
 
-    if (d->file_len >= 132 && memcmp(buf + 128, "DICM", 4) == 0) {
-        p = buf + 132;
-    } else if (d->file_len >= 4 && memcmp(buf, "DICM", 4) == 0) {
-        p = buf + 4;
-    } else if (d->file_len >= 8 && (rd16(buf, 0) == 0x0002 || rd16(buf, 0) == 0x0008)) {
-        p = buf;  /* no preamble */
-    } else {
-        return gj_dcm_err(err, errlen, "not a DICOM file (no DICM prefix at offset 128)");
-    }
-
-    /* File meta group: explicit VR little endian, group 0002. */
-    const uint8_t *meta_start = p;
-    while (end - p >= 6 && rd16(p, 0) == 0x0002) {
-        /* find the end of this element, then parse it alone */
-        uint16_t vr = GJ_VR(p[4], p[5]);
+/* The file meta group (explicit VR little endian, group 0002): its elements are found
+ * one by one, then parsed. *p moves past it. */
+static int parse_meta(struct walker *w, const uint8_t **p, const uint8_t *end, struct gj_error *err)
+{
+    const uint8_t *meta_start = *p, *q = *p;
+    while (end - q >= 6 && rd16(q, 0) == 0x0002) {
+        uint16_t vr = GJ_VR(q[4], q[5]);
         uint64_t hdr = vr_has_long_length(vr) ? 12 : 8;
-        if ((uint64_t)(end - p) < hdr)
-            return gj_dcm_err(err, errlen, "file meta group truncated");
-        uint64_t len = hdr == 12 ? rd32(p + 8, 0) : rd16(p + 6, 0);
-        if (len == UNDEFINED_LEN || len > (uint64_t)(end - p) - hdr)
-            return gj_dcm_err(err, errlen, "file meta element length %llu past the end", (unsigned long long)len);
-        p += hdr + len;
+        if ((uint64_t)(end - q) < hdr)
+            return gj_error_set(err, "", "file meta group truncated");
+        uint64_t len = hdr == 12 ? rd32(q + 8, 0) : rd16(q + 6, 0);
+        if (len == UNDEFINED_LEN || len > (uint64_t)(end - q) - hdr)
+            return gj_error_set(err, "", "file meta element length %llu past the end", (unsigned long long)len);
+        q += hdr + len;
     }
-    if (p > meta_start) {
-        w.explicit_vr = 1;
-        w.be = 0;
-        const uint8_t *q = meta_start;
-        if (parse_dataset(&w, &q, p, 0, 0) < 0)
-            return -1;
-    }
+    *p = q;
+    if (q == meta_start)
+        return 0;
+    w->explicit_vr = 1;
+    w->be = 0;
+    return parse_dataset(w, &meta_start, q, 0, 0);
+}
+
+/* The transfer syntax: the meta group's, or without one a guess between implicit and
+ * explicit VR little endian from the first element. */
+static int transfer_syntax(gj_dicom *d, const uint8_t *p, const uint8_t *end, struct gj_error *err)
+{
     const struct gj_dcm_elem *tse = gj_dcm_find(d, GJ_DCM_TransferSyntaxUID);
     if (tse && tse->val) {
         trim_copy(d->ts_uid, sizeof d->ts_uid, tse->val, tse->len);
@@ -513,29 +541,54 @@ static int parse_file(gj_dicom *d, char *err, size_t errlen)
             if (strcmp(ts_table[i].uid, d->ts_uid) == 0)
                 d->ts = ts_table[i].ts;
         if (d->ts == GJ_TS_UNKNOWN)
-            return gj_dcm_err(err, errlen, "unsupported transfer syntax %s", d->ts_uid);
+            return gj_dcm_tag_error(err, GJ_DCM_TransferSyntaxUID, "unsupported transfer syntax %s", d->ts_uid);
+    } else if (end - p >= 6 && p[4] >= 'A' && p[4] <= 'Z' && p[5] >= 'A' && p[5] <= 'Z') {
+        d->ts = GJ_TS_EXPLICIT_LE;
+        strcpy(d->ts_uid, "1.2.840.10008.1.2.1");
     } else {
-        /* No meta: guess implicit or explicit VR little endian. */
-        if (end - p >= 6 && p[4] >= 'A' && p[4] <= 'Z' && p[5] >= 'A' && p[5] <= 'Z') {
-            d->ts = GJ_TS_EXPLICIT_LE;
-            strcpy(d->ts_uid, "1.2.840.10008.1.2.1");
-        } else {
-            d->ts = GJ_TS_IMPLICIT_LE;
-            strcpy(d->ts_uid, "1.2.840.10008.1.2");
-        }
+        d->ts = GJ_TS_IMPLICIT_LE;
+        strcpy(d->ts_uid, "1.2.840.10008.1.2");
     }
     d->explicit_vr = d->ts != GJ_TS_IMPLICIT_LE;
     d->big_endian = d->ts == GJ_TS_EXPLICIT_BE;
+    return 0;
+}
 
+/* A deflated dataset, inflated: raw deflate as the standard says, or a zlib stream
+ * (CMF 0x78, FCHECK) as some old writers make. */
+static int inflate_any(gj_dicom *d, const uint8_t *p, size_t n, struct gj_error *err)
+{
+    if (inflate_dataset(d, p, n, -15, err) == 0)
+        return 0;
+    if (!(n >= 2 && p[0] == 0x78 && ((p[0] << 8) | p[1]) % 31 == 0))
+        return -1;
+    return inflate_dataset(d, p, n, 15, err);
+}
+
+/* Fragments that begin a frame, for files without a usable offset table. */
+static int index_frame_starts(gj_dicom *d, struct gj_error *err)
+{
+    if (!d->n_frag)
+        return 0;
+    d->starts = malloc(d->n_frag * sizeof *d->starts);
+    if (!d->starts)
+        return gj_error_set(err, "", "out of memory");
+    for (size_t i = 0; i < d->n_frag; i++)
+        if (gj_dcm_codec_starts_frame(d->ts, d->frag[i].p, d->frag[i].len))
+            d->starts[d->n_starts++] = i;
+    return 0;
+}
+
+static int parse_file(gj_dicom *d, struct gj_error *err)
+{
+    const uint8_t *end = d->file + d->file_len, *p = d->file;
+    struct walker w = { .d = d, .base = d->file, .err = err };
+    if (skip_preamble(d, &p, err) || parse_meta(&w, &p, end, err) || transfer_syntax(d, p, end, err))
+        return -1;
     const uint8_t *ds = p, *ds_end = end;
     if (d->ts == GJ_TS_DEFLATED_LE) {
-        size_t n = (size_t)(end - p);
-        if (inflate_dataset(d, p, n, -15, err, errlen) < 0) {
-            /* a zlib header (CMF 0x78, FCHECK) instead of raw deflate? */
-            if (!(n >= 2 && p[0] == 0x78 && ((p[0] << 8) | p[1]) % 31 == 0) ||
-                inflate_dataset(d, p, n, 15, err, errlen) < 0)
-                return -1;
-        }
+        if (inflate_any(d, p, (size_t)(end - p), err) < 0)
+            return -1;
         ds = d->inflated;
         ds_end = d->inflated + d->inflated_len;
         w.base = ds;
@@ -546,39 +599,31 @@ static int parse_file(gj_dicom *d, char *err, size_t errlen)
     if (ds_end - ds < 8 && ds_end > ds) {
         for (const uint8_t *z = ds; z < ds_end; z++)
             if (*z)
-                return gj_dcm_err(err, errlen, "dataset truncated");
+                return gj_error_set(err, "", "dataset truncated");
         ds_end = ds;
     }
     if (parse_dataset(&w, &ds, ds_end, 0, 0) < 0)
         return -1;
-    if (d->n_frag) {
-        d->starts = malloc(d->n_frag * sizeof *d->starts);
-        if (!d->starts)
-            return gj_dcm_err(err, errlen, "out of memory");
-        for (size_t i = 0; i < d->n_frag; i++)
-            if (gj_dcm_frag_starts_frame(d, &d->frag[i]))
-                d->starts[d->n_starts++] = i;
-    }
-    return 0;
+    return index_frame_starts(d, err);
 }
 
-int gj_dicom_open_mem(const void *data, size_t len, gj_dicom **out, char *err, size_t errlen)
+int gj_dicom_open_mem(const void *data, size_t len, gj_dicom **out, struct gj_error *err)
 {
     *out = NULL;
     if (len > GJ_DICOM_MAX_FILE_BYTES)
-        return gj_dcm_err(err, errlen, "file larger than %llu bytes", (unsigned long long)GJ_DICOM_MAX_FILE_BYTES);
+        return gj_error_set(err, "", "file larger than %llu bytes", (unsigned long long)GJ_DICOM_MAX_FILE_BYTES);
     gj_dicom *d = calloc(1, sizeof *d);
     if (!d)
-        return gj_dcm_err(err, errlen, "out of memory");
+        return gj_error_set(err, "", "out of memory");
     d->file = malloc(len ? len : 1);
     if (!d->file) {
         free(d);
-        return gj_dcm_err(err, errlen, "out of memory");
+        return gj_error_set(err, "", "out of memory");
     }
     if (len)
         memcpy(d->file, data, len);
     d->file_len = len;
-    if (parse_file(d, err, errlen) < 0) {
+    if (parse_file(d, err) < 0) {
         gj_dicom_free(d);
         return -1;
     }
@@ -586,20 +631,20 @@ int gj_dicom_open_mem(const void *data, size_t len, gj_dicom **out, char *err, s
     return 0;
 }
 
-int gj_dicom_open_file(const char *path, gj_dicom **out, char *err, size_t errlen)
+int gj_dicom_open_file(const char *path, gj_dicom **out, struct gj_error *err)
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return gj_dcm_err(err, errlen, "%s: %s", path, strerror(errno));
+        return gj_error_set(err, "", "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
         fclose(f);
-        return gj_dcm_err(err, errlen, "%s: not a regular file", path);
+        return gj_error_set(err, "", "%s: not a regular file", path);
     }
     if ((uint64_t)st.st_size > GJ_DICOM_MAX_FILE_BYTES) {
         fclose(f);
-        return gj_dcm_err(err, errlen, "%s: larger than %llu bytes", path,
+        return gj_error_set(err, "", "%s: larger than %llu bytes", path,
                           (unsigned long long)GJ_DICOM_MAX_FILE_BYTES);
     }
     gj_dicom *d = calloc(1, sizeof *d);
@@ -609,16 +654,16 @@ int gj_dicom_open_file(const char *path, gj_dicom **out, char *err, size_t errle
     if (!d || !d->file) {
         fclose(f);
         gj_dicom_free(d);
-        return gj_dcm_err(err, errlen, "out of memory");
+        return gj_error_set(err, "", "out of memory");
     }
     size_t got = n ? fread(d->file, 1, n, f) : 0;
     fclose(f);
     if (got != n) {
         gj_dicom_free(d);
-        return gj_dcm_err(err, errlen, "%s: short read", path);
+        return gj_error_set(err, "", "%s: short read", path);
     }
     d->file_len = n;
-    if (parse_file(d, err, errlen) < 0) {
+    if (parse_file(d, err) < 0) {
         gj_dicom_free(d);
         return -1;
     }

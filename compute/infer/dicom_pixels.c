@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dicom_codec.h"
 #include "dicom_internal.h"
 
 /* The value, dflt when absent or empty, -2 (invalid everywhere used) when
@@ -19,11 +20,9 @@ static long get_us(const gj_dicom *d, uint32_t tag, long dflt)
     return gj_dicom_value_count(d, tag) > 0 ? -2 : dflt;
 }
 
-int gj_dicom_image_info(const gj_dicom *d, struct gj_dicom_image *img, char *err, size_t errlen)
+/* The sizes and sample format of (0028,xxxx), each checked: 0 or -1 with err naming the tag. */
+static int sample_format(const gj_dicom *d, struct gj_dicom_image *img, struct gj_error *err)
 {
-    memset(img, 0, sizeof *img);
-    if (!d->has_pixels)
-        return gj_dcm_err(err, errlen, "no pixel data (7FE0,0010)");
     long rows = get_us(d, GJ_DCM_Rows, -1), cols = get_us(d, GJ_DCM_Columns, -1);
     long spp = get_us(d, GJ_DCM_SamplesPerPixel, 1);
     long ba = get_us(d, GJ_DCM_BitsAllocated, -1);
@@ -33,22 +32,24 @@ int gj_dicom_image_info(const gj_dicom *d, struct gj_dicom_image *img, char *err
     long pc = get_us(d, GJ_DCM_PlanarConfiguration, 0);
     long frames = get_us(d, GJ_DCM_NumberOfFrames, 1);
     if (rows <= 0 || cols <= 0 || rows > GJ_DICOM_MAX_DIM || cols > GJ_DICOM_MAX_DIM)
-        return gj_dcm_err(err, errlen, "rows/columns missing or out of range (%ld x %ld)", rows, cols);
+        return gj_dcm_tag_error(err, rows <= 0 || rows > GJ_DICOM_MAX_DIM ? GJ_DCM_Rows : GJ_DCM_Columns,
+                                "rows/columns missing or out of range (%ld x %ld)", rows, cols);
     if ((uint64_t)rows * (uint64_t)cols > GJ_DICOM_MAX_FRAME_PIXELS ||
         (uint64_t)rows * (uint64_t)cols * (uint64_t)(spp > 0 ? spp : 1) * (uint64_t)(ba > 8 ? 2 : 1) > GJ_DICOM_MAX_FRAME_BYTES)
-        return gj_dcm_err(err, errlen, "frame of %ld x %ld pixels is too large", rows, cols);
+        return gj_dcm_tag_error(err, GJ_DCM_Rows, "frame of %ld x %ld pixels is too large", rows, cols);
     if (spp != 1 && spp != 3)
-        return gj_dcm_err(err, errlen, "samples per pixel %ld not supported (1 or 3)", spp);
+        return gj_dcm_tag_error(err, GJ_DCM_SamplesPerPixel, "samples per pixel %ld not supported (1 or 3)", spp);
     if (ba != 8 && ba != 16)
-        return gj_dcm_err(err, errlen, "bits allocated %ld not supported (8 or 16)", ba);
+        return gj_dcm_tag_error(err, GJ_DCM_BitsAllocated, "bits allocated %ld not supported (8 or 16)", ba);
     if (bs < 1 || bs > ba || hb < bs - 1 || hb >= ba)
-        return gj_dcm_err(err, errlen, "bits stored %ld / high bit %ld inconsistent with bits allocated %ld", bs, hb, ba);
+        return gj_dcm_tag_error(err, GJ_DCM_BitsStored, "bits stored %ld / high bit %ld inconsistent with bits allocated %ld",
+                                bs, hb, ba);
     if (pc != 0 && pc != 1)
-        return gj_dcm_err(err, errlen, "planar configuration %ld invalid", pc);
+        return gj_dcm_tag_error(err, GJ_DCM_PlanarConfiguration, "planar configuration %ld invalid", pc);
     if (pr != 0 && pr != 1)
-        return gj_dcm_err(err, errlen, "pixel representation %ld invalid", pr);
+        return gj_dcm_tag_error(err, GJ_DCM_PixelRepresentation, "pixel representation %ld invalid", pr);
     if (frames <= 0 || frames > GJ_DICOM_MAX_FRAMES)
-        return gj_dcm_err(err, errlen, "number of frames %ld out of range", frames);
+        return gj_dcm_tag_error(err, GJ_DCM_NumberOfFrames, "number of frames %ld out of range", frames);
     img->rows = (uint32_t)rows;
     img->columns = (uint32_t)cols;
     img->samples_per_pixel = (uint32_t)spp;
@@ -58,8 +59,13 @@ int gj_dicom_image_info(const gj_dicom *d, struct gj_dicom_image *img, char *err
     img->pixel_representation = (uint32_t)pr;
     img->planar_configuration = (uint32_t)pc;
     img->frames = (uint32_t)frames;
-    img->encapsulated = d->encapsulated;
+    return 0;
+}
 
+/* (0028,0004), and whether it fits the samples per pixel. */
+static int photometric(const gj_dicom *d, struct gj_dicom_image *img, struct gj_error *err)
+{
+    uint32_t spp = img->samples_per_pixel;
     gj_dicom_get_string(d, GJ_DCM_PhotometricInterp, img->photometric_name, sizeof img->photometric_name);
     const char *pi = img->photometric_name;
     if (!strcmp(pi, "MONOCHROME1")) img->photometric = GJ_PI_MONOCHROME1;
@@ -74,12 +80,35 @@ int gj_dicom_image_info(const gj_dicom *d, struct gj_dicom_image *img, char *err
     if (!pi[0])
         strcpy(img->photometric_name, spp == 1 ? "MONOCHROME2" : "RGB");
     int mono = img->photometric == GJ_PI_MONOCHROME1 || img->photometric == GJ_PI_MONOCHROME2;
-    if (mono && spp != 1)
-        return gj_dcm_err(err, errlen, "%s with %ld samples per pixel", pi, spp);
-    if (!mono && (img->photometric == GJ_PI_RGB || img->photometric == GJ_PI_YBR_FULL ||
-                  img->photometric == GJ_PI_YBR_FULL_422) && spp != 3)
-        return gj_dcm_err(err, errlen, "%s with %ld samples per pixel", pi, spp);
+    int color = img->photometric == GJ_PI_RGB || img->photometric == GJ_PI_YBR_FULL ||
+                img->photometric == GJ_PI_YBR_FULL_422;
+    if ((mono && spp != 1) || (!mono && color && spp != 3))
+        return gj_dcm_tag_error(err, GJ_DCM_PhotometricInterp, "%s with %u samples per pixel", pi, spp);
+    return 0;
+}
 
+/* The pixel data holds the frames (native), or has fragments (encapsulated). */
+static int pixel_data_size(const gj_dicom *d, const struct gj_dicom_image *img, struct gj_error *err)
+{
+    if (d->encapsulated)
+        return d->n_frag ? 0 : gj_dcm_tag_error(err, GJ_DCM_PixelData, "encapsulated pixel data without fragments");
+    uint64_t frame_bytes = (uint64_t)img->rows * img->columns * img->samples_per_pixel * (img->bits_allocated / 8);
+    if (frame_bytes * (uint64_t)img->frames > d->pixel_len)
+        return gj_dcm_tag_error(err, GJ_DCM_PixelData, "pixel data holds %llu bytes; %u frame(s) of %u x %u x %u x %u "
+                                "bits need %llu", (unsigned long long)d->pixel_len, img->frames, img->rows,
+                                img->columns, img->samples_per_pixel, img->bits_allocated,
+                                (unsigned long long)(frame_bytes * (uint64_t)img->frames));
+    return 0;
+}
+
+int gj_dicom_image_info(const gj_dicom *d, struct gj_dicom_image *img, struct gj_error *err)
+{
+    memset(img, 0, sizeof *img);
+    if (!d->has_pixels)
+        return gj_dcm_tag_error(err, GJ_DCM_PixelData, "no pixel data (7FE0,0010)");
+    if (sample_format(d, img, err) || photometric(d, img, err))
+        return -1;
+    img->encapsulated = d->encapsulated;
     img->rescale_slope = 1.0;
     img->rescale_intercept = 0.0;
     double v;
@@ -87,18 +116,7 @@ int gj_dicom_image_info(const gj_dicom *d, struct gj_dicom_image *img, char *err
         img->rescale_slope = v;
     if (gj_dicom_get_double(d, GJ_DCM_RescaleIntercept, 0, &v) == 0 && isfinite(v))
         img->rescale_intercept = v;
-
-    if (!d->encapsulated) {
-        uint64_t frame_bytes = (uint64_t)rows * (uint64_t)cols * (uint64_t)spp * (uint64_t)(ba / 8);
-        if (frame_bytes * (uint64_t)frames > d->pixel_len)
-            return gj_dcm_err(err, errlen, "pixel data holds %llu bytes; %ld frame(s) of %ld x %ld x %ld x %ld bits need %llu",
-                              (unsigned long long)d->pixel_len, frames, rows, cols, spp, ba,
-                              (unsigned long long)(frame_bytes * (uint64_t)frames));
-    } else {
-        if (d->n_frag == 0)
-            return gj_dcm_err(err, errlen, "encapsulated pixel data without fragments");
-    }
-    return 0;
+    return pixel_data_size(d, img, err);
 }
 
 uint64_t gj_dicom_frame_floats(const struct gj_dicom_image *img)
@@ -108,25 +126,9 @@ uint64_t gj_dicom_frame_floats(const struct gj_dicom_image *img)
 
 /* ---- locating a compressed frame ------------------------------------------ */
 
-int gj_dcm_frag_starts_frame(const gj_dicom *d, const struct gj_dcm_frag *f)
-{
-    const uint8_t *p = f->p;
-    if (f->len < 2)
-        return 0;
-    switch (d->ts) {
-    case GJ_TS_J2K: case GJ_TS_J2K_LOSSLESS:
-        return (p[0] == 0xFF && p[1] == 0x4F) ||
-               (f->len >= 12 && !memcmp(p, "\0\0\0\x0cjP  ", 8));
-    case GJ_TS_RLE:
-        return 1;
-    default:
-        return p[0] == 0xFF && p[1] == 0xD8;
-    }
-}
-
 /* First fragment and count of fragments of frame `frame`. */
 static int frame_fragments(const gj_dicom *d, const struct gj_dicom_image *img, uint32_t frame,
-                           size_t *first, size_t *count, char *err, size_t errlen)
+                           size_t *first, size_t *count, struct gj_error *err)
 {
     uint32_t nbot = d->bot_len / 4;
     if (img->frames == 1) {
@@ -178,13 +180,13 @@ static int frame_fragments(const gj_dicom *d, const struct gj_dicom_image *img, 
         *count = (frame + 1 < d->n_starts ? d->starts[frame + 1] : d->n_frag) - *first;
         return 0;
     }
-    return gj_dcm_err(err, errlen, "frame %u not found among %zu fragments", frame + 1, d->n_frag);
+    return gj_error_set(err, "", "frame %u not found among %zu fragments", frame + 1, d->n_frag);
 }
 
 /* ---- conversion ----------------------------------------------------------- */
 
 static int native_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint32_t frame,
-                      struct gj_dcm_raw *raw, char *err, size_t errlen)
+                      struct gj_dcm_raw *raw, struct gj_error *err)
 {
     uint64_t n = (uint64_t)img->rows * img->columns * img->samples_per_pixel;
     int bytes = (int)img->bits_allocated / 8;
@@ -197,7 +199,7 @@ static int native_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint3
     raw->planar = img->samples_per_pixel == 3 && img->planar_configuration == 1;
     raw->data = malloc(fb ? fb : 1);
     if (!raw->data)
-        return gj_dcm_err(err, errlen, "out of memory for a frame of %llu bytes", (unsigned long long)fb);
+        return gj_error_set(err, "", "out of memory for a frame of %llu bytes", (unsigned long long)fb);
     if (bytes == 2) {
         uint16_t *o = (uint16_t *)raw->data;
         if (d->pixel_be) {
@@ -223,26 +225,26 @@ static int native_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint3
 }
 
 static int frame_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint32_t frame,
-                     struct gj_dcm_raw *raw, char *err, size_t errlen)
+                     struct gj_dcm_raw *raw, struct gj_error *err)
 {
     memset(raw, 0, sizeof *raw);
     if (frame >= img->frames)
-        return gj_dcm_err(err, errlen, "frame %u out of range (%u frames)", frame + 1, img->frames);
+        return gj_error_set(err, "", "frame %u out of range (%u frames)", frame + 1, img->frames);
     if (!d->encapsulated)
-        return native_raw(d, img, frame, raw, err, errlen);
+        return native_raw(d, img, frame, raw, err);
 
     size_t first = 0, count = 0;
-    if (frame_fragments(d, img, frame, &first, &count, err, errlen) < 0)
+    if (frame_fragments(d, img, frame, &first, &count, err) < 0)
         return -1;
     if (count == 0)
-        return gj_dcm_err(err, errlen, "frame %u has no fragments", frame + 1);
+        return gj_error_set(err, "", "frame %u has no fragments", frame + 1);
     size_t total = 0;
     for (size_t i = first; i < first + count; i++)
         total += d->frag[i].len;   /* bounded by the file size */
     uint64_t frame_bytes = (uint64_t)img->rows * img->columns * img->samples_per_pixel * (img->bits_allocated / 8);
     uint64_t ratio = d->ts == GJ_TS_RLE ? 64 : GJ_DICOM_MAX_EXPANSION;
     if (frame_bytes > (uint64_t)total * ratio + (1u << 20))
-        return gj_dcm_err(err, errlen, "frame %u: %zu compressed bytes cannot hold a %u x %u x %u frame",
+        return gj_error_set(err, "", "frame %u: %zu compressed bytes cannot hold a %u x %u x %u frame",
                           frame + 1, total, img->columns, img->rows, img->samples_per_pixel);
     const uint8_t *p;
     size_t n;
@@ -253,7 +255,7 @@ static int frame_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint32
     } else {
         joined = malloc(total ? total : 1);
         if (!joined)
-            return gj_dcm_err(err, errlen, "out of memory");
+            return gj_error_set(err, "", "out of memory");
         size_t o = 0;
         for (size_t i = first; i < first + count; i++) {
             memcpy(joined + o, d->frag[i].p, d->frag[i].len);
@@ -262,30 +264,7 @@ static int frame_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint32
         p = joined;
         n = total;
     }
-    int rc;
-    switch (d->ts) {
-    case GJ_TS_RLE:
-        rc = gj_dcm_decode_rle(p, n, img, raw, err, errlen);
-        break;
-    case GJ_TS_JPEG_BASELINE:
-    case GJ_TS_JPEG_EXTENDED:
-        rc = gj_dcm_decode_jpeg(p, n, img, raw, err, errlen);
-        break;
-    case GJ_TS_JPEG_LOSSLESS:
-    case GJ_TS_JPEG_LOSSLESS_SV1:
-        rc = gj_dcm_decode_jpeg_lossless(p, n, img, raw, err, errlen);
-        break;
-    case GJ_TS_JPEGLS_LOSSLESS:
-    case GJ_TS_JPEGLS_NEAR:
-        rc = gj_dcm_decode_jpegls(p, n, img, raw, err, errlen);
-        break;
-    case GJ_TS_J2K:
-    case GJ_TS_J2K_LOSSLESS:
-        rc = gj_dcm_decode_j2k(p, n, img, raw, err, errlen);
-        break;
-    default:
-        rc = gj_dcm_err(err, errlen, "encapsulated pixel data in transfer syntax %s", d->ts_uid);
-    }
+    int rc = gj_dcm_codec_decode(d->ts, p, n, img, raw, err);
     free(joined);
     if (rc < 0) {
         free(raw->data);
@@ -295,7 +274,7 @@ static int frame_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint32
     if (raw->rows != img->rows || raw->cols != img->columns || raw->spp != img->samples_per_pixel) {
         free(raw->data);
         raw->data = NULL;
-        return gj_dcm_err(err, errlen, "compressed frame is %u x %u x %u; the dataset says %u x %u x %u",
+        return gj_error_set(err, "", "compressed frame is %u x %u x %u; the dataset says %u x %u x %u",
                           raw->rows, raw->cols, raw->spp, img->rows, img->columns, img->samples_per_pixel);
     }
     return 0;
@@ -337,23 +316,23 @@ static double clampd(double x, double lo, double hi)
 
 /* Stored values; color converted to RGB planes. */
 static int decode_common(const gj_dicom *d, uint32_t frame, int32_t *ivals, float *fvals,
-                         uint64_t capacity, char *err, size_t errlen)
+                         uint64_t capacity, struct gj_error *err)
 {
     struct gj_dicom_image img;
-    if (gj_dicom_image_info(d, &img, err, errlen) < 0)
+    if (gj_dicom_image_info(d, &img, err) < 0)
         return -1;
     uint64_t need = gj_dicom_frame_floats(&img);
     if (capacity < need)
-        return gj_dcm_err(err, errlen, "output holds %llu values; the frame needs %llu",
+        return gj_error_set(err, "", "output holds %llu values; the frame needs %llu",
                           (unsigned long long)capacity, (unsigned long long)need);
     int mono = img.samples_per_pixel == 1;
     if (!mono && img.photometric != GJ_PI_RGB && img.photometric != GJ_PI_YBR_FULL &&
         !(img.photometric == GJ_PI_YBR_FULL_422 && img.encapsulated))
-        return gj_dcm_err(err, errlen, "photometric interpretation %s not supported", img.photometric_name);
+        return gj_error_set(err, "", "photometric interpretation %s not supported", img.photometric_name);
     if (mono && img.photometric != GJ_PI_MONOCHROME1 && img.photometric != GJ_PI_MONOCHROME2)
-        return gj_dcm_err(err, errlen, "photometric interpretation %s not supported", img.photometric_name);
+        return gj_error_set(err, "", "photometric interpretation %s not supported", img.photometric_name);
     struct gj_dcm_raw raw;
-    if (frame_raw(d, &img, frame, &raw, err, errlen) < 0)
+    if (frame_raw(d, &img, frame, &raw, err) < 0)
         return -1;
     uint64_t npix = (uint64_t)img.rows * img.columns;
     const struct stored_fmt sf = stored_fmt(&img);
@@ -394,13 +373,13 @@ static int decode_common(const gj_dicom *d, uint32_t frame, int32_t *ivals, floa
 }
 
 int gj_dicom_decode_frame(const gj_dicom *d, uint32_t frame, float *out, uint64_t capacity,
-                          char *err, size_t errlen)
+                          struct gj_error *err)
 {
-    return decode_common(d, frame, NULL, out, capacity, err, errlen);
+    return decode_common(d, frame, NULL, out, capacity, err);
 }
 
 int gj_dicom_decode_frame_raw(const gj_dicom *d, uint32_t frame, int32_t *out, uint64_t capacity,
-                              char *err, size_t errlen)
+                              struct gj_error *err)
 {
-    return decode_common(d, frame, out, NULL, capacity, err, errlen);
+    return decode_common(d, frame, out, NULL, capacity, err);
 }

@@ -23,22 +23,22 @@ int main(int argc, char **argv)
     struct timespec t0, t1, c0, c1;
     double bytes = 0;
     long files = 0;
-    char err[256];
+    struct gj_error err = { 0 };
     clock_gettime(CLOCK_MONOTONIC, &t0);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     for (int r = 0; r < rounds; r++) {
         for (int i = 2; i < argc; i++) {
             gj_dicom *d;
             struct gj_dicom_image img;
-            if (gj_dicom_open_file(argv[i], &d, err, sizeof err) < 0 ||
-                gj_dicom_image_info(d, &img, err, sizeof err) < 0) {
-                fprintf(stderr, "%s: %s\n", argv[i], err);
+            if (gj_dicom_open_file(argv[i], &d, &err) < 0 ||
+                gj_dicom_image_info(d, &img, &err) < 0) {
+                fprintf(stderr, "%s: %s\n", argv[i], err.message);
                 return 1;
             }
             uint64_t n = gj_dicom_frame_floats(&img);
             float *v = malloc(n * sizeof *v);
-            if (!v || gj_dicom_decode_frame(d, 0, v, n, err, sizeof err) < 0) {
-                fprintf(stderr, "%s: %s\n", argv[i], err);
+            if (!v || gj_dicom_decode_frame(d, 0, v, n, &err) < 0) {
+                fprintf(stderr, "%s: %s\n", argv[i], err.message);
                 return 1;
             }
             bytes += (double)n * (img.bits_allocated / 8);

@@ -16,7 +16,7 @@ cd "$tmp"
 
 deps="$(pkg-config --cflags --libs libturbojpeg charls libopenjp2 zlib) -lm"
 if ! clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$src/compute" -o dicom_fuzz "$src/fuzz/dicom_fuzz.c" "$src"/compute/infer/dicom_*.c \
+    -I"$src/compute" -o dicom_fuzz "$src/fuzz/dicom_fuzz.c" "$src"/compute/infer/dicom_*.c "$src"/compute/common/gj_error.c \
     $deps 2>build.log; then
   if grep -q "libclang_rt.fuzzer\|fuzzer.*not found\|cannot find" build.log; then
     cat build.log; echo "libFuzzer runtime not available: skipped"; exit 77

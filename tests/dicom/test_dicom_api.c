@@ -34,10 +34,10 @@ static void image(struct buf *b, const char *pi, uint16_t spp, uint16_t rows, ui
 
 static gj_dicom *open_buf(struct buf *b)
 {
-    char err[256] = "";
+    struct gj_error err = { 0 };
     gj_dicom *d = NULL;
-    if (gj_dicom_open_mem(b->p, b->n, &d, err, sizeof err) < 0)
-        fail_msg("open: %s", err);
+    if (gj_dicom_open_mem(b->p, b->n, &d, &err) < 0)
+        fail_msg("open: %s", err.message);
     return d;
 }
 
@@ -92,17 +92,17 @@ static void test_lookup(void **state)
     assert_int_equal(gj_dicom_has(d, GJ_TAG(0x0008, 0x1155)), 0);
 
     struct gj_dicom_image img;
-    char err[256];
-    assert_int_equal(gj_dicom_image_info(d, &img, err, sizeof err), 0);
+    struct gj_error err = { 0 };
+    assert_int_equal(gj_dicom_image_info(d, &img, &err), 0);
     assert_int_equal(img.rows, 2);
     assert_int_equal(img.columns, 3);
     assert_true(img.rescale_slope == 2.5 && img.rescale_intercept == -1024);
     int32_t raw[6];
     float f[6];
-    assert_int_equal(gj_dicom_decode_frame_raw(d, 0, raw, 6, err, sizeof err), 0);
+    assert_int_equal(gj_dicom_decode_frame_raw(d, 0, raw, 6, &err), 0);
     assert_int_equal(raw[3], 4095);
     assert_int_equal(raw[4], 7);
-    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 6, err, sizeof err), 0);
+    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 6, &err), 0);
     assert_true(f[0] == -1024.0f && f[5] == 100 * 2.5f - 1024);
     gj_dicom_free(d);
     free(b.p);
@@ -118,11 +118,11 @@ static void test_signed_and_mono1(void **state)
     el(&b, 0x7FE0, 0x0010, "OW", px, sizeof px);
     gj_dicom *d = open_buf(&b);
     float f[4];
-    char err[256];
+    struct gj_error err = { 0 };
     struct gj_dicom_image img;
-    assert_int_equal(gj_dicom_image_info(d, &img, err, sizeof err), 0);
+    assert_int_equal(gj_dicom_image_info(d, &img, &err), 0);
     assert_int_equal(img.photometric, GJ_PI_MONOCHROME1);
-    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 4, err, sizeof err), 0);
+    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 4, &err), 0);
     assert_true(f[0] == -2048 && f[1] == -1 && f[2] == 2047 && f[3] == 1);
     gj_dicom_free(d);
     free(b.p);
@@ -140,8 +140,8 @@ static void test_rgb_and_ybr(void **state)
         el(&b, 0x7FE0, 0x0010, "OB", ybr ? ycc : rgb, 6);
         gj_dicom *d = open_buf(&b);
         float f[6];
-        char err[256];
-        assert_int_equal(gj_dicom_decode_frame(d, 0, f, 6, err, sizeof err), 0);
+        struct gj_error err = { 0 };
+        assert_int_equal(gj_dicom_decode_frame(d, 0, f, 6, &err), 0);
         if (!ybr) {
             /* planes: R R G G B B */
             assert_true(f[0] == 10 && f[1] == 200 && f[2] == 20 && f[3] == 100 && f[4] == 30 && f[5] == 50);
@@ -171,8 +171,8 @@ static void test_implicit_no_preamble(void **state)
     assert_int_equal(gj_dicom_get_string(d, GJ_DCM_Modality, s, sizeof s), 0);
     assert_string_equal(s, "MR");
     float f[2];
-    char err[256];
-    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 2, err, sizeof err), 0);
+    struct gj_error err = { 0 };
+    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 2, &err), 0);
     assert_true(f[0] == 3 && f[1] == 250);
     gj_dicom_free(d);
     free(b.p);
@@ -192,8 +192,8 @@ static void test_un_vr(void **state)
     assert_int_equal(gj_dicom_get_double(d, GJ_DCM_RescaleSlope, 0, &v), 0);
     assert_true(v == 3);
     float f[1];
-    char err[256];
-    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 1, err, sizeof err), 0);
+    struct gj_error err = { 0 };
+    assert_int_equal(gj_dicom_decode_frame(d, 0, f, 1, &err), 0);
     assert_true(f[0] == 21);
     gj_dicom_free(d);
     free(b.p);
@@ -226,15 +226,15 @@ static void test_deflated(void **state)
         gj_dicom *d = open_buf(&b);
         assert_int_equal(gj_dicom_ts(d), GJ_TS_DEFLATED_LE);
         float f[4];
-        char err[256];
-        assert_int_equal(gj_dicom_decode_frame(d, 0, f, 4, err, sizeof err), 0);
+        struct gj_error err = { 0 };
+        assert_int_equal(gj_dicom_decode_frame(d, 0, f, 4, &err), 0);
         assert_true(f[0] == 1 && f[2] == 300 && f[3] == 65535);
         gj_dicom_free(d);
         /* truncated deflate stream: an error */
         b.n -= n / 2;
-        char e2[256];
+        struct gj_error e2 = { 0 };
         gj_dicom *d2 = NULL;
-        assert_int_equal(gj_dicom_open_mem(b.p, b.n, &d2, e2, sizeof e2), -1);
+        assert_int_equal(gj_dicom_open_mem(b.p, b.n, &d2, &e2), -1);
         free(b.p);
     }
     free(ds.p);

@@ -90,10 +90,10 @@ static struct buf make_rle(void)
 /* Opens and decodes every frame; returns 0 when everything succeeded. */
 static int exercise(const uint8_t *p, size_t n)
 {
-    char err[256];
+    struct gj_error err = { 0 };
     gj_dicom *d;
-    if (gj_dicom_open_mem(p, n, &d, err, sizeof err) < 0) {
-        CHECK(err[0] != 0, "error without message");
+    if (gj_dicom_open_mem(p, n, &d, &err) < 0) {
+        CHECK(err.message[0] != 0, "error without message");
         return -1;
     }
     int rc = 0;
@@ -105,7 +105,7 @@ static int exercise(const uint8_t *p, size_t n)
     (void)gj_dicom_window(d, &x, &y);
     (void)gj_dicom_value_count(d, GJ_DCM_WindowCenter);
     struct gj_dicom_image img;
-    if (gj_dicom_image_info(d, &img, err, sizeof err) < 0) {
+    if (gj_dicom_image_info(d, &img, &err) < 0) {
         rc = -1;
     } else {
         uint64_t nf = gj_dicom_frame_floats(&img);
@@ -114,7 +114,7 @@ static int exercise(const uint8_t *p, size_t n)
             abort();
         uint32_t frames = img.frames < 4 ? img.frames : 4;
         for (uint32_t f = 0; f < frames; f++)
-            if (gj_dicom_decode_frame(d, f, out, nf, err, sizeof err) < 0)
+            if (gj_dicom_decode_frame(d, f, out, nf, &err) < 0)
                 rc = -1;
         free(out);
     }
@@ -192,7 +192,7 @@ static uint8_t *read_file(const char *path, size_t *n)
 
 int main(int argc, char **argv)
 {
-    char err[256];
+    struct gj_error err = { 0 };
     gj_dicom *d = NULL;
 
     /* the base files are valid */
@@ -200,16 +200,16 @@ int main(int argc, char **argv)
     CHECK(exercise(nat.p, nat.n) == 0, "native base file");
     CHECK(exercise(rle.p, rle.n) == 0, "rle base file");
     {
-        CHECK(gj_dicom_open_mem(nat.p, nat.n, &d, err, sizeof err) == 0, "open: %s", err);
+        CHECK(gj_dicom_open_mem(nat.p, nat.n, &d, &err) == 0, "open: %s", err.message);
         float out[48];
-        CHECK(gj_dicom_decode_frame(d, 0, out, 48, err, sizeof err) == 0, "decode: %s", err);
+        CHECK(gj_dicom_decode_frame(d, 0, out, 48, &err) == 0, "decode: %s", err.message);
         CHECK(out[47] == 47000.0f, "pixel 47 = %g", out[47]);
-        CHECK(gj_dicom_decode_frame(d, 0, out, 10, err, sizeof err) < 0, "small buffer accepted");
-        CHECK(gj_dicom_decode_frame(d, 1, out, 48, err, sizeof err) < 0, "frame 2 of 1 accepted");
+        CHECK(gj_dicom_decode_frame(d, 0, out, 10, &err) < 0, "small buffer accepted");
+        CHECK(gj_dicom_decode_frame(d, 1, out, 48, &err) < 0, "frame 2 of 1 accepted");
         gj_dicom_free(d);
-        CHECK(gj_dicom_open_mem(rle.p, rle.n, &d, err, sizeof err) == 0, "open rle: %s", err);
+        CHECK(gj_dicom_open_mem(rle.p, rle.n, &d, &err) == 0, "open rle: %s", err.message);
         float o2[16];
-        CHECK(gj_dicom_decode_frame(d, 1, o2, 16, err, sizeof err) == 0, "decode rle frame 2: %s", err);
+        CHECK(gj_dicom_decode_frame(d, 1, o2, 16, &err) == 0, "decode rle frame 2: %s", err.message);
         CHECK(o2[15] == 151.0f, "rle frame 2 pixel 15 = %g", o2[15]);
         gj_dicom_free(d);
     }
@@ -279,8 +279,8 @@ int main(int argc, char **argv)
             u16(&b, 0x0008); u16(&b, 0x1140); put(&b, "SQ", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
             u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0xFFFFFFFFu);
         }
-        CHECK(gj_dicom_open_mem(b.p, b.n, &d, err, sizeof err) < 0 && strstr(err, "nested"),
-              "deep nesting: %s", err);
+        CHECK(gj_dicom_open_mem(b.p, b.n, &d, &err) < 0 && strstr(err.message, "nested"),
+              "deep nesting: %s", err.message);
         free(b.p);
         /* also in implicit VR with defined lengths */
         b = (struct buf){ 0 };
@@ -293,7 +293,7 @@ int main(int argc, char **argv)
             u16(&b, 0xFFFE); u16(&b, 0xE00D); u32(&b, 0);
             u16(&b, 0xFFFE); u16(&b, 0xE0DD); u32(&b, 0);
         }
-        CHECK(gj_dicom_open_mem(b.p, b.n, &d, err, sizeof err) < 0, "deep nesting 2 accepted");
+        CHECK(gj_dicom_open_mem(b.p, b.n, &d, &err) < 0, "deep nesting 2 accepted");
         free(b.p);
         printf("deep nesting: done\n");
     }
@@ -312,12 +312,12 @@ int main(int argc, char **argv)
             u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 4); put(&b, z, 4);
         }
         u16(&b, 0xFFFE); u16(&b, 0xE0DD); u32(&b, 0);
-        CHECK(gj_dicom_open_mem(b.p, b.n, &d, err, sizeof err) == 0, "many fragments: %s", err);
+        CHECK(gj_dicom_open_mem(b.p, b.n, &d, &err) == 0, "many fragments: %s", err.message);
         if (d) {
             float out[64];
             int ok = 0;
             for (uint32_t f = 0; f < 30000; f++)
-                ok += gj_dicom_decode_frame(d, f, out, 64, err, sizeof err) == 0;
+                ok += gj_dicom_decode_frame(d, f, out, 64, &err) == 0;
             CHECK(ok == 0, "garbage JPEG frames decoded");
             gj_dicom_free(d);
             d = NULL;
@@ -337,9 +337,9 @@ int main(int argc, char **argv)
         (void)exercise(c, n);
         free(c);
     }
-    CHECK(gj_dicom_open_mem("", 0, &d, err, sizeof err) < 0, "empty accepted");
-    CHECK(gj_dicom_open_file("/nonexistent/x.dcm", &d, err, sizeof err) < 0, "missing file accepted");
-    CHECK(gj_dicom_open_file("/", &d, err, sizeof err) < 0, "directory accepted");
+    CHECK(gj_dicom_open_mem("", 0, &d, &err) < 0, "empty accepted");
+    CHECK(gj_dicom_open_file("/nonexistent/x.dcm", &d, &err) < 0, "missing file accepted");
+    CHECK(gj_dicom_open_file("/", &d, &err) < 0, "directory accepted");
     printf("garbage: done\n");
 
     mutations("native", nat.p, nat.n, 20000);

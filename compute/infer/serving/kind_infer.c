@@ -151,13 +151,12 @@ static int infer_estimate(const struct gj_job *job, struct gj_needs *needs, stru
             continue;
         uint64_t frame = 0;
         gj_dicom *d = NULL;
-        char msg[64];
         struct gj_dicom_image img;
         /* The header of the first files gives the frame size; past that (or for a
          * very large file) the file size does, without reading it. */
         if (job->inputs[i].path && job->inputs[i].size < ((uint64_t)256 << 20) &&
-            opened++ < 64 && gj_dicom_open_file(job->inputs[i].path, &d, msg, sizeof msg) == 0 &&
-            gj_dicom_image_info(d, &img, msg, sizeof msg) == 0)
+            opened++ < 64 && gj_dicom_open_file(job->inputs[i].path, &d, NULL) == 0 &&
+            gj_dicom_image_info(d, &img, NULL) == 0)
             frame = gj_dicom_frame_floats(&img) * sizeof(float);
         else
             frame = job->inputs[i].size * 4;   /* 16-bit samples to float, no header read */
@@ -313,11 +312,12 @@ static int prepare_image(struct batcher *b, struct image *im, struct gj_error *e
 {
     const struct gj_model_config *cfg = gj_served_model_config(b->sm);
     char msg[400];
+    struct gj_error derr = { 0 };
     double t0 = now_ms();
     gj_dicom *d = NULL;
-    if (gj_dicom_open_file(im->input->path, &d, msg, sizeof msg)) {
+    if (gj_dicom_open_file(im->input->path, &d, &derr)) {
         im->status = IMG_FAILED;
-        snprintf(im->reason, sizeof im->reason, "not a readable DICOM file: %s", msg);
+        snprintf(im->reason, sizeof im->reason, "not a readable DICOM file: %s", derr.message);
         return 0;
     }
     get_uid(d, GJ_DCM_SOPInstanceUID, im->sop_uid, sizeof im->sop_uid);
@@ -332,9 +332,9 @@ static int prepare_image(struct batcher *b, struct image *im, struct gj_error *e
         return 0;
     }
     struct gj_dicom_image info;
-    if (gj_dicom_image_info(d, &info, msg, sizeof msg)) {
+    if (gj_dicom_image_info(d, &info, &derr)) {
         im->status = IMG_FAILED;
-        snprintf(im->reason, sizeof im->reason, "no usable image: %s", msg);
+        snprintf(im->reason, sizeof im->reason, "no usable image: %s", derr.message);
         gj_dicom_free(d);
         return 0;
     }
@@ -366,9 +366,9 @@ static int prepare_image(struct batcher *b, struct image *im, struct gj_error *e
         err->transient = 1;
         return -1;
     }
-    if (gj_dicom_decode_frame(d, 0, frame, nf, msg, sizeof msg)) {
+    if (gj_dicom_decode_frame(d, 0, frame, nf, &derr)) {
         im->status = IMG_FAILED;
-        snprintf(im->reason, sizeof im->reason, "cannot decode the pixel data: %s", msg);
+        snprintf(im->reason, sizeof im->reason, "cannot decode the pixel data: %s", derr.message);
         free(frame);
         gj_dicom_free(d);
         return 0;

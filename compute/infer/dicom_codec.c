@@ -20,6 +20,18 @@ int gj_dcm_codec_starts_frame(enum gj_dicom_ts ts, const uint8_t *p, uint32_t le
     }
 }
 
+int gj_dcm_codec_exists(enum gj_dicom_ts ts)
+{
+    switch (ts) {
+    case GJ_TS_RLE: case GJ_TS_JPEG_BASELINE: case GJ_TS_JPEG_EXTENDED: case GJ_TS_JPEG_LOSSLESS:
+    case GJ_TS_JPEG_LOSSLESS_SV1: case GJ_TS_JPEGLS_LOSSLESS: case GJ_TS_JPEGLS_NEAR: case GJ_TS_J2K:
+    case GJ_TS_J2K_LOSSLESS:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int gj_dcm_codec_decode(enum gj_dicom_ts ts, const uint8_t *p, size_t n, const struct gj_dicom_image *img,
                         struct gj_dcm_raw *raw, struct gj_error *err)
 {
@@ -39,7 +51,6 @@ int gj_dcm_codec_decode(enum gj_dicom_ts ts, const uint8_t *p, size_t n, const s
     case GJ_TS_J2K_LOSSLESS:
         return gj_dcm_decode_j2k(p, n, img, raw, err);
     default:
-        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "encapsulated pixel data in transfer syntax %s",
-                            gj_dicom_ts_name(ts));
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "no decoder for the transfer syntax of this pixel data");
     }
 }

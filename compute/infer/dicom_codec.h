@@ -36,6 +36,9 @@ static inline uint32_t gj_dcm_le32(const uint8_t *p)
  * syntax's codec: where a frame starts when there is no offset table. */
 int gj_dcm_codec_starts_frame(enum gj_dicom_ts ts, const uint8_t *p, uint32_t len);
 
+/* 1 when transfer syntax ts has a decoder (its pixel data is compressed). */
+int gj_dcm_codec_exists(enum gj_dicom_ts ts);
+
 /* Decodes one frame of transfer syntax ts into raw (raw->data allocated). img gives the
  * expected geometry. 0, or -1 with err (raw->data then NULL). */
 int gj_dcm_codec_decode(enum gj_dicom_ts ts, const uint8_t *p, size_t n, const struct gj_dicom_image *img,

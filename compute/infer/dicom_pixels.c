@@ -180,7 +180,7 @@ static int frame_fragments(const gj_dicom *d, const struct gj_dicom_image *img, 
         *count = (frame + 1 < d->n_starts ? d->starts[frame + 1] : d->n_frag) - *first;
         return 0;
     }
-    return gj_error_set(err, "", "frame %u not found among %zu fragments", frame + 1, d->n_frag);
+    return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "frame %u not found among %zu fragments", frame + 1, d->n_frag);
 }
 
 /* ---- conversion ----------------------------------------------------------- */
@@ -199,7 +199,7 @@ static int native_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint3
     raw->planar = img->samples_per_pixel == 3 && img->planar_configuration == 1;
     raw->data = malloc(fb ? fb : 1);
     if (!raw->data)
-        return gj_error_set(err, "", "out of memory for a frame of %llu bytes", (unsigned long long)fb);
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "out of memory for a frame of %llu bytes", (unsigned long long)fb);
     if (bytes == 2) {
         uint16_t *o = (uint16_t *)raw->data;
         if (d->pixel_be) {
@@ -224,6 +224,28 @@ static int native_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint3
     return 0;
 }
 
+/* The frame's bytes: its one fragment, or its fragments joined into *joined (owned). */
+static int join_fragments(const gj_dicom *d, size_t first, size_t count, size_t total, const uint8_t **p,
+                          size_t *n, uint8_t **joined, struct gj_error *err)
+{
+    if (count == 1) {
+        *p = d->frag[first].p;
+        *n = d->frag[first].len;
+        return 0;
+    }
+    *joined = malloc(total ? total : 1);
+    if (!*joined)
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "out of memory");
+    size_t o = 0;
+    for (size_t i = first; i < first + count; i++) {
+        memcpy(*joined + o, d->frag[i].p, d->frag[i].len);
+        o += d->frag[i].len;
+    }
+    *p = *joined;
+    *n = total;
+    return 0;
+}
+
 static int frame_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint32_t frame,
                      struct gj_dcm_raw *raw, struct gj_error *err)
 {
@@ -237,34 +259,22 @@ static int frame_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint32
     if (frame_fragments(d, img, frame, &first, &count, err) < 0)
         return -1;
     if (count == 0)
-        return gj_error_set(err, "", "frame %u has no fragments", frame + 1);
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "frame %u has no fragments", frame + 1);
     size_t total = 0;
     for (size_t i = first; i < first + count; i++)
         total += d->frag[i].len;   /* bounded by the file size */
     uint64_t frame_bytes = (uint64_t)img->rows * img->columns * img->samples_per_pixel * (img->bits_allocated / 8);
     uint64_t ratio = d->ts == GJ_TS_RLE ? 64 : GJ_DICOM_MAX_EXPANSION;
     if (frame_bytes > (uint64_t)total * ratio + (1u << 20))
-        return gj_error_set(err, "", "frame %u: %zu compressed bytes cannot hold a %u x %u x %u frame",
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "frame %u: %zu compressed bytes cannot hold a %u x %u x %u frame",
                           frame + 1, total, img->columns, img->rows, img->samples_per_pixel);
-    const uint8_t *p;
-    size_t n;
+    const uint8_t *p = NULL;
+    size_t n = 0;
     uint8_t *joined = NULL;
-    if (count == 1) {
-        p = d->frag[first].p;
-        n = d->frag[first].len;
-    } else {
-        joined = malloc(total ? total : 1);
-        if (!joined)
-            return gj_error_set(err, "", "out of memory");
-        size_t o = 0;
-        for (size_t i = first; i < first + count; i++) {
-            memcpy(joined + o, d->frag[i].p, d->frag[i].len);
-            o += d->frag[i].len;
-        }
-        p = joined;
-        n = total;
-    }
-    int rc = gj_dcm_codec_decode(d->ts, p, n, img, raw, err);
+    if (join_fragments(d, first, count, total, &p, &n, &joined, err))
+        return -1;
+    int rc = gj_dcm_codec_exists(d->ts) ? gj_dcm_codec_decode(d->ts, p, n, img, raw, err)
+             : gj_dcm_tag_error(err, GJ_DCM_PixelData, "encapsulated pixel data in transfer syntax %s", d->ts_uid);
     free(joined);
     if (rc < 0) {
         free(raw->data);
@@ -274,7 +284,7 @@ static int frame_raw(const gj_dicom *d, const struct gj_dicom_image *img, uint32
     if (raw->rows != img->rows || raw->cols != img->columns || raw->spp != img->samples_per_pixel) {
         free(raw->data);
         raw->data = NULL;
-        return gj_error_set(err, "", "compressed frame is %u x %u x %u; the dataset says %u x %u x %u",
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "compressed frame is %u x %u x %u; the dataset says %u x %u x %u",
                           raw->rows, raw->cols, raw->spp, img->rows, img->columns, img->samples_per_pixel);
     }
     return 0;
@@ -328,9 +338,9 @@ static int decode_common(const gj_dicom *d, uint32_t frame, int32_t *ivals, floa
     int mono = img.samples_per_pixel == 1;
     if (!mono && img.photometric != GJ_PI_RGB && img.photometric != GJ_PI_YBR_FULL &&
         !(img.photometric == GJ_PI_YBR_FULL_422 && img.encapsulated))
-        return gj_error_set(err, "", "photometric interpretation %s not supported", img.photometric_name);
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "photometric interpretation %s not supported", img.photometric_name);
     if (mono && img.photometric != GJ_PI_MONOCHROME1 && img.photometric != GJ_PI_MONOCHROME2)
-        return gj_error_set(err, "", "photometric interpretation %s not supported", img.photometric_name);
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "photometric interpretation %s not supported", img.photometric_name);
     struct gj_dcm_raw raw;
     if (frame_raw(d, &img, frame, &raw, err) < 0)
         return -1;

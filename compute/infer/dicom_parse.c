@@ -394,6 +394,54 @@ static int parse_dataset(struct walker *w, const uint8_t **pp, const uint8_t *en
 
 /* ---- deflate -------------------------------------------------------------- */
 
+/* Output of inflate_dataset: grown by doubling up to GJ_DICOM_MAX_INFLATED. */
+struct inflated { uint8_t *out; size_t len, cap; };
+
+/* Room for more output. 0, or -1 with err. */
+static int inflated_grow(struct inflated *o, struct gj_error *err)
+{
+    const uint64_t limit = GJ_DICOM_MAX_INFLATED;
+    if (o->len < o->cap)
+        return 0;
+    if (o->cap >= limit)
+        return gj_error_set(err, "", "deflated dataset inflates past %llu bytes", (unsigned long long)limit);
+    size_t ncap = o->cap * 2 > limit ? (size_t)limit : o->cap * 2;
+    uint8_t *n = realloc(o->out, ncap);
+    if (!n)
+        return gj_error_set(err, "", "out of memory");
+    o->out = n;
+    o->cap = ncap;
+    return 0;
+}
+
+/* Inflates until the stream ends or cannot go on: 0 at its end, 1 when the input ended
+ * first, or -1 with err. */
+static int inflate_all(z_stream *zs, size_t n, struct inflated *o, struct gj_error *err)
+{
+    int rc = Z_OK;
+    size_t in_left = n;
+    while (rc != Z_STREAM_END) {
+        if (inflated_grow(o, err))
+            return -1;
+        uInt chunk_in = in_left > (1u << 30) ? (1u << 30) : (uInt)in_left;
+        size_t room = o->cap - o->len;
+        uInt chunk_out = room > (1u << 30) ? (1u << 30) : (uInt)room;
+        zs->avail_in = chunk_in;
+        zs->next_out = o->out + o->len;
+        zs->avail_out = chunk_out;
+        rc = inflate(zs, Z_NO_FLUSH);
+        in_left -= chunk_in - zs->avail_in;
+        o->len += chunk_out - zs->avail_out;
+        if (rc == Z_BUF_ERROR && zs->avail_out > 0)
+            break;   /* no progress possible: input ended before the stream did */
+        if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
+            return gj_error_set(err, "", "deflated dataset is corrupt (%s)", zs->msg ? zs->msg : "zlib error");
+        if (rc == Z_OK && in_left == 0 && zs->avail_out > 0 && zs->avail_in == 0)
+            break;   /* input exhausted without stream end */
+    }
+    return rc == Z_STREAM_END ? 0 : 1;
+}
+
 /* window_bits: -15 raw deflate (the standard), 15 a zlib stream (some old
  * writers add the zlib header). */
 static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window_bits, struct gj_error *err)
@@ -402,63 +450,23 @@ static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window
     memset(&zs, 0, sizeof zs);
     if (inflateInit2(&zs, window_bits) != Z_OK)
         return gj_error_set(err, "", "zlib init failed");
-    uint64_t limit = GJ_DICOM_MAX_INFLATED;
+    const uint64_t limit = GJ_DICOM_MAX_INFLATED;
     /* the first guess too stays within the limit, which is only checked when the buffer is full */
-    size_t cap = n > (limit - 4096) / 4 ? (size_t)limit : n * 4 + 4096, len = 0;
-    uint8_t *out = malloc(cap);
-    if (!out) {
+    struct inflated o = { NULL, 0, n > (limit - 4096) / 4 ? (size_t)limit : n * 4 + 4096 };
+    o.out = malloc(o.cap);
+    if (!o.out) {
         inflateEnd(&zs);
         return gj_error_set(err, "", "out of memory");
     }
     zs.next_in = (Bytef *)src;
-    int rc = Z_OK;
-    size_t in_left = n;
-    while (rc != Z_STREAM_END) {
-        if (len == cap) {
-            if (cap >= limit) {
-                free(out);
-                inflateEnd(&zs);
-                return gj_error_set(err, "", "deflated dataset inflates past %llu bytes",
-                                  (unsigned long long)limit);
-            }
-            size_t ncap = cap * 2 > limit ? (size_t)limit : cap * 2;
-            uint8_t *o = realloc(out, ncap);
-            if (!o) {
-                free(out);
-                inflateEnd(&zs);
-                return gj_error_set(err, "", "out of memory");
-            }
-            out = o;
-            cap = ncap;
-        }
-        uInt chunk_in = in_left > (1u << 30) ? (1u << 30) : (uInt)in_left;
-        size_t room = cap - len;
-        uInt chunk_out = room > (1u << 30) ? (1u << 30) : (uInt)room;
-        zs.avail_in = chunk_in;
-        zs.next_out = out + len;
-        zs.avail_out = chunk_out;
-        rc = inflate(&zs, Z_NO_FLUSH);
-        in_left -= chunk_in - zs.avail_in;
-        len += chunk_out - zs.avail_out;
-        if (rc == Z_BUF_ERROR && zs.avail_out > 0) {
-            /* no progress possible: input ended before the stream did */
-            break;
-        }
-        if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
-            free(out);
-            inflateEnd(&zs);
-            return gj_error_set(err, "", "deflated dataset is corrupt (%s)", zs.msg ? zs.msg : "zlib error");
-        }
-        if (rc == Z_OK && in_left == 0 && zs.avail_out > 0 && zs.avail_in == 0)
-            break;  /* input exhausted without stream end */
-    }
+    int rc = inflate_all(&zs, n, &o, err);
     inflateEnd(&zs);
-    if (rc != Z_STREAM_END) {
-        free(out);
-        return gj_error_set(err, "", "deflated dataset is truncated");
+    if (rc) {
+        free(o.out);
+        return rc < 0 ? -1 : gj_error_set(err, "", "deflated dataset is truncated");
     }
-    d->inflated = out;
-    d->inflated_len = len;
+    d->inflated = o.out;
+    d->inflated_len = o.len;
     return 0;
 }
 

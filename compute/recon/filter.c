@@ -151,16 +151,59 @@ static int filter_setup(const struct rc_geom *g, int filter, double *delta, int 
     return 0;
 }
 
+/* The filter's constants, shared by the threads. */
+struct filter_job {
+    const struct rc_geom *g;
+    float *proj;
+    const float *H, *vw;
+    double delta, sign;
+    int L;
+};
+
+/* Row r of the projections: weighted (cosine, Parker), zero-padded to L, multiplied by
+ * the response in Fourier space, scaled by its view's weight. buf holds L floats. */
+static void filter_row(const struct filter_job *fj, int64_t r, float *buf, fftwf_complex *F, fftwf_plan pf,
+                       fftwf_plan pb)
+{
+    const struct rc_geom *g = fj->g;
+    const int cols = g->cols, L = fj->L;
+    int view = (int)((r / g->rows) % g->nviews);
+    int row = (int)(r % g->rows);
+    float *p = fj->proj + r * cols;
+    double vv = (row - 0.5 * (g->rows - 1)) * g->dv + g->off_v;
+    double beta = fj->sign * (g->angles[view] - g->angles[0]);
+    for (int c = 0; c < cols; c++) {
+        double w = 1;
+        if (g->type != RC_PARALLEL2D) {
+            double u = (c - 0.5 * (cols - 1)) * g->du + g->off_u;
+            w = g->sdd / sqrt(g->sdd * g->sdd + u * u + (g->type == RC_CONE3D ? vv * vv : 0));
+            if (g->short_scan)
+                w *= parker(beta, -fj->sign * atan(u / g->sdd), fj->delta);
+        }
+        buf[c] = (float)(p[c] * w);
+    }
+    memset(buf + cols, 0, sizeof(float) * (size_t)(L - cols));
+    fftwf_execute_dft_r2c(pf, buf, F);
+    for (int k = 0; k <= L / 2; k++) {
+        F[k][0] *= fj->H[k];
+        F[k][1] *= fj->H[k];
+    }
+    fftwf_execute_dft_c2r(pb, F, buf);
+    for (int c = 0; c < cols; c++)
+        p[c] = buf[c] * fj->vw[view];
+}
+
 int rc_filter_projections(const struct rc_geom *g, int filter, float *proj, int nsets, int threads,
                           struct gj_poll *poll, struct gj_error *err)
 {
-    double delta;
-    int L;
+    struct filter_job fj = { .g = g, .proj = proj };
     float *H, *vw;
-    if (filter_setup(g, filter, &delta, &L, &H, &vw, err))
+    if (filter_setup(g, filter, &fj.delta, &fj.L, &H, &vw, err))
         return -1;
-    const int cols = g->cols;
-    const double sign = angle_step(g) >= 0 ? 1 : -1;
+    fj.H = H;
+    fj.vw = vw;
+    fj.sign = angle_step(g) >= 0 ? 1 : -1;
+    const int L = fj.L;
     const int64_t nrows = (int64_t)nsets * g->nviews * g->rows;
     int failed = 0;
 #pragma omp parallel num_threads(threads)
@@ -180,34 +223,9 @@ int rc_filter_projections(const struct rc_geom *g, int filter, float *proj, int 
             failed = 1;
         }
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < nrows; r++) {
-            if (!pf || !pb || gj_poll_step(poll, 1))
-                continue;
-            int view = (int)((r / g->rows) % g->nviews);
-            int row = (int)(r % g->rows);
-            float *p = proj + r * cols;
-            double vv = (row - 0.5 * (g->rows - 1)) * g->dv + g->off_v;
-            double beta = sign * (g->angles[view] - g->angles[0]);
-            for (int c = 0; c < cols; c++) {
-                double w = 1;
-                if (g->type != RC_PARALLEL2D) {
-                    double u = (c - 0.5 * (cols - 1)) * g->du + g->off_u;
-                    w = g->sdd / sqrt(g->sdd * g->sdd + u * u + (g->type == RC_CONE3D ? vv * vv : 0));
-                    if (g->short_scan)
-                        w *= parker(beta, -sign * atan(u / g->sdd), delta);
-                }
-                buf[c] = (float)(p[c] * w);
-            }
-            memset(buf + cols, 0, sizeof(float) * (size_t)(L - cols));
-            fftwf_execute_dft_r2c(pf, buf, F);
-            for (int k = 0; k <= L / 2; k++) {
-                F[k][0] *= H[k];
-                F[k][1] *= H[k];
-            }
-            fftwf_execute_dft_c2r(pb, F, buf);
-            for (int c = 0; c < cols; c++)
-                p[c] = buf[c] * vw[view];
-        }
+        for (int64_t r = 0; r < nrows; r++)
+            if (pf && pb && !gj_poll_step(poll, 1))
+                filter_row(&fj, r, buf, F, pf, pb);
 #pragma omp critical(rc_fftw_plan)
         {
             if (pf)

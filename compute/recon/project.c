@@ -38,6 +38,59 @@ struct bpview {
     const double *A;      /* matrix or NULL */
 };
 
+/* One row of a parallel-beam slice: the column position is linear in i, t = t0 + i dt. */
+static void bp_row_parallel(const float *qv, int cols, float *out, float *nout, int nx, float t0, float dt, float wv)
+{
+    for (int i = 0; i < nx; i++) {
+        float val, sn;
+        if (!rc_tap_par(qv, cols, t0 + dt * (float)i, &val, &sn))
+            continue;
+        out[i] += wv * val;
+        if (nout)
+            nout[i] += sn;
+    }
+}
+
+/* A divergent beam's row: w, w*col and w*row are linear in x (matrix form). */
+struct bp_line { float w0, dw, c0, dc, r0, dr; };
+
+static struct bp_line bp_line_of(const struct rc_geom *g, const double *A, double x0, double y, double z)
+{
+    struct bp_line l;
+    l.w0 = (float)(A[2] * x0 + A[5] * y + A[8] * z + A[11]);
+    l.dw = (float)(A[2] * g->vx);
+    l.c0 = (float)(A[0] * x0 + A[3] * y + A[6] * z + A[9]);
+    l.dc = (float)(A[0] * g->vx);
+    l.r0 = (float)(A[1] * x0 + A[4] * y + A[7] * z + A[10]);
+    l.dr = (float)(A[1] * g->vx);
+    return l;
+}
+
+/* One row of a fan (rows == 1) or cone slice; scale: the FDK distance weight's sod^2
+ * (0: none). */
+static void bp_row_divergent(const float *qv, int cols, int rows, float *out, float *nout, int nx,
+                             struct bp_line l, float wv, int fdk, float sod2)
+{
+    for (int i = 0; i < nx; i++) {
+        float w = l.w0 + l.dw * (float)i;
+        if (!(w > 1e-6f))
+            continue;
+        float iw = 1.0f / w, uc = (l.c0 + l.dc * (float)i) * iw;
+        float val, sn;
+        if (rows == 1) {
+            if (!rc_tap_fan(qv, cols, uc, &val, &sn))
+                continue;
+        } else {
+            float vr = (l.r0 + l.dr * (float)i) * iw;
+            if (!rc_tap_cone(qv, cols, rows, uc, vr, &val, &sn))
+                continue;
+        }
+        out[i] += wv * (fdk ? sod2 * iw * iw : 1.0f) * val;
+        if (nout)
+            nout[i] += sn;
+    }
+}
+
 /* Backprojects views vlist[0..nv) into rows [j0, j1) of slice k (global index) of vol_slice.
  * q: the projection set (views x rows x cols) this slice reads. If norm: also accumulate the
  * backprojection of ones (SART normalisation). */
@@ -46,8 +99,9 @@ static void bp_rows(const struct rc_geom *g, const float *q, float *slice, float
 {
     const int cols = g->cols, rows = g->rows, nx = g->nx;
     const double cu = 0.5 * (cols - 1) - g->off_u / g->du;
-    const double z = (k - 0.5 * (g->nz - 1)) * g->vz + g->oz;
+    const double z = g->type == RC_CONE3D ? (k - 0.5 * (g->nz - 1)) * g->vz + g->oz : 0.0;
     const double x0 = -0.5 * (nx - 1) * g->vx + g->ox;
+    const float sod2 = fdk ? (float)(g->sod * g->sod) : 1.0f;
     for (int vi = 0; vi < nv; vi++) {
         const int v = vlist ? vlist[vi] : vi;
         const double b = g->angles[v], ca = cos(b), sa = sin(b);
@@ -60,55 +114,11 @@ static void bp_rows(const struct rc_geom *g, const float *q, float *slice, float
             const double y = (j - 0.5 * (g->ny - 1)) * g->vy + g->oy;
             float *out = slice + (int64_t)j * nx;
             float *nout = norm ? norm + (int64_t)j * nx : NULL;
-            if (g->type == RC_PARALLEL2D) {
-                /* column position is linear in i: t = t0 + i dt */
-                const float t0 = (float)((x0 * ca + y * sa) / g->du + cu);
-                const float dt = (float)(g->vx * ca / g->du);
-                for (int i = 0; i < nx; i++) {
-                    float val, sn;
-                    if (!rc_tap_par(qv, cols, t0 + dt * (float)i, &val, &sn))
-                        continue;
-                    out[i] += wv * val;
-                    if (nout)
-                        nout[i] += sn;
-                }
-                continue;
-            }
-            /* divergent beams: w, w*col and w*row are linear in x (matrix form) */
-            const double *A = Av;
-            const double zz = g->type == RC_CONE3D ? z : 0.0;
-            const float w0 = (float)(A[2] * x0 + A[5] * y + A[8] * zz + A[11]), dw = (float)(A[2] * g->vx);
-            const float c0 = (float)(A[0] * x0 + A[3] * y + A[6] * zz + A[9]), dc = (float)(A[0] * g->vx);
-            const float r0 = (float)(A[1] * x0 + A[4] * y + A[7] * zz + A[10]), dr = (float)(A[1] * g->vx);
-            const float sod2 = fdk ? (float)(g->sod * g->sod) : 1.0f;
-            if (rows == 1) {
-                for (int i = 0; i < nx; i++) {
-                    float w = w0 + dw * (float)i;
-                    if (!(w > 1e-6f))
-                        continue;
-                    float iw = 1.0f / w, uc = (c0 + dc * (float)i) * iw;
-                    float val, sn;
-                    if (!rc_tap_fan(qv, cols, uc, &val, &sn))
-                        continue;
-                    out[i] += wv * (fdk ? sod2 * iw * iw : 1.0f) * val;
-                    if (nout)
-                        nout[i] += sn;
-                }
-                continue;
-            }
-            for (int i = 0; i < nx; i++) {
-                float w = w0 + dw * (float)i;
-                if (!(w > 1e-6f))
-                    continue;
-                float iw = 1.0f / w;
-                float uc = (c0 + dc * (float)i) * iw, vr = (r0 + dr * (float)i) * iw;
-                float val, sn;
-                if (!rc_tap_cone(qv, cols, rows, uc, vr, &val, &sn))
-                    continue;
-                out[i] += wv * (fdk ? sod2 * iw * iw : 1.0f) * val;
-                if (nout)
-                    nout[i] += sn;
-            }
+            if (g->type == RC_PARALLEL2D)
+                bp_row_parallel(qv, cols, out, nout, nx, (float)((x0 * ca + y * sa) / g->du + cu),
+                                (float)(g->vx * ca / g->du), wv);
+            else
+                bp_row_divergent(qv, cols, rows, out, nout, nx, bp_line_of(g, Av, x0, y, z), wv, fdk, sod2);
         }
     }
 }

@@ -57,6 +57,28 @@ static int make_geom(const char *text, struct rc_geom *g, struct rc_opts *o, int
     return rc ? -1 : 0;
 }
 
+/* The same backprojection on GPU 0, when there is one. */
+static void fdk_gpu(const struct rc_geom *g, int N, int views, const float *proj, float *vol, json_t *out)
+{
+#if GJ_HAVE_CUDA
+    if (rc_gpu_device_count() <= 0)
+        return;
+    struct gj_error err = { 0 };
+    memset(vol, 0, rc_vol_count(g) * 4);
+    double s = rc_gpu_backproject_matrices(0, g, proj, vol, &err);
+    if (s > 0) {
+        printf("FDK %d^3 (gpu): backprojection %.3f s = %.2f GUPS\n", N, s, (double)N * N * N * views / s / 1e9);
+        json_array_append_new(json_object_get(out, "fdk"),
+                              json_pack("{s:i, s:s, s:f, s:f}", "n", N, "device", "gpu", "backprojection_s", s,
+                                        "gups", (double)N * N * N * views / s / 1e9));
+    } else {
+        printf("FDK gpu: %s\n", err.message);
+    }
+#else
+    (void)g; (void)N; (void)views; (void)proj; (void)vol; (void)out;
+#endif
+}
+
 static void bench_fdk(int N, int views, int threads, json_t *out)
 {
     /* C-arm like circular short scan: 496 views over 200 degrees, sod 750, sdd 1200,
@@ -114,20 +136,7 @@ static void bench_fdk(int N, int views, int threads, json_t *out)
     float c = vol[(size_t)N / 2 * N * N + (size_t)N / 2 * N + N / 2];
     json_object_set_new(r, "centre_value", json_real(c));
     json_array_append_new(json_object_get(out, "fdk"), r);
-#if GJ_HAVE_CUDA
-    if (rc_gpu_device_count() > 0) {
-        memset(vol, 0, rc_vol_count(&g) * 4);
-        double s = rc_gpu_backproject_matrices(0, &g, proj, vol, &err);
-        if (s > 0) {
-            printf("FDK %d^3 (gpu): backprojection %.3f s = %.2f GUPS\n", N, s, (double)N * N * N * views / s / 1e9);
-            json_array_append_new(json_object_get(out, "fdk"),
-                                  json_pack("{s:i, s:s, s:f, s:f}", "n", N, "device", "gpu", "backprojection_s", s,
-                                            "gups", (double)N * N * N * views / s / 1e9));
-        } else {
-            printf("FDK gpu: %s\n", err.message);
-        }
-    }
-#endif
+    fdk_gpu(&g, N, views, proj, vol, out);
     free(proj);
     free(vol);
     rc_geom_free(&g);
@@ -137,6 +146,57 @@ static int write_raw(const char *dir, const char *name, const float *d, size_t n
 {
     char p[4096];
     return gj_path_join(p, sizeof p, dir, name) || gj_write_file(p, d, n * 4);
+}
+
+/* The batch on GPU 0, when there is one. */
+static void batch_gpu(const struct rc_geom *g, const struct rc_opts *o, const struct rc_phantom *ph, const char *name,
+                      int batch, int threads, float *proj, float *vol, const float *truth, json_t *out)
+{
+#if GJ_HAVE_CUDA
+    if (rc_gpu_device_count() <= 0)
+        return;
+    struct gj_error err = { 0 };
+    rc_phantom_project(ph, g, proj, threads, NULL);
+    double t0 = gj_now();
+    if (rc_gpu_reconstruct(0, g, o, proj, vol, 0, g->nz, NULL, &err) == 0) {
+        double t = gj_now() - t0;
+        printf("batch %s (gpu): %.3f s = %.2f images/s; PSNR %.2f dB\n", name, t, batch / t,
+               rc_psnr(vol, truth, (size_t)g->nx * g->ny, 1.0));
+        json_array_append_new(json_object_get(out, name),
+                              json_pack("{s:s, s:f, s:f}", "device", "gpu", "seconds", t, "images_per_s", batch / t));
+    } else {
+        printf("batch %s gpu: %s\n", name, err.message);
+    }
+#else
+    (void)g; (void)o; (void)ph; (void)name; (void)batch; (void)threads; (void)proj; (void)vol; (void)truth;
+    (void)out;
+#endif
+}
+
+/* The first image against scikit-image's iradon on the same sinogram (bench_skimage.py). */
+static void skimage_compare(const char *skdir, int N, int bins, int batch, double t, const float *sino,
+                            const float *truth, const float *vol, uint64_t np, json_t *out)
+{
+    uint64_t slice = (uint64_t)N * N;
+    write_raw(skdir, "sino.raw", sino, np / batch);
+    write_raw(skdir, "truth.raw", truth, slice);
+    write_raw(skdir, "ours.raw", vol, slice);
+    char cmd[8192], res[4096];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/compute/recon/bench_skimage.py %s %d %d 180 %.6f", RC_SOURCE_ROOT,
+             skdir, N, bins, t / batch);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(res, 1, sizeof res - 1, p) : 0;
+    res[n] = '\0';
+    int rc = p ? pclose(p) : -1;
+    if (rc == 0 && n) {
+        printf("%s", res);
+        json_error_t e;
+        json_t *sk = json_loads(strrchr(res, '{') ? strrchr(res, '{') : res, 0, &e);
+        if (sk)
+            json_object_set_new(out, "skimage", sk);
+    } else {
+        printf("scikit-image comparison skipped (/usr/bin/python3 with skimage not available)\n");
+    }
 }
 
 static void bench_batch(int algo, int batch, int threads, const char *skdir, json_t *out)
@@ -157,6 +217,15 @@ static void bench_batch(int algo, int batch, int threads, const char *skdir, jso
         return;
     uint64_t np = rc_proj_count(&g), nv = rc_vol_count(&g), slice = (uint64_t)N * N;
     float *proj = malloc(np * 4), *vol = malloc(nv * 4), *truth = malloc(nv * 4), *sino = malloc(np / batch * 4);
+    if (!proj || !vol || !truth || !sino) {
+        fprintf(stderr, "bench recon: out of memory for the %d-image batch\n", batch);
+        free(proj);
+        free(vol);
+        free(truth);
+        free(sino);
+        rc_geom_free(&g);
+        return;
+    }
     struct rc_phantom ph;
     rc_phantom_make(RC_PH_SHEPP2D, N / 2.0, 1.0, &ph);
     rc_phantom_project(&ph, &g, proj, threads, NULL);
@@ -178,42 +247,9 @@ static void bench_batch(int algo, int batch, int threads, const char *skdir, jso
                                     "psnr_db", psnr));
     json_object_set_new(json_array_get(json_object_get(out, name), json_array_size(json_object_get(out, name)) - 1),
                         "cpu_s_per_image", json_real(ct / batch));
-#if GJ_HAVE_CUDA
-    if (rc_gpu_device_count() > 0) {
-        rc_phantom_project(&ph, &g, proj, threads, NULL);
-        t0 = gj_now();
-        if (rc_gpu_reconstruct(0, &g, &o, proj, vol, 0, g.nz, NULL, &err) == 0) {
-            t = gj_now() - t0;
-            printf("batch %s (gpu): %.3f s = %.2f images/s; PSNR %.2f dB\n", name, t, batch / t,
-                   rc_psnr(vol, truth, slice, 1.0));
-            json_array_append_new(json_object_get(out, name),
-                                  json_pack("{s:s, s:f, s:f}", "device", "gpu", "seconds", t, "images_per_s", batch / t));
-        } else {
-            printf("batch %s gpu: %s\n", name, err.message);
-        }
-    }
-#endif
-    if (skdir && algo == RC_FBP) {
-        write_raw(skdir, "sino.raw", sino, np / batch);
-        write_raw(skdir, "truth.raw", truth, slice);
-        write_raw(skdir, "ours.raw", vol, slice);
-        char cmd[8192], res[4096];
-        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/compute/recon/bench_skimage.py %s %d %d 180 %.6f", RC_SOURCE_ROOT,
-                 skdir, N, bins, t / batch);
-        FILE *p = popen(cmd, "r");
-        size_t n = p ? fread(res, 1, sizeof res - 1, p) : 0;
-        res[n] = '\0';
-        int rc = p ? pclose(p) : -1;
-        if (rc == 0 && n) {
-            printf("%s", res);
-            json_error_t e;
-            json_t *sk = json_loads(strrchr(res, '{') ? strrchr(res, '{') : res, 0, &e);
-            if (sk)
-                json_object_set_new(out, "skimage", sk);
-        } else {
-            printf("scikit-image comparison skipped (/usr/bin/python3 with skimage not available)\n");
-        }
-    }
+    batch_gpu(&g, &o, &ph, name, batch, threads, proj, vol, truth, out);
+    if (skdir && algo == RC_FBP)
+        skimage_compare(skdir, N, bins, batch, t, sino, truth, vol, np, out);
     free(proj);
     free(vol);
     free(truth);

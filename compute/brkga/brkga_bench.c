@@ -23,23 +23,17 @@ static uint32_t rnd(uint64_t seed, uint32_t i, uint32_t j)
     return brkga_philox(seed, i, j, 0x6e6574u, 0).w[0];
 }
 
-/* Builds the generated instance as JSON text (it goes through the same parsers). */
-int brkga_bench_instance(int n_core, int n_transit, int n_access, int n_demands, long capacity,
-                         uint64_t seed, char **net_json, char **dem_json)
+/* Core nodes around a circle with jitter; a ring plus chords keeps it connected. */
+static int core_ring(json_t *nodes, json_t *edges, int n_core, uint64_t seed)
 {
-    json_t *net = json_object(), *nodes = json_array(), *edges = json_array();
     double *x = malloc((size_t)n_core * sizeof *x), *y = malloc((size_t)n_core * sizeof *y);
-    if (!net || !nodes || !edges || !x || !y) {
+    if (!x || !y) {
         free(x);
         free(y);
-        json_decref(net);
-        json_decref(nodes);
-        json_decref(edges);
         return -1;
     }
     char name[32], other[32];
     for (int i = 0; i < n_core; i++) {
-        /* around a circle with jitter: a ring plus chords to the 2 nearest keeps it connected */
         double ang = 2 * M_PI * i / n_core;
         double r = 400 + (double)(rnd(seed, 1, (uint32_t)i) % 200);
         x[i] = 500 + r * cos(ang);
@@ -61,6 +55,15 @@ int brkga_bench_instance(int n_core, int n_transit, int n_access, int n_demands,
                                                    (int)(hypot(x[i] - x[k], y[i] - y[k]) + 0.5)));
         }
     }
+    free(x);
+    free(y);
+    return 0;
+}
+
+/* Transit nodes spread over the core ring, access nodes at random core nodes. */
+static void mpls_nodes(json_t *nodes, int n_core, int n_transit, int n_access, uint64_t seed)
+{
+    char name[32], other[32];
     for (int t = 0; t < n_transit; t++) {
         snprintf(name, sizeof name, "T%d", t + 1);
         snprintf(other, sizeof other, "X%d", (t * n_core) / n_transit + 1);
@@ -73,11 +76,14 @@ int brkga_bench_instance(int n_core, int n_transit, int n_access, int n_demands,
         json_array_append_new(nodes, json_pack("{s:s,s:s,s:s}", "name", name, "type", "source",
                                                "location", other));
     }
-    json_object_set_new(net, "total_bw_per_link", json_integer(capacity));
-    json_object_set_new(net, "nodes", nodes);
-    json_object_set_new(net, "edges", edges);
-    json_t *dem = json_object(), *dl = json_array();
+}
+
+/* Demands between two different random access nodes. */
+static json_t *demands_json(int n_access, int n_demands, uint64_t seed)
+{
     static const char *const bws[] = { "1G", "10G", "40G", "100G" };
+    char name[32], other[32];
+    json_t *dl = json_array();
     for (int d = 0; d < n_demands; d++) {
         uint32_t s = rnd(seed, 4, (uint32_t)d) % (uint32_t)n_access;
         uint32_t t = (s + 1 + rnd(seed, 5, (uint32_t)d) % (uint32_t)(n_access - 1)) % (uint32_t)n_access;
@@ -86,14 +92,36 @@ int brkga_bench_instance(int n_core, int n_transit, int n_access, int n_demands,
         json_array_append_new(dl, json_pack("{s:s,s:s,s:s}", "source", name, "destination", other,
                                             "bw", bws[rnd(seed, 6, (uint32_t)d) % 4]));
     }
-    json_object_set_new(dem, "demands", dl);
-    *net_json = json_dumps(net, JSON_COMPACT);
-    *dem_json = json_dumps(dem, JSON_COMPACT);
+    return json_pack("{s:o}", "demands", dl);
+}
+
+/* Builds the generated instance as JSON text (it goes through the same parsers). */
+int brkga_bench_instance(int n_core, int n_transit, int n_access, int n_demands, long capacity,
+                         uint64_t seed, char **net_json, char **dem_json)
+{
+    json_t *nodes = json_array(), *edges = json_array();
+    *net_json = *dem_json = NULL;
+    if (!nodes || !edges || core_ring(nodes, edges, n_core, seed)) {
+        json_decref(nodes);
+        json_decref(edges);
+        return -1;
+    }
+    mpls_nodes(nodes, n_core, n_transit, n_access, seed);
+    json_t *net = json_pack("{s:I,s:o,s:o}", "total_bw_per_link", (json_int_t)capacity, "nodes", nodes,
+                            "edges", edges);
+    json_t *dem = demands_json(n_access, n_demands, seed);
+    if (net && dem) {
+        *net_json = json_dumps(net, JSON_COMPACT);
+        *dem_json = json_dumps(dem, JSON_COMPACT);
+    }
     json_decref(net);
     json_decref(dem);
-    free(x);
-    free(y);
-    return *net_json && *dem_json ? 0 : -1;
+    if (*net_json && *dem_json)
+        return 0;
+    free(*net_json);
+    free(*dem_json);
+    *net_json = *dem_json = NULL;
+    return -1;
 }
 
 static double cpu_seconds(void)

@@ -59,5 +59,10 @@ int brkga_write_outputs(const char *dir, const struct brkga_cfg *c, const struct
                         struct gj_error *err);
 
 int gj_bench_brkga_main(int argc, char **argv);
+/* The benchmark's generated network instance as JSON text (network, demands; caller
+ * frees both): n_core optical nodes on a ring with chords, transit and access nodes
+ * located at them, n_demands random demands. 0 or -1. */
+int brkga_bench_instance(int n_core, int n_transit, int n_access, int n_demands, long capacity,
+                         uint64_t seed, char **net_json, char **dem_json);
 
 #endif

@@ -126,6 +126,21 @@ uint64_t gj_dicom_frame_floats(const struct gj_dicom_image *img)
 
 /* ---- locating a compressed frame ------------------------------------------ */
 
+/* The first fragment from index lo on whose item lies at off or after (fragments are
+ * in increasing item_off): binary search. */
+static size_t first_fragment_at(const gj_dicom *d, size_t lo, uint64_t off)
+{
+    size_t hi = d->n_frag;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->frag[mid].item_off < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* First fragment and count of fragments of frame `frame`. */
 static int frame_fragments(const gj_dicom *d, const struct gj_dicom_image *img, uint32_t frame,
                            size_t *first, size_t *count, struct gj_error *err)
@@ -143,28 +158,10 @@ static int frame_fragments(const gj_dicom *d, const struct gj_dicom_image *img, 
         uint64_t start = gj_dcm_le32(b), stop = UINT64_MAX;
         if (frame + 1 < nbot)
             stop = gj_dcm_le32(b + 4);
-        /* fragments are in increasing item_off: binary search */
-        size_t lo = 0, hi = d->n_frag;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (d->frag[mid].item_off < start)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        size_t i = lo;
+        size_t i = first_fragment_at(d, 0, start);
         if (i < d->n_frag && d->frag[i].item_off == start && stop > start) {
-            lo = i;
-            hi = d->n_frag;
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (d->frag[mid].item_off < stop)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
             *first = i;
-            *count = lo - i;
+            *count = first_fragment_at(d, i, stop) - i;
             return 0;
         }
     }

@@ -28,6 +28,23 @@ static int write_floats(FILE *f, const float *data, uint64_t n, struct gj_poll *
     return 0;
 }
 
+/* The floats after what f holds, then f closed and renamed from tmp to path; nothing
+ * is left behind on failure or cancel. 0, -1 (errno), or 1 when cancelled. */
+static int finish_file(FILE *f, const char *tmp, const char *path, const float *data, uint64_t n,
+                       struct gj_poll *poll)
+{
+    int rc = write_floats(f, data, n, poll);
+    if (fclose(f) != 0 && rc == 0)
+        rc = -1;
+    if (rc || rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        errno = e;
+        return rc ? rc : -1;
+    }
+    return 0;
+}
+
 int rc_nrrd_write(const char *path, const float *data, int dim, const int64_t *sizes,
                   const double *spacing, const double *origin, int space, struct gj_poll *poll)
 {
@@ -56,16 +73,7 @@ int rc_nrrd_write(const char *path, const float *data, int dim, const int64_t *s
         fputc('\n', f);
     }
     fprintf(f, "endian: little\nencoding: raw\n\n");
-    int rc = write_floats(f, data, n, poll);
-    if (fclose(f) != 0 && rc == 0)
-        rc = -1;
-    if (rc || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        errno = e;
-        return rc ? rc : -1;
-    }
-    return 0;
+    return finish_file(f, tmp, path, data, n, poll);
 }
 
 int rc_raw_write(const char *path, const float *data, uint64_t n, struct gj_poll *poll)
@@ -76,16 +84,7 @@ int rc_raw_write(const char *path, const float *data, uint64_t n, struct gj_poll
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return -1;
-    int rc = write_floats(f, data, n, poll);
-    if (fclose(f) != 0 && rc == 0)
-        rc = -1;
-    if (rc || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        errno = e;
-        return rc ? rc : -1;
-    }
-    return 0;
+    return finish_file(f, tmp, path, data, n, poll);
 }
 
 static int starts(const char *line, const char *key, const char **rest)

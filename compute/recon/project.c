@@ -287,6 +287,16 @@ static int bp_parallel_sets(const struct rc_geom *g, const float *proj, float *v
     return gj_poll_stopped(poll);
 }
 
+/* The views v0..v1-1 as a list (one element at least); NULL when out of memory. */
+static int *view_list(int v0, int v1)
+{
+    int nv = v1 - v0;
+    int *vl = malloc(sizeof(int) * (size_t)(nv > 0 ? nv : 1));
+    for (int i = 0; vl && i < nv; i++)
+        vl[i] = v0 + i;
+    return vl;
+}
+
 int rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int z0, int nzs,
                    const float *view_weight, int fdk, int v0, int v1, int threads, struct gj_poll *poll)
 {
@@ -295,11 +305,9 @@ int rc_backproject(const struct rc_geom *g, const float *proj, float *vol, int z
     if (g->type == RC_PARALLEL2D)
         return bp_parallel_sets(g, proj, vol, nzs, view_weight, v0, v1, threads, poll);
     int nv = v1 - v0;
-    int *vl = malloc(sizeof(int) * (size_t)(nv > 0 ? nv : 1));
+    int *vl = view_list(v0, v1);
     if (!vl)
         return -1;
-    for (int i = 0; i < nv; i++)
-        vl[i] = v0 + i;
     const int64_t slice = (int64_t)g->nx * g->ny;
     const int64_t pset = (int64_t)g->nviews * g->rows * g->cols;
     const int two_d = g->type != RC_CONE3D;
@@ -352,11 +360,9 @@ int rc_forward(const struct rc_geom *g, const float *vol, float *proj, int z0, i
                int v1, int threads)
 {
     int nv = v1 - v0;
-    int *vl = malloc(sizeof(int) * (size_t)(nv > 0 ? nv : 1));
+    int *vl = view_list(v0, v1);
     if (!vl)
         return -1;
-    for (int i = 0; i < nv; i++)
-        vl[i] = v0 + i;
     if (g->type == RC_CONE3D) {
         fp_views(g, vol, g->nz, proj, vl, nv, threads, NULL);
     } else {

@@ -13,10 +13,9 @@
 #include "common/fsutil.h"
 #include "brkga/brkga_engine.h"
 #include "brkga/brkga_gpu.h"
+#include "brkga/brkga_kind.h"
 #include "brkga/brkga_net.h"
 
-int brkga_bench_instance(int n_core, int n_transit, int n_access, int n_demands, long capacity,
-                         uint64_t seed, char **net_json, char **dem_json);
 
 static int build(struct brkga_net *net, const char *nt, size_t nl, const char *dt, size_t dl,
                  int max_at, int k)

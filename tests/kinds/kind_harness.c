@@ -101,3 +101,21 @@ void harness_end(struct harness *h)
     json_decref(h->params);
     gj_rm_rf(h->dir);
 }
+
+char *harness_tsp_text(int n, uint32_t seed)
+{
+    size_t cap = (size_t)n * 40 + 200, off = 0;
+    char *t = malloc(cap);
+    assert_non_null(t);
+    off += (size_t)snprintf(t, cap, "NAME: rand%d\nTYPE: TSP\nDIMENSION: %d\nEDGE_WEIGHT_TYPE: EUC_2D\n"
+                            "NODE_COORD_SECTION\n", n, n);
+    uint32_t s = seed;
+    for (int i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        unsigned x = s >> 12;
+        s = s * 1664525u + 1013904223u;
+        off += (size_t)snprintf(t + off, cap - off, "%d %u %u\n", i + 1, x % 100000, (s >> 12) % 100000);
+    }
+    snprintf(t + off, cap - off, "EOF\n");
+    return t;
+}

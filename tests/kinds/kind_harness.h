@@ -36,5 +36,7 @@ int harness_run(struct harness *h, const struct gj_kind *kind, int threads, doub
                 struct gj_error *err);
 void harness_end(struct harness *h);
 double harness_now(void);
+/* TSPLIB text of n random cities (EUC_2D); the caller frees it. */
+char *harness_tsp_text(int n, uint32_t seed);
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "brkga/brkga_kind.h"
 #include "kind_harness.h"
 
 #define CANCEL_AT_S 0.2
@@ -106,24 +107,6 @@ static void test_fdk(void **state)
     expect_prompt_cancel(&h, "fdk 360 x 256^2 -> 384^3");
 }
 
-/* TSPLIB text of n random cities. */
-static char *tsp_text(int n)
-{
-    size_t cap = (size_t)n * 40 + 200, off = 0;
-    char *t = malloc(cap);
-    assert_non_null(t);
-    off += (size_t)snprintf(t, cap, "NAME: rand%d\nTYPE: TSP\nDIMENSION: %d\nEDGE_WEIGHT_TYPE: EUC_2D\n"
-                            "NODE_COORD_SECTION\n", n, n);
-    uint32_t s = 12345;
-    for (int i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        unsigned x = s >> 12;
-        s = s * 1664525u + 1013904223u;
-        off += (size_t)snprintf(t + off, cap - off, "%d %u %u\n", i + 1, x % 100000, (s >> 12) % 100000);
-    }
-    snprintf(t + off, cap - off, "EOF\n");
-    return t;
-}
 
 /* The GA: 2000 chromosomes of 1500 cities, each decoded with 2-opt. */
 static void test_brkga_tsp(void **state)
@@ -132,14 +115,12 @@ static void test_brkga_tsp(void **state)
     struct harness h;
     harness_begin(&h, "brkga", "{\"decoder\":\"tsp\",\"local_search\":\"2opt\",\"population_size\":2000,"
                   "\"max_generations\":1000000,\"seed\":1}");
-    char *t = tsp_text(1500);
+    char *t = harness_tsp_text(1500, 12345);
     harness_input(&h, "tsp", t, strlen(t));
     free(t);
     expect_prompt_cancel(&h, "brkga tsp 1500 cities, 2-opt");
 }
 
-int brkga_bench_instance(int n_core, int n_transit, int n_access, int n_demands, long capacity,
-                         uint64_t seed, char **net_json, char **dem_json);
 
 /* The network pre-computation: Yen's 1000 shortest paths for each of many demand pairs. */
 static void test_brkga_precomputation(void **state)

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "brkga/brkga_kind.h"
 #include "kind_harness.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -167,27 +168,7 @@ static void test_recon(void **state)
                "\"iterations\":1}", 45ull * 80 * 80 * 4);
 }
 
-/* TSPLIB text of n random cities. */
-static char *tsp_text(int n)
-{
-    size_t cap = (size_t)n * 40 + 200, off = 0;
-    char *t = malloc(cap);
-    assert_non_null(t);
-    off += (size_t)snprintf(t, cap, "NAME: rand%d\nTYPE: TSP\nDIMENSION: %d\nEDGE_WEIGHT_TYPE: EUC_2D\n"
-                            "NODE_COORD_SECTION\n", n, n);
-    uint32_t s = 777;
-    for (int i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        unsigned x = s >> 12;
-        s = s * 1664525u + 1013904223u;
-        off += (size_t)snprintf(t + off, cap - off, "%d %u %u\n", i + 1, x % 100000, (s >> 12) % 100000);
-    }
-    snprintf(t + off, cap - off, "EOF\n");
-    return t;
-}
 
-int brkga_bench_instance(int n_core, int n_transit, int n_access, int n_demands, long capacity,
-                         uint64_t seed, char **net_json, char **dem_json);
 
 static void test_brkga(void **state)
 {
@@ -201,7 +182,7 @@ static void test_brkga(void **state)
         char what[64];
         snprintf(what, sizeof what, "brkga tsp %d cities", tsp[i].cities);
         harness_begin(&h, "brkga", tsp[i].params);
-        char *t = tsp_text(tsp[i].cities);
+        char *t = harness_tsp_text(tsp[i].cities, 777);
         harness_input(&h, "tsp", t, strlen(t));
         free(t);
         check_estimate(&h, what);

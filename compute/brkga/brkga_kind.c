@@ -450,6 +450,8 @@ static int brkga_run(struct gj_ctx *ctx, struct gj_error *err)
             rc = GJ_RUN_OK;
         goto out;
     }
+    if (pb.tsp_mode)
+        pb.tsp.poll = &poll;   /* a long 2-opt sees a cancel too */
     if (solve_on_device(ctx, &prm, &pb, &res, err))
         goto out;
     if (res.stop_reason == BRKGA_STOP_CANCELLED)

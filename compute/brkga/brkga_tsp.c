@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/gj_poll.h"
 #include "brkga/brkga_net_decode.h"   /* brkga_sort_u64 */
 #include "brkga/brkga_tsp.h"
 
@@ -263,7 +264,8 @@ long brkga_tsp_tour(const struct brkga_tsp *t, const float *keys, int *tour, voi
     return brkga_tsp_length(t, tour);
 }
 
-/* First-improvement 2-opt until no move improves. */
+/* First-improvement 2-opt until no move improves, or a cancel (each move keeps the tour
+ * valid and L its length, so a cut-short tour is still measured right). */
 static long two_opt(const struct brkga_tsp *t, int *tour, long L)
 {
     int n = t->n;
@@ -271,7 +273,7 @@ static long two_opt(const struct brkga_tsp *t, int *tour, long L)
     int improved = 1;
     while (improved) {
         improved = 0;
-        for (int i = 0; i < n - 1; i++) {
+        for (int i = 0; i < n - 1 && !gj_poll_step(t->poll, 0); i++) {
             int a = tour[i], b = tour[i + 1];
             for (int j = i + 2; j < n; j++) {
                 if (i == 0 && j == n - 1)

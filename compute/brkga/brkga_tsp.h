@@ -10,6 +10,8 @@
 
 #include "common/gj_error.h"
 
+struct gj_poll;   /* common/gj_poll.h */
+
 #define BRKGA_TSP_MAX_CITIES 5000
 
 enum brkga_tsp_ls { BRKGA_TSP_LS_NONE = 0, BRKGA_TSP_LS_2OPT = 1 };
@@ -22,6 +24,7 @@ struct brkga_tsp {
     double *x, *y;
     int *dist;                /* n x n rounded distances */
     int local_search;
+    struct gj_poll *poll;     /* may be NULL: a cancel cuts 2-opt short (the tour stays valid) */
 };
 
 /* 0, or -1 with err (field "tsp"). */

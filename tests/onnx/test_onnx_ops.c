@@ -481,9 +481,12 @@ static void test_unsupported(void **st)
     struct pb at2[1] = { pb_attr_str("approximate", "cubic") };
     m = tiny_model("Gelu", 1, at2);
     expect_refusal(&m, "approximate");
-    struct pb at3[1] = { pb_attr_int("to", 10) };   /* FLOAT16 */
+    struct pb at3[1] = { pb_attr_int("to", 14) };   /* COMPLEX64 */
     m = tiny_model("Cast", 1, at3);
-    expect_refusal(&m, "FLOAT16");
+    expect_refusal(&m, "cast to COMPLEX64 is not supported");
+    struct pb at4[1] = { pb_attr_int("to", 8) };   /* STRING: strings are never made */
+    m = tiny_model("Cast", 1, at4);
+    expect_refusal(&m, "cast to STRING is not supported");
     m = tiny_model("If", 0, NULL);
     expect_refusal(&m, "If");
     /* an op of a custom domain */

@@ -334,10 +334,10 @@ static int cast_attr(struct actx *c, const Onnx__AttributeProto *a, struct onnx_
         return 0;
     if (get_int(c, a, &iv))
         return -1;
-    if (iv < 0 || iv > 64 || !onnx_elem_computed((int)iv))
+    if (iv < 0 || iv > 64 || !onnx_elem_supported((int)iv) || iv == ONNX_ELEM_STRING)
         return gj_error_set(c->err, "model", "node '%s' (Cast): cast to %s is not supported", c->nname,
                             onnx_elem_name((int)iv));
-    p->to = onnx_elem_computed((int)iv);
+    p->to = (int)iv;
     c->have_to = 1;
     return 1;
 }

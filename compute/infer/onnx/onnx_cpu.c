@@ -1012,35 +1012,11 @@ static int k_constantofshape(struct onnx_backend_ctx *c, const struct onnx_kargs
     return 0;
 }
 
+/* Cast (onnx_elem.c); a NaN or out-of-range float to an integer, or a string that is not a
+ * number, fails the run. */
 static int k_cast(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
-    const struct onnx_tensor *x = a->in[0];
-    struct onnx_tensor *y = OUTT(0);
-    int64_t n = x->numel;
-    if (x->elem == y->elem)
-        return k_copy(c, a);
-    for (int64_t i = 0; i < n; i++) {
-        double v;
-        switch (x->elem) {
-        case ONNX_ELEM_FLOAT: v = CF(x)[i]; break;
-        case ONNX_ELEM_INT64: v = (double)CI64(x)[i]; break;
-        default: v = ((const uint8_t *)x->data)[i]; break;
-        }
-        switch (y->elem) {
-        case ONNX_ELEM_FLOAT: F(y)[i] = x->elem == ONNX_ELEM_INT64 ? (float)CI64(x)[i] : (float)v; break;
-        case ONNX_ELEM_INT64:
-            if (x->elem == ONNX_ELEM_FLOAT) {
-                if (!(v > -9.2e18 && v < 9.2e18))
-                    return -1;   /* NaN or out of int64 range */
-                I64(y)[i] = (int64_t)v;
-            } else {
-                I64(y)[i] = (int64_t)v;
-            }
-            break;
-        default: ((uint8_t *)y->data)[i] = x->elem == ONNX_ELEM_INT64 ? CI64(x)[i] != 0 : v != 0; break;
-        }
-    }
-    return 0;
+    return onnx_convert(OUTT(0)->elem, OUTT(0)->data, a->in[0]->elem, a->in[0]->data, a->in[0]->numel);
 }
 
 static int k_range(struct onnx_backend_ctx *c, const struct onnx_kargs *a)

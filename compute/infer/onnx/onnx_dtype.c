@@ -1,7 +1,10 @@
 /*
- * onnx_dtype.c — see onnx_dtype.h.
+ * onnx_dtype.c — the table of element types: names (ONNX's and Triton's), sizes, classes, and
+ * the decoding of a TensorProto's data (see onnx_dtype.h). Element access and conversion are
+ * onnx_elem.c's.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,52 +17,104 @@ enum field { FIELD_NONE, FIELD_FLOAT, FIELD_INT32, FIELD_INT64, FIELD_DOUBLE, FI
 
 struct dtype {
     const char *name;
-    size_t wire_size;   /* bytes per element in raw_data (0: variable) */
-    int computed;       /* the type it is computed in; 0: not supported */
+    const char *triton;   /* KServe v2 datatype; NULL: not taken */
+    size_t size;          /* bytes per element in memory; 0: not supported */
+    size_t wire;          /* bytes per element in raw_data (0: no raw form) */
     enum field field;
+    int cls;              /* enum onnx_elem_class */
 };
 
 /* TensorProto.DataType, in ONNX's numbering. */
 static const struct dtype dtypes[] = {
-    [0] = { "UNDEFINED", 0, 0, FIELD_NONE },
-    [ONNX_ELEM_FLOAT] = { "FLOAT", 4, ONNX_ELEM_FLOAT, FIELD_FLOAT },
-    [2] = { "UINT8", 1, 0, FIELD_INT32 },
-    [3] = { "INT8", 1, 0, FIELD_INT32 },
-    [4] = { "UINT16", 2, 0, FIELD_INT32 },
-    [5] = { "INT16", 2, 0, FIELD_INT32 },
-    [ONNX_ELEM_INT32] = { "INT32", 4, ONNX_ELEM_INT64, FIELD_INT32 },
-    [ONNX_ELEM_INT64] = { "INT64", 8, ONNX_ELEM_INT64, FIELD_INT64 },
-    [8] = { "STRING", 0, 0, FIELD_STRING },
-    [ONNX_ELEM_BOOL] = { "BOOL", 1, ONNX_ELEM_BOOL, FIELD_INT32 },
-    [10] = { "FLOAT16", 2, 0, FIELD_INT32 },
-    [11] = { "DOUBLE", 8, 0, FIELD_DOUBLE },
-    [12] = { "UINT32", 4, 0, FIELD_UINT64 },
-    [13] = { "UINT64", 8, 0, FIELD_UINT64 },
-    [14] = { "COMPLEX64", 8, 0, FIELD_FLOAT },
-    [15] = { "COMPLEX128", 16, 0, FIELD_DOUBLE },
-    [16] = { "BFLOAT16", 2, 0, FIELD_INT32 },
+    [0] = { "UNDEFINED", NULL, 0, 0, FIELD_NONE, ONNX_EC_NONE },
+    [ONNX_ELEM_FLOAT] = { "FLOAT", "FP32", 4, 4, FIELD_FLOAT, ONNX_EC_FLOAT },
+    [ONNX_ELEM_UINT8] = { "UINT8", "UINT8", 1, 1, FIELD_INT32, ONNX_EC_UNSIGNED },
+    [ONNX_ELEM_INT8] = { "INT8", "INT8", 1, 1, FIELD_INT32, ONNX_EC_SIGNED },
+    [ONNX_ELEM_UINT16] = { "UINT16", "UINT16", 2, 2, FIELD_INT32, ONNX_EC_UNSIGNED },
+    [ONNX_ELEM_INT16] = { "INT16", "INT16", 2, 2, FIELD_INT32, ONNX_EC_SIGNED },
+    [ONNX_ELEM_INT32] = { "INT32", "INT32", 4, 4, FIELD_INT32, ONNX_EC_SIGNED },
+    [ONNX_ELEM_INT64] = { "INT64", "INT64", 8, 8, FIELD_INT64, ONNX_EC_SIGNED },
+    [ONNX_ELEM_STRING] = { "STRING", "BYTES", sizeof(struct onnx_string), 0, FIELD_STRING, ONNX_EC_STRING },
+    [ONNX_ELEM_BOOL] = { "BOOL", "BOOL", 1, 1, FIELD_INT32, ONNX_EC_BOOL },
+    [ONNX_ELEM_FLOAT16] = { "FLOAT16", "FP16", 2, 2, FIELD_INT32, ONNX_EC_FLOAT },
+    [ONNX_ELEM_DOUBLE] = { "DOUBLE", "FP64", 8, 8, FIELD_DOUBLE, ONNX_EC_FLOAT },
+    [ONNX_ELEM_UINT32] = { "UINT32", "UINT32", 4, 4, FIELD_UINT64, ONNX_EC_UNSIGNED },
+    [ONNX_ELEM_UINT64] = { "UINT64", "UINT64", 8, 8, FIELD_UINT64, ONNX_EC_UNSIGNED },
+    [14] = { "COMPLEX64", NULL, 0, 0, FIELD_NONE, ONNX_EC_NONE },
+    [15] = { "COMPLEX128", NULL, 0, 0, FIELD_NONE, ONNX_EC_NONE },
+    [ONNX_ELEM_BFLOAT16] = { "BFLOAT16", "BF16", 2, 2, FIELD_INT32, ONNX_EC_FLOAT },
+    [17] = { "FLOAT8E4M3FN", NULL, 0, 0, FIELD_NONE, ONNX_EC_NONE },
+    [18] = { "FLOAT8E4M3FNUZ", NULL, 0, 0, FIELD_NONE, ONNX_EC_NONE },
+    [19] = { "FLOAT8E5M2", NULL, 0, 0, FIELD_NONE, ONNX_EC_NONE },
+    [20] = { "FLOAT8E5M2FNUZ", NULL, 0, 0, FIELD_NONE, ONNX_EC_NONE },
+    [21] = { "UINT4", NULL, 0, 0, FIELD_NONE, ONNX_EC_NONE },
+    [22] = { "INT4", NULL, 0, 0, FIELD_NONE, ONNX_EC_NONE },
 };
+
+#define N_DTYPES ((int)(sizeof dtypes / sizeof dtypes[0]))
 
 static const struct dtype *dtype(int elem)
 {
-    return elem >= 0 && elem < (int)(sizeof dtypes / sizeof dtypes[0]) ? &dtypes[elem] : NULL;
+    return elem >= 0 && elem < N_DTYPES ? &dtypes[elem] : NULL;
 }
 
 const char *onnx_elem_name(int elem)
 {
-    return dtype(elem) ? dtype(elem)->name : "unknown";
+    return dtype(elem) && dtype(elem)->name ? dtype(elem)->name : "unknown";
+}
+
+const char *onnx_elem_triton_name(int elem)
+{
+    return dtype(elem) ? dtype(elem)->triton : NULL;
+}
+
+int onnx_elem_from_triton_name(const char *name)
+{
+    for (int e = 1; name && e < N_DTYPES; e++)
+        if (dtypes[e].triton && strcmp(dtypes[e].triton, name) == 0)
+            return e;
+    return 0;
 }
 
 size_t onnx_elem_size(int elem)
 {
-    const struct dtype *d = dtype(elem);
-    return d && d->computed ? d->wire_size : 0;
+    return dtype(elem) ? dtype(elem)->size : 0;
 }
 
-int onnx_elem_computed(int elem)
+int onnx_elem_supported(int elem)
 {
-    return dtype(elem) ? dtype(elem)->computed : 0;
+    return onnx_elem_size(elem) != 0;
 }
+
+int onnx_elem_class(int elem)
+{
+    return dtype(elem) ? dtype(elem)->cls : ONNX_EC_NONE;
+}
+
+int onnx_elem_in(int elem, unsigned mask)
+{
+    return elem > 0 && elem < 32 && (mask & ONNX_TM(elem));
+}
+
+const char *onnx_elem_mask_names(unsigned mask, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    /* FLOAT first, then ONNX's order */
+    static const int order[] = { ONNX_ELEM_FLOAT, ONNX_ELEM_FLOAT16, ONNX_ELEM_BFLOAT16, ONNX_ELEM_DOUBLE,
+                                 ONNX_ELEM_INT8, ONNX_ELEM_INT16, ONNX_ELEM_INT32, ONNX_ELEM_INT64,
+                                 ONNX_ELEM_UINT8, ONNX_ELEM_UINT16, ONNX_ELEM_UINT32, ONNX_ELEM_UINT64,
+                                 ONNX_ELEM_BOOL, ONNX_ELEM_STRING };
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        if (!(mask & ONNX_TM(order[k])) || n >= len)
+            continue;
+        int w = snprintf(buf + n, len - n, "%s%s", n ? ", " : "", dtypes[order[k]].name);
+        n = w > 0 ? n + (size_t)w : n;
+    }
+    return buf;
+}
+
+/* ---- TensorProto data ------------------------------------------------------------------- */
 
 /* Elements in the typed field that holds this type's values. */
 static size_t field_count(const Onnx__TensorProto *tp, enum field f)
@@ -75,39 +130,53 @@ static size_t field_count(const Onnx__TensorProto *tp, enum field f)
     }
 }
 
-/* n elements of declared type dt from raw (little-endian bytes) or tp's typed field into out,
- * as the computed type. Raw FLOAT and INT64 are copied as they are: the host is little-endian
- * (x86-64, arm64). */
-static void decode(int dt, const Onnx__TensorProto *tp, const uint8_t *raw, void *out, size_t n)
+/* n elements of type dt from tp's typed field into out. Types narrower than 32 bits sit in
+ * int32_data (FLOAT16 and BFLOAT16 as their bit patterns), UINT32 and UINT64 in uint64_data. */
+static void decode_field(int dt, const Onnx__TensorProto *tp, void *out, size_t n)
 {
-    if (n == 0)
-        return;
-    switch (dt) {
-    case ONNX_ELEM_FLOAT:
-        memcpy(out, raw ? (const void *)raw : (const void *)tp->float_data, n * 4);
+    const struct onnx_elem_io *io = onnx_elem_io(dt);
+    switch (dtypes[dt].field) {
+    case FIELD_FLOAT: memcpy(out, tp->float_data, n * 4); break;
+    case FIELD_INT64: memcpy(out, tp->int64_data, n * 8); break;
+    case FIELD_DOUBLE: memcpy(out, tp->double_data, n * 8); break;
+    case FIELD_UINT64:
+        for (size_t i = 0; i < n; i++)
+            io->set_i64(out, (int64_t)i, (int64_t)tp->uint64_data[i]);
         break;
-    case ONNX_ELEM_INT64:
-        memcpy(out, raw ? (const void *)raw : (const void *)tp->int64_data, n * 8);
-        break;
-    case ONNX_ELEM_INT32: {
-        int64_t *o = out;
+    case FIELD_INT32:
         for (size_t i = 0; i < n; i++) {
-            int32_t v;
-            if (raw)
-                memcpy(&v, raw + 4 * i, 4);
+            if (dt == ONNX_ELEM_FLOAT16 || dt == ONNX_ELEM_BFLOAT16)
+                ((uint16_t *)out)[i] = (uint16_t)tp->int32_data[i];
             else
-                v = tp->int32_data[i];
-            o[i] = v;
+                io->set_i64(out, (int64_t)i, tp->int32_data[i]);
         }
         break;
+    default: break;
     }
-    case ONNX_ELEM_BOOL: {
-        uint8_t *o = out;
-        for (size_t i = 0; i < n; i++)
-            o[i] = (raw ? raw[i] : tp->int32_data[i]) != 0;
-        break;
+}
+
+/* STRING: one block with the n elements, then their bytes. */
+static int decode_strings(const Onnx__TensorProto *tp, struct onnx_tensor *t, const char *nm, struct gj_error *err)
+{
+    size_t n = (size_t)t->numel, total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tp->string_data[i].len > ((size_t)1 << 31) - total)
+            return gj_error_set(err, "model", "tensor '%s': its strings are too long", nm);
+        total += tp->string_data[i].len;
     }
+    struct onnx_string *s = malloc(n * sizeof *s + total + 1);
+    if (!s)
+        return gj_error_set(err, "model", "out of memory for tensor '%s'", nm);
+    char *bytes = (char *)(s + n);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = tp->string_data[i].len;
+        if (len)
+            memcpy(bytes, tp->string_data[i].data, len);
+        s[i] = (struct onnx_string){ bytes, len };
+        bytes += len;
     }
+    t->data = s;
+    return 0;
 }
 
 int onnx_tensor_decode_data(const Onnx__TensorProto *tp, struct onnx_tensor *t, const char *nm,
@@ -115,18 +184,31 @@ int onnx_tensor_decode_data(const Onnx__TensorProto *tp, struct onnx_tensor *t, 
 {
     int dt = tp->has_data_type ? tp->data_type : 0;
     const struct dtype *d = dtype(dt);
-    if (!d || !d->computed)
+    if (!d || !d->size)
         return gj_error_set(err, "model", "tensor '%s' has data type %s (%d); supported: "
                             ONNX_ELEMS_SUPPORTED, nm, onnx_elem_name(dt), dt);
     size_t n = (size_t)t->numel;
-    size_t have = tp->has_raw_data ? tp->raw_data.len / d->wire_size : field_count(tp, d->field);
-    if ((tp->has_raw_data && tp->raw_data.len != n * d->wire_size) || (!tp->has_raw_data && have != n))
+    if (tp->has_raw_data && !d->wire)
+        return gj_error_set(err, "model", "tensor '%s': %s data cannot be raw", nm, d->name);
+    size_t have = tp->has_raw_data ? tp->raw_data.len / d->wire : field_count(tp, d->field);
+    if ((tp->has_raw_data && tp->raw_data.len != n * d->wire) || (!tp->has_raw_data && have != n))
         return gj_error_set(err, "model", "tensor '%s': its data (%zu elements) does not match "
                             "its dimensions (%zu elements)", nm, have, n);
-    t->elem = d->computed;
-    t->data = malloc(n ? n * onnx_elem_size(t->elem) : 1);
+    t->elem = dt;
+    if (dt == ONNX_ELEM_STRING)
+        return decode_strings(tp, t, nm, err);
+    t->data = malloc(n ? n * d->size : 1);
     if (!t->data)
         return gj_error_set(err, "model", "out of memory for tensor '%s'", nm);
-    decode(dt, tp, tp->has_raw_data ? tp->raw_data.data : NULL, t->data, n);
+    if (!n)
+        return 0;
+    if (!tp->has_raw_data) {
+        decode_field(dt, tp, t->data, n);
+    } else if (dt == ONNX_ELEM_BOOL) {   /* any non-zero byte is true */
+        for (size_t i = 0; i < n; i++)
+            ((uint8_t *)t->data)[i] = tp->raw_data.data[i] != 0;
+    } else {   /* raw_data is little-endian, as the host (x86-64, arm64) */
+        memcpy(t->data, tp->raw_data.data, n * d->size);
+    }
     return 0;
 }

@@ -71,9 +71,10 @@ int onnx_schedule(const onnx_model *m, int *order, struct gj_error *err);
 
 /* onnx_shape.c: t's element type and shape; -1 when it would be over the limits. */
 int onnx_set_shape(struct onnx_tensor *t, int elem, int rank, const int64_t *dims);
-/* onnx_shape.c: the shapes of rn's outputs from its inputs' (v: the session's values), and the
- * parameters that depend on them (pads, axes, slices...). -1 with err naming the node. */
-int onnx_infer_shape(struct tinfo *v, struct rnode *rn, struct gj_error *err);
+/* onnx_shape.c: the types and shapes of rn's outputs from its inputs' (v: the session's values
+ * of model m), and the parameters that depend on them (pads, axes, slices...). -1 with err
+ * naming the node (and the input whose type it does not take). */
+int onnx_infer_shape(const onnx_model *m, struct tinfo *v, struct rnode *rn, struct gj_error *err);
 
 /* onnx_optimize.c: evaluates rn on the host (its inputs are constants); its outputs become
  * constants. */

@@ -45,7 +45,7 @@ enum onnx_op {
 const char *onnx_op_name(int op);
 
 /* A dense tensor. data is host memory for constants and the CPU backend, backend memory
- * otherwise. elem is FLOAT, INT64 or BOOL (INT32 is widened to INT64 on load). */
+ * otherwise. elem is the type ONNX gives it (enum onnx_elem_type; nothing is widened). */
 struct onnx_tensor {
     int elem;
     int rank;

@@ -263,9 +263,6 @@ static int add_input(struct loader *l, size_t i)
         return gj_error_set(err, "model", "graph input '%s' is listed twice", vi->name);
     if (onnx_value_info(vi, val, err))
         return -1;
-    if (onnx_elem_computed(val->elem) != val->elem)
-        return gj_error_set(err, "model", "graph input '%s' is %s; supported: FLOAT, INT64, BOOL",
-                            vi->name, onnx_elem_name(val->elem));
     if (m->n_inputs >= MAX_IO)
         return gj_error_set(err, "model", "the graph has more than %d inputs", MAX_IO);
     if (val->rank < 0 || val->elem == 0)

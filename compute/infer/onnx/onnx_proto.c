@@ -59,7 +59,7 @@ int onnx_value_info(const Onnx__ValueInfoProto *vi, struct onnx_value *v, struct
                             "optional and sparse types are not supported)", v->name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     int et = tt->has_elem_type ? tt->elem_type : 0;
-    if (!onnx_elem_computed(et))
+    if (!onnx_elem_supported(et))
         return gj_error_set(err, "model", "value '%s' has element type %s (%d); supported: "
                             ONNX_ELEMS_SUPPORTED, v->name, onnx_elem_name(et), et);
     v->elem = et;

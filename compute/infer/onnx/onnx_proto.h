@@ -15,7 +15,7 @@
 
 /* -1 with err when a name is longer than ONNX_MAX_NAME ("a <what> name is longer ..."). */
 int onnx_check_name(const char *s, const char *what, struct gj_error *err);
-/* A TensorProto as a host tensor (t->data malloc'ed; FLOAT, INT64 or BOOL, INT32 widened);
+/* A TensorProto as a host tensor (t->data malloc'ed, of its own element type);
  * `what` names it where the tensor has no name. */
 int onnx_tensor_from_proto(const Onnx__TensorProto *tp, struct onnx_tensor *t, const char *what,
                            struct gj_error *err);

@@ -124,7 +124,7 @@ static int bind_input(onnx_session *s, size_t i, int batch, struct gj_error *err
     }
     if (mv->rank == 0)
         return gj_error_set(err, "model", "input '%s' is a scalar; inputs need a batch dimension", mv->name);
-    int elem = onnx_elem_computed(mv->elem);
+    int elem = mv->elem;
     if (onnx_set_shape(&s->v[vi].t, elem, mv->rank, d))
         return gj_error_set(err, "model", "input '%s' is too large", mv->name);
     s->v[vi].storage = ST_INPUT;
@@ -164,7 +164,7 @@ static int infer_node(onnx_session *s, struct rnode *rn, const struct onnx_node 
     if (!s->be->kernels[nd->op] && !onnx_backend_cpu.kernels[nd->op])
         return gj_error_set(err, "model", "node '%s' (%s): no kernel in backend '%s'", nd->name,
                             onnx_op_name(nd->op), s->be->name);
-    if (onnx_infer_shape(s->v, rn, err))
+    if (onnx_infer_shape(s->m, s->v, rn, err))
         return -1;
     int all_const = 1;
     for (int i = 0; i < rn->n_in; i++)
@@ -201,7 +201,7 @@ static int bind_outputs(onnx_session *s, struct gj_error *err)
         int vi = m->outputs[i];
         const struct onnx_value *mv = &m->values[vi];
         const struct onnx_tensor *t = &s->v[vi].t;
-        if (mv->elem && onnx_elem_computed(mv->elem) != t->elem)
+        if (mv->elem && mv->elem != t->elem)
             return gj_error_set(err, "model", "output '%s' is declared as %s but computes %s", mv->name,
                                 onnx_elem_name(mv->elem), onnx_elem_name(t->elem));
         s->out_desc[i] = m->out_desc[i];

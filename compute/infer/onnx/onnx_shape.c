@@ -13,8 +13,26 @@
 
 #include "infer/onnx/onnx_exec.h"
 
-/* One node's inference: the session's values, the node, its first input and output. */
+/* The element types each family of operators takes: what the CPU backend's kernels compute
+ * (a backend that computes fewer refuses the rest when the session is planned). */
+#define TM_F32 ONNX_TM(ONNX_ELEM_FLOAT)                  /* Conv, pooling, normalisation */
+#define TM_MATMUL TM_F32                                  /* Gemm, MatMul */
+#define TM_SOFTMAX TM_F32
+#define TM_REDUCE TM_F32
+#define TM_UNARY TM_F32                                   /* Relu, Sigmoid, Sqrt, Erf, Gelu, Tanh */
+#define TM_NEG (TM_F32 | ONNX_TM(ONNX_ELEM_INT64))
+#define TM_ARITH (TM_F32 | ONNX_TM(ONNX_ELEM_INT64))      /* Add, Sub, Mul, Div */
+#define TM_EQUAL (TM_ARITH | ONNX_TM_BOOL)
+#define TM_POW_BASE TM_F32
+#define TM_POW_EXP (TM_F32 | ONNX_TM(ONNX_ELEM_INT64))
+#define TM_INDEX ONNX_TM(ONNX_ELEM_INT64)                  /* Gather's indices */
+#define TM_PAD (TM_F32 | ONNX_TM(ONNX_ELEM_INT64))
+#define TM_RANGE (TM_F32 | ONNX_TM(ONNX_ELEM_INT64))
+
+/* One node's inference: the model, the session's values, the node, its first input and
+ * output. */
 struct shape_ctx {
+    const onnx_model *m;
     struct tinfo *v;
     struct rnode *rn;
     struct onnx_params *p;
@@ -67,9 +85,31 @@ static const struct onnx_tensor *in(const struct shape_ctx *c, int k)
     return c->rn->n_in > k && c->rn->in[k] >= 0 ? &c->v[c->rn->in[k]].t : NULL;
 }
 
-static int need_f32(const struct shape_ctx *c, const struct onnx_tensor *t)
+/* Input k (when present) is of a type in mask, else a message naming it and the types taken. */
+static int need(const struct shape_ctx *c, int k, unsigned mask)
 {
-    return t->elem == ONNX_ELEM_FLOAT ? 0 : fail(c, "only float32 is supported here");
+    const struct onnx_tensor *t = in(c, k);
+    char names[200];
+    if (!t || onnx_elem_in(t->elem, mask))
+        return 0;
+    return fail(c, "input %d ('%s') is %s; this operator takes %s here", k, c->m->values[c->rn->in[k]].name,
+                onnx_elem_name(t->elem), onnx_elem_mask_names(mask, names, sizeof names));
+}
+
+/* Inputs k of [from, to) (when present) have input `from`'s type. */
+static int same_type(const struct shape_ctx *c, int from, int to)
+{
+    for (int k = from + 1; k < to; k++)
+        if (in(c, k) && in(c, from) && in(c, k)->elem != in(c, from)->elem)
+            return fail(c, "input %d is %s, input %d %s: they must be of one type", from,
+                        onnx_elem_name(in(c, from)->elem), k, onnx_elem_name(in(c, k)->elem));
+    return 0;
+}
+
+/* Inputs [0, n) of one type, in mask. */
+static int need_all(const struct shape_ctx *c, int n, unsigned mask)
+{
+    return need(c, 0, mask) || same_type(c, 0, n);
 }
 
 static int norm_axis(int64_t axis, int rank, int64_t *res)
@@ -105,14 +145,15 @@ static int broadcast(int ra, const int64_t *da, int rb, const int64_t *db, int *
     return 0;
 }
 
-/* Input k as a constant int64 vector of at most maxn values (axes, a shape, ...). */
+/* Input k as a constant int64 vector (INT64 or INT32) of at most maxn values (axes, a shape...). */
 static int const_ints(const struct shape_ctx *c, int k, int64_t *res, int maxn, int *n)
 {
     int vi = c->rn->n_in > k ? c->rn->in[k] : -1;
     const struct tinfo *t = vi >= 0 ? &c->v[vi] : NULL;
-    if (!t || !t->is_const || t->t.elem != ONNX_ELEM_INT64 || t->t.rank > 1 || t->t.numel > maxn)
+    if (!t || !t->is_const || (t->t.elem != ONNX_ELEM_INT64 && t->t.elem != ONNX_ELEM_INT32) ||
+        t->t.rank > 1 || t->t.numel > maxn)
         return -1;
-    memcpy(res, t->hdata, (size_t)t->t.numel * 8);
+    onnx_convert(ONNX_ELEM_INT64, res, t->t.elem, t->hdata, t->t.numel);
     *n = (int)t->t.numel;
     return 0;
 }
@@ -122,13 +163,10 @@ static int const_scalar(const struct shape_ctx *c, int k, double *res)
 {
     int vi = c->rn->n_in > k ? c->rn->in[k] : -1;
     const struct tinfo *t = vi >= 0 ? &c->v[vi] : NULL;
-    if (!t || !t->is_const || t->t.numel != 1)
+    if (!t || !t->is_const || t->t.numel != 1 || !onnx_elem_in(t->t.elem, ONNX_TM_NUMERIC | ONNX_TM_BOOL))
         return -1;
-    switch (t->t.elem) {
-    case ONNX_ELEM_FLOAT: *res = *(float *)t->hdata; return 0;
-    case ONNX_ELEM_INT64: *res = (double)*(int64_t *)t->hdata; return 0;
-    default: return -1;
-    }
+    *res = onnx_elem_get_f64(t->t.elem, t->hdata, 0);
+    return 0;
 }
 
 /* The axes of ReduceMean, Squeeze or Unsqueeze: the constant input 1 (newer opsets), else the
@@ -195,7 +233,7 @@ static int shape_conv(struct shape_ctx *c)
     const struct onnx_tensor *x = c->x, *w = in(c, 1), *b = in(c, 2);
     struct onnx_params *p = c->p;
     int64_t d[ONNX_MAX_RANK];
-    if (need_f32(c, x) || need_f32(c, w))
+    if (need_all(c, 3, TM_F32))
         return -1;
     if (x->rank != 4 || w->rank != 4)
         return fail(c, "only 2-D convolution (4-D input and weight) is supported");
@@ -206,13 +244,13 @@ static int shape_conv(struct shape_ctx *c)
         return fail(c, "kernel_shape does not match the weight");
     p->kernel[0] = w->dims[2];
     p->kernel[1] = w->dims[3];
-    if (b && (b->elem != ONNX_ELEM_FLOAT || b->numel != w->dims[0]))
+    if (b && b->numel != w->dims[0])
         return fail(c, "the bias does not match the output channels");
     d[0] = x->dims[0];
     d[1] = w->dims[0];
     if (window_dims(c, 0, d))
         return -1;
-    return out(c, ONNX_ELEM_FLOAT, 4, d);
+    return out(c, x->elem, 4, d);
 }
 
 /* MaxPool, AveragePool */
@@ -220,7 +258,7 @@ static int shape_pool(struct shape_ctx *c)
 {
     const struct onnx_tensor *x = c->x;
     int64_t d[ONNX_MAX_RANK];
-    if (need_f32(c, x))
+    if (need(c, 0, TM_F32))
         return -1;
     if (x->rank != 4)
         return fail(c, "only 2-D pooling (4-D input) is supported");
@@ -228,34 +266,34 @@ static int shape_pool(struct shape_ctx *c)
     d[1] = x->dims[1];
     if (window_dims(c, 1, d))
         return -1;
-    return out(c, ONNX_ELEM_FLOAT, 4, d);
+    return out(c, x->elem, 4, d);
 }
 
 static int shape_global_pool(struct shape_ctx *c)
 {
     const struct onnx_tensor *x = c->x;
     int64_t d[ONNX_MAX_RANK];
-    if (need_f32(c, x))
+    if (need(c, 0, TM_F32))
         return -1;
     if (x->rank < 3)
         return fail(c, "the input needs rank 3 or more");
     memcpy(d, x->dims, sizeof d);
     for (int i = 2; i < x->rank; i++)
         d[i] = 1;
-    return out(c, ONNX_ELEM_FLOAT, x->rank, d);
+    return out(c, x->elem, x->rank, d);
 }
 
 static int shape_batchnorm(struct shape_ctx *c)
 {
     const struct onnx_tensor *x = c->x;
-    if (need_f32(c, x))
+    if (need_all(c, 5, TM_F32))
         return -1;
     if (x->rank < 2)
         return fail(c, "the input needs rank 2 or more");
     for (int k = 1; k < 5; k++)
-        if (!in(c, k) || in(c, k)->elem != ONNX_ELEM_FLOAT || in(c, k)->numel != x->dims[1])
+        if (!in(c, k) || in(c, k)->numel != x->dims[1])
             return fail(c, "parameter %d does not have %lld channels", k, (long long)x->dims[1]);
-    return out(c, ONNX_ELEM_FLOAT, x->rank, x->dims);
+    return out(c, x->elem, x->rank, x->dims);
 }
 
 /* ---- element-wise ------------------------------------------------------------------------ */
@@ -263,15 +301,15 @@ static int shape_batchnorm(struct shape_ctx *c)
 /* Relu, Sigmoid, Sqrt, Erf, Gelu, Tanh */
 static int shape_float_unary(struct shape_ctx *c)
 {
-    if (need_f32(c, c->x))
+    if (need(c, 0, TM_UNARY))
         return -1;
     return out(c, c->x->elem, c->x->rank, c->x->dims);
 }
 
 static int shape_neg(struct shape_ctx *c)
 {
-    if (c->x->elem == ONNX_ELEM_BOOL)
-        return fail(c, "bool is not supported");
+    if (need(c, 0, TM_NEG))
+        return -1;
     return out(c, c->x->elem, c->x->rank, c->x->dims);
 }
 
@@ -283,7 +321,8 @@ static int shape_identity(struct shape_ctx *c)
 static int shape_dropout(struct shape_ctx *c)
 {
     const struct rnode *rn = c->rn;
-    if (in(c, 2) && (!c->v[rn->in[2]].is_const || in(c, 2)->numel != 1 || *(uint8_t *)c->v[rn->in[2]].hdata))
+    if (in(c, 2) && (!c->v[rn->in[2]].is_const || in(c, 2)->elem != ONNX_ELEM_BOOL || in(c, 2)->numel != 1 ||
+                     *(uint8_t *)c->v[rn->in[2]].hdata))
         return fail(c, "training_mode must be a constant false");
     if (rn->n_out > 1 && rn->out[1] >= 0)
         return fail(c, "the mask output is not supported");
@@ -292,6 +331,8 @@ static int shape_dropout(struct shape_ctx *c)
 
 static int shape_cast(struct shape_ctx *c)
 {
+    if (need(c, 0, ONNX_TM_ALL))
+        return -1;
     return out(c, c->p->to, c->x->rank, c->x->dims);
 }
 
@@ -301,12 +342,9 @@ static int shape_binary(struct shape_ctx *c)
     const struct onnx_tensor *x = c->x, *b = in(c, 1);
     int op = c->rn->op, r;
     int64_t d[ONNX_MAX_RANK];
-    if (x->elem != b->elem && op != ONNX_OP_POW)
-        return fail(c, "the inputs have different element types");
-    if (x->elem == ONNX_ELEM_BOOL && op != ONNX_OP_EQUAL)
-        return fail(c, "bool inputs are not supported");
-    if (op == ONNX_OP_POW && (x->elem != ONNX_ELEM_FLOAT || b->elem == ONNX_ELEM_BOOL))
-        return fail(c, "only a float32 base is supported");
+    if (op == ONNX_OP_POW ? need(c, 0, TM_POW_BASE) || need(c, 1, TM_POW_EXP)
+                          : need(c, 0, op == ONNX_OP_EQUAL ? TM_EQUAL : TM_ARITH) || same_type(c, 0, 2))
+        return -1;
     if (broadcast(x->rank, x->dims, b->rank, b->dims, &r, d))
         return fail(c, "shapes cannot be broadcast together");
     return out(c, op == ONNX_OP_EQUAL ? ONNX_ELEM_BOOL : x->elem, r, d);
@@ -317,8 +355,8 @@ static int shape_where(struct shape_ctx *c)
     const struct onnx_tensor *x = c->x, *a = in(c, 1), *b = in(c, 2);
     int64_t d[ONNX_MAX_RANK], d2[ONNX_MAX_RANK];
     int r, r2;
-    if (x->elem != ONNX_ELEM_BOOL || a->elem != b->elem)
-        return fail(c, "needs a bool condition and two inputs of one type");
+    if (need(c, 0, ONNX_TM_BOOL) || need(c, 1, ONNX_TM_ALL) || same_type(c, 1, 3))
+        return -1;
     if (broadcast(x->rank, x->dims, a->rank, a->dims, &r, d) || broadcast(r, d, b->rank, b->dims, &r2, d2))
         return fail(c, "shapes cannot be broadcast together");
     return out(c, a->elem, r2, d2);
@@ -343,7 +381,7 @@ static int shape_gemm(struct shape_ctx *c)
     const struct onnx_params *p = c->p;
     int64_t d[ONNX_MAX_RANK], d3[ONNX_MAX_RANK];
     int r;
-    if (need_f32(c, x) || need_f32(c, b))
+    if (need_all(c, 3, TM_MATMUL))
         return -1;
     if (x->rank != 2 || b->rank != 2)
         return fail(c, "A and B must be matrices");
@@ -354,12 +392,10 @@ static int shape_gemm(struct shape_ctx *c)
     d[0] = M;
     d[1] = N;
     if (bias) {
-        if (need_f32(c, bias))
-            return -1;
         if (bias->rank > 2 || broadcast(2, d, bias->rank, bias->dims, &r, d3) || d3[0] != M || d3[1] != N)
             return fail(c, "C cannot be broadcast to %lldx%lld", (long long)M, (long long)N);
     }
-    return out(c, ONNX_ELEM_FLOAT, 2, d);
+    return out(c, x->elem, 2, d);
 }
 
 static int shape_matmul(struct shape_ctx *c)
@@ -367,7 +403,7 @@ static int shape_matmul(struct shape_ctx *c)
     const struct onnx_tensor *x = c->x, *b = in(c, 1);
     int64_t d[ONNX_MAX_RANK];
     int r;
-    if (need_f32(c, x) || need_f32(c, b))
+    if (need_all(c, 2, TM_MATMUL))
         return -1;
     if (x->rank < 2 || b->rank < 2)
         return fail(c, "1-D operands are not supported");
@@ -377,33 +413,33 @@ static int shape_matmul(struct shape_ctx *c)
         return fail(c, "batch dimensions cannot be broadcast");
     d[r] = x->dims[x->rank - 2];
     d[r + 1] = b->dims[b->rank - 1];
-    return out(c, ONNX_ELEM_FLOAT, r + 2, d);
+    return out(c, x->elem, r + 2, d);
 }
 
 /* ---- normalisation and reduction ---------------------------------------------------------- */
 
 static int shape_softmax(struct shape_ctx *c)
 {
-    if (need_f32(c, c->x) || resolve_axis(c, c->x->rank))
+    if (need(c, 0, TM_SOFTMAX) || resolve_axis(c, c->x->rank))
         return -1;
-    return out(c, ONNX_ELEM_FLOAT, c->x->rank, c->x->dims);
+    return out(c, c->x->elem, c->x->rank, c->x->dims);
 }
 
 static int shape_layernorm(struct shape_ctx *c)
 {
     const struct onnx_tensor *x = c->x;
-    if (need_f32(c, x) || resolve_axis(c, x->rank))
+    if (need_all(c, 3, TM_F32) || resolve_axis(c, x->rank))
         return -1;
     int64_t inner = 1;
     for (int i = (int)c->p->axis; i < x->rank; i++)
         inner *= x->dims[i];
     for (int k = 1; k < 3; k++)
-        if (in(c, k) && (in(c, k)->elem != ONNX_ELEM_FLOAT || in(c, k)->numel != inner))
+        if (in(c, k) && in(c, k)->numel != inner)
             return fail(c, "scale/bias must have the normalized shape");
     for (int k = 1; k < c->rn->n_out; k++)
         if (c->rn->out[k] >= 0)
             return fail(c, "the Mean and InvStdDev outputs are not supported");
-    return out(c, ONNX_ELEM_FLOAT, x->rank, x->dims);
+    return out(c, x->elem, x->rank, x->dims);
 }
 
 /* The reduced axes become a mask in p->n_axes (with has_axes = 1), which the kernels read;
@@ -414,14 +450,14 @@ static int shape_reducemean(struct shape_ctx *c)
     struct onnx_params *p = c->p;
     int64_t axes[ONNX_MAX_RANK], d[ONNX_MAX_RANK], ax;
     int na, r = 0;
-    if (need_f32(c, x))
+    if (need(c, 0, TM_REDUCE))
         return -1;
     if (node_axes(c, axes, &na))
         return fail(c, "axes must be a constant int64 vector");
     if (na == 0 && p->noop_with_empty_axes) {
         p->n_axes = 0;
         p->has_axes = 0;
-        return out(c, ONNX_ELEM_FLOAT, x->rank, x->dims);
+        return out(c, x->elem, x->rank, x->dims);
     }
     unsigned mask = na == 0 ? (1u << x->rank) - 1 : 0;
     for (int i = 0; i < na; i++) {
@@ -437,7 +473,7 @@ static int shape_reducemean(struct shape_ctx *c)
     }
     p->n_axes = (int)mask;
     p->has_axes = 1;
-    return out(c, ONNX_ELEM_FLOAT, r, d);
+    return out(c, x->elem, r, d);
 }
 
 /* ---- views and data movement ---------------------------------------------------------------- */
@@ -513,9 +549,7 @@ static int shape_gather(struct shape_ctx *c)
     const struct onnx_tensor *x = c->x, *idx = in(c, 1);
     int64_t d[ONNX_MAX_RANK];
     int r = 0;
-    if (idx->elem != ONNX_ELEM_INT64)
-        return fail(c, "indices must be int64 or int32");
-    if (resolve_axis(c, x->rank))
+    if (need(c, 1, TM_INDEX) || resolve_axis(c, x->rank))
         return -1;
     int ax = (int)c->p->axis;
     if (x->rank + idx->rank - 1 > ONNX_MAX_RANK)
@@ -660,6 +694,8 @@ static int shape_pad(struct shape_ctx *c)
     int64_t pads[2 * ONNX_MAX_RANK], d[ONNX_MAX_RANK];
     int n;
     double cv = 0;
+    if (need(c, 0, TM_PAD) || need(c, 2, ONNX_TM(x->elem)))
+        return -1;
     if (in(c, 3))
         return fail(c, "the axes input is not supported");
     if (const_ints(c, 1, pads, 2 * ONNX_MAX_RANK, &n) || n != 2 * x->rank)
@@ -673,8 +709,6 @@ static int shape_pad(struct shape_ctx *c)
         p->pad_begin[i] = pads[i];
         d[i] = x->dims[i] + pads[i] + pads[i + x->rank];
     }
-    if (x->elem == ONNX_ELEM_BOOL)
-        return fail(c, "bool is not supported");
     return out(c, x->elem, x->rank, d);
 }
 
@@ -725,10 +759,10 @@ static int shape_range(struct shape_ctx *c)
     const struct onnx_tensor *x = c->x;
     double a, b, step;
     int64_t len;
+    if (need(c, 0, TM_RANGE) || same_type(c, 0, 3))
+        return -1;
     if (const_scalar(c, 0, &a) || const_scalar(c, 1, &b) || const_scalar(c, 2, &step) || step == 0)
         return fail(c, "start, limit and delta must be constant scalars");
-    if (in(c, 1)->elem != x->elem || in(c, 2)->elem != x->elem)
-        return fail(c, "inputs differ in type");
     if (x->elem == ONNX_ELEM_INT64) {
         int64_t ia = (int64_t)a, ib = (int64_t)b, ic = (int64_t)step;
         len = ic > 0 ? (ib > ia ? (ib - ia + ic - 1) / ic : 0) : (ia > ib ? (ia - ib - ic - 1) / -ic : 0);
@@ -783,9 +817,9 @@ static const shape_rule rules[ONNX_OP_COUNT] = {
     [ONNX_OP_PAD] = shape_pad,
 };
 
-int onnx_infer_shape(struct tinfo *v, struct rnode *rn, struct gj_error *err)
+int onnx_infer_shape(const onnx_model *m, struct tinfo *v, struct rnode *rn, struct gj_error *err)
 {
-    struct shape_ctx c = { .v = v, .rn = rn, .p = &rn->p, .y = &v[rn->out[0]].t, .err = err };
+    struct shape_ctx c = { .m = m, .v = v, .rn = rn, .p = &rn->p, .y = &v[rn->out[0]].t, .err = err };
     c.x = rn->n_in > 0 && rn->in[0] >= 0 ? &v[rn->in[0]].t : NULL;
     if (rn->op < 0 || rn->op >= ONNX_OP_COUNT || !rules[rn->op])
         return fail(&c, "no shape inference");

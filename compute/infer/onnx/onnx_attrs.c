@@ -277,11 +277,12 @@ static int gelu_attr(struct actx *c, const Onnx__AttributeProto *a, struct onnx_
     return 1;
 }
 
-/* The attribute `axes` of the opsets before it became an input (Squeeze and Unsqueeze: 13,
- * ReduceMean: 18). */
+/* The attribute `axes` of the opsets before it became an input (Squeeze, Unsqueeze and
+ * ReduceSum: 13, ReduceMean, ReduceMax and ReduceMin: 18). */
 static int axes_attr(struct actx *c, const Onnx__AttributeProto *a, struct onnx_params *p)
 {
-    int64_t input_since = c->op == ONNX_OP_REDUCEMEAN ? 18 : 13;
+    int64_t input_since = c->op == ONNX_OP_REDUCEMEAN || c->op == ONNX_OP_REDUCEMAX || c->op == ONNX_OP_REDUCEMIN
+                        ? 18 : 13;
     if (!is(a, "axes") || c->opset >= input_since)
         return 0;
     if (get_ints(c, a, p->axes, ONNX_MAX_RANK, &p->n_axes))
@@ -290,13 +291,31 @@ static int axes_attr(struct actx *c, const Onnx__AttributeProto *a, struct onnx_
     return 1;
 }
 
-static int reducemean_attr(struct actx *c, const Onnx__AttributeProto *a, struct onnx_params *p)
+static int reduce_attr(struct actx *c, const Onnx__AttributeProto *a, struct onnx_params *p)
 {
     if (is(a, "keepdims"))
         return done(get_flag(c, a, &p->keepdims));
     if (is(a, "noop_with_empty_axes"))
         return done(get_flag(c, a, &p->noop_with_empty_axes));
     return axes_attr(c, a, p);
+}
+
+static int argmax_attr(struct actx *c, const Onnx__AttributeProto *a, struct onnx_params *p)
+{
+    if (is(a, "axis"))
+        return done(get_int(c, a, &p->axis));
+    if (is(a, "keepdims"))
+        return done(get_flag(c, a, &p->keepdims));
+    if (is(a, "select_last_index"))
+        return done(get_flag(c, a, &p->select_last));
+    return 0;
+}
+
+static int mod_attr(struct actx *c, const Onnx__AttributeProto *a, struct onnx_params *p)
+{
+    if (!is(a, "fmod"))
+        return 0;
+    return done(get_flag(c, a, &p->fmod));
 }
 
 static int transpose_attr(struct actx *c, const Onnx__AttributeProto *a, struct onnx_params *p)
@@ -420,7 +439,13 @@ static const attr_reader readers[ONNX_OP_COUNT] = {
     [ONNX_OP_LAYERNORM] = layernorm_attr,
     [ONNX_OP_GEMM] = gemm_attr,
     [ONNX_OP_GELU] = gelu_attr,
-    [ONNX_OP_REDUCEMEAN] = reducemean_attr,
+    [ONNX_OP_REDUCEMEAN] = reduce_attr,
+    [ONNX_OP_REDUCESUM] = reduce_attr,
+    [ONNX_OP_REDUCEMAX] = reduce_attr,
+    [ONNX_OP_REDUCEMIN] = reduce_attr,
+    [ONNX_OP_ARGMAX] = argmax_attr,
+    [ONNX_OP_ARGMIN] = argmax_attr,
+    [ONNX_OP_MOD] = mod_attr,
     [ONNX_OP_SQUEEZE] = axes_attr,
     [ONNX_OP_UNSQUEEZE] = axes_attr,
     [ONNX_OP_TRANSPOSE] = transpose_attr,

@@ -13,15 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer/onnx/onnx_ir.h"
-#include "infer/onnx/onnx_pool.h"
-
-struct onnx_backend_ctx {
-    struct onnx_pool *pool;
-    int threads;
-};
-
-#define PAR_GRAIN 16384   /* elements below which a loop runs on one thread */
+#include "infer/onnx/onnx_cpu.h"
 
 static struct onnx_backend_ctx host_ctx = { NULL, 1 };
 
@@ -76,12 +68,6 @@ static int cpu_copy(struct onnx_backend_ctx *c, void *dst, const void *src, size
     if (bytes && dst != src)
         memcpy(dst, src, bytes);
     return 0;
-}
-
-/* parallel_for with a per-call closure */
-static void par(struct onnx_backend_ctx *c, int64_t n, int64_t grain, onnx_task_fn fn, void *ctx)
-{
-    onnx_pool_for(c->pool, n, grain, fn, ctx);
 }
 
 /* C[M,N] = alpha op(A) op(B) + beta C (row-major), split over the pool: by rows of C when
@@ -393,32 +379,6 @@ static int k_gap(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 
 /* ---- broadcasting element-wise machinery ------------------------------------------------------ */
 
-struct bc {
-    int r;                       /* collapsed rank (>= 1) */
-    int64_t od[ONNX_MAX_RANK];
-    int64_t st[3][ONNX_MAX_RANK];/* element strides of up to 3 inputs (0: broadcast) */
-    int n;
-};
-
-static void bc_setup(struct bc *b, const struct onnx_tensor *out, const struct onnx_tensor *const *ins, int n)
-{
-    b->n = n;
-    b->r = onnx_broadcast_walk(out, ins, n, b->od, b->st);
-}
-
-/* Offsets of row `row` (all dims but the last) for each input. */
-static void bc_row(const struct bc *b, int64_t row, int64_t *off)
-{
-    for (int k = 0; k < b->n; k++)
-        off[k] = 0;
-    for (int i = b->r - 2; i >= 0; i--) {
-        int64_t idx = row % b->od[i];
-        row /= b->od[i];
-        for (int k = 0; k < b->n; k++)
-            off[k] += idx * b->st[k][i];
-    }
-}
-
 enum { BOP_ADD, BOP_SUB, BOP_MUL, BOP_DIV, BOP_POW, BOP_EQ };
 
 struct bin_job {
@@ -495,9 +455,23 @@ static void bin_task(void *vctx, int64_t b0, int64_t e0)
     }
 }
 
+/* The types bin_task computes: float32 (Pow: with a float32 or int64 exponent), int64 (but
+ * Pow) and BOOL equality; onnx_cpu_typed.c the others. */
+static int bin_fast(const struct onnx_kargs *a, int op)
+{
+    int x = a->in[0]->elem, y = a->in[1]->elem;
+    if (x == ONNX_ELEM_FLOAT)
+        return op != BOP_POW || y == ONNX_ELEM_FLOAT || y == ONNX_ELEM_INT64;
+    if (x == ONNX_ELEM_INT64)
+        return op != BOP_POW;
+    return x == ONNX_ELEM_BOOL && op == BOP_EQ;
+}
+
 static int k_binary(struct onnx_backend_ctx *c, const struct onnx_kargs *a, int op)
 {
     struct bin_job j;
+    if (!bin_fast(a, op))
+        return onnx_cpu_typed_binary(c, a);
     struct onnx_tensor *o = OUTT(0);
     bc_setup(&j.b, o, a->in, 2);
     j.x = a->in[0]->data;
@@ -634,6 +608,9 @@ static void un_task(void *vctx, int64_t b, int64_t e)
 
 static int k_unary(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
+    int e = a->in[0]->elem;
+    if (e != ONNX_ELEM_FLOAT && !(e == ONNX_ELEM_INT64 && a->node->op == ONNX_OP_NEG))
+        return onnx_cpu_typed_unary(c, a);
     struct un_job j = { a->in[0]->data, OUTT(0)->data, a->node->op, a->in[0]->elem, (float)a->p->gelu_tanh };
     par(c, a->in[0]->numel, PAR_GRAIN, un_task, &j);
     return 0;
@@ -824,16 +801,12 @@ static int k_layernorm(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     return 0;
 }
 
-/* One double accumulator per output (noop_with_empty_axes: a copy, none). */
-static size_t reducemean_scratch(const struct onnx_kargs *a)
-{
-    return a->p->has_axes ? ((size_t)a->out[0]->numel + 1) * sizeof(double) : 0;
-}
-
 static int k_reducemean(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
     struct onnx_tensor *y = OUTT(0);
+    if (x->elem != ONNX_ELEM_FLOAT)
+        return onnx_cpu_typed_reduce(c, a);
     if (!a->p->has_axes) {   /* noop_with_empty_axes */
         return cpu_copy(c, y->data, x->data, onnx_tensor_bytes(x));
     }
@@ -849,7 +822,7 @@ static int k_reducemean(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
             s *= x->dims[i];
         }
     }
-    double *acc = a->scratch;   /* reducemean_scratch() bytes */
+    double *acc = a->scratch;   /* onnx_cpu_reduce_scratch() bytes */
     memset(acc, 0, (size_t)y->numel * sizeof(double));
     int64_t idx[ONNX_MAX_RANK] = { 0 }, o = 0;
     const float *xv = x->data;
@@ -942,14 +915,15 @@ static int k_gather(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     int ax = (int)a->p->axis;
     int64_t outer = onnx_dims_product(x, 0, ax), inner = onnx_dims_product(x, ax + 1, x->rank), dim = x->dims[ax];
     size_t es = onnx_elem_size(x->elem), row = (size_t)inner * es;
-    const int64_t *iv = idx->data;
+    const struct onnx_elem_io *ii = onnx_elem_io(idx->elem);   /* INT64 or INT32 */
     for (int64_t k = 0; k < idx->numel; k++)
-        if (iv[k] < -dim || iv[k] >= dim)
+        if (ii->get_i64(idx->data, k) < -dim || ii->get_i64(idx->data, k) >= dim)
             return -1;
     char *dst = y->data;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t k = 0; k < idx->numel; k++) {
-            int64_t i = iv[k] < 0 ? iv[k] + dim : iv[k];
+            int64_t i = ii->get_i64(idx->data, k);
+            i = i < 0 ? i + dim : i;
             memcpy(dst, (const char *)x->data + ((size_t)(o * dim + i)) * row, row);
             dst += row;
         }
@@ -962,13 +936,13 @@ static int k_pad(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     struct onnx_tensor *y = OUTT(0);
     size_t es = onnx_elem_size(x->elem);
     if (y->elem == ONNX_ELEM_FLOAT) {
-        float v = a->p->pad_value;
+        float v = (float)a->p->pad_value;
         for (int64_t i = 0; i < y->numel; i++)
             F(y)[i] = v;
-    } else {
-        int64_t v = (int64_t)a->p->pad_value;
-        for (int64_t i = 0; i < y->numel; i++)
-            I64(y)[i] = v;
+    } else if (y->numel) {   /* the value in y's type, repeated */
+        onnx_elem_set_f64(y->elem, y->data, 0, a->p->pad_value);
+        for (int64_t i = 1; i < y->numel; i++)
+            memcpy((char *)y->data + (size_t)i * es, y->data, es);
     }
     if (x->numel == 0)
         return 0;
@@ -1019,28 +993,70 @@ static int k_cast(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     return onnx_convert(OUTT(0)->elem, OUTT(0)->data, a->in[0]->elem, a->in[0]->data, a->in[0]->numel);
 }
 
+/* start + i * delta: float32 and int64 as they always were, other types through double or
+ * int64 arithmetic. */
 static int k_range(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     struct onnx_tensor *y = OUTT(0);
-    if (y->elem == ONNX_ELEM_INT64) {
-        int64_t s = CI64(a->in[0])[0], d = CI64(a->in[2])[0];
-        for (int64_t i = 0; i < y->numel; i++)
-            I64(y)[i] = s + i * d;
-    } else {
+    const struct onnx_elem_io *io = onnx_elem_io(y->elem);
+    if (y->elem == ONNX_ELEM_FLOAT) {
         float s = CF(a->in[0])[0], d = CF(a->in[2])[0];
         for (int64_t i = 0; i < y->numel; i++)
             F(y)[i] = s + (float)i * d;
+    } else if (onnx_elem_class(y->elem) == ONNX_EC_FLOAT) {
+        double s = io->get_f64(a->in[0]->data, 0), d = io->get_f64(a->in[2]->data, 0);
+        for (int64_t i = 0; i < y->numel; i++)
+            io->set_f64(y->data, i, s + (double)i * d);
+    } else {
+        int64_t s = io->get_i64(a->in[0]->data, 0), d = io->get_i64(a->in[2]->data, 0);
+        for (int64_t i = 0; i < y->numel; i++)
+            io->set_i64(y->data, i, (int64_t)((uint64_t)s + (uint64_t)i * (uint64_t)d));
     }
     return 0;
 }
 
+/* ---- the float family: FLOAT16 and BFLOAT16 through float32, DOUBLE (onnx_cpu_floats.c) ------ */
+
+static const onnx_kernel_fn f32_kernels[ONNX_OP_COUNT] = {
+    [ONNX_OP_CONV] = k_conv, [ONNX_OP_BATCHNORM] = k_batchnorm, [ONNX_OP_MAXPOOL] = k_maxpool,
+    [ONNX_OP_AVGPOOL] = k_avgpool, [ONNX_OP_GLOBALAVGPOOL] = k_gap, [ONNX_OP_GEMM] = k_gemm,
+    [ONNX_OP_MATMUL] = k_matmul, [ONNX_OP_SOFTMAX] = k_softmax, [ONNX_OP_LAYERNORM] = k_layernorm,
+};
+
+static const onnx_kernel_fn f64_kernels[ONNX_OP_COUNT] = {
+    [ONNX_OP_GEMM] = onnx_cpu_gemm_f64, [ONNX_OP_MATMUL] = onnx_cpu_matmul_f64,
+    [ONNX_OP_SOFTMAX] = onnx_cpu_softmax_f64,
+};
+
+static int is_half(int elem)
+{
+    return elem == ONNX_ELEM_FLOAT16 || elem == ONNX_ELEM_BFLOAT16;
+}
+
+/* Scratch of the float32 kernels (the same for the half types, which add their copies). */
+static size_t f32_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
+{
+    return a->node->op == ONNX_OP_CONV ? conv_scratch(c, a) : 0;
+}
+
+static int k_floats(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
+{
+    int op = a->node->op, e = a->in[0]->elem;
+    if (e == ONNX_ELEM_FLOAT)
+        return f32_kernels[op](c, a);
+    if (e == ONNX_ELEM_DOUBLE)
+        return f64_kernels[op] ? f64_kernels[op](c, a) : -1;
+    return onnx_cpu_via_f32(c, a, f32_kernels[op], f32_scratch(c, a));
+}
+
 static size_t cpu_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
-    switch (a->node->op) {
-    case ONNX_OP_CONV: return conv_scratch(c, a);
-    case ONNX_OP_REDUCEMEAN: return reducemean_scratch(a);
-    default: return 0;
-    }
+    int op = a->node->op;
+    if (op == ONNX_OP_REDUCEMEAN || op == ONNX_OP_REDUCESUM || op == ONNX_OP_REDUCEMAX || op == ONNX_OP_REDUCEMIN)
+        return onnx_cpu_reduce_scratch(a);
+    if (!f32_kernels[op])
+        return 0;
+    return f32_scratch(c, a) + (is_half(a->in[0]->elem) ? onnx_cpu_via_f32_scratch(a) : 0);
 }
 
 const struct onnx_backend onnx_backend_cpu = {
@@ -1055,15 +1071,15 @@ const struct onnx_backend onnx_backend_cpu = {
     .scratch_bytes = cpu_scratch,
     .host_memory = 1,
     .kernels = {
-        [ONNX_OP_CONV] = k_conv,
-        [ONNX_OP_BATCHNORM] = k_batchnorm,
+        [ONNX_OP_CONV] = k_floats,
+        [ONNX_OP_BATCHNORM] = k_floats,
         [ONNX_OP_RELU] = k_unary,
-        [ONNX_OP_MAXPOOL] = k_maxpool,
-        [ONNX_OP_AVGPOOL] = k_avgpool,
-        [ONNX_OP_GLOBALAVGPOOL] = k_gap,
+        [ONNX_OP_MAXPOOL] = k_floats,
+        [ONNX_OP_AVGPOOL] = k_floats,
+        [ONNX_OP_GLOBALAVGPOOL] = k_floats,
         [ONNX_OP_CONCAT] = k_concat,
-        [ONNX_OP_GEMM] = k_gemm,
-        [ONNX_OP_MATMUL] = k_matmul,
+        [ONNX_OP_GEMM] = k_floats,
+        [ONNX_OP_MATMUL] = k_floats,
         [ONNX_OP_ADD] = k_add,
         [ONNX_OP_SUB] = k_sub,
         [ONNX_OP_MUL] = k_mul,
@@ -1075,8 +1091,8 @@ const struct onnx_backend onnx_backend_cpu = {
         [ONNX_OP_SIGMOID] = k_unary,
         [ONNX_OP_TANH] = k_unary,
         [ONNX_OP_NEG] = k_unary,
-        [ONNX_OP_SOFTMAX] = k_softmax,
-        [ONNX_OP_LAYERNORM] = k_layernorm,
+        [ONNX_OP_SOFTMAX] = k_floats,
+        [ONNX_OP_LAYERNORM] = k_floats,
         [ONNX_OP_REDUCEMEAN] = k_reducemean,
         [ONNX_OP_FLATTEN] = k_copy,
         [ONNX_OP_RESHAPE] = k_copy,
@@ -1096,5 +1112,22 @@ const struct onnx_backend onnx_backend_cpu = {
         [ONNX_OP_CONSTANTOFSHAPE] = k_constantofshape,
         [ONNX_OP_RANGE] = k_range,
         [ONNX_OP_PAD] = k_pad,
+        [ONNX_OP_GREATER] = onnx_cpu_typed_binary,
+        [ONNX_OP_LESS] = onnx_cpu_typed_binary,
+        [ONNX_OP_GREATEREQ] = onnx_cpu_typed_binary,
+        [ONNX_OP_LESSEQ] = onnx_cpu_typed_binary,
+        [ONNX_OP_AND] = onnx_cpu_typed_binary,
+        [ONNX_OP_OR] = onnx_cpu_typed_binary,
+        [ONNX_OP_XOR] = onnx_cpu_typed_binary,
+        [ONNX_OP_MOD] = onnx_cpu_typed_binary,
+        [ONNX_OP_NOT] = onnx_cpu_typed_unary,
+        [ONNX_OP_ABS] = onnx_cpu_typed_unary,
+        [ONNX_OP_EXP] = onnx_cpu_typed_unary,
+        [ONNX_OP_LOG] = onnx_cpu_typed_unary,
+        [ONNX_OP_REDUCESUM] = onnx_cpu_typed_reduce,
+        [ONNX_OP_REDUCEMAX] = onnx_cpu_typed_reduce,
+        [ONNX_OP_REDUCEMIN] = onnx_cpu_typed_reduce,
+        [ONNX_OP_ARGMAX] = onnx_cpu_argmax,
+        [ONNX_OP_ARGMIN] = onnx_cpu_argmax,
     },
 };

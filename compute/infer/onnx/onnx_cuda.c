@@ -643,8 +643,11 @@ static int k_conv(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
                                      y->dims[2] * y->dims[3], a->p->fused_relu), "okc_bias_act");
 }
 
+/* Also where the backend refuses the element types its kernels do not compute. */
 static size_t cuda_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
+    if (!onnx_cuda_types_ok(a, c->msg, sizeof c->msg))
+        return (size_t)-1;
     if (a->node->op != ONNX_OP_CONV)
         return 0;
     struct conv_plan *pl = conv_prepare(c, a);
@@ -917,7 +920,7 @@ static int k_pad(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
         p.begin[i] = a->p->pad_begin[i];
     }
     return launch_ok(c, okc_pad(c->stream, &p, x->data, y->data, y->numel, (int)onnx_elem_size(x->elem),
-                                a->p->pad_value, (int64_t)a->p->pad_value),
+                                (float)a->p->pad_value, (int64_t)a->p->pad_value),
                      "okc_pad");
 }
 

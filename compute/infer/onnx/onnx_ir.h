@@ -33,7 +33,11 @@
     X(SQUEEZE, "Squeeze") X(UNSQUEEZE, "Unsqueeze") X(CONSTANT, "Constant") \
     X(IDENTITY, "Identity") X(DROPOUT, "Dropout") X(CAST, "Cast") X(EXPAND, "Expand") \
     X(WHERE, "Where") X(EQUAL, "Equal") X(CONSTANTOFSHAPE, "ConstantOfShape") \
-    X(RANGE, "Range") X(PAD, "Pad") X(TANH, "Tanh") X(NEG, "Neg")
+    X(RANGE, "Range") X(PAD, "Pad") X(TANH, "Tanh") X(NEG, "Neg") \
+    X(GREATER, "Greater") X(LESS, "Less") X(GREATEREQ, "GreaterOrEqual") X(LESSEQ, "LessOrEqual") \
+    X(NOT, "Not") X(AND, "And") X(OR, "Or") X(XOR, "Xor") X(MOD, "Mod") X(ABS, "Abs") X(EXP, "Exp") \
+    X(LOG, "Log") X(REDUCESUM, "ReduceSum") X(REDUCEMAX, "ReduceMax") X(REDUCEMIN, "ReduceMin") \
+    X(ARGMAX, "ArgMax") X(ARGMIN, "ArgMin")
 
 enum onnx_op {
 #define ONNX_OP_ENUM(e, s) ONNX_OP_##e,
@@ -85,10 +89,12 @@ struct onnx_params {
     int trans_a, trans_b;
     int n_perm;
     int64_t perm[ONNX_MAX_RANK];
-    int has_axes, n_axes;           /* attribute axes (Squeeze/Unsqueeze<13, ReduceMean<18) */
+    int has_axes, n_axes;           /* attribute axes (Squeeze/Unsqueeze<13, Reduce*: see onnx_attrs.c) */
     int64_t axes[ONNX_MAX_RANK];
     int keepdims, noop_with_empty_axes;
     int to;                         /* Cast */
+    int fmod;                       /* Mod */
+    int select_last;                /* ArgMax, ArgMin: select_last_index */
     int gelu_tanh;                  /* Gelu approximate="tanh" */
     int64_t shape_start, shape_end; int has_shape_end;
     struct onnx_tensor value;       /* Constant / ConstantOfShape value (host, owned by the model) */
@@ -97,7 +103,7 @@ struct onnx_params {
     /* Resolved by the executor's shape inference for this session: */
     int64_t sl_start[ONNX_MAX_RANK], sl_step[ONNX_MAX_RANK];   /* Slice per axis */
     int64_t pad_begin[ONNX_MAX_RANK];                          /* Pad per axis */
-    float pad_value;
+    double pad_value;
     /* Set by the executor's fusion pass: apply ReLU to the output. */
     int fused_relu;
 };
@@ -203,6 +209,10 @@ extern const struct onnx_backend onnx_backend_cuda;
 /* 1 when a CUDA device can be used, else 0 with the reason in why (field "backend"). */
 int onnx_cuda_available(struct gj_error *why);
 #endif
+
+/* onnx_cuda_types.c (built with or without CUDA): 1 when the CUDA backend's kernel for a's
+ * node computes the element types of its tensors, else 0 with the reason in msg. */
+int onnx_cuda_types_ok(const struct onnx_kargs *a, char *msg, size_t len);
 
 /* The CPU backend doubles as the host evaluator for constant folding. */
 struct onnx_backend_ctx *onnx_cpu_host_ctx(void);

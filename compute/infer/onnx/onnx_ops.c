@@ -34,11 +34,14 @@ void onnx_op_arity(int op, int64_t opset, int *imin, int *imax, int *omax)
     case ONNX_OP_GEMM: *imin = 2; *imax = 3; break;
     case ONNX_OP_MATMUL: case ONNX_OP_ADD: case ONNX_OP_SUB: case ONNX_OP_MUL: case ONNX_OP_DIV:
     case ONNX_OP_POW: case ONNX_OP_EQUAL: case ONNX_OP_EXPAND: case ONNX_OP_GATHER:
-    case ONNX_OP_RESHAPE:
+    case ONNX_OP_RESHAPE: case ONNX_OP_GREATER: case ONNX_OP_LESS: case ONNX_OP_GREATEREQ:
+    case ONNX_OP_LESSEQ: case ONNX_OP_AND: case ONNX_OP_OR: case ONNX_OP_XOR: case ONNX_OP_MOD:
         *imin = 2; *imax = 2; break;
     case ONNX_OP_CONCAT: *imin = 1; *imax = 4096; break;
     case ONNX_OP_LAYERNORM: *imin = 2; *imax = 3; break;
-    case ONNX_OP_REDUCEMEAN: *imin = 1; *imax = opset >= 18 ? 2 : 1; break;
+    case ONNX_OP_REDUCEMEAN: case ONNX_OP_REDUCEMAX: case ONNX_OP_REDUCEMIN:
+        *imin = 1; *imax = opset >= 18 ? 2 : 1; break;
+    case ONNX_OP_REDUCESUM: *imin = 1; *imax = opset >= 13 ? 2 : 1; break;
     case ONNX_OP_SLICE: *imin = 3; *imax = 5; break;
     case ONNX_OP_SQUEEZE: *imin = 1; *imax = opset >= 13 ? 2 : 1; break;
     case ONNX_OP_UNSQUEEZE: *imin = opset >= 13 ? 2 : 1; *imax = *imin; break;

@@ -15,19 +15,16 @@
 
 /* The element types each family of operators takes: what the CPU backend's kernels compute
  * (a backend that computes fewer refuses the rest when the session is planned). */
-#define TM_F32 ONNX_TM(ONNX_ELEM_FLOAT)                  /* Conv, pooling, normalisation */
-#define TM_MATMUL TM_F32                                  /* Gemm, MatMul */
-#define TM_SOFTMAX TM_F32
-#define TM_REDUCE TM_F32
-#define TM_UNARY TM_F32                                   /* Relu, Sigmoid, Sqrt, Erf, Gelu, Tanh */
-#define TM_NEG (TM_F32 | ONNX_TM(ONNX_ELEM_INT64))
-#define TM_ARITH (TM_F32 | ONNX_TM(ONNX_ELEM_INT64))      /* Add, Sub, Mul, Div */
-#define TM_EQUAL (TM_ARITH | ONNX_TM_BOOL)
-#define TM_POW_BASE TM_F32
-#define TM_POW_EXP (TM_F32 | ONNX_TM(ONNX_ELEM_INT64))
-#define TM_INDEX ONNX_TM(ONNX_ELEM_INT64)                  /* Gather's indices */
-#define TM_PAD (TM_F32 | ONNX_TM(ONNX_ELEM_INT64))
-#define TM_RANGE (TM_F32 | ONNX_TM(ONNX_ELEM_INT64))
+#define TM_F32 ONNX_TM_F32ISH           /* Conv, pooling, normalisation: float32 (halves through it) */
+#define TM_MATMUL ONNX_TM_FLOATS        /* Gemm, MatMul */
+#define TM_SOFTMAX ONNX_TM_FLOATS
+#define TM_REDUCE ONNX_TM_NUMERIC       /* ReduceMean, ReduceSum, ReduceMax, ReduceMin, ArgMax, ArgMin */
+#define TM_ARITH ONNX_TM_NUMERIC        /* Add, Sub, Mul, Div, Mod, Pow, Greater, Less, ... */
+#define TM_EQUAL ONNX_TM_ALL
+#define TM_LOGIC ONNX_TM_BOOL           /* And, Or, Xor, Not */
+#define TM_INDEX (ONNX_TM(ONNX_ELEM_INT64) | ONNX_TM(ONNX_ELEM_INT32))   /* Gather's indices */
+#define TM_PAD ONNX_TM_NUMERIC
+#define TM_RANGE ONNX_TM_NUMERIC
 
 /* One node's inference: the model, the session's values, the node, its first input and
  * output. */
@@ -298,17 +295,20 @@ static int shape_batchnorm(struct shape_ctx *c)
 
 /* ---- element-wise ------------------------------------------------------------------------ */
 
-/* Relu, Sigmoid, Sqrt, Erf, Gelu, Tanh */
-static int shape_float_unary(struct shape_ctx *c)
+/* The types an element-wise unary operator takes. */
+static unsigned unary_types(int op)
 {
-    if (need(c, 0, TM_UNARY))
-        return -1;
-    return out(c, c->x->elem, c->x->rank, c->x->dims);
+    switch (op) {
+    case ONNX_OP_RELU: case ONNX_OP_NEG: return ONNX_TM_FLOATS | ONNX_TM_SIGNED_INTS;
+    case ONNX_OP_ABS: return ONNX_TM_NUMERIC;
+    case ONNX_OP_NOT: return TM_LOGIC;
+    default: return ONNX_TM_FLOATS;   /* Sigmoid, Sqrt, Erf, Gelu, Tanh, Exp, Log */
+    }
 }
 
-static int shape_neg(struct shape_ctx *c)
+static int shape_unary(struct shape_ctx *c)
 {
-    if (need(c, 0, TM_NEG))
+    if (need(c, 0, unary_types(c->rn->op)))
         return -1;
     return out(c, c->x->elem, c->x->rank, c->x->dims);
 }
@@ -336,18 +336,27 @@ static int shape_cast(struct shape_ctx *c)
     return out(c, c->p->to, c->x->rank, c->x->dims);
 }
 
-/* Add, Sub, Mul, Div, Pow, Equal */
+static int is_comparison(int op)
+{
+    return op == ONNX_OP_EQUAL || op == ONNX_OP_GREATER || op == ONNX_OP_LESS || op == ONNX_OP_GREATEREQ ||
+           op == ONNX_OP_LESSEQ;
+}
+
+/* Add, Sub, Mul, Div, Mod, Pow (any numeric exponent), comparisons (BOOL out), And, Or, Xor. */
 static int shape_binary(struct shape_ctx *c)
 {
     const struct onnx_tensor *x = c->x, *b = in(c, 1);
     int op = c->rn->op, r;
     int64_t d[ONNX_MAX_RANK];
-    if (op == ONNX_OP_POW ? need(c, 0, TM_POW_BASE) || need(c, 1, TM_POW_EXP)
-                          : need(c, 0, op == ONNX_OP_EQUAL ? TM_EQUAL : TM_ARITH) || same_type(c, 0, 2))
+    unsigned types = op == ONNX_OP_EQUAL ? TM_EQUAL : op == ONNX_OP_AND || op == ONNX_OP_OR || op == ONNX_OP_XOR
+                   ? TM_LOGIC : TM_ARITH;
+    if (op == ONNX_OP_POW ? need(c, 0, TM_ARITH) || need(c, 1, TM_ARITH) : need(c, 0, types) || same_type(c, 0, 2))
         return -1;
+    if (op == ONNX_OP_MOD && !c->p->fmod && onnx_elem_class(x->elem) == ONNX_EC_FLOAT)
+        return fail(c, "a float Mod needs fmod = 1");
     if (broadcast(x->rank, x->dims, b->rank, b->dims, &r, d))
         return fail(c, "shapes cannot be broadcast together");
-    return out(c, op == ONNX_OP_EQUAL ? ONNX_ELEM_BOOL : x->elem, r, d);
+    return out(c, is_comparison(op) || types == TM_LOGIC ? ONNX_ELEM_BOOL : x->elem, r, d);
 }
 
 static int shape_where(struct shape_ctx *c)
@@ -442,9 +451,10 @@ static int shape_layernorm(struct shape_ctx *c)
     return out(c, x->elem, x->rank, x->dims);
 }
 
-/* The reduced axes become a mask in p->n_axes (with has_axes = 1), which the kernels read;
- * no axes with noop_with_empty_axes: a copy (has_axes = 0). */
-static int shape_reducemean(struct shape_ctx *c)
+/* ReduceMean, ReduceSum, ReduceMax, ReduceMin: the reduced axes become a mask in p->n_axes
+ * (with has_axes = 1), which the kernels read; no axes with noop_with_empty_axes: a copy
+ * (has_axes = 0). */
+static int shape_reduce(struct shape_ctx *c)
 {
     const struct onnx_tensor *x = c->x;
     struct onnx_params *p = c->p;
@@ -470,10 +480,28 @@ static int shape_reducemean(struct shape_ctx *c)
             d[r++] = x->dims[i];
         else if (p->keepdims)
             d[r++] = 1;
+        if ((mask & (1u << i)) && x->dims[i] == 0 && (c->rn->op == ONNX_OP_REDUCEMAX || c->rn->op == ONNX_OP_REDUCEMIN))
+            return fail(c, "the maximum or minimum of no elements");
     }
     p->n_axes = (int)mask;
     p->has_axes = 1;
     return out(c, x->elem, r, d);
+}
+
+/* The index of the largest or smallest element along p->axis, as INT64. */
+static int shape_argmax(struct shape_ctx *c)
+{
+    const struct onnx_tensor *x = c->x;
+    int64_t d[ONNX_MAX_RANK];
+    int r = 0;
+    if (need(c, 0, TM_REDUCE) || resolve_axis(c, x->rank))
+        return -1;
+    if (x->dims[c->p->axis] == 0)
+        return fail(c, "the axis has no elements");
+    for (int i = 0; i < x->rank; i++)
+        if (i != c->p->axis || c->p->keepdims)
+            d[r++] = i == c->p->axis ? 1 : x->dims[i];
+    return out(c, ONNX_ELEM_INT64, r, d);
 }
 
 /* ---- views and data movement ---------------------------------------------------------------- */
@@ -702,7 +730,7 @@ static int shape_pad(struct shape_ctx *c)
         return fail(c, "pads must be a constant int64 vector of 2*rank values");
     if (in(c, 2) && const_scalar(c, 2, &cv))
         return fail(c, "constant_value must be a constant scalar");
-    p->pad_value = (float)cv;
+    p->pad_value = cv;
     for (int i = 0; i < x->rank; i++) {
         if (pads[i] < 0 || pads[i + x->rank] < 0 || pads[i] > ONNX_MAX_ELEMS || pads[i + x->rank] > ONNX_MAX_ELEMS)
             return fail(c, "negative pads (cropping) are not supported");
@@ -779,13 +807,30 @@ static const shape_rule rules[ONNX_OP_COUNT] = {
     [ONNX_OP_AVGPOOL] = shape_pool,
     [ONNX_OP_GLOBALAVGPOOL] = shape_global_pool,
     [ONNX_OP_BATCHNORM] = shape_batchnorm,
-    [ONNX_OP_RELU] = shape_float_unary,
-    [ONNX_OP_SIGMOID] = shape_float_unary,
-    [ONNX_OP_SQRT] = shape_float_unary,
-    [ONNX_OP_ERF] = shape_float_unary,
-    [ONNX_OP_GELU] = shape_float_unary,
-    [ONNX_OP_TANH] = shape_float_unary,
-    [ONNX_OP_NEG] = shape_neg,
+    [ONNX_OP_RELU] = shape_unary,
+    [ONNX_OP_SIGMOID] = shape_unary,
+    [ONNX_OP_SQRT] = shape_unary,
+    [ONNX_OP_ERF] = shape_unary,
+    [ONNX_OP_GELU] = shape_unary,
+    [ONNX_OP_TANH] = shape_unary,
+    [ONNX_OP_NEG] = shape_unary,
+    [ONNX_OP_ABS] = shape_unary,
+    [ONNX_OP_EXP] = shape_unary,
+    [ONNX_OP_LOG] = shape_unary,
+    [ONNX_OP_NOT] = shape_unary,
+    [ONNX_OP_GREATER] = shape_binary,
+    [ONNX_OP_LESS] = shape_binary,
+    [ONNX_OP_GREATEREQ] = shape_binary,
+    [ONNX_OP_LESSEQ] = shape_binary,
+    [ONNX_OP_AND] = shape_binary,
+    [ONNX_OP_OR] = shape_binary,
+    [ONNX_OP_XOR] = shape_binary,
+    [ONNX_OP_MOD] = shape_binary,
+    [ONNX_OP_REDUCESUM] = shape_reduce,
+    [ONNX_OP_REDUCEMAX] = shape_reduce,
+    [ONNX_OP_REDUCEMIN] = shape_reduce,
+    [ONNX_OP_ARGMAX] = shape_argmax,
+    [ONNX_OP_ARGMIN] = shape_argmax,
     [ONNX_OP_IDENTITY] = shape_identity,
     [ONNX_OP_DROPOUT] = shape_dropout,
     [ONNX_OP_CAST] = shape_cast,
@@ -802,7 +847,7 @@ static const shape_rule rules[ONNX_OP_COUNT] = {
     [ONNX_OP_MATMUL] = shape_matmul,
     [ONNX_OP_SOFTMAX] = shape_softmax,
     [ONNX_OP_LAYERNORM] = shape_layernorm,
-    [ONNX_OP_REDUCEMEAN] = shape_reducemean,
+    [ONNX_OP_REDUCEMEAN] = shape_reduce,
     [ONNX_OP_FLATTEN] = shape_flatten,
     [ONNX_OP_RESHAPE] = shape_reshape,
     [ONNX_OP_TRANSPOSE] = shape_transpose,

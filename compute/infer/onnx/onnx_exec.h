@@ -65,6 +65,17 @@ struct onnx_session {
     long prof_n[ONNX_OP_COUNT];
 };
 
+/* onnx_io.c: every graph input's shape for this session (a batch dimension or none, the sizes
+ * opt->input_shapes gives), in s->v and s->in_desc. */
+int onnx_bind_inputs(struct onnx_session *s, const struct onnx_session_options *opt, struct gj_error *err);
+/* onnx_io.c: the values of input i that a run is given, where its type restricts them (BOOL: 0
+ * or 1; STRING: bytes behind every non-empty element). */
+int onnx_check_input_values(const struct onnx_session *s, size_t i, const void *data, struct gj_error *err);
+/* onnx_session.c: one run (inputs and outputs by position); all_outputs = 0: outputs without a
+ * buffer are dropped. */
+int onnx_session_exec(struct onnx_session *s, const void *const *inputs, void *const *outputs, int all_outputs,
+                      struct gj_error *err);
+
 /* onnx_schedule.c: a topological order of m's nodes (Kahn), refusing cycles, values defined
  * twice and values nothing defines. order has m->n_nodes entries. */
 int onnx_schedule(const onnx_model *m, int *order, struct gj_error *err);

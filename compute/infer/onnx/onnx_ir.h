@@ -48,6 +48,8 @@ enum onnx_op {
 
 const char *onnx_op_name(int op);
 
+#define ONNX_MAX_IO 64   /* inputs and outputs of a graph */
+
 /* A dense tensor. data is host memory for constants and the CPU backend, backend memory
  * otherwise. elem is the type ONNX gives it (enum onnx_elem_type; nothing is widened). */
 struct onnx_tensor {

@@ -20,7 +20,6 @@
 /* Caps on what a model may declare. */
 #define MAX_NODES 100000
 #define MAX_VALUES 400000
-#define MAX_IO 64
 
 /* ---- a protobuf-c allocator with a budget ------------------------------------------ */
 
@@ -181,8 +180,8 @@ static int check_header(const Onnx__ModelProto *mp, int64_t opset, struct gj_err
     if (g->n_node > MAX_NODES)
         return gj_error_set(err, "model", "the graph has %zu nodes (at most %d)", g->n_node, MAX_NODES);
     /* (older exporters list every initializer as a graph input too: those are not counted) */
-    if (g->n_input > MAX_VALUES || g->n_output > MAX_IO || g->n_output == 0)
-        return gj_error_set(err, "model", "the graph has %zu outputs (1 to %d)", g->n_output, MAX_IO);
+    if (g->n_input > MAX_VALUES || g->n_output > ONNX_MAX_IO || g->n_output == 0)
+        return gj_error_set(err, "model", "the graph has %zu outputs (1 to %d)", g->n_output, ONNX_MAX_IO);
     if (g->n_initializer > MAX_VALUES)
         return gj_error_set(err, "model", "too many initializers");
     return 0;
@@ -263,8 +262,8 @@ static int add_input(struct loader *l, size_t i)
         return gj_error_set(err, "model", "graph input '%s' is listed twice", vi->name);
     if (onnx_value_info(vi, val, err))
         return -1;
-    if (m->n_inputs >= MAX_IO)
-        return gj_error_set(err, "model", "the graph has more than %d inputs", MAX_IO);
+    if (m->n_inputs >= ONNX_MAX_IO)
+        return gj_error_set(err, "model", "the graph has more than %d inputs", ONNX_MAX_IO);
     if (val->rank < 0 || val->elem == 0)
         return gj_error_set(err, "model", "graph input '%s' has no tensor type or shape", val->name);
     val->is_input = 1;

@@ -142,9 +142,11 @@ enum onnx_precision {
     ONNX_PRECISION_FP16 = 2,   /* "cuda" only: FP32 storage, half-precision tensor-core math */
 };
 
-/* Zero-initialised fields mean: CPU backend, device 0, FP32, no CUDA graphs, no profiling. */
+/* Zero-initialised fields mean: CPU backend, device 0, FP32, no CUDA graphs, no profiling, a
+ * batch dimension, no shapes given. */
 struct onnx_session_options {
-    int batch;             /* the first dimension of every input (>= 1) */
+    int batch;             /* the first dimension of every input (1 to 65536); with no_batch: 0
+                              or 1 (one inference per run) */
     int threads;           /* worker threads for the CPU backend (>= 1) */
     const char *backend;   /* "cpu" or "cuda" (NULL: "cpu") */
     size_t max_bytes;      /* refuse a session whose buffers (weights, inputs, activation arena,
@@ -155,6 +157,14 @@ struct onnx_session_options {
                               launches (ignored by "cpu") */
     int profile;           /* 1: time each operator type (onnx_session_profile); the backend
                               synchronises after every kernel. Ignored with cuda_graphs. */
+    int no_batch;          /* 1: the model has no batch dimension (Triton's max_batch_size 0):
+                              every input keeps the shape the model declares, scalars too */
+    /* Sizes of the dimensions the model leaves symbolic besides the batch (e.g. a sequence
+     * length): one entry per such input, matched by name, with the input's rank and dims (-1
+     * where the model fixes the size or for the batch dimension). NULL: none; an input with
+     * such a dimension and no entry is refused. */
+    const struct onnx_io_desc *input_shapes;
+    size_t n_input_shapes;
 };
 
 /* 1 when `backend` can run here (for "cuda": built with CUDA and at least one device),
@@ -175,9 +185,34 @@ size_t onnx_session_input_bytes(const onnx_session *s, size_t i);
 size_t onnx_session_output_bytes(const onnx_session *s, size_t i);
 
 /* Runs the model: inputs[i] and outputs[i] point to host buffers of the sizes above,
- * in the order of the model's inputs and outputs. 0 or -1 with err. */
+ * in the order of the model's inputs and outputs. BOOL inputs must hold 0 or 1, STRING inputs
+ * elements with data (or len 0). 0 or -1 with err. */
 int onnx_session_run(onnx_session *s, const void *const *inputs, void *const *outputs,
                      struct gj_error *err);
+
+/* A tensor crossing the API by name. Inputs: everything is given, and data is only read.
+ * Outputs: the caller gives name, data and bytes (the buffer's capacity); the run fills
+ * elem_type, rank, dims and bytes (what it wrote). */
+struct onnx_tensor_buf {
+    const char *name;
+    int elem_type;                  /* enum onnx_elem_type */
+    int rank;
+    int64_t dims[ONNX_MAX_RANK];
+    void *data;
+    size_t bytes;
+};
+
+/* Runs the model on named tensors: every model input exactly once, in any order, each checked
+ * against this session (name, type, rank, dims, bytes = element count x element size, BOOL
+ * and STRING values); any subset of the outputs (the others are computed and dropped). A
+ * refusal names the tensor, says what was expected and sets err->status 400; nothing is
+ * written to the outputs then. 0 or -1 with err. */
+int onnx_session_run_named(onnx_session *s, const struct onnx_tensor_buf *inputs, size_t n_inputs,
+                           struct onnx_tensor_buf *outputs, size_t n_outputs, struct gj_error *err);
+
+/* The index of the input or output of that name, or -1. */
+int onnx_session_find_input(const onnx_session *s, const char *name);
+int onnx_session_find_output(const onnx_session *s, const char *name);
 
 struct onnx_session_stats {
     size_t n_nodes_run;       /* nodes executed per run after folding and fusion */

@@ -51,8 +51,11 @@ int onnx_backend_available(const char *backend, struct gj_error *why)
 /* The options' ranges and the backend that will run them, or NULL with err. */
 static const struct onnx_backend *check_options(const struct onnx_session_options *opt, struct gj_error *err)
 {
-    if (opt->batch < 1 || opt->batch > 65536)
+    if (!opt->no_batch && (opt->batch < 1 || opt->batch > 65536))
         return gj_error_set(err, "batch", "batch size %d is out of range (1 to 65536)", opt->batch), NULL;
+    if (opt->no_batch && opt->batch != 0 && opt->batch != 1)
+        return gj_error_set(err, "batch", "batch size %d for a model without a batch dimension (no_batch): "
+                            "0 or 1", opt->batch), NULL;
     if (opt->threads < 1 || opt->threads > 256)
         return gj_error_set(err, "threads", "thread count %d is out of range (1 to 256)", opt->threads), NULL;
     if (opt->precision < ONNX_PRECISION_FP32 || opt->precision > ONNX_PRECISION_FP16)
@@ -105,37 +108,8 @@ static int start_backend(onnx_session *s, const struct onnx_session_options *opt
     return 0;
 }
 
-/* Graph input i's shape at this batch size: the first dimension is the batch. */
-static int bind_input(onnx_session *s, size_t i, int batch, struct gj_error *err)
-{
-    int vi = s->m->inputs[i];
-    const struct onnx_value *mv = &s->m->values[vi];
-    int64_t d[ONNX_MAX_RANK] = { 0 };
-    for (int k = 0; k < mv->rank; k++) {
-        d[k] = mv->dims[k];
-        if (k == 0 && d[k] >= 0 && d[k] != batch)
-            return gj_error_set(err, "batch", "input '%s' has a fixed batch dimension of %lld; "
-                                "this session asks for %d", mv->name, (long long)d[k], batch);
-        if (k == 0)
-            d[k] = batch;
-        if (d[k] < 0)
-            return gj_error_set(err, "model", "input '%s' has a symbolic dimension %d besides the batch; "
-                                "not supported", mv->name, k);
-    }
-    if (mv->rank == 0)
-        return gj_error_set(err, "model", "input '%s' is a scalar; inputs need a batch dimension", mv->name);
-    int elem = mv->elem;
-    if (onnx_set_shape(&s->v[vi].t, elem, mv->rank, d))
-        return gj_error_set(err, "model", "input '%s' is too large", mv->name);
-    s->v[vi].storage = ST_INPUT;
-    s->in_desc[i] = s->m->in_desc[i];
-    s->in_desc[i].elem_type = elem;
-    memcpy(s->in_desc[i].dims, d, sizeof d);
-    return 0;
-}
-
-/* Initializers are constants; inputs get the batch size. */
-static int bind_values(onnx_session *s, int batch, struct gj_error *err)
+/* Initializers are constants; inputs get their shapes (onnx_io.c). */
+static int bind_values(onnx_session *s, const struct onnx_session_options *opt, struct gj_error *err)
 {
     const onnx_model *m = s->m;
     for (size_t i = 0; i < m->n_values; i++) {
@@ -150,10 +124,7 @@ static int bind_values(onnx_session *s, int batch, struct gj_error *err)
             t->is_const = 1;
         }
     }
-    for (size_t i = 0; i < m->n_inputs; i++)
-        if (bind_input(s, i, batch, err))
-            return -1;
-    return 0;
+    return onnx_bind_inputs(s, opt, err);
 }
 
 /* Node nd as runtime node rn: its shapes, then folded when its inputs are all constants. */
@@ -224,8 +195,9 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
     onnx_session *s = session_alloc(m, be, opt, err);
     if (!s)
         return NULL;
-    if (start_backend(s, opt, err) || bind_values(s, opt->batch, err) || infer_graph(s, err) ||
-        bind_outputs(s, err) || onnx_optimize(s, err) || onnx_plan(s, opt->max_bytes, opt->batch, err)) {
+    int batch = opt->no_batch ? 1 : opt->batch;
+    if (start_backend(s, opt, err) || bind_values(s, opt, err) || infer_graph(s, err) ||
+        bind_outputs(s, err) || onnx_optimize(s, err) || onnx_plan(s, opt->max_bytes, batch, err)) {
         onnx_session_free(s);
         return NULL;
     }
@@ -263,6 +235,8 @@ static int upload_inputs(onnx_session *s, const void *const *inputs, struct gj_e
         struct tinfo *t = &s->v[m->inputs[i]];
         if (!inputs || !inputs[i])
             return gj_error_set(err, "inputs", "input '%s' is missing", m->values[m->inputs[i]].name);
+        if (onnx_check_input_values(s, i, inputs[i], err))
+            return -1;
         if (s->be->upload(s->bctx, t->dev, inputs[i], onnx_tensor_bytes(&t->t)))
             return gj_error_set(err, "model", "cannot upload input '%s'%s", m->values[m->inputs[i]].name,
                                 onnx_backend_detail(s, msg, sizeof msg));
@@ -270,12 +244,15 @@ static int upload_inputs(onnx_session *s, const void *const *inputs, struct gj_e
     return 0;
 }
 
-static int download_outputs(onnx_session *s, void *const *outputs, struct gj_error *err)
+/* Every output into its buffer; all_outputs = 0: the outputs without one are dropped. */
+static int download_outputs(onnx_session *s, void *const *outputs, int all_outputs, struct gj_error *err)
 {
     const onnx_model *m = s->m;
     char msg[320];
     for (size_t i = 0; i < m->n_outputs; i++) {
         const struct tinfo *t = &s->v[m->outputs[i]];
+        if ((!outputs || !outputs[i]) && !all_outputs)
+            continue;
         if (!outputs || !outputs[i])
             return gj_error_set(err, "outputs", "no buffer for output %zu", i);
         if (s->be->download(s->bctx, outputs[i], t->t.data, onnx_tensor_bytes(&t->t)))
@@ -330,12 +307,18 @@ static int run_kernels(onnx_session *s, struct gj_error *err)
     return 0;
 }
 
+int onnx_session_exec(onnx_session *s, const void *const *inputs, void *const *outputs, int all_outputs,
+                      struct gj_error *err)
+{
+    if (upload_inputs(s, inputs, err) || run_kernels(s, err) || download_outputs(s, outputs, all_outputs, err))
+        return -1;
+    return 0;
+}
+
 int onnx_session_run(onnx_session *s, const void *const *inputs, void *const *outputs,
                      struct gj_error *err)
 {
-    if (upload_inputs(s, inputs, err) || run_kernels(s, err) || download_outputs(s, outputs, err))
-        return -1;
-    return 0;
+    return onnx_session_exec(s, inputs, outputs, 1, err);
 }
 
 const struct onnx_io_desc *onnx_session_input(const onnx_session *s, size_t i)

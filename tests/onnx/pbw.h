@@ -63,7 +63,21 @@ static inline void pb_msg(struct pb *p, int field, struct pb *sub)
 }
 
 /* ---- ONNX pieces ---- */
-enum { T_FLOAT = 1, T_INT64 = 7, T_BOOL = 9 };
+/* TensorProto.DataType */
+enum { T_FLOAT = 1, T_UINT8 = 2, T_INT8 = 3, T_UINT16 = 4, T_INT16 = 5, T_INT32 = 6, T_INT64 = 7, T_STRING = 8,
+       T_BOOL = 9, T_FLOAT16 = 10, T_DOUBLE = 11, T_UINT32 = 12, T_UINT64 = 13, T_BFLOAT16 = 16 };
+
+/* Bytes of one element in raw_data (0: STRING, never raw). */
+static inline size_t pb_elem_size(int elem)
+{
+    switch (elem) {
+    case T_UINT8: case T_INT8: case T_BOOL: return 1;
+    case T_UINT16: case T_INT16: case T_FLOAT16: case T_BFLOAT16: return 2;
+    case T_FLOAT: case T_INT32: case T_UINT32: return 4;
+    case T_INT64: case T_DOUBLE: case T_UINT64: return 8;
+    default: return 0;
+    }
+}
 
 /* TensorProto with raw data. */
 static inline struct pb pb_tensor(const char *name, int dtype, int rank, const int64_t *dims, const void *data,
@@ -190,15 +204,26 @@ static inline void gb_input(struct gb *b, const char *name, int elem, int rank, 
     pb_msg(&b->g, 11, &v);
 }
 
-/* An initializer of elem (T_FLOAT, T_INT64, T_BOOL) with its raw data. */
+/* An initializer of elem (any but T_STRING) with its raw data. */
 static inline void gb_init(struct gb *b, const char *name, int elem, int rank, const int64_t *dims,
                            const void *data)
 {
     int64_t n = 1;
     for (int i = 0; i < rank; i++)
         n *= dims[i];
-    size_t es = elem == T_FLOAT ? 4 : elem == T_INT64 ? 8 : 1;
-    struct pb t = pb_tensor(name, elem, rank, dims, data, (size_t)n * es);
+    struct pb t = pb_tensor(name, elem, rank, dims, data, (size_t)n * pb_elem_size(elem));
+    pb_msg(&b->g, 5, &t);
+}
+
+/* A 1-D STRING initializer of n NUL-terminated strings (string_data). */
+static inline void gb_init_strings(struct gb *b, const char *name, int n, const char *const *strs)
+{
+    struct pb t = { 0 };
+    pb_int(&t, 1, n);
+    pb_int(&t, 2, T_STRING);
+    for (int i = 0; i < n; i++)
+        pb_str(&t, 6, strs[i]);
+    pb_str(&t, 8, name);
     pb_msg(&b->g, 5, &t);
 }
 

@@ -43,7 +43,7 @@ static int input_dim(const struct onnx_value *mv, const struct onnx_io_desc *g, 
         *d = want;
     if (*d < 0)
         return gj_error_set(err, "input_shapes", "input '%s' has a symbolic dimension %d%s; give its size in "
-                            "input_shapes", mv->name, k, opt->no_batch || k ? "" : " besides the batch");
+                            "input_shapes", mv->name, k, !opt->no_batch && k ? " besides the batch" : "");
     return 0;
 }
 

@@ -7,21 +7,43 @@
  * fails to load (or, for shape-dependent cases, to create a session) with a message
  * that names it: it never runs wrong.
  *
- * Tensors are dense, row-major (C order), in host memory, with the element type of
- * the description (float32 for image models). A session keeps a pointer to its
- * model: free every session before its model. A session is not thread-safe; use one
- * per thread (sessions of one model may run concurrently).
+ * Tensors are dense, row-major (C order), in host memory, of the element type of their
+ * description (enum onnx_elem_type below). A session keeps a pointer to its model: free every
+ * session before its model. A session is not thread-safe; use one per thread (sessions of one
+ * model may run concurrently). A session runs on tensors by position (onnx_session_run) or by
+ * name (onnx_session_run_named: each input checked, any subset of outputs).
  *
  * Supported: ONNX IR 3-10, default-domain opset 11-20; operators Conv (2-D, groups,
  * dilations, auto_pad), BatchNormalization (inference), Relu, MaxPool, AveragePool (2-D,
  * ceil_mode, count_include_pad), GlobalAveragePool, Concat, Gemm, MatMul (rank >= 2, batch
- * broadcasting), Add, Sub, Mul, Div, Pow, Equal, Where, Expand (numpy broadcasting), Sqrt,
- * Erf, Gelu, Sigmoid, Tanh, Neg, Softmax, LayerNormalization, ReduceMean, Flatten, Reshape,
- * Transpose, Gather, Shape, Slice, Squeeze, Unsqueeze, Constant, ConstantOfShape, Range,
- * Identity, Dropout (inference), Cast, Pad (constant mode). Element types float32, int64
- * (int32 constants are widened), bool. Shape inputs (Reshape, Expand, Slice, Pad, axes...)
- * must be known once the batch size is: constants, or computed from shapes (folded).
- * The first dimension of every graph input is the batch; other dimensions must be fixed.
+ * broadcasting), Add, Sub, Mul, Div, Mod, Pow, Equal, Greater, Less, GreaterOrEqual,
+ * LessOrEqual, And, Or, Xor, Not, Where, Expand (numpy broadcasting), Sqrt, Erf, Gelu,
+ * Sigmoid, Tanh, Neg, Abs, Exp, Log, Softmax, LayerNormalization, ReduceMean, ReduceSum,
+ * ReduceMax, ReduceMin, ArgMax, ArgMin, Flatten, Reshape, Transpose, Gather, Shape, Slice,
+ * Squeeze, Unsqueeze, Constant, ConstantOfShape, Range, Identity, Dropout (inference), Cast,
+ * Pad (constant mode). Shape inputs (Reshape, Expand, Slice, Pad, axes...) must be known once
+ * the input shapes are: constants, or computed from shapes (folded).
+ *
+ * Element types (every graph input and output may be any of them; what each operator takes is
+ * checked at session creation, naming the node and the input):
+ *   FLOAT      everything. FLOAT16, BFLOAT16: stored as themselves; Conv, pooling,
+ *              normalisation, Softmax, Gemm and MatMul compute in float32 and round each
+ *              output once (ties to even); element-wise arithmetic is correctly rounded.
+ *   DOUBLE     in double precision: element-wise, reductions, Gemm, MatMul, Softmax (not
+ *              Conv, pooling, normalisation).
+ *   INT8..INT64, UINT8..UINT64: arithmetic wraps to the type's width, comparisons, Mod,
+ *              Abs, Neg and Relu (signed), reductions, ArgMax; Gather indices INT32 or INT64.
+ *   BOOL       one byte 0 or 1: And, Or, Xor, Not, Equal, Where's condition.
+ *   STRING     (Triton's BYTES; struct onnx_string) passes through every operator that moves
+ *              data (views, Identity, Gather, Concat, Slice, Transpose, Expand, Where), compares
+ *              with Equal and parses as a number with Cast; a STRING is never made (Cast to
+ *              STRING is refused), and operators that compute refuse it by name.
+ *   All of this on the CPU backend. The CUDA backend computes FLOAT (and INT64 arithmetic,
+ *   casts among FLOAT, INT64 and BOOL, moves of 1-, 4- and 8-byte types) and refuses the
+ *   rest, naming node and type, when the session is planned (onnx_cuda_types.c).
+ * Batch: by default the first dimension of every graph input is the batch (the session's
+ * batch size); with options.no_batch inputs keep the model's shapes (scalars too). Other
+ * symbolic dimensions take the sizes options.input_shapes gives.
  * The CPU backend sets OpenBLAS to one thread (process-wide) and splits GEMMs itself.
  *
  * Backends: "cpu" (always) and "cuda" (builds with CUDA and cuDNN; onnx_cuda.c). The CUDA

@@ -7,7 +7,8 @@
  * (three runs: warm-up, capture, replay). Relative L2 error <= 1e-5, or 1e-4 for Conv, Gemm
  * and MatMul (cuDNN/cuBLAS sum in another order); integer and bool outputs must be equal.
  * Then: TF32 and FP16 sessions run (1e-2), the errors only the device can see (a Gather index
- * out of range, an integer division by zero) are reported, device memory is accounted.
+ * out of range, an integer division by zero) are reported, device memory is accounted, and
+ * the element types and operators the backend does not compute are refused.
  * Exits 77 (skipped) where the CUDA backend cannot run.
  *
  *   test_onnx_gpu [SEED]
@@ -829,6 +830,46 @@ static void test_device_errors(void)
     }
 }
 
+/* Session creation on cuda must fail with a message containing `needle`. */
+static void expect_refused(const char *what, struct gb *b, const char *needle)
+{
+    struct pb mp = gb_finish(b);
+    struct gj_error err = { 0 };
+    struct onnx_session_options o = { .batch = 1, .threads = 1, .backend = "cuda" };
+    onnx_model *m = onnx_model_load_memory(mp.b, mp.n, &err);
+    onnx_session *s = m ? onnx_session_create(m, &o, &err) : NULL;
+    checks++;
+    if (s || !strstr(err.message, needle)) {
+        printf("FAIL %s: wanted a refusal with '%s', got '%s'\n", what, needle, s ? "a session" : err.message);
+        failures++;
+    }
+    onnx_session_free(s);
+    onnx_model_free(m);
+    free(mp.b);
+}
+
+/* The types and operators the CUDA backend does not compute are refused when the session is
+ * created (the CPU backend runs them), never run as float32. */
+static void test_refused_types(void)
+{
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT16, 4, D(1, 1, 4, 4));
+    gb_input(&b, "w", T_FLOAT16, 4, D(1, 1, 3, 3));
+    gb_node(&b, "Conv", S("x", "w"), S("y"), 0, NULL);
+    gb_output(&b, "y");
+    expect_refused("FLOAT16 Conv", &b, "input 0 is FLOAT16; the cuda backend computes FLOAT only for Conv");
+    struct gb a = { 0 };
+    gb_input(&a, "x", T_INT32, 2, D(1, 4));
+    gb_node(&a, "Add", S("x", "x"), S("y"), 0, NULL);
+    gb_output(&a, "y");
+    expect_refused("INT32 Add", &a, "INT32");
+    struct gb g = { 0 };
+    gb_input(&g, "x", T_FLOAT, 2, D(1, 4));
+    gb_node(&g, "Greater", S("x", "x"), S("y"), 0, NULL);
+    gb_output(&g, "y");
+    expect_refused("Greater", &g, "backend 'cuda' has no kernel for it");
+}
+
 int main(int argc, char **argv)
 {
     struct gj_error why = { 0 };
@@ -847,6 +888,7 @@ int main(int argc, char **argv)
     test_movement();
     test_precisions();
     test_device_errors();
+    test_refused_types();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

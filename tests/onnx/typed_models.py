@@ -34,6 +34,8 @@ import onnx
 import torch
 from onnx import TensorProto, numpy_helper
 
+from models import randomize_bn
+
 warnings.filterwarnings("ignore")
 
 FP16_TOL, BF16_TOL, FP32_TOL, FP64_TOL = "1e-2", "2e-2", "1e-4", "1e-10"
@@ -101,17 +103,6 @@ class Mlp(torch.nn.Module):
 class NoBatch(torch.nn.Module):
     def forward(self, m, k):
         return (m * k).sum(0), m.amax(0) > 0.5
-
-
-def randomize_bn(model):
-    gen = torch.Generator().manual_seed(99)
-    for mod in model.modules():
-        if isinstance(mod, torch.nn.BatchNorm2d):
-            with torch.no_grad():
-                mod.weight.uniform_(0.5, 1.5, generator=gen)
-                mod.bias.uniform_(-0.2, 0.2, generator=gen)
-                mod.running_mean.uniform_(-0.2, 0.2, generator=gen)
-                mod.running_var.uniform_(0.5, 1.5, generator=gen)
 
 
 # ---- FLOAT16 conversion of an exported FP32 graph -------------------------------------------------
@@ -221,7 +212,7 @@ def case_ints(w, path):
 
 def case_fp16(w, path):
     m = Cnn().eval()
-    randomize_bn(m)
+    randomize_bn(m, torch.Generator().manual_seed(99))
     half_weights(m)
     x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(7)).half()
     export(m, (x.float(),), path, ["x"], ["y"])
@@ -235,7 +226,7 @@ def case_fp16(w, path):
 
 def case_bf16(w, path):
     m = Cnn().eval()
-    randomize_bn(m)
+    randomize_bn(m, torch.Generator().manual_seed(99))
     m = m.to(torch.bfloat16)
     x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
     write_case(w, m, (x,), ["x"], ["y"], path)

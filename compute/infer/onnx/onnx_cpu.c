@@ -810,18 +810,7 @@ static int k_reducemean(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     if (!a->p->has_axes) {   /* noop_with_empty_axes */
         return cpu_copy(c, y->data, x->data, onnx_tensor_bytes(x));
     }
-    unsigned mask = (unsigned)a->p->n_axes;
-    /* output strides over the input's dims (0 on reduced axes) */
-    int64_t ost[ONNX_MAX_RANK], s = 1, cnt = 1;
-    for (int i = x->rank - 1; i >= 0; i--) {
-        if (mask & (1u << i)) {
-            ost[i] = 0;
-            cnt *= x->dims[i];
-        } else {
-            ost[i] = s;
-            s *= x->dims[i];
-        }
-    }
+    int64_t ost[ONNX_MAX_RANK], cnt = onnx_cpu_reduce_strides(x, (unsigned)a->p->n_axes, ost);
     double *acc = a->scratch;   /* onnx_cpu_reduce_scratch() bytes */
     memset(acc, 0, (size_t)y->numel * sizeof(double));
     int64_t idx[ONNX_MAX_RANK] = { 0 }, o = 0;

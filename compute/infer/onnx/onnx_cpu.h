@@ -61,6 +61,9 @@ int onnx_cpu_typed_unary(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 int onnx_cpu_typed_reduce(struct onnx_backend_ctx *c, const struct onnx_kargs *a);
 int onnx_cpu_argmax(struct onnx_backend_ctx *c, const struct onnx_kargs *a);
 size_t onnx_cpu_reduce_scratch(const struct onnx_kargs *a);
+/* For each dim of x, the output element stride of a reduction over the axes in mask (0 on
+ * reduced axes); returns how many inputs each output reduces. */
+int64_t onnx_cpu_reduce_strides(const struct onnx_tensor *x, unsigned mask, int64_t *ost);
 
 /* onnx_cpu_floats.c: runs `f32` (a float32 kernel) on a node whose float tensors are FLOAT16
  * or BFLOAT16: they are converted to float32 in scratch (after the kernel's own scratch,

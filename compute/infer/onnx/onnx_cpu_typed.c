@@ -301,8 +301,7 @@ static void acc_add(union acc *acc, int op, int cls, const struct onnx_elem_io *
         acc->i = (int64_t)((uint64_t)acc->i + (uint64_t)v);
 }
 
-/* For each input dim, the output element stride (0 on reduced axes); the reduced count. */
-static int64_t reduce_strides(const struct onnx_tensor *x, unsigned mask, int64_t *ost)
+int64_t onnx_cpu_reduce_strides(const struct onnx_tensor *x, unsigned mask, int64_t *ost)
 {
     int64_t s = 1, cnt = 1;
     for (int i = x->rank - 1; i >= 0; i--) {
@@ -345,7 +344,7 @@ int onnx_cpu_typed_reduce(struct onnx_backend_ctx *c, const struct onnx_kargs *a
         return 0;
     }
     int64_t ost[ONNX_MAX_RANK], idx[ONNX_MAX_RANK] = { 0 }, o = 0;
-    int64_t cnt = reduce_strides(x, (unsigned)a->p->n_axes, ost);
+    int64_t cnt = onnx_cpu_reduce_strides(x, (unsigned)a->p->n_axes, ost);
     union acc *acc = a->scratch;   /* onnx_cpu_reduce_scratch() bytes */
     acc_init(acc, y->numel, op, cls);
     for (int64_t i = 0; i < x->numel; i++) {

@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 
 #include "common/fsutil.h"
+#include "service/base64.h"
 #include "service/http_server.h"
 #include "service/log.h"
 #include "service/metrics.h"
@@ -185,82 +186,6 @@ int gj_http_parse_range(const char *hdr, uint64_t size, uint64_t *first, uint64_
     return 1;
 }
 
-static int b64_value(char c, int url)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == (url ? '-' : '+'))
-        return 62;
-    if (c == (url ? '_' : '/'))
-        return 63;
-    return -1;
-}
-
-long gj_base64_decode(const char *in, size_t len, unsigned char *out, size_t cap, int url)
-{
-    size_t pad = 0;
-    while (len && in[len - 1] == '=') {
-        len--;
-        pad++;
-    }
-    if (pad > 2 || (url && pad) || len % 4 == 1)
-        return -1;
-    if (pad && (len + pad) % 4 != 0)
-        return -1;
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64_value(in[i], url);
-        if (v < 0)
-            return -1;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (o >= cap)
-                return -1;
-            out[o++] = (unsigned char)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    if (acc != 0)                        /* non-canonical trailing bits */
-        return -1;
-    return (long)o;
-}
-
-long gj_base64_encode(const unsigned char *in, size_t len, char *out, size_t cap, int url)
-{
-    const char *alpha = url ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-                            : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16;
-        size_t n = len - i < 3 ? len - i : 3;
-        if (n > 1)
-            v |= (uint32_t)in[i + 1] << 8;
-        if (n > 2)
-            v |= in[i + 2];
-        char q[4] = { alpha[(v >> 18) & 63], alpha[(v >> 12) & 63], alpha[(v >> 6) & 63], alpha[v & 63] };
-        size_t emit = n + 1;
-        if (o + 4 + 1 > cap)
-            return -1;
-        for (size_t k = 0; k < 4; k++)
-            if (k < emit)
-                out[o++] = q[k];
-            else if (!url)
-                out[o++] = '=';
-    }
-    if (o + 1 > cap)
-        return -1;
-    out[o] = '\0';
-    return (long)o;
-}
-
 int gj_http_parse_content_digest(const char *hdr, unsigned char sha256[32])
 {
     /* Dictionary of byte sequences: alg=:BASE64:, separated by commas;
@@ -296,13 +221,13 @@ int gj_http_parse_content_digest(const char *hdr, unsigned char sha256[32])
         }
         if (klen == 7 && strncmp(key, "sha-256", 7) == 0) {
             unsigned char buf[48];
-            if (gj_base64_decode(v, vlen, buf, sizeof buf, 0) != 32)
+            if (gj_base64_decode(v, vlen, buf, sizeof buf, GJ_BASE64_STD) != 32)
                 return -1;
             memcpy(sha256, buf, 32);
             found = 1;
         } else {
             unsigned char buf[128];
-            if (gj_base64_decode(v, vlen, buf, sizeof buf, 0) < 0)
+            if (gj_base64_decode(v, vlen, buf, sizeof buf, GJ_BASE64_STD) < 0)
                 return -1;
         }
         while (*s == ' ' || *s == '\t')
@@ -413,7 +338,7 @@ int gj_cursor_encode(const char *created_at, const char *id, char *out, size_t c
     int n = snprintf(raw, sizeof raw, "%s,%s", created_at, id);
     if (n < 0 || (size_t)n >= sizeof raw)
         return -1;
-    return gj_base64_encode((const unsigned char *)raw, (size_t)n, out, cap, 1) < 0 ? -1 : 0;
+    return gj_base64_encode((const unsigned char *)raw, (size_t)n, out, cap, GJ_BASE64_URL) < 0 ? -1 : 0;
 }
 
 int gj_cursor_decode(const char *cursor, char created_at[40], char id[GJ_UUID_LEN + 1])
@@ -422,7 +347,7 @@ int gj_cursor_decode(const char *cursor, char created_at[40], char id[GJ_UUID_LE
     size_t len = cursor ? strlen(cursor) : 0;
     if (len == 0 || len > 128)
         return -1;
-    long n = gj_base64_decode(cursor, len, raw, sizeof raw - 1, 1);
+    long n = gj_base64_decode(cursor, len, raw, sizeof raw - 1, GJ_BASE64_URL);
     if (n <= 0)
         return -1;
     raw[n] = '\0';

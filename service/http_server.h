@@ -123,11 +123,6 @@ int gj_http_parse_range(const char *hdr, uint64_t size, uint64_t *first, uint64_
 int gj_http_parse_content_digest(const char *hdr, unsigned char sha256[32]);
 /* If-None-Match against an ETag (weak comparison, "*" matches). */
 int gj_http_etag_match(const char *if_none_match, const char *etag);
-/* Base64 (url = 0: standard alphabet, '=' padding allowed; url = 1: base64url,
- * no padding). Decode returns the length or -1; encode returns the length or -1
- * when out is too small (it is NUL-terminated). */
-long gj_base64_decode(const char *in, size_t len, unsigned char *out, size_t cap, int url);
-long gj_base64_encode(const unsigned char *in, size_t len, char *out, size_t cap, int url);
 /* Job list cursors: base64url of "<created_at>,<id>" with created_at as
  * "YYYY-MM-DDTHH:MM:SS.ffffffZ". 0 or -1. */
 int gj_cursor_encode(const char *created_at, const char *id, char *out, size_t cap);

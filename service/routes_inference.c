@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "service/base64.h"
 #include "service/db.h"
 #include "service/http_server.h"
 #include "service/inference_store.h"
@@ -162,7 +163,7 @@ static void results_list(struct gj_req *r)
     if (cursor) {
         unsigned char raw[48];
         size_t len = strlen(cursor);
-        long n = len > 0 && len <= 60 ? gj_base64_decode(cursor, len, raw, sizeof raw - 1, 1) : -1;
+        long n = len > 0 && len <= 60 ? gj_base64_decode(cursor, len, raw, sizeof raw - 1, GJ_BASE64_URL) : -1;
         char *end = NULL;
         long long id = -1;
         if (n > 4) {
@@ -199,7 +200,7 @@ static void results_list(struct gj_req *r)
     if (n > limit) {
         char raw[40];
         int k = snprintf(raw, sizeof raw, "ir1:%s", PQgetvalue(res, shown - 1, C_ID));
-        if (gj_base64_encode((const unsigned char *)raw, (size_t)k, next, sizeof next, 1) < 0)
+        if (gj_base64_encode((const unsigned char *)raw, (size_t)k, next, sizeof next, GJ_BASE64_URL) < 0)
             next[0] = '\0';
     }
     if (!csv) {

@@ -15,6 +15,7 @@
 #include <openssl/rand.h>
 
 #include "service/auth.h"
+#include "service/base64.h"
 #include "service/db.h"
 #include "service/log.h"
 
@@ -22,31 +23,6 @@
 #define KEY_SHOWN_PREFIX 8   /* "gjk_" + 4 characters, kept to recognise a key in lists */
 /* Serialises admin bootstrap between replicas ('gpjb' 'admn'). */
 #define BOOTSTRAP_LOCK_KEY "7453171002764141678"
-
-static void b64url(const unsigned char *in, size_t n, char *out)
-{
-    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    size_t o = 0;
-    size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
-        out[o++] = alphabet[(v >> 18) & 63];
-        out[o++] = alphabet[(v >> 12) & 63];
-        out[o++] = alphabet[(v >> 6) & 63];
-        out[o++] = alphabet[v & 63];
-    }
-    if (n - i == 1) {
-        unsigned v = (unsigned)in[i] << 16;
-        out[o++] = alphabet[(v >> 18) & 63];
-        out[o++] = alphabet[(v >> 12) & 63];
-    } else if (n - i == 2) {
-        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8;
-        out[o++] = alphabet[(v >> 18) & 63];
-        out[o++] = alphabet[(v >> 12) & 63];
-        out[o++] = alphabet[(v >> 6) & 63];
-    }
-    out[o] = '\0';
-}
 
 static int sha256(const char *s, size_t n, unsigned char out[32])
 {
@@ -76,9 +52,9 @@ int gj_api_key_generate(char key[GJ_API_KEY_LEN + 1])
         return -1;
     }
     memcpy(key, KEY_PREFIX, 4);
-    b64url(raw, sizeof raw, key + 4);
+    long n = gj_base64_encode(raw, sizeof raw, key + 4, GJ_API_KEY_LEN + 1 - 4, GJ_BASE64_URL);
     OPENSSL_cleanse(raw, sizeof raw);
-    return strlen(key) == GJ_API_KEY_LEN ? 0 : -1;
+    return n == GJ_API_KEY_LEN - 4 ? 0 : -1;
 }
 
 int gj_api_key_create(PGconn *conn, const char *tenant_name, const char *role, const char *label,

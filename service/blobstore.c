@@ -15,6 +15,7 @@
 #include <libpq/libpq-fs.h>
 #include <openssl/evp.h>
 
+#include "service/base64.h"
 #include "service/blobstore.h"
 #include "service/db.h"
 #include "service/log.h"
@@ -475,6 +476,5 @@ void gj_sha256_hex(const unsigned char sha256[32], char hex[65])
 
 void gj_sha256_base64(const unsigned char sha256[32], char b64[45])
 {
-    EVP_EncodeBlock((unsigned char *)b64, sha256, 32);
-    b64[44] = '\0';
+    gj_base64_encode(sha256, 32, b64, 45, GJ_BASE64_STD);   /* 44 characters: always fits */
 }

@@ -18,6 +18,7 @@
 #include "service/base64.h"
 #include "service/db.h"
 #include "service/log.h"
+#include "service/uuid.h"
 
 #define KEY_PREFIX "gjk_"
 #define KEY_SHOWN_PREFIX 8   /* "gjk_" + 4 characters, kept to recognise a key in lists */

@@ -19,6 +19,7 @@
 #include "service/blobstore.h"
 #include "service/db.h"
 #include "service/log.h"
+#include "service/uuid.h"
 
 #define CHUNK (1024 * 1024)
 
@@ -47,22 +48,6 @@ struct gj_blob_reader {
 static int in_txn(PGconn *conn)
 {
     return PQtransactionStatus(conn) == PQTRANS_INTRANS;
-}
-
-int gj_is_uuid(const char *s)
-{
-    if (!s || strlen(s) != GJ_UUID_LEN)
-        return 0;
-    for (int i = 0; i < GJ_UUID_LEN; i++) {
-        char c = s[i];
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (c != '-')
-                return 0;
-        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
-            return 0;
-        }
-    }
-    return 1;
 }
 
 static void lo_error(PGconn *conn, const char *what)

@@ -13,10 +13,8 @@
 #include <stdint.h>
 #include <libpq-fe.h>
 
-#define GJ_UUID_LEN 36
+#include "service/uuid.h"
 
-/* 1 when s is a canonical UUID, 8-4-4-4-12 hex digits (so a ::uuid cast cannot fail). */
-int gj_is_uuid(const char *s);
 
 struct gj_blob_writer;
 

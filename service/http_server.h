@@ -109,7 +109,7 @@ struct MHD_Response *gj_respond_not_found(struct gj_req *r);
 int gj_http_stopping(const struct gj_server *srv);
 
 /* Pure helpers (unit tested in tests/unit/test_http_parsing.c). */
-/* gj_is_uuid (8-4-4-4-12 hex) is in service/blobstore.h, included through auth.h. */
+/* gj_is_uuid (8-4-4-4-12 hex) is in service/uuid.h, included through auth.h. */
 /* 1 when a Content-Type is application/json or application/...+json. */
 int gj_http_is_json_type(const char *content_type);
 /* Matches path against a template; fills params (lower-cased for "{id}"). 1 match, 0 not. */

@@ -54,7 +54,7 @@ int gj_read_file(const char *path, size_t max_bytes, char **data, size_t *len)
 
 int gj_write_file(const char *path, const void *data, size_t len)
 {
-    char tmp[4096];
+    char tmp[GJ_PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
         errno = ENAMETOOLONG;
         return -1;
@@ -99,7 +99,7 @@ int gj_path_join(char *out, size_t n, const char *dir, const char *name)
 
 int gj_mkdir_p(const char *path, int mode)
 {
-    char buf[4096];
+    char buf[GJ_PATH_MAX];
     size_t len = strlen(path);
     if (len == 0 || len >= sizeof buf) {
         errno = ENAMETOOLONG;
@@ -129,6 +129,9 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 
 int gj_make_temp_dir(char *out, size_t n, const char *prefix)
 {
+    /* TMPDIR is POSIX's name for where temporary files go (mkstemp, tmpfile and every
+     * shell tool honour it): a standard of the platform, not a gpujobd setting, so it is
+     * read here and not in service/config.c (compute code never sees the service). */
     const char *base = getenv("TMPDIR");
     if (!base || base[0] != '/')
         base = "/tmp";

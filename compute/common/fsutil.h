@@ -7,6 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The one size of a path buffer (with its NUL), service and compute alike: Linux's
+ * PATH_MAX, the longest path a system call accepts. Building a longer path is an
+ * error the caller reports (gj_path_join returns -1), never a silent truncation. */
+#define GJ_PATH_MAX 4096
+
 /* Reads a whole file of at most max_bytes into a NUL-terminated buffer (caller frees). */
 int gj_read_file(const char *path, size_t max_bytes, char **data, size_t *len);
 /* Writes data to path through a temporary file and rename(), so readers never see half a file. */

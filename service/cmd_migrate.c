@@ -28,7 +28,7 @@ int gj_cmd_migrate(int argc, char **argv)
     if (cfg.database_url[0]) {
         snprintf(url, sizeof url, "%s", cfg.database_url);
     } else {
-        pg = gj_pg_embedded_start(cfg.data_dir, url, sizeof url);
+        pg = gj_pg_embedded_start(cfg.data_dir, &cfg.pg, url, sizeof url);
         if (!pg)
             return 1;
     }

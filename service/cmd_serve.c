@@ -36,8 +36,11 @@ static int prepare_database(struct gj_server *srv)
     int rc = -1;
     if (gj_migrate(conn) < 0)
         goto out;
-    char key_path[1100];
-    snprintf(key_path, sizeof key_path, "%s/admin.key", srv->cfg.data_dir);
+    char key_path[GJ_PATH_MAX];
+    if (gj_path_join(key_path, sizeof key_path, srv->cfg.data_dir, "admin.key") != 0) {
+        fprintf(stderr, "gpujobd: --data-dir: too long for %s/admin.key\n", srv->cfg.data_dir);
+        goto out;
+    }
     if (gj_admin_key_bootstrap(conn, key_path))
         goto out;
     rc = 0;
@@ -117,7 +120,7 @@ int gj_cmd_serve(int argc, char **argv)
     if (srv->cfg.database_url[0]) {
         snprintf(srv->database_url, sizeof srv->database_url, "%s", srv->cfg.database_url);
     } else {
-        pg = gj_pg_embedded_start(srv->cfg.data_dir, srv->database_url, sizeof srv->database_url);
+        pg = gj_pg_embedded_start(srv->cfg.data_dir, &srv->cfg.pg, srv->database_url, sizeof srv->database_url);
         if (!pg)
             goto out;
     }

@@ -1,11 +1,15 @@
 /*
- * config.c — one table of settings: flag, environment twin, where it goes, and
- * how it is checked. Defaults make `gpujobd serve` work on a fresh machine.
+ * config.c — every setting of the service is read here: one table of settings
+ * (flag, environment twin, where it goes, how it is checked), and the test
+ * switches below it. Defaults make `gpujobd serve` work on a fresh machine.
+ * Other files read no GPUJOBD_* variable; what they need arrives in struct
+ * gj_config (or, for process-wide modules, is handed to them on load).
  */
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +17,13 @@
 #include <unistd.h>
 
 #include "service/config.h"
+#include "service/devices.h"
 #include "service/log.h"
+#include "service/pg_embedded.h"
 
-enum setting_type { T_STRING, T_INT, T_BYTES, T_DOUBLE, T_BOOL, T_LISTEN, T_PLACEMENT, T_LEVEL, T_ROLE };
+enum setting_type {
+    T_STRING, T_INT, T_BYTES, T_DOUBLE, T_BOOL, T_LISTEN, T_PLACEMENT, T_LEVEL, T_ROLE, T_PG_BINDIR, T_PG_USER
+};
 
 struct setting {
     const char *flag;          /* without the leading dashes */
@@ -55,6 +63,10 @@ static const struct setting settings[] = {
     { "log-level", T_LEVEL, S(log_level), 0, 0, 1, "debug | info | warn | error" },
     { "work-dir", T_STRING, S(work_dir), 0, 0, 0, "scratch for running jobs (default DATA_DIR/work)" },
     { "role", T_ROLE, S(role), 0, 0, 0, "all | api | worker (default all)" },
+    { "pg-bindir", T_PG_BINDIR, S(pg.bindir), 0, 0, 1,
+      "embedded PostgreSQL: where initdb and postgres are (default: PATH, /usr/lib/postgresql/N/bin)" },
+    { "pg-user", T_PG_USER, S(pg.user), 0, 0, 1,
+      "embedded PostgreSQL, when run as root: the user it runs as (default postgres)" },
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
 
@@ -80,6 +92,7 @@ static void set_defaults(struct gj_config *cfg)
     cfg->max_wait_seconds = 60;
     snprintf(cfg->log_level, sizeof cfg->log_level, "info");
     snprintf(cfg->role, sizeof cfg->role, "all");
+    cfg->test.fake_gpus = -1;
 }
 
 const char *gj_placement_name(enum gj_placement_policy p)
@@ -117,61 +130,112 @@ static int parse_bytes(const char *s, unsigned long long *out)
     return 0;
 }
 
+/* The one line of a bad setting. flag NULL: an environment-only switch. */
 static int fail(const char *flag, const char *from_env, const char *why, const char *value)
 {
-    if (from_env)
+    if (from_env && flag)
         fprintf(stderr, "gpujobd: %s (--%s): %s (got '%s')\n", from_env, flag, why, value);
+    else if (from_env)
+        fprintf(stderr, "gpujobd: %s: %s (got '%s')\n", from_env, why, value);
     else
         fprintf(stderr, "gpujobd: --%s: %s (got '%s')\n", flag, why, value);
     return -1;
 }
 
-static int apply(struct gj_config *cfg, const struct setting *s, const char *value, const char *env)
+static int parse_bool(const char *value, int *out)
 {
-    char *field = (char *)cfg + s->offset;
-    switch (s->type) {
-    case T_STRING:
-        if (strlen(value) >= s->size)
-            return fail(s->flag, env, "too long", value);
-        memcpy(field, value, strlen(value) + 1);
-        return 0;
-    case T_BOOL:
-        if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "yes") || !value[0])
-            *(int *)field = 1;
-        else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "no"))
-            *(int *)field = 0;
-        else
-            return fail(s->flag, env, "expected true or false", value);
-        return 0;
-    case T_INT: {
-        char *end;
+    if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "yes") || !value[0])
+        *out = 1;
+    else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "no"))
+        *out = 0;
+    else
+        return -1;
+    return 0;
+}
+
+/* --pg-user names whom initdb and postgres run as when gpujobd is root (PostgreSQL
+ * refuses root); as another user they run as that user and the setting is unused,
+ * so it is checked only as root. NULL when fine, else why not. */
+static const char *pg_user_problem(const char *name)
+{
+    if (!name[0] || geteuid() != 0)
+        return NULL;
+    struct passwd pwbuf, *pw = NULL;
+    char buf[4096];   /* getpwnam_r's strings */
+    if (getpwnam_r(name, &pwbuf, buf, sizeof buf, &pw) != 0 || !pw)
+        return "no such user (as root, PostgreSQL runs as this unprivileged user: create it)";
+    if (pw->pw_uid == 0)
+        return "must not be root: PostgreSQL refuses to run as root";
+    return NULL;
+}
+
+/* The setters below store a valid value and return NULL, or return why it is not. */
+
+static const char *set_string(const struct setting *s, char *field, const char *value)
+{
+    const char *why = NULL;
+    if (strlen(value) >= s->size)
+        return "too long";
+    if (s->type == T_PG_BINDIR && value[0] && !gj_pg_bindir_usable(value))
+        return "holds no executable initdb and postgres";
+    if (s->type == T_PG_USER && (why = pg_user_problem(value)) != NULL)
+        return why;
+    memcpy(field, value, strlen(value) + 1);
+    return NULL;
+}
+
+static const char *set_number(const struct setting *s, char *field, const char *value, char *why, size_t n)
+{
+    char *end;
+    if (s->type == T_BYTES) {
+        unsigned long long v;
+        if (parse_bytes(value, &v) || v < (unsigned long long)s->min)
+            return "expected a size such as 4096, 512M or 16G";
+        *(uint64_t *)field = v;
+    } else if (s->type == T_DOUBLE) {
+        double v = strtod(value, &end);
+        if (end == value || *end || v < (double)s->min || v > (double)s->max)
+            return "expected a non-negative number";
+        *(double *)field = v;
+    } else {
         errno = 0;
         long long v = strtoll(value, &end, 10);
         if (errno || end == value || *end)
-            return fail(s->flag, env, "expected an integer", value);
+            return "expected an integer";
         if (v < s->min || v > s->max) {
-            char why[96];
-            snprintf(why, sizeof why, "must be between %lld and %lld", s->min, s->max);
-            return fail(s->flag, env, why, value);
+            snprintf(why, n, "must be between %lld and %lld", s->min, s->max);
+            return why;
         }
         *(int *)field = (int)v;
-        return 0;
     }
-    case T_BYTES: {
-        unsigned long long v;
-        if (parse_bytes(value, &v) || v < (unsigned long long)s->min)
-            return fail(s->flag, env, "expected a size such as 4096, 512M or 16G", value);
-        *(uint64_t *)field = v;
-        return 0;
+    return NULL;
+}
+
+/* HOST:PORT, or [IPV6]:PORT. */
+static const char *set_listen(struct gj_config *cfg, const char *value)
+{
+    const char *colon = strrchr(value, ':');
+    char *end;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
+    size_t hlen = colon ? (size_t)(colon - value) : 0;
+    if (!colon || !colon[1] || *end || port < 1 || port > 65535 || hlen == 0 || hlen >= sizeof cfg->listen_host)
+        return "expected HOST:PORT, e.g. 0.0.0.0:8443";
+    if (value[0] == '[' && hlen >= 2 && value[hlen - 1] == ']') {
+        memcpy(cfg->listen_host, value + 1, hlen - 2);
+        cfg->listen_host[hlen - 2] = '\0';
+    } else {
+        memcpy(cfg->listen_host, value, hlen);
+        cfg->listen_host[hlen] = '\0';
     }
-    case T_DOUBLE: {
-        char *end;
-        double v = strtod(value, &end);
-        if (end == value || *end || v < (double)s->min || v > (double)s->max)
-            return fail(s->flag, env, "expected a non-negative number", value);
-        *(double *)field = v;
-        return 0;
-    }
+    cfg->listen_port = (int)port;
+    return NULL;
+}
+
+/* The settings that take one word of a short list. */
+static const char *set_word(struct gj_config *cfg, const struct setting *s, const char *value)
+{
+    enum gj_log_level level;
+    switch (s->type) {
     case T_PLACEMENT:
         if (!strcmp(value, "least-loaded"))
             cfg->placement = GJ_PLACE_LEAST_LOADED;
@@ -180,42 +244,52 @@ static int apply(struct gj_config *cfg, const struct setting *s, const char *val
         else if (!strcmp(value, "random"))
             cfg->placement = GJ_PLACE_RANDOM;
         else
-            return fail(s->flag, env, "expected least-loaded, round-robin or random", value);
-        return 0;
-    case T_LEVEL: {
-        enum gj_log_level level;
+            return "expected least-loaded, round-robin or random";
+        return NULL;
+    case T_LEVEL:
         if (gj_log_parse_level(value, &level))
-            return fail(s->flag, env, "expected debug, info, warn or error", value);
+            return "expected debug, info, warn or error";
         snprintf(cfg->log_level, sizeof cfg->log_level, "%s", value);
         gj_log_set_level(level);
-        return 0;
-    }
+        return NULL;
     case T_ROLE:
         if (strcmp(value, "all") && strcmp(value, "api") && strcmp(value, "worker"))
-            return fail(s->flag, env, "expected all, api or worker", value);
+            return "expected all, api or worker";
         snprintf(cfg->role, sizeof cfg->role, "%s", value);
-        return 0;
-    case T_LISTEN: {
-        const char *colon = strrchr(value, ':');
-        char *end;
-        long port = colon ? strtol(colon + 1, &end, 10) : -1;
-        size_t hlen = colon ? (size_t)(colon - value) : 0;
-        if (!colon || !colon[1] || *end || port < 1 || port > 65535 || hlen == 0 ||
-            hlen >= sizeof cfg->listen_host)
-            return fail(s->flag, env, "expected HOST:PORT, e.g. 0.0.0.0:8443", value);
-        /* [::1]:8443 */
-        if (value[0] == '[' && hlen >= 2 && value[hlen - 1] == ']') {
-            memcpy(cfg->listen_host, value + 1, hlen - 2);
-            cfg->listen_host[hlen - 2] = '\0';
-        } else {
-            memcpy(cfg->listen_host, value, hlen);
-            cfg->listen_host[hlen] = '\0';
-        }
-        cfg->listen_port = (int)port;
-        return 0;
+        return NULL;
+    default:
+        return "internal: not a word setting";
     }
+}
+
+/* Checks and stores one setting; env names the variable it came from (NULL: a flag). */
+static int apply(struct gj_config *cfg, const struct setting *s, const char *value, const char *env)
+{
+    char *field = (char *)cfg + s->offset;
+    char buf[96];
+    const char *why;
+    switch (s->type) {
+    case T_STRING:
+    case T_PG_BINDIR:
+    case T_PG_USER:
+        why = set_string(s, field, value);
+        break;
+    case T_BOOL:
+        why = parse_bool(value, (int *)field) ? "expected true or false" : NULL;
+        break;
+    case T_INT:
+    case T_BYTES:
+    case T_DOUBLE:
+        why = set_number(s, field, value, buf, sizeof buf);
+        break;
+    case T_LISTEN:
+        why = set_listen(cfg, value);
+        break;
+    default:
+        why = set_word(cfg, s, value);
+        break;
     }
-    return -1;
+    return why ? fail(s->flag, env, why, value) : 0;
 }
 
 /* --data-dir -> GPUJOBD_DATA_DIR */
@@ -263,6 +337,52 @@ static int check_consistency(struct gj_config *cfg)
         fprintf(stderr, "gpujobd: --data-dir: too long\n");
         return -1;
     }
+    return 0;
+}
+
+/*
+ * Test switches: environment variables with no flag, because no deployment should
+ * set them; read here like every setting, and checked alike (a bad value stops
+ * start-up with one line naming it).
+ *
+ *   GPUJOBD_FAKE_GPUS=N[:BYTES]  devices.c reports N simulated GPUs of BYTES each
+ *                                (default 16G; a size such as 1073741824 or 8G)
+ *                                instead of asking CUDA, so that placement, /v1/gpus
+ *                                and the per-GPU metrics are tested on machines
+ *                                without one. Jobs still run on the CPU path.
+ *   GPUJOBD_PG_NOSYNC=1          the embedded PostgreSQL runs initdb --no-sync and
+ *                                fsync=off: seconds saved per test cluster, data
+ *                                lost on a crash.
+ */
+static int parse_fake_gpus(const char *value, struct gj_test_switches *t)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(value, &end, 10);
+    unsigned long long bytes = 16ull << 30;
+    if (errno || end == value || n < 0 || n > GJ_MAX_DEVICES)
+        return -1;
+    if (*end == ':' && (parse_bytes(end + 1, &bytes) != 0 || bytes == 0))
+        return -1;
+    if (*end && *end != ':')
+        return -1;
+    t->fake_gpus = (int)n;
+    t->fake_gpu_bytes = bytes;
+    return 0;
+}
+
+int gj_config_load_test_switches(struct gj_test_switches *t)
+{
+    memset(t, 0, sizeof *t);
+    t->fake_gpus = -1;
+    const char *v = getenv("GPUJOBD_FAKE_GPUS");
+    if (v && *v && parse_fake_gpus(v, t) != 0)
+        return fail(NULL, "GPUJOBD_FAKE_GPUS", "expected N[:BYTES], N from 0 to 64, e.g. 2:16G", v);
+    const char *nosync = getenv("GPUJOBD_PG_NOSYNC");
+    if (nosync && *nosync && parse_bool(nosync, &t->pg_nosync) != 0)
+        return fail(NULL, "GPUJOBD_PG_NOSYNC", "expected 1 or 0", nosync);
+    if (t->fake_gpus >= 0 && gj_devices_simulate(t->fake_gpus, t->fake_gpu_bytes) != 0)
+        return fail(NULL, "GPUJOBD_FAKE_GPUS", "read after the devices were discovered (internal)", v);
     return 0;
 }
 
@@ -316,5 +436,8 @@ int gj_config_load(struct gj_config *cfg, int argc, char **argv, int for_migrate
         fprintf(stderr, "gpujobd: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
-    return check_consistency(cfg);
+    if (check_consistency(cfg) != 0 || gj_config_load_test_switches(&cfg->test) != 0)
+        return -1;
+    cfg->pg.nosync = cfg->test.pg_nosync;
+    return 0;
 }

@@ -8,15 +8,25 @@
 
 #include <stdint.h>
 
+#include "common/fsutil.h"
+#include "service/pg_embedded.h"
+
 enum gj_placement_policy { GJ_PLACE_LEAST_LOADED, GJ_PLACE_ROUND_ROBIN, GJ_PLACE_RANDOM };
+
+/* Switches for tests only: environment variables without a flag (config.c says why). */
+struct gj_test_switches {
+    int fake_gpus;                 /* GPUJOBD_FAKE_GPUS=N[:BYTES]; -1 = the real devices */
+    uint64_t fake_gpu_bytes;
+    int pg_nosync;                 /* GPUJOBD_PG_NOSYNC=1 */
+};
 
 struct gj_config {
     char listen_host[256];
     int listen_port;
-    char data_dir[1024];
+    char data_dir[GJ_PATH_MAX];
     char database_url[2048];       /* "" = embedded PostgreSQL under data_dir/pg */
-    char tls_cert[1024];           /* "" with tls_key "" = self-signed under data_dir/tls */
-    char tls_key[1024];
+    char tls_cert[GJ_PATH_MAX];    /* "" with tls_key "" = self-signed under data_dir/tls */
+    char tls_key[GJ_PATH_MAX];
     int insecure_http;
     int workers_per_gpu;
     int cpu_workers;               /* -1 = number of cores (at least 1) */
@@ -34,14 +44,21 @@ struct gj_config {
     int max_wait_seconds;          /* cap of ?wait= long polls */
     double rate_limit_per_key;     /* requests per second per key; 0 = off */
     char log_level[16];
-    char work_dir[1024];           /* scratch for running jobs (default data_dir/work) */
+    char work_dir[GJ_PATH_MAX];    /* scratch for running jobs (default data_dir/work) */
     char role[16];                 /* "all" (API + workers), "api", "worker" */
+    struct gj_pg_options pg;       /* --pg-bindir, --pg-user; nosync = test.pg_nosync */
+    struct gj_test_switches test;
 };
 
-/* Defaults, then environment, then argv (argv[0] is the subcommand name).
+/* Defaults, then environment, then argv (argv[0] is the subcommand name), then the
+ * test switches. Applies at once what process-wide modules hold: the log level
+ * (log.c) and simulated GPUs (devices.c).
  * On a bad setting: prints "gpujobd: --flag: why" to stderr and returns -1.
  * Returns 1 when --help was printed. */
 int gj_config_load(struct gj_config *cfg, int argc, char **argv, int for_migrate);
+/* The test switches alone, for subcommands with flags of their own (`gpujobd run`);
+ * applied like gj_config_load does. 0, or -1 with one line naming the variable. */
+int gj_config_load_test_switches(struct gj_test_switches *t);
 
 const char *gj_placement_name(enum gj_placement_policy p);
 

@@ -1,4 +1,5 @@
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,38 +12,50 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#define MAX_DEVICES 64
-
-static struct gj_device_info devices[MAX_DEVICES];
+static struct gj_device_info devices[GJ_MAX_DEVICES];
 static int n_devices;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int discovered;                /* under lock */
+static int simulate = -1;             /* under lock: -1 real devices, else how many simulated */
+static uint64_t simulated_bytes;
 
-static int discover_simulated(const char *spec)
+int gj_devices_simulate(int n, uint64_t bytes)
 {
-    char *end;
-    long n = strtol(spec, &end, 10);
-    unsigned long long bytes = 16ull << 30;
-    if (*end == ':')
-        bytes = strtoull(end + 1, &end, 10);
-    if (*end || n < 0 || n > MAX_DEVICES || bytes == 0) {
-        gj_log_warn("devices", "GPUJOBD_FAKE_GPUS=%s is not N[:BYTES]; ignoring it", spec);
-        return 0;
+    if (n < 0 || n > GJ_MAX_DEVICES || bytes == 0)
+        return -1;
+    pthread_mutex_lock(&lock);
+    int rc = discovered ? -1 : 0;
+    if (rc == 0) {
+        simulate = n;
+        simulated_bytes = bytes;
     }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static void discover_simulated(int n, uint64_t bytes)
+{
     for (int i = 0; i < n; i++) {
         devices[i].index = i;
         snprintf(devices[i].name, sizeof devices[i].name, "simulated GPU %d", i);
         devices[i].total_bytes = bytes;
         devices[i].simulated = 1;
     }
-    gj_log_info("devices", "using %ld simulated GPUs of %llu bytes (GPUJOBD_FAKE_GPUS)", n, bytes);
-    return (int)n;
+    n_devices = n;
+    gj_log_info("devices", "using %d simulated GPUs of %llu bytes (GPUJOBD_FAKE_GPUS)", n,
+                (unsigned long long)bytes);
 }
 
 static void discover(void)
 {
-    const char *fake = getenv("GPUJOBD_FAKE_GPUS");
-    if (fake && *fake) {
-        n_devices = discover_simulated(fake);
+    pthread_mutex_lock(&lock);
+    discovered = 1;
+    int n = simulate;
+    uint64_t bytes = simulated_bytes;
+    pthread_mutex_unlock(&lock);
+    if (n >= 0) {
+        discover_simulated(n, bytes);
         return;
     }
 #if GJ_HAVE_CUDA
@@ -53,8 +66,8 @@ static void discover(void)
         gj_log_info("devices", "no usable GPU (%s); running on the CPU", cudaGetErrorString(rc));
         return;
     }
-    if (count > MAX_DEVICES)
-        count = MAX_DEVICES;
+    if (count > GJ_MAX_DEVICES)
+        count = GJ_MAX_DEVICES;
     for (int i = 0; i < count; i++) {
         struct cudaDeviceProp prop;
         if (cudaGetDeviceProperties(&prop, i) != cudaSuccess)

@@ -10,19 +10,19 @@
  *
  * The postmaster is a child of this process in its own process group (a Ctrl-C
  * on the terminal does not reach it), with PR_SET_PDEATHSIG so it stops when we
- * die. As root, initdb and postgres run as an unprivileged user (GPUJOBD_PG_USER,
+ * die. As root, initdb and postgres run as an unprivileged user (--pg-user,
  * default `postgres`): the child drops groups, gid and uid before exec. Only
  * async-signal-safe calls run between fork and exec.
  *
- * GPUJOBD_PG_BINDIR names the directory of initdb/postgres; GPUJOBD_PG_NOSYNC=1
- * runs initdb --no-sync and postgres with fsync=off (tests only).
+ * The settings (struct gj_pg_options) come from service/config.c: --pg-bindir
+ * names the directory of initdb/postgres; GPUJOBD_PG_NOSYNC=1 runs initdb
+ * --no-sync and postgres with fsync=off (tests only).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
-#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,7 +52,7 @@
 struct gj_pg_embedded {
     pid_t pid;
     int lock_fd;
-    char data_dir[PATH_MAX];
+    char data_dir[GJ_PATH_MAX];
 };
 
 struct run_as {
@@ -64,88 +64,108 @@ struct run_as {
     char name[64];
 };
 
+/* One start: what its phases read and fill. */
+struct start {
+    const struct gj_pg_options *opt;
+    struct run_as ra;
+    char bindir[GJ_PATH_MAX];
+    char dir[GJ_PATH_MAX];          /* DATA_DIR, resolved */
+    char pgdir[GJ_PATH_MAX];        /* DATA_DIR/pg, the cluster */
+    char rundir[GJ_PATH_MAX];       /* DATA_DIR/run, the socket and the lock */
+    char log_path[GJ_PATH_MAX];     /* DATA_DIR/postgres.log */
+    char lock_path[GJ_PATH_MAX];
+    char host[3 * GJ_PATH_MAX];     /* rundir percent-encoded: the host of the URLs */
+    int log_fd, devnull;            /* the children's output and input; -1 closed */
+};
+
 static int executable(const char *dir, const char *name)
 {
-    char p[PATH_MAX];
+    char p[GJ_PATH_MAX];
     if (gj_path_join(p, sizeof p, dir, name) != 0)
         return 0;
     struct stat st;
     return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
 }
 
-static int has_tools(const char *dir)
+int gj_pg_bindir_usable(const char *dir)
 {
     return executable(dir, "initdb") && executable(dir, "postgres");
 }
 
-/* The directory holding initdb and postgres: GPUJOBD_PG_BINDIR, PATH, then the
- * highest /usr/lib/postgresql/N/bin. */
-static int find_bindir(char *out, size_t n)
+/* The first directory of PATH holding both tools, with symlinks resolved
+ * (/usr/local/bin/initdb -> .../15/bin/initdb) so that initdb finds its share
+ * directory next to it. 0 found, -1 not. PATH is a lookup, not a setting. */
+static int bindir_on_path(char *out, size_t n)
 {
-    const char *env = getenv("GPUJOBD_PG_BINDIR");
-    if (env && *env) {
-        if (!has_tools(env)) {
-            gj_log_error("pg", "GPUJOBD_PG_BINDIR=%s has no initdb and postgres", env);
-            return -1;
-        }
-        snprintf(out, n, "%s", env);
-        return 0;
-    }
     const char *path = getenv("PATH");
-    if (path) {
-        char *copy = strdup(path);
-        if (!copy)
-            return -1;
-        char *save = NULL;
-        for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-            if (*d && has_tools(d)) {
-                /* Resolve symlinks (/usr/local/bin/initdb -> .../15/bin/initdb) so
-                 * initdb finds its share directory next to it. */
-                char p[PATH_MAX], real[PATH_MAX];
-                if (gj_path_join(p, sizeof p, d, "initdb") == 0 && realpath(p, real)) {
-                    char *slash = strrchr(real, '/');
-                    if (slash) {
-                        *slash = '\0';
-                        if (has_tools(real)) {
-                            snprintf(out, n, "%s", real);
-                            free(copy);
-                            return 0;
-                        }
-                    }
-                }
-                snprintf(out, n, "%s", d);
-                free(copy);
-                return 0;
-            }
+    char *copy = path ? strdup(path) : NULL;
+    if (!copy)
+        return -1;
+    int rc = -1;
+    char *save = NULL;
+    for (char *d = strtok_r(copy, ":", &save); d && rc != 0; d = strtok_r(NULL, ":", &save)) {
+        if (!*d || !gj_pg_bindir_usable(d))
+            continue;
+        char p[GJ_PATH_MAX], real[GJ_PATH_MAX];
+        char *slash = NULL;
+        if (gj_path_join(p, sizeof p, d, "initdb") == 0 && realpath(p, real))
+            slash = strrchr(real, '/');
+        if (slash) {
+            *slash = '\0';
+            if (gj_pg_bindir_usable(real))
+                d = real;
         }
-        free(copy);
+        snprintf(out, n, "%s", d);
+        rc = 0;
     }
+    free(copy);
+    return rc;
+}
+
+/* The highest /usr/lib/postgresql/N/bin holding both tools (Debian's layout). */
+static int bindir_debian(char *out, size_t n)
+{
     DIR *dir = opendir("/usr/lib/postgresql");
     long best = -1;
-    if (dir) {
-        struct dirent *e;
-        while ((e = readdir(dir)) != NULL) {
-            char *end;
-            long v = strtol(e->d_name, &end, 10);
-            if (end == e->d_name || *end || v <= best)
-                continue;
-            char bin[PATH_MAX];
-            snprintf(bin, sizeof bin, "/usr/lib/postgresql/%s/bin", e->d_name);
-            if (has_tools(bin)) {
-                best = v;
-                snprintf(out, n, "%s", bin);
-            }
+    if (!dir)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        char *end;
+        long v = strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end || v <= best)
+            continue;
+        char bin[GJ_PATH_MAX];
+        snprintf(bin, sizeof bin, "/usr/lib/postgresql/%s/bin", e->d_name);
+        if (gj_pg_bindir_usable(bin)) {
+            best = v;
+            snprintf(out, n, "%s", bin);
         }
-        closedir(dir);
     }
-    if (best >= 0)
+    closedir(dir);
+    return best >= 0 ? 0 : -1;
+}
+
+/* The directory holding initdb and postgres: --pg-bindir, PATH, then the highest
+ * /usr/lib/postgresql/N/bin. */
+static int find_bindir(const char *given, char *out, size_t n)
+{
+    if (given && *given) {
+        if (!gj_pg_bindir_usable(given)) {
+            gj_log_error("pg", "--pg-bindir %s has no initdb and postgres", given);
+            return -1;
+        }
+        snprintf(out, n, "%s", given);
+        return 0;
+    }
+    if (bindir_on_path(out, n) == 0 || bindir_debian(out, n) == 0)
         return 0;
     gj_log_error("pg", "no PostgreSQL server found (initdb and postgres on PATH or in "
                        "/usr/lib/postgresql/*/bin): install the postgresql package, or give --database-url");
     return -1;
 }
 
-static int resolve_user(struct run_as *ra)
+static int resolve_user(const char *user, struct run_as *ra)
 {
     memset(ra, 0, sizeof *ra);
     if (geteuid() != 0) {
@@ -155,19 +175,17 @@ static int resolve_user(struct run_as *ra)
         ra->gid = getegid();
         return 0;
     }
-    const char *name = getenv("GPUJOBD_PG_USER");
-    if (!name || !*name)
-        name = "postgres";
+    const char *name = user && *user ? user : "postgres";
     struct passwd pwbuf, *pw = NULL;
-    char buf[4096];
+    char buf[4096];   /* getpwnam_r's strings */
     int rc = getpwnam_r(name, &pwbuf, buf, sizeof buf, &pw);
     if (rc != 0 || !pw) {
         gj_log_error("pg", "running as root: the embedded PostgreSQL needs an unprivileged user, "
-                           "and user '%s' does not exist (create it, or set GPUJOBD_PG_USER)", name);
+                           "and user '%s' does not exist (create it, or give --pg-user)", name);
         return -1;
     }
     if (pw->pw_uid == 0) {
-        gj_log_error("pg", "GPUJOBD_PG_USER=%s is root; PostgreSQL refuses to run as root", name);
+        gj_log_error("pg", "--pg-user %s is root; PostgreSQL refuses to run as root", name);
         return -1;
     }
     ra->drop = 1;
@@ -320,15 +338,9 @@ static const char *exit_text(int status, char *buf, size_t n)
     return buf;
 }
 
-static int nosync(void)
-{
-    const char *e = getenv("GPUJOBD_PG_NOSYNC");
-    return e && strcmp(e, "1") == 0;
-}
-
 static int write_pg_hba(const char *pgdir, const struct run_as *ra)
 {
-    char path[PATH_MAX];
+    char path[GJ_PATH_MAX];
     if (gj_path_join(path, sizeof path, pgdir, "pg_hba.conf") != 0)
         return -1;
     static const char hba[] =
@@ -351,10 +363,13 @@ static int write_pg_hba(const char *pgdir, const struct run_as *ra)
     return rc;
 }
 
-static int run_initdb(const char *bindir, const char *data_dir, const char *pgdir,
-                      const struct run_as *ra, int log_fd, int devnull, const char *log_path)
+/* initdb into DATA_DIR/pg.init, then renamed to DATA_DIR/pg: an interrupted
+ * initdb leaves no half cluster behind. */
+static int run_initdb(const struct start *st)
 {
-    char tmpdir[PATH_MAX];
+    const char *pgdir = st->pgdir;
+    const struct run_as *ra = &st->ra;
+    char tmpdir[GJ_PATH_MAX];
     if (snprintf(tmpdir, sizeof tmpdir, "%s.init", pgdir) >= (int)sizeof tmpdir)
         return -1;
     if (gj_rm_rf(tmpdir) != 0) {
@@ -363,8 +378,8 @@ static int run_initdb(const char *bindir, const char *data_dir, const char *pgdi
     }
     if (make_owned_dir(tmpdir, 0700, ra) != 0)
         return -1;
-    char initdb[PATH_MAX], dflag[PATH_MAX + 16];
-    if (gj_path_join(initdb, sizeof initdb, bindir, "initdb") != 0)
+    char initdb[GJ_PATH_MAX], dflag[GJ_PATH_MAX + 16];
+    if (gj_path_join(initdb, sizeof initdb, st->bindir, "initdb") != 0)
         return -1;
     snprintf(dflag, sizeof dflag, "--pgdata=%s", tmpdir);
     char *argv[12];
@@ -376,11 +391,11 @@ static int run_initdb(const char *bindir, const char *data_dir, const char *pgdi
     argv[a++] = (char *)"--auth-host=reject";
     argv[a++] = (char *)"--encoding=UTF8";
     argv[a++] = (char *)"--locale=C";
-    if (nosync())
+    if (st->opt->nosync)
         argv[a++] = (char *)"--no-sync";
     argv[a] = NULL;
     gj_log_info("pg", "initialising the embedded PostgreSQL cluster in %s (as %s)", pgdir, ra->name);
-    pid_t pid = spawn(argv, ra, log_fd, devnull, data_dir, 0);
+    pid_t pid = spawn(argv, ra, st->log_fd, st->devnull, st->dir, 0);
     if (pid < 0)
         return -1;
     int status;
@@ -392,7 +407,7 @@ static int run_initdb(const char *bindir, const char *data_dir, const char *pgdi
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         char why[64], tail[600];
-        log_tail(log_path, tail, sizeof tail);
+        log_tail(st->log_path, tail, sizeof tail);
         gj_log_error("pg", "initdb failed (%s): %s", exit_text(status, why, sizeof why), tail);
         gj_rm_rf(tmpdir);
         return -1;
@@ -433,7 +448,7 @@ static int alive(long pid)
  * A dead pid needs nothing: PostgreSQL removes its stale file itself. */
 static int clear_previous_postmaster(const char *pgdir)
 {
-    char path[PATH_MAX];
+    char path[GJ_PATH_MAX];
     if (gj_path_join(path, sizeof path, pgdir, "postmaster.pid") != 0)
         return -1;
     FILE *f = fopen(path, "re");
@@ -448,7 +463,7 @@ static int clear_previous_postmaster(const char *pgdir)
     if (pid <= 1 || pid == getpid() || !alive(pid))
         return 0;
 
-    char link[64], exe[PATH_MAX], cwd[PATH_MAX], real_pg[PATH_MAX];
+    char link[64], exe[GJ_PATH_MAX], cwd[GJ_PATH_MAX], real_pg[GJ_PATH_MAX];
     int is_ours = 0;
     snprintf(link, sizeof link, "/proc/%ld/exe", pid);
     ssize_t n = readlink(link, exe, sizeof exe - 1);
@@ -515,11 +530,10 @@ static int url_encode(const char *s, char *out, size_t n)
     return 0;
 }
 
-static int create_database(const char *rundir)
+/* Creates database gpujobd unless it exists; host: the socket directory, encoded. */
+static int create_database(const char *host)
 {
-    char host[3 * PATH_MAX], url[4 * PATH_MAX];
-    if (url_encode(rundir, host, sizeof host) != 0)
-        return -1;
+    char url[4 * GJ_PATH_MAX];
     snprintf(url, sizeof url, "postgresql:///postgres?host=%s&user=%s", host, PG_SUPERUSER);
     PGconn *conn = PQconnectdb(url);
     if (!conn || PQstatus(conn) != CONNECTION_OK) {
@@ -573,143 +587,157 @@ static int wait_exit(pid_t pid, int timeout_s, int *status)
     return 0;
 }
 
-struct gj_pg_embedded *gj_pg_embedded_start(const char *data_dir, char *url, size_t url_size)
+/* DATA_DIR created and resolved, and the paths under it. */
+static int find_paths(struct start *st, const char *data_dir)
 {
-    if (!data_dir || !*data_dir || !url || url_size == 0) {
-        gj_log_error("pg", "no data directory for the embedded PostgreSQL");
-        return NULL;
-    }
-    url[0] = '\0';
-    struct run_as ra;
-    char bindir[PATH_MAX];
-    if (find_bindir(bindir, sizeof bindir) != 0 || resolve_user(&ra) != 0)
-        return NULL;
-
     if (gj_mkdir_p(data_dir, 0700) != 0) {
         gj_log_error("pg", "cannot create %s: %s", data_dir, strerror(errno));
-        return NULL;
+        return -1;
     }
-    char dir[PATH_MAX];
-    if (!realpath(data_dir, dir)) {
+    if (!realpath(data_dir, st->dir)) {
         gj_log_error("pg", "%s: %s", data_dir, strerror(errno));
-        return NULL;
+        return -1;
     }
+    const char *dir = st->dir;
     if (strchr(dir, ',') || strchr(dir, '\'') || strchr(dir, '"') || strchr(dir, '\\')) {
         gj_log_error("pg", "data dir %s: a path with , ' \" or \\ cannot hold the PostgreSQL socket", dir);
-        return NULL;
+        return -1;
     }
-    char pgdir[PATH_MAX], rundir[PATH_MAX], log_path[PATH_MAX], lock_path[PATH_MAX];
-    if (gj_path_join(pgdir, sizeof pgdir, dir, "pg") != 0 || gj_path_join(rundir, sizeof rundir, dir, "run") != 0 ||
-        gj_path_join(log_path, sizeof log_path, dir, "postgres.log") != 0 ||
-        gj_path_join(lock_path, sizeof lock_path, rundir, "gpujobd-pg.lock") != 0) {
+    if (gj_path_join(st->pgdir, sizeof st->pgdir, dir, "pg") != 0 ||
+        gj_path_join(st->rundir, sizeof st->rundir, dir, "run") != 0 ||
+        gj_path_join(st->log_path, sizeof st->log_path, dir, "postgres.log") != 0 ||
+        gj_path_join(st->lock_path, sizeof st->lock_path, st->rundir, "gpujobd-pg.lock") != 0 ||
+        url_encode(st->rundir, st->host, sizeof st->host) != 0) {
         gj_log_error("pg", "data dir path too long: %s", dir);
-        return NULL;
+        return -1;
     }
-    if (strlen(rundir) + strlen("/.s.PGSQL.5432.lock") >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+    if (strlen(st->rundir) + strlen("/.s.PGSQL.5432.lock") >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
         gj_log_error("pg", "data dir %s is too long for a Unix socket path (at most about 85 characters)", dir);
-        return NULL;
+        return -1;
     }
+    return 0;
+}
 
-    if (ra.drop) {
-        /* The cluster user must be able to reach DATA_DIR/pg and DATA_DIR/run:
-         * DATA_DIR gets search permission (not read) for others. */
-        struct stat st;
-        if (stat(dir, &st) == 0 && (st.st_mode & 0011) != 0011 && chmod(dir, (st.st_mode & 07777) | 0011) != 0) {
-            gj_log_error("pg", "cannot chmod %s: %s", dir, strerror(errno));
-            return NULL;
-        }
-        /* And every parent must be searchable by it. */
-        char parent[PATH_MAX];
-        snprintf(parent, sizeof parent, "%s", dir);
-        for (char *slash = strrchr(parent, '/'); slash && slash != parent; slash = strrchr(parent, '/')) {
-            *slash = '\0';
-            if (stat(parent, &st) == 0 && !(st.st_mode & S_IXOTH) &&
-                !(st.st_uid == ra.uid && (st.st_mode & S_IXUSR)) &&
-                !(st.st_gid == ra.gid && (st.st_mode & S_IXGRP))) {
-                gj_log_error("pg", "user %s cannot reach %s: %s is not searchable (chmod o+x it, or "
-                                   "use a --data-dir elsewhere)", ra.name, dir, parent);
-                return NULL;
-            }
+/* As root, the cluster user must be able to reach DATA_DIR/pg and DATA_DIR/run:
+ * DATA_DIR gets search permission (not read) for others, and every parent must
+ * already be searchable by it. */
+static int let_cluster_user_in(const struct start *st)
+{
+    const struct run_as *ra = &st->ra;
+    struct stat sb;
+    if (!ra->drop)
+        return 0;
+    if (stat(st->dir, &sb) == 0 && (sb.st_mode & 0011) != 0011 &&
+        chmod(st->dir, (sb.st_mode & 07777) | 0011) != 0) {
+        gj_log_error("pg", "cannot chmod %s: %s", st->dir, strerror(errno));
+        return -1;
+    }
+    char parent[GJ_PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", st->dir);
+    for (char *slash = strrchr(parent, '/'); slash && slash != parent; slash = strrchr(parent, '/')) {
+        *slash = '\0';
+        if (stat(parent, &sb) == 0 && !(sb.st_mode & S_IXOTH) &&
+            !(sb.st_uid == ra->uid && (sb.st_mode & S_IXUSR)) &&
+            !(sb.st_gid == ra->gid && (sb.st_mode & S_IXGRP))) {
+            gj_log_error("pg", "user %s cannot reach %s: %s is not searchable (chmod o+x it, or "
+                               "use a --data-dir elsewhere)", ra->name, st->dir, parent);
+            return -1;
         }
     }
-    if (make_owned_dir(rundir, 0700, &ra) != 0)
-        return NULL;
+    return 0;
+}
 
-    struct gj_pg_embedded *pg = calloc(1, sizeof *pg);
-    if (!pg)
-        return NULL;
-    pg->pid = -1;
-    pg->lock_fd = -1;
-    snprintf(pg->data_dir, sizeof pg->data_dir, "%s", dir);
-    int log_fd = -1, devnull = -1;
-
-    pg->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+/* One gpujobd per cluster: an exclusive flock on DATA_DIR/run/gpujobd-pg.lock,
+ * held (pg->lock_fd) as long as the postmaster runs. */
+static int take_lock(struct gj_pg_embedded *pg, const struct start *st)
+{
+    pg->lock_fd = open(st->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (pg->lock_fd < 0) {
-        gj_log_error("pg", "cannot open %s: %s", lock_path, strerror(errno));
-        goto fail;
+        gj_log_error("pg", "cannot open %s: %s", st->lock_path, strerror(errno));
+        return -1;
     }
     if (flock(pg->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         gj_log_error("pg", "the embedded PostgreSQL of %s is in use by another gpujobd process "
-                           "(%s is locked)", dir, lock_path);
-        goto fail;
+                           "(%s is locked)", st->dir, st->lock_path);
+        return -1;
     }
+    return 0;
+}
 
-    /* Keep one previous log when it grew large; the rest goes. */
+/* postgres.log (appended; one previous log kept when it grew large) and /dev/null,
+ * the children's output and input. */
+static int open_log(struct start *st)
+{
     struct stat lst;
-    if (stat(log_path, &lst) == 0 && lst.st_size > 16 * 1024 * 1024) {
-        char old_log[PATH_MAX];
-        if (snprintf(old_log, sizeof old_log, "%s.1", log_path) < (int)sizeof old_log && rename(log_path, old_log) != 0)
-            gj_log_warn("pg", "cannot rotate %s: %s", log_path, strerror(errno));
+    if (stat(st->log_path, &lst) == 0 && lst.st_size > 16 * 1024 * 1024) {
+        char old_log[GJ_PATH_MAX];
+        if (snprintf(old_log, sizeof old_log, "%s.1", st->log_path) < (int)sizeof old_log &&
+            rename(st->log_path, old_log) != 0)
+            gj_log_warn("pg", "cannot rotate %s: %s", st->log_path, strerror(errno));
     }
-    log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (log_fd < 0 || devnull < 0) {
-        gj_log_error("pg", "cannot open %s: %s", log_fd < 0 ? log_path : "/dev/null", strerror(errno));
-        goto fail;
+    st->log_fd = open(st->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    st->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (st->log_fd < 0 || st->devnull < 0) {
+        gj_log_error("pg", "cannot open %s: %s", st->log_fd < 0 ? st->log_path : "/dev/null", strerror(errno));
+        return -1;
     }
-    if (ra.drop && fchown(log_fd, ra.uid, ra.gid) != 0) {
-        gj_log_error("pg", "cannot chown %s: %s", log_path, strerror(errno));
-        goto fail;
+    if (st->ra.drop && fchown(st->log_fd, st->ra.uid, st->ra.gid) != 0) {
+        gj_log_error("pg", "cannot chown %s: %s", st->log_path, strerror(errno));
+        return -1;
     }
+    return 0;
+}
 
-    char version_file[PATH_MAX];
-    if (gj_path_join(version_file, sizeof version_file, pgdir, "PG_VERSION") != 0)
-        goto fail;
+/* A cluster in DATA_DIR/pg, owned by the cluster user, with no postmaster of an
+ * earlier run in its way: initdb on first use. */
+static int ensure_cluster(const struct start *st)
+{
+    char version_file[GJ_PATH_MAX];
+    if (gj_path_join(version_file, sizeof version_file, st->pgdir, "PG_VERSION") != 0)
+        return -1;
     if (access(version_file, F_OK) != 0) {
-        struct stat st;
-        if (stat(pgdir, &st) == 0) {
-            gj_log_error("pg", "%s exists but holds no PostgreSQL cluster (no PG_VERSION); move it away", pgdir);
-            goto fail;
+        struct stat sb;
+        if (stat(st->pgdir, &sb) == 0) {
+            gj_log_error("pg", "%s exists but holds no PostgreSQL cluster (no PG_VERSION); move it away",
+                         st->pgdir);
+            return -1;
         }
-        if (run_initdb(bindir, dir, pgdir, &ra, log_fd, devnull, log_path) != 0)
-            goto fail;
-    } else if (chown_tree(pgdir, &ra) != 0) {
-        goto fail;
+        if (run_initdb(st) != 0)
+            return -1;
+    } else if (chown_tree(st->pgdir, &st->ra) != 0) {
+        return -1;
     }
-    if (clear_previous_postmaster(pgdir) != 0)
-        goto fail;
+    return clear_previous_postmaster(st->pgdir);
+}
 
-    char postgres[PATH_MAX], dflag[PATH_MAX + 4], sockdir[PATH_MAX + 32];
-    if (gj_path_join(postgres, sizeof postgres, bindir, "postgres") != 0)
-        goto fail;
-    snprintf(dflag, sizeof dflag, "%s", pgdir);
-    snprintf(sockdir, sizeof sockdir, "unix_socket_directories=%s", rundir);
+/* The postmaster's command line, its strings in args. */
+struct postgres_args {
+    char postgres[GJ_PATH_MAX], pgdir[GJ_PATH_MAX], sockdir[GJ_PATH_MAX + 32];
     char *argv[24];
+};
+
+static int postgres_argv(const struct start *st, struct postgres_args *pa)
+{
+    if (gj_path_join(pa->postgres, sizeof pa->postgres, st->bindir, "postgres") != 0)
+        return -1;
+    snprintf(pa->pgdir, sizeof pa->pgdir, "%s", st->pgdir);
+    snprintf(pa->sockdir, sizeof pa->sockdir, "unix_socket_directories=%s", st->rundir);
+    char **argv = pa->argv;
     int a = 0;
-    argv[a++] = postgres;
+    argv[a++] = pa->postgres;
     argv[a++] = (char *)"-D";
-    argv[a++] = dflag;
+    argv[a++] = pa->pgdir;
     argv[a++] = (char *)"-c";
     argv[a++] = (char *)"listen_addresses=";
     argv[a++] = (char *)"-c";
-    argv[a++] = sockdir;
+    argv[a++] = pa->sockdir;
     argv[a++] = (char *)"-c";
     argv[a++] = (char *)"unix_socket_permissions=0700";
     argv[a++] = (char *)"-c";
     argv[a++] = (char *)"logging_collector=off";
     argv[a++] = (char *)"-c";
     argv[a++] = (char *)"log_line_prefix=%m [%p] ";
-    if (nosync()) {
+    if (st->opt->nosync) {
         argv[a++] = (char *)"-c";
         argv[a++] = (char *)"fsync=off";
         argv[a++] = (char *)"-c";
@@ -718,79 +746,102 @@ struct gj_pg_embedded *gj_pg_embedded_start(const char *data_dir, char *url, siz
         argv[a++] = (char *)"full_page_writes=off";
     }
     argv[a] = NULL;
-    /* Wait until it accepts connections (or dies). */
-    char host[3 * PATH_MAX], ping[4 * PATH_MAX];
-    if (url_encode(rundir, host, sizeof host) != 0)
-        goto fail;
-    snprintf(ping, sizeof ping, "postgresql:///postgres?host=%s&user=%s&connect_timeout=5", host, PG_SUPERUSER);
-    int ready = 0;
-    for (int attempt = 1; !ready; attempt++) {
-        pg->pid = spawn(argv, &ra, log_fd, devnull, pgdir, SIGINT);
-        if (pg->pid < 0)
-            goto fail;
-        int exited = 0;
-        for (int i = 0; i < START_TIMEOUT_S * 20; i++) {
-            int status;
-            pid_t r = waitpid(pg->pid, &status, WNOHANG);
-            if (r == pg->pid) {
-                char why[64], tail[800];
-                log_tail(log_path, tail, sizeof tail);
-                pg->pid = -1;
-                /* Backends of a postmaster killed a moment ago may still hold its
-                 * shared memory: they notice its death and exit within a second. */
-                if (attempt < 5 && strstr(tail, "is still in use")) {
-                    gj_log_warn("pg", "postgres could not start yet (%s); retrying", exit_text(status, why, sizeof why));
-                    struct timespec ts = { 1, 0 };
-                    nanosleep(&ts, NULL);
-                    exited = 1;
-                    break;
-                }
-                gj_log_error("pg", "postgres exited at start (%s): %s", exit_text(status, why, sizeof why), tail);
-                goto fail;
-            }
-            if (PQping(ping) == PQPING_OK) {
-                ready = 1;
-                break;
-            }
-            struct timespec ts = { 0, 50000000L };
-            nanosleep(&ts, NULL);
-        }
-        if (!exited)
-            break;
-    }
-    if (!ready) {
-        gj_log_error("pg", "postgres did not accept connections within %d s (see %s)", START_TIMEOUT_S, log_path);
-        goto fail_running;
-    }
-    if (create_database(rundir) != 0)
-        goto fail_running;
-    int n = snprintf(url, url_size, "postgresql:///%s?host=%s&user=%s", PG_DATABASE, host, PG_SUPERUSER);
-    if (n < 0 || (size_t)n >= url_size) {
-        gj_log_error("pg", "database URL does not fit its buffer");
-        url[0] = '\0';
-        goto fail_running;
-    }
-    close(log_fd);
-    close(devnull);
-    gj_log_info("pg", "embedded PostgreSQL running (pid %d, socket in %s, log %s)", (int)pg->pid, rundir, log_path);
-    return pg;
+    return 0;
+}
 
-fail_running:
-    close(log_fd);
-    log_fd = -1;
-    close(devnull);
-    devnull = -1;
-    gj_pg_embedded_stop(pg);
-    return NULL;
-fail:
-    if (log_fd >= 0)
-        close(log_fd);
-    if (devnull >= 0)
-        close(devnull);
-    if (pg->lock_fd >= 0)
-        close(pg->lock_fd);
-    free(pg);
-    return NULL;
+enum ready { READY, RETRY, EXITED, TIMED_OUT };
+
+/* Waits until the postmaster pg->pid accepts connections or exits. RETRY: it
+ * exited because backends of a postmaster killed a moment ago still hold its
+ * shared memory (they notice its death and exit within a second). */
+static enum ready wait_ready(struct gj_pg_embedded *pg, const struct start *st, const char *ping, int attempt)
+{
+    for (int i = 0; i < START_TIMEOUT_S * 20; i++) {
+        int status;
+        if (waitpid(pg->pid, &status, WNOHANG) == pg->pid) {
+            char why[64], tail[800];
+            log_tail(st->log_path, tail, sizeof tail);
+            pg->pid = -1;
+            if (attempt < 5 && strstr(tail, "is still in use")) {
+                gj_log_warn("pg", "postgres could not start yet (%s); retrying", exit_text(status, why, sizeof why));
+                struct timespec ts = { 1, 0 };
+                nanosleep(&ts, NULL);
+                return RETRY;
+            }
+            gj_log_error("pg", "postgres exited at start (%s): %s", exit_text(status, why, sizeof why), tail);
+            return EXITED;
+        }
+        if (PQping(ping) == PQPING_OK)
+            return READY;
+        struct timespec ts = { 0, 50000000L };
+        nanosleep(&ts, NULL);
+    }
+    gj_log_error("pg", "postgres did not accept connections within %d s (see %s)", START_TIMEOUT_S, st->log_path);
+    return TIMED_OUT;
+}
+
+/* Spawns the postmaster (pg->pid) and waits until it accepts connections. On
+ * failure pg->pid is -1, or the pid of a postmaster that never became ready. */
+static int start_postmaster(struct gj_pg_embedded *pg, const struct start *st)
+{
+    struct postgres_args pa;
+    char ping[4 * GJ_PATH_MAX];
+    if (postgres_argv(st, &pa) != 0)
+        return -1;
+    snprintf(ping, sizeof ping, "postgresql:///postgres?host=%s&user=%s&connect_timeout=5", st->host,
+             PG_SUPERUSER);
+    for (int attempt = 1;; attempt++) {
+        pg->pid = spawn(pa.argv, &st->ra, st->log_fd, st->devnull, st->pgdir, SIGINT);
+        if (pg->pid < 0)
+            return -1;
+        enum ready r = wait_ready(pg, st, ping, attempt);
+        if (r != RETRY)
+            return r == READY ? 0 : -1;
+    }
+}
+
+struct gj_pg_embedded *gj_pg_embedded_start(const char *data_dir, const struct gj_pg_options *opt,
+                                            char *url, size_t url_size)
+{
+    static const struct gj_pg_options defaults;
+    if (!data_dir || !*data_dir || !url || url_size == 0) {
+        gj_log_error("pg", "no data directory for the embedded PostgreSQL");
+        return NULL;
+    }
+    url[0] = '\0';
+    struct start st = { .opt = opt ? opt : &defaults, .log_fd = -1, .devnull = -1 };
+    if (find_bindir(st.opt->bindir, st.bindir, sizeof st.bindir) != 0 || resolve_user(st.opt->user, &st.ra) != 0 ||
+        find_paths(&st, data_dir) != 0 || let_cluster_user_in(&st) != 0 ||
+        make_owned_dir(st.rundir, 0700, &st.ra) != 0)
+        return NULL;
+
+    struct gj_pg_embedded *pg = calloc(1, sizeof *pg);
+    if (!pg)
+        return NULL;
+    pg->pid = -1;
+    pg->lock_fd = -1;
+    snprintf(pg->data_dir, sizeof pg->data_dir, "%s", st.dir);
+    int ok = take_lock(pg, &st) == 0 && open_log(&st) == 0 && ensure_cluster(&st) == 0 &&
+             start_postmaster(pg, &st) == 0 && create_database(st.host) == 0;
+    if (ok) {
+        int n = snprintf(url, url_size, "postgresql:///%s?host=%s&user=%s", PG_DATABASE, st.host, PG_SUPERUSER);
+        if (n < 0 || (size_t)n >= url_size) {
+            gj_log_error("pg", "database URL does not fit its buffer");
+            url[0] = '\0';
+            ok = 0;
+        }
+    }
+    if (st.log_fd >= 0)
+        close(st.log_fd);
+    if (st.devnull >= 0)
+        close(st.devnull);
+    if (!ok) {
+        gj_pg_embedded_stop(pg);   /* stops a postmaster that never became ready; unlocks */
+        return NULL;
+    }
+    gj_log_info("pg", "embedded PostgreSQL running (pid %d, socket in %s, log %s)", (int)pg->pid, st.rundir,
+                st.log_path);
+    return pg;
 }
 
 void gj_pg_embedded_stop(struct gj_pg_embedded *pg)

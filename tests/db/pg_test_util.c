@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
+#include "service/config.h"
 #include "service/db.h"
 #include "service/migrate.h"
 #include "service/pg_embedded.h"
@@ -47,14 +48,33 @@ static void start(void)
         perror("chmod");
         exit(1);
     }
-    setenv("GPUJOBD_PG_NOSYNC", "1", 0);
     owner_pid = getpid();
     atexit(cleanup);
-    pg = gj_pg_embedded_start(dir, url_buf, sizeof url_buf);
+    pg = gj_pg_embedded_start(dir, gj_test_pg_options(), url_buf, sizeof url_buf);
     if (!pg) {
         fprintf(stderr, "pg_test_util: cannot start PostgreSQL in %s\n", dir);
         exit(1);
     }
+}
+
+const struct gj_pg_options *gj_test_pg_options(void)
+{
+    static struct gj_pg_options opt;
+    static int loaded;
+    if (!loaded) {
+        /* What `gpujobd migrate` would read (GPUJOBD_PG_BINDIR and GPUJOBD_PG_USER, as
+         * tools/device/env.sh exports them), through config.c; then no fsync. */
+        struct gj_config cfg;
+        char *argv[] = { (char *)"db-test", NULL };
+        if (gj_config_load(&cfg, 1, argv, 1) != 0) {
+            fprintf(stderr, "pg_test_util: the environment holds a bad setting\n");
+            exit(1);
+        }
+        opt = cfg.pg;
+        opt.nosync = 1;
+        loaded = 1;
+    }
+    return &opt;
 }
 
 const char *gj_test_pg_url(void)

@@ -1,5 +1,5 @@
 /*
- * pg_test_util.h — a throwaway PostgreSQL cluster for a unit test process.
+ * pg_test_util.h — a throwaway PostgreSQL cluster for a test process of suite db.
  *
  * The first call starts one through gj_pg_embedded_start (the product's code path)
  * in a fresh mkdtemp directory; at exit it is stopped and the directory removed.
@@ -12,6 +12,11 @@
 #include <libpq-fe.h>
 
 struct gj_pg_embedded;
+struct gj_pg_options;
+
+/* The options the cluster starts with: the environment's settings read by config.c
+ * (GPUJOBD_PG_BINDIR, GPUJOBD_PG_USER), without fsync. */
+const struct gj_pg_options *gj_test_pg_options(void);
 
 /* The cluster's URL (database gpujobd); aborts the test process on failure. */
 const char *gj_test_pg_url(void);

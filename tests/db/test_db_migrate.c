@@ -216,7 +216,7 @@ static void test_embedded_restart(void **state)
     struct gj_pg_embedded **pg = gj_test_pg_handle();
     char url[1024], url2[1024];
     snprintf(url, sizeof url, "%s", gj_test_pg_url());
-    assert_null(gj_pg_embedded_start(dir, url2, sizeof url2));   /* in use: refused */
+    assert_null(gj_pg_embedded_start(dir, gj_test_pg_options(), url2, sizeof url2));   /* in use: refused */
 
     long pid = postmaster_pid(dir);
     assert_true(pid > 1);
@@ -225,7 +225,7 @@ static void test_embedded_restart(void **state)
     *pg = NULL;
     assert_int_equal(postmaster_pid(dir), pid);   /* the stale file is still there */
 
-    *pg = gj_pg_embedded_start(dir, url2, sizeof url2);
+    *pg = gj_pg_embedded_start(dir, gj_test_pg_options(), url2, sizeof url2);
     assert_non_null(*pg);
     assert_string_equal(url, url2);
     PGconn *c = gj_db_connect(url2);
@@ -247,7 +247,7 @@ static void test_embedded_restart(void **state)
     snprintf(path, sizeof path, "%s/pg/postmaster.pid", dir);
     int n = snprintf(text, sizeof text, "%d\n%s/pg\n", (int)other, dir);
     assert_int_equal(gj_write_file(path, text, (size_t)n), 0);
-    *pg = gj_pg_embedded_start(dir, url2, sizeof url2);
+    *pg = gj_pg_embedded_start(dir, gj_test_pg_options(), url2, sizeof url2);
     kill(other, SIGKILL);
     waitpid(other, NULL, 0);
     assert_non_null(*pg);

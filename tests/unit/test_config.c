@@ -1,4 +1,5 @@
-/* Settings: defaults, environment twins, flags winning, and one clear line per bad setting. */
+/* Settings: defaults, environment twins, flags winning, and one clear line per bad setting,
+ * the test switches included. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,22 +7,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "service/config.h"
+#include "service/devices.h"
 
 static char errbuf[4096];
 
-/* Runs gj_config_load with stderr captured into errbuf. */
-static int load(struct gj_config *cfg, int argc, char **argv)
+/* Runs gj_config_load (for `serve`, or `migrate`) with stderr captured into errbuf. */
+static int load_for(struct gj_config *cfg, int argc, char **argv, int for_migrate)
 {
     fflush(stderr);
     int saved = dup(STDERR_FILENO);
     FILE *tmp = tmpfile();
     assert_non_null(tmp);
     dup2(fileno(tmp), STDERR_FILENO);
-    int rc = gj_config_load(cfg, argc, argv, 0);
+    int rc = gj_config_load(cfg, argc, argv, for_migrate);
     fflush(stderr);
     dup2(saved, STDERR_FILENO);
     close(saved);
@@ -30,6 +33,20 @@ static int load(struct gj_config *cfg, int argc, char **argv)
     errbuf[n] = '\0';
     fclose(tmp);
     return rc;
+}
+
+static int load(struct gj_config *cfg, int argc, char **argv)
+{
+    return load_for(cfg, argc, argv, 0);
+}
+
+/* errbuf is exactly one line naming what. */
+static void assert_one_line_naming(const char *what)
+{
+    assert_non_null(strstr(errbuf, what));
+    char *nl = strchr(errbuf, '\n');
+    assert_non_null(nl);
+    assert_int_equal(nl[1], '\0');
 }
 
 static void defaults_serve_on_8443(void **state)
@@ -104,12 +121,149 @@ static void bad_settings_name_themselves(void **state)
     unsetenv("GPUJOBD_CPU_WORKERS");
 }
 
+/* A directory with executable files named initdb and postgres. */
+static void fake_pg_bindir(char *dir, size_t n)
+{
+    snprintf(dir, n, "/tmp/gjcfg-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    const char *tools[] = { "initdb", "postgres" };
+    for (int i = 0; i < 2; i++) {
+        char p[256];
+        snprintf(p, sizeof p, "%s/%s", dir, tools[i]);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fputs("#!/bin/sh\n", f);
+        fclose(f);
+        assert_int_equal(chmod(p, 0755), 0);
+    }
+}
+
+static void remove_fake_pg_bindir(const char *dir)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/initdb", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/postgres", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+/* --pg-bindir (GPUJOBD_PG_BINDIR) must hold initdb and postgres; serve and migrate
+ * both take it. */
+static void pg_bindir_is_checked(void **state)
+{
+    (void)state;
+    struct gj_config cfg;
+    char dir[64];
+    fake_pg_bindir(dir, sizeof dir);
+    char *ok[] = { "migrate", "--pg-bindir", dir, NULL };
+    assert_int_equal(load_for(&cfg, 3, ok, 1), 0);
+    assert_string_equal(cfg.pg.bindir, dir);
+    char *empty_dir[] = { "serve", "--pg-bindir", "/tmp", NULL };
+    assert_int_equal(load(&cfg, 3, empty_dir), -1);
+    assert_one_line_naming("--pg-bindir");
+    assert_non_null(strstr(errbuf, "initdb"));
+    setenv("GPUJOBD_PG_BINDIR", "/nonexistent/bin", 1);
+    char *none[] = { "serve", NULL };
+    assert_int_equal(load(&cfg, 1, none), -1);
+    assert_one_line_naming("GPUJOBD_PG_BINDIR");
+    char *with_flag[] = { "serve", "--pg-bindir", dir, NULL };   /* a bad twin stops start-up */
+    assert_int_equal(load(&cfg, 3, with_flag), -1);                /* even where a flag overrides it */
+    unsetenv("GPUJOBD_PG_BINDIR");
+    assert_int_equal(load(&cfg, 1, none), 0);
+    assert_string_equal(cfg.pg.bindir, "");   /* default: PATH, then /usr/lib/postgresql */
+    remove_fake_pg_bindir(dir);
+}
+
+/* --pg-user is whom PostgreSQL runs as when gpujobd is root: it must exist and not
+ * be root. As another user it is unused and not checked. */
+static void pg_user_is_checked_as_root(void **state)
+{
+    (void)state;
+    struct gj_config cfg;
+    char *root[] = { "serve", "--pg-user", "root", NULL };
+    char *missing[] = { "serve", "--pg-user", "gj-no-such-user-xyz", NULL };
+    char *toolong[] = { "serve", "--pg-user",
+                        "a-user-name-far-longer-than-sixty-four-characters-which-no-system-has-xyz", NULL };
+    assert_int_equal(load(&cfg, 3, toolong), -1);
+    assert_one_line_naming("--pg-user");
+    if (geteuid() != 0) {
+        assert_int_equal(load(&cfg, 3, root), 0);
+        assert_int_equal(load(&cfg, 3, missing), 0);
+        return;
+    }
+    assert_int_equal(load(&cfg, 3, root), -1);
+    assert_one_line_naming("--pg-user");
+    assert_non_null(strstr(errbuf, "root"));
+    assert_int_equal(load(&cfg, 3, missing), -1);
+    assert_one_line_naming("--pg-user");
+    setenv("GPUJOBD_PG_USER", "gj-no-such-user-xyz", 1);
+    char *none[] = { "migrate", NULL };
+    assert_int_equal(load_for(&cfg, 1, none, 1), -1);
+    assert_one_line_naming("GPUJOBD_PG_USER");
+    unsetenv("GPUJOBD_PG_USER");
+}
+
+/* The test switches have no flag; a bad value stops start-up like a bad flag. */
+static void test_switches_are_checked(void **state)
+{
+    (void)state;
+    struct gj_config cfg;
+    char *argv[] = { "serve", NULL };
+    const char *bad_gpus[] = { "x", "2:", "65", "-1", "2:0", "2:lots", "2x", "1:2:3" };
+    for (size_t i = 0; i < sizeof bad_gpus / sizeof bad_gpus[0]; i++) {
+        setenv("GPUJOBD_FAKE_GPUS", bad_gpus[i], 1);
+        assert_int_equal(load(&cfg, 1, argv), -1);
+        assert_one_line_naming("GPUJOBD_FAKE_GPUS");
+    }
+    unsetenv("GPUJOBD_FAKE_GPUS");
+    setenv("GPUJOBD_PG_NOSYNC", "maybe", 1);
+    assert_int_equal(load(&cfg, 1, argv), -1);
+    assert_one_line_naming("GPUJOBD_PG_NOSYNC");
+    setenv("GPUJOBD_PG_NOSYNC", "1", 1);
+    assert_int_equal(load(&cfg, 1, argv), 0);
+    assert_int_equal(cfg.pg.nosync, 1);
+    assert_int_equal(cfg.test.fake_gpus, -1);   /* unset: the real devices */
+    unsetenv("GPUJOBD_PG_NOSYNC");
+    assert_int_equal(load(&cfg, 1, argv), 0);
+    assert_int_equal(cfg.pg.nosync, 0);
+    setenv("GPUJOBD_FAKE_GPUS", "3", 1);
+    assert_int_equal(load(&cfg, 1, argv), 0);
+    assert_int_equal(cfg.test.fake_gpus, 3);
+    assert_true(cfg.test.fake_gpu_bytes == (16ull << 30));   /* the default size */
+    unsetenv("GPUJOBD_FAKE_GPUS");
+}
+
+/* Simulated GPUs reach devices.c (runs last: it discovers the devices). */
+static void fake_gpus_reach_devices(void **state)
+{
+    (void)state;
+    struct gj_config cfg;
+    char *argv[] = { "serve", NULL };
+    setenv("GPUJOBD_FAKE_GPUS", "2:1073741824", 1);
+    assert_int_equal(load(&cfg, 1, argv), 0);
+    assert_int_equal(cfg.test.fake_gpus, 2);
+    assert_true(cfg.test.fake_gpu_bytes == (1ull << 30));
+    assert_int_equal(gj_device_count(), 2);
+    struct gj_device_info info;
+    assert_int_equal(gj_device_info(1, &info), 0);
+    assert_int_equal(info.simulated, 1);
+    assert_true(info.total_bytes == (1ull << 30));
+    /* too late now: the devices were discovered */
+    assert_int_equal(gj_devices_simulate(1, 1ull << 30), -1);
+    unsetenv("GPUJOBD_FAKE_GPUS");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(defaults_serve_on_8443),
         cmocka_unit_test(environment_twin_and_flag_wins),
         cmocka_unit_test(bad_settings_name_themselves),
+        cmocka_unit_test(pg_bindir_is_checked),
+        cmocka_unit_test(pg_user_is_checked_as_root),
+        cmocka_unit_test(test_switches_are_checked),
+        cmocka_unit_test(fake_gpus_reach_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

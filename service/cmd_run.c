@@ -14,6 +14,7 @@
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
 #include "service/cli.h"
+#include "service/config.h"
 #include "service/devices.h"
 
 #define MAX_INPUTS 256
@@ -194,7 +195,37 @@ static void usage(void)
             "                        [--device cpu|N] [--quiet]\n");
 }
 
-int gj_cmd_run(int argc, char **argv)
+/* The command line of one run. */
+struct run_args {
+    const char *params_path, *out_dir, *device_arg;
+    const struct gj_kind *kind;
+    struct gj_input inputs[MAX_INPUTS];
+    size_t n_inputs;
+    int quiet;
+};
+
+/* --input NAME=FILE: the file must exist (its size goes to validate). 0, or 2. */
+static int add_input(struct run_args *a, char *arg)
+{
+    char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || !eq[1] || a->n_inputs == MAX_INPUTS) {
+        fprintf(stderr, "gpujobd run: --input wants NAME=FILE (got '%s')\n", arg);
+        return 2;
+    }
+    *eq = '\0';
+    struct gj_input *in = &a->inputs[a->n_inputs];
+    in->name = arg;
+    in->path = eq + 1;
+    if (gj_file_size(in->path, &in->size)) {
+        fprintf(stderr, "gpujobd run: input %s: %s: %s\n", arg, in->path, strerror(errno));
+        return 2;
+    }
+    a->n_inputs++;
+    return 0;
+}
+
+/* 0 parsed, else the exit status: 0 after --help, 2 on a usage error. */
+static int parse_args(int argc, char **argv, struct run_args *a, int *exit_status)
 {
     static const struct option opts[] = {
         { "params", required_argument, NULL, 'p' },
@@ -205,102 +236,114 @@ int gj_cmd_run(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    const char *params_path = NULL, *out_dir = NULL, *device_arg = NULL;
-    struct gj_input inputs[MAX_INPUTS];
-    size_t n_inputs = 0;
-    int quiet = 0, c;
+    *exit_status = 2;
+    int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "p:i:o:d:qh", opts, NULL)) != -1) {
         switch (c) {
-        case 'p': params_path = optarg; break;
-        case 'o': out_dir = optarg; break;
-        case 'd': device_arg = optarg; break;
-        case 'q': quiet = 1; break;
-        case 'i': {
-            char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg || !eq[1] || n_inputs == MAX_INPUTS) {
-                fprintf(stderr, "gpujobd run: --input wants NAME=FILE (got '%s')\n", optarg);
-                return 2;
-            }
-            *eq = '\0';
-            inputs[n_inputs].name = optarg;
-            inputs[n_inputs].path = eq + 1;
-            if (gj_file_size(eq + 1, &inputs[n_inputs].size)) {
-                fprintf(stderr, "gpujobd run: input %s: %s: %s\n", optarg, eq + 1, strerror(errno));
-                return 2;
-            }
-            n_inputs++;
+        case 'p': a->params_path = optarg; break;
+        case 'o': a->out_dir = optarg; break;
+        case 'd': a->device_arg = optarg; break;
+        case 'q': a->quiet = 1; break;
+        case 'i':
+            if (add_input(a, optarg))
+                return -1;
             break;
-        }
-        default: usage(); return c == 'h' ? 0 : 2;
+        default:
+            usage();
+            *exit_status = c == 'h' ? 0 : 2;
+            return -1;
         }
     }
-    if (optind >= argc || !out_dir) {
+    if (optind >= argc || !a->out_dir) {
         usage();
-        return 2;
+        return -1;
     }
-    const struct gj_kind *kind = gj_kind_find(argv[optind]);
-    if (!kind) {
+    a->kind = gj_kind_find(argv[optind]);
+    if (!a->kind) {
         fprintf(stderr, "gpujobd run: unknown kind '%s'; known:", argv[optind]);
         for (size_t i = 0; i < gj_kind_count(); i++)
             fprintf(stderr, " %s", gj_kind_at(i)->name);
         fputc('\n', stderr);
+        return -1;
+    }
+    return 0;
+}
+
+/* --device N, or GPU 0 when there is one and the kind can use it, else the CPU.
+ * 0, or -1 after a message. */
+static int pick_device(const struct run_args *a, const struct gj_job *job, int *device)
+{
+    *device = GJ_DEVICE_CPU;
+    if (a->device_arg && strcmp(a->device_arg, "cpu") != 0) {
+        char *end;
+        long d = strtol(a->device_arg, &end, 10);
+        if (*end || d < 0 || d >= gj_device_count()) {
+            fprintf(stderr, "gpujobd run: --device %s: no such GPU (%d found)\n", a->device_arg,
+                    gj_device_count());
+            return -1;
+        }
+        *device = (int)d;
+    } else if (!a->device_arg && gj_device_count() > 0) {
+        struct gj_needs needs = { 0 };
+        struct gj_error err = { 0 };
+        if (a->kind->estimate && a->kind->estimate(job, &needs, &err) == 0 && needs.can_use_gpu)
+            *device = 0;
+    }
+    return 0;
+}
+
+/* Validates, places and runs the job; the exit status. */
+static int run_job(const struct run_args *a, const struct gj_job *job)
+{
+    struct gj_error err = { 0 };
+    int device;
+    if (gj_kind_validate(a->kind, job, &err)) {
+        fprintf(stderr, "gpujobd run: invalid job: %s\n", err.message);
         return 2;
     }
+    if (pick_device(a, job, &device) != 0)
+        return 2;
+    if (gj_mkdir_p(a->out_dir, 0755)) {
+        fprintf(stderr, "gpujobd run: cannot create %s: %s\n", a->out_dir, strerror(errno));
+        return 1;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (run_one(a->kind, job, device, a->out_dir, 0, a->quiet, &err)) {
+        fprintf(stderr, "gpujobd run: %s failed: %s\n", a->kind->name, err.message);
+        return 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (!a->quiet)
+        fprintf(stderr, "gpujobd run: %s finished on %s in %.3f s; outputs in %s\n", a->kind->name,
+                device == GJ_DEVICE_CPU ? "cpu" : "gpu", (double)(t1.tv_sec - t0.tv_sec) +
+                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, a->out_dir);
+    return 0;
+}
 
+int gj_cmd_run(int argc, char **argv)
+{
+    struct run_args a = { 0 };
+    struct gj_test_switches test;
+    int status;
+    if (parse_args(argc, argv, &a, &status) != 0)
+        return status;
+    if (gj_config_load_test_switches(&test) != 0)   /* GPUJOBD_FAKE_GPUS */
+        return 2;
     json_t *params;
     json_error_t jerr;
-    if (params_path) {
-        params = json_load_file(params_path, JSON_REJECT_DUPLICATES, &jerr);
+    if (a.params_path) {
+        params = json_load_file(a.params_path, JSON_REJECT_DUPLICATES, &jerr);
         if (!params) {
-            fprintf(stderr, "gpujobd run: %s:%d: %s\n", params_path, jerr.line, jerr.text);
+            fprintf(stderr, "gpujobd run: %s:%d: %s\n", a.params_path, jerr.line, jerr.text);
             return 2;
         }
     } else {
         params = json_object();
     }
-
-    struct gj_job job = { kind->name, params, inputs, n_inputs };
-    struct gj_error err = { 0 };
-    int device = GJ_DEVICE_CPU;
-    int rc = 1;
-    if (gj_kind_validate(kind, &job, &err)) {
-        fprintf(stderr, "gpujobd run: invalid job: %s\n", err.message);
-        rc = 2;
-        goto out;
-    }
-    if (device_arg && strcmp(device_arg, "cpu") != 0) {
-        char *end;
-        long d = strtol(device_arg, &end, 10);
-        if (*end || d < 0 || d >= gj_device_count()) {
-            fprintf(stderr, "gpujobd run: --device %s: no such GPU (%d found)\n", device_arg,
-                    gj_device_count());
-            rc = 2;
-            goto out;
-        }
-        device = (int)d;
-    } else if (!device_arg && gj_device_count() > 0) {
-        struct gj_needs needs = { 0 };
-        if (kind->estimate && kind->estimate(&job, &needs, &err) == 0 && needs.can_use_gpu)
-            device = 0;
-    }
-    if (gj_mkdir_p(out_dir, 0755)) {
-        fprintf(stderr, "gpujobd run: cannot create %s: %s\n", out_dir, strerror(errno));
-        goto out;
-    }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (run_one(kind, &job, device, out_dir, 0, quiet, &err)) {
-        fprintf(stderr, "gpujobd run: %s failed: %s\n", kind->name, err.message);
-        goto out;
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (!quiet)
-        fprintf(stderr, "gpujobd run: %s finished on %s in %.3f s; outputs in %s\n", kind->name,
-                device == GJ_DEVICE_CPU ? "cpu" : "gpu", (double)(t1.tv_sec - t0.tv_sec) +
-                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, out_dir);
-    rc = 0;
-out:
+    struct gj_job job = { a.kind->name, params, a.inputs, a.n_inputs };
+    status = run_job(&a, &job);
     json_decref(params);
-    return rc;
+    return status;
 }

@@ -24,7 +24,7 @@ int gj_cmd_migrate(int argc, char **argv)
         return 0;
 
     struct gj_pg_embedded *pg = NULL;
-    char url[4096];
+    char url[sizeof cfg.database_url];   /* a libpq URL: given, or the embedded one */
     if (cfg.database_url[0]) {
         snprintf(url, sizeof url, "%s", cfg.database_url);
     } else {

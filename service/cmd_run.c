@@ -106,8 +106,9 @@ static int run_children(struct cli_host *h, int device, const char *out_dir, int
     if (!*results || !*dirs)
         return gj_error_set(err, "", "out of memory");
     for (size_t i = 0; i < h->n_children; i++) {
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s/.children/%zu", out_dir, i);
+        char dir[GJ_PATH_MAX];
+        if (snprintf(dir, sizeof dir, "%s/.children/%zu", out_dir, i) >= (int)sizeof dir)
+            return gj_error_set(err, "", "output directory path too long: %s", out_dir);
         if (gj_mkdir_p(dir, 0755))
             return gj_error_set(err, "", "cannot create %s: %s", dir, strerror(errno));
         (*dirs)[i] = strdup(dir);
@@ -129,7 +130,7 @@ static int run_one(const struct gj_kind *kind, const struct gj_job *job, int dev
 {
     if (depth > 4)
         return gj_error_set(err, "", "child tasks nested too deeply");
-    char scratch[1024];
+    char scratch[GJ_PATH_MAX];
     if (gj_make_temp_dir(scratch, sizeof scratch, "gpujobd-run") != 0)
         return gj_error_set(err, "", "cannot create a scratch directory: %s", strerror(errno));
 
@@ -180,9 +181,9 @@ static int run_one(const struct gj_kind *kind, const struct gj_job *job, int dev
     free(dirs);
     free_children(&host);
     if (!depth) {
-        char children[4096];
-        snprintf(children, sizeof children, "%s/.children", out_dir);
-        gj_rm_rf(children);
+        char children[GJ_PATH_MAX];
+        if (gj_path_join(children, sizeof children, out_dir, ".children") == 0)
+            gj_rm_rf(children);
     }
     gj_rm_rf(scratch);
     return rc;

@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +61,7 @@ static int read_pem(const char *path, const char *what, char **text)
 /* Writes data to path through a temporary file (mode) and rename(). */
 static int write_private(const char *path, const char *data, size_t len, mode_t mode)
 {
-    char tmp[PATH_MAX];
+    char tmp[GJ_PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
         return -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
@@ -274,7 +273,7 @@ int gj_tls_load(const char *data_dir, const char *cert_path, const char *key_pat
         gj_log_error("tls", "no data dir for the self-signed certificate");
         return -1;
     }
-    char dir[PATH_MAX], cpath[PATH_MAX], kpath[PATH_MAX];
+    char dir[GJ_PATH_MAX], cpath[GJ_PATH_MAX], kpath[GJ_PATH_MAX];
     if (gj_path_join(dir, sizeof dir, data_dir, "tls") != 0 || gj_path_join(cpath, sizeof cpath, dir, "cert.pem") != 0 ||
         gj_path_join(kpath, sizeof kpath, dir, "key.pem") != 0) {
         gj_log_error("tls", "data dir path too long: %s", data_dir);

@@ -15,7 +15,7 @@
 #include "pg_test_util.h"
 
 static struct gj_pg_embedded *pg;
-static char dir[256];
+static char dir[GJ_PATH_MAX];   /* kept short all the same: the socket path limit */
 static char url_buf[1024];
 static int db_counter;
 static pid_t owner_pid;

@@ -107,7 +107,7 @@ static void test_admin_bootstrap(void **state)
 {
     (void)state;
     PGconn *c = fresh();
-    char path[512];
+    char path[GJ_PATH_MAX];
     snprintf(path, sizeof path, "%s/admin-%d.key", gj_test_dir(), (int)getpid());
     unlink(path);
     assert_int_equal(gj_admin_key_bootstrap(c, path), 0);

@@ -144,7 +144,7 @@ static void test_big_roundtrip(void **state)
     assert_int_equal(gj_db_commit(c), 0);
 
     /* Export (its own transaction) gives the same bytes. */
-    char path[512];
+    char path[GJ_PATH_MAX];
     snprintf(path, sizeof path, "%s/export.bin", gj_test_dir());
     assert_int_equal(gj_blob_export(c, info.lo_oid, path), 0);
     char *file;

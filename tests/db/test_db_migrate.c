@@ -194,7 +194,7 @@ static void test_pool(void **state)
 
 static long postmaster_pid(const char *dir)
 {
-    char path[512];
+    char path[GJ_PATH_MAX];
     snprintf(path, sizeof path, "%s/pg/postmaster.pid", dir);
     FILE *f = fopen(path, "r");
     if (!f)
@@ -243,7 +243,7 @@ static void test_embedded_restart(void **state)
         pause();
         _exit(0);
     }
-    char path[512], text[600];
+    char path[GJ_PATH_MAX], text[GJ_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/pg/postmaster.pid", dir);
     int n = snprintf(text, sizeof text, "%d\n%s/pg\n", (int)other, dir);
     assert_int_equal(gj_write_file(path, text, (size_t)n), 0);

@@ -8,7 +8,7 @@
 #                       (pkg-config, protoc-c), the CUDA toolkit's bin, the Python venv's bin
 #   PKG_CONFIG, PKG_CONFIG_PATH, PKG_CONFIG_LIBDIR   the prefix's .pc files first
 #   CPATH, LIBRARY_PATH, LD_LIBRARY_PATH              headers/libraries found without pkg-config
-#   GPUJOBD_PG_BINDIR, GPUJOBD_PG_USER                for service/pg_embedded.c (the harness
+#   GPUJOBD_PG_BINDIR, GPUJOBD_PG_USER                gpujobd's --pg-bindir, --pg-user (the harness
 #                                                     finds initdb and psql on PATH)
 #   GJ_CUDNN_DIR, GJ_CUDNN_VERSION                    cuDNN (include/, lib/) for -Dcudnn_dir
 #   GJ_PYTHON                                         the python3 that has torch/numpy/skimage
@@ -145,7 +145,7 @@ PY
     export LIBRARY_PATH="$libdirs${LIBRARY_PATH:+:$LIBRARY_PATH}"
     export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-    # 6. PostgreSQL: pg_embedded.c reads GPUJOBD_PG_BINDIR then PATH; the harness reads PATH.
+    # 6. PostgreSQL: gpujobd takes GPUJOBD_PG_BINDIR (--pg-bindir), else PATH; the harness PATH.
     #    As root both run initdb/postgres as GPUJOBD_PG_USER (default postgres).
     [ -n "$pgbin" ] && export GPUJOBD_PG_BINDIR="$pgbin"
     export GPUJOBD_PG_USER=${GPUJOBD_PG_USER:-postgres}

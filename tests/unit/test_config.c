@@ -128,8 +128,8 @@ static void fake_pg_bindir(char *dir, size_t n)
     assert_non_null(mkdtemp(dir));
     const char *tools[] = { "initdb", "postgres" };
     for (int i = 0; i < 2; i++) {
-        char p[256];
-        snprintf(p, sizeof p, "%s/%s", dir, tools[i]);
+        char p[GJ_PATH_MAX];
+        assert_int_equal(gj_path_join(p, sizeof p, dir, tools[i]), 0);
         FILE *f = fopen(p, "w");
         assert_non_null(f);
         fputs("#!/bin/sh\n", f);
@@ -140,11 +140,12 @@ static void fake_pg_bindir(char *dir, size_t n)
 
 static void remove_fake_pg_bindir(const char *dir)
 {
-    char p[256];
-    snprintf(p, sizeof p, "%s/initdb", dir);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/postgres", dir);
-    unlink(p);
+    const char *tools[] = { "initdb", "postgres" };
+    for (int i = 0; i < 2; i++) {
+        char p[GJ_PATH_MAX];
+        if (gj_path_join(p, sizeof p, dir, tools[i]) == 0)
+            unlink(p);
+    }
     rmdir(dir);
 }
 
@@ -154,7 +155,7 @@ static void pg_bindir_is_checked(void **state)
 {
     (void)state;
     struct gj_config cfg;
-    char dir[64];
+    char dir[GJ_PATH_MAX];
     fake_pg_bindir(dir, sizeof dir);
     char *ok[] = { "migrate", "--pg-bindir", dir, NULL };
     assert_int_equal(load_for(&cfg, 3, ok, 1), 0);

@@ -1,10 +1,10 @@
 /*
  * test_batcher.c — cmocka tests of the dynamic batcher (compute/infer/serving/batcher.c)
- * on a small ONNX model written here (Conv + Relu + Flatten + Gemm on 1x8x8 images) and,
- * the shipped demo model (part of the tree: missing fails): batching happens under concurrent load, preferred
- * sizes go at once, full queues and timeouts reject with 429 / 503, every request gets its
- * own answer exactly once and equal to an unbatched run, and destroying a batcher with
- * requests in flight answers all of them.
+ * on a small ONNX model written here (Conv + Relu + Flatten + Gemm on 1x8x8 images) and
+ * the shipped demo model (part of the tree: missing, it fails): batching happens under
+ * concurrent load, preferred sizes go at once, full queues and timeouts reject with 429 / 503,
+ * every request gets its own answer exactly once and equal to an unbatched run, and
+ * destroying a batcher with requests in flight answers all of them.
  */
 #include <errno.h>
 #include <math.h>

@@ -466,20 +466,6 @@ static void upload_begin(struct gj_req *r)
     r->body_mode = GJ_BODY_STREAM;
 }
 
-static int upload_data(struct gj_req *r, const char *buf, size_t len)
-{
-    struct upload *u = r->state;
-    if (r->body_bytes > r->srv->cfg.max_body_bytes) {
-        up_fail(u, 413, NULL, "the upload is over the size limit");
-    } else if (gj_mpr_feed(u->mp, buf, len) == 0) {
-        return 0;
-    }
-    if (!u->status)
-        up_fail(u, 400, NULL, gj_mpr_error(u->mp));
-    gj_problem(r, u->status, u->field, "%s", u->msg);
-    return -1;
-}
-
 static void stage_drop(struct upload *u)
 {
     if (u->fd >= 0) {
@@ -490,6 +476,24 @@ static void stage_drop(struct upload *u)
         gj_rm_rf(u->stage);
         u->stage[0] = '\0';
     }
+}
+
+static int upload_data(struct gj_req *r, const char *buf, size_t len)
+{
+    struct upload *u = r->state;
+    if (r->body_bytes > r->srv->cfg.max_body_bytes) {
+        up_fail(u, 413, NULL, "the upload is over the size limit");
+    } else if (gj_mpr_feed(u->mp, buf, len) == 0) {
+        return 0;
+    }
+    if (!u->status)
+        up_fail(u, 400, NULL, gj_mpr_error(u->mp));
+    /* The staging directory goes before the answer is prepared: the client may look at
+     * the repository as soon as it reads the answer, before upload_done runs (after the
+     * response is sent). */
+    stage_drop(u);
+    gj_problem(r, u->status, u->field, "%s", u->msg);
+    return -1;
 }
 
 static void upload_handle(struct gj_req *r)

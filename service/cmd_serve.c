@@ -1,8 +1,10 @@
 /*
  * cmd_serve.c — `gpujobd serve`: brings the parts up in dependency order
- * (database, schema, admin key, pool, notifications, placement, HTTP, workers),
- * waits for SIGTERM or SIGINT, and takes them down in reverse: stop claiming,
+ * (database, schema, admin key, pool, notifications, placement, the modules, HTTP,
+ * workers), waits for SIGTERM or SIGINT, and takes them down in reverse: stop claiming,
  * let running jobs finish within the grace period, requeue the rest, exit 0.
+ *
+ * It holds the list of the service's modules (module.h) and is the only reader of it.
  */
 #include <errno.h>
 #include <signal.h>
@@ -14,18 +16,106 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
+#include "common/gj_kind.h"
 #include "service/auth.h"
 #include "service/cli.h"
 #include "service/devices.h"
 #include "service/http_server.h"
-#include "service/inference_store.h"
 #include "service/log.h"
+#include "service/metrics.h"
 #include "service/migrate.h"
-#include "service/oip.h"
+#include "service/module.h"
 #include "service/pg_embedded.h"
 #include "service/server.h"
 #include "service/tls.h"
 #include "service/worker_pool.h"
+
+/* The service's modules (module.h), one line each: routes are matched in this order. */
+extern const struct gj_service_module gj_module_core;    /* service/core.c */
+extern const struct gj_service_module gj_module_infer;   /* service/infer/module.c */
+static const struct gj_service_module *const modules[] = {
+    &gj_module_core,
+    &gj_module_infer,
+};
+#define N_MODULES (sizeof modules / sizeof modules[0])
+
+#define MAX_ROUTE_TABLES 64
+#define MAX_KIND_HOOKS 64
+
+/* What cmd_serve hands out from the module list; static: the server outlives nothing. */
+static const struct gj_route_table *route_tables[MAX_ROUTE_TABLES + 1];
+static struct gj_kind_hook kind_hooks[MAX_KIND_HOOKS];
+
+/* Every module's route tables, in module order, NULL-terminated. 0 or -1. */
+static int collect_routes(void)
+{
+    size_t n = 0;
+    for (size_t m = 0; m < N_MODULES; m++)
+        for (size_t t = 0; modules[m]->routes && modules[m]->routes[t]; t++) {
+            if (n == MAX_ROUTE_TABLES) {
+                fprintf(stderr, "gpujobd: more than %d route tables\n", MAX_ROUTE_TABLES);
+                return -1;
+            }
+            route_tables[n++] = modules[m]->routes[t];
+        }
+    route_tables[n] = NULL;
+    return 0;
+}
+
+/* The success hooks of the modules' kinds, and their metrics writers. 0, or -1 logged. */
+static int wire_modules(struct gj_server *srv)
+{
+    size_t n = 0;
+    for (size_t m = 0; m < N_MODULES; m++) {
+        const struct gj_service_module *mod = modules[m];
+        if (mod->write_metrics && gj_metrics_add_writer(mod->write_metrics) != 0) {
+            gj_log_error("serve", "module %s: too many metrics writers", mod->name);
+            return -1;
+        }
+        for (size_t k = 0; mod->kinds && mod->kinds[k]; k++) {
+            const char *kind = mod->kinds[k];
+            if (!gj_kind_find(kind)) {
+                gj_log_error("serve", "module %s brings kind %s, which compute/registry.c lacks", mod->name, kind);
+                return -1;
+            }
+            for (size_t i = 0; i < n; i++)
+                if (strcmp(kind_hooks[i].kind, kind) == 0) {
+                    gj_log_error("serve", "kind %s is claimed by two modules", kind);
+                    return -1;
+                }
+            if (n == MAX_KIND_HOOKS) {
+                gj_log_error("serve", "more than %d module kinds", MAX_KIND_HOOKS);
+                return -1;
+            }
+            kind_hooks[n++] = (struct gj_kind_hook){ kind, mod->on_job_succeeded };
+        }
+    }
+    srv->kind_hooks = kind_hooks;
+    srv->n_kind_hooks = n;
+    return 0;
+}
+
+/* Starts the modules in list order; *started counts those to shut down. 0 or -1. */
+static int init_modules(struct gj_server *srv, size_t *started)
+{
+    for (*started = 0; *started < N_MODULES; (*started)++) {
+        const struct gj_service_module *mod = modules[*started];
+        if (mod->init && mod->init(srv) != 0) {
+            gj_log_error("serve", "module %s did not start", mod->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void shutdown_modules(struct gj_server *srv, size_t started)
+{
+    while (started > 0) {
+        const struct gj_service_module *mod = modules[--started];
+        if (mod->shutdown)
+            mod->shutdown(srv);
+    }
+}
 
 /* Applies migrations and creates the first admin key on one short-lived connection. */
 static int prepare_database(struct gj_server *srv)
@@ -75,13 +165,116 @@ static int wants_routes(int argc, char **argv)
     return 0;
 }
 
+/* What a running server holds beyond struct gj_server, to take down in reverse. */
+struct serve_run {
+    struct gj_server *srv;
+    struct gj_pg_embedded *pg;
+    struct gj_http_server *http;
+    size_t modules_started;
+    char *cert, *key;
+};
+
+/* Directories, the database (embedded or given), migrations and the admin key. */
+static int start_storage(struct serve_run *run)
+{
+    struct gj_server *srv = run->srv;
+    if (gj_mkdir_p(srv->cfg.data_dir, 0755)) {
+        fprintf(stderr, "gpujobd: --data-dir: cannot create %s: %s\n", srv->cfg.data_dir, strerror(errno));
+        return -1;
+    }
+    if (gj_mkdir_p(srv->cfg.work_dir, 0700)) {
+        fprintf(stderr, "gpujobd: --work-dir: cannot create %s: %s\n", srv->cfg.work_dir, strerror(errno));
+        return -1;
+    }
+    if (srv->cfg.database_url[0]) {
+        snprintf(srv->database_url, sizeof srv->database_url, "%s", srv->cfg.database_url);
+    } else {
+        run->pg = gj_pg_embedded_start(srv->cfg.data_dir, &srv->cfg.pg, srv->database_url,
+                                       sizeof srv->database_url);
+        if (!run->pg)
+            return -1;
+    }
+    return prepare_database(srv);
+}
+
+/* Pool, notifications, placement, the modules, then HTTP and the workers (by role). */
+static int start_serving(struct serve_run *run)
+{
+    struct gj_server *srv = run->srv;
+    srv->db = gj_db_pool_open(srv->database_url, srv->cfg.db_pool_size);
+    if (!srv->db)
+        return -1;
+    srv->notifier = gj_notifier_start(srv->database_url);
+    if (!srv->notifier)
+        return -1;
+    init_placement(srv);
+    char host[200] = "localhost";
+    gethostname(host, sizeof host - 1);
+    snprintf(srv->worker_id, sizeof srv->worker_id, "%s:%d:%ld", host, (int)getpid(), (long)time(NULL));
+
+    if (wire_modules(srv) != 0 || init_modules(srv, &run->modules_started) != 0)
+        return -1;
+    if (strcmp(srv->cfg.role, "worker") != 0) {
+        if (!srv->cfg.insecure_http &&
+            gj_tls_load(srv->cfg.data_dir, srv->cfg.tls_cert, srv->cfg.tls_key, &run->cert, &run->key))
+            return -1;
+        run->http = gj_http_start(srv, route_tables, run->cert, run->key);
+        if (!run->http)
+            return -1;
+    }
+    if (strcmp(srv->cfg.role, "api") != 0) {
+        srv->workers = gj_worker_pool_start(srv);
+        if (!srv->workers)
+            return -1;
+    }
+    return 0;
+}
+
+/* Takes down what start_storage and start_serving brought up, in reverse. */
+static void stop_all(struct serve_run *run)
+{
+    struct gj_server *srv = run->srv;
+    if (srv->workers)
+        gj_worker_pool_stop(srv->workers, srv->cfg.shutdown_grace_seconds);
+    if (run->http)
+        gj_http_stop(run->http);
+    shutdown_modules(srv, run->modules_started);
+    if (srv->notifier)
+        gj_notifier_stop(srv->notifier);
+    if (srv->db)
+        gj_db_pool_close(srv->db);
+    if (srv->placement.cpu_slots || srv->placement.n_gpus)
+        gj_placement_destroy(&srv->placement);
+    if (run->pg)
+        gj_pg_embedded_stop(run->pg);
+    free(run->cert);
+    free(run->key);
+}
+
+/* Ready until SIGTERM or SIGINT (blocked in every thread, taken here). */
+static void serve_until_signal(struct gj_server *srv, const sigset_t *sigs)
+{
+    atomic_store(&srv->ready, 1);
+    gj_log_info("serve", "gpujobd ready: %s://%s:%d/ (role %s, worker %s)",
+                srv->cfg.insecure_http ? "http" : "https", srv->cfg.listen_host, srv->cfg.listen_port,
+                srv->cfg.role, srv->worker_id);
+    int sig = 0;
+    while (sigwait(sigs, &sig) != 0)
+        ;
+    gj_log_info("serve", "%s received: no new jobs are claimed; running jobs get %d s to finish",
+                sig == SIGTERM ? "SIGTERM" : "SIGINT", srv->cfg.shutdown_grace_seconds);
+    atomic_store(&srv->stopping, 1);
+    atomic_store(&srv->ready, 0);
+}
+
 int gj_cmd_serve(int argc, char **argv)
 {
+    if (collect_routes() != 0)
+        return 1;
     if (wants_routes(argc, argv)) {
-        gj_http_print_routes(stdout);
+        gj_http_print_routes(stdout, route_tables);
         return 0;
     }
-
     struct gj_server *srv = calloc(1, sizeof *srv);
     if (!srv) {
         fprintf(stderr, "gpujobd: out of memory\n");
@@ -92,8 +285,7 @@ int gj_cmd_serve(int argc, char **argv)
         free(srv);
         return rc > 0 ? 0 : 2;
     }
-
-    /* Signals go to sigwait() below, never to a worker or HTTP thread. */
+    /* Signals go to sigwait(), never to a worker or HTTP thread. */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
@@ -101,93 +293,13 @@ int gj_cmd_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    struct gj_pg_embedded *pg = NULL;
-    struct gj_http_server *http = NULL;
-    char *cert = NULL, *key = NULL;
+    struct serve_run run = { .srv = srv };
     int exit_code = 1;
-
-    if (gj_mkdir_p(srv->cfg.data_dir, 0755)) {
-        fprintf(stderr, "gpujobd: --data-dir: cannot create %s: %s\n", srv->cfg.data_dir,
-                strerror(errno));
-        goto out;
+    if (start_storage(&run) == 0 && start_serving(&run) == 0) {
+        serve_until_signal(srv, &sigs);
+        exit_code = 0;
     }
-    if (gj_mkdir_p(srv->cfg.work_dir, 0700)) {
-        fprintf(stderr, "gpujobd: --work-dir: cannot create %s: %s\n", srv->cfg.work_dir,
-                strerror(errno));
-        goto out;
-    }
-
-    if (srv->cfg.database_url[0]) {
-        snprintf(srv->database_url, sizeof srv->database_url, "%s", srv->cfg.database_url);
-    } else {
-        pg = gj_pg_embedded_start(srv->cfg.data_dir, &srv->cfg.pg, srv->database_url, sizeof srv->database_url);
-        if (!pg)
-            goto out;
-    }
-    if (prepare_database(srv))
-        goto out;
-    if (gj_inference_init(srv))   /* models dir (GPUJOBD_MODELS_DIR), demo model, pseudonym secret */
-        goto out;
-
-    srv->db = gj_db_pool_open(srv->database_url, srv->cfg.db_pool_size);
-    if (!srv->db)
-        goto out;
-    srv->notifier = gj_notifier_start(srv->database_url);
-    if (!srv->notifier)
-        goto out;
-    init_placement(srv);
-
-    char host[200] = "localhost";
-    gethostname(host, sizeof host - 1);
-    snprintf(srv->worker_id, sizeof srv->worker_id, "%s:%d:%ld", host, (int)getpid(),
-             (long)time(NULL));
-
-    int serve_api = strcmp(srv->cfg.role, "worker") != 0;
-    int run_workers = strcmp(srv->cfg.role, "api") != 0;
-    if (serve_api) {
-        if (gj_oip_init(srv))   /* Open Inference Protocol v2 routes, batchers */
-            goto out;
-        if (!srv->cfg.insecure_http &&
-            gj_tls_load(srv->cfg.data_dir, srv->cfg.tls_cert, srv->cfg.tls_key, &cert, &key))
-            goto out;
-        http = gj_http_start(srv, cert, key);
-        if (!http)
-            goto out;
-    }
-    if (run_workers) {
-        srv->workers = gj_worker_pool_start(srv);
-        if (!srv->workers)
-            goto out;
-    }
-    atomic_store(&srv->ready, 1);
-    gj_log_info("serve", "gpujobd ready: %s://%s:%d/ (role %s, worker %s)",
-                srv->cfg.insecure_http ? "http" : "https", srv->cfg.listen_host,
-                srv->cfg.listen_port, srv->cfg.role, srv->worker_id);
-
-    int sig = 0;
-    while (sigwait(&sigs, &sig) != 0)
-        ;
-    gj_log_info("serve", "%s received: no new jobs are claimed; running jobs get %d s to finish",
-                sig == SIGTERM ? "SIGTERM" : "SIGINT", srv->cfg.shutdown_grace_seconds);
-    atomic_store(&srv->stopping, 1);
-    atomic_store(&srv->ready, 0);
-    exit_code = 0;
-
-out:
-    if (srv->workers)
-        gj_worker_pool_stop(srv->workers, srv->cfg.shutdown_grace_seconds);
-    if (http)
-        gj_http_stop(http);
-    if (srv->notifier)
-        gj_notifier_stop(srv->notifier);
-    if (srv->db)
-        gj_db_pool_close(srv->db);
-    if (srv->placement.cpu_slots || srv->placement.n_gpus)
-        gj_placement_destroy(&srv->placement);
-    if (pg)
-        gj_pg_embedded_stop(pg);
-    free(cert);
-    free(key);
+    stop_all(&run);
     free(srv);
     if (exit_code == 0)
         gj_log_info("serve", "stopped cleanly");

@@ -22,7 +22,9 @@
 #include "service/pg_embedded.h"
 
 enum setting_type {
-    T_STRING, T_INT, T_BYTES, T_DOUBLE, T_BOOL, T_LISTEN, T_PLACEMENT, T_LEVEL, T_ROLE, T_PG_BINDIR, T_PG_USER
+    T_STRING, T_INT, T_I64, T_BYTES, T_DOUBLE, T_BOOL, T_LISTEN, T_PLACEMENT, T_LEVEL, T_ROLE, T_PG_BINDIR,
+    T_PG_USER,
+    T_SECRET,                  /* a string of min..max characters, never echoed in a message */
 };
 
 struct setting {
@@ -67,6 +69,18 @@ static const struct setting settings[] = {
       "embedded PostgreSQL: where initdb and postgres are (default: PATH, /usr/lib/postgresql/N/bin)" },
     { "pg-user", T_PG_USER, S(pg.user), 0, 0, 1,
       "embedded PostgreSQL, when run as root: the user it runs as (default postgres)" },
+    { "models-dir", T_STRING, S(models_dir), 0, 0, 0, "model repository (default DATA_DIR/models)" },
+    { "pseudonym-secret", T_SECRET, S(pseudonym_secret), 32, 512, 0,
+      "HMAC secret of inference result keys, 32 to 512 characters (default: made once, kept in the "
+      "database); prefer the environment variable" },
+    { "infer-purge-phi", T_BOOL, S(infer_purge_phi), 0, 1, 0,
+      "delete an infer job's DICOM inputs and the UIDs in its result.json once its results are stored" },
+    { "infer-max-queue", T_INT, S(infer_max_queue), 1, 1 << 20, 0,
+      "inference requests waiting per model batcher; more get 429 (default 1024)" },
+    { "infer-queue-timeout-us", T_I64, S(infer_queue_timeout_us), 1, 3600000000LL, 0,
+      "microseconds a request may wait in a batcher's queue; past it 503 (default 30000000)" },
+    { "infer-threads", T_INT, S(infer_threads), 0, 256, 0,
+      "ONNX CPU threads per inference executor; 0: CPUs / instances, at most 16 (default 0)" },
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
 
@@ -93,6 +107,8 @@ static void set_defaults(struct gj_config *cfg)
     snprintf(cfg->log_level, sizeof cfg->log_level, "info");
     snprintf(cfg->role, sizeof cfg->role, "all");
     cfg->test.fake_gpus = -1;
+    cfg->infer_max_queue = 1024;
+    cfg->infer_queue_timeout_us = 30000000;
 }
 
 const char *gj_placement_name(enum gj_placement_policy p)
@@ -206,9 +222,26 @@ static const char *set_number(const struct setting *s, char *field, const char *
             snprintf(why, n, "must be between %lld and %lld", s->min, s->max);
             return why;
         }
-        *(int *)field = (int)v;
+        if (s->type == T_I64)
+            *(int64_t *)field = (int64_t)v;
+        else
+            *(int *)field = (int)v;
     }
     return NULL;
+}
+
+/* A secret: its length checked, the value never in a message. */
+static int set_secret(const struct setting *s, char *field, const char *value, const char *env)
+{
+    size_t n = strlen(value);
+    if (n < (size_t)s->min || n > (size_t)s->max || n >= s->size) {
+        char why[96], shown[48];
+        snprintf(why, sizeof why, "must be %lld to %lld characters", s->min, s->max);
+        snprintf(shown, sizeof shown, "a value of %zu characters", n);
+        return fail(s->flag, env, why, shown);
+    }
+    memcpy(field, value, n + 1);
+    return 0;
 }
 
 /* HOST:PORT, or [IPV6]:PORT. */
@@ -278,10 +311,13 @@ static int apply(struct gj_config *cfg, const struct setting *s, const char *val
         why = parse_bool(value, (int *)field) ? "expected true or false" : NULL;
         break;
     case T_INT:
+    case T_I64:
     case T_BYTES:
     case T_DOUBLE:
         why = set_number(s, field, value, buf, sizeof buf);
         break;
+    case T_SECRET:
+        return set_secret(s, field, value, env);
     case T_LISTEN:
         why = set_listen(cfg, value);
         break;

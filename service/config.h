@@ -48,6 +48,13 @@ struct gj_config {
     char role[16];                 /* "all" (API + workers), "api", "worker" */
     struct gj_pg_options pg;       /* --pg-bindir, --pg-user; nosync = test.pg_nosync */
     struct gj_test_switches test;
+    /* Inference (service/infer/): */
+    char models_dir[GJ_PATH_MAX];  /* the model repository (default data_dir/models) */
+    char pseudonym_secret[520];    /* "" = made at the first start, kept in the database */
+    int infer_purge_phi;           /* delete an infer job's DICOM inputs once results are stored */
+    int infer_max_queue;           /* requests waiting per model batcher (default 1024) */
+    int64_t infer_queue_timeout_us;   /* time a request may wait in a batcher (default 30 s) */
+    int infer_threads;             /* ONNX CPU threads per executor; 0 = CPUs / instances */
 };
 
 /* Defaults, then environment, then argv (argv[0] is the subcommand name), then the

@@ -36,6 +36,7 @@
 struct gj_http_server {
     struct MHD_Daemon *daemon;
     struct gj_server *srv;
+    const struct gj_route_table *const *tables;
     char *cert_pem;
     char *key_pem;
 };
@@ -43,38 +44,13 @@ struct gj_http_server {
 static atomic_int http_stopping;
 static atomic_int uploads_active;
 
-/* ---------- route table ---------- */
+/* ---------- route tables ---------- */
 
-struct route_ref {
-    const struct gj_route *routes;
-    const size_t *count;
-};
-
-#define MAX_TABLES 16
-static struct route_ref route_tables[MAX_TABLES] = {
-    { gj_routes_misc, &gj_routes_misc_count },
-    { gj_routes_blobs, &gj_routes_blobs_count },
-    { gj_routes_jobs, &gj_routes_jobs_count },
-};
-static size_t N_TABLES = 3;
-static size_t extra_counts[MAX_TABLES];
-
-int gj_http_add_routes(const struct gj_route *routes, size_t n)
+void gj_http_print_routes(FILE *f, const struct gj_route_table *const *tables)
 {
-    if (N_TABLES >= MAX_TABLES)
-        return -1;
-    extra_counts[N_TABLES] = n;
-    route_tables[N_TABLES].routes = routes;
-    route_tables[N_TABLES].count = &extra_counts[N_TABLES];
-    N_TABLES++;
-    return 0;
-}
-
-void gj_http_print_routes(FILE *f)
-{
-    for (size_t t = 0; t < N_TABLES; t++)
-        for (size_t i = 0; i < *route_tables[t].count; i++)
-            fprintf(f, "%s %s\n", route_tables[t].routes[i].method, route_tables[t].routes[i].path);
+    for (size_t t = 0; tables[t]; t++)
+        for (size_t i = 0; i < tables[t]->n; i++)
+            fprintf(f, "%s %s\n", tables[t]->routes[i].method, tables[t]->routes[i].path);
 }
 
 /* ---------- pure helpers ---------- */
@@ -626,14 +602,14 @@ static void new_request_id(char out[33])
         snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
-static const struct gj_route *find_route(struct gj_req *r, const char *method, const char *path,
-                                         char *allow, size_t allow_cap)
+static const struct gj_route *find_route(const struct gj_route_table *const *tables, struct gj_req *r,
+                                         const char *method, const char *path, char *allow, size_t allow_cap)
 {
     const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
     allow[0] = '\0';
-    for (size_t t = 0; t < N_TABLES; t++)
-        for (size_t i = 0; i < *route_tables[t].count; i++) {
-            const struct gj_route *rt = &route_tables[t].routes[i];
+    for (size_t t = 0; tables[t]; t++)
+        for (size_t i = 0; i < tables[t]->n; i++) {
+            const struct gj_route *rt = &tables[t]->routes[i];
             char params[GJ_ROUTE_MAX_PARAMS][GJ_PARAM_MAX];
             int n = 0;
             if (!gj_http_match_path(rt->path, path, params, GJ_ROUTE_MAX_PARAMS, &n))
@@ -731,10 +707,10 @@ static enum MHD_Result queue_prepared(struct gj_req *r)
 }
 
 /* First call for a request: route, authenticate, check declared sizes. */
-static void first_call(struct gj_req *r, const char *url, const char *method)
+static void first_call(const struct gj_http_server *h, struct gj_req *r, const char *url, const char *method)
 {
     char allow[128];
-    const struct gj_route *rt = find_route(r, method, url, allow, sizeof allow);
+    const struct gj_route *rt = find_route(h->tables, r, method, url, allow, sizeof allow);
     if (!rt) {
         if (allow[0]) {
             struct MHD_Response *resp = gj_problem(r, 405, NULL, "method %s is not allowed here", method);
@@ -875,7 +851,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         ascii_copy(r->method, sizeof r->method, method);
         ascii_copy(r->path, sizeof r->path, url);
         new_request_id(r->request_id);
-        first_call(r, url, method);
+        first_call(h, r, url, method);
         if (r->response && !drain_before_answer(r))
             return queue_prepared(r);
         return MHD_YES;
@@ -964,7 +940,8 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     gj_log_fields(GJ_LOG_DEBUG, "http", msg, NULL);
 }
 
-struct gj_http_server *gj_http_start(struct gj_server *srv, const char *cert_pem, const char *key_pem)
+struct gj_http_server *gj_http_start(struct gj_server *srv, const struct gj_route_table *const *tables,
+                                     const char *cert_pem, const char *key_pem)
 {
     const struct gj_config *cfg = &srv->cfg;
     struct addrinfo hints = { 0 }, *ai = NULL;
@@ -988,6 +965,7 @@ struct gj_http_server *gj_http_start(struct gj_server *srv, const char *cert_pem
         return NULL;
     }
     h->srv = srv;
+    h->tables = tables;
     atomic_store(&http_stopping, 0);
     unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
                          MHD_USE_ITC;

@@ -16,14 +16,19 @@
 
 struct gj_http_server;
 
-/* Starts listening (TLS unless cfg.insecure_http). NULL with a log line. */
-struct gj_http_server *gj_http_start(struct gj_server *srv, const char *cert_pem, const char *key_pem);
+struct gj_route_table;
+
+/* Starts listening (TLS unless cfg.insecure_http) with the route tables (NULL-terminated;
+ * they outlive the server): a request goes to the first route that matches, in table
+ * order. NULL with a log line. */
+struct gj_http_server *gj_http_start(struct gj_server *srv, const struct gj_route_table *const *tables,
+                                     const char *cert_pem, const char *key_pem);
 /* Stops accepting; in-flight requests finish or are cut after a short wait. */
 void gj_http_stop(struct gj_http_server *h);
 
-/* Prints the route table, one "METHOD /path/{param}" line per route
+/* Prints the routes of the tables, one "METHOD /path/{param}" line each
  * (`gpujobd serve --print-routes`; the OpenAPI test compares it with the spec). */
-void gj_http_print_routes(FILE *f);
+void gj_http_print_routes(FILE *f, const struct gj_route_table *const *tables);
 
 /* ------------------------------------------------------------------------
  * Shared by http_server.c and the route files (routes_*.c); nothing else
@@ -56,6 +61,12 @@ struct gj_route {
     /* The request ended; ok = 0 when the client went away or the response was
      * cut. Frees r->state. NULL ok. */
     void (*done)(struct gj_req *r, int ok);
+};
+
+/* A route file's routes (each route file exports one; a module lists its tables). */
+struct gj_route_table {
+    const struct gj_route *routes;
+    size_t n;
 };
 
 struct gj_req {
@@ -136,19 +147,9 @@ int gj_is_timestamp(const char *s);
 void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const char *content_type,
                        const char *filename);
 
-/* Adds a table of routes (a module's service-side part, e.g. an inference
- * protocol): call before gj_http_start() and gj_http_print_routes(); the table
- * must outlive the server. Routes are matched in registration order after the
- * built-in ones. 0, or -1 when the table of tables (16) is full. Document each
- * route in openapi/openapi.yaml: the OpenAPI test compares both ways. */
-int gj_http_add_routes(const struct gj_route *routes, size_t n);
-
-/* The route tables of the route files. */
-extern const struct gj_route gj_routes_blobs[];
-extern const size_t gj_routes_blobs_count;
-extern const struct gj_route gj_routes_jobs[];
-extern const size_t gj_routes_jobs_count;
-extern const struct gj_route gj_routes_misc[];
-extern const size_t gj_routes_misc_count;
+/* The route tables of the core API (the core module, service/core.c). */
+extern const struct gj_route_table gj_routes_blobs;
+extern const struct gj_route_table gj_routes_jobs;
+extern const struct gj_route_table gj_routes_misc;
 
 #endif

@@ -15,7 +15,6 @@
 #include "service/devices.h"
 #include "service/log.h"
 #include "service/metrics.h"
-#include "service/oip.h"
 #include "service/placement.h"
 
 #if GJ_HAVE_CUDA
@@ -82,6 +81,20 @@ static void copy_label(char *dst, const char *src)
 
 void gj_metrics_init(void)
 {
+}
+
+#define MAX_WRITERS 32
+static gj_metrics_writer writers[MAX_WRITERS];
+static size_t n_writers;
+
+int gj_metrics_add_writer(gj_metrics_writer write)
+{
+    pthread_mutex_lock(&lock);
+    int rc = n_writers < MAX_WRITERS ? 0 : -1;
+    if (rc == 0)
+        writers[n_writers++] = write;
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 static struct histogram *hist_get(struct series *s, const char *a, const char *b)
@@ -343,8 +356,9 @@ void gj_metrics_write(FILE *f)
     h = job_hists.items;
     for (size_t i = 0; i < job_hists.n; i++)
         write_hist(f, "gpujobd_job_duration_seconds", &h[i], "kind", "state", job_buckets, N_JOB_BUCKETS);
+    size_t nw = n_writers;
     pthread_mutex_unlock(&lock);
-    if (gj_oip_metrics_write)   /* inference batchers (service/routes_oip.c), when linked */
-        gj_oip_metrics_write(f);
+    for (size_t i = 0; i < nw; i++)   /* the modules' own (module.h: write_metrics) */
+        writers[i](f);
     write_gpus(f);
 }

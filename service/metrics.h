@@ -18,7 +18,12 @@
 void gj_metrics_init(void);
 void gj_metrics_http(const char *method, const char *route, int status, double seconds);
 void gj_metrics_job_finished(const char *kind, const char *state, double seconds);
-/* Appends the in-process metrics in text format to f. */
+/* Appends the in-process metrics in text format to f, then each added writer's. */
 void gj_metrics_write(FILE *f);
+/* Adds a module's metrics (module.h: write_metrics), written by every gj_metrics_write
+ * after the in-process ones; called by cmd_serve.c before the HTTP server starts. 0, or
+ * -1 when the table (32) is full. */
+typedef void (*gj_metrics_writer)(FILE *f);
+int gj_metrics_add_writer(gj_metrics_writer write);
 
 #endif

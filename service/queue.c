@@ -15,7 +15,6 @@
 
 #include "common/fsutil.h"
 #include "service/db.h"
-#include "service/inference_store.h"
 #include "service/log.h"
 #include "service/queue.h"
 
@@ -307,7 +306,8 @@ static const char success_sql[] =
     " error = NULL, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL"
     " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running' RETURNING id";
 
-int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *output_dir)
+int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *output_dir,
+                            gj_job_succeeded_fn on_success)
 {
     char **names = NULL;
     size_t n = 0;
@@ -331,7 +331,7 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
     }
 
     const char *params[] = { c->id, c->lease_token };
-    if (n == 0 && strcmp(c->kind, "infer") != 0) {
+    if (n == 0 && !on_success) {
         /* Nothing to store: one fenced statement is the whole finish. */
         int rows = fenced(conn, success_sql, 2, params, NULL);
         if (rows == 0)
@@ -351,8 +351,8 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
         return rows == 0 ? 1 : -1;
     }
     int rc = 0;
-    if (strcmp(c->kind, "infer") == 0)   /* inference_results rows + UID-free result.json, same commit */
-        rc = gj_inference_on_job_succeeded(conn, c, output_dir);
+    if (on_success)   /* the module's records commit with the state and the outputs */
+        rc = on_success(conn, c, output_dir);
     for (size_t i = 0; i < n && rc == 0; i++) {
         char path[4096];
         struct stat st;

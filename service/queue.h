@@ -52,9 +52,16 @@ int gj_queue_heartbeat(PGconn *conn, const struct gj_claim *c, int lease_seconds
 /* The finish_* functions, set_device and release return 0 done, 1 refused
  * (lease lost: another attempt owns the job; nothing was changed), -1 error. */
 
+/* What a module records when a job of its kinds succeeds (module.h: on_job_succeeded):
+ * runs inside the success transaction, before the outputs are stored. 0, or -1. */
+typedef int (*gj_job_succeeded_fn)(PGconn *conn, const struct gj_claim *c, const char *output_dir);
+
 /* Outputs to attach when a job succeeds: every regular file of dir (names must
- * pass gj_safe_name; otherwise the job fails instead and 2 is returned). */
-int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *output_dir);
+ * pass gj_safe_name; otherwise the job fails instead and 2 is returned).
+ * on_success (NULL: none) runs in the same transaction: its -1 rolls everything back
+ * (returns -1). */
+int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *output_dir,
+                            gj_job_succeeded_fn on_success);
 /* Failure: retried (queued after backoff) when transient and attempts remain,
  * else failed. error is a JSON object {"message", "field"?} (borrowed). */
 int gj_queue_finish_failure(PGconn *conn, const struct gj_claim *c, json_t *error, int transient,

@@ -354,9 +354,9 @@ static void blob_delete(struct gj_req *r)
     gj_respond_empty(r, 204);
 }
 
-const struct gj_route gj_routes_blobs[] = {
+static const struct gj_route blob_routes[] = {
     { "POST", "/v1/blobs", GJ_AUTH_USER, GJ_BODY_STREAM, upload_begin, upload_data, upload_handle, upload_done },
     { "GET", "/v1/blobs/{id}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, blob_get, NULL },
     { "DELETE", "/v1/blobs/{id}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, blob_delete, NULL },
 };
-const size_t gj_routes_blobs_count = sizeof gj_routes_blobs / sizeof gj_routes_blobs[0];
+const struct gj_route_table gj_routes_blobs = { blob_routes, sizeof blob_routes / sizeof blob_routes[0] };

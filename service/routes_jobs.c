@@ -1211,7 +1211,7 @@ static void job_events(struct gj_req *r)
     gj_respond(r, 200, resp, 0);
 }
 
-const struct gj_route gj_routes_jobs[] = {
+static const struct gj_route job_routes[] = {
     { "POST", "/v1/jobs", GJ_AUTH_USER, GJ_BODY_JSON, submit_begin, submit_data, submit_handle, submit_done },
     { "GET", "/v1/jobs", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, jobs_list, NULL },
     { "GET", "/v1/jobs/{id}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, job_get, NULL },
@@ -1221,4 +1221,4 @@ const struct gj_route gj_routes_jobs[] = {
     { "GET", "/v1/jobs/{id}/outputs/{name}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, output_get, NULL },
     { "GET", "/v1/jobs/{id}/events", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, job_events, NULL },
 };
-const size_t gj_routes_jobs_count = sizeof gj_routes_jobs / sizeof gj_routes_jobs[0];
+const struct gj_route_table gj_routes_jobs = { job_routes, sizeof job_routes / sizeof job_routes[0] };

@@ -315,7 +315,7 @@ static void revoke_key(struct gj_req *r)
         gj_respond_empty(r, 204);
 }
 
-const struct gj_route gj_routes_misc[] = {
+static const struct gj_route misc_routes[] = {
     { "GET", "/healthz", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, healthz, NULL },
     { "GET", "/readyz", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, readyz, NULL },
     { "GET", "/metrics", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, metrics, NULL },
@@ -324,4 +324,4 @@ const struct gj_route gj_routes_misc[] = {
     { "POST", "/v1/api-keys", GJ_AUTH_ADMIN, GJ_BODY_JSON, NULL, NULL, create_key, NULL },
     { "DELETE", "/v1/api-keys/{id}", GJ_AUTH_ADMIN, GJ_BODY_NONE, NULL, NULL, revoke_key, NULL },
 };
-const size_t gj_routes_misc_count = sizeof gj_routes_misc / sizeof gj_routes_misc[0];
+const struct gj_route_table gj_routes_misc = { misc_routes, sizeof misc_routes / sizeof misc_routes[0] };

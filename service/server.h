@@ -11,8 +11,15 @@
 #include "service/db.h"
 #include "service/notify.h"
 #include "service/placement.h"
+#include "service/queue.h"
 
 struct gj_worker_pool;
+
+/* A kind whose succeeded jobs a module records (module.h: kinds, on_job_succeeded). */
+struct gj_kind_hook {
+    const char *kind;
+    gj_job_succeeded_fn on_succeeded;
+};
 
 struct gj_server {
     struct gj_config cfg;
@@ -22,6 +29,8 @@ struct gj_server {
     struct gj_placement placement;
     struct gj_worker_pool *workers;   /* NULL when role is "api" */
     char worker_id[256];              /* host:pid:start — lease owner name */
+    const struct gj_kind_hook *kind_hooks;   /* from the modules (cmd_serve.c); may be NULL */
+    size_t n_kind_hooks;
     atomic_int stopping;              /* SIGTERM seen: claim nothing new */
     atomic_int ready;                 /* migrations applied and workers running */
 };

@@ -523,6 +523,15 @@ static json_t *error_json(const struct gj_error *err)
     return e;
 }
 
+/* The module hook that records a succeeded job of this kind, or NULL. */
+static gj_job_succeeded_fn succeeded_hook(const struct gj_server *srv, const char *kind)
+{
+    for (size_t i = 0; i < srv->n_kind_hooks; i++)
+        if (strcmp(srv->kind_hooks[i].kind, kind) == 0)
+            return srv->kind_hooks[i].on_succeeded;
+    return NULL;
+}
+
 enum ending { END_SUCCESS, END_FAIL, END_CANCEL, END_RELEASE, END_WAIT, END_NOTHING };
 
 /* Writes the job's end to the database; returns the state label for metrics. */
@@ -548,7 +557,7 @@ static const char *finish(struct wp_slot *s, const struct gj_claim *c, enum endi
     pthread_mutex_unlock(&wp->lock);
     switch (how) {
     case END_SUCCESS:
-        rc = gj_queue_finish_success(conn, c, out_dir);
+        rc = gj_queue_finish_success(conn, c, out_dir, succeeded_hook(wp->srv, c->kind));
         label = rc == 0 ? "succeeded" : rc == 2 ? "failed" : "lost";
         break;
     case END_FAIL: {
@@ -1164,8 +1173,6 @@ struct gj_worker_pool *gj_worker_pool_start(struct gj_server *srv)
 
     sweep_stale_scratch(wp);
     register_worker(wp);
-    /* Models loaded by infer jobs reserve their GPU memory in this placement too. */
-    gj_place_attach_models(&srv->placement);
     gj_notifier_on_cancel(srv->notifier, on_cancel, wp);
 
     rc = pthread_create(&wp->maint, NULL, maint_main, wp);

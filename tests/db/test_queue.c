@@ -249,7 +249,7 @@ static void test_fencing(void **state)
     /* The zombie is refused everywhere and changes nothing. */
     assert_int_equal(gj_queue_heartbeat(f->conn, &old, 30, 0.9, "zombie"), 2);
     assert_int_equal(gj_queue_set_device(f->conn, &old, "gpu:7"), 1);
-    assert_int_equal(gj_queue_finish_success(f->conn, &old, out_old), 1);
+    assert_int_equal(gj_queue_finish_success(f->conn, &old, out_old, NULL), 1);
     assert_int_equal(count(f, "SELECT count(*) FROM job_outputs WHERE job_id = $1", id), 0);
     assert_int_equal(count(f, "SELECT count(*) FROM blobs WHERE owner_job = $1", id), 0);
     assert_int_equal(count(f, "SELECT count(*) FROM pg_largeobject_metadata", NULL), 0);
@@ -264,7 +264,7 @@ static void test_fencing(void **state)
 
     /* The retry's result is accepted, with its own outputs only. */
     assert_int_equal(gj_queue_set_device(f->conn, &cur, "cpu"), 0);
-    assert_int_equal(gj_queue_finish_success(f->conn, &cur, out_new), 0);
+    assert_int_equal(gj_queue_finish_success(f->conn, &cur, out_new, NULL), 0);
     assert_string_equal(job_field(f, id, "state"), "succeeded");
     assert_string_equal(job_field(f, id, "device"), "cpu");
     assert_string_equal(job_field(f, id, "error IS NULL"), "true");
@@ -294,7 +294,7 @@ static void test_fencing(void **state)
     assert_memory_equal(buf, "{\"who\":\"retry\"}", (size_t)n);
 
     /* Finishing twice is refused too: each job finishes exactly once. */
-    assert_int_equal(gj_queue_finish_success(f->conn, &cur, out_new), 1);
+    assert_int_equal(gj_queue_finish_success(f->conn, &cur, out_new, NULL), 1);
     assert_int_equal(count(f, "SELECT count(*) FROM job_outputs WHERE job_id = $1", id), 3);
     /* The history shows both attempts. */
     assert_true(count(f, "SELECT count(*) FROM job_events WHERE job_id = $1 AND kind = 'state'", id) >= 5);
@@ -313,7 +313,7 @@ static void test_unsafe_output_name_fails_job(void **state)
     make_dir(f, "unsafe", out, sizeof out);
     write_text(out, "good.json", "{}");
     write_text(out, "bad\\name", "x");
-    assert_int_equal(gj_queue_finish_success(f->conn, &c, out), 2);
+    assert_int_equal(gj_queue_finish_success(f->conn, &c, out, NULL), 2);
     assert_string_equal(job_field(f, id, "state"), "failed");
     assert_int_equal(count(f, "SELECT count(*) FROM job_outputs WHERE job_id = $1", id), 0);
     assert_int_equal(count(f, "SELECT count(*) FROM blobs", NULL), 0);
@@ -511,7 +511,7 @@ static void test_subtasks(void **state)
         snprintf(name, sizeof name, "child%d", i);
         make_dir(f, name, out, sizeof out);
         write_text(out, "part.json", i ? "[1]" : "[0]");
-        assert_int_equal(gj_queue_finish_success(other, &cc, out), 0);
+        assert_int_equal(gj_queue_finish_success(other, &cc, out, NULL), 0);
         gj_claim_clear(&cc);
         assert_string_equal(job_field(f, parent, "state"), i == 0 ? "waiting" : "queued");
     }
@@ -525,7 +525,7 @@ static void test_subtasks(void **state)
     char out[600];
     make_dir(f, "parent", out, sizeof out);
     write_text(out, "volume.nrrd", "NRRD0004");
-    assert_int_equal(gj_queue_finish_success(f->conn, &pc, out), 0);
+    assert_int_equal(gj_queue_finish_success(f->conn, &pc, out, NULL), 0);
     assert_string_equal(job_field(f, parent, "state"), "succeeded");
     gj_claim_clear(&pc);
 

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "service/inference_store.h"
+#include "service/infer/infer.h"
 
 static void ok(const char *dt, const char *da, const char *tm, const char *want)
 {

@@ -1,5 +1,12 @@
 /*
- * routes_oip.c — Open Inference Protocol v2 (REST), as Triton serves it (see oip.h).
+ * routes_oip.c — the Open Inference Protocol v2 (KServe v2, Triton's REST dialect): health,
+ * server and model metadata, readiness, and infer with JSON tensors and Triton's binary
+ * tensor extension, through the dynamic batcher (compute/infer/serving/batcher.h). Models
+ * come from the module's repository (infer.h).
+ *
+ * Authentication: the two /v2/health routes answer without a key (probes); every other
+ * route needs an API key (Authorization: Bearer, as /v1). Errors are {"error": "..."}
+ * (401/403 from the shared authentication stay application/problem+json).
  *
  *   GET  /v2/health/live, /v2/health/ready                      no key
  *   GET  /v2                                                     server metadata
@@ -30,16 +37,13 @@
 #include "infer/serving/batcher.h"
 #include "infer/serving/model_repo.h"
 #include "service/http_server.h"
-#include "service/inference_store.h"
+#include "service/infer/infer.h"
 #include "service/log.h"
-#include "service/oip.h"
 
 #define COMPONENT "oip"
 #define OIP_MAX_BODY ((uint64_t)256 << 20)       /* JSON + binary tensors */
 #define OIP_MAX_NEST 8
 #define HDR_INFER_LEN "Inference-Header-Content-Length"
-
-static struct gj_server *g_srv;
 
 /* ---- responses ------------------------------------------------------------------------- */
 
@@ -89,7 +93,7 @@ static int load_model(struct gj_req *r, gj_served_model **out)
                   r->params[1]);
         return -1;
     }
-    gj_model_repo *repo = gj_inference_repo();
+    gj_model_repo *repo = gj_infer_repo();
     if (!repo) {
         oip_error(r, 503, "the model repository is not available");
         return -1;
@@ -128,7 +132,7 @@ static void health_live(struct gj_req *r)
 static int server_ready(const struct gj_server *srv)
 {
     return atomic_load(&srv->ready) && !atomic_load(&srv->stopping) && !gj_http_stopping(srv) &&
-           gj_inference_repo() != NULL;
+           gj_infer_repo() != NULL;
 }
 
 static void health_ready(struct gj_req *r)
@@ -168,7 +172,7 @@ static void model_metadata(struct gj_req *r)
     struct gj_model_version_info vi[64];
     size_t nv = 0;
     struct gj_error err = { 0 };
-    gj_model_repo *repo = gj_inference_repo();
+    gj_model_repo *repo = gj_infer_repo();
     if (r->n_params >= 2) {
         json_array_append_new(versions, json_string(r->params[1]));
     } else if (repo && gj_model_repo_versions(repo, r->params[0], vi, 64, &nv, &err) == 0) {
@@ -180,7 +184,7 @@ static void model_metadata(struct gj_req *r)
     }
     int64_t out_dims[1] = { cfg->n_outputs };
     /* parameters: the protocol's $parameters (string, number or boolean values) */
-    json_t *devs = gj_inference_devices_json(gj_served_model_name(m), gj_served_model_version(m));
+    json_t *devs = gj_infer_devices_json(gj_served_model_name(m), gj_served_model_version(m));
     char devices[256] = "";
     for (size_t i = 0; i < json_array_size(devs); i++) {
         size_t len = strlen(devices);
@@ -225,7 +229,7 @@ static void model_ready(struct gj_req *r)
                                           gj_served_model_name(m), "version",
                                           (json_int_t)gj_served_model_version(m), "ready", 1,
                                           "devices",
-                                          gj_inference_devices_json(gj_served_model_name(m),
+                                          gj_infer_devices_json(gj_served_model_name(m),
                                                                     gj_served_model_version(m))));
         gj_batcher_release(b);
     }
@@ -596,45 +600,7 @@ static const struct gj_route oip_routes[] = {
     { "POST", "/v2/models/{name}/versions/{version}/infer", GJ_AUTH_USER, GJ_BODY_STREAM,
       infer_begin, infer_data, infer_handle, infer_done },
 };
-
-static atomic_int g_registered;
-
-static int register_routes(void)
-{
-    if (atomic_exchange(&g_registered, 1))
-        return 0;
-    return gj_http_add_routes(oip_routes, sizeof oip_routes / sizeof oip_routes[0]);
-}
-
-/* At load time, so `serve --print-routes` (which runs before any start-up step) lists
- * the routes too. */
-__attribute__((constructor)) static void oip_register_at_load(void)
-{
-    if (register_routes() != 0)
-        fprintf(stderr, "gpujobd: the Open Inference Protocol routes could not be registered\n");
-}
-
-static void oip_atexit(void)
-{
-    gj_batcher_registry_shutdown();
-}
-
-int gj_oip_init(struct gj_server *srv)
-{
-    g_srv = srv;
-    /* Batchers reserve their models' GPU memory in the worker pool's accounting. */
-    gj_place_attach_models(&srv->placement);
-    if (register_routes() != 0) {
-        gj_log_error(COMPONENT, "the Open Inference Protocol routes could not be registered");
-        return -1;
-    }
-    static atomic_int once;
-    if (!atomic_exchange(&once, 1))
-        atexit(oip_atexit);
-    gj_log_info(COMPONENT, "Open Inference Protocol v2 at /v2 (models from %s)",
-                gj_inference_models_dir() ? gj_inference_models_dir() : "(none)");
-    return 0;
-}
+const struct gj_route_table gj_infer_routes_oip = { oip_routes, sizeof oip_routes / sizeof oip_routes[0] };
 
 /* ---- metrics ------------------------------------------------------------------------------- */
 
@@ -650,7 +616,7 @@ static void put_label(FILE *f, const char *v)
     }
 }
 
-void gj_oip_metrics_write(FILE *f)
+void gj_infer_write_metrics(FILE *f)
 {
     static const struct {
         const char *name, *help;

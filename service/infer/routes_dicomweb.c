@@ -33,7 +33,7 @@
 #include "service/blobstore.h"
 #include "service/db.h"
 #include "service/http_server.h"
-#include "service/inference_store.h"
+#include "service/infer/infer.h"
 #include "service/log.h"
 #include "service/multipart_related.h"
 
@@ -294,7 +294,7 @@ static void stow_begin(struct gj_req *r)
     }
     char mdir[1400];
     struct stat st;
-    if (gj_path_join(mdir, sizeof mdir, gj_inference_models_dir(), s->model) != 0 || stat(mdir, &st) != 0 ||
+    if (gj_path_join(mdir, sizeof mdir, gj_infer_models_dir(), s->model) != 0 || stat(mdir, &st) != 0 ||
         !S_ISDIR(st.st_mode)) {
         gj_problem(r, 404, "model", "unknown model '%s' (GET /v1/models lists them)", s->model);
         return;
@@ -607,9 +607,9 @@ static void stow_done(struct gj_req *r, int ok)
     r->state = NULL;
 }
 
-const struct gj_route gj_routes_dicomweb[] = {
+static const struct gj_route stow_routes[] = {
     { "POST", "/dicomweb/studies", GJ_AUTH_USER, GJ_BODY_STREAM, stow_begin, stow_data, stow_handle, stow_done },
     { "POST", "/dicomweb/studies/{study}", GJ_AUTH_USER, GJ_BODY_STREAM, stow_begin, stow_data, stow_handle,
       stow_done },
 };
-const size_t gj_routes_dicomweb_count = sizeof gj_routes_dicomweb / sizeof gj_routes_dicomweb[0];
+const struct gj_route_table gj_infer_routes_dicomweb = { stow_routes, sizeof stow_routes / sizeof stow_routes[0] };

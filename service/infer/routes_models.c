@@ -33,7 +33,7 @@
 #include "common/fsutil.h"
 #include "infer/serving/batcher.h"
 #include "service/http_server.h"
-#include "service/inference_store.h"
+#include "service/infer/infer.h"
 #include "service/log.h"
 #include "service/multipart_related.h"
 
@@ -62,7 +62,7 @@ static json_t *describe(gj_model_repo *repo)
             if (s)
                 json_object_set_new(v, "state", json_string(state_label(s)));
             json_int_t ver = json_integer_value(json_object_get(v, "version"));
-            json_object_set_new(v, "devices", gj_inference_devices_json(name, (int64_t)ver));
+            json_object_set_new(v, "devices", gj_infer_devices_json(name, (int64_t)ver));
         }
     }
     return arr;
@@ -86,7 +86,7 @@ static json_t *describe_one(gj_model_repo *repo, const char *name)
 
 static gj_model_repo *repo_or_503(struct gj_req *r)
 {
-    gj_model_repo *repo = gj_inference_repo();
+    gj_model_repo *repo = gj_infer_repo();
     if (!repo)
         gj_problem(r, 503, NULL, "the model repository is not available");
     return repo;
@@ -247,13 +247,13 @@ static void version_delete(struct gj_req *r)
         return;
     }
     char mdir[1300], vdir[1400], trash[1400];
-    snprintf(mdir, sizeof mdir, "%s/%s", gj_inference_models_dir(), name);
+    snprintf(mdir, sizeof mdir, "%s/%s", gj_infer_models_dir(), name);
     snprintf(vdir, sizeof vdir, "%s/%lld", mdir, (long long)v);
-    snprintf(trash, sizeof trash, "%s/.delete-%s", gj_inference_models_dir(), r->request_id);
-    gj_inference_repo_lock();
+    snprintf(trash, sizeof trash, "%s/.delete-%s", gj_infer_models_dir(), r->request_id);
+    gj_infer_repo_lock();
     struct stat st;
     if (stat(vdir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        gj_inference_repo_unlock();
+        gj_infer_repo_unlock();
         gj_respond_not_found(r);
         return;
     }
@@ -275,7 +275,7 @@ static void version_delete(struct gj_req *r)
         if (d)
             closedir(d);
     }
-    gj_inference_repo_unlock();
+    gj_infer_repo_unlock();
     if (rc != 0) {
         gj_log_error(COMPONENT, "delete %s version %lld: %s", name, (long long)v, strerror(errno));
         gj_problem(r, 500, NULL, "the version could not be deleted");
@@ -284,13 +284,13 @@ static void version_delete(struct gj_req *r)
     gj_rm_rf(trash);
     if (left == 0) {   /* the last version: the model goes with it */
         char mtrash[1400];
-        snprintf(mtrash, sizeof mtrash, "%s/.delete-%s-m", gj_inference_models_dir(), r->request_id);
-        gj_inference_repo_lock();
+        snprintf(mtrash, sizeof mtrash, "%s/.delete-%s-m", gj_infer_models_dir(), r->request_id);
+        gj_infer_repo_lock();
         if (rename(mdir, mtrash) == 0) {
-            gj_inference_repo_unlock();
+            gj_infer_repo_unlock();
             gj_rm_rf(mtrash);
         } else {
-            gj_inference_repo_unlock();
+            gj_infer_repo_unlock();
         }
     }
     rescan(repo);
@@ -415,7 +415,7 @@ static void upload_begin(struct gj_req *r)
     u->fd = -1;
     u->r = r;
     r->state = u;
-    if (!gj_inference_repo()) {
+    if (!gj_infer_repo()) {
         gj_problem(r, 503, NULL, "the model repository is not available");
         return;
     }
@@ -443,7 +443,7 @@ static void upload_begin(struct gj_req *r)
     gj_mpr_set_max_parts(u->mp, 4);
     char vdir[1400];
     struct stat st;
-    snprintf(vdir, sizeof vdir, "%s/%s/%lld", gj_inference_models_dir(), u->name, (long long)u->version);
+    snprintf(vdir, sizeof vdir, "%s/%s/%lld", gj_infer_models_dir(), u->name, (long long)u->version);
     if (stat(vdir, &st) == 0) {
         gj_problem(r, 409, "version", "model '%s' version %lld exists; versions are immutable (DELETE it first)",
                    u->name, (long long)u->version);
@@ -455,7 +455,7 @@ static void upload_begin(struct gj_req *r)
             MHD_add_response_header(resp, "Retry-After", "1");
         return;
     }
-    snprintf(u->stage, sizeof u->stage, "%s/.upload-%s", gj_inference_models_dir(), r->request_id);
+    snprintf(u->stage, sizeof u->stage, "%s/.upload-%s", gj_infer_models_dir(), r->request_id);
     snprintf(u->vdir, sizeof u->vdir, "%s/%lld", u->stage, (long long)u->version);
     if (gj_mkdir_p(u->vdir, 0755) != 0) {
         gj_log_error(COMPONENT, "upload: %s: %s", u->vdir, strerror(errno));
@@ -504,7 +504,7 @@ static void upload_handle(struct gj_req *r)
     if (!u->status && !u->have_model)
         up_fail(u, 422, "model", "the \"model\" part (model.onnx) is missing");
     char mdir[1300], cfg_dst[1500], path[1600];
-    snprintf(mdir, sizeof mdir, "%s/%s", gj_inference_models_dir(), u->name);
+    snprintf(mdir, sizeof mdir, "%s/%s", gj_infer_models_dir(), u->name);
     struct stat st;
     int new_model = stat(mdir, &st) != 0;
     if (!u->status && new_model && !u->have_config)
@@ -547,7 +547,7 @@ static void upload_handle(struct gj_req *r)
     /* into place, atomically: the whole model, or the one version */
     char vdst[1500];
     snprintf(vdst, sizeof vdst, "%s/%lld", mdir, (long long)u->version);
-    gj_inference_repo_lock();
+    gj_infer_repo_lock();
     int rc;
     if (new_model) {
         rc = rename(u->stage, mdir);
@@ -557,7 +557,7 @@ static void upload_handle(struct gj_req *r)
         rc = stat(vdst, &st) == 0 ? (errno = EEXIST, -1) : rename(u->vdir, vdst);
     }
     int e = errno;
-    gj_inference_repo_unlock();
+    gj_infer_repo_unlock();
     if (rc != 0) {
         stage_drop(u);
         if (e == EEXIST || e == ENOTEMPTY)
@@ -568,7 +568,7 @@ static void upload_handle(struct gj_req *r)
         return;
     }
     stage_drop(u);
-    gj_model_repo *repo = gj_inference_repo();
+    gj_model_repo *repo = gj_infer_repo();
     rescan(repo);
     gj_log_info(COMPONENT, "model %s version %lld uploaded", u->name, (long long)u->version);
     struct MHD_Response *resp = gj_respond_json(r, 201, describe_one(repo, u->name));
@@ -592,7 +592,7 @@ static void upload_done(struct gj_req *r, int ok)
     r->state = NULL;
 }
 
-const struct gj_route gj_routes_models[] = {
+static const struct gj_route model_routes[] = {
     { "GET", "/v1/models", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, models_list, NULL },
     { "PUT", "/v1/models/{name}/versions/{version}", GJ_AUTH_ADMIN, GJ_BODY_STREAM, upload_begin, upload_data,
       upload_handle, upload_done },
@@ -601,4 +601,4 @@ const struct gj_route gj_routes_models[] = {
     { "POST", "/v1/models/{name}/load", GJ_AUTH_ADMIN, GJ_BODY_NONE, NULL, NULL, model_load, NULL },
     { "POST", "/v1/models/{name}/unload", GJ_AUTH_ADMIN, GJ_BODY_NONE, NULL, NULL, model_unload, NULL },
 };
-const size_t gj_routes_models_count = sizeof gj_routes_models / sizeof gj_routes_models[0];
+const struct gj_route_table gj_infer_routes_models = { model_routes, sizeof model_routes / sizeof model_routes[0] };

@@ -1,271 +1,33 @@
 /*
- * inference_store.c — model repository set-up, the pseudonymisation secret,
- * and turning a succeeded `infer` job's result.json into inference_results
- * rows (see inference_store.h).
+ * results_store.c — what a succeeded `infer` job records (infer.h): one inference_results
+ * row per image of its result.json, keys instead of UIDs, and with --infer-purge-phi its
+ * DICOM inputs deleted and its result.json pseudonymised.
  */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include "common/fsutil.h"
 #include "infer/dicom.h"
-#include "infer/serving/batcher.h"
 #include "service/db.h"
-#include "service/inference_store.h"
+#include "service/infer/infer.h"
 #include "service/log.h"
 
-#include "gj_demo_model.h"
-
 #define COMPONENT "inference"
-#define SECRET_NAME "pseudonym_hmac_v1"
 #define RESULT_MAX_BYTES ((size_t)64 << 20)
 #define INPUT_MAX_BYTES ((uint64_t)512 << 20)   /* inputs re-read for their acquisition time */
 
-static unsigned char g_secret[512];
-static size_t g_secret_len;
-static gj_model_repo *g_repo;
-static char g_models_dir[1100];
-static pthread_mutex_t g_repo_mu = PTHREAD_MUTEX_INITIALIZER;
-/* GPUJOBD_INFER_PURGE_PHI=1: once an infer job's results are stored, its own
- * DICOM inputs are deleted and its result.json keeps HMAC keys instead of UIDs.
- * Off by default: what a user uploaded and what a job produced are kept as
- * they are; the results table and the logs are pseudonymous either way. */
+/* --infer-purge-phi: once an infer job's results are stored, its own DICOM inputs are
+ * deleted and its result.json keeps HMAC keys instead of UIDs. Off by default: what a
+ * user uploaded and what a job produced are kept as they are; the results table and the
+ * logs are pseudonymous either way. */
 static int g_purge_phi;
 
-gj_model_repo *gj_inference_repo(void)
+void gj_infer_set_purge_phi(int on)
 {
-    return g_repo;
-}
-
-const char *gj_inference_models_dir(void)
-{
-    return g_models_dir;
-}
-
-void gj_inference_repo_lock(void)
-{
-    pthread_mutex_lock(&g_repo_mu);
-}
-
-void gj_inference_repo_unlock(void)
-{
-    pthread_mutex_unlock(&g_repo_mu);
-}
-
-json_t *gj_inference_devices_json(const char *name, int64_t version)
-{
-    int d[GJ_MODEL_MAX_GPUS + 1];
-    size_t n = gj_batcher_registry_devices(name, version, d, GJ_MODEL_MAX_GPUS + 1);
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n && i < GJ_MODEL_MAX_GPUS + 1; i++) {
-        char dev[24];
-        if (d[i] >= 0)
-            snprintf(dev, sizeof dev, "gpu:%d", d[i]);
-        else
-            snprintf(dev, sizeof dev, "cpu");
-        json_array_append_new(a, json_string(dev));
-    }
-    return a;
-}
-
-int gj_inference_key(const char *text, char hex[65])
-{
-    hex[0] = '\0';
-    if (!g_secret_len || !text)
-        return -1;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    if (!HMAC(EVP_sha256(), g_secret, (int)g_secret_len, (const unsigned char *)text, strlen(text), md, &n) ||
-        n != 32)
-        return -1;
-    for (unsigned i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    return 0;
-}
-
-/* ---- start-up ---- */
-
-/* The inference routes join the HTTP route table when the program loads, so
- * `serve --print-routes` (run before any start-up step) lists them too. */
-__attribute__((constructor)) static void register_routes(void)
-{
-    if (gj_http_add_routes(gj_routes_models, gj_routes_models_count) != 0 ||
-        gj_http_add_routes(gj_routes_dicomweb, gj_routes_dicomweb_count) != 0 ||
-        gj_http_add_routes(gj_routes_inference, gj_routes_inference_count) != 0)
-        fprintf(stderr, "gpujobd: the inference routes could not be registered\n");
-}
-
-/* Writes the embedded demo model to models_dir/<name> through a hidden
- * temporary directory renamed into place, so a half-written model is never seen
- * (and a replica starting at the same time loses the rename harmlessly). */
-static int seed_demo_model(const char *models_dir)
-{
-    char dst[1300], tmp[1300];
-    struct stat st;
-    if (gj_demo_model_count == 0)
-        return 0;
-    if (gj_path_join(dst, sizeof dst, models_dir, GJ_INFER_DEFAULT_MODEL) != 0)
-        return -1;
-    if (stat(dst, &st) == 0)
-        return 0;
-    snprintf(tmp, sizeof tmp, "%s/.seed-%ld", models_dir, (long)getpid());
-    gj_rm_rf(tmp);
-    if (gj_mkdir_p(tmp, 0755) != 0)
-        goto fail;
-    for (size_t i = 0; i < gj_demo_model_count; i++) {
-        char path[1600], dir[1600];
-        if (snprintf(path, sizeof path, "%s/%s", tmp, gj_demo_model[i].path) >= (int)sizeof path)
-            goto fail;
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash) {
-            *slash = '\0';
-            if (gj_mkdir_p(dir, 0755) != 0)
-                goto fail;
-        }
-        if (gj_write_file(path, gj_demo_model[i].data, gj_demo_model[i].len) != 0)
-            goto fail;
-    }
-    if (rename(tmp, dst) != 0) {
-        if (errno == EEXIST || errno == ENOTEMPTY) {   /* another replica was first */
-            gj_rm_rf(tmp);
-            return 0;
-        }
-        goto fail;
-    }
-    gj_log_info(COMPONENT, "model repository: seeded %s with the demo model %s", models_dir,
-                GJ_INFER_DEFAULT_MODEL);
-    return 0;
-fail:
-    gj_log_error(COMPONENT, "cannot write the demo model into %s: %s", models_dir, strerror(errno));
-    gj_rm_rf(tmp);
-    return -1;
-}
-
-/* Staging left by a process that died mid-upload (.upload-*, .delete-*, .seed-*)
- * goes; model names never start with '.', so nothing else is touched. */
-static void clean_staging(const char *models_dir)
-{
-    DIR *d = opendir(models_dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, ".upload-", 8) && strncmp(e->d_name, ".delete-", 8) && strncmp(e->d_name, ".seed-", 6))
-            continue;
-        char path[1400];
-        if (gj_path_join(path, sizeof path, models_dir, e->d_name) == 0 && gj_rm_rf(path) == 0)
-            gj_log_info(COMPONENT, "model repository: removed the leftover %s", e->d_name);
-    }
-    closedir(d);
-}
-
-static int load_secret(struct gj_server *srv)
-{
-    const char *env = getenv("GPUJOBD_PSEUDONYM_SECRET");
-    if (env && env[0]) {
-        size_t n = strlen(env);
-        if (n < 32 || n > sizeof g_secret) {
-            gj_log_error(COMPONENT, "GPUJOBD_PSEUDONYM_SECRET must be 32 to %zu characters", sizeof g_secret);
-            return -1;
-        }
-        memcpy(g_secret, env, n);
-        g_secret_len = n;
-        gj_log_info(COMPONENT, "pseudonymisation secret: from GPUJOBD_PSEUDONYM_SECRET");
-        return 0;
-    }
-    unsigned char fresh[32];
-    if (RAND_bytes(fresh, sizeof fresh) != 1) {
-        gj_log_error(COMPONENT, "cannot generate the pseudonymisation secret (RAND_bytes)");
-        return -1;
-    }
-    char hex[65];
-    for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", fresh[i]);
-    explicit_bzero(fresh, sizeof fresh);
-    PGconn *conn = gj_db_connect(srv->database_url);
-    if (!conn)
-        return -1;
-    int rc = -1;
-    const char *p[2] = { SECRET_NAME, hex };
-    if (gj_db_cmd(conn,
-                  "INSERT INTO server_secrets (name, value) VALUES ($1, decode($2, 'hex'))"
-                  " ON CONFLICT (name) DO NOTHING",
-                  2, p) == 0) {
-        PGresult *res = gj_db_exec(conn, "SELECT encode(value, 'hex') FROM server_secrets WHERE name = $1", 1, p,
-                                   NULL);
-        if (res && PQntuples(res) == 1) {
-            const char *v = PQgetvalue(res, 0, 0);
-            size_t n = strlen(v) / 2;
-            if (n >= 32 && n <= sizeof g_secret) {
-                for (size_t i = 0; i < n; i++) {
-                    unsigned x;
-                    sscanf(v + 2 * i, "%2x", &x);
-                    g_secret[i] = (unsigned char)x;
-                }
-                g_secret_len = n;
-                rc = 0;
-            }
-        }
-        if (res) {
-            /* the hex text of the secret is not left in freed memory */
-            if (PQntuples(res) == 1)
-                explicit_bzero(PQgetvalue(res, 0, 0), strlen(PQgetvalue(res, 0, 0)));
-            PQclear(res);
-        }
-    }
-    explicit_bzero(hex, sizeof hex);
-    PQfinish(conn);
-    if (rc)
-        gj_log_error(COMPONENT, "cannot read the pseudonymisation secret from the database");
-    return rc;
-}
-
-int gj_inference_init(struct gj_server *srv)
-{
-    const char *env = getenv("GPUJOBD_MODELS_DIR");
-    if (env && env[0]) {
-        snprintf(g_models_dir, sizeof g_models_dir, "%s", env);
-    } else {
-        if (gj_path_join(g_models_dir, sizeof g_models_dir, srv->cfg.data_dir, "models") != 0) {
-            gj_log_error(COMPONENT, "--data-dir is too long for the model repository path");
-            return -1;
-        }
-        if (setenv("GPUJOBD_MODELS_DIR", g_models_dir, 1) != 0)
-            return -1;
-    }
-    if (gj_mkdir_p(g_models_dir, 0755) != 0) {
-        gj_log_error(COMPONENT, "cannot create the model repository %s: %s", g_models_dir, strerror(errno));
-        return -1;
-    }
-    clean_staging(g_models_dir);
-    if (seed_demo_model(g_models_dir) != 0)
-        return -1;
-    if (load_secret(srv) != 0)
-        return -1;
-    const char *purge = getenv("GPUJOBD_INFER_PURGE_PHI");
-    g_purge_phi = purge && strcmp(purge, "1") == 0;
-    if (g_purge_phi)
-        gj_log_info(COMPONENT, "GPUJOBD_INFER_PURGE_PHI=1: DICOM inputs of infer jobs are deleted and "
-                    "their result.json pseudonymised once results are stored");
-    struct gj_error err = { 0 };
-    g_repo = gj_model_repo_open(g_models_dir, &err);
-    if (!g_repo) {
-        gj_log_error(COMPONENT, "model repository %s: %s", g_models_dir, err.message);
-        return -1;
-    }
-    gj_log_info(COMPONENT, "model repository %s: %zu model(s)", g_models_dir, gj_model_repo_count(g_repo));
-    return 0;
+    g_purge_phi = on;
 }
 
 /* ---- DICOM dates ---- */
@@ -420,7 +182,7 @@ static void replace_uid(json_t *o, const char *uid_field, const char *key_field)
     if (!v)
         return;
     char key[65];
-    if (json_is_string(v) && gj_inference_key(json_string_value(v), key) == 0)
+    if (json_is_string(v) && gj_infer_key(json_string_value(v), key) == 0)
         json_object_set_new(o, key_field, json_string(key));
     else
         json_object_set_new(o, key_field, json_null());
@@ -492,9 +254,9 @@ static int safe_input_name(const char *s)
     return s && gj_safe_name(s) && strlen(s) <= 100;
 }
 
-int gj_inference_on_job_succeeded(PGconn *conn, const struct gj_claim *c, const char *output_dir)
+int gj_infer_store_results(PGconn *conn, const struct gj_claim *c, const char *output_dir)
 {
-    if (!output_dir || strcmp(c->kind, "infer") != 0)
+    if (!output_dir)
         return 0;
     char path[4200], inputs_dir[4200];
     if (gj_path_join(path, sizeof path, output_dir, "result.json") != 0)
@@ -524,7 +286,8 @@ int gj_inference_on_job_succeeded(PGconn *conn, const struct gj_claim *c, const 
         json_decref(root);
         return 0;
     }
-    if (!g_secret_len) {
+    char probe[65];
+    if (gj_infer_key("", probe) != 0) {
         gj_log_error(COMPONENT, "job %s: no pseudonymisation secret; no inference results stored", c->id);
         json_decref(root);
         return 0;
@@ -543,9 +306,9 @@ int gj_inference_on_job_succeeded(PGconn *conn, const struct gj_claim *c, const 
         char study_key[65] = "", image_key[65] = "";
         const char *study = json_string_value(json_object_get(im, "study_instance_uid"));
         const char *sop = json_string_value(json_object_get(im, "sop_instance_uid"));
-        if (study && gj_inference_key(study, study_key) != 0)
+        if (study && gj_infer_key(study, study_key) != 0)
             study_key[0] = '\0';
-        if (sop && gj_inference_key(sop, image_key) != 0)
+        if (sop && gj_infer_key(sop, image_key) != 0)
             image_key[0] = '\0';
         json_t *scores = json_object_get(im, "scores");
         char *scores_text = json_is_object(scores) ? json_dumps(scores, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
@@ -589,3 +352,4 @@ int gj_inference_on_job_succeeded(PGconn *conn, const struct gj_claim *c, const 
     }
     return purge_inputs(conn, c);
 }
+

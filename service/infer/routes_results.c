@@ -1,10 +1,10 @@
 /*
- * routes_inference.c — GET /v1/inference-results: the tenant's inference
+ * routes_results.c — GET /v1/inference-results: the tenant's inference
  * results (one row per image of a succeeded `infer` job) for validation
  * against radiologists' reads, as JSON or CSV (Accept: text/csv or
  * ?format=csv), filtered by model, version, processed time and study key,
  * paged with an opaque cursor. Rows carry pseudonymous keys only (see
- * inference_store.h).
+ * infer.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,7 @@
 #include "service/base64.h"
 #include "service/db.h"
 #include "service/http_server.h"
-#include "service/inference_store.h"
+#include "service/infer/infer.h"
 #include "service/log.h"
 
 #define RESULTS_DEFAULT 100
@@ -295,7 +295,7 @@ static void results_list(struct gj_req *r)
     gj_respond(r, 200, resp, len);
 }
 
-const struct gj_route gj_routes_inference[] = {
+static const struct gj_route result_routes[] = {
     { "GET", "/v1/inference-results", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, results_list, NULL },
 };
-const size_t gj_routes_inference_count = sizeof gj_routes_inference / sizeof gj_routes_inference[0];
+const struct gj_route_table gj_infer_routes_results = { result_routes, sizeof result_routes / sizeof result_routes[0] };

@@ -1,0 +1,200 @@
+/*
+ * module.c — the inference module's service half (infer.h): the model repository the API
+ * manages and `infer` jobs use, its start-up (seeded with the shipped demo model,
+ * leftovers of a crash cleared), and its stop.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fsutil.h"
+#include "infer/serving/batcher.h"
+#include "service/infer/infer.h"
+#include "service/log.h"
+#include "service/module.h"
+
+#include "gj_demo_model.h"
+
+#define COMPONENT "inference"
+
+static gj_model_repo *g_repo;
+static char g_models_dir[1100];
+static pthread_mutex_t g_repo_mu = PTHREAD_MUTEX_INITIALIZER;
+
+gj_model_repo *gj_infer_repo(void)
+{
+    return g_repo;
+}
+
+const char *gj_infer_models_dir(void)
+{
+    return g_models_dir;
+}
+
+void gj_infer_repo_lock(void)
+{
+    pthread_mutex_lock(&g_repo_mu);
+}
+
+void gj_infer_repo_unlock(void)
+{
+    pthread_mutex_unlock(&g_repo_mu);
+}
+
+json_t *gj_infer_devices_json(const char *name, int64_t version)
+{
+    int d[GJ_MODEL_MAX_GPUS + 1];
+    size_t n = gj_batcher_registry_devices(name, version, d, GJ_MODEL_MAX_GPUS + 1);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n && i < GJ_MODEL_MAX_GPUS + 1; i++) {
+        char dev[24];
+        if (d[i] >= 0)
+            snprintf(dev, sizeof dev, "gpu:%d", d[i]);
+        else
+            snprintf(dev, sizeof dev, "cpu");
+        json_array_append_new(a, json_string(dev));
+    }
+    return a;
+}
+
+/* ---- start and stop ---- */
+
+/* Writes the embedded demo model to models_dir/<name> through a hidden
+ * temporary directory renamed into place, so a half-written model is never seen
+ * (and a replica starting at the same time loses the rename harmlessly). */
+static int seed_demo_model(const char *models_dir)
+{
+    char dst[1300], tmp[1300];
+    struct stat st;
+    if (gj_demo_model_count == 0)
+        return 0;
+    if (gj_path_join(dst, sizeof dst, models_dir, GJ_INFER_DEFAULT_MODEL) != 0)
+        return -1;
+    if (stat(dst, &st) == 0)
+        return 0;
+    snprintf(tmp, sizeof tmp, "%s/.seed-%ld", models_dir, (long)getpid());
+    gj_rm_rf(tmp);
+    if (gj_mkdir_p(tmp, 0755) != 0)
+        goto fail;
+    for (size_t i = 0; i < gj_demo_model_count; i++) {
+        char path[1600], dir[1600];
+        if (snprintf(path, sizeof path, "%s/%s", tmp, gj_demo_model[i].path) >= (int)sizeof path)
+            goto fail;
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+            *slash = '\0';
+            if (gj_mkdir_p(dir, 0755) != 0)
+                goto fail;
+        }
+        if (gj_write_file(path, gj_demo_model[i].data, gj_demo_model[i].len) != 0)
+            goto fail;
+    }
+    if (rename(tmp, dst) != 0) {
+        if (errno == EEXIST || errno == ENOTEMPTY) {   /* another replica was first */
+            gj_rm_rf(tmp);
+            return 0;
+        }
+        goto fail;
+    }
+    gj_log_info(COMPONENT, "model repository: seeded %s with the demo model %s", models_dir,
+                GJ_INFER_DEFAULT_MODEL);
+    return 0;
+fail:
+    gj_log_error(COMPONENT, "cannot write the demo model into %s: %s", models_dir, strerror(errno));
+    gj_rm_rf(tmp);
+    return -1;
+}
+
+/* Staging left by a process that died mid-upload (.upload-*, .delete-*, .seed-*)
+ * goes; model names never start with '.', so nothing else is touched. */
+static void clean_staging(const char *models_dir)
+{
+    DIR *d = opendir(models_dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, ".upload-", 8) && strncmp(e->d_name, ".delete-", 8) && strncmp(e->d_name, ".seed-", 6))
+            continue;
+        char path[1400];
+        if (gj_path_join(path, sizeof path, models_dir, e->d_name) == 0 && gj_rm_rf(path) == 0)
+            gj_log_info(COMPONENT, "model repository: removed the leftover %s", e->d_name);
+    }
+    closedir(d);
+}
+
+/* The repository directory: --models-dir, else DATA_DIR/models; created and seeded. Its
+ * length is bounded (the model, version and staging paths built under it must fit). */
+static int prepare_models_dir(const struct gj_config *cfg)
+{
+    if (cfg->models_dir[0]) {
+        if (strlen(cfg->models_dir) >= sizeof g_models_dir) {
+            gj_log_error(COMPONENT, "--models-dir is longer than %zu characters", sizeof g_models_dir - 1);
+            return -1;
+        }
+        memcpy(g_models_dir, cfg->models_dir, strlen(cfg->models_dir) + 1);
+    } else if (gj_path_join(g_models_dir, sizeof g_models_dir, cfg->data_dir, "models") != 0) {
+        gj_log_error(COMPONENT, "--data-dir is too long for the model repository path");
+        return -1;
+    }
+    if (gj_mkdir_p(g_models_dir, 0755) != 0) {
+        gj_log_error(COMPONENT, "cannot create the model repository %s: %s", g_models_dir, strerror(errno));
+        return -1;
+    }
+    clean_staging(g_models_dir);
+    return seed_demo_model(g_models_dir);
+}
+
+static int infer_init(struct gj_server *srv)
+{
+    if (prepare_models_dir(&srv->cfg) != 0 || gj_infer_pseudonym_init(srv) != 0)
+        return -1;
+    /* the `infer` kind still finds the repository through the environment */
+    if (setenv("GPUJOBD_MODELS_DIR", g_models_dir, 1) != 0)
+        return -1;
+    gj_infer_set_purge_phi(srv->cfg.infer_purge_phi);
+    if (srv->cfg.infer_purge_phi)
+        gj_log_info(COMPONENT, "--infer-purge-phi: DICOM inputs of infer jobs are deleted and "
+                    "their result.json pseudonymised once results are stored");
+    struct gj_error err = { 0 };
+    g_repo = gj_model_repo_open(g_models_dir, &err);
+    if (!g_repo) {
+        gj_log_error(COMPONENT, "model repository %s: %s", g_models_dir, err.message);
+        return -1;
+    }
+    /* Loaded models reserve their GPU memory in the worker pool's accounting. */
+    gj_place_attach_models(&srv->placement);
+    gj_log_info(COMPONENT, "model repository %s: %zu model(s); Open Inference Protocol v2 at /v2",
+                g_models_dir, gj_model_repo_count(g_repo));
+    return 0;
+}
+
+static void infer_shutdown(struct gj_server *srv)
+{
+    (void)srv;
+    gj_batcher_registry_shutdown();   /* queued requests answered, executors joined */
+    gj_model_repo_free(g_repo);
+    g_repo = NULL;
+}
+
+static const struct gj_route_table *const infer_routes[] = {
+    &gj_infer_routes_models, &gj_infer_routes_dicomweb, &gj_infer_routes_results, &gj_infer_routes_oip, NULL,
+};
+
+static const char *const infer_kinds[] = { "infer", NULL };
+
+const struct gj_service_module gj_module_infer = {
+    .name = "infer",
+    .routes = infer_routes,
+    .kinds = infer_kinds,
+    .init = infer_init,
+    .shutdown = infer_shutdown,
+    .write_metrics = gj_infer_write_metrics,
+    .on_job_succeeded = gj_infer_store_results,
+};

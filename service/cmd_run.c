@@ -13,6 +13,8 @@
 
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
+#include "infer/serving/batcher.h"
+#include "infer/serving/serving_host.h"
 #include "service/cli.h"
 #include "service/config.h"
 #include "service/devices.h"
@@ -193,12 +195,35 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: gpujobd run KIND --params FILE [--input NAME=FILE]... --out DIR\n"
-            "                        [--device cpu|N] [--quiet]\n");
+            "                        [--device cpu|N] [--models-dir DIR] [--quiet]\n");
+}
+
+/* `infer` takes its models from a repository the host hands in (serving_host.h): here the
+ * directory --models-dir names (default ./models), when it is there. */
+static gj_model_repo *open_models(const char *dir)
+{
+    struct gj_error err = { 0 };
+    gj_model_repo *repo = gj_model_repo_open(dir, &err);
+    if (repo) {
+        struct gj_serving_host host = { .repo = repo };
+        gj_serving_host_set(&host);
+    }
+    return repo;
+}
+
+static void close_models(gj_model_repo *repo)
+{
+    if (!repo)
+        return;
+    gj_batcher_registry_shutdown();
+    gj_serving_host_set(NULL);
+    gj_model_repo_free(repo);
 }
 
 /* The command line of one run. */
 struct run_args {
     const char *params_path, *out_dir, *device_arg;
+    const char *models_dir;              /* --models-dir (infer's repository), default ./models */
     const struct gj_kind *kind;
     struct gj_input inputs[MAX_INPUTS];
     size_t n_inputs;
@@ -234,6 +259,7 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *exit_statu
         { "out", required_argument, NULL, 'o' },
         { "device", required_argument, NULL, 'd' },
         { "quiet", no_argument, NULL, 'q' },
+        { "models-dir", required_argument, NULL, 'm' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -246,6 +272,7 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *exit_statu
         case 'o': a->out_dir = optarg; break;
         case 'd': a->device_arg = optarg; break;
         case 'q': a->quiet = 1; break;
+        case 'm': a->models_dir = optarg; break;
         case 'i':
             if (add_input(a, optarg))
                 return -1;
@@ -343,8 +370,10 @@ int gj_cmd_run(int argc, char **argv)
     } else {
         params = json_object();
     }
+    gj_model_repo *models = open_models(a.models_dir ? a.models_dir : "./models");
     struct gj_job job = { a.kind->name, params, a.inputs, a.n_inputs };
     status = run_job(&a, &job);
+    close_models(models);
     json_decref(params);
     return status;
 }

@@ -1,6 +1,6 @@
 /*
  * module.c — the inference module's service half (infer.h): the model repository the API
- * manages and `infer` jobs use, its start-up (seeded with the shipped demo model,
+ * manages and `infer` jobs use (handed to the kind through serving_host.h), its start-up (seeded with the shipped demo model,
  * leftovers of a crash cleared), and its stop.
  */
 #include <dirent.h>
@@ -14,6 +14,7 @@
 
 #include "common/fsutil.h"
 #include "infer/serving/batcher.h"
+#include "infer/serving/serving_host.h"
 #include "service/infer/infer.h"
 #include "service/log.h"
 #include "service/module.h"
@@ -155,9 +156,6 @@ static int infer_init(struct gj_server *srv)
 {
     if (prepare_models_dir(&srv->cfg) != 0 || gj_infer_pseudonym_init(srv) != 0)
         return -1;
-    /* the `infer` kind still finds the repository through the environment */
-    if (setenv("GPUJOBD_MODELS_DIR", g_models_dir, 1) != 0)
-        return -1;
     gj_infer_set_purge_phi(srv->cfg.infer_purge_phi);
     if (srv->cfg.infer_purge_phi)
         gj_log_info(COMPONENT, "--infer-purge-phi: DICOM inputs of infer jobs are deleted and "
@@ -168,6 +166,14 @@ static int infer_init(struct gj_server *srv)
         gj_log_error(COMPONENT, "model repository %s: %s", g_models_dir, err.message);
         return -1;
     }
+    /* `infer` jobs take their models from this repository, as /v2 does (one load each). */
+    struct gj_serving_host host = {
+        .repo = g_repo,
+        .max_queue = (size_t)srv->cfg.infer_max_queue,
+        .queue_timeout_us = srv->cfg.infer_queue_timeout_us,
+        .threads_per_instance = srv->cfg.infer_threads,
+    };
+    gj_serving_host_set(&host);
     /* Loaded models reserve their GPU memory in the worker pool's accounting. */
     gj_place_attach_models(&srv->placement);
     gj_log_info(COMPONENT, "model repository %s: %zu model(s); Open Inference Protocol v2 at /v2",
@@ -179,6 +185,7 @@ static void infer_shutdown(struct gj_server *srv)
 {
     (void)srv;
     gj_batcher_registry_shutdown();   /* queued requests answered, executors joined */
+    gj_serving_host_set(NULL);
     gj_model_repo_free(g_repo);
     g_repo = NULL;
 }

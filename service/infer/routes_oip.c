@@ -81,42 +81,51 @@ static int64_t path_version(struct gj_req *r)
     return v > 0 ? v : -1;
 }
 
-/* Loads the requested model version (a new reference in *out). On failure answers the
- * request and returns -1. */
-static int load_model(struct gj_req *r, gj_served_model **out)
+/* The repository and the version the path asks for (0: the default); on failure answers
+ * the request and returns NULL. */
+static gj_model_repo *requested(struct gj_req *r, int64_t *version)
 {
-    *out = NULL;
-    const char *name = r->params[0];
-    int64_t version = path_version(r);
-    if (version < 0) {
-        oip_error(r, 400, "version '%s' is not valid: versions are positive integers",
-                  r->params[1]);
-        return -1;
+    *version = path_version(r);
+    if (*version < 0) {
+        oip_error(r, 400, "version '%s' is not valid: versions are positive integers", r->params[1]);
+        return NULL;
     }
     gj_model_repo *repo = gj_infer_repo();
     if (!repo) {
         oip_error(r, 503, "the model repository is not available");
-        return -1;
+        return NULL;
     }
-    if (!gj_model_name_ok(name)) {
-        oip_error(r, 404, "unknown model '%s'", name);
-        return -1;
+    if (!gj_model_name_ok(r->params[0])) {
+        oip_error(r, 404, "unknown model '%s'", r->params[0]);
+        return NULL;
     }
+    return repo;
+}
+
+/* Answers a failed lookup: 404 unknown, 400 not ready (unloaded), 503 a load that failed. */
+static void lookup_failed(struct gj_req *r, int64_t version, const struct gj_error *err)
+{
+    if (err->status == 404 || err->status == 400)
+        oip_error(r, err->status, "%s", err->message);
+    else if (version > 0)
+        oip_error(r, 503, "model '%s' version %" PRId64 " is not ready: %s", r->params[0], version,
+                  err->message);
+    else
+        oip_error(r, 503, "model '%s' is not ready: %s", r->params[0], err->message);
+}
+
+/* The requested model version for an inference request: loaded on first use, never when
+ * an admin unloaded it (a new reference in *out). On failure answers and returns -1. */
+static int use_model(struct gj_req *r, gj_served_model **out)
+{
+    int64_t version;
+    gj_model_repo *repo = requested(r, &version);
+    *out = NULL;
+    if (!repo)
+        return -1;
     struct gj_error err = { 0 };
-    int64_t v = gj_model_repo_resolve(repo, name, version, &err);
-    if (v < 0) {
-        /* a model or version added since the last scan */
-        struct gj_error serr = { 0 };
-        if (gj_model_repo_scan(repo, &serr) == 0)
-            v = gj_model_repo_resolve(repo, name, version, &err);
-    }
-    if (v < 0) {
-        oip_error(r, 404, "%s", err.message);
-        return -1;
-    }
-    if (gj_model_repo_load(repo, name, v, out, &err) != 0) {
-        oip_error(r, 503, "model '%s' version %" PRId64 " is not ready: %s", name, v,
-                  err.message);
+    if (gj_model_repo_acquire(repo, r->params[0], version, out, &err) != 0) {
+        lookup_failed(r, version, &err);
         return -1;
     }
     return 0;
@@ -162,76 +171,100 @@ static json_t *shape_json(const struct gj_model_config *cfg, const int64_t *dims
     return a;
 }
 
-static void model_metadata(struct gj_req *r)
+/* "cpu,gpu:0": where this process has batchers of the version ("" until it is placed). */
+static void devices_text(const char *name, int64_t version, char *out, size_t cap)
 {
-    gj_served_model *m;
-    if (load_model(r, &m))
-        return;
-    const struct gj_model_config *cfg = gj_served_model_config(m);
+    json_t *devs = gj_infer_devices_json(name, version);
+    out[0] = '\0';
+    for (size_t i = 0; i < json_array_size(devs); i++) {
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, "%s%s", i ? "," : "", json_string_value(json_array_get(devs, i)));
+    }
+    json_decref(devs);
+}
+
+/* The versions the metadata lists: the one asked for, else every version of the model. */
+static json_t *versions_json(struct gj_req *r, gj_model_repo *repo)
+{
     json_t *versions = json_array();
     struct gj_model_version_info vi[64];
     size_t nv = 0;
     struct gj_error err = { 0 };
-    gj_model_repo *repo = gj_infer_repo();
     if (r->n_params >= 2) {
         json_array_append_new(versions, json_string(r->params[1]));
-    } else if (repo && gj_model_repo_versions(repo, r->params[0], vi, 64, &nv, &err) == 0) {
+    } else if (gj_model_repo_versions(repo, r->params[0], vi, 64, &nv, &err) == 0) {
         for (size_t i = 0; i < nv && i < 64; i++) {
             char v[24];
             snprintf(v, sizeof v, "%" PRId64, vi[i].version);
             json_array_append_new(versions, json_string(v));
         }
     }
-    int64_t out_dims[1] = { cfg->n_outputs };
+    return versions;
+}
+
+/* The model's metadata from its config.json: it neither loads nor places the model. */
+static void model_metadata(struct gj_req *r)
+{
+    int64_t version;
+    gj_model_repo *repo = requested(r, &version);
+    if (!repo)
+        return;
+    struct gj_model_config cfg;
+    struct gj_error err = { 0 };
+    if (gj_model_repo_config(repo, r->params[0], version, &cfg, &err) != 0) {
+        gj_model_config_free(&cfg);
+        lookup_failed(r, version, &err);
+        return;
+    }
+    int64_t v = gj_model_repo_resolve(repo, r->params[0], version, &err);
+    int64_t out_dims[1] = { cfg.n_outputs };
     /* parameters: the protocol's $parameters (string, number or boolean values) */
-    json_t *devs = gj_infer_devices_json(gj_served_model_name(m), gj_served_model_version(m));
-    char devices[256] = "";
-    for (size_t i = 0; i < json_array_size(devs); i++) {
-        size_t len = strlen(devices);
-        snprintf(devices + len, sizeof devices - len, "%s%s", i ? "," : "",
-                 json_string_value(json_array_get(devs, i)));
-    }
-    json_decref(devs);
+    char devices[256];
+    devices_text(r->params[0], v, devices, sizeof devices);
     json_t *o = json_pack("{s:s, s:o, s:s, s:[{s:s, s:s, s:o}], s:[{s:s, s:s, s:o}], s:{s:i, "
-                          "s:I, s:i}}",
-                          "name", gj_served_model_name(m), "versions", versions, "platform", "onnx",
-                          "inputs", "name", cfg->input_name, "datatype", "FP32", "shape",
-                          shape_json(cfg, cfg->input_dims, 3),
-                          "outputs", "name", cfg->output_name, "datatype", "FP32", "shape",
-                          shape_json(cfg, out_dims, 1),
-                          "parameters", "max_batch_size", cfg->max_batch_size,
-                          "max_queue_delay_us", (json_int_t)cfg->max_queue_delay_us,
-                          "instances_per_device", cfg->instances_per_device);
-    json_t *params = json_object_get(o, "parameters");
-    if (params) {
-        json_object_set_new(params, "instance_kind",
-                            json_string(gj_instance_kind_name(cfg->instance_kind)));
-        json_object_set_new(params, "precision", json_string(gj_precision_name(cfg->precision)));
-        json_object_set_new(params, "devices", json_string(devices));   /* "" until loaded */
-    }
-    gj_served_model_release(m);
+                          "s:I, s:i, s:s, s:s, s:s}}",
+                          "name", r->params[0], "versions", versions_json(r, repo), "platform", "onnx",
+                          "inputs", "name", cfg.input_name, "datatype", "FP32", "shape",
+                          shape_json(&cfg, cfg.input_dims, 3),
+                          "outputs", "name", cfg.output_name, "datatype", "FP32", "shape",
+                          shape_json(&cfg, out_dims, 1),
+                          "parameters", "max_batch_size", cfg.max_batch_size,
+                          "max_queue_delay_us", (json_int_t)cfg.max_queue_delay_us,
+                          "instances_per_device", cfg.instances_per_device,
+                          "instance_kind", gj_instance_kind_name(cfg.instance_kind),
+                          "precision", gj_precision_name(cfg.precision),
+                          "devices", devices);   /* "" until placed */
+    gj_model_config_free(&cfg);
     gj_respond_json(r, o ? 200 : 500, o ? o : json_pack("{s:s}", "error", "out of memory"));
 }
 
+/* Ready: the version is loaded and placed on a device. It never loads a model: 400 (as
+ * Triton) with the reason when it is not ready. */
 static void model_ready(struct gj_req *r)
 {
-    gj_served_model *m;
-    if (load_model(r, &m))
+    int64_t version;
+    gj_model_repo *repo = requested(r, &version);
+    if (!repo)
         return;
+    gj_served_model *m = NULL;
     struct gj_error err = { 0 };
-    gj_batcher *b = gj_batcher_acquire(m, &err);
-    if (!b) {
-        oip_error(r, 503, "model '%s' is not ready: %s", gj_served_model_name(m), err.message);
+    if (gj_model_repo_get_loaded(repo, r->params[0], version, &m, &err) != 0) {
+        lookup_failed(r, version, &err);
+        return;
+    }
+    const char *name = gj_served_model_name(m);
+    int64_t v = gj_served_model_version(m);
+    json_t *devices = gj_infer_devices_json(name, v);
+    if (json_array_size(devices) == 0) {
+        oip_error(r, 400, "model '%s' version %" PRId64 " is not ready: it is loaded but not placed on a "
+                  "device (that happens on its first inference request, or with POST "
+                  "/v1/models/%s/load)", name, v, name);
+        json_decref(devices);
     } else {
         /* name and ready as the protocol's model-ready response; version and devices
          * (where this process has placed it: "cpu", "gpu:0", ...) are this server's */
-        gj_respond_json(r, 200, json_pack("{s:s, s:I, s:b, s:o}", "name",
-                                          gj_served_model_name(m), "version",
-                                          (json_int_t)gj_served_model_version(m), "ready", 1,
-                                          "devices",
-                                          gj_infer_devices_json(gj_served_model_name(m),
-                                                                    gj_served_model_version(m))));
-        gj_batcher_release(b);
+        gj_respond_json(r, 200, json_pack("{s:s, s:I, s:b, s:o}", "name", name, "version", (json_int_t)v,
+                                          "ready", 1, "devices", devices));
     }
     gj_served_model_release(m);
 }
@@ -422,7 +455,7 @@ static void infer_handle(struct gj_req *r)
     gj_served_model *m = NULL;
     gj_batcher *b = NULL;
     float *in = NULL, *out = NULL;
-    if (load_model(r, &m))
+    if (use_model(r, &m))
         goto out;
     const struct gj_model_config *cfg = gj_served_model_config(m);
     const json_t *id = json_object_get(req, "id");

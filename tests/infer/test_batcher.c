@@ -516,6 +516,63 @@ static void registry_shares(void **state)
     gj_batcher_registry_shutdown();
 }
 
+/* A model's identity is its content: two models of one name, version and file size but
+ * other weights (a tenant's copy, a replaced model.onnx) never share a batcher; another
+ * load of the same file does. */
+static void identity_is_content(void **state)
+{
+    (void)state;
+    char dir[512], p[600];
+    snprintf(dir, sizeof dir, "%s/other", g_dir);
+    snprintf(p, sizeof p, "%s/tiny/1", dir);
+    assert_int_equal(gj_mkdir_p(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/tiny/1/model.onnx", dir);
+    write_tiny_model(p);                             /* the same graph, other random weights */
+    snprintf(p, sizeof p, "%s/tiny/config.json", dir);
+    assert_int_equal(gj_write_file(p, tiny_config, strlen(tiny_config)), 0);
+    snprintf(p, sizeof p, "%s/tiny", dir);
+    struct gj_error err = { 0 };
+    gj_served_model *other = gj_served_model_load(p, "tiny", 1, &err);
+    assert_non_null(other);
+    assert_int_equal(gj_served_model_file_bytes(other), gj_served_model_file_bytes(g_tiny));
+    assert_string_not_equal(gj_served_model_digest(other), gj_served_model_digest(g_tiny));
+    assert_int_equal(strlen(gj_served_model_digest(other)), 64);
+
+    gj_batcher *a = gj_batcher_acquire(g_tiny, &err);
+    gj_batcher *b = gj_batcher_acquire(other, &err);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_ptr_not_equal(a, b);
+    assert_ptr_equal(gj_batcher_model(b), other);
+    float in[IN_FLOATS], out_a[OUT_FLOATS], out_b[OUT_FLOATS], ref_b[OUT_FLOATS];
+    for (int i = 0; i < IN_FLOATS; i++)
+        in[i] = frand();
+    assert_int_equal(gj_batcher_infer(a, in, 1, out_a, 0, NULL, &err), GJ_BATCH_OK);
+    assert_int_equal(gj_batcher_infer(b, in, 1, out_b, 0, NULL, &err), GJ_BATCH_OK);
+    reference(other, in, 1, IN_FLOATS, OUT_FLOATS, ref_b);
+    assert_close(out_b, ref_b, OUT_FLOATS, 1e-5);
+    assert_memory_not_equal(out_a, out_b, sizeof out_a);
+    /* Asked again for the first model: not the other's batcher. */
+    gj_batcher *a2 = gj_batcher_acquire(g_tiny, &err);
+    assert_non_null(a2);
+    assert_ptr_not_equal(a2, b);
+    assert_ptr_equal(gj_batcher_model(a2), g_tiny);
+    /* Another load of the first file is the same model: it shares that batcher. */
+    snprintf(p, sizeof p, "%s/tiny", g_dir);
+    gj_served_model *again = gj_served_model_load(p, "tiny", 1, &err);
+    assert_non_null(again);
+    assert_string_equal(gj_served_model_digest(again), gj_served_model_digest(g_tiny));
+    gj_batcher *a3 = gj_batcher_acquire(again, &err);
+    assert_ptr_equal(a3, a2);
+    gj_batcher_release(a3);
+    gj_batcher_release(a2);
+    gj_batcher_release(b);
+    gj_batcher_release(a);
+    gj_served_model_release(again);
+    gj_served_model_release(other);
+    gj_batcher_registry_shutdown();
+}
+
 /* The demo model: batched results equal unbatched ones (1e-5). */
 static void demo_model_batched_equals_unbatched(void **state)
 {
@@ -589,6 +646,7 @@ int main(void)
         cmocka_unit_test(queue_full_timeout_shutdown),
         cmocka_unit_test(shutdown_in_flight),
         cmocka_unit_test(registry_shares),
+        cmocka_unit_test(identity_is_content),
         cmocka_unit_test(demo_model_batched_equals_unbatched),
         cmocka_unit_test(bad_model_refused),
     };

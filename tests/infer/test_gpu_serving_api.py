@@ -1,7 +1,8 @@
 """Where models run, end to end over real HTTPS with a real PostgreSQL, on any machine (no
 GPU needed): config.json's instance_group / precision checked at upload (422 naming the
 field); on a server without GPUs a KIND_GPU model is refused with the reason by
-/v2/models/{m}/ready and /infer (503, Triton's {"error": ...}), by POST /v1/models/{m}/load
+/v2/models/{m}/infer (503, Triton's {"error": ...}; /ready, which never loads, says 400 not
+ready), by POST /v1/models/{m}/load
 (503, the version then listed as failed with the reason) and by an `infer` job (failed,
 not retried, with the reason), while KIND_AUTO and KIND_CPU models run on the CPU and say
 so (/v2 ready "devices", model metadata parameters, /v1/models "devices", result.json
@@ -171,11 +172,13 @@ NO_GPU = "needs a GPU (config.json instance_group.kind KIND_GPU) but this server
 
 def test_no_gpu_oip_503():
     c = NOGPU.client()
-    r = c.request("GET", "/v2/models/demo-gpu/ready")
+    oip_error(c.request("GET", "/v2/models/demo-gpu/ready"), 400, "demo-gpu", "is not ready")
+    body, hdrs = infer_body()
+    r = c.request("POST", "/v2/models/demo-gpu/infer", body=body, headers=hdrs)
     oip_error(r, 503, "demo-gpu", NO_GPU)
     assert r.headers.get("retry-after"), r.headers
-    body, hdrs = infer_body()
-    oip_error(c.request("POST", "/v2/models/demo-gpu/infer", body=body, headers=hdrs), 503, NO_GPU)
+    # loaded by the request, but placed on no device: still not ready, and saying so
+    oip_error(c.request("GET", "/v2/models/demo-gpu/ready"), 400, "demo-gpu", "not placed on a device")
     # the metadata still answers (it does not need the device)
     md = c.json("GET", "/v2/models/demo-gpu", expect=200)
     assert md["parameters"]["instance_kind"] == "KIND_GPU", md
@@ -203,6 +206,7 @@ def test_no_gpu_infer_job_fails_clearly():
 def test_auto_and_cpu_models_run_on_cpu():
     c = NOGPU.client()
     for name in (DEMO, "demo-cpu"):
+        c.json("POST", f"/v1/models/{name}/load", expect=200)   # readiness never loads
         r = c.json("GET", f"/v2/models/{name}/ready", expect=200)
         assert r["ready"] is True and r["devices"] == ["cpu"], r
         md = c.json("GET", f"/v2/models/{name}", expect=200)
@@ -255,19 +259,19 @@ def test_fake_gpu_series():
 
 def test_fake_gpu_memory_refused():
     c = client(FAKE)
-    err = oip_error(c.request("GET", "/v2/models/demo-gpu-big/ready"), 503,
+    body, hdrs = infer_body()
+    err = oip_error(c.request("POST", "/v2/models/demo-gpu-big/infer", body=body, headers=hdrs), 503,
                     "demo-gpu-big", "MiB of GPU memory", "16 instances", "free of 64.0 MiB")
     assert "does not fit in the free memory of any of its 2 GPUs" in err, err
-    body, hdrs = infer_body()
-    oip_error(c.request("POST", "/v2/models/demo-gpu-big/infer", body=body, headers=hdrs), 503,
-              "MiB of GPU memory")
+    oip_error(c.request("GET", "/v2/models/demo-gpu-big/ready"), 400, "demo-gpu-big", "is not ready")
     assert all(v == 0 for v in gpu_series(FAKE)[2].values())
 
 
 def test_fake_gpu_without_cuda_backend():
     c = client(FAKE)
-    err = oip_error(c.request("GET", "/v2/models/demo-gpu/ready"), 503, "demo-gpu",
-                    "cannot run on GPU")
+    body, hdrs = infer_body()
+    err = oip_error(c.request("POST", "/v2/models/demo-gpu/infer", body=body, headers=hdrs), 503,
+                    "demo-gpu", "cannot run on GPU")
     assert re.search(r"cannot run on GPU [01]: ", err), err
     assert all(v == 0 for v in gpu_series(FAKE)[2].values())   # its reservation went
 

@@ -43,12 +43,15 @@ def check(cond, what):
     return cond
 
 
-def gj_run(params, inputs, out, env_extra=None, cwd=None):
-    """Runs gpujobd run infer; returns (rc, stderr, result dict or None)."""
+def gj_run(params, inputs, out, env_extra=None, cwd=None, models_dir=None):
+    """Runs gpujobd run infer (--models-dir models_dir when given, else its default
+    ./models); returns (rc, stderr, result dict or None)."""
     pfile = out + ".params.json"
     with open(pfile, "w") as f:
         json.dump(params, f)
     cmd = [GPUJOBD, "run", "infer", "--params", pfile, "--out", out]
+    if models_dir:
+        cmd += ["--models-dir", models_dir]
     for name, path in inputs:
         cmd += ["--input", f"{name}={path}"]
     env = dict(os.environ)
@@ -148,8 +151,8 @@ def run_all(tmp):
 
     # --- the main run: 6 images inferred in batches of 4 + 2 --------------------------
     out = os.path.join(tmp, "out-main")
-    rc, err, res = gj_run({"model": DEMO, "models_dir": MODELS, "batch_size": 4, "threads": 2},
-                          inputs, out)
+    rc, err, res = gj_run({"model": DEMO, "batch_size": 4, "threads": 2},
+                          inputs, out, models_dir=MODELS)
     if not check(rc == 0 and res is not None, f"main run: rc {rc}, stderr: {err[-2000:]}"):
         return
     text = open(os.path.join(out, "result.json")).read()
@@ -251,8 +254,8 @@ def run_all(tmp):
     out = os.path.join(tmp, "out-bilinear")
     rc, err, res = gj_run({"model": "demo-bilinear"},
                           [(f"dicom.{i + 1}", files[n][0]) for i, n in enumerate(names)], out,
-                          env_extra={"GPUJOBD_MODELS_DIR": repo})
-    if check(rc == 0 and res is not None, f"bilinear run (models dir from env): rc {rc} {err[-1500:]}"):
+                          models_dir=repo)
+    if check(rc == 0 and res is not None, f"bilinear run (models dir from --models-dir): rc {rc} {err[-1500:]}"):
         check(res["counts"]["inferred"] == 4, "bilinear: 4 inferred (filter without body part "
               "and view lists passes all four)")
         for im, n in zip(res["images"], names):
@@ -265,17 +268,17 @@ def run_all(tmp):
 
     # --- errors ----------------------------------------------------------------------
     one = [("dicom", files["dx_pa_cardio"][0])]
-    rc, err, res = gj_run({"model": "no-such-model", "models_dir": MODELS}, one,
-                          os.path.join(tmp, "e1"))
+    rc, err, res = gj_run({"model": "no-such-model"}, one,
+                          os.path.join(tmp, "e1"), models_dir=MODELS)
     check(rc != 0 and "no-such-model" in err and res is None,
           f"unknown model refused naming it (rc {rc}: {err.strip()[-300:]})")
     rc, err, res = gj_run({"model": "no-such-model"}, one, os.path.join(tmp, "e1b"),
-                          env_extra={"GPUJOBD_MODELS_DIR": os.path.join(tmp, "nowhere")})
+                          models_dir=os.path.join(tmp, "nowhere"))
     check(rc != 0 and "no-such-model" in err, f"unknown model, no repository: {err.strip()[-300:]}")
     rc, err, res = gj_run({"model": "../models"}, one, os.path.join(tmp, "e2"))
     check(rc == 2 and "model" in err, f"unsafe model name refused at validation: {err[-300:]}")
-    rc, err, res = gj_run({"model": DEMO, "models_dir": MODELS, "version": 7}, one,
-                          os.path.join(tmp, "e3"))
+    rc, err, res = gj_run({"model": DEMO, "version": 7}, one,
+                          os.path.join(tmp, "e3"), models_dir=MODELS)
     check(rc != 0 and "no version 7" in err, f"missing version: {err.strip()[-300:]}")
     # ./models relative to the working directory is the default
     rc, err, res = gj_run({"model": DEMO}, one, os.path.join(tmp, "e4"), cwd=ROOT)
@@ -306,8 +309,8 @@ def run_all(tmp):
         edit(c)
         with open(os.path.join(mdir, "config.json"), "w") as f:
             json.dump(c, f)
-        rc, err, res = gj_run({"model": "bad-" + name, "models_dir": repo}, one,
-                              os.path.join(tmp, "bad-" + name))
+        rc, err, res = gj_run({"model": "bad-" + name}, one,
+                              os.path.join(tmp, "bad-" + name), models_dir=repo)
         check(rc != 0 and want in err and res is None,
               f"config '{name}' refused with '{want}' (rc {rc}: {err.strip()[-400:]})")
         print(f"  config {name}: {err.strip().splitlines()[-1] if err.strip() else ''}")
@@ -315,7 +318,7 @@ def run_all(tmp):
     os.symlink(os.path.join(DEMO_DIR, "1", "model.onnx"), os.path.join(repo, "bad-json", "1", "model.onnx"))
     with open(os.path.join(repo, "bad-json", "config.json"), "w") as f:
         f.write('{"labels": [')
-    rc, err, res = gj_run({"model": "bad-json", "models_dir": repo}, one, os.path.join(tmp, "bj"))
+    rc, err, res = gj_run({"model": "bad-json"}, one, os.path.join(tmp, "bj"), models_dir=repo)
     check(rc != 0 and "not valid JSON" in err, f"bad JSON refused: {err.strip()[-300:]}")
     os.makedirs(os.path.join(repo, "bad-onnx", "1"))
     with open(os.path.join(repo, "bad-onnx", "1", "model.onnx"), "wb") as f:
@@ -326,7 +329,7 @@ def run_all(tmp):
     c["name"] = "bad-onnx"
     with open(os.path.join(repo, "bad-onnx", "config.json"), "w") as f:
         json.dump(c, f)
-    rc, err, res = gj_run({"model": "bad-onnx", "models_dir": repo}, one, os.path.join(tmp, "bo"))
+    rc, err, res = gj_run({"model": "bad-onnx"}, one, os.path.join(tmp, "bo"), models_dir=repo)
     check(rc != 0 and "model.onnx" in err, f"bad model.onnx refused: {err.strip()[-300:]}")
 
 

@@ -528,12 +528,49 @@ static void repository(void **state)
     assert_string_equal(json_string_value(json_object_get(v3, "state")), "READY");
     json_decref(d);
 
-    /* Unload: state back to AVAILABLE; the job's reference stays usable. */
+    /* Readiness never loads; use loads an available version. */
+    assert_int_equal(gj_model_repo_get_loaded(r, "good", 1, &m2, &err), -1);
+    assert_int_equal(err.status, 400);
+    assert_non_null(strstr(err.message, "is not ready: it is not loaded"));
+    assert_int_equal(gj_model_repo_versions(r, "good", vi, 8, &n, &err), 0);
+    assert_int_equal(vi[0].state, GJ_MODEL_AVAILABLE);
+    struct gj_model_config cfg;
+    assert_int_equal(gj_model_repo_config(r, "good", 1, &cfg, &err), 0);   /* no load */
+    assert_int_equal(cfg.n_labels, 4);
+    gj_model_config_free(&cfg);
+    assert_int_equal(gj_model_repo_versions(r, "good", vi, 8, &n, &err), 0);
+    assert_int_equal(vi[0].state, GJ_MODEL_AVAILABLE);
+    assert_int_equal(gj_model_repo_get_loaded(r, "good", 3, &m2, &err), 0);
+    assert_ptr_equal(m, m2);
+    gj_served_model_release(m2);
+
+    /* Unload: it stays unloaded (UNLOADED) until an explicit load; the job's reference
+     * stays usable. */
     assert_int_equal(gj_model_repo_unload(r, "good", 3, &err), 0);
     assert_int_equal(gj_model_repo_unload(r, "good", 3, &err), -1);
     assert_non_null(strstr(err.message, "not loaded"));
     assert_int_equal(gj_model_repo_versions(r, "good", vi, 8, &n, &err), 0);
-    assert_int_equal(vi[1].state, GJ_MODEL_AVAILABLE);
+    assert_int_equal(vi[1].state, GJ_MODEL_UNLOADED);
+    err.status = 0;
+    assert_int_equal(gj_model_repo_acquire(r, "good", 3, &m2, &err), -1);
+    assert_null(m2);
+    assert_int_equal(err.status, 400);
+    assert_non_null(strstr(err.message, "not ready: it was unloaded"));
+    assert_int_equal(gj_model_repo_get_loaded(r, "good", 3, &m2, &err), -1);
+    assert_non_null(strstr(err.message, "not ready: it was unloaded"));
+    assert_int_equal(gj_model_repo_load(r, "good", 3, &m2, &err), 0);        /* explicit */
+    assert_int_equal(gj_model_repo_acquire(r, "good", 3, &m, &err), 0);
+    assert_ptr_equal(m, m2);
+    gj_served_model_release(m2);
+    gj_served_model_release(m);
+    assert_int_equal(gj_model_repo_unload(r, "good", 3, &err), 0);
+    /* An unknown model or version is looked for on disk again: 404 when it is not there. */
+    err.status = 0;
+    assert_int_equal(gj_model_repo_acquire(r, "nope", 0, &m2, &err), -1);
+    assert_int_equal(err.status, 404);
+    m = NULL;
+    assert_int_equal(gj_model_repo_load(r, "good", 3, &m, &err), 0);         /* m is used below */
+    assert_int_equal(gj_model_repo_unload(r, "good", 3, &err), 0);
 
     /* Rescan after version 1 of good goes and a model appears. */
     snprintf(p, sizeof p, "%s/good/1", dir);
@@ -568,10 +605,14 @@ static void kind_validate(void **state)
     const struct gj_kind *k = &gj_kind_infer;
     struct gj_input in[2] = { { "dicom", NULL, 100 }, { "dicom.1", NULL, 100 } };
     struct gj_error err = { 0 };
-    json_t *p = json_pack("{s:s, s:s}", "model", "chest-xray-demo", "models_dir",
-                          "/nonexistent");
+    json_t *p = json_pack("{s:s}", "model", "chest-xray-demo");
     struct gj_job job = { "infer", p, in, 2 };
     assert_int_equal(gj_kind_validate(k, &job, &err), 0);
+    /* The repository is the host's: a job cannot name a directory of its own. */
+    json_object_set_new(p, "models_dir", json_string("/nonexistent"));
+    assert_int_equal(gj_kind_validate(k, &job, &err), -1);
+    assert_string_equal(err.field, "models_dir");
+    json_object_del(p, "models_dir");
     json_object_set_new(p, "model", json_string("../x"));
     assert_int_equal(gj_kind_validate(k, &job, &err), -1);
     assert_string_equal(err.field, "model");

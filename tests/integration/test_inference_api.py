@@ -274,6 +274,16 @@ def test_model_load_unload_and_roles():
     assert r["versions"][0]["state"] == "unloaded", r
     r = c.request("POST", f"/v1/models/{DEMO}/unload")
     assert r.status == 409, r
+    # the unload holds: an infer job does not load the model again, it fails saying why
+    data, _ = make_dicom("unloaded1", "1.2.826.0.1.3680043.8.498.1003", 21)
+    r = stow(c, [("application/dicom", data)])
+    assert r.status == 200, r
+    job = c.wait_job(re.findall(r"/v1/jobs/([0-9a-f-]{36})", r.headers["link"])[0], timeout=120)
+    assert job["state"] == "failed" and "is not ready: it was unloaded" in job["error"]["message"], job
+    models = {m["name"]: m for m in c.json("GET", "/v1/models", expect=200)["models"]}
+    assert models[DEMO]["versions"][0]["state"] == "unloaded", models[DEMO]
+    r = c.json("POST", f"/v1/models/{DEMO}/load", expect=200)
+    assert r["versions"][0]["state"] == "loaded", r
     assert c.request("POST", "/v1/models/no-such-model/load").status == 404
     assert c.request("POST", f"/v1/models/{DEMO}/load?version=99").status == 404
     assert c.request("POST", f"/v1/models/{DEMO}/unload?version=99").status == 404
@@ -284,6 +294,21 @@ def test_model_load_unload_and_roles():
     assert u.request("POST", f"/v1/models/{DEMO}/load").status == 403
     assert u.request("DELETE", f"/v1/models/{DEMO}/versions/1").status == 403
     assert c.request("GET", "/v1/models", key="").status == 401
+
+
+def test_job_cannot_name_a_models_dir():
+    """The repository is the server's: a job naming a directory of its own is refused (422,
+    the field named) before anything is stored."""
+    c = SRV.client()
+    before = H.scalar("SELECT count(*) FROM jobs")
+    for d in ("/etc", os.path.join(SRV.data_dir, "models")):
+        r = c.request("POST", "/v1/jobs", json={"kind": "infer", "params": {"model": DEMO, "models_dir": d}})
+        assert r.status == 422, r
+        p = r.json()
+        assert p["field"] == "params.models_dir" and "models_dir" in p["detail"], p
+    assert H.scalar("SELECT count(*) FROM jobs") == before
+    kinds = {k["name"]: k for k in c.json("GET", "/v1/kinds", expect=200)["kinds"]}
+    assert "models_dir" not in json.dumps(kinds["infer"]["params_schema"]), kinds["infer"]
 
 
 def leftovers():
@@ -503,7 +528,7 @@ if __name__ == "__main__":
     try:
         run_tests([test_demo_model_seeded_and_listed, test_stow_creates_jobs_and_results,
                    test_no_patient_data_anywhere, test_results_json_filters_and_cursor, test_results_csv,
-                   test_model_load_unload_and_roles, test_bad_model_upload_refused, test_model_upload_and_delete,
+                   test_model_load_unload_and_roles, test_job_cannot_name_a_models_dir, test_bad_model_upload_refused, test_model_upload_and_delete,
                    test_stow_errors, test_tenant_isolation, test_secret_shared_and_override,
                    test_default_mode_keeps_what_was_uploaded,
                    test_log_clean_at_end])

@@ -161,9 +161,18 @@ def test_model_metadata_and_ready():
         assert "1" in md["versions"], md
         assert md["inputs"] == [{"name": "image", "datatype": "FP32", "shape": [-1, 1, 256, 256]}], md
         assert md["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 4]}], md
+    # readiness never loads: not ready until the model is loaded (explicitly here; an
+    # inference request would load it too), with Triton's 400 and {"error": ...}
+    for path in (f"/v2/models/{MODEL}/ready", f"/v2/models/{MODEL}/versions/1/ready"):
+        r = C.request("GET", path)
+        assert r.status == 400 and "is not ready: it is not loaded" in r.json()["error"], (path, r)
+    models = {m["name"]: m for m in C.json("GET", "/v1/models", expect=200)["models"]}
+    assert models[MODEL]["versions"][0]["state"] == "unloaded", models[MODEL]   # metadata did not load it
+    C.json("POST", f"/v1/models/{MODEL}/load", expect=200)
     for path in (f"/v2/models/{MODEL}/ready", f"/v2/models/{MODEL}/versions/1/ready"):
         r = C.request("GET", path)
         assert r.status == 200, (path, r)
+        assert r.json()["ready"] is True and r.json()["devices"] == ["cpu"], r.json()
     for path, code in ((f"/v2/models/nope/ready", 404), (f"/v2/models/nope", 404),
                        (f"/v2/models/{MODEL}/versions/7", 404),
                        (f"/v2/models/{MODEL}/versions/7/ready", 404),
@@ -175,6 +184,34 @@ def test_model_metadata_and_ready():
     assert r.status == 401, r
     r = C.request("GET", f"/v2/models/{MODEL}", key="not-a-key")
     assert r.status == 401, r
+
+
+def test_unload_sticks():
+    """An admin's unload holds: /v2 infer and ready answer 400 "not ready" instead of
+    loading the model again, until an explicit load."""
+    x = images(1, 11)
+    body, hdrs = json_request(x)
+    r = C.request("POST", f"/v2/models/{BATCHED}/infer", body=body, headers=hdrs)
+    assert r.status == 200, r                                 # loaded on first use
+    assert C.request("GET", f"/v2/models/{BATCHED}/ready").status == 200
+    C.json("POST", f"/v1/models/{BATCHED}/unload", expect=200)
+    for _ in range(2):
+        r = C.request("POST", f"/v2/models/{BATCHED}/infer", body=body, headers=hdrs)
+        assert r.status == 400, r
+        assert "is not ready: it was unloaded" in r.json()["error"], r.json()
+        r = C.request("GET", f"/v2/models/{BATCHED}/ready")
+        assert r.status == 400 and "it was unloaded" in r.json()["error"], r
+        r = C.request("GET", f"/v2/models/{BATCHED}/versions/1/ready")
+        assert r.status == 400 and "it was unloaded" in r.json()["error"], r
+    md = C.json("GET", f"/v2/models/{BATCHED}", expect=200)   # metadata answers, loading nothing
+    assert md["parameters"]["devices"] == "", md
+    models = {m["name"]: m for m in C.json("GET", "/v1/models", expect=200)["models"]}
+    assert models[BATCHED]["versions"][0]["state"] == "unloaded", models[BATCHED]
+    assert models[BATCHED]["versions"][0]["devices"] == [], models[BATCHED]
+    C.json("POST", f"/v1/models/{BATCHED}/load", expect=200)
+    r = C.request("POST", f"/v2/models/{BATCHED}/infer", body=body, headers=hdrs)
+    assert r.status == 200, r
+    close(r.json()["outputs"][0]["data"], reference(x).reshape(-1), "after the load")
 
 
 def test_infer_json():
@@ -381,6 +418,6 @@ def test_full_queue_answers_429():
 
 if __name__ == "__main__":
     setup()
-    run_tests([test_health_and_server_metadata, test_model_metadata_and_ready, test_infer_json,
+    run_tests([test_health_and_server_metadata, test_model_metadata_and_ready, test_unload_sticks, test_infer_json,
                test_infer_binary, test_errors, test_concurrent_requests_are_batched,
                test_full_queue_answers_429])

@@ -19,6 +19,7 @@
 #include "infer/onnx/onnx_model.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/gpu_accounting.h"
+#include "infer/serving/serving_host.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -121,18 +122,6 @@ static int cmp_int(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
     return x < y ? -1 : x > y;
-}
-
-static int64_t env_i64(const char *name, int64_t dflt, int64_t lo, int64_t hi)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return dflt;
-    char *end = NULL;
-    long long x = strtoll(v, &end, 10);
-    if (!end || *end || x < lo || x > hi)
-        return dflt;
-    return (int64_t)x;
 }
 
 /* ---- statistics -------------------------------------------------------------------- */
@@ -580,12 +569,13 @@ static gj_batcher *create(gj_served_model *m, const struct gj_batcher_options *o
     for (size_t i = 0; i < np && i < GJ_MODEL_MAX_PREFERRED; i++)
         if (pref[i] >= 1 && pref[i] <= b->max_batch)
             b->preferred[b->n_preferred++] = pref[i];
+    struct gj_serving_host host;
+    gj_serving_host_get(&host);
     b->max_queue = opt->max_queue_size ? opt->max_queue_size
-                   : (size_t)env_i64("GPUJOBD_INFER_MAX_QUEUE", GJ_BATCH_DEFAULT_MAX_QUEUE, 1,
-                                     1 << 20);
+                   : host.max_queue ? host.max_queue : GJ_BATCH_DEFAULT_MAX_QUEUE;
     b->default_timeout_us = opt->default_timeout_us > 0 ? opt->default_timeout_us
-                            : env_i64("GPUJOBD_INFER_QUEUE_TIMEOUT_US",
-                                      GJ_BATCH_DEFAULT_TIMEOUT_US, 1, 3600LL * 1000000);
+                            : host.queue_timeout_us > 0 ? host.queue_timeout_us
+                            : GJ_BATCH_DEFAULT_TIMEOUT_US;
     b->threads = opt->threads_per_instance > 0 ? opt->threads_per_instance : 1;
     if (b->threads > 256)
         b->threads = 256;
@@ -849,7 +839,8 @@ size_t gj_batcher_sessions(gj_batcher *b)
 /* ---- registry ------------------------------------------------------------------------------ */
 
 struct reg_entry {
-    gj_batcher *b;             /* registered (holds one of b->refs); keyed by name, version, device */
+    gj_batcher *b;             /* registered (holds one of b->refs); keyed by name, version,
+                                  model digest and device */
     struct reg_entry *next;
 };
 
@@ -858,9 +849,10 @@ static struct reg_entry *reg_head;
 
 static int default_threads(int instances)
 {
-    int64_t t = env_i64("GPUJOBD_INFER_THREADS", 0, 1, 256);
-    if (t > 0)
-        return (int)t;
+    struct gj_serving_host host;
+    gj_serving_host_get(&host);
+    if (host.threads_per_instance > 0)
+        return host.threads_per_instance;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (ncpu < 1)
         ncpu = 1;
@@ -881,6 +873,15 @@ static int same_version(const gj_batcher *b, const char *name, int64_t version)
            strcmp(gj_served_model_name(b->model), name) == 0;
 }
 
+/* The same model: name, version and content (the SHA-256 of model.onnx), whichever load
+ * of it the batcher was made from. Never the file size: two files of one size differ. */
+static int same_model(const gj_batcher *b, const gj_served_model *m)
+{
+    return b->model == m ||
+           (same_version(b, gj_served_model_name(m), gj_served_model_version(m)) &&
+            strcmp(gj_served_model_digest(b->model), gj_served_model_digest(m)) == 0);
+}
+
 /* The CUDA backend, asked once: whether a KIND_AUTO model goes to a GPU. */
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static int cuda_ok;
@@ -898,17 +899,15 @@ int gj_model_uses_gpu(const struct gj_model_config *cfg)
     return cuda_ok && gj_gpu_acct_count() != 0;
 }
 
-/* Removes the batchers of m's name and version that belong to another load of it (a
- * reload); they are put on *dead to be released outside the lock. Caller holds reg_mu. */
+/* Removes the batchers of m's name and version whose model has other content (a new
+ * model.onnx under the same name and version); they are put on *dead to be released
+ * outside the lock. Caller holds reg_mu. */
 static void drop_stale_locked(gj_served_model *m, struct reg_entry **dead)
 {
     const char *name = gj_served_model_name(m);
     int64_t version = gj_served_model_version(m);
     for (struct reg_entry **pp = &reg_head; *pp;) {
-        gj_served_model *rm = (*pp)->b->model;
-        /* the same object, or another load of the same file (a job's own repository) */
-        if (!same_version((*pp)->b, name, version) || rm == m ||
-            gj_served_model_file_bytes(rm) == gj_served_model_file_bytes(m)) {
+        if (!same_version((*pp)->b, name, version) || same_model((*pp)->b, m)) {
             pp = &(*pp)->next;
             continue;
         }
@@ -922,8 +921,7 @@ static void drop_stale_locked(gj_served_model *m, struct reg_entry **dead)
 static gj_batcher *find_locked(gj_served_model *m, int device)
 {
     for (struct reg_entry *e = reg_head; e; e = e->next)
-        if (e->b->device == device &&
-            same_version(e->b, gj_served_model_name(m), gj_served_model_version(m)))
+        if (e->b->device == device && same_model(e->b, m))
             return e->b;
     return NULL;
 }

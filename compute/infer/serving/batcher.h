@@ -73,8 +73,8 @@ struct gj_batcher_options {
     size_t n_preferred;               /* 0: the config's */
     int instances;                    /* executor threads: the config's instances_per_device */
     int threads_per_instance;         /* ONNX CPU threads per executor (0: 1) */
-    size_t max_queue_size;            /* requests (0: env GPUJOBD_INFER_MAX_QUEUE, else 1024) */
-    int64_t default_timeout_us;       /* 0: env GPUJOBD_INFER_QUEUE_TIMEOUT_US, else 30 s */
+    size_t max_queue_size;            /* requests (0: the host's, serving_host.h, else 1024) */
+    int64_t default_timeout_us;       /* 0: the host's, else 30 s */
     int device;                       /* -1: CPU; >= 0: that GPU (CUDA ordinal) */
 };
 
@@ -126,12 +126,13 @@ size_t gj_batcher_sessions(gj_batcher *b);
  * where the ONNX runtime's CUDA backend is available and the host has a GPU. */
 int gj_model_uses_gpu(const struct gj_model_config *cfg);
 
-/* The shared batcher of this model version on the device it runs on, keyed by name,
- * version and device: created on first use from the model's config.json (options as
- * gj_batcher_create with all fields 0 / -1 except threads_per_instance, from env
- * GPUJOBD_INFER_THREADS, else CPUs / instances). A model object that differs from the
- * registered one for the same name and version (a reload) replaces its batchers: the old
- * ones drain and go when their last user releases them.
+/* The shared batcher of this model version on the device it runs on, keyed by the model's
+ * name, version and content (gj_served_model_digest: two models of one name, version and
+ * size but other content never share one) and the device: created on first use from the
+ * model's config.json (options as gj_batcher_create with all fields 0 / -1 except
+ * threads_per_instance, the host's (serving_host.h), else CPUs / instances). A model of
+ * the same name and version with other content (a new model.onnx) replaces its batchers:
+ * the old ones drain and go when their last user releases them.
  *
  * The device: -1 for a CPU model. For a GPU model, among instance_group.gpus (default:
  * every GPU of the host's accounting), the least loaded now: fewest running jobs plus

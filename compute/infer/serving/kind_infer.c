@@ -2,8 +2,10 @@
  * kind_infer.c — the `infer` job kind: DICOM images in, a model's scores out.
  *
  * Inputs: dicom, dicom.1, dicom.2, ... (one image each; frame 0 of a multi-frame file).
- * Params: model, version?, models_dir?, batch_size? (threads? is accepted and ignored: jobs
- * share the model's batcher, see batcher.h).
+ * Params: model, version?, batch_size? (threads? is accepted and ignored: jobs share the
+ * model's batcher, see batcher.h). The model comes from the repository the host hands in
+ * (serving_host.h: the service's, or `gpujobd run --models-dir`), never from a directory a
+ * job names.
  * For each file: parse, apply the model's filter (an image the model is not for is
  * reported as skipped with the reason), decode, preprocess, batch up to the model's
  * max_batch_size, run, apply the output activation. result.json holds per image the SOP
@@ -31,10 +33,10 @@
 #include "infer/serving/batcher.h"
 #include "infer/serving/model_repo.h"
 #include "infer/serving/preprocess.h"
+#include "infer/serving/serving_host.h"
 
 #define INFER_MAX_INPUTS 4096
 #define INFER_MAX_FRAME_PIXELS ((uint64_t)1 << 26)   /* 8192 x 8192 */
-#define INFER_DEFAULT_MODELS_DIR "./models"
 #define INFER_MAX_BATCH_BYTES ((uint64_t)1 << 30)
 
 static const char infer_schema[] =
@@ -45,12 +47,9 @@ static const char infer_schema[] =
     "\"description\":\"model name in the repository (letters, digits, '.', '_', '-')\"},"
     "\"version\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":999999999,"
     "\"description\":\"model version (default: the model's default_version, else the latest)\"},"
-    "\"models_dir\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024,"
-    "\"description\":\"model repository directory (set by the service; for gpujobd run: "
-    "this, else env GPUJOBD_MODELS_DIR, else ./models)\"},"
     "\"threads\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":256,"
     "\"description\":\"Accepted for older clients and ignored: jobs share the model's batcher, "
-    "whose CPU threads per instance come from GPUJOBD_INFER_THREADS (default: CPUs / instances)\"},"
+    "whose CPU threads per instance are the server's --infer-threads (default: CPUs / instances)\"},"
     "\"batch_size\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1024,"
     "\"description\":\"images per inference batch (default and upper bound: the model's "
     "max_batch_size)\"}"
@@ -67,13 +66,12 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static const char *models_dir_of(const struct gj_job *job)
+/* The repository the host handed in (serving_host.h), or NULL. */
+static gj_model_repo *host_repo(void)
 {
-    json_t *d = json_object_get(job->params, "models_dir");
-    if (json_is_string(d))
-        return json_string_value(d);
-    const char *env = getenv("GPUJOBD_MODELS_DIR");
-    return env && env[0] ? env : INFER_DEFAULT_MODELS_DIR;
+    struct gj_serving_host host;
+    gj_serving_host_get(&host);
+    return host.repo;
 }
 
 static int is_dicom_input(const char *name)
@@ -88,48 +86,37 @@ static int infer_validate(const struct gj_job *job, struct gj_error *err)
         return gj_error_set(err, "model", "model name '%.130s' is not valid: use 1 to 127 "
                             "letters, digits, '.', '_' or '-', not starting with '.'",
                             model ? model : "");
-    const char *dir = models_dir_of(job);
-    if (strlen(dir) >= 1024)
-        return gj_error_set(err, "models_dir", "models_dir is too long");
     size_t n = 0;
     for (size_t i = 0; i < job->n_inputs; i++)
         n += is_dicom_input(job->inputs[i].name);
     if (n > INFER_MAX_INPUTS)
         return gj_error_set(err, "inputs", "%zu DICOM files: at most %d per job", n,
                             INFER_MAX_INPUTS);
-    /* Where the repository is there, an unknown model is refused now rather than queued. */
+    /* Where there is a repository, an unknown model is refused now rather than queued. */
+    gj_model_repo *repo = host_repo();
     struct stat st;
-    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
-        char mdir[2048];
-        if (gj_path_join(mdir, sizeof mdir, dir, model) == 0 &&
-            (stat(mdir, &st) != 0 || !S_ISDIR(st.st_mode))) {
-            return gj_error_set(err, "model", "unknown model '%s': it is not in the model "
-                                "repository", model);
-        }
-    }
+    char mdir[2048];
+    if (repo && gj_path_join(mdir, sizeof mdir, gj_model_repo_dir(repo), model) == 0 &&
+        (stat(mdir, &st) != 0 || !S_ISDIR(st.st_mode)))
+        return gj_error_set(err, "model", "unknown model '%s': it is not in the model "
+                            "repository", model);
     return 0;
 }
 
-/* Whether the job's model runs on a GPU (its config.json: the version's own, else the
- * model's). Unreadable: 0 (the run says what is wrong with it). */
+/* Whether the job's model runs on a GPU (its config.json, read without loading the model).
+ * Unreadable: 0 (the run says what is wrong with it). */
 static int model_wants_gpu(const struct gj_job *job)
 {
     const char *model = json_string_value(json_object_get(job->params, "model"));
     json_t *jv = json_object_get(job->params, "version");
-    char mdir[2048], vdir[2100], path[2200], vname[24];
-    if (!model || !gj_model_name_ok(model) ||
-        gj_path_join(mdir, sizeof mdir, models_dir_of(job), model))
+    gj_model_repo *repo = host_repo();
+    if (!repo || !model || !gj_model_name_ok(model))
         return 0;
-    snprintf(vname, sizeof vname, "%lld", json_is_integer(jv) ? (long long)json_integer_value(jv)
-                                                              : 0LL);
-    struct stat st;
-    if (!json_is_integer(jv) || gj_path_join(vdir, sizeof vdir, mdir, vname) ||
-        gj_path_join(path, sizeof path, vdir, "config.json") || stat(path, &st) != 0)
-        if (gj_path_join(path, sizeof path, mdir, "config.json"))
-            return 0;
     struct gj_model_config cfg;
     struct gj_error err = { 0 };
-    int gpu = gj_model_config_load(path, model, &cfg, &err) == 0 && gj_model_uses_gpu(&cfg);
+    int gpu = gj_model_repo_config(repo, model, json_is_integer(jv) ? (int64_t)json_integer_value(jv) : 0,
+                                   &cfg, &err) == 0 &&
+              gj_model_uses_gpu(&cfg);
     gj_model_config_free(&cfg);
     return gpu;
 }
@@ -570,21 +557,18 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
     const char *name = json_string_value(json_object_get(job->params, "model"));
     json_t *jv = json_object_get(job->params, "version");
     int64_t version = json_is_integer(jv) ? (int64_t)json_integer_value(jv) : 0;
-    const char *dir = models_dir_of(job);
     if (!name || !gj_model_name_ok(name))
         return gj_error_set(err, "model", "model name is not valid");
-
-    gj_model_repo *repo = gj_model_repo_open(dir, err);
+    gj_model_repo *repo = host_repo();
     if (!repo) {
-        char msg[sizeof err->message];
-        snprintf(msg, sizeof msg, "%s", err->message);
-        gj_error_set(err, "model", "model '%s': %s", name, msg);
+        gj_error_set(err, "model", "model '%s': there is no model repository here (gpujobd run "
+                     "takes it from --models-dir, default ./models)", name);
         return GJ_RUN_FAILED;
     }
+    /* The repository's loaded model, shared with /v2 and every other job (loaded now when
+     * it is not yet; refused when an admin unloaded it). */
     gj_served_model *sm = NULL;
-    int rc = gj_model_repo_load(repo, name, version, &sm, err);
-    gj_model_repo_free(repo);   /* sm keeps its own reference */
-    if (rc)
+    if (gj_model_repo_acquire(repo, name, version, &sm, err) != 0)
         return GJ_RUN_FAILED;
     double load_ms = now_ms() - t_start;
     const struct gj_model_config *cfg = gj_served_model_config(sm);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <openssl/evp.h>
 
 #include "common/fsutil.h"
 #include "infer/onnx/onnx_model.h"
@@ -22,6 +23,7 @@ struct gj_served_model {
     onnx_model *onnx;
     size_t in_idx, out_idx;
     uint64_t file_bytes;
+    char digest[65];               /* SHA-256 of model.onnx, hex */
     /* The trial session (batch 1): what a GPU batcher's reservation is estimated from. */
     uint64_t const_bytes, sample_bytes;   /* weights; activations + inputs + outputs */
 };
@@ -53,6 +55,7 @@ const char *gj_model_state_name(enum gj_model_state s)
     switch (s) {
     case GJ_MODEL_READY: return "READY";
     case GJ_MODEL_FAILED: return "FAILED";
+    case GJ_MODEL_UNLOADED: return "UNLOADED";
     case GJ_MODEL_AVAILABLE:
     default: return "AVAILABLE";
     }
@@ -175,6 +178,29 @@ static int check_against_model(gj_served_model *m, struct gj_error *err)
     return ok ? 0 : -1;
 }
 
+/* SHA-256 of a file, streamed, as hex. 0 or -1 (errno). */
+static int file_sha256(const char *path, char hex[65])
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+    unsigned char buf[1 << 16];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        ok = EVP_DigestUpdate(ctx, buf, n) == 1;
+    ok = ok && !ferror(f);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    ok = ok && EVP_DigestFinal_ex(ctx, md, &len) == 1 && len == 32;
+    EVP_MD_CTX_free(ctx);
+    fclose(f);
+    for (unsigned i = 0; ok && i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return ok ? 0 : -1;
+}
+
 static void served_free(gj_served_model *m)
 {
     if (!m)
@@ -184,6 +210,17 @@ static void served_free(gj_served_model *m)
     free(m);
 }
 
+/* A version's config.json: <version>/config.json when there is one, else the model's. 0 or
+ * -1 (path too long). */
+static int version_config_path(const char *model_dir, int64_t version, char *path, size_t n)
+{
+    char vdir[4096], vname[32];
+    snprintf(vname, sizeof vname, "%lld", (long long)version);
+    if (gj_path_join(vdir, sizeof vdir, model_dir, vname) || gj_path_join(path, n, vdir, "config.json"))
+        return -1;
+    return is_file(path) ? 0 : gj_path_join(path, n, model_dir, "config.json");
+}
+
 gj_served_model *gj_served_model_load(const char *model_dir, const char *name, int64_t version,
                                       struct gj_error *err)
 {
@@ -191,9 +228,7 @@ gj_served_model *gj_served_model_load(const char *model_dir, const char *name, i
     snprintf(vname, sizeof vname, "%lld", (long long)version);
     if (gj_path_join(vdir, sizeof vdir, model_dir, vname) ||
         gj_path_join(onnx_path, sizeof onnx_path, vdir, "model.onnx") ||
-        gj_path_join(cfg_path, sizeof cfg_path, vdir, "config.json"))
-        return gj_error_set(err, "", "model path too long"), NULL;
-    if (!is_file(cfg_path) && gj_path_join(cfg_path, sizeof cfg_path, model_dir, "config.json"))
+        version_config_path(model_dir, version, cfg_path, sizeof cfg_path))
         return gj_error_set(err, "", "model path too long"), NULL;
     if (!is_file(onnx_path))
         return gj_error_set(err, "version", "model '%s' has no version %lld (no %lld/model.onnx)",
@@ -214,6 +249,12 @@ gj_served_model *gj_served_model_load(const char *model_dir, const char *name, i
     uint64_t bytes = 0;
     gj_file_size(onnx_path, &bytes);
     m->file_bytes = bytes;
+    if (file_sha256(onnx_path, m->digest) != 0) {
+        gj_error_set(err, "model.onnx", "model.onnx of '%s' version %lld cannot be read: %s", name,
+                     (long long)version, strerror(errno));
+        served_free(m);
+        return NULL;
+    }
     struct gj_error oerr = { 0 };
     m->onnx = onnx_model_load_file(onnx_path, 0, &oerr);
     if (!m->onnx) {
@@ -249,6 +290,7 @@ void *gj_served_model_onnx(const gj_served_model *m) { return m->onnx; }
 size_t gj_served_model_input_index(const gj_served_model *m) { return m->in_idx; }
 size_t gj_served_model_output_index(const gj_served_model *m) { return m->out_idx; }
 uint64_t gj_served_model_file_bytes(const gj_served_model *m) { return m->file_bytes; }
+const char *gj_served_model_digest(const gj_served_model *m) { return m->digest; }
 
 uint64_t gj_served_model_device_estimate(const gj_served_model *m, int max_batch, int instances)
 {
@@ -571,6 +613,32 @@ int64_t gj_model_repo_resolve(gj_model_repo *r, const char *name, int64_t reques
     return v;
 }
 
+/* Loads version rv of model m (or finds it loaded) into *out. Caller holds r->mu. */
+static int load_locked(gj_model_repo *r, struct repo_version *rv, const char *name,
+                       gj_served_model **out, struct gj_error *err)
+{
+    if (rv->loaded) {
+        *out = gj_served_model_ref(rv->loaded);
+        return 0;
+    }
+    char mdir[4096];
+    if (gj_path_join(mdir, sizeof mdir, r->dir, name))
+        return gj_error_set(err, "", "model path too long");
+    /* Loading holds the lock: models load once, and a second request for the same
+     * version waits for the first instead of loading it twice. */
+    gj_served_model *sm = gj_served_model_load(mdir, name, rv->version, err);
+    if (!sm) {
+        rv->state = GJ_MODEL_FAILED;
+        snprintf(rv->reason, sizeof rv->reason, "%s", err ? err->message : "load failed");
+        return -1;
+    }
+    rv->loaded = sm;
+    rv->state = GJ_MODEL_READY;
+    rv->reason[0] = '\0';
+    *out = gj_served_model_ref(sm);
+    return 0;
+}
+
 int gj_model_repo_load(gj_model_repo *r, const char *name, int64_t version,
                        gj_served_model **out, struct gj_error *err)
 {
@@ -578,36 +646,95 @@ int gj_model_repo_load(gj_model_repo *r, const char *name, int64_t version,
     *out = NULL;
     pthread_mutex_lock(&r->mu);
     int64_t v = resolve_locked(r, name, version, &m, err);
-    if (v < 0) {
-        pthread_mutex_unlock(&r->mu);
-        return -1;
-    }
-    struct repo_version *rv = find_version(m, v);
-    if (rv->loaded) {
-        *out = gj_served_model_ref(rv->loaded);
-        pthread_mutex_unlock(&r->mu);
-        return 0;
-    }
-    char mdir[4096];
-    if (gj_path_join(mdir, sizeof mdir, r->dir, name)) {
-        pthread_mutex_unlock(&r->mu);
-        return gj_error_set(err, "", "model path too long");
-    }
-    /* Loading holds the lock: models load once, and a second request for the same
-     * version waits for the first instead of loading it twice. */
-    gj_served_model *sm = gj_served_model_load(mdir, name, v, err);
-    if (!sm) {
-        rv->state = GJ_MODEL_FAILED;
-        snprintf(rv->reason, sizeof rv->reason, "%s", err ? err->message : "load failed");
-        pthread_mutex_unlock(&r->mu);
-        return -1;
-    }
-    rv->loaded = sm;
-    rv->state = GJ_MODEL_READY;
-    rv->reason[0] = '\0';
-    *out = gj_served_model_ref(sm);
+    int rc = v < 0 ? -1 : load_locked(r, find_version(m, v), name, out, err);
     pthread_mutex_unlock(&r->mu);
-    return 0;
+    return rc;
+}
+
+/* The version a request names, looking on disk again when it is not known yet (added
+ * since the last scan). Caller holds r->mu. */
+static struct repo_version *resolve_rescan_locked(gj_model_repo *r, const char *name, int64_t version,
+                                                  struct gj_error *err)
+{
+    struct repo_model *m;
+    int64_t v = resolve_locked(r, name, version, &m, err);
+    if (v < 0) {
+        struct gj_error serr = { 0 };
+        if (scan_locked(r, &serr) != 0)
+            return NULL;
+        v = resolve_locked(r, name, version, &m, err);
+    }
+    if (v < 0) {
+        if (err)
+            err->status = 404;
+        return NULL;
+    }
+    return find_version(m, v);
+}
+
+static int not_ready(const char *name, const struct repo_version *rv, struct gj_error *err)
+{
+    if (rv->state == GJ_MODEL_UNLOADED)
+        gj_error_set(err, "model", "model '%s' version %lld is not ready: it was unloaded "
+                     "(POST /v1/models/%s/load loads it again)", name, (long long)rv->version, name);
+    else if (rv->state == GJ_MODEL_FAILED)
+        gj_error_set(err, "model", "model '%s' version %lld is not ready: its last load failed: %s",
+                     name, (long long)rv->version, rv->reason);
+    else
+        gj_error_set(err, "model", "model '%s' version %lld is not ready: it is not loaded (it loads "
+                     "on its first inference request, or with POST /v1/models/%s/load)", name,
+                     (long long)rv->version, name);
+    if (err)
+        err->status = 400;
+    return -1;
+}
+
+int gj_model_repo_acquire(gj_model_repo *r, const char *name, int64_t version,
+                          gj_served_model **out, struct gj_error *err)
+{
+    *out = NULL;
+    pthread_mutex_lock(&r->mu);
+    struct repo_version *rv = resolve_rescan_locked(r, name, version, err);
+    int rc = -1;
+    if (rv && rv->state == GJ_MODEL_UNLOADED)
+        not_ready(name, rv, err);
+    else if (rv)
+        rc = load_locked(r, rv, name, out, err);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gj_model_repo_get_loaded(gj_model_repo *r, const char *name, int64_t version,
+                             gj_served_model **out, struct gj_error *err)
+{
+    *out = NULL;
+    pthread_mutex_lock(&r->mu);
+    struct repo_version *rv = resolve_rescan_locked(r, name, version, err);
+    int rc = -1;
+    if (rv && rv->loaded) {
+        *out = gj_served_model_ref(rv->loaded);
+        rc = 0;
+    } else if (rv) {
+        not_ready(name, rv, err);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gj_model_repo_config(gj_model_repo *r, const char *name, int64_t version,
+                         struct gj_model_config *cfg, struct gj_error *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    pthread_mutex_lock(&r->mu);
+    struct repo_version *rv = resolve_rescan_locked(r, name, version, err);
+    int64_t v = rv ? rv->version : -1;
+    pthread_mutex_unlock(&r->mu);
+    char mdir[4096], path[4096];
+    if (v < 0)
+        return -1;
+    if (gj_path_join(mdir, sizeof mdir, r->dir, name) || version_config_path(mdir, v, path, sizeof path))
+        return gj_error_set(err, "", "model path too long");
+    return gj_model_config_load(path, name, cfg, err);
 }
 
 int gj_model_repo_unload(gj_model_repo *r, const char *name, int64_t version,
@@ -624,7 +751,7 @@ int gj_model_repo_unload(gj_model_repo *r, const char *name, int64_t version,
                          (long long)v);
         } else {
             drop_version(rv);
-            rv->state = GJ_MODEL_AVAILABLE;
+            rv->state = GJ_MODEL_UNLOADED;
             rc = 0;
         }
     }

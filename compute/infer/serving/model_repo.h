@@ -52,6 +52,14 @@
  * A repository is thread-safe: the service may list, load and unload from HTTP handlers
  * while workers use loaded models. A loaded model is reference-counted: unloading drops
  * the repository's reference; jobs holding one keep using it until they release it.
+ *
+ * Loading is explicit (gj_model_repo_load, an admin's POST /v1/models/{name}/load) or
+ * on first use (gj_model_repo_acquire: `infer` jobs, /v2 infer). A version an admin
+ * unloaded stays unloaded: use does not load it again, only an explicit load does.
+ * Readiness (gj_model_repo_get_loaded) never loads.
+ *
+ * A loaded model's identity is its content: the SHA-256 of its model.onnx
+ * (gj_served_model_digest), which the batchers are keyed by.
  */
 #ifndef GJ_MODEL_REPO_H
 #define GJ_MODEL_REPO_H
@@ -154,9 +162,10 @@ int gj_model_filter_check(const struct gj_model_filter *f, const char *modality,
 /* ---- the repository --------------------------------------------------------------- */
 
 enum gj_model_state {
-    GJ_MODEL_AVAILABLE = 0,   /* on disk, not loaded */
+    GJ_MODEL_AVAILABLE = 0,   /* on disk, not loaded (loads on first use) */
     GJ_MODEL_READY,           /* loaded and checked */
     GJ_MODEL_FAILED,          /* the last load failed: reason says why */
+    GJ_MODEL_UNLOADED,        /* unloaded: only an explicit load loads it again */
 };
 const char *gj_model_state_name(enum gj_model_state s);   /* "AVAILABLE", "READY", ... */
 
@@ -195,12 +204,26 @@ int64_t gj_model_repo_resolve(gj_model_repo *repo, const char *name, int64_t req
  * [{"name", "default_version", "versions": [{"version", "state", "reason"?}]}]. */
 json_t *gj_model_repo_describe(gj_model_repo *repo);
 
-/* Loads (or finds loaded) a version; version 0: the default. On success *out holds a new
- * reference (release it). A bad config or model: -1, err says why, the version's state
- * becomes FAILED with that reason. */
+/* Loads (or finds loaded) a version, whatever its state (the explicit load); version 0:
+ * the default. On success *out holds a new reference (release it). A bad config or
+ * model: -1, err says why, the version's state becomes FAILED with that reason. */
 int gj_model_repo_load(gj_model_repo *repo, const char *name, int64_t version,
                        gj_served_model **out, struct gj_error *err);
-/* Drops the repository's reference; the state goes back to AVAILABLE. 0, or -1 when the
+/* The same on use (a job, an inference request): an unknown model or version is looked
+ * for again on disk first (added since the last scan), and an UNLOADED version is
+ * refused: -1, err->status 400, "model 'x' version N is not ready: it was unloaded ...". */
+int gj_model_repo_acquire(gj_model_repo *repo, const char *name, int64_t version,
+                          gj_served_model **out, struct gj_error *err);
+/* The loaded version, never loading it (readiness): 0 with a new reference, or -1 with
+ * err->status 400 and the reason it is not ready (not loaded yet, unloaded, its load
+ * failed), or 404 when the model or version is unknown. */
+int gj_model_repo_get_loaded(gj_model_repo *repo, const char *name, int64_t version,
+                             gj_served_model **out, struct gj_error *err);
+/* A version's config.json (the version's own, else the model's), without loading the
+ * model. 0, or -1 with err; free cfg with gj_model_config_free either way. */
+int gj_model_repo_config(gj_model_repo *repo, const char *name, int64_t version,
+                         struct gj_model_config *cfg, struct gj_error *err);
+/* Drops the repository's reference; the state becomes UNLOADED. 0, or -1 when the
  * version is not loaded. */
 int gj_model_repo_unload(gj_model_repo *repo, const char *name, int64_t version,
                          struct gj_error *err);
@@ -227,6 +250,8 @@ size_t gj_served_model_input_index(const gj_served_model *m);
 size_t gj_served_model_output_index(const gj_served_model *m);
 /* Size of model.onnx in bytes. */
 uint64_t gj_served_model_file_bytes(const gj_served_model *m);
+/* SHA-256 of model.onnx as 64 lower-case hex digits: the model's identity. */
+const char *gj_served_model_digest(const gj_served_model *m);
 /* Device memory that `instances` executors running batches of up to max_batch samples
  * are expected to hold, from the load's trial session (weights, activation arena and
  * input/output tensors, scaled by the batch): what a GPU batcher reserves before it

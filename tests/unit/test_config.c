@@ -255,6 +255,57 @@ static void fake_gpus_reach_devices(void **state)
     unsetenv("GPUJOBD_FAKE_GPUS");
 }
 
+/* The inference settings: flags with GPUJOBD_* twins; a bad value stops start-up (the
+ * batcher's used to fall back silently); the pseudonymisation secret is never echoed. */
+static void inference_settings(void **state)
+{
+    (void)state;
+    struct gj_config cfg;
+    char *argv0[] = { "serve", NULL };
+    assert_int_equal(load(&cfg, 1, argv0), 0);
+    assert_string_equal(cfg.models_dir, "");
+    assert_int_equal(cfg.infer_max_queue, 1024);
+    assert_true(cfg.infer_queue_timeout_us == 30000000);
+    assert_int_equal(cfg.infer_threads, 0);
+    assert_int_equal(cfg.infer_purge_phi, 0);
+
+    setenv("GPUJOBD_MODELS_DIR", "/srv/models", 1);
+    setenv("GPUJOBD_INFER_PURGE_PHI", "1", 1);
+    setenv("GPUJOBD_INFER_QUEUE_TIMEOUT_US", "3600000000", 1);
+    setenv("GPUJOBD_PSEUDONYM_SECRET", "0123456789abcdef0123456789abcdef", 1);
+    char *argv[] = { "serve", "--infer-max-queue", "1", "--infer-threads", "4", NULL };
+    assert_int_equal(load(&cfg, 5, argv), 0);
+    assert_string_equal(cfg.models_dir, "/srv/models");
+    assert_int_equal(cfg.infer_purge_phi, 1);
+    assert_true(cfg.infer_queue_timeout_us == 3600000000LL);
+    assert_string_equal(cfg.pseudonym_secret, "0123456789abcdef0123456789abcdef");
+    assert_int_equal(cfg.infer_max_queue, 1);
+    assert_int_equal(cfg.infer_threads, 4);
+    unsetenv("GPUJOBD_MODELS_DIR");
+    unsetenv("GPUJOBD_INFER_QUEUE_TIMEOUT_US");
+    unsetenv("GPUJOBD_PSEUDONYM_SECRET");
+
+    setenv("GPUJOBD_INFER_PURGE_PHI", "maybe", 1);
+    assert_int_equal(load(&cfg, 1, argv0), -1);
+    assert_non_null(strstr(errbuf, "GPUJOBD_INFER_PURGE_PHI"));
+    unsetenv("GPUJOBD_INFER_PURGE_PHI");
+    setenv("GPUJOBD_INFER_MAX_QUEUE", "0", 1);
+    assert_int_equal(load(&cfg, 1, argv0), -1);
+    assert_non_null(strstr(errbuf, "GPUJOBD_INFER_MAX_QUEUE"));
+    unsetenv("GPUJOBD_INFER_MAX_QUEUE");
+    char *bad_threads[] = { "serve", "--infer-threads", "lots", NULL };
+    assert_int_equal(load(&cfg, 3, bad_threads), -1);
+    assert_non_null(strstr(errbuf, "--infer-threads"));
+    char *bad_timeout[] = { "serve", "--infer-queue-timeout-us", "3600000001", NULL };
+    assert_int_equal(load(&cfg, 3, bad_timeout), -1);
+    assert_non_null(strstr(errbuf, "--infer-queue-timeout-us"));
+    setenv("GPUJOBD_PSEUDONYM_SECRET", "short-secret-xyz", 1);
+    assert_int_equal(load(&cfg, 1, argv0), -1);
+    assert_non_null(strstr(errbuf, "GPUJOBD_PSEUDONYM_SECRET"));
+    assert_null(strstr(errbuf, "short-secret-xyz"));
+    unsetenv("GPUJOBD_PSEUDONYM_SECRET");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +316,7 @@ int main(void)
         cmocka_unit_test(pg_user_is_checked_as_root),
         cmocka_unit_test(test_switches_are_checked),
         cmocka_unit_test(fake_gpus_reach_devices),
+        cmocka_unit_test(inference_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

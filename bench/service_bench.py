@@ -27,9 +27,19 @@ def hardware():
     return f"{os.cpu_count()} cores, {cpu_model()}, {platform.system()} {platform.release()}"
 
 
-def insert_jobs(h, n, tenant_sql="(SELECT id FROM tenants LIMIT 1)"):
-    h.sql(f"INSERT INTO jobs (tenant_id, kind, params) SELECT {tenant_sql}, 'noop', "
-          f"'{{\"sleep_ms\":0,\"write_result\":false}}' FROM generate_series(1, {n})")
+def submit_jobs(h, srv, n, threads=16):
+    """n noop jobs through POST /v1/jobs (gj_queue_submit, the one way a job is created),
+    16 at a time, on a server with no worker slots: they wait, queued."""
+    from concurrent.futures import ThreadPoolExecutor
+    c = srv.client()
+    with ThreadPoolExecutor(threads) as ex:
+        list(ex.map(lambda _: c.submit("noop", {"sleep_ms": 0, "write_result": False}), range(n)))
+
+
+def requeue_jobs(h):
+    """The finished jobs queued again, as new (for pgbench: the same rows, no second insert)."""
+    h.sql("UPDATE jobs SET state = 'queued', attempts = 0, started_at = NULL, finished_at = NULL, "
+          "progress = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL")
 
 
 def bench_queue(slots=(1, 2, 4), n=int(os.environ.get("GJ_BENCH_JOBS", "4000"))):
@@ -55,9 +65,9 @@ def bench_queue(slots=(1, 2, 4), n=int(os.environ.get("GJ_BENCH_JOBS", "4000")))
         h = Harness()
         try:
             # Service: jobs waiting before start, so the measure is claim+run+finish only.
-            srv = h.start_server(["--cpu-workers", str(s), "--db-pool-size", str(max(4, s + 4))])
+            srv = h.start_server(["--role", "api", "--db-pool-size", "20"])
+            submit_jobs(h, srv, n)
             srv.terminate()
-            insert_jobs(h, n)
             t0 = time.time()
             srv2 = h.start_server(["--cpu-workers", str(s), "--db-pool-size", str(max(4, s + 4))],
                                   data_dir=srv.data_dir)
@@ -69,8 +79,7 @@ def bench_queue(slots=(1, 2, 4), n=int(os.environ.get("GJ_BENCH_JOBS", "4000")))
             svc_rate = n / span
             srv2.terminate()
             # pgbench: the same transactions on the same database, same number of clients.
-            h.sql("DELETE FROM jobs")
-            insert_jobs(h, n)
+            requeue_jobs(h)
             per_client = n // s
             r = subprocess.run(["pgbench", "-n", "-h", h.sockdir, "-U", h.db_user, "-c", str(s), "-j", str(s),
                                 "-t", str(per_client), "-M", "extended", "-f", script.name, "gpujobd"],

@@ -479,49 +479,23 @@ int gj_queue_spawn_child(PGconn *conn, const struct gj_claim *c, int child_index
 {
     if (PQtransactionStatus(conn) == PQTRANS_IDLE && gj_db_begin(conn) != 0)
         return -1;
-    char *text = params ? json_dumps(params, JSON_COMPACT) : strdup("{}");
-    if (!text) {
+    struct gj_submit_input *ins = calloc(n_inputs > 0 ? (size_t)n_inputs : 1, sizeof *ins);
+    if (!ins) {
         gj_log_error(COMPONENT, "job %s: out of memory", c->id);
         gj_db_rollback(conn);
         return -1;
     }
-    char index[16];
-    snprintf(index, sizeof index, "%d", child_index);
-    /* The parent's row is fenced: a parent that lost its lease spawns nothing. */
-    const char *p[] = { c->id, c->lease_token, kind, text, index };
-    PGresult *r = NULL;
-    int rows = fenced(conn,
-                      "WITH parent AS (UPDATE jobs SET children_pending = children_pending + 1"
-                      "   WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'"
-                      "   RETURNING id, tenant_id, priority, max_attempts)"
-                      " INSERT INTO jobs (tenant_id, kind, params, priority, max_attempts, parent_id,"
-                      "                   child_index)"
-                      " SELECT tenant_id, $3, $4::jsonb, priority, max_attempts, id, $5::int FROM parent"
-                      " RETURNING id",
-                      5, p, &r);
-    free(text);
-    if (rows < 0) {
-        gj_db_rollback(conn);
-        return -1;
-    }
-    if (rows == 0) {
-        PQclear(r);
-        gj_db_rollback(conn);
-        gj_log_warn(COMPONENT, "job %s: lease %s lost; child not spawned", c->id, c->lease_token);
-        return 1;
-    }
-    char child_id[GJ_UUID_LEN + 1];
-    copy_field(child_id, sizeof child_id, PQgetvalue(r, 0, 0));
-    PQclear(r);
-    for (int i = 0; i < n_inputs; i++) {
-        const char *ip[] = { child_id, input_names[i], input_blob_ids[i] };
-        if (gj_db_cmd(conn, "INSERT INTO job_inputs (job_id, name, blob_id) VALUES ($1, $2, $3)", 3,
-                      ip) != 0) {
-            gj_db_rollback(conn);
-            return -1;
-        }
-    }
-    return 0;
+    for (int i = 0; i < n_inputs; i++)
+        ins[i] = (struct gj_submit_input){ input_names[i], input_blob_ids[i], 0 };
+    struct gj_submit s = { .kind = kind, .params = params, .inputs = ins, .n_inputs = (size_t)n_inputs,
+                           .parent = c, .child_index = child_index };
+    struct gj_submitted out;
+    int rc = gj_queue_submit(conn, &s, &out);
+    free(ins);
+    if (rc == GJ_SUBMIT_OK)
+        return 0;
+    gj_db_rollback(conn);
+    return rc == GJ_SUBMIT_LEASE_LOST ? 1 : -1;
 }
 
 static const char rescue_sql[] =

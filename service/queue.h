@@ -30,6 +30,54 @@ struct gj_claim {
 };
 void gj_claim_clear(struct gj_claim *c);
 
+/* ---- creating a job (queue_submit.c) ---- */
+
+/* One input of a new job: a blob of the job's tenant, under a name. */
+struct gj_submit_input {
+    const char *name;          /* a plain name (gj_safe_name) */
+    const char *blob_id;
+    int owned;                 /* 1: the blob becomes the job's (uploaded with it: deleted with it) */
+};
+
+/* A job to create. A caller sets what it has and leaves the rest zero; a field added
+ * later (a job name, labels, a callback URL, inputs naming another job's output) gets a
+ * zero default here, so no caller changes. */
+struct gj_submit {
+    const char *tenant_id;         /* ignored for a sub-task: the parent's */
+    const char *kind;
+    json_t *params;                /* borrowed; NULL: {} */
+    int priority;                  /* -1000..1000; ignored for a sub-task (the parent's) */
+    int max_attempts;              /* 1..100 (0: 3); ignored for a sub-task (the parent's) */
+    const char *idempotency_key;   /* NULL: none */
+    const char *request_hash;      /* with idempotency_key: hex SHA-256 of the request */
+    const struct gj_submit_input *inputs;
+    size_t n_inputs;
+    /* A sub-task of a claimed job: counted in the parent's children_pending, fenced by the
+     * parent's lease; child_index orders the children (see GJ_CHILD_STAGE_STRIDE). */
+    const struct gj_claim *parent;
+    int child_index;
+};
+
+enum gj_submit_rc {
+    GJ_SUBMIT_OK = 0,
+    GJ_SUBMIT_DUPLICATE = 1,       /* the tenant has a job with this idempotency key */
+    GJ_SUBMIT_LEASE_LOST = 2,      /* the parent lost its lease */
+    GJ_SUBMIT_INPUT_GONE = 3,      /* an input's blob is gone (or another tenant's) */
+    GJ_SUBMIT_ERROR = -1,          /* a database error (logged) */
+};
+
+struct gj_submitted {
+    char id[GJ_UUID_LEN + 1];      /* the new job */
+    const char *bad_input;         /* GJ_SUBMIT_INPUT_GONE: the input's name */
+};
+
+/* Creates a job: its row and its inputs. The one way a job comes to be (POST /v1/jobs,
+ * STOW-RS, sub-tasks, tests); the history row and the NOTIFY come from the triggers. Runs
+ * in the caller's transaction when one is open (anything but GJ_SUBMIT_OK leaves it for
+ * the caller to roll back), else in a transaction of its own (committed on
+ * GJ_SUBMIT_OK, else rolled back). Returns an enum gj_submit_rc. */
+int gj_queue_submit(PGconn *conn, const struct gj_submit *s, struct gj_submitted *out);
+
 /* Claims the best queued job of one of kinds (NULL-terminated) for worker_id.
  * 1 claimed (c filled), 0 nothing to do, -1 database error. */
 int gj_queue_claim(PGconn *conn, const char *worker_id, const char *const *kinds,

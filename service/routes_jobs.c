@@ -375,17 +375,25 @@ static int idempotent_replay(struct gj_req *r, PGconn *c, const char *key, const
     return 1;
 }
 
-static void submit(struct gj_req *r, json_t *body, struct submit_state *s)
+/* A submit as checked: what gj_kind_validate and gj_queue_submit take. */
+struct submit_req {
+    const struct gj_kind *kind;
+    json_t *params;                          /* borrowed from the body; NULL: {} */
+    json_t *inputs;                          /* borrowed: name -> blob id */
+    json_int_t priority, max_attempts;
+    struct gj_input in[MAX_INPUTS + 1];      /* names and sizes, for the kind's checks */
+    struct gj_submit_input sub[MAX_INPUTS];  /* names and blobs, for the queue */
+    char ids[MAX_INPUTS][GJ_UUID_LEN + 1];
+    size_t n_in, n_json;
+    char hash[65];                           /* SHA-256 of the canonical request */
+};
+
+/* The body's fields: kind, params, inputs, priority, max_attempts. 0, or -1 answered. */
+static int check_body(struct gj_req *r, json_t *body, struct submit_req *q)
 {
-    PGconn *c = gj_req_db(r);
-    const char *ikey = gj_req_header(r, "Idempotency-Key");
-    if (!c) {
-        gj_respond_unavailable(r);
-        return;
-    }
     if (!json_is_object(body)) {
         gj_problem(r, 400, NULL, "the body must be a JSON object: {kind, params, inputs, priority, max_attempts}");
-        return;
+        return -1;
     }
     const char *k;
     json_t *v;
@@ -393,90 +401,94 @@ static void submit(struct gj_req *r, json_t *body, struct submit_state *s)
         if (strcmp(k, "kind") && strcmp(k, "params") && strcmp(k, "inputs") && strcmp(k, "priority") &&
             strcmp(k, "max_attempts")) {
             gj_problem(r, 422, k, "unknown field '%.100s'", k);
-            return;
+            return -1;
         }
     }
     json_t *jkind = json_object_get(body, "kind");
     if (!json_is_string(jkind)) {
         gj_problem(r, 422, "kind", "kind is required: a job kind name (GET /v1/kinds)");
-        return;
+        return -1;
     }
-    const struct gj_kind *kind = gj_kind_find(json_string_value(jkind));
-    if (!kind) {
+    q->kind = gj_kind_find(json_string_value(jkind));
+    if (!q->kind) {
         gj_problem(r, 422, "kind", "unknown kind '%.100s' (GET /v1/kinds lists them)", json_string_value(jkind));
-        return;
+        return -1;
     }
-    json_t *params = json_object_get(body, "params");
-    if (params && !json_is_object(params)) {
+    q->params = json_object_get(body, "params");
+    if (q->params && !json_is_object(q->params)) {
         gj_problem(r, 422, "params", "params must be a JSON object");
-        return;
+        return -1;
     }
-    json_t *inputs = json_object_get(body, "inputs");
-    if (inputs && !json_is_object(inputs)) {
+    q->inputs = json_object_get(body, "inputs");
+    if (q->inputs && !json_is_object(q->inputs)) {
         gj_problem(r, 422, "inputs", "inputs must be an object of input name to blob id");
-        return;
+        return -1;
     }
-    json_int_t priority = 0, max_attempts = r->srv->cfg.default_max_attempts > 0 ? r->srv->cfg.default_max_attempts : 3;
-    if (json_object_get(body, "priority") && int_field(json_object_get(body, "priority"), -1000, 1000, &priority)) {
+    q->priority = 0;
+    q->max_attempts = r->srv->cfg.default_max_attempts > 0 ? r->srv->cfg.default_max_attempts : 3;
+    if (json_object_get(body, "priority") && int_field(json_object_get(body, "priority"), -1000, 1000, &q->priority)) {
         gj_problem(r, 422, "priority", "priority must be an integer from -1000 to 1000");
-        return;
+        return -1;
     }
     if (json_object_get(body, "max_attempts") &&
-        int_field(json_object_get(body, "max_attempts"), 1, 100, &max_attempts)) {
+        int_field(json_object_get(body, "max_attempts"), 1, 100, &q->max_attempts)) {
         gj_problem(r, 422, "max_attempts", "max_attempts must be an integer from 1 to 100");
-        return;
+        return -1;
     }
+    return 0;
+}
 
-    /* inputs: JSON references, then uploaded parts */
-    size_t n_json = inputs ? json_object_size(inputs) : 0;
-    size_t n_all = n_json + (size_t)(s ? s->n_files : 0);
-    if (n_all > MAX_INPUTS) {
-        gj_problem(r, 422, "inputs", "more than %d inputs", MAX_INPUTS);
-        return;
-    }
-    struct gj_input in[MAX_INPUTS + 1];
-    char ids[MAX_INPUTS][GJ_UUID_LEN + 1];
-    size_t n_in = 0;
-    json_t *canon_inputs = json_object();
+static void add_input(struct submit_req *q, const char *name, uint64_t size, int owned)
+{
+    q->in[q->n_in] = (struct gj_input){ name, NULL, size };
+    q->sub[q->n_in] = (struct gj_submit_input){ name, q->ids[q->n_in], owned };
+    q->n_in++;
+}
+
+/* Inputs given as blob ids (this tenant's): into q and canon (name -> id). 0, or -1 answered. */
+static int json_inputs(struct gj_req *r, PGconn *c, struct submit_req *q, json_t *canon)
+{
+    const char *k;
+    json_t *v;
     char field[160];
-    json_object_foreach(inputs, k, v) {
+    json_object_foreach(q->inputs, k, v) {
         snprintf(field, sizeof field, "inputs.%.100s", k);
         if (!gj_safe_name(k) || strlen(k) > 100) {
-            json_decref(canon_inputs);
             gj_problem(r, 422, field, "input names are plain names of at most 100 characters");
-            return;
+            return -1;
         }
         if (!json_is_string(v) || !gj_is_uuid(json_string_value(v))) {
-            json_decref(canon_inputs);
             gj_problem(r, 422, field, "an input is the id of an uploaded blob (POST /v1/blobs)");
-            return;
+            return -1;
         }
         struct gj_blob_info info;
         int rc = gj_blob_lookup(c, r->who.tenant_id, json_string_value(v), &info);
-        if (rc < 0) {
-            json_decref(canon_inputs);
-            gj_respond_unavailable(r);
-            return;
+        if (rc <= 0) {
+            if (rc < 0)
+                gj_respond_unavailable(r);
+            else
+                gj_problem(r, 422, field, "no blob %s", json_string_value(v));
+            return -1;
         }
-        if (rc == 0) {
-            json_decref(canon_inputs);
-            gj_problem(r, 422, field, "no blob %s", json_string_value(v));
-            return;
-        }
-        snprintf(ids[n_in], sizeof ids[n_in], "%s", info.id);
-        in[n_in].name = k;
-        in[n_in].path = NULL;
-        in[n_in].size = info.size;
-        json_object_set_new(canon_inputs, k, json_string(info.id));
-        n_in++;
+        snprintf(q->ids[q->n_in], sizeof q->ids[q->n_in], "%s", info.id);
+        json_object_set_new(canon, k, json_string(info.id));
+        add_input(q, k, info.size, 0);
     }
+    q->n_json = q->n_in;
+    return 0;
+}
+
+/* Inputs uploaded as parts: digested (canon gets "sha256:<hex>") and committed as blobs
+ * the job will own (in the request's transaction). 0, or -1 answered. */
+static int uploaded_inputs(struct gj_req *r, struct submit_state *s, struct submit_req *q, json_t *canon)
+{
     for (int i = 0; s && i < s->n_files; i++) {
         struct mp_file *f = &s->files[i];
-        if (json_object_get(canon_inputs, f->name)) {
-            json_decref(canon_inputs);
+        if (json_object_get(canon, f->name)) {
+            char field[160];
             snprintf(field, sizeof field, "inputs.%s", f->name);
             gj_problem(r, 422, field, "input '%s' is given twice", f->name);
-            return;
+            return -1;
         }
         if (!f->finished) {
             gj_blob_writer_digest(f->w, f->sha);
@@ -486,137 +498,142 @@ static void submit(struct gj_req *r, json_t *body, struct submit_state *s)
         char hex[65], tag[80];
         gj_sha256_hex(f->sha, hex);
         snprintf(tag, sizeof tag, "sha256:%s", hex);
-        json_object_set_new(canon_inputs, f->name, json_string(tag));
-        in[n_in].name = f->name;
-        in[n_in].path = NULL;
-        in[n_in].size = f->size;
-        n_in++;
+        json_object_set_new(canon, f->name, json_string(tag));
+        add_input(q, f->name, f->size, 1);
     }
+    return 0;
+}
 
-    /* request hash, for Idempotency-Key */
-    json_t *canon = json_pack("{s:s, s:o, s:o, s:I, s:I}", "kind", kind->name, "params",
-                              params ? json_incref(params) : json_object(), "inputs", canon_inputs, "priority",
-                              priority, "max_attempts", max_attempts);
+/* The request's hash (for Idempotency-Key) over kind, params, inputs and the numbers. */
+static int hash_request(struct submit_req *q, json_t *canon_inputs)
+{
+    json_t *canon = json_pack("{s:s, s:o, s:O, s:I, s:I}", "kind", q->kind->name, "params",
+                              q->params ? json_incref(q->params) : json_object(), "inputs", canon_inputs,
+                              "priority", q->priority, "max_attempts", q->max_attempts);
     char *ctext = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(canon);
-    if (!ctext) {
-        gj_problem(r, 500, NULL, "out of memory");
-        return;
-    }
-    char hash[65];
-    sha256_text(ctext, strlen(ctext), hash);
+    if (!ctext)
+        return -1;
+    sha256_text(ctext, strlen(ctext), q->hash);
     free(ctext);
-    if (ikey) {
-        int rc = idempotent_replay(r, c, ikey, hash);
-        if (rc != 0) {
-            if (rc < 0)
-                gj_respond_unavailable(r);
-            return;
-        }
-    }
+    return 0;
+}
 
-    /* the module's checks */
+/* The kind's checks (schema, inputs, its own validate). 0, or -1 answered. */
+static int kind_check(struct gj_req *r, struct submit_req *q)
+{
     json_t *empty = json_object();
-    struct gj_job job = { kind->name, params ? params : empty, in, n_in };
+    struct gj_job job = { q->kind->name, q->params ? q->params : empty, q->in, q->n_in };
     struct gj_error err;
     gj_error_clear(&err);
-    if (gj_kind_validate(kind, &job, &err) != 0) {
-        json_decref(empty);
-        char f2[200];
-        if (!err.field[0] || strncmp(err.field, "inputs", 6) == 0)
-            snprintf(f2, sizeof f2, "%s", err.field);
-        else
-            snprintf(f2, sizeof f2, "params.%s", err.field);
-        int st = err.status >= 400 && err.status < 500 ? err.status : 422;
-        gj_problem(r, st, f2[0] ? f2 : "params", "%s", err.message[0] ? err.message : "invalid job");
-        return;
-    }
-    char *ptext = json_dumps(params ? params : empty, JSON_COMPACT);
+    int rc = gj_kind_validate(q->kind, &job, &err);
     json_decref(empty);
-    if (!ptext) {
-        gj_problem(r, 500, NULL, "out of memory");
-        return;
-    }
+    if (rc == 0)
+        return 0;
+    char f2[200];
+    if (!err.field[0] || strncmp(err.field, "inputs", 6) == 0)
+        snprintf(f2, sizeof f2, "%s", err.field);
+    else
+        snprintf(f2, sizeof f2, "params.%s", err.field);
+    int st = err.status >= 400 && err.status < 500 ? err.status : 422;
+    gj_problem(r, st, f2[0] ? f2 : "params", "%s", err.message[0] ? err.message : "invalid job");
+    return -1;
+}
 
-    /* store: job row, uploaded blobs owned by it, job_inputs — one transaction */
-    if (!(s && s->in_txn)) {
-        if (gj_db_begin(c) != 0) {
-            free(ptext);
-            gj_respond_unavailable(r);
-            return;
-        }
-    }
-    char prio[24], maxa[24], job_id[GJ_UUID_LEN + 1];
-    snprintf(prio, sizeof prio, "%lld", (long long)priority);
-    snprintf(maxa, sizeof maxa, "%lld", (long long)max_attempts);
-    const char *p[7] = { r->who.tenant_id, kind->name, ptext, prio, maxa, ikey, ikey ? hash : NULL };
-    char sqlstate[6] = "";
-    PGresult *res = gj_db_exec(c,
-                               "INSERT INTO jobs (tenant_id, kind, params, priority, max_attempts, idempotency_key,"
-                               " request_hash) VALUES ($1::uuid, $2, $3::jsonb, $4::int, $5::int, $6,"
-                               " decode($7, 'hex')) ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING id",
-                               7, p, sqlstate);
-    free(ptext);
-    if (!res)
-        goto db_error;
-    if (PQntuples(res) == 0) {            /* a concurrent submit with the same key won */
-        PQclear(res);
-        if (s)
-            drop_files(s);
-        gj_db_rollback(c);
-        if (s)
-            s->in_txn = 0;
-        if (idempotent_replay(r, c, ikey ? ikey : "", hash) <= 0)
-            gj_respond_unavailable(r);
-        return;
-    }
-    snprintf(job_id, sizeof job_id, "%s", PQgetvalue(res, 0, 0));
-    PQclear(res);
-    for (int i = 0; s && i < s->n_files; i++) {
-        struct mp_file *f = &s->files[i];
-        int rc = gj_blob_writer_commit(f->w, job_id, ids[n_json + (size_t)i]);
-        f->w = NULL;
-        if (rc != 0)
-            goto db_error;
-    }
-    for (size_t i = 0; i < n_in; i++) {
-        const char *q[3] = { job_id, in[i].name, ids[i] };
-        res = gj_db_exec(c, "INSERT INTO job_inputs (job_id, name, blob_id) VALUES ($1::uuid, $2, $3::uuid)", 3, q,
-                         sqlstate);
-        if (!res) {
-            if (strcmp(sqlstate, "23503") == 0) {
-                if (s)
-                    drop_files(s);
-                gj_db_rollback(c);
-                if (s)
-                    s->in_txn = 0;
-                snprintf(field, sizeof field, "inputs.%.100s", in[i].name);
-                gj_problem(r, 422, field, "the blob of input '%s' was deleted", in[i].name);
-                return;
-            }
-            goto db_error;
-        }
-        PQclear(res);
-    }
-    if (gj_db_commit(c) != 0)
-        goto db_error;
-    if (s)
-        s->in_txn = 0;
-    json_t *out = NULL;
-    if (job_fetch(c, r->who.tenant_id, job_id, &out, NULL, NULL, NULL) != 1) {
-        gj_respond_unavailable(r);
-        return;
-    }
-    respond_job(r, 201, out);
-    return;
-
-db_error:
+/* Drops what the request stored (uploaded blobs, the transaction). */
+static void end_txn(PGconn *c, struct submit_state *s)
+{
     if (s)
         drop_files(s);
     gj_db_rollback(c);
     if (s)
         s->in_txn = 0;
-    gj_respond_unavailable(r);
+}
+
+/* Stores the job (uploaded blobs, the row, job_inputs: one transaction) and answers 201,
+ * or the existing job of a concurrent submit with the same Idempotency-Key. */
+static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struct submit_req *q, const char *ikey)
+{
+    if (!(s && s->in_txn) && gj_db_begin(c) != 0) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    for (int i = 0; s && i < s->n_files; i++) {
+        int rc = gj_blob_writer_commit(s->files[i].w, NULL, q->ids[q->n_json + (size_t)i]);
+        s->files[i].w = NULL;
+        if (rc != 0) {
+            end_txn(c, s);
+            gj_respond_unavailable(r);
+            return;
+        }
+    }
+    struct gj_submit sub = { .tenant_id = r->who.tenant_id, .kind = q->kind->name, .params = q->params,
+                             .priority = (int)q->priority, .max_attempts = (int)q->max_attempts,
+                             .idempotency_key = ikey, .request_hash = q->hash, .inputs = q->sub,
+                             .n_inputs = q->n_in };
+    struct gj_submitted out;
+    int rc = gj_queue_submit(c, &sub, &out);
+    if (rc == GJ_SUBMIT_OK && gj_db_commit(c) != 0)
+        rc = GJ_SUBMIT_ERROR;
+    if (rc != GJ_SUBMIT_OK) {
+        char field[160];
+        snprintf(field, sizeof field, "inputs.%.100s", out.bad_input ? out.bad_input : "");
+        end_txn(c, s);
+        if (rc == GJ_SUBMIT_INPUT_GONE)
+            gj_problem(r, 422, field, "the blob of input '%s' was deleted", out.bad_input);
+        else if (rc != GJ_SUBMIT_DUPLICATE || idempotent_replay(r, c, ikey ? ikey : "", q->hash) <= 0)
+            gj_respond_unavailable(r);   /* (a concurrent submit with the same key won: replayed) */
+        return;
+    }
+    if (s)
+        s->in_txn = 0;
+    json_t *job = NULL;
+    if (job_fetch(c, r->who.tenant_id, out.id, &job, NULL, NULL, NULL) != 1) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    respond_job(r, 201, job);
+}
+
+static void submit(struct gj_req *r, json_t *body, struct submit_state *s)
+{
+    PGconn *c = gj_req_db(r);
+    const char *ikey = gj_req_header(r, "Idempotency-Key");
+    if (!c) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    struct submit_req *q = calloc(1, sizeof *q);
+    json_t *canon = json_object();
+    if (!q || !canon) {
+        gj_problem(r, 500, NULL, "out of memory");
+        goto out;
+    }
+    if (check_body(r, body, q) != 0)
+        goto out;
+    if ((q->inputs ? json_object_size(q->inputs) : 0) + (size_t)(s ? s->n_files : 0) > MAX_INPUTS) {
+        gj_problem(r, 422, "inputs", "more than %d inputs", MAX_INPUTS);
+        goto out;
+    }
+    if (json_inputs(r, c, q, canon) != 0 || uploaded_inputs(r, s, q, canon) != 0)
+        goto out;
+    if (hash_request(q, canon) != 0) {
+        gj_problem(r, 500, NULL, "out of memory");
+        goto out;
+    }
+    if (ikey) {
+        int rc = idempotent_replay(r, c, ikey, q->hash);
+        if (rc != 0) {
+            if (rc < 0)
+                gj_respond_unavailable(r);
+            goto out;
+        }
+    }
+    if (kind_check(r, q) == 0)
+        store_job(r, c, s, q, ikey);
+out:
+    json_decref(canon);
+    free(q);
 }
 
 static void submit_handle(struct gj_req *r)

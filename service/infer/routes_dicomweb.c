@@ -31,6 +31,7 @@
 #include "common/gj_kind.h"
 #include "infer/dicom.h"
 #include "service/blobstore.h"
+#include "service/queue.h"
 #include "service/db.h"
 #include "service/http_server.h"
 #include "service/infer/infer.h"
@@ -353,35 +354,73 @@ static json_t *dcm_attr(const char *vr, json_t *value /* consumed; NULL: no Valu
     return o;
 }
 
-/* Inserts the jobs, one per study (split past JOB_MAX_INPUTS). 0, or -1 with a response prepared. */
-static int create_jobs(struct gj_req *r, struct stow *s, json_t *jobs)
+/* One infer job of k instances (idx into s->inst), its inputs dicom, dicom.1, ... owned
+ * by it; appended to jobs ({id, url, instances}). 0, or -1 with a response prepared. */
+static int create_job(struct gj_req *r, struct stow *s, json_t *params, const size_t *idx, size_t k,
+                      json_t *jobs)
 {
     const struct gj_kind *kind = gj_kind_find("infer");
-    if (!kind) {
+    struct gj_input *ins = calloc(k, sizeof *ins);
+    struct gj_submit_input *sub = calloc(k, sizeof *sub);
+    char(*names)[24] = calloc(k, sizeof *names);
+    int rc = -1;
+    if (!ins || !sub || !names) {
+        gj_problem(r, 500, NULL, "out of memory");
+        goto out;
+    }
+    for (size_t q = 0; q < k; q++) {
+        if (q == 0)
+            snprintf(names[q], sizeof names[q], "dicom");
+        else
+            snprintf(names[q], sizeof names[q], "dicom.%zu", q);
+        ins[q] = (struct gj_input){ names[q], NULL, s->inst[idx[q]].size };
+        sub[q] = (struct gj_submit_input){ names[q], s->inst[idx[q]].blob_id, 1 };
+    }
+    struct gj_job job = { kind->name, params, ins, k };
+    struct gj_error err;
+    gj_error_clear(&err);
+    if (gj_kind_validate(kind, &job, &err) != 0) {
+        int st = err.status >= 400 && err.status < 500 ? err.status : 422;
+        gj_problem(r, st, err.field[0] ? err.field : "model", "%s",
+                   err.message[0] ? err.message : "the infer job is not valid");
+        goto out;
+    }
+    struct gj_submit req = { .tenant_id = r->who.tenant_id, .kind = kind->name, .params = params,
+                             .max_attempts = r->srv->cfg.default_max_attempts, .inputs = sub,
+                             .n_inputs = k };
+    struct gj_submitted done;
+    if (gj_queue_submit(r->db, &req, &done) != GJ_SUBMIT_OK) {
+        gj_respond_unavailable(r);
+        goto out;
+    }
+    char url[80];
+    snprintf(url, sizeof url, "/v1/jobs/%s", done.id);
+    json_array_append_new(jobs, json_pack("{s:s, s:s, s:I}", "id", done.id, "url", url, "instances", (json_int_t)k));
+    rc = 0;
+out:
+    free(ins);
+    free(sub);
+    free(names);
+    return rc;
+}
+
+/* The jobs, one per study (split past JOB_MAX_INPUTS), in the request's transaction.
+ * 0, or -1 with a response prepared. */
+static int create_jobs(struct gj_req *r, struct stow *s, json_t *jobs)
+{
+    if (!gj_kind_find("infer")) {
         gj_problem(r, 503, NULL, "this server has no infer kind");
         return -1;
     }
     json_t *params = json_pack("{s:s}", "model", s->model);
     if (params && s->version)
         json_object_set_new(params, "version", json_integer(s->version));
-    char *ptext = params ? json_dumps(params, JSON_COMPACT) : NULL;
-    if (!ptext) {
-        json_decref(params);
-        gj_problem(r, 500, NULL, "out of memory");
-        return -1;
-    }
     char *done = calloc(s->n ? s->n : 1, 1);
     size_t *idx = calloc(s->n ? s->n : 1, sizeof *idx);
-    struct gj_input *ins = calloc(JOB_MAX_INPUTS, sizeof *ins);
-    char(*names)[24] = calloc(JOB_MAX_INPUTS, sizeof *names);
-    int rc = -1;
-    if (!done || !idx || !ins || !names) {
+    int rc = params && done && idx ? 0 : -1;
+    if (rc)
         gj_problem(r, 500, NULL, "out of memory");
-        goto out;
-    }
-    char maxa[16];
-    snprintf(maxa, sizeof maxa, "%d", r->srv->cfg.default_max_attempts > 0 ? r->srv->cfg.default_max_attempts : 3);
-    for (size_t i = 0; i < s->n; i++) {
+    for (size_t i = 0; rc == 0 && i < s->n; i++) {
         if (done[i] || s->inst[i].failure)
             continue;
         /* this study's instances, in arrival order */
@@ -391,64 +430,12 @@ static int create_jobs(struct gj_req *r, struct stow *s, json_t *jobs)
                 done[j] = 1;
                 idx[m++] = j;
             }
-        for (size_t first = 0; first < m; first += JOB_MAX_INPUTS) {
-            size_t k = m - first < JOB_MAX_INPUTS ? m - first : JOB_MAX_INPUTS;
-            for (size_t q = 0; q < k; q++) {
-                if (q == 0)
-                    snprintf(names[q], sizeof names[q], "dicom");
-                else
-                    snprintf(names[q], sizeof names[q], "dicom.%zu", q);
-                ins[q].name = names[q];
-                ins[q].path = NULL;
-                ins[q].size = s->inst[idx[first + q]].size;
-            }
-            struct gj_job job = { kind->name, params, ins, k };
-            struct gj_error err;
-            gj_error_clear(&err);
-            if (gj_kind_validate(kind, &job, &err) != 0) {
-                int st = err.status >= 400 && err.status < 500 ? err.status : 422;
-                gj_problem(r, st, err.field[0] ? err.field : "model", "%s",
-                           err.message[0] ? err.message : "the infer job is not valid");
-                goto out;
-            }
-            const char *p[4] = { r->who.tenant_id, kind->name, ptext, maxa };
-            PGresult *res = gj_db_exec(r->db,
-                                       "INSERT INTO jobs (tenant_id, kind, params, max_attempts)"
-                                       " VALUES ($1::uuid, $2, $3::jsonb, $4::int) RETURNING id",
-                                       4, p, NULL);
-            if (!res) {
-                gj_respond_unavailable(r);
-                goto out;
-            }
-            char job_id[GJ_UUID_LEN + 1];
-            snprintf(job_id, sizeof job_id, "%s", PQgetvalue(res, 0, 0));
-            PQclear(res);
-            for (size_t q = 0; q < k; q++) {
-                const char *bp[3] = { job_id, names[q], s->inst[idx[first + q]].blob_id };
-                const char *op[2] = { job_id, bp[2] };
-                if (gj_db_cmd(r->db, "UPDATE blobs SET owner_job = $1::uuid WHERE id = $2::uuid", 2, op) != 0) {
-                    gj_respond_unavailable(r);
-                    goto out;
-                }
-                if (gj_db_cmd(r->db, "INSERT INTO job_inputs (job_id, name, blob_id) VALUES ($1::uuid, $2, $3::uuid)",
-                              3, bp) != 0) {
-                    gj_respond_unavailable(r);
-                    goto out;
-                }
-            }
-            char url[80];
-            snprintf(url, sizeof url, "/v1/jobs/%s", job_id);
-            json_array_append_new(jobs, json_pack("{s:s, s:s, s:I}", "id", job_id, "url", url, "instances",
-                                                  (json_int_t)k));
-        }
+        for (size_t first = 0; rc == 0 && first < m; first += JOB_MAX_INPUTS)
+            rc = create_job(r, s, params, idx + first, m - first < JOB_MAX_INPUTS ? m - first : JOB_MAX_INPUTS,
+                            jobs);
     }
-    rc = 0;
-out:
     free(done);
     free(idx);
-    free(ins);
-    free(names);
-    free(ptext);
     json_decref(params);
     return rc;
 }
@@ -464,6 +451,103 @@ static int host_ok(const char *h)
             return 0;
     }
     return 1;
+}
+
+/* The Store Instances Response (PS3.18 §10.5.3): RetrieveURL, FailedSOPSequence,
+ * ReferencedSOPSequence, and the jobs in a private sequence. */
+static json_t *store_response(struct gj_req *r, const struct stow *s, json_t *jobs)
+{
+    json_t *body = json_object();
+    json_t *refs = json_array(), *failed = json_array();
+    const char *study_one = NULL;
+    int several = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct instance *in = &s->inst[i];
+        json_t *item = json_object();
+        if (in->sop_class[0])
+            json_object_set_new(item, "00081150", dcm_attr("UI", json_string(in->sop_class)));
+        if (in->sop_uid[0])
+            json_object_set_new(item, "00081155", dcm_attr("UI", json_string(in->sop_uid)));
+        if (in->failure) {
+            json_object_set_new(item, "00081197", dcm_attr("US", json_integer(in->failure)));
+            json_array_append_new(failed, item);
+            continue;
+        }
+        json_array_append_new(refs, item);
+        if (!study_one)
+            study_one = in->study_uid;
+        else if (strcmp(study_one, in->study_uid) != 0)
+            several = 1;
+    }
+    const char *host = gj_req_header(r, MHD_HTTP_HEADER_HOST);
+    const char *study_url = s->study_path[0] ? s->study_path : (!several ? study_one : NULL);
+    if (study_url && host_ok(host)) {
+        char url[400];
+        snprintf(url, sizeof url, "%s://%s/dicomweb/studies/%s", r->srv->cfg.insecure_http ? "http" : "https", host,
+                 study_url);
+        json_object_set_new(body, "00081190", dcm_attr("UR", json_string(url)));
+    }
+    json_object_set_new(body, "00081198", dcm_attr("SQ", failed));
+    json_object_set_new(body, "00081199", dcm_attr("SQ", refs));
+    if (!json_array_size(failed))
+        json_object_del(body, "00081198");
+    if (!json_array_size(refs))
+        json_object_del(body, "00081199");
+    json_t *items = json_array();
+    size_t i;
+    json_t *j;
+    json_array_foreach(jobs, i, j) {
+        json_array_append_new(items,
+                              json_pack("{s:o, s:o}", "00091011",
+                                        dcm_attr("UR", json_string(json_string_value(json_object_get(j, "url")))),
+                                        "00091012",
+                                        dcm_attr("LO", json_string(json_string_value(json_object_get(j, "id"))))));
+    }
+    if (json_array_size(items)) {
+        json_object_set_new(body, "00090010", dcm_attr("LO", json_string("GPUJOBD")));
+        json_object_set_new(body, "00091010", dcm_attr("SQ", items));
+    } else {
+        json_decref(items);
+    }
+    return body;
+}
+
+/* One Link header, its links comma-separated (RFC 8288): the jobs created. */
+static void add_job_links(struct MHD_Response *resp, json_t *jobs)
+{
+    char *links = NULL;
+    size_t links_len = 0, i;
+    json_t *j;
+    FILE *lf = json_array_size(jobs) ? open_memstream(&links, &links_len) : NULL;
+    json_array_foreach(jobs, i, j) {
+        if (lf)
+            fprintf(lf, "%s<%s>; rel=\"related\"; title=\"infer job\"", i ? ", " : "",
+                    json_string_value(json_object_get(j, "url")));
+    }
+    if (lf && fclose(lf) == 0 && links)
+        MHD_add_response_header(resp, "Link", links);
+    free(links);
+}
+
+static void respond_stored(struct gj_req *r, const struct stow *s, size_t stored, json_t *jobs)
+{
+    json_t *body = store_response(r, s, jobs);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text) {
+        gj_problem(r, 500, NULL, "out of memory");
+        return;
+    }
+    size_t len = strlen(text);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(text);
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/dicom+json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    add_job_links(resp, jobs);
+    gj_respond(r, stored == s->n ? 200 : stored == 0 ? 409 : 202, resp, len);
 }
 
 static void stow_handle(struct gj_req *r)
@@ -497,95 +581,10 @@ static void stow_handle(struct gj_req *r)
         gj_db_rollback(r->db);
     }
     s->in_txn = 0;
-
-    /* the Store Instances Response */
-    json_t *body = json_object();
-    json_t *refs = json_array(), *failed = json_array();
-    const char *study_one = NULL;
-    int several = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const struct instance *in = &s->inst[i];
-        json_t *item = json_object();
-        if (in->sop_class[0])
-            json_object_set_new(item, "00081150", dcm_attr("UI", json_string(in->sop_class)));
-        if (in->sop_uid[0])
-            json_object_set_new(item, "00081155", dcm_attr("UI", json_string(in->sop_uid)));
-        if (in->failure) {
-            json_object_set_new(item, "00081197", dcm_attr("US", json_integer(in->failure)));
-            json_array_append_new(failed, item);
-        } else {
-            json_array_append_new(refs, item);
-            if (!study_one)
-                study_one = in->study_uid;
-            else if (strcmp(study_one, in->study_uid) != 0)
-                several = 1;
-        }
-    }
-    const char *host = gj_req_header(r, MHD_HTTP_HEADER_HOST);
-    const char *study_url = s->study_path[0] ? s->study_path : (!several ? study_one : NULL);
-    if (study_url && host_ok(host)) {
-        char url[400];
-        snprintf(url, sizeof url, "%s://%s/dicomweb/studies/%s", r->srv->cfg.insecure_http ? "http" : "https", host,
-                 study_url);
-        json_object_set_new(body, "00081190", dcm_attr("UR", json_string(url)));
-    }
-    if (json_array_size(failed))
-        json_object_set_new(body, "00081198", dcm_attr("SQ", failed));
-    else
-        json_decref(failed);
-    if (json_array_size(refs))
-        json_object_set_new(body, "00081199", dcm_attr("SQ", refs));
-    else
-        json_decref(refs);
-    json_t *items = json_array();
-    size_t i;
-    json_t *j;
-    json_array_foreach(jobs, i, j) {
-        json_array_append_new(items,
-                              json_pack("{s:o, s:o}", "00091011",
-                                        dcm_attr("UR", json_string(json_string_value(json_object_get(j, "url")))),
-                                        "00091012",
-                                        dcm_attr("LO", json_string(json_string_value(json_object_get(j, "id"))))));
-    }
-    if (json_array_size(items)) {
-        json_object_set_new(body, "00090010", dcm_attr("LO", json_string("GPUJOBD")));
-        json_object_set_new(body, "00091010", dcm_attr("SQ", items));
-    } else {
-        json_decref(items);
-    }
-    int status = stored == s->n ? 200 : stored == 0 ? 409 : 202;
     gj_log_info(COMPONENT, "STOW: %zu instance(s), %zu stored, %zu job(s), model %s", s->n, stored,
                 json_array_size(jobs), s->model);
-    char *text = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    if (!text) {
-        json_decref(jobs);
-        gj_problem(r, 500, NULL, "out of memory");
-        return;
-    }
-    size_t len = strlen(text);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(text);
-        json_decref(jobs);
-        return;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/dicom+json");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    /* one Link header, its links comma-separated (RFC 8288) */
-    char *links = NULL;
-    size_t links_len = 0;
-    FILE *lf = json_array_size(jobs) ? open_memstream(&links, &links_len) : NULL;
-    json_array_foreach(jobs, i, j) {
-        if (lf)
-            fprintf(lf, "%s<%s>; rel=\"related\"; title=\"infer job\"", i ? ", " : "",
-                    json_string_value(json_object_get(j, "url")));
-    }
-    if (lf && fclose(lf) == 0 && links)
-        MHD_add_response_header(resp, "Link", links);
-    free(links);
+    respond_stored(r, s, stored, jobs);
     json_decref(jobs);
-    gj_respond(r, status, resp, len);
 }
 
 static void stow_done(struct gj_req *r, int ok)

@@ -18,6 +18,7 @@
 #include "common/fsutil.h"
 #include "service/blobstore.h"
 #include "service/db.h"
+#include "service/queue.h"
 #include "pg_test_util.h"
 
 #define BIG (20u * 1024 * 1024)
@@ -260,12 +261,11 @@ static void test_callers_transaction(void **state)
     assert_int_equal(scalar(c, "SELECT count(*) FROM pg_largeobject_metadata"), los);
 
     /* Two blobs in one caller transaction, with an owner job, committed together. */
-    PGresult *r = gj_db_exec(c, "INSERT INTO jobs (tenant_id, kind) VALUES ($1::uuid, 'noop') RETURNING id", 1,
-                             (const char *[]){ tenant }, NULL);
-    assert_non_null(r);
+    struct gj_submit sub = { .tenant_id = tenant, .kind = "noop" };
+    struct gj_submitted made;
+    assert_int_equal(gj_queue_submit(c, &sub, &made), GJ_SUBMIT_OK);
     char job[GJ_UUID_LEN + 1];
-    snprintf(job, sizeof job, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
+    snprintf(job, sizeof job, "%s", made.id);
     assert_int_equal(gj_db_begin(c), 0);
     char ids[2][GJ_UUID_LEN + 1];
     for (int i = 0; i < 2; i++) {

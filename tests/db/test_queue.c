@@ -66,21 +66,18 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Inserts a job; returns its id in id. */
+/* Creates a job the one way there is (gj_queue_submit); returns its id in id. */
 static void submit(struct fixture *f, const char *kind, int priority, int max_attempts,
                    const char *params, char id[GJ_UUID_LEN + 1])
 {
-    char prio[16], maxa[16];
-    snprintf(prio, sizeof prio, "%d", priority);
-    snprintf(maxa, sizeof maxa, "%d", max_attempts);
-    const char *p[] = { f->tenant, kind, params ? params : "{}", prio, maxa };
-    PGresult *r = gj_db_exec(f->conn,
-                             "INSERT INTO jobs (tenant_id, kind, params, priority, max_attempts)"
-                             " VALUES ($1, $2, $3::jsonb, $4::int, $5::int) RETURNING id",
-                             5, p, NULL);
-    assert_non_null(r);
-    snprintf(id, GJ_UUID_LEN + 1, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
+    json_t *pj = json_loads(params ? params : "{}", 0, NULL);
+    assert_non_null(pj);
+    struct gj_submit s = { .tenant_id = f->tenant, .kind = kind, .params = pj, .priority = priority,
+                           .max_attempts = max_attempts };
+    struct gj_submitted out;
+    assert_int_equal(gj_queue_submit(f->conn, &s, &out), GJ_SUBMIT_OK);
+    json_decref(pj);
+    snprintf(id, GJ_UUID_LEN + 1, "%s", out.id);
 }
 
 /* One value of a job's row as text ("" for NULL). */
@@ -693,6 +690,56 @@ static void test_workers_registry(void **state)
     assert_int_equal(count(f, "SELECT count(*) FROM workers", NULL), 0);
 }
 
+/* A blob of tenant, committed on its own; its id in id. */
+static void tenant_blob(struct fixture *f, const char *tenant, char id[GJ_UUID_LEN + 1])
+{
+    struct gj_blob_writer *w = gj_blob_writer_open(f->conn, tenant, "text/plain", 1);
+    assert_non_null(w);
+    assert_int_equal(gj_blob_writer_write(w, "x", 1), 0);
+    assert_int_equal(gj_blob_writer_commit(w, NULL, id), 0);
+}
+
+/* gj_queue_submit, the one way a job is created: inputs only from the job's tenant (and
+ * owned when asked), an idempotency key used once, nothing left by a refusal. */
+static void test_submit(void **state)
+{
+    struct fixture *f = *state;
+    PGresult *t = PQexec(f->conn, "INSERT INTO tenants (name) VALUES ('other') RETURNING id");
+    assert_int_equal(PQresultStatus(t), PGRES_TUPLES_OK);
+    char other[GJ_UUID_LEN + 1], mine[GJ_UUID_LEN + 1], theirs[GJ_UUID_LEN + 1];
+    snprintf(other, sizeof other, "%s", PQgetvalue(t, 0, 0));
+    PQclear(t);
+    tenant_blob(f, f->tenant, mine);
+    tenant_blob(f, other, theirs);
+    long jobs0 = count(f, "SELECT count(*) FROM jobs", NULL);
+
+    struct gj_submit_input in[2] = { { "a", mine, 1 }, { "b", theirs, 0 } };
+    struct gj_submit s = { .tenant_id = f->tenant, .kind = "noop", .inputs = in, .n_inputs = 2,
+                           .idempotency_key = "k1", .request_hash = "00" };
+    struct gj_submitted out;
+    assert_int_equal(gj_queue_submit(f->conn, &s, &out), GJ_SUBMIT_INPUT_GONE);
+    assert_string_equal(out.bad_input, "b");
+    assert_int_equal(count(f, "SELECT count(*) FROM jobs", NULL), jobs0);   /* rolled back */
+    assert_int_equal(count(f, "SELECT count(*) FROM blobs WHERE owner_job IS NOT NULL", NULL), 0);
+
+    s.n_inputs = 1;
+    assert_int_equal(gj_queue_submit(f->conn, &s, &out), GJ_SUBMIT_OK);
+    assert_int_equal(count(f, "SELECT count(*) FROM jobs", NULL), jobs0 + 1);
+    assert_string_equal(job_field(f, out.id, "state"), "queued");
+    assert_string_equal(job_field(f, out.id, "max_attempts"), "3");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_inputs WHERE job_id = $1::uuid", out.id), 1);
+    assert_int_equal(count(f, "SELECT count(*) FROM blobs WHERE owner_job = $1::uuid", out.id), 1);
+    char first[GJ_UUID_LEN + 1];
+    snprintf(first, sizeof first, "%s", out.id);
+    assert_int_equal(gj_queue_submit(f->conn, &s, &out), GJ_SUBMIT_DUPLICATE);
+    assert_int_equal(count(f, "SELECT count(*) FROM jobs", NULL), jobs0 + 1);
+    s.idempotency_key = NULL;   /* no key: a second job */
+    s.inputs = NULL;
+    s.n_inputs = 0;
+    assert_int_equal(gj_queue_submit(f->conn, &s, &out), GJ_SUBMIT_OK);
+    assert_string_not_equal(out.id, first);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -706,6 +753,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rescue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_notifier_reconnects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workers_registry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_submit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,24 +89,15 @@ static int teardown(void **state)
 static void submit_kind(struct fixture *f, const char *kind, const char *params, int max_attempts,
                         const char *input_name, const char *input_blob, char id[GJ_UUID_LEN + 1])
 {
-    char maxa[16];
-    snprintf(maxa, sizeof maxa, "%d", max_attempts);
-    const char *p[] = { f->tenant, params, maxa, kind };
-    /* The job and its inputs in one transaction, as a submit does. */
-    assert_int_equal(gj_db_begin(f->conn), 0);
-    PGresult *r = gj_db_exec(f->conn,
-                             "INSERT INTO jobs (tenant_id, kind, params, max_attempts)"
-                             " VALUES ($1, $4, $2::jsonb, $3::int) RETURNING id",
-                             4, p, NULL);
-    assert_non_null(r);
-    snprintf(id, GJ_UUID_LEN + 1, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    if (input_blob) {
-        const char *ip[] = { id, input_name, input_blob };
-        assert_int_equal(gj_db_cmd(f->conn, "INSERT INTO job_inputs (job_id, name, blob_id)"
-                                            " VALUES ($1, $2, $3)", 3, ip), 0);
-    }
-    assert_int_equal(gj_db_commit(f->conn), 0);
+    json_t *pj = json_loads(params, 0, NULL);
+    assert_non_null(pj);
+    struct gj_submit_input in = { input_name, input_blob, 0 };
+    struct gj_submit s = { .tenant_id = f->tenant, .kind = kind, .params = pj, .max_attempts = max_attempts,
+                           .inputs = &in, .n_inputs = input_blob ? 1 : 0 };
+    struct gj_submitted out;
+    assert_int_equal(gj_queue_submit(f->conn, &s, &out), GJ_SUBMIT_OK);
+    json_decref(pj);
+    snprintf(id, GJ_UUID_LEN + 1, "%s", out.id);
 }
 
 static void submit(struct fixture *f, const char *params, int max_attempts, const char *input_blob,

@@ -58,18 +58,14 @@ int gj_infer_key(const char *text, char hex[65]);
 /* ---- results (results_store.c) ---- */
 
 /* The module's on_job_succeeded for `infer` jobs (module.h), inside the transaction that
- * marks the job succeeded: reads output_dir/result.json and inserts one
+ * marks the job succeeded: reads output_dir/result.json (and nothing else: the kind
+ * writes there all the table needs, the acquisition time included) and inserts one
  * inference_results row per image. With purge_phi (--infer-purge-phi) the job's own DICOM
  * inputs are deleted and result.json keeps keys instead of UIDs. 0 (also when
  * result.json is missing or unusable: logged, the job still succeeds), or -1 on a
  * database error or a result.json that could not be rewritten (the transaction is lost). */
 int gj_infer_store_results(PGconn *conn, const struct gj_claim *c, const char *output_dir);
 void gj_infer_set_purge_phi(int on);
-
-/* DICOM DA/TM/DT values to "YYYY-MM-DD HH:MM:SS[.ffffff]" (no zone): from dt
- * (DT) when given, else date (DA) and time (TM, may be NULL: midnight). 0, or
- * -1 when they are not valid. */
-int gj_dicom_datetime_text(const char *dt, const char *date, const char *time, char out[32]);
 
 /* ---- routes ---- */
 

@@ -10,14 +10,12 @@
 #include <string.h>
 
 #include "common/fsutil.h"
-#include "infer/dicom.h"
 #include "service/db.h"
 #include "service/infer/infer.h"
 #include "service/log.h"
 
 #define COMPONENT "inference"
 #define RESULT_MAX_BYTES ((size_t)64 << 20)
-#define INPUT_MAX_BYTES ((uint64_t)512 << 20)   /* inputs re-read for their acquisition time */
 
 /* --infer-purge-phi: once an infer job's results are stored, its own DICOM inputs are
  * deleted and its result.json keeps HMAC keys instead of UIDs. Off by default: what a
@@ -28,148 +26,6 @@ static int g_purge_phi;
 void gj_infer_set_purge_phi(int on)
 {
     g_purge_phi = on;
-}
-
-/* ---- DICOM dates ---- */
-
-static int digits(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isdigit((unsigned char)s[i]))
-            return 0;
-    return 1;
-}
-
-/* "YYYYMMDD" (also the old "YYYY.MM.DD") to y, m, d. */
-static int parse_da(const char *s, int *y, int *m, int *d)
-{
-    char b[9];
-    size_t n = strlen(s);
-    if (n == 10 && s[4] == '.' && s[7] == '.') {
-        memcpy(b, s, 4);
-        memcpy(b + 4, s + 5, 2);
-        memcpy(b + 6, s + 8, 2);
-    } else if (n == 8) {
-        memcpy(b, s, 8);
-    } else {
-        return -1;
-    }
-    b[8] = '\0';
-    if (!digits(b, 8))
-        return -1;
-    *y = (b[0] - '0') * 1000 + (b[1] - '0') * 100 + (b[2] - '0') * 10 + (b[3] - '0');
-    *m = (b[4] - '0') * 10 + (b[5] - '0');
-    *d = (b[6] - '0') * 10 + (b[7] - '0');
-    static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-    if (*y < 1 || *m < 1 || *m > 12 || *d < 1 || *d > mdays[*m - 1])
-        return -1;
-    if (*m == 2 && *d == 29 && !((*y % 4 == 0 && *y % 100 != 0) || *y % 400 == 0))
-        return -1;
-    return 0;
-}
-
-/* "HH[MM[SS[.F{1,6}]]]" (also "HH:MM:SS"); frac gets the fraction digits ("" if none). */
-static int parse_tm(const char *s, int *hh, int *mm, int *ss, char frac[8])
-{
-    char b[32];
-    size_t o = 0;
-    for (const char *p = s; *p && o < sizeof b - 1; p++)
-        if (*p != ':')
-            b[o++] = *p;
-    b[o] = '\0';
-    if (strlen(s) >= sizeof b)
-        return -1;
-    *hh = *mm = *ss = 0;
-    frac[0] = '\0';
-    size_t n = strcspn(b, ".");
-    if (n < 2 || n > 6 || n % 2 || !digits(b, n))
-        return -1;
-    *hh = (b[0] - '0') * 10 + (b[1] - '0');
-    if (n >= 4)
-        *mm = (b[2] - '0') * 10 + (b[3] - '0');
-    if (n >= 6)
-        *ss = (b[4] - '0') * 10 + (b[5] - '0');
-    if (b[n] == '.') {
-        size_t f = strlen(b + n + 1);
-        if (n != 6 || f < 1 || f > 6 || !digits(b + n + 1, f))
-            return -1;
-        memcpy(frac, b + n + 1, f + 1);
-    }
-    if (*hh > 23 || *mm > 59 || *ss > 60)
-        return -1;
-    if (*ss == 60)
-        *ss = 59;               /* a leap second: PostgreSQL refuses :60 */
-    return 0;
-}
-
-static void fmt_ts(char out[32], int y, int m, int d, int hh, int mm, int ss, const char *frac)
-{
-    if (frac[0])
-        snprintf(out, 32, "%04d-%02d-%02d %02d:%02d:%02d.%s", y, m, d, hh, mm, ss, frac);
-    else
-        snprintf(out, 32, "%04d-%02d-%02d %02d:%02d:%02d", y, m, d, hh, mm, ss);
-}
-
-int gj_dicom_datetime_text(const char *dt, const char *date, const char *time, char out[32])
-{
-    int y, m, d, hh = 0, mm = 0, ss = 0;
-    char frac[8] = "";
-    out[0] = '\0';
-    if (dt && dt[0]) {
-        /* YYYYMMDDHHMMSS.FFFFFF&ZZXX, every part after the year optional; the
-         * offset is dropped (the column holds the local time as the device wrote it). */
-        char b[40];
-        size_t n = strcspn(dt, "+-");
-        if (n >= sizeof b || n < 8)
-            return -1;
-        if (dt[n] && (strlen(dt + n + 1) != 4 || !digits(dt + n + 1, 4)))
-            return -1;           /* the offset is &ZZXX */
-        memcpy(b, dt, n);
-        b[n] = '\0';
-        char da[9];
-        memcpy(da, b, 8);
-        da[8] = '\0';
-        if (parse_da(da, &y, &m, &d))
-            return -1;
-        if (b[8] && parse_tm(b + 8, &hh, &mm, &ss, frac))
-            return -1;
-        fmt_ts(out, y, m, d, hh, mm, ss, frac);
-        return 0;
-    }
-    if (!date || parse_da(date, &y, &m, &d))
-        return -1;
-    if (time && time[0] && parse_tm(time, &hh, &mm, &ss, frac))
-        return -1;
-    fmt_ts(out, y, m, d, hh, mm, ss, frac);
-    return 0;
-}
-
-/* Acquisition time of an input file: AcquisitionDateTime, else
- * AcquisitionDate/Time, else ContentDate/Time. 0 with out filled, or -1. */
-static int acquisition_time(const char *path, char out[32])
-{
-    uint64_t size = 0;
-    if (gj_file_size(path, &size) != 0 || size > INPUT_MAX_BYTES)
-        return -1;
-    gj_dicom *d = NULL;
-    if (gj_dicom_open_file(path, &d, NULL) != 0)
-        return -1;
-    char dt[64], da[32], tm[40];
-    int rc = -1;
-    if (gj_dicom_get_string(d, GJ_TAG(0x0008, 0x002A), dt, sizeof dt) == 0 && dt[0])
-        rc = gj_dicom_datetime_text(dt, NULL, NULL, out);
-    if (rc != 0 && gj_dicom_get_string(d, GJ_TAG(0x0008, 0x0022), da, sizeof da) == 0 && da[0]) {
-        if (gj_dicom_get_string(d, GJ_TAG(0x0008, 0x0032), tm, sizeof tm) != 0)
-            tm[0] = '\0';
-        rc = gj_dicom_datetime_text(NULL, da, tm, out);
-    }
-    if (rc != 0 && gj_dicom_get_string(d, GJ_TAG(0x0008, 0x0023), da, sizeof da) == 0 && da[0]) {
-        if (gj_dicom_get_string(d, GJ_TAG(0x0008, 0x0033), tm, sizeof tm) != 0)
-            tm[0] = '\0';
-        rc = gj_dicom_datetime_text(NULL, da, tm, out);
-    }
-    gj_dicom_free(d);
-    return rc;
 }
 
 /* ---- results ---- */
@@ -196,6 +52,7 @@ static int pseudonymise_result(json_t *root, const char *path)
     json_array_foreach(json_object_get(root, "images"), i, o) {
         replace_uid(o, "study_instance_uid", "study_key");
         replace_uid(o, "sop_instance_uid", "image_key");
+        json_object_del(o, "acquired_at");   /* a date of the patient's: kept in the table only */
     }
     json_array_foreach(json_object_get(root, "studies"), i, o)
         replace_uid(o, "study_instance_uid", "study_key");
@@ -254,88 +111,115 @@ static int safe_input_name(const char *s)
     return s && gj_safe_name(s) && strlen(s) <= 100;
 }
 
-int gj_infer_store_results(PGconn *conn, const struct gj_claim *c, const char *output_dir)
+/* "YYYY-MM-DD HH:MM:SS[.f{1,6}]" as the kind writes it (acquired_at.h); anything else is
+ * not stored (a cast that fails would lose the whole transaction). */
+static int timestamp_text_ok(const char *s)
 {
-    if (!output_dir)
+    static const char shape[] = "dddd-dd-dd dd:dd:dd";
+    size_t n = s ? strlen(s) : 0;
+    if (n < sizeof shape - 1 || n > sizeof shape - 1 + 7)
         return 0;
-    char path[4200], inputs_dir[4200];
-    if (gj_path_join(path, sizeof path, output_dir, "result.json") != 0)
+    for (size_t i = 0; i < sizeof shape - 1; i++)
+        if (shape[i] == 'd' ? !isdigit((unsigned char)s[i]) : s[i] != shape[i])
+            return 0;
+    if (n == sizeof shape - 1)
+        return 1;
+    if (s[sizeof shape - 1] != '.' || n == sizeof shape)
         return 0;
-    snprintf(inputs_dir, sizeof inputs_dir, "%s", output_dir);
-    char *slash = strrchr(inputs_dir, '/');
-    if (slash && strlen(inputs_dir) + 8 < sizeof inputs_dir)
-        strcpy(slash + 1, "inputs");
-    else
-        inputs_dir[0] = '\0';
+    for (size_t i = sizeof shape; i < n; i++)
+        if (!isdigit((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
 
+/* One inference_results row for an image of result.json (rows that are not one are
+ * skipped). 1 stored, 0 not (skipped, or already there), -1 database error. */
+static int store_image(PGconn *conn, const struct gj_claim *c, const char *model, const char *version,
+                       json_t *im, int *no_time)
+{
+    const char *input = json_string_value(json_object_get(im, "input"));
+    const char *status = json_string_value(json_object_get(im, "status"));
+    if (!safe_input_name(input) || !status ||
+        (strcmp(status, "ok") && strcmp(status, "skipped") && strcmp(status, "failed")))
+        return 0;
+    char study_key[65] = "", image_key[65] = "";
+    const char *study = json_string_value(json_object_get(im, "study_instance_uid"));
+    const char *sop = json_string_value(json_object_get(im, "sop_instance_uid"));
+    if (study && gj_infer_key(study, study_key) != 0)
+        study_key[0] = '\0';
+    if (sop && gj_infer_key(sop, image_key) != 0)
+        image_key[0] = '\0';
+    json_t *scores = json_object_get(im, "scores");
+    char *scores_text = json_is_object(scores) ? json_dumps(scores, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    json_t *ts = json_object_get(im, "top_score");
+    char top_score[40] = "";
+    if (json_is_number(ts))
+        snprintf(top_score, sizeof top_score, "%.9g", json_number_value(ts));
+    const char *acquired = json_string_value(json_object_get(im, "acquired_at"));
+    if (!timestamp_text_ok(acquired)) {
+        acquired = NULL;
+        (*no_time)++;
+    }
+    const char *p[13] = { c->tenant_id, c->id, study_key[0] ? study_key : NULL, image_key[0] ? image_key : NULL,
+                          input, model, version, status, json_string_value(json_object_get(im, "reason")),
+                          scores_text, json_string_value(json_object_get(im, "top_label")),
+                          top_score[0] ? top_score : NULL, acquired };
+    PGresult *res = gj_db_exec(conn, insert_sql, 13, p, NULL);
+    free(scores_text);
+    if (!res)
+        return -1;
+    int stored = atoi(PQcmdTuples(res));
+    PQclear(res);
+    return stored;
+}
+
+/* result.json, when it names a model and has images; NULL (logged) otherwise. */
+static json_t *read_result(const struct gj_claim *c, const char *path)
+{
     char *text = NULL;
     size_t len = 0;
     if (gj_read_file(path, RESULT_MAX_BYTES, &text, &len) != 0) {
         gj_log_warn(COMPONENT, "job %s: no readable result.json; no inference results stored", c->id);
-        return 0;
+        return NULL;
     }
-    json_error_t jerr;
-    json_t *root = json_loadb(text, len, 0, &jerr);
+    json_t *root = json_loadb(text, len, 0, NULL);
     free(text);
-    json_t *images = json_object_get(root, "images");
-    json_t *model = json_object_get(root, "model");
-    const char *mname = json_string_value(json_object_get(model, "name"));
-    json_t *mver = json_object_get(model, "version");
-    if (!json_is_array(images) || !mname || !json_is_integer(mver) || json_integer_value(mver) < 1) {
+    json_t *mver = json_object_get(json_object_get(root, "model"), "version");
+    if (!json_is_array(json_object_get(root, "images")) ||
+        !json_string_value(json_object_get(json_object_get(root, "model"), "name")) || !json_is_integer(mver) ||
+        json_integer_value(mver) < 1) {
         gj_log_warn(COMPONENT, "job %s: result.json has no images or model; no inference results stored", c->id);
         json_decref(root);
-        return 0;
+        return NULL;
     }
-    char probe[65];
+    return root;
+}
+
+int gj_infer_store_results(PGconn *conn, const struct gj_claim *c, const char *output_dir)
+{
+    char path[4200], probe[65];
+    if (!output_dir || gj_path_join(path, sizeof path, output_dir, "result.json") != 0)
+        return 0;
     if (gj_infer_key("", probe) != 0) {
         gj_log_error(COMPONENT, "job %s: no pseudonymisation secret; no inference results stored", c->id);
-        json_decref(root);
         return 0;
     }
+    json_t *root = read_result(c, path);
+    if (!root)
+        return 0;
+    json_t *model = json_object_get(root, "model");
     char version[32];
-    snprintf(version, sizeof version, "%lld", (long long)json_integer_value(mver));
+    snprintf(version, sizeof version, "%lld", (long long)json_integer_value(json_object_get(model, "version")));
     size_t i;
     json_t *im;
     int stored = 0, no_time = 0;
-    json_array_foreach(images, i, im) {
-        const char *input = json_string_value(json_object_get(im, "input"));
-        const char *status = json_string_value(json_object_get(im, "status"));
-        if (!safe_input_name(input) || !status ||
-            (strcmp(status, "ok") && strcmp(status, "skipped") && strcmp(status, "failed")))
-            continue;
-        char study_key[65] = "", image_key[65] = "";
-        const char *study = json_string_value(json_object_get(im, "study_instance_uid"));
-        const char *sop = json_string_value(json_object_get(im, "sop_instance_uid"));
-        if (study && gj_infer_key(study, study_key) != 0)
-            study_key[0] = '\0';
-        if (sop && gj_infer_key(sop, image_key) != 0)
-            image_key[0] = '\0';
-        json_t *scores = json_object_get(im, "scores");
-        char *scores_text = json_is_object(scores) ? json_dumps(scores, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
-        const char *top = json_string_value(json_object_get(im, "top_label"));
-        json_t *ts = json_object_get(im, "top_score");
-        char top_score[40] = "";
-        if (json_is_number(ts))
-            snprintf(top_score, sizeof top_score, "%.9g", json_number_value(ts));
-        const char *reason = json_string_value(json_object_get(im, "reason"));
-        char acquired[32] = "";
-        char ipath[4400];
-        if (inputs_dir[0] && gj_path_join(ipath, sizeof ipath, inputs_dir, input) == 0 &&
-            acquisition_time(ipath, acquired) != 0)
-            acquired[0] = '\0';
-        if (!acquired[0])
-            no_time++;
-        const char *p[13] = { c->tenant_id, c->id, study_key[0] ? study_key : NULL,
-                              image_key[0] ? image_key : NULL, input, mname, version, status, reason,
-                              scores_text, top, top_score[0] ? top_score : NULL, acquired[0] ? acquired : NULL };
-        PGresult *res = gj_db_exec(conn, insert_sql, 13, p, NULL);
-        free(scores_text);
-        if (!res) {
+    json_array_foreach(json_object_get(root, "images"), i, im) {
+        int rc = store_image(conn, c, json_string_value(json_object_get(model, "name")), version, im, &no_time);
+        if (rc < 0) {
             json_decref(root);
             return -1;
         }
-        stored += atoi(PQcmdTuples(res));
-        PQclear(res);
+        stored += rc;
     }
     gj_log_info(COMPONENT, "job %s: %d inference result(s) stored (%d without an acquisition time)", c->id, stored,
                 no_time);
@@ -352,4 +236,3 @@ int gj_infer_store_results(PGconn *conn, const struct gj_claim *c, const char *o
     }
     return purge_inputs(conn, c);
 }
-

@@ -202,6 +202,7 @@ def test_no_patient_data_anywhere():
         assert res.status == 200, res
         text = res.body.decode()
         assert "instance_uid" not in text and "pseudonymised" in text, text[:500]
+        assert "acquired_at" not in text, text[:500]     # a date of the patient's: in the table only
         doc = json.loads(text)
         for im in doc["images"]:
             assert re.fullmatch(r"[0-9a-f]{64}", im["image_key"]) and im["study_key"] in (key_of(STUDY_A),
@@ -497,6 +498,11 @@ def _keeps_uploads(h2):
     assert c.request("GET", f"/v1/blobs/{job['inputs']['dicom']}").body == d
     doc = c.json("GET", f"/v1/jobs/{job_id}/outputs/result.json", expect=200)
     assert doc["images"][0]["sop_instance_uid"] == sop, doc
+    # what the results table needs is in result.json (the finish reads nothing else)
+    acquired = h2.scalar(f"SELECT to_char(acquired_at, 'YYYY-MM-DD HH24:MI:SS') FROM inference_results"
+                         f" WHERE job_id = '{job_id}'")
+    assert "acquired_at" in doc["images"][0], doc
+    assert (doc["images"][0]["acquired_at"] or "")[:19] == (acquired or ""), (doc, acquired)
     assert h2.scalar(f"SELECT count(*) FROM inference_results WHERE job_id = '{job_id}'"
                      f" AND study_key IS NOT NULL AND image_key IS NOT NULL") == "1"
     assert h2.scalar("SELECT count(*) FROM inference_results WHERE study_key LIKE '1.2.%'") == "0"

@@ -9,9 +9,10 @@
  * For each file: parse, apply the model's filter (an image the model is not for is
  * reported as skipped with the reason), decode, preprocess, batch up to the model's
  * max_batch_size, run, apply the output activation. result.json holds per image the SOP
- * Instance UID, the scores per label, the top label and timings, and per study (by Study
- * Instance UID only) a summary. No patient-identifying attribute is read into the result
- * or written to a log.
+ * Instance UID, the acquisition time (acquired_at.h: what the service's results table
+ * needs, so it never reads the inputs), the scores per label, the top label and timings,
+ * and per study (by Study Instance UID only) a summary. No patient name or id is read into
+ * the result or written to a log.
  *
  * Device: a model that runs on a GPU (batcher.h, gj_model_uses_gpu) makes the job ask for
  * a GPU slot, and the job uses the model's batcher on the GPU it was placed on; result.json
@@ -30,6 +31,7 @@
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
 #include "infer/dicom.h"
+#include "infer/serving/acquired_at.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/model_repo.h"
 #include "infer/serving/preprocess.h"
@@ -168,6 +170,7 @@ struct image {
     enum image_status status;
     char reason[600];
     char sop_uid[68], study_uid[68];
+    char acquired_at[32];   /* "YYYY-MM-DD HH:MM:SS[.f]" (acquired_at.h), "" when unknown */
     uint32_t rows, columns, frames;
     struct gj_preprocess_applied applied;
     double decode_ms, preprocess_ms, inference_ms;
@@ -309,6 +312,7 @@ static int prepare_image(struct batcher *b, struct image *im, struct gj_error *e
     }
     get_uid(d, GJ_DCM_SOPInstanceUID, im->sop_uid, sizeof im->sop_uid);
     get_uid(d, GJ_DCM_StudyInstanceUID, im->study_uid, sizeof im->study_uid);
+    gj_dicom_acquired_at(d, im->acquired_at);
     char mod[64], body[80], view[64];
     if (!gj_model_filter_check(&cfg->filter, get_cs(d, GJ_DCM_Modality, mod, sizeof mod),
                                get_cs(d, GJ_DCM_BodyPartExamined, body, sizeof body),
@@ -428,6 +432,8 @@ static json_t *image_json(const struct gj_model_config *cfg, const gj_served_mod
                           "model_version", (json_int_t)gj_served_model_version(sm));
     if (!o)
         return NULL;
+    /* for the service's results table: the finish reads result.json, never the inputs */
+    json_object_set_new(o, "acquired_at", im->acquired_at[0] ? json_string(im->acquired_at) : json_null());
     if (im->status != IMG_OK) {
         json_object_set_new(o, "reason", json_string(im->reason));
         return o;

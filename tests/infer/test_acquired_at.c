@@ -1,6 +1,7 @@
 /*
- * test_inference_store.c — DICOM DA/TM/DT values (from files, so hostile) to
- * the acquisition timestamp stored in inference_results.
+ * test_acquired_at.c — DICOM DA/TM/DT values (from files, so hostile) to the acquisition
+ * timestamp the infer kind writes into result.json for inference_results
+ * (compute/infer/serving/acquired_at.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "service/infer/infer.h"
+#include "infer/serving/acquired_at.h"
 
 static void ok(const char *dt, const char *da, const char *tm, const char *want)
 {

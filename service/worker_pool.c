@@ -662,180 +662,216 @@ static int give_back_work_dir(struct wp_slot *s, const char *base)
     return gj_rm_rf(base);
 }
 
-static void run_claim(struct wp_slot *s, const struct gj_claim *c)
-{
-    struct gj_worker_pool *wp = s->wp;
-    struct gj_server *srv = wp->srv;
-    double t0 = mono_now();
+/* One claimed job through its steps (run_claim). */
+struct job_run {
+    struct wp_slot *s;
+    const struct gj_claim *c;
+    const struct gj_kind *kind;
     struct gj_error err;
-    gj_error_clear(&err);
-    struct input_set in = { 0 };
-    struct child_set cs = { 0 };
-    enum ending how = END_FAIL;
-    int device = GJ_DEVICE_CPU, placed = 0;
-    uint64_t reserved = 0;
-    PGconn *conn = NULL;
-    char base[4096] = "", in_dir[4200] = "", out_dir[4200] = "", tmp_dir[4200] = "",
-         child_dir[4200] = "";
+    struct input_set in;
+    struct child_set cs;
+    enum ending how;                 /* what finish records */
+    int device, placed;
+    uint64_t reserved;
+    char base[4096], in_dir[4200], out_dir[4200], tmp_dir[4200], child_dir[4200];
+};
 
-    slot_begin(s, c);
-    gj_log_info(COMPONENT, "job %s (%s) claimed, attempt %d/%d, stage %d", c->id, c->kind,
-                c->attempts, c->max_attempts, c->stage);
+/* The ending a stop request asks for (cancel, lost lease, shutdown). */
+static enum ending ending_of_stop(enum stop_reason r)
+{
+    return r == STOP_CANCEL ? END_CANCEL : r == STOP_LEASE_LOST ? END_NOTHING : END_RELEASE;
+}
 
-    const struct gj_kind *kind = gj_kind_find(c->kind);
-    if (!kind) {
-        gj_error_set(&err, "kind", "this worker does not know kind %s", c->kind);
-        goto done;
+/* WORK_DIR/scratch/<job>/{inputs,outputs,tmp}, and the inputs (and children's outputs)
+ * downloaded there. 0, or -1 with j->err. */
+static int prepare(struct job_run *j)
+{
+    struct gj_worker_pool *wp = j->s->wp;
+    const struct gj_claim *c = j->c;
+    if (snprintf(j->base, sizeof j->base, "%s/%s", wp->scratch_root, c->id) >= (int)sizeof j->base) {
+        j->base[0] = '\0';
+        return gj_error_set(&j->err, "", "internal: work directory path too long");
     }
-    if (snprintf(base, sizeof base, "%s/%s", wp->scratch_root, c->id) >= (int)sizeof base) {
-        gj_error_set(&err, "", "internal: work directory path too long");
-        goto done;
+    snprintf(j->in_dir, sizeof j->in_dir, "%s/inputs", j->base);
+    snprintf(j->out_dir, sizeof j->out_dir, "%s/outputs", j->base);
+    snprintf(j->tmp_dir, sizeof j->tmp_dir, "%s/tmp", j->base);
+    snprintf(j->child_dir, sizeof j->child_dir, "%s/children", j->base);
+    if (take_work_dir(j->s, j->base) != 0 || gj_mkdir_p(j->in_dir, 0700) != 0 ||
+        gj_mkdir_p(j->out_dir, 0700) != 0 || gj_mkdir_p(j->tmp_dir, 0700) != 0) {
+        gj_error_set(&j->err, "", "internal: cannot prepare the work directory: %s", strerror(errno));
+        j->err.transient = 1;
+        return -1;
     }
-    snprintf(in_dir, sizeof in_dir, "%s/inputs", base);
-    snprintf(out_dir, sizeof out_dir, "%s/outputs", base);
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/tmp", base);
-    snprintf(child_dir, sizeof child_dir, "%s/children", base);
-    if (take_work_dir(s, base) != 0 || gj_mkdir_p(in_dir, 0700) != 0 || gj_mkdir_p(out_dir, 0700) != 0 ||
-        gj_mkdir_p(tmp_dir, 0700) != 0) {
-        gj_error_set(&err, "", "internal: cannot prepare the work directory: %s", strerror(errno));
-        err.transient = 1;
-        goto done;
+    PGconn *conn = acquire(wp);
+    if (!conn) {
+        gj_error_set(&j->err, "", "internal: database busy");
+        j->err.transient = 1;
+        return -1;
     }
-
-    if (!(conn = acquire(wp))) {
-        gj_error_set(&err, "", "internal: database busy");
-        err.transient = 1;
-        goto done;
+    int rc = materialize_inputs(conn, c, j->in_dir, &j->in, &j->err);
+    if (rc == 0) {
+        j->s->inputs = &j->in;
+        if (c->stage > 0)
+            rc = materialize_children(conn, c, j->child_dir, &j->cs, &j->err);
     }
-    if (materialize_inputs(conn, c, in_dir, &in, &err) != 0)
-        goto done;
-    s->inputs = &in;
-    if (c->stage > 0 && materialize_children(conn, c, child_dir, &cs, &err) != 0)
-        goto done;
     release_conn(wp, conn);
-    conn = NULL;
+    return rc;
+}
 
-    struct gj_job job = { .kind = kind->name, .params = c->params, .inputs = in.items, .n_inputs = in.n };
+/* The kind's estimate, then a device from the placement (waiting for room), recorded on
+ * the job. 0 placed; -1 with j->how and j->err set. */
+static int place(struct job_run *j, const struct gj_job *job)
+{
+    struct gj_worker_pool *wp = j->s->wp;
+    struct gj_server *srv = wp->srv;
     struct gj_needs needs = { .can_use_gpu = 0, .needs_gpu = 0, .device_bytes = 0, .host_bytes = 0 };
-    if (kind->estimate && kind->estimate(&job, &needs, &err) != 0) {
-        if (!err.message[0])
-            gj_error_set(&err, "", "the job's resource estimate failed");
-        goto done;
+    if (j->kind->estimate && j->kind->estimate(job, &needs, &j->err) != 0) {
+        if (!j->err.message[0])
+            gj_error_set(&j->err, "", "the job's resource estimate failed");
+        return -1;
     }
-
     struct gj_place_request req = { needs.can_use_gpu, needs.needs_gpu, needs.device_bytes };
-    enum gj_place_outcome o = gj_place_wait(&srv->placement, &req, &device, &s->stop);
+    enum gj_place_outcome o = gj_place_wait(&srv->placement, &req, &j->device, &j->s->stop);
     if (o == GJ_PLACE_NEVER) {
-        gj_error_set(&err, "", "no device can run this job (it needs %s%llu bytes of device memory)",
+        gj_error_set(&j->err, "", "no device can run this job (it needs %s%llu bytes of device memory)",
                      needs.needs_gpu ? "a GPU with " : "", (unsigned long long)needs.device_bytes);
-        goto done;
+        return -1;
     }
     if (o == GJ_PLACE_WAIT) {   /* stopped while waiting */
-        enum stop_reason r = stop_reason_of(s);
-        how = r == STOP_CANCEL ? END_CANCEL : r == STOP_LEASE_LOST ? END_NOTHING : END_RELEASE;
-        goto done;
+        j->how = ending_of_stop(stop_reason_of(j->s));
+        return -1;
     }
-    placed = 1;
-    reserved = o == GJ_PLACED_GPU ? needs.device_bytes : 0;
-
+    j->placed = 1;
+    j->reserved = o == GJ_PLACED_GPU ? needs.device_bytes : 0;
+    if (o != GJ_PLACED_GPU)
+        j->device = GJ_DEVICE_CPU;
     char devname[32];
     if (o == GJ_PLACED_GPU)
-        snprintf(devname, sizeof devname, "gpu:%d", device);
+        snprintf(devname, sizeof devname, "gpu:%d", j->device);
     else
         snprintf(devname, sizeof devname, "cpu");
+    PGconn *conn;
     /* Without GPUs the claim already recorded "cpu". */
     if (srv->placement.n_gpus > 0 && (conn = acquire(wp)) != NULL) {
-        if (gj_queue_set_device(conn, c, devname) < 0)
-            gj_log_warn(COMPONENT, "job %s: cannot record device %s", c->id, devname);
+        if (gj_queue_set_device(conn, j->c, devname) < 0)
+            gj_log_warn(COMPONENT, "job %s: cannot record device %s", j->c->id, devname);
         release_conn(wp, conn);
-        conn = NULL;
     }
 #if GJ_HAVE_CUDA
-    if (o == GJ_PLACED_GPU) {
-        struct gj_device_info info;
-        if (gj_device_info(device, &info) == 0 && !info.simulated) {
-            cudaError_t ce = cudaSetDevice(device);
-            if (ce != cudaSuccess)
-                gj_log_warn(COMPONENT, "job %s: cudaSetDevice(%d): %s", c->id, device,
-                            cudaGetErrorString(ce));
-        }
+    struct gj_device_info info;
+    if (o == GJ_PLACED_GPU && gj_device_info(j->device, &info) == 0 && !info.simulated) {
+        cudaError_t ce = cudaSetDevice(j->device);
+        if (ce != cudaSuccess)
+            gj_log_warn(COMPONENT, "job %s: cudaSetDevice(%d): %s", j->c->id, j->device, cudaGetErrorString(ce));
     }
 #endif
+    return 0;
+}
 
-    {
-        /* Stopped before the module started (cancel, lost lease, shutdown): do not start. */
-        pthread_mutex_lock(&wp->lock);
-        enum stop_reason r = s->reason;
-        if (r == STOP_NONE)
-            s->started_run = 1;
-        pthread_mutex_unlock(&wp->lock);
-        if (r != STOP_NONE) {
-            how = r == STOP_CANCEL ? END_CANCEL : r == STOP_LEASE_LOST ? END_NOTHING : END_RELEASE;
-            goto done;
-        }
+/* Runs the kind unless the job was stopped before it started; sets j->how. */
+static void run_kind(struct job_run *j, const struct gj_job *job)
+{
+    struct wp_slot *s = j->s;
+    struct gj_worker_pool *wp = s->wp;
+    pthread_mutex_lock(&wp->lock);
+    enum stop_reason stop = s->reason;
+    if (stop == STOP_NONE)
+        s->started_run = 1;
+    pthread_mutex_unlock(&wp->lock);
+    if (stop != STOP_NONE) {   /* cancel, lost lease, shutdown: do not start */
+        j->how = ending_of_stop(stop);
+        return;
     }
-
     struct gj_ctx ctx = {
-        .job = &job,
-        .device = o == GJ_PLACED_GPU ? device : GJ_DEVICE_CPU,
+        .job = job,
+        .device = j->device,
         .cpu_threads = wp->cpu_threads,
-        .device_bytes_limit = reserved,
-        .scratch_dir = tmp_dir,
-        .output_dir = out_dir,
-        .stage = c->stage,
-        .children = cs.items,
-        .n_children = cs.n,
+        .device_bytes_limit = j->reserved,
+        .scratch_dir = j->tmp_dir,
+        .output_dir = j->out_dir,
+        .stage = j->c->stage,
+        .children = j->cs.items,
+        .n_children = j->cs.n,
         .host = s,
         .progress = ctx_progress,
         .cancelled = ctx_cancelled,
         .log = ctx_log,
         .spawn_child = ctx_spawn,
     };
-    gj_error_clear(&err);
-    int result = kind->run(&ctx, &err);
+    gj_error_clear(&j->err);
+    int result = j->kind->run(&ctx, &j->err);
     switch (result) {
     case GJ_RUN_OK:
-        how = END_SUCCESS;
+        j->how = END_SUCCESS;
         break;
     case GJ_RUN_FAILED:
-        if (!err.message[0])
-            gj_error_set(&err, "", "the job failed without saying why");
-        how = END_FAIL;
+        if (!j->err.message[0])
+            gj_error_set(&j->err, "", "the job failed without saying why");
+        j->how = END_FAIL;
         break;
-    case GJ_RUN_CANCELED: {
-        enum stop_reason r = stop_reason_of(s);
-        how = r == STOP_SHUTDOWN ? END_RELEASE : END_CANCEL;
+    case GJ_RUN_CANCELED:
+        j->how = stop_reason_of(s) == STOP_SHUTDOWN ? END_RELEASE : END_CANCEL;
         break;
-    }
     case GJ_RUN_WAIT_CHILDREN:
-        how = END_WAIT;
+        j->how = END_WAIT;
         break;
     default:
-        gj_error_set(&err, "", "internal: kind %s returned %d", kind->name, result);
-        how = END_FAIL;
+        gj_error_set(&j->err, "", "internal: kind %s returned %d", j->kind->name, result);
+        j->how = END_FAIL;
         break;
     }
+}
 
-done:
-    if (conn)
-        release_conn(wp, conn);
-    {
-        const char *label = finish(s, c, how, &err, out_dir);
-        if (how == END_FAIL)
-            gj_log_info(COMPONENT, "job %s: %s%s%s", c->id, err.message, err.field[0] ? " at " : "",
-                        err.field);
-        if (placed)
-            gj_place_release(&srv->placement, device, reserved);
-        free_children(s);
-        s->inputs = NULL;
-        input_set_free(&in);
-        child_set_free(&cs);
-        if (base[0] && give_back_work_dir(s, base) != 0)
-            gj_log_warn(COMPONENT, "job %s: cannot remove %s: %s", c->id, base, strerror(errno));
-        double secs = mono_now() - t0;
-        gj_metrics_job_finished(c->kind, label, secs);
-        gj_log_info(COMPONENT, "job %s: %s after %.3f s", c->id, label, secs);
+/* Records the end, gives back the device and the work tree, counts it. */
+static void conclude(struct job_run *j, double t0)
+{
+    struct wp_slot *s = j->s;
+    const struct gj_claim *c = j->c;
+    const char *label = finish(s, c, j->how, &j->err, j->out_dir);
+    if (j->how == END_FAIL)
+        gj_log_info(COMPONENT, "job %s: %s%s%s", c->id, j->err.message, j->err.field[0] ? " at " : "",
+                    j->err.field);
+    if (j->placed)
+        gj_place_release(&s->wp->srv->placement, j->device, j->reserved);
+    free_children(s);
+    s->inputs = NULL;
+    input_set_free(&j->in);
+    child_set_free(&j->cs);
+    if (j->base[0] && give_back_work_dir(s, j->base) != 0)
+        gj_log_warn(COMPONENT, "job %s: cannot remove %s: %s", c->id, j->base, strerror(errno));
+    double secs = mono_now() - t0;
+    gj_metrics_job_finished(c->kind, label, secs);
+    gj_log_info(COMPONENT, "job %s: %s after %.3f s", c->id, label, secs);
+}
+
+static void run_claim(struct wp_slot *s, const struct gj_claim *c)
+{
+    double t0 = mono_now();
+    struct job_run *j = calloc(1, sizeof *j);
+    slot_begin(s, c);
+    gj_log_info(COMPONENT, "job %s (%s) claimed, attempt %d/%d, stage %d", c->id, c->kind, c->attempts,
+                c->max_attempts, c->stage);
+    if (!j) {
+        /* not even the memory to record why: the lease expires and the job is retried */
+        gj_log_error(COMPONENT, "job %s: out of memory", c->id);
+        slot_end(s);
+        return;
     }
+    j->s = s;
+    j->c = c;
+    j->how = END_FAIL;
+    j->device = GJ_DEVICE_CPU;
+    j->kind = gj_kind_find(c->kind);
+    if (!j->kind) {
+        gj_error_set(&j->err, "kind", "this worker does not know kind %s", c->kind);
+    } else if (prepare(j) == 0) {
+        struct gj_job job = { .kind = j->kind->name, .params = c->params, .inputs = j->in.items,
+                              .n_inputs = j->in.n };
+        if (place(j, &job) == 0)
+            run_kind(j, &job);
+    }
+    conclude(j, t0);
+    free(j);
     slot_end(s);
 }
 

@@ -411,11 +411,27 @@ static void infer_respond(struct gj_req *r, gj_served_model *m, const json_t *re
     gj_respond(r, 200, mr, tl + bytes);
 }
 
-static void infer_handle(struct gj_req *r)
+/* One inference request as it is checked and run. */
+struct infer_call {
+    json_t *req;                     /* the JSON part */
+    const unsigned char *bin;        /* the binary tensors after it */
+    size_t bin_len;
+    gj_served_model *m;
+    const struct gj_model_config *cfg;
+    const json_t *rparams;           /* the request's parameters */
+    int64_t timeout_us;
+    const json_t *tensor;            /* the one input */
+    const char *iname;
+    int64_t n;                       /* samples */
+    int binary;                      /* outputs as binary */
+};
+
+/* The JSON part of the body (all of it, or Inference-Header-Content-Length bytes). NULL
+ * answered. */
+static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t *json_len)
 {
-    struct oip_body *body = r->state;
     const char *hl = gj_req_header(r, HDR_INFER_LEN);
-    size_t json_len = body->len;
+    *json_len = body->len;
     if (hl) {
         char *end = NULL;
         errno = 0;
@@ -423,23 +439,23 @@ static void infer_handle(struct gj_req *r)
         if (errno || !end || end == hl || *end || v > body->len) {
             oip_error(r, 400, "%s is %.40s: it must be the length of the JSON part (at most the "
                       "body's %zu bytes)", HDR_INFER_LEN, hl, body->len);
-            return;
+            return NULL;
         }
-        json_len = (size_t)v;
+        *json_len = (size_t)v;
     } else {
         const char *ct = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
         if (ct && !gj_http_is_json_type(ct)) {
             oip_error(r, 415, "a body of type %.60s needs the %s header (binary tensor "
                       "extension); otherwise send application/json", ct, HDR_INFER_LEN);
-            return;
+            return NULL;
         }
     }
-    if (json_len == 0) {
+    if (*json_len == 0) {
         oip_error(r, 400, "the inference request is empty");
-        return;
+        return NULL;
     }
     json_error_t jerr;
-    json_t *req = json_loadb(body->buf, json_len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *req = json_loadb(body->buf, *json_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!req || !json_is_object(req)) {
         if (req)
             oip_error(r, 400, "the inference request must be a JSON object");
@@ -447,172 +463,199 @@ static void infer_handle(struct gj_req *r)
             oip_error(r, 400, "malformed JSON in the inference request at line %d, column %d: %s",
                       jerr.line, jerr.column, jerr.text);
         json_decref(req);
-        return;
+        return NULL;
     }
-    const unsigned char *bin = (const unsigned char *)body->buf + json_len;
-    size_t bin_len = body->len - json_len;
+    return req;
+}
 
-    gj_served_model *m = NULL;
-    gj_batcher *b = NULL;
-    float *in = NULL, *out = NULL;
-    if (use_model(r, &m))
-        goto out;
-    const struct gj_model_config *cfg = gj_served_model_config(m);
-    const json_t *id = json_object_get(req, "id");
+/* id, parameters and parameters.timeout. 0, or -1 answered. */
+static int check_parameters(struct gj_req *r, struct infer_call *c)
+{
+    const json_t *id = json_object_get(c->req, "id");
     if (id && !json_is_string(id)) {
         oip_error(r, 400, "id must be a string");
-        goto out;
+        return -1;
     }
-    const json_t *rparams = json_object_get(req, "parameters");
-    if (rparams && !json_is_object(rparams)) {
+    c->rparams = json_object_get(c->req, "parameters");
+    if (c->rparams && !json_is_object(c->rparams)) {
         oip_error(r, 400, "parameters must be an object");
-        goto out;
+        return -1;
     }
-    int64_t timeout_us = 0;
-    const json_t *jt = json_object_get(rparams, "timeout");
+    const json_t *jt = json_object_get(c->rparams, "timeout");
     if (jt) {
-        if (!json_is_integer(jt) || json_integer_value(jt) < 0 ||
-            json_integer_value(jt) > 3600LL * 1000000) {
+        if (!json_is_integer(jt) || json_integer_value(jt) < 0 || json_integer_value(jt) > 3600LL * 1000000) {
             oip_error(r, 400, "parameters.timeout must be an integer number of microseconds "
                       "(0 to 3600000000)");
-            goto out;
+            return -1;
         }
-        timeout_us = (int64_t)json_integer_value(jt);
+        c->timeout_us = (int64_t)json_integer_value(jt);
     }
-    const json_t *inputs = json_object_get(req, "inputs");
+    return 0;
+}
+
+/* The one input: its name, datatype and shape against the model's; c->n samples. 0, or -1
+ * answered. */
+static int check_input(struct gj_req *r, struct infer_call *c)
+{
+    const struct gj_model_config *cfg = c->cfg;
+    const json_t *inputs = json_object_get(c->req, "inputs");
     if (!json_is_array(inputs) || json_array_size(inputs) != 1) {
         oip_error(r, 400, "inputs must be an array with one tensor: model '%s' has one input "
-                  "('%s')", gj_served_model_name(m), cfg->input_name);
-        goto out;
+                  "('%s')", gj_served_model_name(c->m), cfg->input_name);
+        return -1;
     }
-    const json_t *t = json_array_get(inputs, 0);
-    const char *iname = json_string_value(json_object_get(t, "name"));
-    const char *dtype = json_string_value(json_object_get(t, "datatype"));
-    const json_t *shape = json_object_get(t, "shape");
+    c->tensor = json_array_get(inputs, 0);
+    const char *iname = json_string_value(json_object_get(c->tensor, "name"));
+    const char *dtype = json_string_value(json_object_get(c->tensor, "datatype"));
+    const json_t *shape = json_object_get(c->tensor, "shape");
     if (!iname || strcmp(iname, cfg->input_name) != 0) {
         oip_error(r, 400, "unexpected input '%.100s': model '%s' takes '%s'", iname ? iname : "",
-                  gj_served_model_name(m), cfg->input_name);
-        goto out;
+                  gj_served_model_name(c->m), cfg->input_name);
+        return -1;
     }
+    c->iname = iname;
     if (!dtype || strcmp(dtype, "FP32") != 0) {
-        oip_error(r, 400, "input '%s': datatype %.20s is not supported: send FP32", iname,
-                  dtype ? dtype : "(none)");
-        goto out;
+        oip_error(r, 400, "input '%s': datatype %.20s is not supported: send FP32", iname, dtype ? dtype : "(none)");
+        return -1;
     }
     int has_batch = cfg->max_batch_size > 0;
     size_t rank = (size_t)(has_batch ? 4 : 3);
-    if (!json_is_array(shape) || json_array_size(shape) != rank) {
-        oip_error(r, 400, "input '%s': shape must be [batch, %" PRId64 ", %" PRId64 ", %" PRId64
-                  "]", iname, cfg->input_dims[0], cfg->input_dims[1], cfg->input_dims[2]);
-        goto out;
-    }
     int64_t dims[4];
     for (size_t i = 0; i < rank; i++) {
         const json_t *d = json_array_get(shape, i);
         dims[i] = json_is_integer(d) ? (int64_t)json_integer_value(d) : -2;
     }
-    int64_t n = has_batch ? dims[0] : 1;
+    c->n = has_batch ? dims[0] : 1;
     const int64_t *sd = has_batch ? dims + 1 : dims;
-    if (n < 1 || n > cfg->max_batch_size || sd[0] != cfg->input_dims[0] ||
-        sd[1] != cfg->input_dims[1] || sd[2] != cfg->input_dims[2]) {
+    if (!json_is_array(shape) || json_array_size(shape) != rank || c->n < 1 || c->n > cfg->max_batch_size ||
+        sd[0] != cfg->input_dims[0] || sd[1] != cfg->input_dims[1] || sd[2] != cfg->input_dims[2]) {
         oip_error(r, 400, "input '%s': shape must be [batch, %" PRId64 ", %" PRId64 ", %" PRId64
                   "] with batch 1 to %d", iname, cfg->input_dims[0], cfg->input_dims[1],
                   cfg->input_dims[2], cfg->max_batch_size);
-        goto out;
+        return -1;
     }
-    struct gj_error err = { 0 };
-    b = gj_batcher_acquire(m, &err);
-    if (!b) {
-        oip_error(r, 503, "model '%s' is not ready: %s", gj_served_model_name(m), err.message);
-        goto out;
-    }
-    size_t in_floats = gj_batcher_input_floats(b), out_floats = gj_batcher_output_floats(b);
-    size_t count = (size_t)n * in_floats;
-    in = malloc(count * sizeof *in);
-    out = malloc((size_t)n * out_floats * sizeof *out);
-    if (!in || !out) {
-        oip_error(r, 500, "out of memory");
-        goto out;
-    }
-    const json_t *tp = json_object_get(t, "parameters");
-    const json_t *bds = json_object_get(tp, "binary_data_size");
-    const json_t *data = json_object_get(t, "data");
+    return 0;
+}
+
+/* The input's count values into in: the binary part, or the JSON data (flat or nested),
+ * all finite. 0, or -1 answered. */
+static int read_tensor(struct gj_req *r, const struct infer_call *c, float *in, size_t count)
+{
+    const json_t *bds = json_object_get(json_object_get(c->tensor, "parameters"), "binary_data_size");
+    const json_t *data = json_object_get(c->tensor, "data");
     if (bds) {
         if (data) {
-            oip_error(r, 400, "input '%s' has both data and parameters.binary_data_size", iname);
-            goto out;
+            oip_error(r, 400, "input '%s' has both data and parameters.binary_data_size", c->iname);
+            return -1;
         }
         if (!json_is_integer(bds) || (uint64_t)json_integer_value(bds) != count * sizeof(float)) {
-            oip_error(r, 400, "input '%s': binary_data_size must be %zu (the shape's %zu FP32 "
-                      "values)", iname, count * sizeof(float), count);
-            goto out;
+            oip_error(r, 400, "input '%s': binary_data_size must be %zu (the shape's %zu FP32 values)",
+                      c->iname, count * sizeof(float), count);
+            return -1;
         }
-        if (bin_len != count * sizeof(float)) {
-            oip_error(r, 400, "input '%s': %zu bytes of binary data after the JSON, expected %zu",
-                      iname, bin_len, count * sizeof(float));
-            goto out;
+        if (c->bin_len != count * sizeof(float)) {
+            oip_error(r, 400, "input '%s': %zu bytes of binary data after the JSON, expected %zu", c->iname,
+                      c->bin_len, count * sizeof(float));
+            return -1;
         }
-        memcpy(in, bin, bin_len);   /* little-endian hosts */
+        memcpy(in, c->bin, c->bin_len);   /* little-endian hosts */
     } else {
         size_t got = 0;
         if (!data || flatten(data, in, count, &got, 0) || got != count) {
-            oip_error(r, 400, "input '%s': data must hold %zu numbers (flat or nested as the "
-                      "shape), or use the binary tensor extension", iname, count);
-            goto out;
+            oip_error(r, 400, "input '%s': data must hold %zu numbers (flat or nested as the shape), or "
+                      "use the binary tensor extension", c->iname, count);
+            return -1;
         }
-        if (bin_len) {
-            oip_error(r, 400, "%zu bytes of binary data, but no input declares "
-                      "parameters.binary_data_size", bin_len);
-            goto out;
+        if (c->bin_len) {
+            oip_error(r, 400, "%zu bytes of binary data, but no input declares parameters.binary_data_size",
+                      c->bin_len);
+            return -1;
         }
     }
     for (size_t i = 0; i < count; i++)
         if (!isfinite(in[i])) {
-            oip_error(r, 400, "input '%s': value %zu is not a finite FP32 number", iname, i);
-            goto out;
+            oip_error(r, 400, "input '%s': value %zu is not a finite FP32 number", c->iname, i);
+            return -1;
         }
-    /* outputs: all (the one) unless listed; binary when asked */
-    int binary = param_bool(rparams, "binary_data_output");
-    const json_t *outs = json_object_get(req, "outputs");
-    if (outs) {
-        if (!json_is_array(outs) || json_array_size(outs) > 1) {
-            oip_error(r, 400, "outputs must be an array naming '%s'", cfg->output_name);
-            goto out;
+    return 0;
+}
+
+/* The outputs asked for (all, the one, unless listed) and whether as binary. 0, or -1
+ * answered. */
+static int check_outputs(struct gj_req *r, struct infer_call *c)
+{
+    c->binary = param_bool(c->rparams, "binary_data_output");
+    const json_t *outs = json_object_get(c->req, "outputs");
+    if (!outs)
+        return 0;
+    if (!json_is_array(outs) || json_array_size(outs) > 1) {
+        oip_error(r, 400, "outputs must be an array naming '%s'", c->cfg->output_name);
+        return -1;
+    }
+    for (size_t i = 0; i < json_array_size(outs); i++) {
+        const json_t *ro = json_array_get(outs, i);
+        const char *on = json_string_value(json_object_get(ro, "name"));
+        if (!on || strcmp(on, c->cfg->output_name) != 0) {
+            oip_error(r, 400, "unexpected output '%.100s': model '%s' has '%s'", on ? on : "",
+                      gj_served_model_name(c->m), c->cfg->output_name);
+            return -1;
         }
-        for (size_t i = 0; i < json_array_size(outs); i++) {
-            const json_t *ro = json_array_get(outs, i);
-            const char *on = json_string_value(json_object_get(ro, "name"));
-            if (!on || strcmp(on, cfg->output_name) != 0) {
-                oip_error(r, 400, "unexpected output '%.100s': model '%s' has '%s'",
-                          on ? on : "", gj_served_model_name(m), cfg->output_name);
-                goto out;
-            }
-            const json_t *op = json_object_get(ro, "parameters");
-            if (json_object_get(op, "binary_data"))
-                binary = param_bool(op, "binary_data");
-            if (json_object_get(op, "classification")) {
-                oip_error(r, 400, "output '%s': the classification extension is not supported",
-                          on);
-                goto out;
-            }
+        const json_t *op = json_object_get(ro, "parameters");
+        if (json_object_get(op, "binary_data"))
+            c->binary = param_bool(op, "binary_data");
+        if (json_object_get(op, "classification")) {
+            oip_error(r, 400, "output '%s': the classification extension is not supported", on);
+            return -1;
         }
     }
-    struct gj_batch_timing timing;
-    int rc = gj_batcher_infer(b, in, (size_t)n, out, timeout_us, &timing, &err);
-    if (rc != GJ_BATCH_OK) {
-        int st = err.status ? err.status
-                 : rc == GJ_BATCH_EINVAL ? 400 : rc == GJ_BATCH_EFULL ? 429
-                 : rc == GJ_BATCH_EFAILED ? 500 : 503;
-        oip_error(r, st, "%s", err.message);
-        goto out;
+    return 0;
+}
+
+/* Reads the input, runs it through the model's shared batcher, answers. */
+static void run_call(struct gj_req *r, struct infer_call *c)
+{
+    struct gj_error err = { 0 };
+    gj_batcher *b = gj_batcher_acquire(c->m, &err);
+    if (!b) {
+        oip_error(r, 503, "model '%s' is not ready: %s", gj_served_model_name(c->m), err.message);
+        return;
     }
-    infer_respond(r, m, req, out, (size_t)n, out_floats, binary);
-out:
+    size_t in_floats = gj_batcher_input_floats(b), out_floats = gj_batcher_output_floats(b);
+    size_t count = (size_t)c->n * in_floats;
+    float *in = malloc(count * sizeof *in), *out = malloc((size_t)c->n * out_floats * sizeof *out);
+    if (!in || !out) {
+        oip_error(r, 500, "out of memory");
+    } else if (read_tensor(r, c, in, count) == 0) {
+        struct gj_batch_timing timing;
+        int rc = gj_batcher_infer(b, in, (size_t)c->n, out, c->timeout_us, &timing, &err);
+        if (rc == GJ_BATCH_OK)
+            infer_respond(r, c->m, c->req, out, (size_t)c->n, out_floats, c->binary);
+        else
+            oip_error(r, err.status ? err.status : rc == GJ_BATCH_EINVAL ? 400 : rc == GJ_BATCH_EFULL ? 429
+                                                   : rc == GJ_BATCH_EFAILED ? 500 : 503, "%s", err.message);
+    }
     free(in);
     free(out);
     gj_batcher_release(b);
-    gj_served_model_release(m);
-    json_decref(req);
+}
+
+static void infer_handle(struct gj_req *r)
+{
+    struct oip_body *body = r->state;
+    struct infer_call c = { 0 };
+    size_t json_len = 0;
+    c.req = parse_body(r, body, &json_len);
+    if (!c.req)
+        return;
+    c.bin = (const unsigned char *)body->buf + json_len;
+    c.bin_len = body->len - json_len;
+    if (use_model(r, &c.m) == 0) {
+        c.cfg = gj_served_model_config(c.m);
+        if (check_parameters(r, &c) == 0 && check_input(r, &c) == 0 && check_outputs(r, &c) == 0)
+            run_call(r, &c);
+    }
+    gj_served_model_release(c.m);
+    json_decref(c.req);
 }
 
 /* ---- routes ------------------------------------------------------------------------------ */

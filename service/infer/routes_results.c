@@ -90,6 +90,40 @@ static void csv_text(FILE *f, const char *s, int is_text)
         fputc('"', f);
 }
 
+static void csv_header(FILE *f, json_t *labels)
+{
+    fputs("id,job_id,study_key,image_key,input,model,model_version,status,reason,top_label,top_score,"
+          "acquired_at,received_at,processed_at", f);
+    for (size_t l = 0; l < json_array_size(labels); l++) {
+        char col[200];
+        snprintf(col, sizeof col, "score_%s", json_string_value(json_array_get(labels, l)));
+        fputc(',', f);
+        csv_text(f, col, 1);
+    }
+    fputs("\r\n", f);
+}
+
+static void csv_row(FILE *f, PGresult *res, int i, json_t *labels, json_t *scores)
+{
+    static const int cols[] = { C_ID, C_JOB, C_STUDY, C_IMAGE, C_INPUT, C_MODEL, C_VERSION, C_STATUS, C_REASON,
+                                C_TOP, C_TOP_SCORE, C_ACQUIRED, C_RECEIVED, C_PROCESSED };
+    for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++) {
+        if (k)
+            fputc(',', f);
+        int col = cols[k];
+        if (!PQgetisnull(res, i, col))
+            csv_text(f, PQgetvalue(res, i, col), col == C_INPUT || col == C_MODEL || col == C_REASON ||
+                                                     col == C_TOP || col == C_STATUS);
+    }
+    for (size_t l = 0; l < json_array_size(labels); l++) {
+        fputc(',', f);
+        json_t *v = json_object_get(scores, json_string_value(json_array_get(labels, l)));
+        if (json_is_number(v))
+            fprintf(f, "%.9g", json_number_value(v));
+    }
+    fputs("\r\n", f);
+}
+
 static int wants_csv(struct gj_req *r, int *bad)
 {
     const char *fmt = gj_req_query(r, "format");
@@ -111,124 +145,106 @@ static int wants_csv(struct gj_req *r, int *bad)
     return csv && (!json || csv < json);
 }
 
-static void results_list(struct gj_req *r)
-{
-    const char *model = gj_req_query(r, "model"), *version = gj_req_query(r, "version"),
-               *from = gj_req_query(r, "from"), *to = gj_req_query(r, "to"), *limit_s = gj_req_query(r, "limit"),
-               *cursor = gj_req_query(r, "cursor"), *study = gj_req_query(r, "study_key");
-    int bad_fmt = 0, csv = wants_csv(r, &bad_fmt);
-    if (bad_fmt) {
-        gj_problem(r, 400, "format", "format is csv or json");
-        return;
-    }
-    if (model && !gj_model_name_ok(model)) {
-        gj_problem(r, 400, "model", "model is a model name (letters, digits, '.', '_', '-')");
-        return;
-    }
-    if (version) {
-        char *end;
-        long long v = strtoll(version, &end, 10);
-        if (!*version || *end || v < 1 || v > 999999999) {
-            gj_problem(r, 400, "version", "version is a positive integer");
-            return;
-        }
-    }
-    if (from && !gj_is_timestamp(from)) {
-        gj_problem(r, 400, "from", "from is an RFC 3339 timestamp");
-        return;
-    }
-    if (to && !gj_is_timestamp(to)) {
-        gj_problem(r, 400, "to", "to is an RFC 3339 timestamp");
-        return;
-    }
-    if (study) {
-        int ok = strlen(study) == 64;
-        for (size_t i = 0; ok && i < 64; i++)
-            ok = (study[i] >= '0' && study[i] <= '9') || (study[i] >= 'a' && study[i] <= 'f');
-        if (!ok) {
-            gj_problem(r, 400, "study_key", "study_key is 64 lower-case hex digits");
-            return;
-        }
-    }
-    long limit = RESULTS_DEFAULT;
-    if (limit_s) {
-        char *end;
-        limit = strtol(limit_s, &end, 10);
-        if (!*limit_s || *end || limit < 1 || limit > RESULTS_MAX) {
-            gj_problem(r, 400, "limit", "limit is an integer from 1 to %d", RESULTS_MAX);
-            return;
-        }
-    }
-    char after[32] = "";
-    if (cursor) {
-        unsigned char raw[48];
-        size_t len = strlen(cursor);
-        long n = len > 0 && len <= 60 ? gj_base64_decode(cursor, len, raw, sizeof raw - 1, GJ_BASE64_URL) : -1;
-        char *end = NULL;
-        long long id = -1;
-        if (n > 4) {
-            raw[n] = '\0';
-            if (memcmp(raw, "ir1:", 4) == 0 && strlen((char *)raw) == (size_t)n)
-                id = strtoll((char *)raw + 4, &end, 10);
-        }
-        if (id < 0 || !end || *end) {
-            gj_problem(r, 400, "cursor", "the cursor is not one this server returned");
-            return;
-        }
-        snprintf(after, sizeof after, "%lld", id);
-    }
-    PGconn *c = gj_req_db(r);
-    if (!c) {
-        gj_respond_unavailable(r);
-        return;
-    }
-    char lim[16];
-    snprintf(lim, sizeof lim, "%ld", limit + 1);
-    const char *p[8] = { r->who.tenant_id, model, version, from, to, after[0] ? after : NULL, study, lim };
-    char sqlstate[6] = "";
-    PGresult *res = gj_db_exec(c, select_sql, 8, p, sqlstate);
-    if (!res) {
-        if (strncmp(sqlstate, "22", 2) == 0)
-            gj_problem(r, 400, NULL, "a query parameter is out of range");
-        else
-            gj_respond_unavailable(r);
-        return;
-    }
-    int n = PQntuples(res);
-    int shown = n > limit ? (int)limit : n;
-    char next[80] = "";
-    if (n > limit) {
-        char raw[40];
-        int k = snprintf(raw, sizeof raw, "ir1:%s", PQgetvalue(res, shown - 1, C_ID));
-        if (gj_base64_encode((const unsigned char *)raw, (size_t)k, next, sizeof next, GJ_BASE64_URL) < 0)
-            next[0] = '\0';
-    }
-    if (!csv) {
-        json_t *arr = json_array();
-        for (int i = 0; i < shown; i++)
-            json_array_append_new(arr, row_json(res, i));
-        PQclear(res);
-        gj_respond_json(r, 200, json_pack("{s:o, s:o}", "results", arr, "next_cursor",
-                                          next[0] ? json_string(next) : json_null()));
-        return;
-    }
+/* The query's filters, checked. */
+struct results_query {
+    const char *model, *version, *from, *to, *study;
+    long limit;
+    char after[32];                  /* the cursor's last id, "" for the first page */
+    int csv;
+};
 
-    /* CSV: fixed columns, then one score column per label seen on this page. */
-    json_t *labels = json_array();
-    json_t *seen = json_object();
+/* An ir1:<id> cursor (base64url) to the id after which the page starts. 0 or -1. */
+static int parse_cursor(const char *cursor, char after[32])
+{
+    unsigned char raw[48];
+    size_t len = strlen(cursor);
+    long n = len > 0 && len <= 60 ? gj_base64_decode(cursor, len, raw, sizeof raw - 1, GJ_BASE64_URL) : -1;
+    char *end = NULL;
+    long long id = -1;
+    if (n > 4) {
+        raw[n] = '\0';
+        if (memcmp(raw, "ir1:", 4) == 0 && strlen((char *)raw) == (size_t)n)
+            id = strtoll((char *)raw + 4, &end, 10);
+    }
+    if (id < 0 || !end || *end)
+        return -1;
+    snprintf(after, 32, "%lld", id);
+    return 0;
+}
+
+/* A decimal integer in [lo, hi]. 0 or -1. */
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return -1;
+    *out = (long)v;
+    return 0;
+}
+
+static int study_key_ok(const char *s)
+{
+    int ok = strlen(s) == 64;
+    for (size_t i = 0; ok && i < 64; i++)
+        ok = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
+    return ok;
+}
+
+/* The query parameters: model, version, from, to, study_key, limit, cursor, format. 0, or
+ * -1 answered (400 naming the parameter). */
+static int parse_query(struct gj_req *r, struct results_query *q)
+{
+    q->model = gj_req_query(r, "model");
+    q->version = gj_req_query(r, "version");
+    q->from = gj_req_query(r, "from");
+    q->to = gj_req_query(r, "to");
+    q->study = gj_req_query(r, "study_key");
+    const char *limit_s = gj_req_query(r, "limit"), *cursor = gj_req_query(r, "cursor");
+    int bad_fmt = 0;
+    q->csv = wants_csv(r, &bad_fmt);
+    q->limit = RESULTS_DEFAULT;
+    long version;
+    if (bad_fmt)
+        gj_problem(r, 400, "format", "format is csv or json");
+    else if (q->model && !gj_model_name_ok(q->model))
+        gj_problem(r, 400, "model", "model is a model name (letters, digits, '.', '_', '-')");
+    else if (q->version && parse_long(q->version, 1, 999999999, &version) != 0)
+        gj_problem(r, 400, "version", "version is a positive integer");
+    else if (q->from && !gj_is_timestamp(q->from))
+        gj_problem(r, 400, "from", "from is an RFC 3339 timestamp");
+    else if (q->to && !gj_is_timestamp(q->to))
+        gj_problem(r, 400, "to", "to is an RFC 3339 timestamp");
+    else if (q->study && !study_key_ok(q->study))
+        gj_problem(r, 400, "study_key", "study_key is 64 lower-case hex digits");
+    else if (limit_s && parse_long(limit_s, 1, RESULTS_MAX, &q->limit) != 0)
+        gj_problem(r, 400, "limit", "limit is an integer from 1 to %d", RESULTS_MAX);
+    else if (cursor && parse_cursor(cursor, q->after) != 0)
+        gj_problem(r, 400, "cursor", "the cursor is not one this server returned");
+    return r->response ? -1 : 0;
+}
+
+/* The cursor of the page after this one (limit rows shown, more exist), "" when none. */
+static void next_cursor(PGresult *res, const struct results_query *q, char next[80])
+{
+    next[0] = '\0';
+    if (PQntuples(res) <= q->limit)
+        return;
+    char raw[40];
+    int k = snprintf(raw, sizeof raw, "ir1:%s", PQgetvalue(res, (int)q->limit - 1, C_ID));
+    if (gj_base64_encode((const unsigned char *)raw, (size_t)k, next, 80, GJ_BASE64_URL) < 0)
+        next[0] = '\0';
+}
+
+/* CSV: fixed columns, then one score column per label seen on this page. The text, or
+ * NULL (out of memory). */
+static char *results_csv(PGresult *res, int shown, size_t *len)
+{
+    json_t *labels = json_array(), *seen = json_object();
     json_t **scores = calloc((size_t)(shown ? shown : 1), sizeof *scores);
     char *text = NULL;
-    size_t len = 0;
-    FILE *f = scores && labels && seen ? open_memstream(&text, &len) : NULL;
-    if (!f) {
-        free(scores);
-        json_decref(labels);
-        json_decref(seen);
-        PQclear(res);
-        gj_problem(r, 500, NULL, "out of memory");
-        return;
-    }
-    for (int i = 0; i < shown; i++) {
+    FILE *f = scores && labels && seen ? open_memstream(&text, len) : NULL;
+    for (int i = 0; f && i < shown; i++) {
         if (PQgetisnull(res, i, C_SCORES))
             continue;
         scores[i] = json_loads(PQgetvalue(res, i, C_SCORES), 0, NULL);
@@ -241,46 +257,27 @@ static void results_list(struct gj_req *r)
             }
         }
     }
-    fputs("id,job_id,study_key,image_key,input,model,model_version,status,reason,top_label,top_score,"
-          "acquired_at,received_at,processed_at", f);
-    for (size_t l = 0; l < json_array_size(labels); l++) {
-        char col[200];
-        snprintf(col, sizeof col, "score_%s", json_string_value(json_array_get(labels, l)));
-        fputc(',', f);
-        csv_text(f, col, 1);
-    }
-    fputs("\r\n", f);
-    static const int cols[] = { C_ID, C_JOB, C_STUDY, C_IMAGE, C_INPUT, C_MODEL, C_VERSION, C_STATUS, C_REASON,
-                                C_TOP, C_TOP_SCORE, C_ACQUIRED, C_RECEIVED, C_PROCESSED };
-    for (int i = 0; i < shown; i++) {
-        for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++) {
-            if (k)
-                fputc(',', f);
-            int col = cols[k];
-            if (!PQgetisnull(res, i, col))
-                csv_text(f, PQgetvalue(res, i, col), col == C_INPUT || col == C_MODEL || col == C_REASON ||
-                                                         col == C_TOP || col == C_STATUS);
-        }
-        for (size_t l = 0; l < json_array_size(labels); l++) {
-            fputc(',', f);
-            json_t *v = json_object_get(scores[i], json_string_value(json_array_get(labels, l)));
-            if (json_is_number(v))
-                fprintf(f, "%.9g", json_number_value(v));
-        }
-        fputs("\r\n", f);
-    }
-    for (int i = 0; i < shown; i++)
+    if (f)
+        csv_header(f, labels);
+    for (int i = 0; f && i < shown; i++)
+        csv_row(f, res, i, labels, scores[i]);
+    for (int i = 0; scores && i < shown; i++)
         json_decref(scores[i]);
     free(scores);
     json_decref(labels);
     json_decref(seen);
-    PQclear(res);
-    if (fclose(f) != 0 || !text) {
+    if (!f || fclose(f) != 0 || !text) {
         free(text);
-        gj_problem(r, 500, NULL, "out of memory");
-        return;
+        return NULL;
     }
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    return text;
+}
+
+static void respond_csv(struct gj_req *r, PGresult *res, int shown, const char *next)
+{
+    size_t len = 0;
+    char *text = results_csv(res, shown, &len);
+    struct MHD_Response *resp = text ? MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE) : NULL;
     if (!resp) {
         free(text);
         gj_problem(r, 500, NULL, "out of memory");
@@ -289,10 +286,47 @@ static void results_list(struct gj_req *r)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/csv; charset=utf-8; header=present");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, "attachment; filename=\"inference-results.csv\"");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    if (next[0]) {
+    if (next[0])
         MHD_add_response_header(resp, "X-Next-Cursor", next);   /* pass it as ?cursor= with the same filters */
-    }
     gj_respond(r, 200, resp, len);
+}
+
+static void results_list(struct gj_req *r)
+{
+    struct results_query q = { 0 };
+    if (parse_query(r, &q) != 0)
+        return;
+    PGconn *c = gj_req_db(r);
+    if (!c) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    char lim[24];
+    snprintf(lim, sizeof lim, "%ld", q.limit + 1);
+    const char *p[8] = { r->who.tenant_id, q.model, q.version, q.from, q.to, q.after[0] ? q.after : NULL, q.study,
+                         lim };
+    char sqlstate[6] = "";
+    PGresult *res = gj_db_exec(c, select_sql, 8, p, sqlstate);
+    if (!res) {
+        if (strncmp(sqlstate, "22", 2) == 0)
+            gj_problem(r, 400, NULL, "a query parameter is out of range");
+        else
+            gj_respond_unavailable(r);
+        return;
+    }
+    int shown = PQntuples(res) > q.limit ? (int)q.limit : PQntuples(res);
+    char next[80];
+    next_cursor(res, &q, next);
+    if (q.csv) {
+        respond_csv(r, res, shown, next);
+    } else {
+        json_t *arr = json_array();
+        for (int i = 0; i < shown; i++)
+            json_array_append_new(arr, row_json(res, i));
+        gj_respond_json(r, 200, json_pack("{s:o, s:o}", "results", arr, "next_cursor",
+                                          next[0] ? json_string(next) : json_null()));
+    }
+    PQclear(res);
 }
 
 static const struct gj_route result_routes[] = {

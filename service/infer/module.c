@@ -1,7 +1,7 @@
 /*
- * module.c — the inference module's service half (infer.h): the model repository the API
- * manages and `infer` jobs use (handed to the kind through serving_host.h), its start-up (seeded with the shipped demo model,
- * leftovers of a crash cleared), and its stop.
+ * module.c — the inference module's service half (infer.h, module.h): the model repository
+ * the API manages and `infer` jobs use (handed to the kind through serving_host.h), its
+ * start-up (seeded with the shipped demo model, leftovers of a crash cleared) and its stop.
  */
 #include <dirent.h>
 #include <errno.h>

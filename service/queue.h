@@ -125,8 +125,8 @@ int gj_queue_finish_waiting(PGconn *conn, const struct gj_claim *c);
  * (graceful shutdown, or placement found no room and we prefer to release). */
 int gj_queue_release(PGconn *conn, const struct gj_claim *c);
 
-/* Inserts a child job of parent c (same tenant, priority, max_attempts) and
- * counts it in the parent's children_pending; inputs are blob ids. Opens a
+/* Creates a child job of parent c through gj_queue_submit (same tenant, priority,
+ * max_attempts; counted in the parent's children_pending); inputs are blob ids. Opens a
  * transaction on conn when none is open and leaves it open for
  * gj_queue_finish_waiting to commit (blobs for child inputs may be written in
  * it first, with own_txn=0). On -1 or 1 (lease lost) it has rolled back. A

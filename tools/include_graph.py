@@ -3,11 +3,13 @@
 
 A unit is a header and the .c files that implement it: x.c belongs to x.h when there is
 one beside it, else to the header that declares most of what it defines (a .c that
-implements no header is a unit of its own). Unit A depends on unit B when one of A's
-files includes B's header ("..." includes, resolved against the including file's
-directory, the source root and compute/, as the build's include directories are). A cycle
-(A -> ... -> A over two or more units) means none of them can be read, tested or changed
-alone: a header shared across a boundary, a hook called upward. Usage:
+implements no header is a unit of its own). Unit A depends on unit B when a .c file of A
+uses a function or variable that a header it includes (directly or through other
+headers) declares and a .c file of B defines: what A needs to link. Including a header
+for its types alone is no dependency. Includes ("...") resolve against the including
+file's directory, the source root and compute/, as the build's include directories do. A
+cycle (A -> ... -> A over two or more units) means none of them can be read, tested or
+changed alone: a header shared across a boundary, a hook called upward. Usage:
 
   tools/include_graph.py [--root DIR] [--allow A,B,...] [--dot] DIR...
 
@@ -32,6 +34,7 @@ DEF_FN = re.compile(r"^(?!static\b)(?:[A-Za-z_][\w \t*]*?[\s*])([A-Za-z_]\w*)\s*
                     r"(?:__attribute__\s*\(\([^)]*\)\)\s*)?\{", re.M)
 DEF_VAR = re.compile(r"^(?!static\b)(?!extern\b)(?:const\s+)?(?:struct\s+\w+|[A-Za-z_]\w*)(?:\s+const)?"
                      r"[\s*]+([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*=", re.M)
+IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "defined", "__attribute__", "typeof"}
 
 
@@ -75,19 +78,33 @@ def unit_of(files, text, declared, c):
 
 
 def graph(root, files):
-    """unit -> units it depends on."""
+    """unit -> units it depends on: the units defining what its .c files use, among the
+    names declared in the headers they include (directly or through other headers)."""
     text = {f: read(root, f) for f in files}
+    includes = {f: {h for h in (resolve(root, f, n) for n in INCLUDE.findall(text[f])) if h in text}
+                for f in files}
     declared = {}
     for h in (f for f in files if f.endswith(".h")):
         code = COMMENT.sub(" ", text[h])
         declared[h] = (set(DECL_FN.findall(PREPROC.sub(" ", code))) | set(DECL_VAR.findall(code))) - KEYWORDS
     unit = {f: f[:-2] if f.endswith(".h") else unit_of(files, text, declared, f) for f in files}
+    defined_in = {}
+    for c in (f for f in files if f.endswith(".c")):
+        code = COMMENT.sub(" ", text[c])
+        for name in set(DEF_FN.findall(code)) | set(DEF_VAR.findall(code)):
+            defined_in.setdefault(name, set()).add(unit[c])
     edges = {u: set() for u in unit.values()}
-    for f in files:
-        for name in INCLUDE.findall(text[f]):
-            h = resolve(root, f, name)
-            if h in unit and unit[h] != unit[f]:
-                edges[unit[f]].add(unit[h])
+    for c in (f for f in files if f.endswith(".c")):
+        used = set(IDENT.findall(COMMENT.sub(" ", text[c])))
+        seen, todo = set(), [c]
+        while todo:
+            for h in includes[todo.pop()]:
+                if h not in seen:
+                    seen.add(h)
+                    todo.append(h)
+        for h in seen:
+            for name in declared[h] & used:
+                edges[unit[c]] |= defined_in.get(name, set()) - {unit[c]}
     return edges
 
 
@@ -137,11 +154,14 @@ def self_test():
     import tempfile
     files = {
         "s/http.h": "int http_start(void);\n",
-        "s/http.c": '#include "s/http.h"\n#include "s/metrics.h"\nint http_start(void)\n{\n    return 0;\n}\n',
+        "s/http.c": '#include "s/http.h"\n#include "s/metrics.h"\n'
+                    'int http_start(void)\n{\n    metrics_write();\n    return 0;\n}\n',
         "s/metrics.h": "void metrics_write(void);\n",
-        "s/metrics.c": '#include "s/metrics.h"\n#include "s/oip.h"\nvoid metrics_write(void)\n{\n}\n',
+        "s/metrics.c": '#include "s/metrics.h"\n#include "s/oip.h"\n'
+                       'void metrics_write(void)\n{\n    oip_metrics();\n}\n',
         "s/oip.h": "void oip_metrics(void);\n",
-        "s/routes_oip.c": '#include "s/oip.h"\n#include "s/http.h"\nvoid oip_metrics(void)\n{\n}\n',
+        "s/routes_oip.c": '#include "s/oip.h"\n#include "s/http.h"\n'
+                          'void oip_metrics(void)\n{\n    (void)http_start;\n}\n',
     }
     with tempfile.TemporaryDirectory() as root:
         for path, text in files.items():
@@ -151,7 +171,7 @@ def self_test():
         found = cycles(graph(root, source_files(root, ["s"])))
         assert found == [["s/http", "s/metrics", "s/oip"]], found
         with open(os.path.join(root, "s/metrics.c"), "w") as f:   # the writer handed in instead
-            f.write('#include "s/metrics.h"\nvoid metrics_write(void)\n{\n}\n')
+            f.write('#include "s/metrics.h"\n#include "s/oip.h"\nvoid metrics_write(void)\n{\n}\n')
         found = cycles(graph(root, source_files(root, ["s"])))
         assert found == [], found
     print("self-test: a cycle found, its absence seen")

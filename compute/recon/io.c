@@ -110,6 +110,8 @@ static int nrrd_field(const char *line, struct rc_nrrd *h, struct nrrd_fields *f
             return gj_error_set(err, "projections", "NRRD type '%s' is not supported: float (float32) only", v);
         f->have_type = 1;
     } else if (starts(line, "dimension:", &v)) {
+        if (h->dim)   /* a second one would leave sizes unset */
+            return gj_error_set(err, "projections", "NRRD dimension is given twice");
         char *end;
         long d = strtol(v, &end, 10);
         if (*end || d < 1 || d > 4)

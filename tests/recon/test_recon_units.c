@@ -148,6 +148,8 @@ static void test_nrrd_parse(void **state)
         "NRRD0004\ntype: float\ndimension: 1\nsizes: 4\nencoding: raw\ndata file: x.raw\n\n",
         "NRRD0004\ntype: float\ndimension: 4\nsizes: 2147483647 2147483647 2147483647 2147483647\nencoding: raw\n\n",
         "NRRX0004\n\n",
+        /* found by fuzz/nrrd_fuzz.c: a second dimension left sizes 0 (division by zero) */
+        "NRRD0004\ntype: float\ndimension: 1\nsizes: 4\ndimension: 3\nencoding: raw\n\n",
         "",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)

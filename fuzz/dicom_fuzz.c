@@ -2,9 +2,8 @@
  * dicom_fuzz.c — libFuzzer harness for the DICOM reader (compute/infer/dicom*):
  * parse, look up tags, read the image attributes and decode up to two frames.
  *
- * Built by meson with -Dfuzz=true and CC=clang (tests/dicom/meson.build), or
- * by tests/dicom/fuzz_smoke.sh, which also runs it for ~30 s over a seed
- * corpus of toolkit-written files.
+ * Built by fuzz/build.sh; fuzz/smoke.sh runs it in CI from the kept corpus
+ * (fuzz/corpus/dicom: files DCMTK and GDCM wrote, see fuzz/seeds.py).
  */
 #include <stdint.h>
 #include <stdlib.h>

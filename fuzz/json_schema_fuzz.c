@@ -5,12 +5,8 @@
  * violation must come with a message, and message and field must be valid UTF-8
  * (they are quoted into JSON problem responses).
  *
- * Standalone:
- *   clang -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -Icompute -Ibuild \
- *       fuzz/json_schema_fuzz.c \
- *       compute/common/{gj_error,json_schema,json_schema_check,json_schema_value,json_schema_regex}.c \
- *       -ljansson -lm -o schema_fuzz && ./schema_fuzz -max_total_time=60 corpus/
- * A corpus from the official suite: one file per group, the schema, a NUL, its first test's data.
+ * Built by fuzz/build.sh; fuzz/smoke.sh runs it in CI from fuzz/corpus/json_schema (seeded
+ * with every test of the official suite, tests/conformance/: schema, NUL, data).
  */
 #include <stdint.h>
 #include <stdlib.h>

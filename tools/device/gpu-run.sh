@@ -154,7 +154,7 @@ step_test() {
 step_test_rest() {
     local rc
     # shellcheck disable=SC2086
-    tmo meson test -C "$B" --no-suite gpu --no-suite brkga-fuzz --no-suite dicom-fuzz \
+    tmo meson test -C "$B" --no-suite gpu --no-suite fuzz \
         --print-errorlogs --num-processes "${GJ_JOBS:-$(nproc)}" ${GJ_TEST_REST_ARGS:-}
     rc=$?
     cp "$B/meson-logs/testlog.txt" "$OUT/testlog-rest.txt" 2>/dev/null

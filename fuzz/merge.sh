@@ -23,5 +23,8 @@ fi
 # libFuzzer names inputs by their SHA-1: keep those names, drop what the merge left out
 find "$kept" -maxdepth 1 -type f ! -name 'regress-*' -delete
 cp "$new"/* "$kept"/
+for r in "$kept"/regress-*; do   # no second copy of a reproducer under its SHA-1 name
+  [ -e "$r" ] && rm -f "$kept/$(sha1sum < "$r" | cut -d' ' -f1)"
+done
 rm -rf "$new" "$new.log"
 echo "merge: $h: $(ls "$kept" | wc -l) inputs, $(du -sk "$kept" | cut -f1) KiB"

@@ -20,7 +20,7 @@ command -v "$cc" >/dev/null || { echo "$cc not found: skipped"; exit 77; }
 ccache=""
 command -v ccache >/dev/null && ccache=ccache
 san="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
-cflags="-g -O1 -std=gnu17 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $san -I$src/compute -I$src -I$out/gen"
+cflags="-g -O1 -std=gnu17 -D_GNU_SOURCE -DONNX_WITH_CUDA=0 -Wall -Wextra -Wno-unused-parameter $san -I$src/compute -I$src -I$out/gen"
 
 # Generated files: a CPU-only gj_config.h and the ONNX protobuf decoder.
 mkdir -p "$out/gen"

@@ -790,6 +790,59 @@ static void test_truncated_and_fuzzed(void **st)
     assert_null(onnx_model_load_memory("", 0, &err));
 }
 
+/* Models that fuzz/onnx_fuzz.c found to overflow or to escape the memory limit. */
+static struct pb range_model(int64_t start, int64_t limit, int64_t delta)
+{
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 2, D(1, 4));
+    gb_init(&b, "a", T_INT64, 0, NULL, &start);
+    gb_init(&b, "l", T_INT64, 0, NULL, &limit);
+    gb_init(&b, "d", T_INT64, 0, NULL, &delta);
+    gb_node(&b, "Range", S("a", "l", "d"), S("y"), 0, NULL);
+    gb_output(&b, "y");
+    return gb_finish(&b);
+}
+
+static void test_fuzz_findings(void **st)
+{
+    (void)st;
+    char msg[600];
+    const float zeros[4] = { 0 };
+    /* int64 Range whose span exceeds INT64_MAX: counted exactly, values without overflow */
+    struct pb m = range_model(INT64_MIN, INT64_MAX, INT64_MAX);
+    int64_t y3[3];
+    assert_int_equal(run_model(&m, 1, zeros, NULL, y3, sizeof y3, msg), 0);
+    assert_true(y3[0] == INT64_MIN && y3[1] == -1 && y3[2] == INT64_MAX - 1);
+    m = range_model(-((int64_t)1 << 62), 8000000000000000000, 8000000000000000000);
+    int64_t y2[2];
+    assert_int_equal(run_model(&m, 1, zeros, NULL, y2, sizeof y2, msg), 0);
+    assert_true(y2[0] == -((int64_t)1 << 62) && y2[1] == 8000000000000000000 - ((int64_t)1 << 62));
+    m = range_model(0, INT64_MAX, 1);
+    expect_refusal(&m, "too large");
+    /* a Slice step far beyond the dim (its stride overflowed): one element */
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 2, D(1, 4));
+    gb_init(&b, "s", T_INT64, 1, D(1), D(1));
+    gb_init(&b, "e", T_INT64, 1, D(1), D(4));
+    gb_init(&b, "a", T_INT64, 1, D(1), D(1));
+    gb_init(&b, "p", T_INT64, 1, D(1), D(((int64_t)1 << 57) - 1));
+    gb_node(&b, "Slice", S("x", "s", "e", "a", "p"), S("y"), 0, NULL);
+    gb_output(&b, "y");
+    m = gb_finish(&b);
+    float x[4] = { 1, 2, 3, 4 }, y1[1];
+    assert_int_equal(run_model(&m, 1, x, NULL, y1, sizeof y1, msg), 0);
+    assert_true(y1[0] == 2);
+    /* an empty string attribute (no data pointer) is refused by value */
+    struct pb at[1] = { pb_attr_str("mode", "") };
+    struct gb c = { 0 };
+    gb_input(&c, "x", T_FLOAT, 2, D(1, 4));
+    gb_init(&c, "pads", T_INT64, 1, D(4), D(0, 0, 0, 0));
+    gb_node(&c, "Pad", S("x", "pads"), S("y"), 1, at);
+    gb_output(&c, "y");
+    m = gb_finish(&c);
+    expect_refusal(&m, "mode");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -809,6 +862,7 @@ int main(void)
         cmocka_unit_test(test_huge_sizes),
         cmocka_unit_test(test_external_and_structure),
         cmocka_unit_test(test_truncated_and_fuzzed),
+        cmocka_unit_test(test_fuzz_findings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

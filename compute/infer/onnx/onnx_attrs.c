@@ -106,7 +106,8 @@ static int get_string(const struct actx *c, const Onnx__AttributeProto *a, char 
         return -1;
     if (a->s.len >= len)
         return attr_err(c, a, "has an unsupported value");
-    memcpy(buf, a->s.data, a->s.len);
+    if (a->s.len)   /* an empty string has no data */
+        memcpy(buf, a->s.data, a->s.len);
     buf[a->s.len] = 0;
     return 0;
 }

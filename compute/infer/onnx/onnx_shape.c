@@ -667,10 +667,12 @@ static int shape_slice(struct shape_ctx *c)
         seen |= 1u << ax;
         if (steps[i] == 0)
             return fail(c, "a step is 0");
-        int64_t b = st[i];
-        d[ax] = slice_len(x->dims[ax], steps[i], &b, en[i]);
+        /* a step beyond the dim takes one element at most: clamped, no stride overflows */
+        int64_t b = st[i], lim = x->dims[ax] > 1 ? x->dims[ax] : 1;
+        int64_t step = steps[i] > lim ? lim : steps[i] < -lim ? -lim : steps[i];
+        d[ax] = slice_len(x->dims[ax], step, &b, en[i]);
         p->sl_start[ax] = b;
-        p->sl_step[ax] = steps[i];
+        p->sl_step[ax] = step;
     }
     return out(c, x->elem, x->rank, d);
 }
@@ -782,6 +784,23 @@ static int shape_constantofshape(struct shape_ctx *c)
     return out(c, c->p->value.elem, n, sh);
 }
 
+/* Elements of an int64 Range: exact, in unsigned arithmetic (the span may exceed INT64_MAX). */
+static int64_t range_len(int64_t a, int64_t b, int64_t step)
+{
+    uint64_t span, by;
+    if (step > 0 && b > a) {
+        span = (uint64_t)b - (uint64_t)a;
+        by = (uint64_t)step;
+    } else if (step < 0 && a > b) {
+        span = (uint64_t)a - (uint64_t)b;
+        by = 0 - (uint64_t)step;
+    } else {
+        return 0;
+    }
+    uint64_t n = span / by + (span % by != 0);
+    return n > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)n;
+}
+
 static int shape_range(struct shape_ctx *c)
 {
     const struct onnx_tensor *x = c->x;
@@ -792,10 +811,16 @@ static int shape_range(struct shape_ctx *c)
     if (const_scalar(c, 0, &a) || const_scalar(c, 1, &b) || const_scalar(c, 2, &step) || step == 0)
         return fail(c, "start, limit and delta must be constant scalars");
     if (x->elem == ONNX_ELEM_INT64) {
-        int64_t ia = (int64_t)a, ib = (int64_t)b, ic = (int64_t)step;
-        len = ic > 0 ? (ib > ia ? (ib - ia + ic - 1) / ic : 0) : (ia > ib ? (ia - ib - ic - 1) / -ic : 0);
+        int64_t iv[3];
+        int n;
+        for (int k = 0; k < 3; k++)
+            if (const_ints(c, k, &iv[k], 1, &n))
+                return fail(c, "start, limit and delta must be constant scalars");
+        len = range_len(iv[0], iv[1], iv[2]);
     } else {
         double cnt = (b - a) / step;
+        if (cnt > (double)ONNX_MAX_ELEMS)
+            return fail(c, "the range is too large");
         len = cnt > 0 ? (int64_t)(cnt + 0.999999999) : 0;
     }
     return out(c, x->elem, 1, &len);

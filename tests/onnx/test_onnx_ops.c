@@ -819,6 +819,17 @@ static void test_fuzz_findings(void **st)
     assert_true(y2[0] == -((int64_t)1 << 62) && y2[1] == 8000000000000000000 - ((int64_t)1 << 62));
     m = range_model(0, INT64_MAX, 1);
     expect_refusal(&m, "too large");
+    /* folding counts against the session's limit before it allocates (2 GiB here) */
+    m = range_model(0, (int64_t)1 << 28, 1);
+    struct gj_error err = { 0 };
+    onnx_model *o = onnx_model_load_memory(m.b, m.n, &err);
+    free(m.b);
+    assert_non_null(o);
+    struct onnx_session_options opt = { .batch = 1, .threads = 1, .backend = "cpu", .max_bytes = 1 << 20 };
+    assert_null(onnx_session_create(o, &opt, &err));
+    if (!strstr(err.message, "folded constants"))
+        fail_msg("unexpected message '%s'", err.message);
+    onnx_model_free(o);
     /* a Slice step far beyond the dim (its stride overflowed): one element */
     struct gb b = { 0 };
     gb_input(&b, "x", T_FLOAT, 2, D(1, 4));

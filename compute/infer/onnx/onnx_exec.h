@@ -59,6 +59,8 @@ struct onnx_session {
     void *arena, *scratch;
     size_t arena_bytes, scratch_bytes, naive_bytes, const_bytes, n_folded, n_run;
     size_t alloc_bytes;       /* everything allocated through be->alloc */
+    size_t max_bytes;         /* the options' limit (0: none) */
+    size_t fold_bytes;        /* host values computed by constant folding */
     struct onnx_io_desc *in_desc, *out_desc;
     int profile;              /* time per op type (onnx_session_write_profile) */
     double prof_s[ONNX_OP_COUNT];

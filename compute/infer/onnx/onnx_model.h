@@ -172,7 +172,8 @@ struct onnx_session_options {
     int threads;           /* worker threads for the CPU backend (>= 1) */
     const char *backend;   /* "cpu" or "cuda" (NULL: "cpu") */
     size_t max_bytes;      /* refuse a session whose buffers (weights, inputs, activation arena,
-                              scratch) exceed this; 0: no limit beyond 4 GiB per tensor */
+                              scratch) exceed this, or whose constants folded at creation
+                              would; 0: no limit beyond 4 GiB per tensor */
     int device;            /* CUDA device ordinal for "cuda" (ignored by "cpu") */
     int precision;         /* enum onnx_precision; the CPU backend accepts FP32 only */
     int cuda_graphs;       /* 1: capture the run into a CUDA graph and replay it; 0: plain

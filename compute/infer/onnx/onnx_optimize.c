@@ -26,6 +26,12 @@ static int host_outputs(struct onnx_session *s, const struct rnode *rn, struct o
         if (rn->out[k] < 0)
             continue;
         struct tinfo *ti = &s->v[rn->out[k]];
+        /* folded values count against the session's limit before they are computed */
+        s->fold_bytes += onnx_tensor_bytes(&ti->t);
+        if (s->max_bytes && s->fold_bytes > s->max_bytes)
+            return gj_error_set(err, "model", "node '%s' (%s): its folded constants take %zu bytes, over the "
+                                "session's limit of %zu", rn->n->name, onnx_op_name(rn->op), s->fold_bytes,
+                                s->max_bytes);
         ti->hdata = malloc(onnx_tensor_bytes(&ti->t) + 8);
         if (!ti->hdata)
             return gj_error_set(err, "model", "out of memory while folding constants");

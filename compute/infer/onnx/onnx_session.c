@@ -83,6 +83,7 @@ static onnx_session *session_alloc(const onnx_model *m, const struct onnx_backen
         return gj_error_set(err, "model", "out of memory"), NULL;
     s->m = m;
     s->be = be;
+    s->max_bytes = opt->max_bytes;
     /* per-op timing synchronises after every kernel: impossible inside a graph capture */
     s->profile = opt->profile && !opt->cuda_graphs;
     s->n_values = m->n_values;

@@ -852,6 +852,13 @@ static void test_fuzz_findings(void **st)
     gb_output(&c, "y");
     m = gb_finish(&c);
     expect_refusal(&m, "mode");
+    /* a required input named "" (absent): LayerNormalization's scale was read from NULL */
+    struct gb e = { 0 };
+    gb_input(&e, "x", T_FLOAT, 2, D(1, 4));
+    gb_node(&e, "LayerNormalization", S("x", ""), S("y"), 0, NULL);
+    gb_output(&e, "y");
+    m = gb_finish(&e);
+    expect_refusal(&m, "required input 2 is empty");
 }
 
 int main(void)

@@ -339,8 +339,10 @@ static int node_io(struct loader *l, const Onnx__NodeProto *np, struct onnx_node
         return gj_error_set(l->err, "model", "out of memory");
     if (link_values(l, np->input, n->n_in, n->in))
         return -1;
-    if (n->in[0] < 0 && imin > 0)
-        return gj_error_set(l->err, "model", "node '%s' (%s): its first input is empty", n->name, opn);
+    for (int k = 0; k < imin; k++)   /* the kernels read every required input */
+        if (n->in[k] < 0)
+            return gj_error_set(l->err, "model", "node '%s' (%s): its required input %d is empty", n->name, opn,
+                                k + 1);
     if (link_values(l, np->output, n->n_out, n->out))
         return -1;
     if (n->out[0] < 0)

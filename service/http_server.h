@@ -12,6 +12,7 @@
 #include <microhttpd.h>
 
 #include "service/auth.h"
+#include "service/http_parse.h"
 #include "service/server.h"
 
 struct gj_http_server;
@@ -34,9 +35,6 @@ void gj_http_print_routes(FILE *f, const struct gj_route_table *const *tables);
  * Shared by http_server.c and the route files (routes_*.c); nothing else
  * needs what follows.
  * ------------------------------------------------------------------------ */
-
-#define GJ_ROUTE_MAX_PARAMS 3
-#define GJ_PARAM_MAX 256
 
 enum gj_auth_need { GJ_AUTH_NONE, GJ_AUTH_USER, GJ_AUTH_ADMIN };
 enum gj_body_mode { GJ_BODY_NONE, GJ_BODY_JSON, GJ_BODY_STREAM };
@@ -118,28 +116,6 @@ struct MHD_Response *gj_respond_unavailable(struct gj_req *r);
 struct MHD_Response *gj_respond_not_found(struct gj_req *r);
 /* 1 when the server is shutting down (long polls and event streams end). */
 int gj_http_stopping(const struct gj_server *srv);
-
-/* Pure helpers (unit tested in tests/unit/test_http_parsing.c). */
-/* gj_is_uuid (8-4-4-4-12 hex) is in service/uuid.h, included through auth.h. */
-/* 1 when a Content-Type is application/json or application/...+json. */
-int gj_http_is_json_type(const char *content_type);
-/* Matches path against a template; fills params (lower-cased for "{id}"). 1 match, 0 not. */
-int gj_http_match_path(const char *tmpl, const char *path, char params[][GJ_PARAM_MAX], int max_params,
-                       int *n_params);
-/* Range header against a size: 1 one satisfiable range [*first, *last]; 0 no
- * usable Range (absent, malformed, several ranges: serve everything); -1 unsatisfiable (416). */
-int gj_http_parse_range(const char *hdr, uint64_t size, uint64_t *first, uint64_t *last);
-/* Content-Digest (RFC 9530): 1 with the sha-256 member decoded; 0 no sha-256
- * member (other algorithms only); -1 malformed. */
-int gj_http_parse_content_digest(const char *hdr, unsigned char sha256[32]);
-/* If-None-Match against an ETag (weak comparison, "*" matches). */
-int gj_http_etag_match(const char *if_none_match, const char *etag);
-/* Job list cursors: base64url of "<created_at>,<id>" with created_at as
- * "YYYY-MM-DDTHH:MM:SS.ffffffZ". 0 or -1. */
-int gj_cursor_encode(const char *created_at, const char *id, char *out, size_t cap);
-int gj_cursor_decode(const char *cursor, char created_at[40], char id[GJ_UUID_LEN + 1]);
-/* 1 when s is an RFC 3339 timestamp PostgreSQL will accept (date, optional time, zone). */
-int gj_is_timestamp(const char *s);
 
 /* Streams a blob (range, ETag, If-None-Match) as the response. conn is the
  * request's connection inside a transaction where info was looked up; the

@@ -32,6 +32,26 @@ common="compute/common/gj_error.c"
 schema="compute/common/json_schema.c compute/common/json_schema_check.c compute/common/json_schema_value.c
         compute/common/json_schema_regex.c"
 
+# The routes of openapi/openapi.yaml (equal to `gpujobd serve --print-routes`, which the
+# OpenAPI test holds) as C initialisers { "METHOD", "/path/{param}" }.
+routes_inc() {
+  python3 - "$src/openapi/openapi.yaml" > "$1.new" <<'PY' || return 1
+import re, sys
+path = None
+for line in open(sys.argv[1]):
+    m = re.match(r"^  (/\S*):\s*$", line)
+    if m:
+        path = m.group(1)
+        continue
+    m = re.match(r"^    (get|put|post|delete|patch|head|options):\s*$", line)
+    if m and path:
+        print('{ "%s", "%s" },' % (m.group(1).upper(), path))
+    elif re.match(r"^\S", line):
+        path = None
+PY
+  cmp -s "$1.new" "$1" && rm -f "$1.new" || mv "$1.new" "$1"
+}
+
 # The sources and libraries of one harness: sets $srcs and $libs.
 harness() {
   srcs="fuzz/$1_fuzz.c $common"
@@ -59,8 +79,9 @@ harness() {
       srcs+=" $(cd "$src" && ls compute/infer/onnx/onnx_*.c | grep -v -e onnx_cuda.c -e onnx_bench.c) compute/common/fsutil.c $out/gen/onnx.pb-c.c"
       libs="$(pkg-config --libs libprotobuf-c) $(pkg-config --libs openblas 2>/dev/null || echo -lopenblas) -lm -lpthread" ;;
     http_route)
-      srcs+=" service/http_parse.c"
-      libs="" ;;
+      routes_inc "$out/gen/http_routes.inc" || return 1
+      srcs+=" service/http_parse.c service/blobstore.c service/db.c service/log.c compute/common/fsutil.c"
+      libs="$(pkg-config --libs libmicrohttpd libpq libcrypto jansson) -lpthread" ;;
     *) echo "unknown harness '$1' (harnesses: $all)" >&2; return 1 ;;
   esac
 }
@@ -78,7 +99,7 @@ compile() {
   # shellcheck disable=SC2086
   $ccache "$cc" $cflags $pkgcflags -MMD -MF "$o.d" -c "$s" -o "$o"
 }
-pkgcflags=$(pkg-config --cflags jansson expat libpng libprotobuf-c libopenjp2 charls libturbojpeg 2>/dev/null)
+pkgcflags=$(pkg-config --cflags jansson expat libpng libprotobuf-c libopenjp2 charls libturbojpeg libmicrohttpd libpq 2>/dev/null)
 export -f compile
 export cc ccache cflags pkgcflags
 

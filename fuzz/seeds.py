@@ -257,7 +257,7 @@ def torch_models(out):
             return torch.where(y == 0, torch.sigmoid(y), torch.tanh(y)).reshape(x.shape[0], 5, 1).squeeze(2)
 
     models = [("cnn", Cnn(), torch.randn(1, 1, 8, 8)), ("mlp", Mlp(), torch.randn(2, 6)),
-              ("vit", ViT(img=8, patch=4, dim=8, depth=1, heads=2, ncls=3), torch.randn(1, 3, 8, 8))]
+              ("vit", ViT(img=8, patch=4, dim=4, depth=1, heads=2, ncls=3), torch.randn(1, 3, 8, 8))]
     for name, m, x in models:
         m.eval()
         for opset in (11, 13, 17):
@@ -362,11 +362,59 @@ def seeds_onnx(out):
     torch_models(out)
 
 
+# ---- HTTP requests: every route of the spec with plausible and hostile values.
+def seeds_http_route(out):
+    import base64
+    import re
+    uid = "3f2b8c1e-9a4d-4e6f-8b7a-0c1d2e3f4a5b"
+    cursor = base64.urlsafe_b64encode(("2026-11-23T10:00:00.123456Z," + uid).encode()).decode().rstrip("=")
+    values = {"id": uid, "name": "chest-xray-demo", "version": "1", "study": "1.2.840.113619.2.55.3"}
+    routes = []
+    path = None
+    for line in open(os.path.join(ROOT, "openapi", "openapi.yaml")):
+        m = re.match(r"^  (/\S*):\s*$", line)
+        if m:
+            path = m.group(1)
+        m = re.match(r"^    (get|put|post|delete|patch):\s*$", line)
+        if m and path:
+            routes.append((m.group(1).upper(), path))
+    n = 0
+    for method, tmpl in routes:
+        p = re.sub(r"{(\w+)}", lambda m: values.get(m.group(1), "x"), tmpl)
+        put(out, "r%02d" % n, "%s %s\nAuthorization: Bearer gj_0123456789abcdef\n" % (method, p))
+        n += 1
+    hostile = [
+        "GET /v1/jobs?limit=50&cursor=%s&created_after=2026-01-01T00:00:00Z&created_before=2026-12-31&state=running"
+        "&kind=recon\n" % cursor,
+        "GET /v1/jobs?cursor=%s%%00&limit=-1&created_after=2026-02-30T25:61:61%%2B99:99\n" % cursor,
+        "GET /v1/inference-results?from=2026-11-23T10:00:00.5%%2B01:00&to=2026-11-24&model=m&version=3\n",
+        "GET /v1/blobs/%s\nRange: bytes=0-99\nIf-None-Match: W/\"4f2a\", \"abc\"\n" % uid,
+        "GET /v1/blobs/%s\nRange: bytes=-5\nIf-None-Match: *\n" % uid.upper(),
+        "GET /v1/blobs/%s\nRange: bytes=5-,0-1\n" % uid,
+        "GET /v1/blobs/%s\nRange: bytes=18446744073709551615-18446744073709551616\n" % uid,
+        "POST /v1/blobs\nContent-Digest: sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:, md5=:x:\n"
+        "Content-Type: application/octet-stream\nContent-Length: 0\n",
+        "POST /v1/jobs\nContent-Type: application/vnd.gpujobd+json; charset=utf-8\nContent-Length: 18446744073709551615\n",
+        "GET /v1/jobs/%s/outputs/..%%2f..%%2fetc%%2fpasswd\n" % uid,
+        "GET /v1/jobs/%s/outputs/volume.nrrd\nRange: bytes=0-0\n" % uid,
+        "GET /healthz%00/../x\n",
+        "HEAD /v1/jobs/%s/outputs\n" % uid,
+        "DELETE /v1/kinds\n",
+        "OPTIONS /v2/models/m/versions/1/infer\n",
+        "GET //v1//jobs/%s/\n" % uid,
+        "GET /v2/models/%s/ready\n" % ("n" * 300),
+        "GET /dicomweb/studies/%s\nAccept: multipart/related; type=\"application/dicom\"\n" % ("1." * 40),
+        "GET /v1/jobs/%s/events\nLast-Event-ID: 12\n" % uid,
+    ]
+    for i, h in enumerate(hostile):
+        put(out, "h%02d" % i, h)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     outdir = sys.argv[1]
-    names = sys.argv[2:] or ["dicom", "multipart_related", "brkga", "json_schema", "nrrd", "onnx"]
+    names = sys.argv[2:] or ["dicom", "multipart_related", "brkga", "json_schema", "nrrd", "onnx", "http_route"]
     for n in names:
         print("%s:" % n)
         d = os.path.join(outdir, n)

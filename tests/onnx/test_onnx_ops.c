@@ -859,6 +859,17 @@ static void test_fuzz_findings(void **st)
     gb_output(&e, "y");
     m = gb_finish(&e);
     expect_refusal(&m, "required input 2 is empty");
+    /* a Conv whose output has a dim of 0 (input width 0): nothing to compute, no scratch */
+    float w8[8] = { 1, 1, 1, 1, 1, 1, 1, 1 }, none[1];
+    struct gb f = { 0 };
+    gb_input(&f, "x", T_FLOAT, 4, D(1, 2, 4, 0));
+    gb_init(&f, "w", T_FLOAT, 4, D(2, 1, 2, 2), w8);
+    struct pb ca[3] = { pb_attr_str("auto_pad", "SAME_UPPER"), pb_attr_int("group", 2),
+                        pb_attr_ints("strides", 2, D(2, 2)) };
+    gb_node(&f, "Conv", S("x", "w"), S("y"), 3, ca);
+    gb_output(&f, "y");
+    m = gb_finish(&f);
+    assert_int_equal(run_model(&m, 1, none, NULL, none, 0, msg), 0);
 }
 
 int main(void)

@@ -1,6 +1,7 @@
 #!/bin/bash
 # merge.sh — replaces the kept corpus fuzz/corpus/HARNESS by the inputs of it and of DIRS
-# that together reach all the coverage (libFuzzer -merge=1), so the corpus stays small.
+# that together reach all the coverage (libFuzzer -set_cover_merge=1: a greedy minimum set
+# cover of the features), so the corpus stays small.
 # Inputs named regress-* (reproducers of fixed findings) are always kept.
 #
 #   fuzz/merge.sh HARNESS DIR...          ($FUZZ_BIN: the harnesses, default build-fuzz/)
@@ -17,7 +18,7 @@ kept=$here/corpus/$h
 new=$(mktemp -d "/tmp/merge-$h.XXXXXX")
 mkdir -p "$kept"
 # shellcheck disable=SC2086
-if ! "$bin/${h}_fuzz" $FUZZ_COMMON_FLAGS $flags -merge=1 "$new" "$kept" "$@" > "$new.log" 2>&1; then
+if ! "$bin/${h}_fuzz" $FUZZ_COMMON_FLAGS $flags -set_cover_merge=1 "$new" "$kept" "$@" > "$new.log" 2>&1; then
   tail -30 "$new.log"; echo "merge: $h: failed (log $new.log)"; exit 1
 fi
 # libFuzzer names inputs by their SHA-1: keep those names, drop what the merge left out

@@ -25,6 +25,7 @@
 #include <strings.h>
 #include <microhttpd.h>
 
+#include "service/base64.h"
 #include "service/http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -628,6 +628,111 @@ static void kind_validate(void **state)
     json_decref(p);
 }
 
+/* ---- a declared repository (the service's, fed from the model store) ------------------ */
+
+static void declared_repository(void **state)
+{
+    (void)state;
+    const char *root = getenv("GJ_SOURCE_ROOT");
+    if (!root)
+        root = ".";
+    char vdir[4096], cfgp[4096];
+    snprintf(vdir, sizeof vdir, "%s/models/chest-xray-demo/1", root);
+    snprintf(cfgp, sizeof cfgp, "%s/models/chest-xray-demo/config.json", root);
+    char *text;
+    size_t len;
+    assert_int_equal(gj_read_file(cfgp, 1 << 20, &text, &len), 0);
+    json_t *cj = json_loads(text, 0, NULL);
+    free(text);
+    json_object_del(cj, "name");
+    char *cfg = json_dumps(cj, 0);
+    json_object_set_new(cj, "default_version", json_integer(2));
+    char *cfg_pinned = json_dumps(cj, 0);
+    json_decref(cj);
+
+    struct gj_error err = { 0 };
+    gj_model_repo *r = gj_model_repo_new();
+    assert_non_null(r);
+    assert_null(gj_model_repo_dir(r));
+    assert_int_equal(gj_model_repo_scan(r, &err), 0);              /* nothing to scan */
+    struct gj_model_version_decl d[2] = {
+        { .version = 2, .dir = vdir },
+        { .version = 1, .dir = NULL, .absent = "this replica runs no models (--role api)" },
+    };
+    assert_int_equal(gj_model_repo_declare(r, "m", cfg, d, 2, &err), 0);
+    assert_int_equal(gj_model_repo_count(r), 1);
+    assert_true(gj_model_repo_has(r, "m"));
+    assert_false(gj_model_repo_has(r, "nope"));
+    assert_int_equal(gj_model_repo_resolve(r, "m", 0, &err), 2);   /* latest, sorted */
+
+    /* Version 1's files are not here: metadata answers, use is refused with the reason. */
+    struct gj_model_config mc;
+    assert_int_equal(gj_model_repo_config(r, "m", 1, &mc, &err), 0);
+    assert_int_equal(mc.n_labels, 4);
+    gj_model_config_free(&mc);
+    gj_served_model *a = NULL, *b = NULL;
+    err.status = 0;
+    assert_int_equal(gj_model_repo_acquire(r, "m", 1, &a, &err), -1);
+    assert_int_equal(err.status, 503);
+    assert_non_null(strstr(err.message, "--role api"));
+    assert_int_equal(gj_model_repo_acquire(r, "m", 2, &a, &err), 0);
+    assert_int_equal(gj_served_model_version(a), 2);
+
+    /* Declared again unchanged: the loaded model stays. */
+    assert_int_equal(gj_model_repo_declare(r, "m", cfg, d, 2, &err), 0);
+    assert_int_equal(gj_model_repo_get_loaded(r, "m", 2, &b, &err), 0);
+    assert_ptr_equal(a, b);
+    gj_served_model_release(b);
+
+    /* Unloaded by the host: dropped, use refused (400), the job's reference still works. */
+    d[0].unloaded = 1;
+    assert_int_equal(gj_model_repo_declare(r, "m", cfg, d, 2, &err), 0);
+    err.status = 0;
+    assert_int_equal(gj_model_repo_acquire(r, "m", 2, &b, &err), -1);
+    assert_int_equal(err.status, 400);
+    assert_non_null(strstr(err.message, "it was unloaded"));
+    assert_string_equal(gj_served_model_name(a), "m");
+    d[0].unloaded = 0;
+    assert_int_equal(gj_model_repo_declare(r, "m", cfg, d, 2, &err), 0);
+    assert_int_equal(gj_model_repo_acquire(r, "m", 2, &b, &err), 0);
+    assert_ptr_not_equal(a, b);                    /* loaded again */
+    gj_served_model_release(b);
+
+    /* A changed model config: the version starts over (its default comes from the text). */
+    assert_int_equal(gj_model_repo_declare(r, "m", cfg_pinned, d, 1, &err), 0);
+    struct gj_model_version_info vi[4];
+    size_t n = 0;
+    assert_int_equal(gj_model_repo_versions(r, "m", vi, 4, &n, &err), 0);
+    assert_int_equal(n, 1);                        /* version 1 no longer declared */
+    assert_int_equal(vi[0].state, GJ_MODEL_AVAILABLE);
+    assert_int_equal(gj_model_repo_resolve(r, "m", 0, &err), 2);
+
+    /* A config the model does not match fails at load, with the reason. */
+    assert_int_equal(gj_model_repo_declare(r, "bad", "{\"input\": 1}", d, 1, &err), 0);
+    assert_int_equal(gj_model_repo_load(r, "bad", 0, &b, &err), -1);
+    assert_int_equal(gj_model_repo_versions(r, "bad", vi, 4, &n, &err), 0);
+    assert_int_equal(vi[0].state, GJ_MODEL_FAILED);
+
+    /* Refusals change nothing. */
+    struct gj_model_version_decl twice[2] = { { .version = 3, .dir = vdir }, { .version = 3, .dir = vdir } };
+    assert_int_equal(gj_model_repo_declare(r, "m", cfg, twice, 2, &err), -1);
+    assert_non_null(strstr(err.message, "version 3"));
+    assert_int_equal(gj_model_repo_declare(r, ".x", cfg, d, 1, &err), -1);
+    assert_int_equal(gj_model_repo_resolve(r, "m", 0, &err), 2);
+
+    assert_int_equal(gj_model_repo_remove(r, "bad"), 0);
+    assert_int_equal(gj_model_repo_remove(r, "bad"), -1);
+    assert_int_equal(gj_model_repo_count(r), 1);
+    gj_model_repo *scanned = gj_model_repo_open(root, &err);   /* any directory */
+    assert_non_null(scanned);
+    assert_int_equal(gj_model_repo_declare(scanned, "m", cfg, d, 1, &err), -1);
+    gj_model_repo_free(scanned);
+    gj_model_repo_free(r);
+    gj_served_model_release(a);
+    free(cfg);
+    free(cfg_pinned);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -642,6 +747,7 @@ int main(void)
         cmocka_unit_test(config_hostile),
         cmocka_unit_test(filter_reasons),
         cmocka_unit_test(repository),
+        cmocka_unit_test(declared_repository),
         cmocka_unit_test(kind_validate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

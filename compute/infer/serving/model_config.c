@@ -605,9 +605,22 @@ int gj_model_config_load(const char *path, const char *expect_name, struct gj_mo
                                 GJ_MODEL_CONFIG_MAX_BYTES);
         return gj_error_set(err, "config.json", "cannot read config.json: %s", strerror(e));
     }
+    int rc = gj_model_config_load_text(text, len, expect_name, cfg, err);
+    free(text);
+    return rc;
+}
+
+int gj_model_config_load_text(const char *text, size_t len, const char *expect_name,
+                              struct gj_model_config *cfg, struct gj_error *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (!text)
+        return gj_error_set(err, "config.json", "the model has no config.json");
+    if (len > GJ_MODEL_CONFIG_MAX_BYTES)
+        return gj_error_set(err, "config.json", "config.json is larger than %u bytes",
+                            GJ_MODEL_CONFIG_MAX_BYTES);
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    free(text);
     if (!root)
         return gj_error_set(err, "config.json", "config.json is not valid JSON: line %d: %s",
                             jerr.line, jerr.text);

@@ -1,6 +1,6 @@
 /*
- * model_repo.c — the model repository: scan, list, load (with checks), unload.
- * See model_repo.h.
+ * model_repo.c — the model repository: what it holds (scanned from a directory, or
+ * declared by its host), list, resolve, load (with checks), unload. See model_repo.h.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -9,24 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <openssl/evp.h>
 
 #include "common/fsutil.h"
-#include "infer/onnx/onnx_model.h"
 #include "infer/serving/model_repo.h"
-
-struct gj_served_model {
-    int refs;                      /* atomic */
-    char name[GJ_MODEL_NAME_MAX];
-    int64_t version;
-    struct gj_model_config cfg;
-    onnx_model *onnx;
-    size_t in_idx, out_idx;
-    uint64_t file_bytes;
-    char digest[65];               /* SHA-256 of model.onnx, hex */
-    /* The trial session (batch 1): what a GPU batcher's reservation is estimated from. */
-    uint64_t const_bytes, sample_bytes;   /* weights; activations + inputs + outputs */
-};
 
 struct repo_version {
     int64_t version;
@@ -34,6 +19,10 @@ struct repo_version {
     char reason[512];
     gj_served_model *loaded;       /* the repository's reference while READY */
     int seen;                      /* scan bookkeeping */
+    /* Declared repositories: */
+    char *dir;                     /* where model.onnx is; NULL: not on this host */
+    char *config;                  /* the version's own config.json text, or NULL */
+    char *absent;                  /* dir NULL: why (the host's words) */
 };
 
 struct repo_model {
@@ -41,10 +30,11 @@ struct repo_model {
     struct repo_version *v;        /* ascending */
     size_t n;
     int seen;
+    char *config;                  /* declared: the model's config.json text */
 };
 
 struct gj_model_repo {
-    char *dir;
+    char *dir;                     /* scanned from here; NULL: declared by the host */
     pthread_mutex_t mu;
     struct repo_model *m;          /* sorted by name */
     size_t n;
@@ -61,23 +51,6 @@ const char *gj_model_state_name(enum gj_model_state s)
     }
 }
 
-/* ---- a loaded model ---------------------------------------------------------------- */
-
-static const char *dims_text(char *buf, size_t n, int rank, const int64_t *dims)
-{
-    size_t off = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < rank && off < n; i++) {
-        if (dims[i] < 0)
-            off += (size_t)snprintf(buf + off, n - off, "%sN", i ? ", " : "");
-        else
-            off += (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "",
-                                    (long long)dims[i]);
-    }
-    if (off < n)
-        snprintf(buf + off, n - off, "]");
-    return buf;
-}
-
 static int is_dir(const char *path)
 {
     struct stat st;
@@ -88,216 +61,6 @@ static int is_file(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* Checks the config against the model; fills the input/output indices. */
-static int check_against_model(gj_served_model *m, struct gj_error *err)
-{
-    const struct gj_model_config *cfg = &m->cfg;
-    onnx_model *om = m->onnx;
-    char a[96], b[96];
-    size_t ni = onnx_model_num_inputs(om), no = onnx_model_num_outputs(om);
-    if (ni != 1) {
-        return gj_error_set(err, "model.onnx", "model.onnx has %zu inputs; only models with one "
-                            "image input are served", ni);
-    }
-    const struct onnx_io_desc *in = onnx_model_input(om, 0);
-    if (strcmp(in->name, cfg->input_name) != 0)
-        return gj_error_set(err, "input.name", "config.json: input.name is '%s' but the model's "
-                            "input is named '%.200s'", cfg->input_name, in->name);
-    m->in_idx = 0;
-    if (in->elem_type != ONNX_ELEM_FLOAT)
-        return gj_error_set(err, "input", "the model's input '%s' is not float32 (FP32)",
-                            cfg->input_name);
-    int64_t want_in[4] = { -1, cfg->input_dims[0], cfg->input_dims[1], cfg->input_dims[2] };
-    if (in->rank != 4)
-        return gj_error_set(err, "input.dims", "config.json: input.dims %s (with the batch: "
-                            "NCHW) but the model's input '%s' has rank %d %s",
-                            dims_text(a, sizeof a, 3, cfg->input_dims), cfg->input_name, in->rank,
-                            dims_text(b, sizeof b, in->rank, in->dims));
-    for (int i = 1; i < 4; i++)
-        if (in->dims[i] >= 0 && in->dims[i] != want_in[i])
-            return gj_error_set(err, "input.dims", "config.json: input.dims is %s but the "
-                                "model's input '%s' is %s", dims_text(a, sizeof a, 3,
-                                cfg->input_dims), cfg->input_name,
-                                dims_text(b, sizeof b, in->rank, in->dims));
-    if (in->dims[0] >= 0 && cfg->max_batch_size > in->dims[0])
-        return gj_error_set(err, "max_batch_size", "config.json: max_batch_size is %d but the "
-                            "model's batch dimension is fixed at %lld", cfg->max_batch_size,
-                            (long long)in->dims[0]);
-    if (in->dims[0] > 1)
-        return gj_error_set(err, "input", "the model's batch dimension is fixed at %lld; export "
-                            "it with a dynamic batch dimension (or 1)", (long long)in->dims[0]);
-
-    size_t oi = no;
-    for (size_t i = 0; i < no; i++)
-        if (strcmp(onnx_model_output(om, i)->name, cfg->output_name) == 0)
-            oi = i;
-    if (oi == no) {
-        char names[300] = "";
-        for (size_t i = 0; i < no && i < 8; i++) {
-            strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
-            strncat(names, onnx_model_output(om, i)->name, sizeof names - strlen(names) - 1);
-        }
-        return gj_error_set(err, "output.name", "config.json: output.name is '%s' but the "
-                            "model's outputs are: %s", cfg->output_name, names);
-    }
-    m->out_idx = oi;
-    const struct onnx_io_desc *out = onnx_model_output(om, oi);
-    if (out->elem_type != ONNX_ELEM_FLOAT)
-        return gj_error_set(err, "output", "the model's output '%s' is not float32 (FP32)",
-                            cfg->output_name);
-    /* The runtime may leave an output's shape unknown (rank -1) until a session infers it;
-     * the trial session below checks it then. */
-    if (out->rank >= 0 && (out->rank != 2 || (out->dims[1] >= 0 &&
-                                              out->dims[1] != cfg->n_outputs)))
-        return gj_error_set(err, "output.dims", "config.json: output.dims is [%lld] (%zu labels) "
-                            "but the model's output '%s' is %s", (long long)cfg->n_outputs,
-                            cfg->n_labels, cfg->output_name,
-                            dims_text(b, sizeof b, out->rank, out->dims));
-
-    /* A trial session: shapes that only show up in shape inference, ops the backend lacks. */
-    struct onnx_session_options opt = { .batch = 1, .threads = 1, .backend = NULL };
-    struct gj_error serr = { 0 };
-    onnx_session *s = onnx_session_create(om, &opt, &serr);
-    if (!s)
-        return gj_error_set(err, "model.onnx", "model.onnx cannot run: %s", serr.message);
-    const struct onnx_io_desc *so = onnx_session_output(s, oi);
-    int ok = so->rank == 2 && so->dims[0] == 1 && so->dims[1] == cfg->n_outputs;
-    struct onnx_session_stats st;
-    onnx_session_get_stats(s, &st);
-    m->const_bytes = st.const_bytes;
-    m->sample_bytes = st.arena_bytes + onnx_session_input_bytes(s, 0);
-    for (size_t i = 0; i < no; i++)
-        m->sample_bytes += onnx_session_output_bytes(s, i);
-    if (!ok)
-        gj_error_set(err, "output.dims", "config.json: output.dims is [%lld] but for a batch of "
-                     "1 the model's output '%s' is %s", (long long)cfg->n_outputs,
-                     cfg->output_name, dims_text(b, sizeof b, so->rank, so->dims));
-    onnx_session_free(s);
-    return ok ? 0 : -1;
-}
-
-/* SHA-256 of a file, streamed, as hex. 0 or -1 (errno). */
-static int file_sha256(const char *path, char hex[65])
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
-    unsigned char buf[1 << 16];
-    size_t n;
-    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0)
-        ok = EVP_DigestUpdate(ctx, buf, n) == 1;
-    ok = ok && !ferror(f);
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    ok = ok && EVP_DigestFinal_ex(ctx, md, &len) == 1 && len == 32;
-    EVP_MD_CTX_free(ctx);
-    fclose(f);
-    for (unsigned i = 0; ok && i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    return ok ? 0 : -1;
-}
-
-static void served_free(gj_served_model *m)
-{
-    if (!m)
-        return;
-    onnx_model_free(m->onnx);
-    gj_model_config_free(&m->cfg);
-    free(m);
-}
-
-/* A version's config.json: <version>/config.json when there is one, else the model's. 0 or
- * -1 (path too long). */
-static int version_config_path(const char *model_dir, int64_t version, char *path, size_t n)
-{
-    char vdir[4096], vname[32];
-    snprintf(vname, sizeof vname, "%lld", (long long)version);
-    if (gj_path_join(vdir, sizeof vdir, model_dir, vname) || gj_path_join(path, n, vdir, "config.json"))
-        return -1;
-    return is_file(path) ? 0 : gj_path_join(path, n, model_dir, "config.json");
-}
-
-gj_served_model *gj_served_model_load(const char *model_dir, const char *name, int64_t version,
-                                      struct gj_error *err)
-{
-    char vdir[4096], cfg_path[4096], onnx_path[4096], vname[32];
-    snprintf(vname, sizeof vname, "%lld", (long long)version);
-    if (gj_path_join(vdir, sizeof vdir, model_dir, vname) ||
-        gj_path_join(onnx_path, sizeof onnx_path, vdir, "model.onnx") ||
-        version_config_path(model_dir, version, cfg_path, sizeof cfg_path))
-        return gj_error_set(err, "", "model path too long"), NULL;
-    if (!is_file(onnx_path))
-        return gj_error_set(err, "version", "model '%s' has no version %lld (no %lld/model.onnx)",
-                            name, (long long)version, (long long)version), NULL;
-    if (!is_file(cfg_path))
-        return gj_error_set(err, "config.json", "model '%s' has no config.json", name), NULL;
-
-    gj_served_model *m = calloc(1, sizeof *m);
-    if (!m)
-        return gj_error_set(err, "", "out of memory"), NULL;
-    m->refs = 1;
-    snprintf(m->name, sizeof m->name, "%s", name);
-    m->version = version;
-    if (gj_model_config_load(cfg_path, name, &m->cfg, err)) {
-        served_free(m);
-        return NULL;
-    }
-    uint64_t bytes = 0;
-    gj_file_size(onnx_path, &bytes);
-    m->file_bytes = bytes;
-    if (file_sha256(onnx_path, m->digest) != 0) {
-        gj_error_set(err, "model.onnx", "model.onnx of '%s' version %lld cannot be read: %s", name,
-                     (long long)version, strerror(errno));
-        served_free(m);
-        return NULL;
-    }
-    struct gj_error oerr = { 0 };
-    m->onnx = onnx_model_load_file(onnx_path, 0, &oerr);
-    if (!m->onnx) {
-        gj_error_set(err, "model.onnx", "model.onnx of '%s' version %lld: %s", name,
-                     (long long)version, oerr.message);
-        served_free(m);
-        return NULL;
-    }
-    if (check_against_model(m, err)) {
-        served_free(m);
-        return NULL;
-    }
-    return m;
-}
-
-gj_served_model *gj_served_model_ref(gj_served_model *m)
-{
-    if (m)
-        __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
-    return m;
-}
-
-void gj_served_model_release(gj_served_model *m)
-{
-    if (m && __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) == 0)
-        served_free(m);
-}
-
-const struct gj_model_config *gj_served_model_config(const gj_served_model *m) { return &m->cfg; }
-const char *gj_served_model_name(const gj_served_model *m) { return m->name; }
-int64_t gj_served_model_version(const gj_served_model *m) { return m->version; }
-void *gj_served_model_onnx(const gj_served_model *m) { return m->onnx; }
-size_t gj_served_model_input_index(const gj_served_model *m) { return m->in_idx; }
-size_t gj_served_model_output_index(const gj_served_model *m) { return m->out_idx; }
-uint64_t gj_served_model_file_bytes(const gj_served_model *m) { return m->file_bytes; }
-const char *gj_served_model_digest(const gj_served_model *m) { return m->digest; }
-
-uint64_t gj_served_model_device_estimate(const gj_served_model *m, int max_batch, int instances)
-{
-    /* Each instance holds at least one session of the largest batch: its weights and its
-     * activations, which grow with the batch. */
-    uint64_t one = m->const_bytes + (uint64_t)(max_batch > 0 ? max_batch : 1) * m->sample_bytes;
-    return one * (uint64_t)(instances > 0 ? instances : 1);
 }
 
 /* ---- the repository ---------------------------------------------------------------- */
@@ -322,11 +85,6 @@ static int cmp_version(const void *a, const void *b)
     return x->version < y->version ? -1 : x->version > y->version;
 }
 
-static int cmp_model(const void *a, const void *b)
-{
-    return strcmp(((const struct repo_model *)a)->name, ((const struct repo_model *)b)->name);
-}
-
 static struct repo_model *find_model(gj_model_repo *r, const char *name)
 {
     for (size_t i = 0; i < r->n; i++)
@@ -347,6 +105,48 @@ static void drop_version(struct repo_version *v)
 {
     gj_served_model_release(v->loaded);
     v->loaded = NULL;
+}
+
+/* Drops the loaded model and frees what the version owns. */
+static void version_free(struct repo_version *v)
+{
+    drop_version(v);
+    free(v->dir);
+    free(v->config);
+    free(v->absent);
+    v->dir = v->config = v->absent = NULL;
+}
+
+static void model_free(struct repo_model *m)
+{
+    for (size_t j = 0; j < m->n; j++)
+        version_free(&m->v[j]);
+    free(m->v);
+    free(m->config);
+    m->v = NULL;
+    m->config = NULL;
+    m->n = 0;
+}
+
+/* A new model named name, in name order; NULL with err. Caller holds r->mu. */
+static struct repo_model *add_model(gj_model_repo *r, const char *name, struct gj_error *err)
+{
+    if (r->n >= GJ_MODEL_MAX_MODELS)
+        return gj_error_set(err, "", "the repository has more than %d models",
+                            GJ_MODEL_MAX_MODELS), NULL;
+    struct repo_model *grown = realloc(r->m, (r->n + 1) * sizeof *grown);
+    if (!grown)
+        return gj_error_set(err, "", "out of memory"), NULL;
+    r->m = grown;
+    size_t at = 0;
+    while (at < r->n && strcmp(r->m[at].name, name) < 0)
+        at++;
+    memmove(&r->m[at + 1], &r->m[at], (r->n - at) * sizeof *r->m);
+    r->n++;
+    struct repo_model *m = &r->m[at];
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    return m;
 }
 
 static int scan_versions(gj_model_repo *r, struct repo_model *m, const char *mdir,
@@ -392,6 +192,8 @@ static int scan_versions(gj_model_repo *r, struct repo_model *m, const char *mdi
     for (size_t i = 0; i < m->n; i++) {
         if (m->v[i].seen || m->v[i].loaded)
             m->v[k++] = m->v[i];
+        else
+            version_free(&m->v[i]);
     }
     m->n = k;
     if (m->n > 1)
@@ -425,21 +227,9 @@ static int scan_locked(gj_model_repo *r, struct gj_error *err)
         if (gj_path_join(mdir, sizeof mdir, r->dir, e->d_name) || !is_dir(mdir))
             continue;
         struct repo_model *m = find_model(r, e->d_name);
-        if (!m) {
-            if (r->n >= GJ_MODEL_MAX_MODELS) {
-                rc = gj_error_set(err, "", "the repository has more than %d models",
-                                  GJ_MODEL_MAX_MODELS);
-                break;
-            }
-            struct repo_model *grown = realloc(r->m, (r->n + 1) * sizeof *grown);
-            if (!grown) {
-                rc = gj_error_set(err, "", "out of memory");
-                break;
-            }
-            r->m = grown;
-            m = &r->m[r->n++];
-            memset(m, 0, sizeof *m);
-            memcpy(m->name, e->d_name, strlen(e->d_name) + 1);   /* < GJ_MODEL_NAME_MAX */
+        if (!m && !(m = add_model(r, e->d_name, err))) {
+            rc = -1;
+            break;
         }
         m->seen = 1;
         if ((rc = scan_versions(r, m, mdir, err)) != 0)
@@ -448,17 +238,12 @@ static int scan_locked(gj_model_repo *r, struct gj_error *err)
     closedir(d);
     size_t k = 0;
     for (size_t i = 0; i < r->n; i++) {
-        if (r->m[i].seen || any_loaded(&r->m[i])) {
+        if (r->m[i].seen || any_loaded(&r->m[i]))
             r->m[k++] = r->m[i];
-        } else {
-            for (size_t j = 0; j < r->m[i].n; j++)
-                drop_version(&r->m[i].v[j]);
-            free(r->m[i].v);
-        }
+        else
+            model_free(&r->m[i]);
     }
     r->n = k;
-    if (r->n > 1)
-        qsort(r->m, r->n, sizeof *r->m, cmp_model);
     return rc;
 }
 
@@ -480,15 +265,20 @@ gj_model_repo *gj_model_repo_open(const char *dir, struct gj_error *err)
     return r;
 }
 
+gj_model_repo *gj_model_repo_new(void)
+{
+    gj_model_repo *r = calloc(1, sizeof *r);
+    if (r)
+        pthread_mutex_init(&r->mu, NULL);
+    return r;
+}
+
 void gj_model_repo_free(gj_model_repo *r)
 {
     if (!r)
         return;
-    for (size_t i = 0; i < r->n; i++) {
-        for (size_t j = 0; j < r->m[i].n; j++)
-            drop_version(&r->m[i].v[j]);
-        free(r->m[i].v);
-    }
+    for (size_t i = 0; i < r->n; i++)
+        model_free(&r->m[i]);
     free(r->m);
     pthread_mutex_destroy(&r->mu);
     free(r->dir);
@@ -497,6 +287,8 @@ void gj_model_repo_free(gj_model_repo *r)
 
 int gj_model_repo_scan(gj_model_repo *r, struct gj_error *err)
 {
+    if (!r->dir)
+        return 0;   /* declared: nothing to look at */
     pthread_mutex_lock(&r->mu);
     int rc = scan_locked(r, err);
     pthread_mutex_unlock(&r->mu);
@@ -563,15 +355,21 @@ int gj_model_repo_versions(gj_model_repo *r, const char *name, struct gj_model_v
 
 /* The configured default version of a model (0: latest); 0 when the config is unreadable
  * (the load will say what is wrong with it). */
-static int64_t config_default(const gj_model_repo *r, const char *name)
+static int64_t config_default(const gj_model_repo *r, const struct repo_model *m)
 {
     char mdir[4096], path[4096];
     struct gj_model_config cfg;
     struct gj_error err = { 0 };
-    if (gj_path_join(mdir, sizeof mdir, r->dir, name) ||
-        gj_path_join(path, sizeof path, mdir, "config.json") || !is_file(path))
-        return 0;
-    int64_t v = gj_model_config_load(path, name, &cfg, &err) == 0 ? cfg.default_version : 0;
+    int rc;
+    if (!r->dir) {
+        rc = m->config ? gj_model_config_load_text(m->config, strlen(m->config), m->name, &cfg, &err) : -1;
+    } else {
+        if (gj_path_join(mdir, sizeof mdir, r->dir, m->name) ||
+            gj_path_join(path, sizeof path, mdir, "config.json") || !is_file(path))
+            return 0;
+        rc = gj_model_config_load(path, m->name, &cfg, &err);
+    }
+    int64_t v = rc == 0 ? cfg.default_version : 0;
     gj_model_config_free(&cfg);
     return v;
 }
@@ -586,7 +384,7 @@ static int64_t resolve_locked(gj_model_repo *r, const char *name, int64_t reques
     if (m->n == 0)
         return gj_error_set(err, "model", "model '%s' has no version (no <version>/model.onnx)",
                             name);
-    int64_t v = requested > 0 ? requested : config_default(r, name);
+    int64_t v = requested > 0 ? requested : config_default(r, m);
     if (v <= 0)
         return m->v[m->n - 1].version;
     if (!find_version(m, v)) {
@@ -613,20 +411,42 @@ int64_t gj_model_repo_resolve(gj_model_repo *r, const char *name, int64_t reques
     return v;
 }
 
+/* The effective config.json text of a declared version: its own, else its model's. */
+static const char *declared_config(const struct repo_model *m, const struct repo_version *rv)
+{
+    return rv->config ? rv->config : m->config;
+}
+
+/* Loads one version from where the repository has it. NULL with err. */
+static gj_served_model *load_version(gj_model_repo *r, const struct repo_model *m,
+                                     const struct repo_version *rv, struct gj_error *err)
+{
+    char mdir[4096], onnx[4096];
+    if (r->dir) {
+        if (gj_path_join(mdir, sizeof mdir, r->dir, m->name))
+            return gj_error_set(err, "", "model path too long"), NULL;
+        return gj_served_model_load(mdir, m->name, rv->version, err);
+    }
+    if (!rv->dir)
+        return gj_error_set(err, "model", "model '%s' version %lld is not on this host: %s", m->name,
+                            (long long)rv->version, rv->absent ? rv->absent : "its files are not here"), NULL;
+    if (gj_path_join(onnx, sizeof onnx, rv->dir, "model.onnx"))
+        return gj_error_set(err, "", "model path too long"), NULL;
+    const char *cfg = declared_config(m, rv);
+    return gj_served_model_load_parts(onnx, cfg, cfg ? strlen(cfg) : 0, m->name, rv->version, err);
+}
+
 /* Loads version rv of model m (or finds it loaded) into *out. Caller holds r->mu. */
-static int load_locked(gj_model_repo *r, struct repo_version *rv, const char *name,
+static int load_locked(gj_model_repo *r, struct repo_model *m, struct repo_version *rv,
                        gj_served_model **out, struct gj_error *err)
 {
     if (rv->loaded) {
         *out = gj_served_model_ref(rv->loaded);
         return 0;
     }
-    char mdir[4096];
-    if (gj_path_join(mdir, sizeof mdir, r->dir, name))
-        return gj_error_set(err, "", "model path too long");
     /* Loading holds the lock: models load once, and a second request for the same
      * version waits for the first instead of loading it twice. */
-    gj_served_model *sm = gj_served_model_load(mdir, name, rv->version, err);
+    gj_served_model *sm = load_version(r, m, rv, err);
     if (!sm) {
         rv->state = GJ_MODEL_FAILED;
         snprintf(rv->reason, sizeof rv->reason, "%s", err ? err->message : "load failed");
@@ -646,7 +466,7 @@ int gj_model_repo_load(gj_model_repo *r, const char *name, int64_t version,
     *out = NULL;
     pthread_mutex_lock(&r->mu);
     int64_t v = resolve_locked(r, name, version, &m, err);
-    int rc = v < 0 ? -1 : load_locked(r, find_version(m, v), name, out, err);
+    int rc = v < 0 ? -1 : load_locked(r, m, find_version(m, v), out, err);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -654,11 +474,11 @@ int gj_model_repo_load(gj_model_repo *r, const char *name, int64_t version,
 /* The version a request names, looking on disk again when it is not known yet (added
  * since the last scan). Caller holds r->mu. */
 static struct repo_version *resolve_rescan_locked(gj_model_repo *r, const char *name, int64_t version,
-                                                  struct gj_error *err)
+                                                  struct repo_model **mout, struct gj_error *err)
 {
-    struct repo_model *m;
+    struct repo_model *m = NULL;
     int64_t v = resolve_locked(r, name, version, &m, err);
-    if (v < 0) {
+    if (v < 0 && r->dir) {
         struct gj_error serr = { 0 };
         if (scan_locked(r, &serr) != 0)
             return NULL;
@@ -669,6 +489,7 @@ static struct repo_version *resolve_rescan_locked(gj_model_repo *r, const char *
             err->status = 404;
         return NULL;
     }
+    *mout = m;
     return find_version(m, v);
 }
 
@@ -689,17 +510,30 @@ static int not_ready(const char *name, const struct repo_version *rv, struct gj_
     return -1;
 }
 
+/* A declared version whose files this host does not have: 503, the host's reason. */
+static int not_here(const char *name, const struct repo_version *rv, struct gj_error *err)
+{
+    gj_error_set(err, "model", "model '%s' version %lld is not served here: %s", name,
+                 (long long)rv->version, rv->absent ? rv->absent : "its files are not on this host");
+    if (err)
+        err->status = 503;
+    return -1;
+}
+
 int gj_model_repo_acquire(gj_model_repo *r, const char *name, int64_t version,
                           gj_served_model **out, struct gj_error *err)
 {
     *out = NULL;
     pthread_mutex_lock(&r->mu);
-    struct repo_version *rv = resolve_rescan_locked(r, name, version, err);
+    struct repo_model *m = NULL;
+    struct repo_version *rv = resolve_rescan_locked(r, name, version, &m, err);
     int rc = -1;
     if (rv && rv->state == GJ_MODEL_UNLOADED)
         not_ready(name, rv, err);
+    else if (rv && !r->dir && !rv->dir)
+        not_here(name, rv, err);
     else if (rv)
-        rc = load_locked(r, rv, name, out, err);
+        rc = load_locked(r, m, rv, out, err);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -709,11 +543,14 @@ int gj_model_repo_get_loaded(gj_model_repo *r, const char *name, int64_t version
 {
     *out = NULL;
     pthread_mutex_lock(&r->mu);
-    struct repo_version *rv = resolve_rescan_locked(r, name, version, err);
+    struct repo_model *m = NULL;
+    struct repo_version *rv = resolve_rescan_locked(r, name, version, &m, err);
     int rc = -1;
     if (rv && rv->loaded) {
         *out = gj_served_model_ref(rv->loaded);
         rc = 0;
+    } else if (rv && !r->dir && !rv->dir && rv->state != GJ_MODEL_UNLOADED) {
+        not_here(name, rv, err);
     } else if (rv) {
         not_ready(name, rv, err);
     }
@@ -726,13 +563,21 @@ int gj_model_repo_config(gj_model_repo *r, const char *name, int64_t version,
 {
     memset(cfg, 0, sizeof *cfg);
     pthread_mutex_lock(&r->mu);
-    struct repo_version *rv = resolve_rescan_locked(r, name, version, err);
+    struct repo_model *m = NULL;
+    struct repo_version *rv = resolve_rescan_locked(r, name, version, &m, err);
     int64_t v = rv ? rv->version : -1;
+    if (rv && !r->dir) {   /* declared: the text is here */
+        const char *text = declared_config(m, rv);
+        int rc = gj_model_config_load_text(text, text ? strlen(text) : 0, name, cfg, err);
+        pthread_mutex_unlock(&r->mu);
+        return rc;
+    }
     pthread_mutex_unlock(&r->mu);
     char mdir[4096], path[4096];
     if (v < 0)
         return -1;
-    if (gj_path_join(mdir, sizeof mdir, r->dir, name) || version_config_path(mdir, v, path, sizeof path))
+    if (gj_path_join(mdir, sizeof mdir, r->dir, name) ||
+        gj_model_version_config_path(mdir, v, path, sizeof path))
         return gj_error_set(err, "", "model path too long");
     return gj_model_config_load(path, name, cfg, err);
 }
@@ -799,4 +644,151 @@ json_t *gj_model_repo_describe(gj_model_repo *r)
     }
     pthread_mutex_unlock(&r->mu);
     return arr;
+}
+
+/* ---- a declared repository ------------------------------------------------------------ */
+
+static int same_text(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* strdup that leaves NULL as NULL; *oom set when a copy fails. */
+static char *copy_or_null(const char *s, int *oom)
+{
+    char *c = s ? strdup(s) : NULL;
+    if (s && !c)
+        *oom = 1;
+    return c;
+}
+
+static void versions_free(struct repo_version *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        version_free(&v[i]);
+    free(v);
+}
+
+/* The declared versions as repository entries, ascending, each owning its strings. NULL
+ * with err (a bad or repeated version, no memory). */
+static struct repo_version *declared_versions(const char *name, const struct gj_model_version_decl *d,
+                                              size_t n, struct gj_error *err)
+{
+    struct repo_version *v = calloc(n ? n : 1, sizeof *v);
+    if (!v)
+        return gj_error_set(err, "", "out of memory"), NULL;
+    int oom = 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i].version = d[i].version;
+        v[i].dir = copy_or_null(d[i].dir, &oom);
+        v[i].config = copy_or_null(d[i].config, &oom);
+        v[i].absent = copy_or_null(d[i].dir ? NULL : d[i].absent, &oom);
+    }
+    if (n > 1)
+        qsort(v, n, sizeof *v, cmp_version);
+    for (size_t i = 0; i < n && !oom; i++)
+        if (v[i].version < 1 || v[i].version > 999999999 || (i && v[i].version == v[i - 1].version)) {
+            gj_error_set(err, "version", "model '%s': version %lld is not a version (1 to "
+                         "999999999, once each)", name, (long long)v[i].version);
+            versions_free(v, n);
+            return NULL;
+        }
+    if (oom) {
+        versions_free(v, n);
+        return gj_error_set(err, "", "out of memory"), NULL;
+    }
+    return v;
+}
+
+/* Takes over what an unchanged version had (its loaded model, state and reason) and
+ * applies the declared unloaded flag. */
+static void carry_state(struct repo_version *nv, struct repo_version *old, int unchanged, int unloaded)
+{
+    if (old && unchanged) {
+        nv->state = old->state;
+        memcpy(nv->reason, old->reason, sizeof nv->reason);
+        nv->loaded = old->loaded;
+        old->loaded = NULL;
+    }
+    if (unloaded) {
+        drop_version(nv);
+        nv->state = GJ_MODEL_UNLOADED;
+        nv->reason[0] = '\0';
+    } else if (nv->state == GJ_MODEL_UNLOADED) {
+        nv->state = GJ_MODEL_AVAILABLE;
+    }
+}
+
+int gj_model_repo_declare(gj_model_repo *r, const char *name, const char *config,
+                          const struct gj_model_version_decl *decl, size_t n, struct gj_error *err)
+{
+    if (r->dir)
+        return gj_error_set(err, "", "a repository scanned from a directory is not declared");
+    if (!gj_model_name_ok(name))
+        return gj_error_set(err, "model", "'%.130s' is not a model name", name);
+    if (n > GJ_MODEL_MAX_VERSIONS)
+        return gj_error_set(err, "", "model '%s' has more than %d versions", name, GJ_MODEL_MAX_VERSIONS);
+    struct repo_version *nv = declared_versions(name, decl, n, err);
+    int oom = 0;
+    char *mcfg = copy_or_null(config, &oom);
+    if (!nv || oom) {
+        free(mcfg);
+        if (nv)
+            versions_free(nv, n);
+        return nv ? gj_error_set(err, "", "out of memory") : -1;
+    }
+    pthread_mutex_lock(&r->mu);
+    struct repo_model *m = find_model(r, name);
+    if (!m && !(m = add_model(r, name, err))) {
+        pthread_mutex_unlock(&r->mu);
+        versions_free(nv, n);
+        free(mcfg);
+        return -1;
+    }
+    int model_cfg_same = same_text(m->config, mcfg);
+    for (size_t i = 0; i < n; i++) {
+        struct repo_version *old = find_version(m, nv[i].version);
+        int unchanged = old && same_text(old->dir, nv[i].dir) && same_text(old->config, nv[i].config) &&
+                        (nv[i].config || model_cfg_same);
+        int unloaded = 0;
+        for (size_t k = 0; k < n; k++)
+            if (decl[k].version == nv[i].version)
+                unloaded = decl[k].unloaded;
+        carry_state(&nv[i], old, unchanged, unloaded);
+    }
+    versions_free(m->v, m->n);
+    free(m->config);
+    m->v = nv;
+    m->n = n;
+    m->config = mcfg;
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+int gj_model_repo_remove(gj_model_repo *r, const char *name)
+{
+    pthread_mutex_lock(&r->mu);
+    struct repo_model *m = gj_model_name_ok(name) ? find_model(r, name) : NULL;
+    if (m) {
+        model_free(m);
+        size_t at = (size_t)(m - r->m);
+        memmove(m, m + 1, (r->n - at - 1) * sizeof *m);
+        r->n--;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return m ? 0 : -1;
+}
+
+int gj_model_repo_has(gj_model_repo *r, const char *name)
+{
+    if (!gj_model_name_ok(name))
+        return 0;
+    pthread_mutex_lock(&r->mu);
+    int found = find_model(r, name) != NULL;
+    if (!found && r->dir) {
+        struct gj_error err = { 0 };
+        found = scan_locked(r, &err) == 0 && find_model(r, name) != NULL;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return found;
 }

@@ -49,6 +49,16 @@
  * element types, shapes, batch dimension, number of labels) and creates a trial session
  * of batch 1, so a model the runtime cannot run is refused at load with the reason.
  *
+ * Two kinds of repository, one interface:
+ *   - scanned (gj_model_repo_open): a directory in the layout above, read at open, by
+ *     gj_model_repo_scan, and when a request names a model or version not seen yet
+ *     (`gpujobd run --models-dir`, tests);
+ *   - declared (gj_model_repo_new): it reads no directory of its own; its host declares
+ *     each model as it is (config.json text, versions, where each version's files are,
+ *     unloaded or not) with gj_model_repo_declare and takes models away with
+ *     gj_model_repo_remove. The service declares what the shared model store in
+ *     PostgreSQL holds (service/infer/model_sync.c), files cached by content.
+ *
  * A repository is thread-safe: the service may list, load and unload from HTTP handlers
  * while workers use loaded models. A loaded model is reference-counted: unloading drops
  * the repository's reference; jobs holding one keep using it until they release it.
@@ -142,6 +152,9 @@ int gj_model_config_parse(const json_t *root, const char *expect_name, struct gj
                           struct gj_error *err);
 int gj_model_config_load(const char *path, const char *expect_name, struct gj_model_config *cfg,
                          struct gj_error *err);
+/* The same from config.json's text (len bytes; NULL: "the model has no config.json"). */
+int gj_model_config_load_text(const char *text, size_t len, const char *expect_name,
+                              struct gj_model_config *cfg, struct gj_error *err);
 void gj_model_config_free(struct gj_model_config *cfg);
 /* The config as JSON (for GET /v1/models/{name}); NULL on allocation failure. */
 json_t *gj_model_config_to_json(const struct gj_model_config *cfg);
@@ -181,13 +194,41 @@ typedef struct gj_served_model gj_served_model;
 
 /* Opens and scans dir (which must exist). NULL with err. */
 gj_model_repo *gj_model_repo_open(const char *dir, struct gj_error *err);
+/* An empty declared repository; NULL when out of memory. */
+gj_model_repo *gj_model_repo_new(void);
 /* Frees the repository and drops its references (models still held elsewhere stay
  * alive until released). */
 void gj_model_repo_free(gj_model_repo *repo);
 /* Rescans the directory: new models and versions appear, removed ones go (loaded ones
- * stay listed until unloaded). 0 or -1 with err. */
+ * stay listed until unloaded). 0 or -1 with err. A declared repository: 0, nothing done. */
 int gj_model_repo_scan(gj_model_repo *repo, struct gj_error *err);
+/* The directory of a scanned repository; NULL for a declared one. */
 const char *gj_model_repo_dir(const gj_model_repo *repo);
+
+/* One version of a declared model. */
+struct gj_model_version_decl {
+    int64_t version;           /* 1..999999999, once each */
+    const char *dir;           /* the directory holding its model.onnx; NULL: its files are not
+                                * on this host (listed, its metadata answered, never loaded:
+                                * use answers 503 with `absent`) */
+    const char *absent;        /* dir NULL: why, in words a client can act on */
+    const char *config;        /* its own config.json text; NULL: the model's */
+    int unloaded;              /* 1: unloaded (its loaded model dropped; use refused with 400
+                                * "it was unloaded"); 0: it loads on use or explicitly */
+};
+/* Declares model `name` as it is now, replacing what was declared before: its config.json
+ * text (NULL: none; loading says so) and its versions (any order). A version whose dir and
+ * effective config are unchanged keeps its loaded model and state; one that is new or
+ * changed starts AVAILABLE (its old loaded model dropped); versions no longer listed go.
+ * Jobs holding a dropped model keep using it until they release it. 0, or -1 with err
+ * (a bad name or version, too many, no memory): nothing changed. Declared only. */
+int gj_model_repo_declare(gj_model_repo *repo, const char *name, const char *config,
+                          const struct gj_model_version_decl *versions, size_t n,
+                          struct gj_error *err);
+/* Takes model `name` away (its loaded versions dropped). 0, or -1 when it is unknown. */
+int gj_model_repo_remove(gj_model_repo *repo, const char *name);
+/* 1 when the repository has the model (a scanned one looks on disk again first). */
+int gj_model_repo_has(gj_model_repo *repo, const char *name);
 
 /* Models, sorted by name. gj_model_repo_name copies the i-th name; -1 when out of range. */
 size_t gj_model_repo_count(gj_model_repo *repo);
@@ -211,7 +252,8 @@ int gj_model_repo_load(gj_model_repo *repo, const char *name, int64_t version,
                        gj_served_model **out, struct gj_error *err);
 /* The same on use (a job, an inference request): an unknown model or version is looked
  * for again on disk first (added since the last scan), and an UNLOADED version is
- * refused: -1, err->status 400, "model 'x' version N is not ready: it was unloaded ...". */
+ * refused: -1, err->status 400, "model 'x' version N is not ready: it was unloaded ...";
+ * a declared version whose files are not on this host: -1, err->status 503. */
 int gj_model_repo_acquire(gj_model_repo *repo, const char *name, int64_t version,
                           gj_served_model **out, struct gj_error *err);
 /* The loaded version, never loading it (readiness): 0 with a new reference, or -1 with
@@ -238,6 +280,15 @@ int gj_model_repo_fail(gj_model_repo *repo, const char *name, int64_t version,
  * dir/<version>/model.onnx with dir/config.json or dir/<version>/config.json. */
 gj_served_model *gj_served_model_load(const char *model_dir, const char *name, int64_t version,
                                       struct gj_error *err);
+/* The same from its parts: model.onnx at onnx_path and the config.json text it runs with
+ * (config_len bytes; NULL: none). A declared repository's loads, and uploads checked
+ * before they are stored. */
+gj_served_model *gj_served_model_load_parts(const char *onnx_path, const char *config,
+                                            size_t config_len, const char *name, int64_t version,
+                                            struct gj_error *err);
+/* The config.json a version directory uses: model_dir/<version>/config.json when there is
+ * one, else model_dir/config.json. 0, or -1 when the path does not fit in n. */
+int gj_model_version_config_path(const char *model_dir, int64_t version, char *path, size_t n);
 gj_served_model *gj_served_model_ref(gj_served_model *m);
 void gj_served_model_release(gj_served_model *m);
 const struct gj_model_config *gj_served_model_config(const gj_served_model *m);

@@ -238,6 +238,43 @@ static void expect_extra_error(const char *extra, const char *field, const char 
     expect_error(text, field, needle);
 }
 
+/* version_policy: Triton's three forms, and which versions each serves. */
+static void config_version_policy(void **state)
+{
+    (void)state;
+    struct gj_model_config cfg;
+    struct gj_error err;
+    const int64_t all[] = { 1, 2, 5, 9 };
+    assert_int_equal(parse("", &cfg, &err), 0);
+    assert_int_equal(cfg.version_policy, GJ_VERSIONS_ALL);
+    for (size_t i = 0; i < 4; i++)
+        assert_true(gj_model_policy_serves(&cfg, all, 4, all[i]));
+    gj_model_config_free(&cfg);
+    assert_int_equal(parse(",\"version_policy\":{\"latest\":{\"num_versions\":2}}", &cfg, &err), 0);
+    assert_int_equal(cfg.version_policy, GJ_VERSIONS_LATEST);
+    assert_false(gj_model_policy_serves(&cfg, all, 4, 2));
+    assert_true(gj_model_policy_serves(&cfg, all, 4, 5));
+    assert_true(gj_model_policy_serves(&cfg, all, 4, 9));
+    json_t *j = gj_model_config_to_json(&cfg);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(j, "version_policy"),
+                                                                        "latest"), "num_versions")), 2);
+    json_decref(j);
+    gj_model_config_free(&cfg);
+    assert_int_equal(parse(",\"version_policy\":{\"specific\":{\"versions\":[1,5]}}", &cfg, &err), 0);
+    assert_true(gj_model_policy_serves(&cfg, all, 4, 1));
+    assert_false(gj_model_policy_serves(&cfg, all, 4, 2));
+    assert_true(gj_model_policy_serves(&cfg, all, 4, 5));
+    gj_model_config_free(&cfg);
+    expect_extra_error(",\"version_policy\":{\"newest\":{}}", "version_policy.newest", "unknown key");
+    expect_extra_error(",\"version_policy\":{\"all\":{},\"latest\":{\"num_versions\":1}}",
+                       "version_policy", "must be one of");
+    expect_extra_error(",\"version_policy\":{\"latest\":{\"num_versions\":0}}",
+                       "version_policy.latest.num_versions", "from 1");
+    expect_extra_error(",\"version_policy\":{\"specific\":{\"versions\":[]}}",
+                       "version_policy.specific", "1 to 64 version numbers");
+    expect_extra_error(",\"version_policy\":{\"all\":{\"x\":1}}", "version_policy.all", "no settings");
+}
+
 static void config_errors(void **state)
 {
     (void)state;
@@ -744,6 +781,7 @@ int main(void)
         cmocka_unit_test(pipeline_file_voi_and_minmax),
         cmocka_unit_test(config_defaults),
         cmocka_unit_test(config_errors),
+        cmocka_unit_test(config_version_policy),
         cmocka_unit_test(config_hostile),
         cmocka_unit_test(filter_reasons),
         cmocka_unit_test(repository),

@@ -463,13 +463,63 @@ static int parse_instances(const json_t *root, struct gj_model_config *cfg, stru
     return 0;
 }
 
+/* version_policy, as Triton's: {"all": {}} (the default here: every version is served),
+ * {"latest": {"num_versions": N}} or {"specific": {"versions": [...]}}. */
+static int parse_version_policy(const json_t *vp, struct gj_model_config *cfg, struct gj_error *err)
+{
+    static const char *const kinds[] = { "all", "latest", "specific", NULL };
+    static const char *const latest_keys[] = { "num_versions", NULL };
+    static const char *const specific_keys[] = { "versions", NULL };
+    int64_t iv;
+    cfg->version_policy = GJ_VERSIONS_ALL;
+    if (!vp)
+        return 0;
+    if (!json_is_object(vp) || json_object_size(vp) != 1)
+        FAIL("version_policy", CFG ": version_policy must be one of {\"all\": {}}, {\"latest\": "
+             "{\"num_versions\": N}} or {\"specific\": {\"versions\": [...]}}");
+    if (check_keys(vp, "version_policy", kinds, err))
+        return -1;
+    const json_t *all = json_object_get(vp, "all"), *latest = json_object_get(vp, "latest");
+    const json_t *spec = json_object_get(vp, "specific");
+    if (all && (!json_is_object(all) || json_object_size(all)))
+        FAIL("version_policy.all", CFG ": version_policy.all takes no settings: {}");
+    if (latest) {
+        if (!json_is_object(latest))
+            FAIL("version_policy.latest", CFG ": version_policy.latest must be {\"num_versions\": N}");
+        if (check_keys(latest, "version_policy.latest", latest_keys, err))
+            return -1;
+        if (get_int(json_object_get(latest, "num_versions"), "version_policy.latest.num_versions", 1,
+                    GJ_MODEL_MAX_VERSIONS, &iv, err))
+            return -1;
+        cfg->version_policy = GJ_VERSIONS_LATEST;
+        cfg->latest_versions = (int)iv;
+    }
+    if (spec) {
+        const json_t *vs = json_is_object(spec) ? json_object_get(spec, "versions") : NULL;
+        if (json_is_object(spec) && check_keys(spec, "version_policy.specific", specific_keys, err))
+            return -1;
+        if (!json_is_array(vs) || json_array_size(vs) < 1 || json_array_size(vs) > GJ_MODEL_MAX_SPECIFIC)
+            FAIL("version_policy.specific", CFG ": version_policy.specific must be {\"versions\": "
+                 "[1 to %d version numbers]}", GJ_MODEL_MAX_SPECIFIC);
+        cfg->version_policy = GJ_VERSIONS_SPECIFIC;
+        for (size_t i = 0; i < json_array_size(vs); i++) {
+            char p[64];
+            snprintf(p, sizeof p, "version_policy.specific.versions[%zu]", i);
+            if (get_int(json_array_get(vs, i), p, 1, 999999999, &iv, err))
+                return -1;
+            cfg->specific_versions[cfg->n_specific++] = iv;
+        }
+    }
+    return 0;
+}
+
 static int parse_config(const json_t *root, const char *expect_name, struct gj_model_config *cfg,
                         struct gj_error *err)
 {
     static const char *const keys[] = { "name", "description", "platform", "input", "output",
         "labels", "output_activation", "max_batch_size", "dynamic_batching",
         "instances_per_device", "instance_group", "precision", "cuda_graphs", "default_version",
-        "preprocessing", "filter", NULL };
+        "version_policy", "preprocessing", "filter", NULL };
     static const char *const acts[] = { "none", "sigmoid", "softmax" };
     int64_t iv;
     int e;
@@ -578,6 +628,8 @@ static int parse_config(const json_t *root, const char *expect_name, struct gj_m
         else if (get_int(v, "default_version", 1, INT32_MAX, &cfg->default_version, err))
             return -1;
     }
+    if (parse_version_policy(json_object_get(root, "version_policy"), cfg, err))
+        return -1;
     if (parse_preprocessing(json_object_get(root, "preprocessing"), cfg, err))
         return -1;
     if (parse_filter(json_object_get(root, "filter"), &cfg->filter, err))
@@ -648,6 +700,18 @@ static json_t *str_list(const char *base, size_t stride, size_t n)
     return a;
 }
 
+static json_t *version_policy_json(const struct gj_model_config *cfg)
+{
+    if (cfg->version_policy == GJ_VERSIONS_LATEST)
+        return json_pack("{s:{s:i}}", "latest", "num_versions", cfg->latest_versions);
+    if (cfg->version_policy != GJ_VERSIONS_SPECIFIC)
+        return json_pack("{s:{}}", "all");
+    json_t *vs = json_array();
+    for (size_t i = 0; vs && i < cfg->n_specific; i++)
+        json_array_append_new(vs, json_integer(cfg->specific_versions[i]));
+    return json_pack("{s:{s:o}}", "specific", "versions", vs);
+}
+
 json_t *gj_model_config_to_json(const struct gj_model_config *cfg)
 {
     static const char *const acts[] = { "none", "sigmoid", "softmax" };
@@ -709,6 +773,7 @@ json_t *gj_model_config_to_json(const struct gj_model_config *cfg)
         json_object_set_new(j, "instance_group", group);
         json_object_set_new(j, "precision", json_string(gj_precision_name(cfg->precision)));
         json_object_set_new(j, "cuda_graphs", json_boolean(cfg->cuda_graphs));
+        json_object_set_new(j, "version_policy", version_policy_json(cfg));
     }
     if (j && cfg->dynamic_batching)
         json_object_set_new(j, "dynamic_batching",
@@ -782,4 +847,25 @@ int gj_model_filter_check(const struct gj_model_filter *f, const char *modality,
            check_one("view position", view_position, &f->view_positions[0][0],
                      sizeof f->view_positions[0], f->n_view_positions, f->allow_missing, reason,
                      reason_len);
+}
+
+int gj_model_policy_serves(const struct gj_model_config *cfg, const int64_t *all, size_t n,
+                           int64_t version)
+{
+    switch (cfg->version_policy) {
+    case GJ_VERSIONS_LATEST: {
+        size_t higher = 0;
+        for (size_t i = 0; i < n; i++)
+            higher += all[i] > version;
+        return higher < (size_t)cfg->latest_versions;
+    }
+    case GJ_VERSIONS_SPECIFIC:
+        for (size_t i = 0; i < cfg->n_specific; i++)
+            if (cfg->specific_versions[i] == version)
+                return 1;
+        return 0;
+    case GJ_VERSIONS_ALL:
+    default:
+        return 1;
+    }
 }

@@ -30,6 +30,10 @@
  *                                              are refused)
  *     "cuda_graphs": true,                     GPU: capture and replay CUDA graphs
  *     "default_version": "latest",             or a version number
+ *     "version_policy": {"all": {}},           the versions served, as Triton's: {"all": {}}
+ *                 (the default: every version), {"latest": {"num_versions": N}} (the N
+ *                 highest), {"specific": {"versions": [1, 3]}}; the others are listed but
+ *                 never loaded (gj_model_policy_serves)
  *     "preprocessing": {
  *       "window": {"source": "file", "center": 128, "width": 256, "function": "LINEAR"},
  *                 source: file (the file's VOI window; center/width, when given, are the
@@ -99,6 +103,8 @@ enum gj_activation { GJ_ACT_NONE = 0, GJ_ACT_SIGMOID, GJ_ACT_SOFTMAX };
 enum gj_instance_kind { GJ_INSTANCE_AUTO = 0, GJ_INSTANCE_GPU, GJ_INSTANCE_CPU };
 /* Numbered as the ONNX runtime's enum onnx_precision (FP32 0, TF32 1, FP16 2). */
 enum gj_precision { GJ_PRECISION_FP32 = 0, GJ_PRECISION_TF32 = 1, GJ_PRECISION_FP16 = 2 };
+enum gj_version_policy { GJ_VERSIONS_ALL = 0, GJ_VERSIONS_LATEST, GJ_VERSIONS_SPECIFIC };
+#define GJ_MODEL_MAX_SPECIFIC 64       /* version_policy.specific.versions */
 
 struct gj_preprocess_config {
     enum gj_window_source window_source;
@@ -141,6 +147,10 @@ struct gj_model_config {
     enum gj_precision precision;
     int cuda_graphs;                   /* default 1 */
     int64_t default_version;           /* 0: latest */
+    enum gj_version_policy version_policy;
+    int latest_versions;               /* GJ_VERSIONS_LATEST: how many */
+    int64_t specific_versions[GJ_MODEL_MAX_SPECIFIC];   /* GJ_VERSIONS_SPECIFIC */
+    size_t n_specific;
     struct gj_preprocess_config pre;
     struct gj_model_filter filter;
 };
@@ -158,6 +168,11 @@ int gj_model_config_load_text(const char *text, size_t len, const char *expect_n
 void gj_model_config_free(struct gj_model_config *cfg);
 /* The config as JSON (for GET /v1/models/{name}); NULL on allocation failure. */
 json_t *gj_model_config_to_json(const struct gj_model_config *cfg);
+
+/* 1 when the model's version_policy serves `version`, one of the model's versions
+ * (all: ascending, n of them). */
+int gj_model_policy_serves(const struct gj_model_config *cfg, const int64_t *all, size_t n,
+                           int64_t version);
 
 /* "KIND_AUTO", "KIND_GPU", "KIND_CPU"; "fp32", "tf32", "fp16". */
 const char *gj_instance_kind_name(enum gj_instance_kind k);

@@ -3,10 +3,15 @@
  * files; nothing outside service/infer/ includes it (the service reaches the module
  * through gj_module_infer, module.h).
  *
- *   module.c         the module: the model repository the API manages (--models-dir,
- *                    default DATA_DIR/models, seeded with the shipped demo model) handed
- *                    to the `infer` kind (compute/infer/serving/serving_host.h), the
- *                    batchers' metrics, start and stop
+ *   module.c         the module: the model repository (declared from the shared model
+ *                    store) handed to the `infer` kind (compute/infer/serving/
+ *                    serving_host.h), its seed directory (--models-dir, default
+ *                    DATA_DIR/models, with the shipped demo model), start and stop
+ *   model_store.c    the model store every replica shares, in PostgreSQL (model_store.h)
+ *   model_seeds.c    the seed directory imported into it, each version once
+ *   model_cache.c    the model files on this host, by content (model_cache.h)
+ *   model_sync.c     this replica converging to the store (model_sync.h)
+ *   models_view.c    what /v1/models shows
  *   pseudonym.c      the pseudonymisation secret and keys
  *   results_store.c  what a succeeded `infer` job records: inference_results rows
  *                    (migrations/0002_inference.sql)
@@ -36,12 +41,14 @@
 
 /* ---- the repository (module.c) ---- */
 
-/* The repository the API lists and manages and `infer` jobs use (NULL before init).
- * Model directories are changed (upload, delete) only under gj_infer_repo_lock. */
+/* The repository the API lists and `infer` jobs and /v2 use (NULL before init): declared
+ * by model_sync.c from the shared model store, never changed by anything else. */
 gj_model_repo *gj_infer_repo(void);
-const char *gj_infer_models_dir(void);
-void gj_infer_repo_lock(void);
-void gj_infer_repo_unlock(void);
+
+/* /v1/models's view (models_view.c): {"models": [...], "default_model", "generation",
+ * "converged", "replicas"}, or with `only` that one model's entry (NULL when it is not
+ * there). conn: a connection for the replicas' reports (NULL: without them). */
+json_t *gj_infer_models_view(PGconn *conn, const char *only);
 
 /* The devices ("cpu", "gpu:0", ...) on which a model version has a batcher in this
  * process (compute/infer/serving/batcher.h), as a JSON array; NULL on allocation failure. */

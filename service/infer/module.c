@@ -1,7 +1,9 @@
 /*
  * module.c — the inference module's service half (infer.h, module.h): the model repository
  * the API manages and `infer` jobs use (handed to the kind through serving_host.h), its
- * start-up (seeded with the shipped demo model, leftovers of a crash cleared) and its stop.
+ * start-up (the seed directory, with the shipped demo model, imported into the shared model
+ * store; the repository declared from the store, kept converged by model_sync.c) and its
+ * stop.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -15,7 +17,11 @@
 #include "common/fsutil.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/serving_host.h"
+#include "service/db.h"
 #include "service/infer/infer.h"
+#include "service/infer/model_cache.h"
+#include "service/infer/model_store.h"
+#include "service/infer/model_sync.h"
 #include "service/log.h"
 #include "service/module.h"
 
@@ -24,27 +30,11 @@
 #define COMPONENT "inference"
 
 static gj_model_repo *g_repo;
-static char g_models_dir[1100];
-static pthread_mutex_t g_repo_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_models_dir[1100];   /* the seed directory */
 
 gj_model_repo *gj_infer_repo(void)
 {
     return g_repo;
-}
-
-const char *gj_infer_models_dir(void)
-{
-    return g_models_dir;
-}
-
-void gj_infer_repo_lock(void)
-{
-    pthread_mutex_lock(&g_repo_mu);
-}
-
-void gj_infer_repo_unlock(void)
-{
-    pthread_mutex_unlock(&g_repo_mu);
 }
 
 json_t *gj_infer_devices_json(const char *name, int64_t version)
@@ -152,20 +142,24 @@ static int prepare_models_dir(const struct gj_config *cfg)
     return seed_demo_model(g_models_dir);
 }
 
-static int infer_init(struct gj_server *srv)
+/* The seed directory's versions never imported go into the shared store. */
+static int import_seeds(const struct gj_server *srv)
 {
-    if (prepare_models_dir(&srv->cfg) != 0 || gj_infer_pseudonym_init(srv) != 0)
+    PGconn *conn = gj_db_connect(srv->database_url);
+    int rc = conn ? gj_model_store_import_seeds(conn, g_models_dir) : -1;
+    PQfinish(conn);
+    if (rc != 0)
+        gj_log_error(COMPONENT, "cannot import the seed directory %s into the model store", g_models_dir);
+    return rc;
+}
+
+/* The repository, declared from the shared store and kept converged to it; handed to
+ * the `infer` kind first (a load of the first pass already takes the host's settings). */
+static int start_repository(struct gj_server *srv)
+{
+    g_repo = gj_model_repo_new();
+    if (!g_repo || gj_model_cache_open(srv->cfg.data_dir) != 0)
         return -1;
-    gj_infer_set_purge_phi(srv->cfg.infer_purge_phi);
-    if (srv->cfg.infer_purge_phi)
-        gj_log_info(COMPONENT, "--infer-purge-phi: DICOM inputs of infer jobs are deleted and "
-                    "their result.json pseudonymised once results are stored");
-    struct gj_error err = { 0 };
-    g_repo = gj_model_repo_open(g_models_dir, &err);
-    if (!g_repo) {
-        gj_log_error(COMPONENT, "model repository %s: %s", g_models_dir, err.message);
-        return -1;
-    }
     /* `infer` jobs take their models from this repository, as /v2 does (one load each). */
     struct gj_serving_host host = {
         .repo = g_repo,
@@ -174,16 +168,43 @@ static int infer_init(struct gj_server *srv)
         .threads_per_instance = srv->cfg.infer_threads,
     };
     gj_serving_host_set(&host);
-    /* Loaded models reserve their GPU memory in the worker pool's accounting. */
+    struct gj_model_sync_config sc = {
+        .database_url = srv->database_url,
+        .replica = srv->worker_id,
+        .role = srv->cfg.role,
+        .serving = strcmp(srv->cfg.role, "api") != 0,
+    };
+    return gj_model_sync_start(&sc, g_repo);
+}
+
+static int infer_init(struct gj_server *srv)
+{
+    if (prepare_models_dir(&srv->cfg) != 0 || gj_infer_pseudonym_init(srv) != 0)
+        return -1;
+    gj_infer_set_purge_phi(srv->cfg.infer_purge_phi);
+    if (srv->cfg.infer_purge_phi)
+        gj_log_info(COMPONENT, "--infer-purge-phi: DICOM inputs of infer jobs are deleted and "
+                    "their result.json pseudonymised once results are stored");
+    /* Loaded models reserve their GPU memory in the worker pool's accounting: attached
+     * before the first pass loads what is to be loaded. */
     gj_place_attach_models(&srv->placement);
-    gj_log_info(COMPONENT, "model repository %s: %zu model(s); Open Inference Protocol v2 at /v2",
-                g_models_dir, gj_model_repo_count(g_repo));
+    if (import_seeds(srv) != 0 || start_repository(srv) != 0) {
+        gj_batcher_registry_shutdown();
+        gj_serving_host_set(NULL);
+        gj_model_repo_free(g_repo);
+        g_repo = NULL;
+        return -1;
+    }
+    gj_log_info(COMPONENT, "model repository: %zu model(s) in the shared model store (seeds from %s)%s",
+                gj_model_repo_count(g_repo), g_models_dir,
+                strcmp(srv->cfg.role, "api") ? "; Open Inference Protocol v2 at /v2" : "; this replica runs no models");
     return 0;
 }
 
 static void infer_shutdown(struct gj_server *srv)
 {
     (void)srv;
+    gj_model_sync_stop();             /* nothing declares or loads any more */
     gj_batcher_registry_shutdown();   /* queued requests answered, executors joined */
     gj_serving_host_set(NULL);
     gj_model_repo_free(g_repo);

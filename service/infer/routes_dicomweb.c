@@ -293,10 +293,7 @@ static void stow_begin(struct gj_req *r)
         }
         s->version = v;
     }
-    char mdir[1400];
-    struct stat st;
-    if (gj_path_join(mdir, sizeof mdir, gj_infer_models_dir(), s->model) != 0 || stat(mdir, &st) != 0 ||
-        !S_ISDIR(st.st_mode)) {
+    if (!gj_infer_repo() || !gj_model_repo_has(gj_infer_repo(), s->model)) {
         gj_problem(r, 404, "model", "unknown model '%s' (GET /v1/models lists them)", s->model);
         return;
     }

@@ -1,29 +1,34 @@
 /*
- * routes_models.c — the model repository over HTTP (DATA_DIR/models, see
- * compute/infer/serving/model_repo.h):
+ * routes_models.c — the model repository over HTTP. The repository is the one every
+ * replica shares (model_store.h, in PostgreSQL): a change through any replica reaches all
+ * of them within seconds (model_sync.h), and each answer below comes once this replica
+ * has applied it.
  *
- *   GET    /v1/models                                every model, its versions, their state and
- *                                                    the devices they are loaded on
+ *   GET    /v1/models                                every model, its versions, what is
+ *                                                    desired of each, where each is loaded
+ *                                                    (models_view.c), and whether every
+ *                                                    replica has applied the last change
  *   PUT    /v1/models/{name}/versions/{version}      admin: multipart/form-data with parts
  *          "model" (model.onnx) and "config" (config.json; required for a new model)
- *   POST   /v1/models/{name}/load[?version=N]        admin
- *   POST   /v1/models/{name}/unload[?version=N]      admin
+ *   POST   /v1/models/{name}/load[?version=N]        admin: loaded by every replica that runs
+ *                                                    models, and kept loaded
+ *   POST   /v1/models/{name}/unload[?version=N]      admin: served by none until loaded again
  *   DELETE /v1/models/{name}/versions/{version}      admin
  *
- * An upload is streamed into a hidden staging directory of the repository,
- * checked by loading it (config against the model, a trial session), and
- * renamed into place only when it loads: a bad model or config is refused
- * with the reason (422) and leaves nothing behind. Versions are immutable: a
- * version that exists is refused (409); delete it first.
+ * An upload is streamed into a staging directory of the model cache, checked by loading
+ * it (config against the model, a trial session), and stored only when it loads: a bad
+ * model or config is refused with the reason (422) and leaves nothing behind. Versions
+ * are immutable: a version that exists is refused (409); delete it first.
  *
- * Loading also places the model: its batcher is created on the device its
- * instance_group asks for (a GPU's memory reserved), so a model that cannot run
- * here is refused at load (503) with the reason. Unloading and deleting stop the
- * version's batchers, which frees that memory.
+ * On a replica that runs models, loading also places the model: its batcher is created on
+ * the device its instance_group asks for (a GPU's memory reserved in this replica's
+ * accounting), so a model that cannot run here is refused at load (503) with the reason.
+ * Unloading and deleting stop the version's batchers on every replica, which frees that
+ * memory.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,58 +36,17 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
-#include "infer/serving/batcher.h"
 #include "service/http_server.h"
 #include "service/infer/infer.h"
+#include "service/infer/model_cache.h"
+#include "service/infer/model_store.h"
+#include "service/infer/model_sync.h"
 #include "service/log.h"
 #include "service/multipart_related.h"
 
 #define COMPONENT "models"
-
-static const char *state_label(const char *repo_state)
-{
-    if (strcmp(repo_state, "READY") == 0)
-        return "loaded";
-    if (strcmp(repo_state, "FAILED") == 0)
-        return "failed";
-    return "unloaded";
-}
-
-/* The repository's description with states as loaded / unloaded / failed, and the
- * devices each version has a batcher on. */
-static json_t *describe(gj_model_repo *repo)
-{
-    json_t *arr = gj_model_repo_describe(repo);
-    size_t i, j;
-    json_t *m, *v;
-    json_array_foreach(arr, i, m) {
-        const char *name = json_string_value(json_object_get(m, "name"));
-        json_array_foreach(json_object_get(m, "versions"), j, v) {
-            const char *s = json_string_value(json_object_get(v, "state"));
-            if (s)
-                json_object_set_new(v, "state", json_string(state_label(s)));
-            json_int_t ver = json_integer_value(json_object_get(v, "version"));
-            json_object_set_new(v, "devices", gj_infer_devices_json(name, (int64_t)ver));
-        }
-    }
-    return arr;
-}
-
-static json_t *describe_one(gj_model_repo *repo, const char *name)
-{
-    json_t *arr = describe(repo);
-    size_t i;
-    json_t *m;
-    json_array_foreach(arr, i, m) {
-        if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0) {
-            json_incref(m);
-            json_decref(arr);
-            return m;
-        }
-    }
-    json_decref(arr);
-    return NULL;
-}
+/* How long an answer waits for this replica to apply a change it made. */
+#define APPLY_WAIT_MS 60000
 
 static gj_model_repo *repo_or_503(struct gj_req *r)
 {
@@ -92,26 +56,37 @@ static gj_model_repo *repo_or_503(struct gj_req *r)
     return repo;
 }
 
-static void rescan(gj_model_repo *repo)
+/* This replica applies what it just changed in the store before it answers. */
+static void apply_now(void)
 {
-    struct gj_error err = { 0 };
-    if (gj_model_repo_scan(repo, &err) != 0)
-        gj_log_warn(COMPONENT, "model repository scan: %s", err.message);
+    if (gj_model_sync_now(APPLY_WAIT_MS) != 0)
+        gj_log_warn(COMPONENT, "the model store's change is not applied here yet (the answer may lag)");
+}
+
+static void respond_model(struct gj_req *r, int status, const char *name)
+{
+    json_t *m = gj_infer_models_view(gj_req_db(r), name);
+    if (!m)
+        gj_problem(r, 404, NULL, "model '%s' is gone", name);
+    else
+        gj_respond_json(r, status, m);
 }
 
 /* GET /v1/models */
 static void models_list(struct gj_req *r)
 {
-    gj_model_repo *repo = repo_or_503(r);
-    if (!repo)
+    if (!repo_or_503(r))
         return;
-    rescan(repo);
-    json_t *arr = describe(repo);
-    if (!arr) {
-        gj_problem(r, 500, NULL, "out of memory");
+    PGconn *conn = gj_req_db(r);
+    if (!conn) {
+        gj_respond_unavailable(r);
         return;
     }
-    gj_respond_json(r, 200, json_pack("{s:o, s:s}", "models", arr, "default_model", GJ_INFER_DEFAULT_MODEL));
+    json_t *body = gj_infer_models_view(conn, NULL);
+    if (!body)
+        gj_problem(r, 500, NULL, "out of memory");
+    else
+        gj_respond_json(r, 200, body);
 }
 
 static int parse_version(const char *s, int64_t *v)
@@ -160,78 +135,117 @@ static int model_known(gj_model_repo *repo, const char *name, int64_t v)
     return found;
 }
 
+/* The version a load or unload names (?version=, else the model's default), with the
+ * request's connection; answers and returns -1 when there is none. */
+static int64_t target_version(struct gj_req *r, gj_model_repo *repo, PGconn **conn)
+{
+    const char *name = r->params[0];
+    int64_t v;
+    if (query_version(r, &v))
+        return -1;
+    if (!gj_model_name_ok(name)) {
+        gj_respond_not_found(r);
+        return -1;
+    }
+    if (!(*conn = gj_req_db(r))) {
+        gj_respond_unavailable(r);
+        return -1;
+    }
+    apply_now();   /* what other replicas changed a moment ago */
+    struct gj_error err = { 0 };
+    int64_t resolved = model_known(repo, name, v) ? gj_model_repo_resolve(repo, name, v, &err) : -1;
+    if (resolved < 0)
+        gj_respond_not_found(r);
+    return resolved;
+}
+
+/* 1 when the model's version_policy serves the version (the config as the repository
+ * has it). */
+static int policy_serves(gj_model_repo *repo, const char *name, int64_t version)
+{
+    struct gj_model_config cfg;
+    struct gj_error err = { 0 };
+    struct gj_model_version_info *vs = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *vs);
+    int64_t *all = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *all);
+    size_t n = 0;
+    int serves = 1;
+    if (vs && all && gj_model_repo_config(repo, name, version, &cfg, &err) == 0 &&
+        gj_model_repo_versions(repo, name, vs, GJ_MODEL_MAX_VERSIONS, &n, &err) == 0) {
+        for (size_t i = 0; i < n && i < GJ_MODEL_MAX_VERSIONS; i++)
+            all[i] = vs[i].version;
+        serves = gj_model_policy_serves(&cfg, all, n < GJ_MODEL_MAX_VERSIONS ? n : GJ_MODEL_MAX_VERSIONS, version);
+    }
+    gj_model_config_free(&cfg);
+    free(vs);
+    free(all);
+    return serves;
+}
+
 /* POST /v1/models/{name}/load */
 static void model_load(struct gj_req *r)
 {
     const char *name = r->params[0];
-    int64_t v;
+    PGconn *conn = NULL;
     gj_model_repo *repo = repo_or_503(r);
-    if (!repo || query_version(r, &v))
+    int64_t v = repo ? target_version(r, repo, &conn) : -1;
+    if (v < 0)
         return;
-    if (!gj_model_name_ok(name)) {
-        gj_respond_not_found(r);
-        return;
-    }
-    rescan(repo);
-    if (!model_known(repo, name, v)) {
-        gj_respond_not_found(r);
+    if (!policy_serves(repo, name, v)) {
+        gj_problem(r, 409, "version", "model '%s' version %" PRId64 " is outside the model's version_policy "
+                   "(config.json): it is never loaded", name, v);
         return;
     }
-    gj_served_model *sm = NULL;
+    int found = gj_model_store_set_desired(conn, name, v, GJ_DESIRED_LOADED, NULL);
+    if (found <= 0) {
+        if (found == 0)
+            gj_respond_not_found(r);
+        else
+            gj_respond_unavailable(r);
+        return;
+    }
     struct gj_error err = { 0 };
-    if (gj_model_repo_load(repo, name, v, &sm, &err) != 0) {
-        gj_problem(r, 422, "model", "model '%s' cannot be loaded: %s", name, err.message);
+    if (gj_model_sync_serving() && gj_model_sync_place(name, v, &err) != 0) {
+        apply_now();
+        if (err.status == 503) {
+            struct MHD_Response *resp = gj_problem(r, 503, err.field[0] ? err.field : "model",
+                                                   "model '%s' cannot be placed on a device: %s", name, err.message);
+            if (resp && err.transient)
+                MHD_add_response_header(resp, "Retry-After", "5");
+        } else {
+            gj_problem(r, 422, "model", "model '%s' cannot be loaded: %s", name, err.message);
+        }
         return;
     }
-    /* Placed on its device now (GPU memory reserved), as Triton loads instances. */
-    gj_batcher *b = gj_batcher_acquire(sm, &err);
-    if (!b) {
-        gj_model_repo_fail(repo, name, gj_served_model_version(sm), err.message);
-        gj_served_model_release(sm);
-        struct MHD_Response *resp = gj_problem(r, 503, err.field[0] ? err.field : "model",
-                                               "model '%s' cannot be placed on a device: %s",
-                                               name, err.message);
-        if (resp && err.transient)
-            MHD_add_response_header(resp, "Retry-After", "5");
-        return;
-    }
-    int device = gj_batcher_device(b);
-    gj_batcher_release(b);   /* the registry keeps it until unload */
-    gj_served_model_release(sm);
-    if (device >= 0)
-        gj_log_info(COMPONENT, "model %s loaded on GPU %d", name, device);
-    else
-        gj_log_info(COMPONENT, "model %s loaded on the CPU", name);
-    gj_respond_json(r, 200, describe_one(repo, name));
+    apply_now();
+    respond_model(r, 200, name);
 }
 
 /* POST /v1/models/{name}/unload */
 static void model_unload(struct gj_req *r)
 {
     const char *name = r->params[0];
-    int64_t v;
+    PGconn *conn = NULL;
     gj_model_repo *repo = repo_or_503(r);
-    if (!repo || query_version(r, &v))
+    int64_t v = repo ? target_version(r, repo, &conn) : -1;
+    if (v < 0)
         return;
-    if (!gj_model_name_ok(name)) {
-        gj_respond_not_found(r);
-        return;
-    }
-    rescan(repo);
-    if (!model_known(repo, name, v)) {
-        gj_respond_not_found(r);
-        return;
-    }
-    struct gj_error err = { 0 };
-    int64_t resolved = gj_model_repo_resolve(repo, name, v, &err);
-    if (gj_model_repo_unload(repo, name, v, &err) != 0) {
-        gj_problem(r, 409, "version", "%s", err.message[0] ? err.message : "the model is not loaded");
+    enum gj_model_desired before = GJ_DESIRED_AVAILABLE;
+    int found = gj_model_store_set_desired(conn, name, v, GJ_DESIRED_UNLOADED, &before);
+    if (found <= 0) {
+        if (found == 0)
+            gj_respond_not_found(r);
+        else
+            gj_respond_unavailable(r);
         return;
     }
-    if (resolved > 0)
-        gj_batcher_registry_drop(name, resolved);   /* its device memory goes with it */
-    gj_log_info(COMPONENT, "model %s unloaded", name);
-    gj_respond_json(r, 200, describe_one(repo, name));
+    if (before == GJ_DESIRED_UNLOADED) {
+        gj_problem(r, 409, "version", "model '%s' version %" PRId64 " is not loaded: it is unloaded already",
+                   name, v);
+        return;
+    }
+    apply_now();   /* its batchers, and their device memory, are gone here */
+    gj_log_info(COMPONENT, "model %s version %" PRId64 " unloaded", name, v);
+    respond_model(r, 200, name);
 }
 
 /* DELETE /v1/models/{name}/versions/{version} */
@@ -239,62 +253,27 @@ static void version_delete(struct gj_req *r)
 {
     const char *name = r->params[0];
     int64_t v;
-    gj_model_repo *repo = repo_or_503(r);
-    if (!repo)
+    if (!repo_or_503(r))
         return;
     if (!gj_model_name_ok(name) || parse_version(r->params[1], &v) != 0) {
         gj_respond_not_found(r);
         return;
     }
-    char mdir[1300], vdir[1400], trash[1400];
-    snprintf(mdir, sizeof mdir, "%s/%s", gj_infer_models_dir(), name);
-    snprintf(vdir, sizeof vdir, "%s/%lld", mdir, (long long)v);
-    snprintf(trash, sizeof trash, "%s/.delete-%s", gj_infer_models_dir(), r->request_id);
-    gj_infer_repo_lock();
-    struct stat st;
-    if (stat(vdir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        gj_infer_repo_unlock();
-        gj_respond_not_found(r);
+    PGconn *conn = gj_req_db(r);
+    if (!conn) {
+        gj_respond_unavailable(r);
         return;
     }
-    struct gj_error err = { 0 };
-    gj_model_repo_unload(repo, name, v, &err);   /* not loaded: fine */
-    gj_batcher_registry_drop(name, v);
-    /* the version goes at once (rename), its files after */
-    int rc = rename(vdir, trash);
-    int left = 0;
-    if (rc == 0) {
-        DIR *d = opendir(mdir);
-        struct dirent *e;
-        while (d && (e = readdir(d)) != NULL) {
-            char *end;
-            long x = strtol(e->d_name, &end, 10);
-            if (x > 0 && !*end)
-                left++;
-        }
-        if (d)
-            closedir(d);
-    }
-    gj_infer_repo_unlock();
-    if (rc != 0) {
-        gj_log_error(COMPONENT, "delete %s version %lld: %s", name, (long long)v, strerror(errno));
-        gj_problem(r, 500, NULL, "the version could not be deleted");
+    int found = gj_model_store_delete_version(conn, name, v);
+    if (found <= 0) {
+        if (found == 0)
+            gj_respond_not_found(r);
+        else
+            gj_problem(r, 500, NULL, "the version could not be deleted");
         return;
     }
-    gj_rm_rf(trash);
-    if (left == 0) {   /* the last version: the model goes with it */
-        char mtrash[1400];
-        snprintf(mtrash, sizeof mtrash, "%s/.delete-%s-m", gj_infer_models_dir(), r->request_id);
-        gj_infer_repo_lock();
-        if (rename(mdir, mtrash) == 0) {
-            gj_infer_repo_unlock();
-            gj_rm_rf(mtrash);
-        } else {
-            gj_infer_repo_unlock();
-        }
-    }
-    rescan(repo);
-    gj_log_info(COMPONENT, "model %s version %lld deleted", name, (long long)v);
+    apply_now();
+    gj_log_info(COMPONENT, "model %s version %" PRId64 " deleted", name, v);
     gj_respond_empty(r, 204);
 }
 
@@ -307,8 +286,7 @@ struct upload {
     struct gj_mpr *mp;
     char name[GJ_MODEL_NAME_MAX];
     int64_t version;
-    char stage[1400];            /* models_dir/.upload-<request id> */
-    char vdir[1500];             /* stage/<version> */
+    char stage[GJ_PATH_MAX];     /* model cache/.upload-<request id>: config.json, files/ */
     int fd;
     enum part_kind cur;
     int have_model, have_config;
@@ -336,7 +314,7 @@ static int part_begin(void *ud, const struct gj_mpr_part *part)
         up_fail(u, 400, NULL, "each part needs Content-Disposition: form-data; name=\"model\" or \"config\"");
         return -1;
     }
-    char path[1700];
+    char path[GJ_PATH_MAX + 32];
     if (strcmp(pname, "model") == 0) {
         if (u->have_model) {
             up_fail(u, 422, "model", "the model part is given twice");
@@ -344,7 +322,7 @@ static int part_begin(void *ud, const struct gj_mpr_part *part)
         }
         u->have_model = 1;
         u->cur = PART_MODEL;
-        snprintf(path, sizeof path, "%s/model.onnx", u->vdir);
+        snprintf(path, sizeof path, "%s/files/model.onnx", u->stage);
     } else if (strcmp(pname, "config") == 0) {
         if (u->have_config) {
             up_fail(u, 422, "config", "the config part is given twice");
@@ -352,7 +330,7 @@ static int part_begin(void *ud, const struct gj_mpr_part *part)
         }
         u->have_config = 1;
         u->cur = PART_CONFIG;
-        snprintf(path, sizeof path, "%s/config.json", u->vdir);
+        snprintf(path, sizeof path, "%s/config.json", u->stage);
     } else {
         up_fail(u, 422, pname, "unknown part: the parts are \"model\" (model.onnx) and \"config\" (config.json)");
         return -1;
@@ -441,10 +419,7 @@ static void upload_begin(struct gj_req *r)
         return;
     }
     gj_mpr_set_max_parts(u->mp, 4);
-    char vdir[1400];
-    struct stat st;
-    snprintf(vdir, sizeof vdir, "%s/%s/%lld", gj_infer_models_dir(), u->name, (long long)u->version);
-    if (stat(vdir, &st) == 0) {
+    if (model_known(gj_infer_repo(), u->name, u->version)) {
         gj_problem(r, 409, "version", "model '%s' version %lld exists; versions are immutable (DELETE it first)",
                    u->name, (long long)u->version);
         return;
@@ -455,10 +430,7 @@ static void upload_begin(struct gj_req *r)
             MHD_add_response_header(resp, "Retry-After", "1");
         return;
     }
-    snprintf(u->stage, sizeof u->stage, "%s/.upload-%s", gj_infer_models_dir(), r->request_id);
-    snprintf(u->vdir, sizeof u->vdir, "%s/%lld", u->stage, (long long)u->version);
-    if (gj_mkdir_p(u->vdir, 0755) != 0) {
-        gj_log_error(COMPONENT, "upload: %s: %s", u->vdir, strerror(errno));
+    if (gj_model_cache_stage(r->request_id, u->stage) != 0) {
         u->stage[0] = '\0';
         gj_problem(r, 500, NULL, "the upload could not be staged");
         return;
@@ -496,6 +468,71 @@ static int upload_data(struct gj_req *r, const char *buf, size_t len)
     return -1;
 }
 
+/* The config an upload is checked with and stored as: its own config part, else (an
+ * existing model) the model's. 0, or -1 with the failure in u. *is_new: the model is new. */
+static int upload_config(struct upload *u, PGconn *conn, char **text, size_t *len, int *is_new)
+{
+    char *stored = NULL;
+    int found = gj_model_store_model_config(conn, u->name, &stored);
+    *text = NULL;
+    *is_new = found == 0;
+    if (found < 0) {
+        up_fail(u, 503, NULL, "the database is not available");
+        return -1;
+    }
+    if (!u->have_config && !found) {
+        up_fail(u, 422, "config", "a new model needs a \"config\" part (config.json)");
+        return -1;
+    }
+    if (!u->have_config) {
+        *text = stored;
+        *len = strlen(stored);
+        return 0;
+    }
+    free(stored);
+    char path[GJ_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/config.json", u->stage);
+    if (gj_read_file(path, GJ_MODEL_CONFIG_MAX_BYTES, text, len) != 0) {
+        up_fail(u, 500, NULL, "the upload could not be staged");
+        return -1;
+    }
+    return 0;
+}
+
+/* Loads the staged model with its config: refused (422) with the reason when it does not. */
+static int upload_check(struct upload *u, const char *config, size_t len)
+{
+    char onnx[GJ_PATH_MAX + 32];
+    snprintf(onnx, sizeof onnx, "%s/files/model.onnx", u->stage);
+    struct gj_error err = { 0 };
+    gj_served_model *sm = gj_served_model_load_parts(onnx, config, len, u->name, u->version, &err);
+    if (sm) {
+        gj_served_model_release(sm);
+        return 0;
+    }
+    char msg[700];
+    snprintf(msg, sizeof msg, "the model was refused: %s", err.message[0] ? err.message : "it does not load");
+    up_fail(u, 422, err.field[0] ? err.field : "model", msg);
+    return -1;
+}
+
+/* Stores the checked upload (model_store.h) and adopts its files into the cache. */
+static int upload_store(struct upload *u, PGconn *conn, const char *config, int is_new)
+{
+    char onnx[GJ_PATH_MAX + 32], digest[65];
+    snprintf(onnx, sizeof onnx, "%s/files/model.onnx", u->stage);
+    const struct gj_ms_new_file file = { "model.onnx", onnx };
+    struct gj_error err = { 0 };
+    if (gj_model_store_add_version(conn, u->name, u->version, is_new ? config : NULL,
+                                   is_new || !u->have_config ? NULL : config, &file, 1, digest, &err) != 0) {
+        up_fail(u, err.status ? err.status : 500, err.field, err.message);
+        return -1;
+    }
+    gj_model_cache_adopt(u->stage, digest);   /* its files are fetched instead when this fails */
+    u->stage[0] = '\0';
+    return 0;
+}
+
 static void upload_handle(struct gj_req *r)
 {
     struct upload *u = r->state;
@@ -503,78 +540,29 @@ static void upload_handle(struct gj_req *r)
         up_fail(u, 400, NULL, gj_mpr_error(u->mp));
     if (!u->status && !u->have_model)
         up_fail(u, 422, "model", "the \"model\" part (model.onnx) is missing");
-    char mdir[1300], cfg_dst[1500], path[1600];
-    snprintf(mdir, sizeof mdir, "%s/%s", gj_infer_models_dir(), u->name);
-    struct stat st;
-    int new_model = stat(mdir, &st) != 0;
-    if (!u->status && new_model && !u->have_config)
-        up_fail(u, 422, "config", "a new model needs a \"config\" part (config.json)");
+    PGconn *conn = u->status ? NULL : gj_req_db(r);
+    if (!u->status && !conn)
+        up_fail(u, 503, NULL, "the database is not available");
+    char *config = NULL;
+    size_t len = 0;
+    int is_new = 0;
+    if (!u->status && upload_config(u, conn, &config, &len, &is_new) == 0 && upload_check(u, config, len) == 0)
+        upload_store(u, conn, config, is_new);
+    free(config);
     if (u->status) {
         stage_drop(u);
-        gj_problem(r, u->status, u->field, "%s", u->msg);
+        struct MHD_Response *resp = gj_problem(r, u->status, u->field, "%s", u->msg);
+        if (resp && u->status == 503)
+            MHD_add_response_header(resp, "Retry-After", "1");
         return;
     }
-    /* Layout to check: a new model's config is the model's; an existing model's
-     * uploaded config is this version's own, else the model's is borrowed. */
-    if (new_model) {
-        snprintf(path, sizeof path, "%s/config.json", u->vdir);
-        snprintf(cfg_dst, sizeof cfg_dst, "%s/config.json", u->stage);
-        if (rename(path, cfg_dst) != 0)
-            up_fail(u, 500, NULL, "the upload could not be staged");
-    } else if (!u->have_config) {
-        char *text = NULL;
-        size_t len = 0;
-        snprintf(path, sizeof path, "%s/config.json", mdir);
-        snprintf(cfg_dst, sizeof cfg_dst, "%s/config.json", u->stage);
-        if (gj_read_file(path, GJ_MODEL_CONFIG_MAX_BYTES, &text, &len) != 0 || gj_write_file(cfg_dst, text, len) != 0)
-            up_fail(u, 422, "config", "the model has no config.json of its own: upload a \"config\" part");
-        free(text);
-    }
-    struct gj_error err = { 0 };
-    gj_served_model *sm = u->status ? NULL : gj_served_model_load(u->stage, u->name, u->version, &err);
-    if (!u->status && !sm) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "the model was refused: %s", err.message[0] ? err.message : "it does not load");
-        up_fail(u, 422, err.field[0] ? err.field : "model", msg);
-    }
-    if (sm)
-        gj_served_model_release(sm);
-    if (u->status) {
-        stage_drop(u);
-        gj_problem(r, u->status, u->field, "%s", u->msg);
-        return;
-    }
-    /* into place, atomically: the whole model, or the one version */
-    char vdst[1500];
-    snprintf(vdst, sizeof vdst, "%s/%lld", mdir, (long long)u->version);
-    gj_infer_repo_lock();
-    int rc;
-    if (new_model) {
-        rc = rename(u->stage, mdir);
-        if (rc == 0)
-            u->stage[0] = '\0';
-    } else {
-        rc = stat(vdst, &st) == 0 ? (errno = EEXIST, -1) : rename(u->vdir, vdst);
-    }
-    int e = errno;
-    gj_infer_repo_unlock();
-    if (rc != 0) {
-        stage_drop(u);
-        if (e == EEXIST || e == ENOTEMPTY)
-            gj_problem(r, 409, "version", "model '%s' version %lld was created meanwhile", u->name,
-                       (long long)u->version);
-        else
-            gj_problem(r, 500, NULL, "the model could not be put in place");
-        return;
-    }
-    stage_drop(u);
-    gj_model_repo *repo = gj_infer_repo();
-    rescan(repo);
-    gj_log_info(COMPONENT, "model %s version %lld uploaded", u->name, (long long)u->version);
-    struct MHD_Response *resp = gj_respond_json(r, 201, describe_one(repo, u->name));
+    apply_now();
+    gj_log_info(COMPONENT, "model %s version %" PRId64 " uploaded", u->name, u->version);
+    json_t *m = gj_infer_models_view(conn, u->name);
+    struct MHD_Response *resp = gj_respond_json(r, 201, m ? m : json_pack("{s:s}", "name", u->name));
     if (resp && r->status == 201) {
         char loc[300];
-        snprintf(loc, sizeof loc, "/v1/models/%s/versions/%lld", u->name, (long long)u->version);
+        snprintf(loc, sizeof loc, "/v1/models/%s/versions/%" PRId64, u->name, u->version);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
     }
 }

@@ -96,10 +96,7 @@ static int infer_validate(const struct gj_job *job, struct gj_error *err)
                             INFER_MAX_INPUTS);
     /* Where there is a repository, an unknown model is refused now rather than queued. */
     gj_model_repo *repo = host_repo();
-    struct stat st;
-    char mdir[2048];
-    if (repo && gj_path_join(mdir, sizeof mdir, gj_model_repo_dir(repo), model) == 0 &&
-        (stat(mdir, &st) != 0 || !S_ISDIR(st.st_mode)))
+    if (repo && !gj_model_repo_has(repo, model))
         return gj_error_set(err, "model", "unknown model '%s': it is not in the model "
                             "repository", model);
     return 0;

@@ -318,6 +318,8 @@ size_t gj_served_model_output_index(const gj_served_model *m);
 uint64_t gj_served_model_file_bytes(const gj_served_model *m);
 /* SHA-256 of model.onnx as 64 lower-case hex digits: the model's identity. */
 const char *gj_served_model_digest(const gj_served_model *m);
+/* SHA-256 of a file (streamed) as 64 lower-case hex digits. 0, or -1 with errno. */
+int gj_model_file_sha256(const char *path, char hex[65]);
 /* Device memory that `instances` executors running batches of up to max_batch samples
  * are expected to hold, from the load's trial session (weights, activation arena and
  * input/output tensors, scaled by the batch): what a GPU batcher reserves before it

@@ -137,7 +137,7 @@ static int check_against_model(gj_served_model *m, struct gj_error *err)
 }
 
 /* SHA-256 of a file, streamed, as hex. 0 or -1 (errno). */
-static int file_sha256(const char *path, char hex[65])
+int gj_model_file_sha256(const char *path, char hex[65])
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -225,7 +225,7 @@ gj_served_model *gj_served_model_load_parts(const char *onnx_path, const char *c
     uint64_t bytes = 0;
     gj_file_size(onnx_path, &bytes);
     m->file_bytes = bytes;
-    if (file_sha256(onnx_path, m->digest) != 0) {
+    if (gj_model_file_sha256(onnx_path, m->digest) != 0) {
         gj_error_set(err, "model.onnx", "model.onnx of '%s' version %lld cannot be read: %s", name,
                      (long long)version, strerror(errno));
         served_free(m);

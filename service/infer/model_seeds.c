@@ -1,0 +1,195 @@
+/*
+ * model_seeds.c — a replica's seed directory (DATA_DIR/models, --models-dir: the layout of
+ * model_repo.h) into the shared model store, each version once (model_store.h:
+ * gj_model_store_import_seeds). What the store holds is what is served; the directory is
+ * read at start only.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/fsutil.h"
+#include "service/db.h"
+#include "service/infer/model_store.h"
+#include "service/log.h"
+
+#define COMPONENT "models"
+/* Serialises seed imports between replicas ('gpjb' 'seed'). */
+#define SEED_LOCK_KEY "7453171002767639908"
+
+/* A version directory name: a positive decimal integer without leading zeros. */
+static int64_t dir_version(const char *s)
+{
+    if (!s[0] || s[0] == '0' || strlen(s) > 9)
+        return -1;
+    int64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        v = v * 10 + (*p - '0');
+    }
+    return v;
+}
+
+static int is_kind(const char *path, mode_t kind)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == kind;
+}
+
+/* 1 when (name, version) was imported before or is in the store anyway (then it is
+ * recorded as imported); 0 when it is to be imported; -1 on error. */
+static int already_there(PGconn *conn, const char *name, int64_t version)
+{
+    char v[24];
+    snprintf(v, sizeof v, "%" PRId64, version);
+    const char *p[2] = { name, v };
+    PGresult *res = gj_db_exec(conn,
+                               "INSERT INTO model_seeds (model, version)"
+                               " SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM model_versions WHERE model = $1 AND version = $2)"
+                               " ON CONFLICT DO NOTHING",
+                               2, p, NULL);
+    PQclear(res);
+    res = res ? gj_db_exec(conn, "SELECT 1 FROM model_seeds WHERE model = $1 AND version = $2", 2, p, NULL) : NULL;
+    if (!res)
+        return -1;
+    int there = PQntuples(res) > 0;
+    PQclear(res);
+    return there;
+}
+
+/* The files of one version directory (every regular file but config.json), up to
+ * GJ_MODEL_MAX_FILES; paths and names point into names/locals (caller's storage). */
+static size_t version_files(const char *vdir, struct gj_ms_new_file *files, char (*names)[GJ_MODEL_FILE_NAME_MAX],
+                            char (*locals)[GJ_PATH_MAX], int *has_onnx)
+{
+    size_t n = 0;
+    *has_onnx = 0;
+    DIR *d = opendir(vdir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || strcmp(e->d_name, "config.json") == 0 ||
+            strlen(e->d_name) >= GJ_MODEL_FILE_NAME_MAX)
+            continue;
+        if (n == GJ_MODEL_MAX_FILES || gj_path_join(locals[n], GJ_PATH_MAX, vdir, e->d_name) != 0 ||
+            !is_kind(locals[n], S_IFREG))
+            continue;
+        snprintf(names[n], GJ_MODEL_FILE_NAME_MAX, "%s", e->d_name);
+        files[n].path = names[n];
+        files[n].local = locals[n];
+        *has_onnx |= strcmp(e->d_name, "model.onnx") == 0;
+        n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Reads path into *text when it exists (NULL otherwise). 0, or -1 when it cannot be read. */
+static int optional_text(const char *path, char **text)
+{
+    size_t len;
+    *text = NULL;
+    if (!is_kind(path, S_IFREG))
+        return 0;
+    return gj_read_file(path, GJ_MODEL_CONFIG_MAX_BYTES, text, &len);
+}
+
+/* Imports one version directory; logs what it skips. 0, or -1 on a database error. */
+static int import_version(PGconn *conn, const char *mdir, const char *name, int64_t version, const char *vdir)
+{
+    int there = already_there(conn, name, version);
+    if (there != 0)
+        return there < 0 ? -1 : 0;
+    struct gj_ms_new_file files[GJ_MODEL_MAX_FILES];
+    char (*names)[GJ_MODEL_FILE_NAME_MAX] = malloc(GJ_MODEL_MAX_FILES * sizeof *names);
+    char (*locals)[GJ_PATH_MAX] = malloc(GJ_MODEL_MAX_FILES * sizeof *locals);
+    char mcfg_path[GJ_PATH_MAX], vcfg_path[GJ_PATH_MAX];
+    char *mcfg = NULL, *vcfg = NULL, *stored = NULL;
+    int rc = 0, has_onnx = 0;
+    size_t n = names && locals ? version_files(vdir, files, names, locals, &has_onnx) : 0;
+    if (!names || !locals) {
+        rc = -1;
+        goto out;
+    }
+    if (!has_onnx)
+        goto out;   /* not a version: as the repository's scan */
+    if (gj_path_join(mcfg_path, sizeof mcfg_path, mdir, "config.json") ||
+        gj_path_join(vcfg_path, sizeof vcfg_path, vdir, "config.json") || optional_text(mcfg_path, &mcfg) ||
+        optional_text(vcfg_path, &vcfg)) {
+        gj_log_warn(COMPONENT, "seed %s version %" PRId64 ": config.json cannot be read (%s): not imported", name,
+                    version, strerror(errno));
+        goto out;
+    }
+    int exists = gj_model_store_model_config(conn, name, &stored);
+    if (exists < 0) {
+        rc = -1;
+        goto out;
+    }
+    if (!exists && !mcfg) {
+        gj_log_warn(COMPONENT, "seed %s: no %s/config.json: not imported", name, name);
+        goto out;
+    }
+    struct gj_error err = { 0 };
+    char digest[65];
+    if (gj_model_store_add_version(conn, name, version, exists ? NULL : mcfg, vcfg, files, n, digest, &err) != 0) {
+        gj_log_warn(COMPONENT, "seed %s version %" PRId64 ": %s: not imported", name, version, err.message);
+        rc = err.status >= 500 ? -1 : 0;
+        goto out;
+    }
+    char v[24];
+    snprintf(v, sizeof v, "%" PRId64, version);
+    const char *p[2] = { name, v };
+    rc = gj_db_cmd(conn, "INSERT INTO model_seeds (model, version) VALUES ($1, $2) ON CONFLICT DO NOTHING", 2, p);
+    if (rc == 0)
+        gj_log_info(COMPONENT, "model store: imported %s version %" PRId64 " from the seed directory", name, version);
+out:
+    free(names);
+    free(locals);
+    free(mcfg);
+    free(vcfg);
+    free(stored);
+    return rc;
+}
+
+static int import_model(PGconn *conn, const char *seed_dir, const char *name)
+{
+    char mdir[GJ_PATH_MAX];
+    if (gj_path_join(mdir, sizeof mdir, seed_dir, name) != 0 || !is_kind(mdir, S_IFDIR))
+        return 0;
+    DIR *d = opendir(mdir);
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && d && (e = readdir(d)) != NULL) {
+        int64_t v = dir_version(e->d_name);
+        char vdir[GJ_PATH_MAX];
+        if (v > 0 && gj_path_join(vdir, sizeof vdir, mdir, e->d_name) == 0 && is_kind(vdir, S_IFDIR))
+            rc = import_version(conn, mdir, name, v, vdir);
+    }
+    if (d)
+        closedir(d);
+    return rc;
+}
+
+int gj_model_store_import_seeds(PGconn *conn, const char *seed_dir)
+{
+    DIR *d = opendir(seed_dir);
+    if (!d) {
+        gj_log_warn(COMPONENT, "seed directory %s: %s: nothing imported", seed_dir, strerror(errno));
+        return 0;
+    }
+    const char *key[1] = { SEED_LOCK_KEY };
+    int rc = gj_db_cmd(conn, "SELECT pg_advisory_lock($1::bigint)", 1, key);
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL)
+        if (gj_model_name_ok(e->d_name))
+            rc = import_model(conn, seed_dir, e->d_name);
+    closedir(d);
+    if (gj_db_cmd(conn, "SELECT pg_advisory_unlock($1::bigint)", 1, key) != 0)
+        rc = -1;
+    return rc;
+}

@@ -1,0 +1,222 @@
+"""Several `gpujobd serve` replicas on one PostgreSQL share one model repository
+(issue 13): a model uploaded through one replica is served by /v2 on another, an
+unload through a third (an api replica, which runs no models) reaches every replica,
+each converging within a bound, and /v1/models shows each replica's state of each
+version; a replica started later picks the models up; a replica whose cached copy of
+a model's files was corrupted fetches them again by digest."""
+import hashlib
+import json
+import os
+import sys
+import time
+import uuid
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Harness, run_tests  # noqa: E402
+
+SRC = os.environ.get("GJ_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+DEMO = "chest-xray-demo"
+SHARED = "shared-demo"
+SHAPE = (1, 1, 256, 256)
+# The bound each replica gets to apply a change made through another: NOTIFY does it in
+# milliseconds; the periodic resync (GJ_MODEL_RESYNC_MS, 5 s) is the fallback.
+CONVERGE_S = 10
+
+H = None
+A = B = C = D = None   # A, B, D: role all (run models); C: role api
+KEY = None
+
+
+def setup():
+    global H, A, B, C, KEY
+    H = Harness()
+    args = ["--cpu-workers", "1"]
+    env = {"GPUJOBD_INFER_THREADS": "1"}
+    A = H.start_server(args, env=env)
+    KEY = A.admin_key          # the first replica registered it; the others find one
+    B = H.start_server(args, env=env)
+    C = H.start_server(args + ["--role", "api"], env=env)
+    for s in (B, C):
+        assert not os.path.exists(os.path.join(s.data_dir, "admin.key")), s.data_dir
+
+
+def client(srv):
+    return srv.client(key=KEY)
+
+
+def multipart_form(parts):
+    boundary = "gjform" + uuid.uuid4().hex
+    out = []
+    for name, filename, data in parts:
+        out.append(f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n"
+                   "Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
+    out.append(f"--{boundary}--\r\n".encode())
+    return b"".join(out), f"multipart/form-data; boundary={boundary}"
+
+
+def infer(srv, x, model=SHARED, expect=200):
+    body = {"inputs": [{"name": "image", "shape": list(x.shape), "datatype": "FP32",
+                        "data": x.reshape(-1).tolist()}]}
+    r = client(srv).request("POST", f"/v2/models/{model}/infer", json=body, timeout=120)
+    assert r.status == expect, f"{srv.port}: {r.status} {r.body[:300]!r}"
+    return np.array(r.json()["outputs"][0]["data"], dtype=np.float64) if expect == 200 else r
+
+
+def version_of(srv, model, version=1):
+    models = {m["name"]: m for m in client(srv).json("GET", "/v1/models", expect=200)["models"]}
+    if model not in models:
+        return None
+    return {v["version"]: v for v in models[model]["versions"]}.get(version)
+
+
+def wait_until(what, check, bound=CONVERGE_S):
+    """Polls check() until it returns a true value; returns (value, seconds taken)."""
+    t0 = time.time()
+    last = None
+    while time.time() - t0 < bound:
+        last = check()
+        if last:
+            return last, time.time() - t0
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: not within {bound}s (last: {last})")
+
+
+def replica_states(srv, model, version=1):
+    """{replica id: state} as /v1/models on srv shows them, or None when absent."""
+    v = version_of(srv, model, version)
+    return None if v is None else {r["replica"]: r["state"] for r in v["replicas"]}
+
+
+def all_states(srv, model, want, n):
+    s = replica_states(srv, model)
+    return s if s is not None and len(s) == n and set(s.values()) == {want} else None
+
+
+def converged_everywhere(servers):
+    """Every replica's /v1/models says every live replica has applied the last change."""
+    views = [client(s).json("GET", "/v1/models", expect=200) for s in servers]
+    return all(v.get("converged") is True for v in views) and len({v["generation"] for v in views}) == 1
+
+
+def demo_files():
+    with open(os.path.join(SRC, "models", DEMO, "config.json")) as f:
+        cfg = json.load(f)
+    with open(os.path.join(SRC, "models", DEMO, "1", "model.onnx"), "rb") as f:
+        onnx = f.read()
+    cfg["name"] = SHARED
+    return onnx, json.dumps(cfg).encode()
+
+
+# ---- tests ---------------------------------------------------------------------------
+
+def test_upload_on_one_served_on_another():
+    onnx, cfg = demo_files()
+    body, ct = multipart_form([("model", "model.onnx", onnx), ("config", "config.json", cfg)])
+    r = client(A).request("PUT", f"/v1/models/{SHARED}/versions/1", body=body, headers={"Content-Type": ct})
+    assert r.status == 201, r
+    # B learns of it and loads it on first use; C (api) knows it and says where it runs
+    _, took = wait_until("B lists the upload", lambda: version_of(B, SHARED))
+    print(f"  B listed the model {took:.2f}s after the upload through A")
+    x = np.random.RandomState(7).normal(0, 1, size=SHAPE).astype(np.float32)
+    got_b = infer(B, x)
+    got_a = infer(A, x)
+    assert np.allclose(got_a, got_b, rtol=1e-5, atol=1e-6), (got_a, got_b)
+    r = infer(C, x, expect=503)
+    assert b"worker" in r.body or b"api" in r.body, r.body
+    wait_until("every replica converged", lambda: converged_everywhere([A, B, C]))
+
+
+def test_unload_on_a_third_reaches_all():
+    load = client(A).json("POST", f"/v1/models/{SHARED}/load", expect=200)
+    assert load["versions"][0]["desired"] == "loaded", load
+    wait_until("A and B loaded", lambda: all_states(C, SHARED, "loaded", 2))
+    t0 = time.time()
+    r = client(C).json("POST", f"/v1/models/{SHARED}/unload?version=1", expect=200)
+    assert r["versions"][0]["desired"] == "unloaded", r
+    # each replica's own view, and the view through the others, within the bound
+    for srv in (A, B, C):
+        states, _ = wait_until(f"{srv.port} sees both serving replicas unloaded",
+                               lambda: all_states(srv, SHARED, "unloaded", 2))
+    took = time.time() - t0
+    print(f"  every replica showed the unload {took:.2f}s after it was asked through C")
+    assert took < CONVERGE_S, took
+    ids = set(states)
+    assert len(ids) == 2 and all(i.count(":") >= 2 for i in ids), ids   # host:pid:start
+    for srv in (A, B):
+        assert client(srv).request("GET", f"/v2/models/{SHARED}/ready").status != 200
+    infer_refused_unloaded(B)
+    wait_until("every replica converged", lambda: converged_everywhere([A, B, C]))
+    view = client(C).json("GET", "/v1/models", expect=200)
+    roles = sorted(rep["role"] for rep in view["replicas"])
+    assert roles == ["all", "all", "api"], view["replicas"]
+
+
+def infer_refused_unloaded(srv):
+    """/v2 infer of an unloaded version is refused, saying so (it is not loaded again)."""
+    x = np.zeros(SHAPE, dtype=np.float32)
+    body = {"inputs": [{"name": "image", "shape": list(x.shape), "datatype": "FP32",
+                        "data": x.reshape(-1).tolist()}]}
+    r = client(srv).request("POST", f"/v2/models/{SHARED}/infer", json=body, timeout=60)
+    assert r.status >= 400 and b"unloaded" in r.body, (r.status, r.body[:300])
+
+
+def test_replica_started_later_picks_models_up():
+    global D
+    D = H.start_server(["--cpu-workers", "1"], env={"GPUJOBD_INFER_THREADS": "1"})
+    v = version_of(D, SHARED)
+    assert v is not None and v["desired"] == "unloaded", v
+    assert D.client(key=KEY).request("GET", f"/v2/models/{SHARED}/ready").status != 200
+    client(B).json("POST", f"/v1/models/{SHARED}/load", expect=200)
+    wait_until("A, B and D loaded", lambda: all_states(A, SHARED, "loaded", 3))
+    x = np.random.RandomState(11).normal(0, 1, size=SHAPE).astype(np.float32)
+    assert np.allclose(infer(D, x), infer(A, x), rtol=1e-5, atol=1e-6)
+
+
+def cached_model_file(srv):
+    digest = H.scalar(f"SELECT digest FROM model_versions WHERE model = '{SHARED}' AND version = 1")
+    path = os.path.join(srv.data_dir, "model-cache", digest, "model.onnx")
+    assert os.path.isfile(path), os.listdir(os.path.join(srv.data_dir, "model-cache"))
+    return path
+
+
+def test_corrupted_cache_fetched_again_by_digest():
+    global D
+    path = cached_model_file(D)
+    want = H.scalar(f"SELECT encode(sha256, 'hex') FROM model_files WHERE model = '{SHARED}' "
+                    "AND version = 1 AND path = 'model.onnx'")
+    port, data_dir = D.port, D.data_dir
+    assert D.terminate() == 0
+    with open(path, "r+b") as f:        # same size, other bytes: only the digest can tell
+        f.seek(os.path.getsize(path) // 2)
+        f.write(b"\xde\xad\xbe\xef" * 16)
+    with open(path, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() != want
+    D = H.start_server(["--cpu-workers", "1"], env={"GPUJOBD_INFER_THREADS": "1"}, data_dir=data_dir, port=port)
+    wait_until("D loaded again", lambda: all_states(A, SHARED, "loaded", 3))
+    with open(cached_model_file(D), "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == want
+    x = np.random.RandomState(13).normal(0, 1, size=SHAPE).astype(np.float32)
+    assert np.allclose(infer(D, x), infer(B, x), rtol=1e-5, atol=1e-6)
+
+
+def test_stopped_replica_leaves_the_view():
+    assert D.terminate() == 0
+    wait_until("D's reports gone", lambda: all_states(C, SHARED, "loaded", 2))
+
+
+def test_logs_clean():
+    for srv in (A, B, C, D):
+        log = srv.log_text()
+        # A made the admin key and showed it once; the others never do
+        assert srv is A or KEY not in log, srv.data_dir
+        for bad in ("ERROR", "AddressSanitizer", "runtime error"):
+            assert bad not in log, (srv.data_dir, [l for l in log.splitlines() if bad in l][:5])
+
+
+if __name__ == "__main__":
+    setup()
+    run_tests([test_upload_on_one_served_on_another, test_unload_on_a_third_reaches_all,
+               test_replica_started_later_picks_models_up, test_corrupted_cache_fetched_again_by_digest,
+               test_stopped_replica_leaves_the_view, test_logs_clean])

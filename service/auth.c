@@ -58,9 +58,19 @@ int gj_api_key_generate(char key[GJ_API_KEY_LEN + 1])
     return n == GJ_API_KEY_LEN - 4 ? 0 : -1;
 }
 
-int gj_api_key_create(PGconn *conn, const char *tenant_name, const char *role, const char *label,
-                      char key_out[GJ_API_KEY_LEN + 1], char key_id_out[GJ_UUID_LEN + 1],
-                      char tenant_id_out[GJ_UUID_LEN + 1])
+int gj_api_key_well_formed(const char *key)
+{
+    if (!key || strlen(key) != GJ_API_KEY_LEN || strncmp(key, KEY_PREFIX, 4) != 0)
+        return 0;
+    for (const char *c = key + 4; *c; c++)
+        if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+              *c == '_'))
+            return 0;
+    return 1;
+}
+
+int gj_api_key_register(PGconn *conn, const char *tenant_name, const char *role, const char *label,
+                        const char *key, char key_id_out[GJ_UUID_LEN + 1], char tenant_id_out[GJ_UUID_LEN + 1])
 {
     if (!tenant_name || strlen(tenant_name) < 1 || strlen(tenant_name) > 200) {
         gj_log_error("auth", "tenant name must be 1 to 200 bytes");
@@ -70,15 +80,14 @@ int gj_api_key_create(PGconn *conn, const char *tenant_name, const char *role, c
         gj_log_error("auth", "role must be admin or user");
         return -1;
     }
-    char key[GJ_API_KEY_LEN + 1];
-    if (gj_api_key_generate(key) != 0)
-        return -1;
-    unsigned char digest[32];
-    char hex[65], prefix[KEY_SHOWN_PREFIX + 1];
-    if (sha256(key, strlen(key), digest) != 0) {
-        OPENSSL_cleanse(key, sizeof key);
+    if (!gj_api_key_well_formed(key)) {
+        gj_log_error("auth", "not an API key (gjk_ and 43 base64url characters)");
         return -1;
     }
+    unsigned char digest[32];
+    char hex[65], prefix[KEY_SHOWN_PREFIX + 1];
+    if (sha256(key, strlen(key), digest) != 0)
+        return -1;
     gj_sha256_hex(digest, hex);
     memcpy(prefix, key, KEY_SHOWN_PREFIX);
     prefix[KEY_SHOWN_PREFIX] = '\0';
@@ -93,7 +102,6 @@ int gj_api_key_create(PGconn *conn, const char *tenant_name, const char *role, c
                                5, p, NULL);
     if (!res || PQntuples(res) != 1) {
         PQclear(res);
-        OPENSSL_cleanse(key, sizeof key);
         gj_log_error("auth", "cannot create an API key for tenant '%s'", tenant_name);
         return -1;
     }
@@ -102,9 +110,21 @@ int gj_api_key_create(PGconn *conn, const char *tenant_name, const char *role, c
     if (tenant_id_out)
         snprintf(tenant_id_out, GJ_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 1));
     PQclear(res);
-    memcpy(key_out, key, sizeof key);
-    OPENSSL_cleanse(key, sizeof key);
     return 0;
+}
+
+int gj_api_key_create(PGconn *conn, const char *tenant_name, const char *role, const char *label,
+                      char key_out[GJ_API_KEY_LEN + 1], char key_id_out[GJ_UUID_LEN + 1],
+                      char tenant_id_out[GJ_UUID_LEN + 1])
+{
+    char key[GJ_API_KEY_LEN + 1];
+    if (gj_api_key_generate(key) != 0)
+        return -1;
+    int rc = gj_api_key_register(conn, tenant_name, role, label, key, key_id_out, tenant_id_out);
+    if (rc == 0)
+        memcpy(key_out, key, sizeof key);
+    OPENSSL_cleanse(key, sizeof key);
+    return rc;
 }
 
 int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *p)
@@ -176,9 +196,12 @@ static int write_key_file(int fd, const char *key)
     return fsync(fd);
 }
 
-int gj_admin_key_bootstrap(PGconn *conn, const char *path)
+/* Opens the bootstrap's transaction, holding the lock that serialises replicas starting
+ * together (one registers the key, the others then see it). 1 when an admin key exists
+ * (the transaction rolled back), 0 when none (the transaction open), -1 error. */
+static int begin_bootstrap(PGconn *conn)
 {
-    if (!conn || !path || !*path)
+    if (!conn)
         return -1;
     if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
         gj_log_error("auth", "admin bootstrap needs a connection outside a transaction");
@@ -187,7 +210,6 @@ int gj_admin_key_bootstrap(PGconn *conn, const char *path)
     const char *lock[1] = { BOOTSTRAP_LOCK_KEY };
     if (gj_db_begin(conn) != 0)
         return -1;
-    /* Replicas starting together: one creates the key, the others then see it. */
     if (gj_db_cmd(conn, "SELECT pg_advisory_xact_lock($1::bigint)", 1, lock) != 0) {
         gj_db_rollback(conn);
         return -1;
@@ -200,10 +222,43 @@ int gj_admin_key_bootstrap(PGconn *conn, const char *path)
     }
     int exists = PQntuples(res) > 0;
     PQclear(res);
-    if (exists) {
+    if (exists)
         gj_db_rollback(conn);
+    return exists;
+}
+
+int gj_admin_key_adopt(PGconn *conn, const char *key, const char *source)
+{
+    int exists = begin_bootstrap(conn);
+    if (exists < 0)
+        return -1;
+    if (exists) {
+        struct gj_principal p;
+        int ok = gj_api_key_verify(conn, key, &p);
+        if (ok < 0)
+            return -1;
+        if (ok == 0 || !p.is_admin)
+            gj_log_warn("auth", "the key in %s is not an admin key of this database, which has another: "
+                                "requests with it are refused (it was not registered)", source);
         return 0;
     }
+    char key_id[GJ_UUID_LEN + 1], tenant_id[GJ_UUID_LEN + 1];
+    if (gj_api_key_register(conn, "admin", "admin", "bootstrap", key, key_id, tenant_id) != 0 ||
+        gj_db_commit(conn) != 0) {
+        gj_db_rollback(conn);
+        return -1;
+    }
+    gj_log_info("auth", "registered the admin API key of %s (key id %s)", source, key_id);
+    return 0;
+}
+
+int gj_admin_key_bootstrap(PGconn *conn, const char *path)
+{
+    if (!path || !*path)
+        return -1;
+    int exists = begin_bootstrap(conn);
+    if (exists != 0)
+        return exists < 0 ? -1 : 0;
 
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {

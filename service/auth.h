@@ -27,6 +27,13 @@ int gj_api_key_create(PGconn *conn, const char *tenant_name, const char *role, c
                       char key_out[GJ_API_KEY_LEN + 1], char key_id_out[GJ_UUID_LEN + 1],
                       char tenant_id_out[GJ_UUID_LEN + 1]);
 
+/* As gj_api_key_create, for a key given (gj_api_key_well_formed) rather than made. */
+int gj_api_key_register(PGconn *conn, const char *tenant_name, const char *role, const char *label,
+                        const char *key, char key_id_out[GJ_UUID_LEN + 1], char tenant_id_out[GJ_UUID_LEN + 1]);
+
+/* 1 when key has the form of an API key ("gjk_" + 43 base64url characters), else 0. */
+int gj_api_key_well_formed(const char *key);
+
 /* Resolves a presented key. 1 valid (p filled), 0 unknown or revoked, -1 error. */
 int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *p);
 
@@ -36,5 +43,11 @@ int gj_api_key_revoke(PGconn *conn, const char *key_id);
 /* At first start: when no admin key exists, creates one in tenant "admin",
  * writes it to path (mode 0600) and logs it once. 0 or -1. */
 int gj_admin_key_bootstrap(PGconn *conn, const char *path);
+
+/* At start with --admin-key-file: when no admin key exists, registers key (read from
+ * the file named by source) in tenant "admin"; nothing is written or logged but its key
+ * id. When one exists and key is not a live admin key, warns (naming source, never the
+ * key). 0 or -1. */
+int gj_admin_key_adopt(PGconn *conn, const char *key, const char *source);
 
 #endif

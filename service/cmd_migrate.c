@@ -27,6 +27,7 @@ int gj_cmd_migrate(int argc, char **argv)
     char url[sizeof cfg.database_url];   /* a libpq URL: given, or the embedded one */
     if (cfg.database_url[0]) {
         snprintf(url, sizeof url, "%s", cfg.database_url);
+        gj_db_set_password(cfg.database_password);
     } else {
         pg = gj_pg_embedded_start(cfg.data_dir, &cfg.pg, url, sizeof url);
         if (!pg)

@@ -126,6 +126,10 @@ static int prepare_database(struct gj_server *srv)
     int rc = -1;
     if (gj_migrate(conn) < 0)
         goto out;
+    if (srv->cfg.admin_key[0]) {   /* --admin-key-file: that key, never one made here */
+        rc = gj_admin_key_adopt(conn, srv->cfg.admin_key, srv->cfg.admin_key_file);
+        goto out;
+    }
     char key_path[GJ_PATH_MAX];
     if (gj_path_join(key_path, sizeof key_path, srv->cfg.data_dir, "admin.key") != 0) {
         fprintf(stderr, "gpujobd: --data-dir: too long for %s/admin.key\n", srv->cfg.data_dir);
@@ -188,6 +192,7 @@ static int start_storage(struct serve_run *run)
     }
     if (srv->cfg.database_url[0]) {
         snprintf(srv->database_url, sizeof srv->database_url, "%s", srv->cfg.database_url);
+        gj_db_set_password(srv->cfg.database_password);
     } else {
         run->pg = gj_pg_embedded_start(srv->cfg.data_dir, &srv->cfg.pg, srv->database_url,
                                        sizeof srv->database_url);

@@ -16,10 +16,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "service/auth.h"
 #include "service/config.h"
 #include "service/devices.h"
 #include "service/log.h"
 #include "service/pg_embedded.h"
+#include "service/secret_file.h"
 
 enum setting_type {
     T_STRING, T_INT, T_I64, T_BYTES, T_DOUBLE, T_BOOL, T_LISTEN, T_PLACEMENT, T_LEVEL, T_ROLE, T_PG_BINDIR,
@@ -43,8 +45,13 @@ static const struct setting settings[] = {
     { "listen", T_LISTEN, 0, 0, 0, 0, 0, "HOST:PORT to serve on (default 127.0.0.1:8443)" },
     { "data-dir", T_STRING, S(data_dir), 0, 0, 1, "state directory (default ./var)" },
     { "database-url", T_STRING, S(database_url), 0, 0, 1, "external PostgreSQL URL; default: embedded" },
+    { "database-password-file", T_STRING, S(database_password_file), 0, 0, 1,
+      "file holding the password of --database-url's user (mode 0600, or 0440 owned by root)" },
+    { "admin-key-file", T_STRING, S(admin_key_file), 0, 0, 0,
+      "file holding the admin API key, registered when the database has none (then none is made "
+      "or logged)" },
     { "tls-cert", T_STRING, S(tls_cert), 0, 0, 0, "PEM certificate (default: self-signed in DATA_DIR/tls)" },
-    { "tls-key", T_STRING, S(tls_key), 0, 0, 0, "PEM private key" },
+    { "tls-key", T_STRING, S(tls_key), 0, 0, 0, "PEM private key (mode 0600, or 0440 owned by root)" },
     { "insecure-http", T_BOOL, S(insecure_http), 0, 1, 0, "plain HTTP, for TLS terminated elsewhere" },
     { "workers-per-gpu", T_INT, S(workers_per_gpu), 0, 64, 0, "job slots per GPU (default 2)" },
     { "cpu-workers", T_INT, S(cpu_workers), 0, 1024, 0, "CPU job slots (default: 1 per 4 cores, at least 1)" },
@@ -72,7 +79,9 @@ static const struct setting settings[] = {
     { "models-dir", T_STRING, S(models_dir), 0, 0, 0, "model repository (default DATA_DIR/models)" },
     { "pseudonym-secret", T_SECRET, S(pseudonym_secret), 32, 512, 0,
       "HMAC secret of inference result keys, 32 to 512 characters (default: made once, kept in the "
-      "database); prefer the environment variable" },
+      "database); prefer --pseudonym-secret-file" },
+    { "pseudonym-secret-file", T_STRING, S(pseudonym_secret_file), 0, 0, 0,
+      "file holding --pseudonym-secret (mode 0600, or 0440 owned by root)" },
     { "infer-purge-phi", T_BOOL, S(infer_purge_phi), 0, 1, 0,
       "delete an infer job's DICOM inputs and the UIDs in its result.json once its results are stored" },
     { "infer-max-queue", T_INT, S(infer_max_queue), 1, 1 << 20, 0,
@@ -349,6 +358,62 @@ static void print_help(const char *cmd, int for_migrate)
     }
 }
 
+/* One secret's file into its field: 0, or -1 with one line naming the setting (the
+ * file's contents never in it). */
+static int read_secret(const char *flag, const char *path, char *out, size_t size)
+{
+    char why[GJ_PATH_MAX + 256];
+    if (gj_secret_file_read(path, out, size, why, sizeof why) == 0)
+        return 0;
+    fprintf(stderr, "gpujobd: --%s: %s\n", flag, why);
+    return -1;
+}
+
+/* The secrets given as files, read and checked at start. */
+static int load_secret_files(struct gj_config *cfg, int for_migrate)
+{
+    char why[GJ_PATH_MAX + 256];
+    if (cfg->database_password_file[0] &&
+        (!cfg->database_url[0] || read_secret("database-password-file", cfg->database_password_file,
+                                              cfg->database_password, sizeof cfg->database_password))) {
+        if (!cfg->database_url[0])
+            fprintf(stderr, "gpujobd: --database-password-file: needs --database-url (the embedded "
+                            "PostgreSQL takes no password)\n");
+        return -1;
+    }
+    if (for_migrate)
+        return 0;
+    if (cfg->admin_key_file[0]) {
+        if (read_secret("admin-key-file", cfg->admin_key_file, cfg->admin_key, sizeof cfg->admin_key))
+            return -1;
+        if (!gj_api_key_well_formed(cfg->admin_key)) {
+            fprintf(stderr, "gpujobd: --admin-key-file: %s does not hold an API key (gjk_ and 43 base64url "
+                            "characters, e.g. from README's command)\n", cfg->admin_key_file);
+            return -1;
+        }
+    }
+    if (cfg->pseudonym_secret_file[0]) {
+        if (cfg->pseudonym_secret[0]) {
+            fprintf(stderr, "gpujobd: --pseudonym-secret-file: give it or --pseudonym-secret, not both\n");
+            return -1;
+        }
+        if (read_secret("pseudonym-secret-file", cfg->pseudonym_secret_file, cfg->pseudonym_secret,
+                        sizeof cfg->pseudonym_secret))
+            return -1;
+        size_t n = strlen(cfg->pseudonym_secret);
+        if (n < 32 || n > 512) {
+            fprintf(stderr, "gpujobd: --pseudonym-secret-file: %s holds %zu characters; the secret is 32 "
+                            "to 512\n", cfg->pseudonym_secret_file, n);
+            return -1;
+        }
+    }
+    if (cfg->tls_key[0] && gj_secret_file_check(cfg->tls_key, why, sizeof why) != 0) {
+        fprintf(stderr, "gpujobd: --tls-key: %s\n", why);
+        return -1;
+    }
+    return 0;
+}
+
 static int check_consistency(struct gj_config *cfg)
 {
     if ((cfg->tls_cert[0] != 0) != (cfg->tls_key[0] != 0)) {
@@ -472,7 +537,8 @@ int gj_config_load(struct gj_config *cfg, int argc, char **argv, int for_migrate
         fprintf(stderr, "gpujobd: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
-    if (check_consistency(cfg) != 0 || gj_config_load_test_switches(&cfg->test) != 0)
+    if (check_consistency(cfg) != 0 || load_secret_files(cfg, for_migrate) != 0 ||
+        gj_config_load_test_switches(&cfg->test) != 0)
         return -1;
     cfg->pg.nosync = cfg->test.pg_nosync;
     return 0;

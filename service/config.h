@@ -25,6 +25,10 @@ struct gj_config {
     int listen_port;
     char data_dir[GJ_PATH_MAX];
     char database_url[2048];       /* "" = embedded PostgreSQL under data_dir/pg */
+    char database_password_file[GJ_PATH_MAX];
+    char database_password[1024];  /* from that file; "" = the URL's, or none */
+    char admin_key_file[GJ_PATH_MAX];
+    char admin_key[64];            /* from that file; "" = made at the first start */
     char tls_cert[GJ_PATH_MAX];    /* "" with tls_key "" = self-signed under data_dir/tls */
     char tls_key[GJ_PATH_MAX];
     int insecure_http;
@@ -51,6 +55,7 @@ struct gj_config {
     /* Inference (service/infer/): */
     char models_dir[GJ_PATH_MAX];  /* the model repository (default data_dir/models) */
     char pseudonym_secret[520];    /* "" = made at the first start, kept in the database */
+    char pseudonym_secret_file[GJ_PATH_MAX];   /* fills pseudonym_secret */
     int infer_purge_phi;           /* delete an infer job's DICOM inputs once results are stored */
     int infer_max_queue;           /* requests waiting per model batcher (default 1024) */
     int64_t infer_queue_timeout_us;   /* time a request may wait in a batcher (default 30 s) */

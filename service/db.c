@@ -31,15 +31,23 @@ static void notice_to_log(void *arg, const char *message)
     gj_log_debug("db", "server notice: %.*s", (int)len, message);
 }
 
+static const char *db_password;   /* gj_db_set_password */
+
+void gj_db_set_password(const char *password)
+{
+    db_password = password && *password ? password : NULL;
+}
+
 PGconn *gj_db_connect(const char *url)
 {
     if (!url || !*url) {
         gj_log_error("db", "no database URL");
         return NULL;
     }
-    /* The URL is expanded; application name is only a fallback so a URL may set its own. */
-    const char *const keys[] = { "dbname", "fallback_application_name", NULL };
-    const char *const vals[] = { url, "gpujobd", NULL };
+    /* The URL is expanded; application name is only a fallback so a URL may set its own;
+     * a password given comes after the URL, so it wins over one in it. */
+    const char *const keys[] = { "dbname", "fallback_application_name", db_password ? "password" : NULL, NULL };
+    const char *const vals[] = { url, "gpujobd", db_password, NULL };
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (!conn) {
         gj_log_error("db", "cannot allocate a connection");

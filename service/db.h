@@ -22,6 +22,10 @@ void gj_db_release(struct gj_db_pool *pool, PGconn *conn);
 
 /* One new connection outside the pool (LISTEN, migrations). NULL with a log line. */
 PGconn *gj_db_connect(const char *url);
+/* The password every later connection gives (--database-password-file; it wins over the
+ * URL's), or NULL for none. Set once at start, before any thread connects. The string
+ * is kept, not copied. */
+void gj_db_set_password(const char *password);
 
 /* PQexecParams with text parameters and text results. Returns the result when
  * its status is COMMAND_OK or TUPLES_OK, else logs (component, SQLSTATE, message),

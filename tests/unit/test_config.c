@@ -306,6 +306,86 @@ static void inference_settings(void **state)
     unsetenv("GPUJOBD_PSEUDONYM_SECRET");
 }
 
+/* A file of text with a mode, under /tmp; the path (static). */
+static const char *secret_file(const char *name, const char *text, mode_t mode)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "/tmp/gj-config-%d-%s", (int)getpid(), name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(path, mode), 0);
+    return path;
+}
+
+#define ADMIN_KEY "gjk_AAAAbbbbCCCCdddd0123456789-_eeeeFFFFggggHHH"
+
+static void secrets_from_files(void **state)
+{
+    (void)state;
+    struct gj_config cfg;
+    char *argv0[] = { "serve", NULL };
+    /* the admin key through the environment twin, its newline taken off */
+    setenv("GPUJOBD_ADMIN_KEY_FILE", secret_file("admin", ADMIN_KEY "\n", 0600), 1);
+    assert_int_equal(load(&cfg, 1, argv0), 0);
+    assert_string_equal(cfg.admin_key, ADMIN_KEY);
+    /* loose: refused, naming the setting, the mode and the fix, never the key */
+    secret_file("admin", ADMIN_KEY "\n", 0644);
+    assert_int_equal(load(&cfg, 1, argv0), -1);
+    assert_one_line_naming("--admin-key-file");
+    assert_non_null(strstr(errbuf, "mode 0644"));
+    assert_null(strstr(errbuf, "gjk_"));
+    secret_file("admin", "not-a-key\n", 0600);
+    assert_int_equal(load(&cfg, 1, argv0), -1);
+    assert_one_line_naming("does not hold an API key");
+    assert_null(strstr(errbuf, "not-a-key"));
+    unsetenv("GPUJOBD_ADMIN_KEY_FILE");
+    unlink(secret_file("admin", "", 0600));
+
+    /* the pseudonymisation secret, alone (with --pseudonym-secret: refused) */
+    const char *ps = secret_file("pseudonym", "0123456789abcdef0123456789abcdef-file\n", 0400);
+    char *pargv[] = { "serve", "--pseudonym-secret-file", (char *)ps, NULL };
+    assert_int_equal(load(&cfg, 3, pargv), 0);
+    assert_string_equal(cfg.pseudonym_secret, "0123456789abcdef0123456789abcdef-file");
+    setenv("GPUJOBD_PSEUDONYM_SECRET", "0123456789abcdef0123456789abcdef", 1);
+    assert_int_equal(load(&cfg, 3, pargv), -1);
+    assert_one_line_naming("not both");
+    unsetenv("GPUJOBD_PSEUDONYM_SECRET");
+    secret_file("pseudonym", "short\n", 0600);
+    assert_int_equal(load(&cfg, 3, pargv), -1);
+    assert_one_line_naming("32 to 512");
+    assert_null(strstr(errbuf, "short\n"));
+    unlink(ps);
+
+    /* the database password: for an external database, migrate too */
+    const char *pw = secret_file("dbpass", "pa ss:w@rd\n", 0600);
+    char *dargv[] = { "migrate", "--database-url", "postgresql://db/gj", "--database-password-file", (char *)pw,
+                      NULL };
+    assert_int_equal(load_for(&cfg, 5, dargv, 1), 0);
+    assert_string_equal(cfg.database_password, "pa ss:w@rd");
+    char *embedded[] = { "serve", "--database-password-file", (char *)pw, NULL };
+    assert_int_equal(load(&cfg, 3, embedded), -1);
+    assert_one_line_naming("needs --database-url");
+    secret_file("dbpass", "pa ss:w@rd\n", 0606);
+    assert_int_equal(load_for(&cfg, 5, dargv, 1), -1);
+    assert_one_line_naming("--database-password-file");
+    assert_null(strstr(errbuf, "w@rd"));
+    unlink(pw);
+
+    /* the TLS private key's file: checked alike */
+    const char *key = secret_file("key.pem", "-----BEGIN PRIVATE KEY-----\n", 0644);
+    const char *cert = secret_file("cert.pem", "-----BEGIN CERTIFICATE-----\n", 0644);
+    char *targv[] = { "serve", "--tls-cert", (char *)cert, "--tls-key", (char *)key, NULL };
+    assert_int_equal(load(&cfg, 5, targv), -1);
+    assert_one_line_naming("--tls-key");
+    assert_non_null(strstr(errbuf, "mode 0644"));
+    assert_int_equal(chmod(key, 0600), 0);
+    assert_int_equal(load(&cfg, 5, targv), 0);
+    unlink(key);
+    unlink(cert);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_switches_are_checked),
         cmocka_unit_test(fake_gpus_reach_devices),
         cmocka_unit_test(inference_settings),
+        cmocka_unit_test(secrets_from_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -95,10 +95,11 @@ preflight() {
     if [ "$command" = serve ]; then
         work_dir=$(setting work-dir "$@")
         [ -z "$work_dir" ] || check_writable_dir "work directory $(what work-dir)" "$work_dir"
-        for flag in admin-key-file tls-cert tls-key; do
+        for flag in admin-key-file tls-cert tls-key pseudonym-secret-file; do
             check_secret_file "$(what "$flag")" "$(setting "$flag" "$@")"
         done
     fi
+    check_secret_file "$(what database-password-file)" "$(setting database-password-file "$@")"
     if [ -z "$database_url" ] && [ "$uid" != 0 ] && ! id -un >/dev/null 2>&1; then
         die "uid $uid has no entry in /etc/passwd, and the embedded PostgreSQL (initdb) needs one: run as uid 10001, or give --database-url"
     fi

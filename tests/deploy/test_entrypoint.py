@@ -176,6 +176,12 @@ def test_secret_files():
     assert p.returncode == 0 and argv == ["serve"], err
     p, err, argv = run_fake(["serve", "--tls-cert", "/nonexistent/tls.crt", "--tls-key", missing])
     expect_refusal(p, err, argv, "--tls-cert", "/nonexistent/tls.crt")
+    for command in ("serve", "migrate"):   # the database password's file: both read it
+        p, err, argv = run_fake([command, "--database-url", "postgresql://db/x"],
+                                GPUJOBD_DATABASE_PASSWORD_FILE="/nonexistent/db.pw")
+        expect_refusal(p, err, argv, "GPUJOBD_DATABASE_PASSWORD_FILE", "/nonexistent/db.pw")
+    p, err, argv = run_fake(["serve", "--pseudonym-secret-file", "/nonexistent/pseudonym"])
+    expect_refusal(p, err, argv, "--pseudonym-secret-file", "/nonexistent/pseudonym")
 
 
 def test_uid_without_passwd_entry_and_embedded_postgres():

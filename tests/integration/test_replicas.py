@@ -13,7 +13,9 @@ import sys
 import time
 import uuid
 
+import jsonschema
 import numpy as np
+import yaml
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import Harness, run_tests  # noqa: E402
@@ -50,6 +52,16 @@ def setup():
     C = H.start_server(args + ["--role", "api"], env=replica_env())
     for s in (A, B, C):   # the first registered the key of the file; none made one
         assert not os.path.exists(os.path.join(s.data_dir, "admin.key")), s.data_dir
+
+
+def openapi_check(body, path, method="get", status="200"):
+    """body is what openapi/openapi.yaml says the route answers (the views documented
+    there, their per-replica fields included)."""
+    with open(os.path.join(SRC, "openapi", "openapi.yaml")) as f:
+        spec = yaml.safe_load(f)
+    schema = spec["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+    resolver = jsonschema.RefResolver.from_schema(spec)
+    jsonschema.Draft202012Validator(schema, resolver=resolver).validate(body)
 
 
 def client(srv):
@@ -161,6 +173,9 @@ def test_unload_on_a_third_reaches_all():
     view = client(C).json("GET", "/v1/models", expect=200)
     roles = sorted(rep["role"] for rep in view["replicas"])
     assert roles == ["all", "all", "api"], view["replicas"]
+    openapi_check(view, "/v1/models")
+    openapi_check(client(A).json("GET", "/v1/models", expect=200), "/v1/models")
+    openapi_check(r, "/v1/models/{name}/unload", method="post")
 
 
 def infer_refused_unloaded(srv):

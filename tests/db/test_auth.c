@@ -1,6 +1,7 @@
 /*
  * test_auth.c — API keys against a real PostgreSQL: create, verify, wrong and
- * malformed keys, revoke, and the admin bootstrap (file 0600, written once).
+ * malformed keys, revoke, the admin bootstrap (file 0600, written once), and the admin
+ * key given by --admin-key-file (registered once, on an empty database only).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -153,12 +154,44 @@ static void test_admin_bootstrap(void **state)
     PQfinish(c);
 }
 
+static void test_admin_key_adopted(void **state)
+{
+    (void)state;
+    PGconn *c = fresh();
+    const char *given = "gjk_GivenByASecretVolume0123456789-_abcdefghijk";
+    struct gj_principal p;
+    assert_int_equal(gj_api_key_well_formed(given), 1);
+    assert_int_equal(gj_api_key_well_formed("gjk_short"), 0);
+    assert_int_equal(gj_api_key_well_formed("gjk_GivenByASecretVolume0123456789+/abcdefghijk"), 0);
+    /* an empty database: the given key becomes the admin key, nothing else is made */
+    assert_int_equal(gj_admin_key_adopt(c, given, "/run/secrets/admin.key"), 0);
+    assert_int_equal(gj_api_key_verify(c, given, &p), 1);
+    assert_int_equal(p.is_admin, 1);
+    assert_string_equal(p.tenant_name, "admin");
+    /* every later replica: no second key */
+    assert_int_equal(gj_admin_key_adopt(c, given, "/run/secrets/admin.key"), 0);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM api_keys"), 1);
+    /* another key while one exists: not registered (a warning, not a failure) */
+    const char *other = "gjk_AnotherKeyThatIsNotRegistered0123456789abcd";
+    assert_int_equal(gj_admin_key_adopt(c, other, "/tmp/other.key"), 0);
+    assert_int_equal(gj_api_key_verify(c, other, &p), 0);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM api_keys"), 1);
+    /* ... nor a user key of this database in the admin's place */
+    char user[GJ_API_KEY_LEN + 1], id[GJ_UUID_LEN + 1], tenant[GJ_UUID_LEN + 1];
+    assert_int_equal(gj_api_key_create(c, "acme", "user", NULL, user, id, tenant), 0);
+    assert_int_equal(gj_admin_key_adopt(c, user, "/tmp/user.key"), 0);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM api_keys WHERE role = 'admin'"), 1);
+    assert_int_equal(PQtransactionStatus(c), PQTRANS_IDLE);
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generate),
         cmocka_unit_test(test_create_verify_revoke),
         cmocka_unit_test(test_admin_bootstrap),
+        cmocka_unit_test(test_admin_key_adopted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

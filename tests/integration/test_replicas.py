@@ -3,7 +3,8 @@
 unload through a third (an api replica, which runs no models) reaches every replica,
 each converging within a bound, and /v1/models shows each replica's state of each
 version; a replica started later picks the models up; a replica whose cached copy of
-a model's files was corrupted fetches them again by digest. Every replica is given
+a model's files was corrupted fetches them again by digest; a worker replica (no
+HTTP listener) converges and reports like the others. Every replica is given
 the admin key of one file (GPUJOBD_ADMIN_KEY_FILE), as the Kubernetes overlay does: the
 first registers it, none makes or logs one."""
 import hashlib
@@ -29,7 +30,7 @@ SHAPE = (1, 1, 256, 256)
 CONVERGE_S = 10
 
 H = None
-A = B = C = D = None   # A, B, D: role all (run models); C: role api
+A = B = C = D = W = None   # A, B, D: role all (run models); C: role api; W: role worker (no HTTP)
 KEY = None
 
 
@@ -188,13 +189,18 @@ def infer_refused_unloaded(srv):
 
 
 def test_replica_started_later_picks_models_up():
-    global D
+    global D, W
     D = H.start_server(["--cpu-workers", "1"], env=replica_env())
     v = version_of(D, SHARED)
     assert v is not None and v["desired"] == "unloaded", v
     assert D.client(key=KEY).request("GET", f"/v2/models/{SHARED}/ready").status != 200
+    # a worker replica (the production overlay's GPU pods): no HTTP, seen through the others
+    W = H.start_server(["--cpu-workers", "1", "--role", "worker"], env=replica_env(), wait=False)
+    wait_until("the worker replica reports", lambda: all_states(A, SHARED, "unloaded", 4), bound=60)
     client(B).json("POST", f"/v1/models/{SHARED}/load", expect=200)
-    wait_until("A, B and D loaded", lambda: all_states(A, SHARED, "loaded", 3))
+    wait_until("A, B, D and W loaded", lambda: all_states(A, SHARED, "loaded", 4))
+    roles = sorted(r["role"] for r in client(D).json("GET", "/v1/models", expect=200)["replicas"])
+    assert roles == ["all", "all", "all", "api", "worker"], roles
     x = np.random.RandomState(11).normal(0, 1, size=SHAPE).astype(np.float32)
     assert np.allclose(infer(D, x), infer(A, x), rtol=1e-5, atol=1e-6)
 
@@ -219,7 +225,7 @@ def test_corrupted_cache_fetched_again_by_digest():
     with open(path, "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() != want
     D = H.start_server(["--cpu-workers", "1"], env=replica_env(), data_dir=data_dir, port=port)
-    wait_until("D loaded again", lambda: all_states(A, SHARED, "loaded", 3))
+    wait_until("D loaded again", lambda: all_states(A, SHARED, "loaded", 4))
     with open(cached_model_file(D), "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == want
     x = np.random.RandomState(13).normal(0, 1, size=SHAPE).astype(np.float32)
@@ -228,11 +234,11 @@ def test_corrupted_cache_fetched_again_by_digest():
 
 def test_stopped_replica_leaves_the_view():
     assert D.terminate() == 0
-    wait_until("D's reports gone", lambda: all_states(C, SHARED, "loaded", 2))
+    wait_until("D's reports gone", lambda: all_states(C, SHARED, "loaded", 3))
 
 
 def test_logs_clean():
-    for srv in (A, B, C, D):
+    for srv in (A, B, C, D, W):
         log = srv.log_text()
         assert KEY not in log and KEY[4:20] not in log, srv.data_dir
         for bad in ("ERROR", "AddressSanitizer", "runtime error"):

@@ -14,7 +14,6 @@
 
 #include "infer/serving/batcher.h"
 #include "service/db.h"
-#include "service/infer/infer.h"
 #include "service/infer/model_cache.h"
 #include "service/infer/model_sync.h"
 #include "service/log.h"
@@ -41,6 +40,7 @@ static struct {
     char *url;
     char replica[256], role[16];
     int serving;
+    json_t *(*devices_json)(const char *name, int64_t version);
     gj_model_repo *repo;
     struct gj_ms_snapshot snap;    /* what the last pass applied (under mu) */
     struct attempt *attempts;      /* the sync thread's (and start's) only */
@@ -237,7 +237,7 @@ static json_t *local_states(const struct gj_ms_snapshot *snap)
         for (size_t j = 0; j < n && j < GJ_MODEL_MAX_VERSIONS; j++) {
             json_t *one = json_pack("{s:s, s:I, s:s, s:o}", "model", name, "version", (json_int_t)vi[j].version,
                                     "state", state_label(vi[j].state), "devices",
-                                    gj_infer_devices_json(name, vi[j].version));
+                                    S.devices_json ? S.devices_json(name, vi[j].version) : json_array());
             if (one && vi[j].reason[0])
                 json_object_set_new(one, "reason", json_string(vi[j].reason));
             json_array_append_new(a, one);
@@ -405,6 +405,7 @@ static int init_sync(const struct gj_model_sync_config *cfg, gj_model_repo *repo
     snprintf(S.replica, sizeof S.replica, "%s", cfg->replica);
     snprintf(S.role, sizeof S.role, "%s", cfg->role);
     S.serving = cfg->serving;
+    S.devices_json = cfg->devices_json;
     S.repo = repo;
     S.stop = 0;
     return S.url ? 0 : -1;

@@ -23,6 +23,8 @@
 
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "infer/serving/model_repo.h"
 #include "service/infer/model_store.h"
 
@@ -33,6 +35,10 @@ struct gj_model_sync_config {
     const char *replica;          /* host:pid:start */
     const char *role;             /* all | api | worker */
     int serving;                  /* 1: runs models (fetches files, loads, places) */
+    /* Where this replica runs a version now (a JSON array of "cpu", "gpu:N"), for its
+     * reports: the module's placement knows it (a hook, so that this file does not call
+     * up into the module). */
+    json_t *(*devices_json)(const char *name, int64_t version);
 };
 
 /* Makes the first pass on this thread (so the repository holds the store's models before

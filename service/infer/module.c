@@ -173,6 +173,7 @@ static int start_repository(struct gj_server *srv)
         .replica = srv->worker_id,
         .role = srv->cfg.role,
         .serving = strcmp(srv->cfg.role, "api") != 0,
+        .devices_json = gj_infer_devices_json,
     };
     return gj_model_sync_start(&sc, g_repo);
 }

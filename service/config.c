@@ -358,43 +358,55 @@ static void print_help(const char *cmd, int for_migrate)
     }
 }
 
+/* "--admin-key-file (GPUJOBD_ADMIN_KEY_FILE)": a secret's file is mostly given by the
+ * environment (a mounted Secret), so its messages name both. */
+static const char *both_names(const char *flag, char *out, size_t n)
+{
+    char env[64];
+    env_name(flag, env, sizeof env);
+    snprintf(out, n, "--%s (%s)", flag, env);
+    return out;
+}
+
 /* One secret's file into its field: 0, or -1 with one line naming the setting (the
  * file's contents never in it). */
 static int read_secret(const char *flag, const char *path, char *out, size_t size)
 {
-    char why[GJ_PATH_MAX + 256];
+    char why[GJ_PATH_MAX + 256], name[96];
     if (gj_secret_file_read(path, out, size, why, sizeof why) == 0)
         return 0;
-    fprintf(stderr, "gpujobd: --%s: %s\n", flag, why);
+    fprintf(stderr, "gpujobd: %s: %s\n", both_names(flag, name, sizeof name), why);
     return -1;
 }
 
 /* The secrets given as files, read and checked at start. */
 static int load_secret_files(struct gj_config *cfg, int for_migrate)
 {
-    char why[GJ_PATH_MAX + 256];
-    if (cfg->database_password_file[0] &&
-        (!cfg->database_url[0] || read_secret("database-password-file", cfg->database_password_file,
-                                              cfg->database_password, sizeof cfg->database_password))) {
-        if (!cfg->database_url[0])
-            fprintf(stderr, "gpujobd: --database-password-file: needs --database-url (the embedded "
-                            "PostgreSQL takes no password)\n");
+    char why[GJ_PATH_MAX + 256], name[96];
+    if (cfg->database_password_file[0] && !cfg->database_url[0]) {
+        fprintf(stderr, "gpujobd: %s: needs --database-url (the embedded PostgreSQL takes no password)\n",
+                both_names("database-password-file", name, sizeof name));
         return -1;
     }
+    if (cfg->database_password_file[0] && read_secret("database-password-file", cfg->database_password_file,
+                                                      cfg->database_password, sizeof cfg->database_password))
+        return -1;
     if (for_migrate)
         return 0;
     if (cfg->admin_key_file[0]) {
         if (read_secret("admin-key-file", cfg->admin_key_file, cfg->admin_key, sizeof cfg->admin_key))
             return -1;
         if (!gj_api_key_well_formed(cfg->admin_key)) {
-            fprintf(stderr, "gpujobd: --admin-key-file: %s does not hold an API key (gjk_ and 43 base64url "
-                            "characters, e.g. from README's command)\n", cfg->admin_key_file);
+            fprintf(stderr, "gpujobd: %s: %s does not hold an API key (gjk_ and 43 base64url characters, as "
+                            "README's command makes)\n", both_names("admin-key-file", name, sizeof name),
+                    cfg->admin_key_file);
             return -1;
         }
     }
     if (cfg->pseudonym_secret_file[0]) {
+        both_names("pseudonym-secret-file", name, sizeof name);
         if (cfg->pseudonym_secret[0]) {
-            fprintf(stderr, "gpujobd: --pseudonym-secret-file: give it or --pseudonym-secret, not both\n");
+            fprintf(stderr, "gpujobd: %s: give it or --pseudonym-secret, not both\n", name);
             return -1;
         }
         if (read_secret("pseudonym-secret-file", cfg->pseudonym_secret_file, cfg->pseudonym_secret,
@@ -402,13 +414,13 @@ static int load_secret_files(struct gj_config *cfg, int for_migrate)
             return -1;
         size_t n = strlen(cfg->pseudonym_secret);
         if (n < 32 || n > 512) {
-            fprintf(stderr, "gpujobd: --pseudonym-secret-file: %s holds %zu characters; the secret is 32 "
-                            "to 512\n", cfg->pseudonym_secret_file, n);
+            fprintf(stderr, "gpujobd: %s: %s holds %zu characters; the secret is 32 to 512\n", name,
+                    cfg->pseudonym_secret_file, n);
             return -1;
         }
     }
     if (cfg->tls_key[0] && gj_secret_file_check(cfg->tls_key, why, sizeof why) != 0) {
-        fprintf(stderr, "gpujobd: --tls-key: %s\n", why);
+        fprintf(stderr, "gpujobd: %s: %s\n", both_names("tls-key", name, sizeof name), why);
         return -1;
     }
     return 0;

@@ -333,7 +333,7 @@ static void secrets_from_files(void **state)
     /* loose: refused, naming the setting, the mode and the fix, never the key */
     secret_file("admin", ADMIN_KEY "\n", 0644);
     assert_int_equal(load(&cfg, 1, argv0), -1);
-    assert_one_line_naming("--admin-key-file");
+    assert_one_line_naming("--admin-key-file (GPUJOBD_ADMIN_KEY_FILE)");
     assert_non_null(strstr(errbuf, "mode 0644"));
     assert_null(strstr(errbuf, "gjk_"));
     secret_file("admin", "not-a-key\n", 0600);

@@ -19,11 +19,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 
 SRC = os.environ.get("GJ_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "tests", "integration"))
-from harness import Harness, run_tests  # noqa: E402
+from harness import Harness, multipart_form, run_tests  # noqa: E402
 
 DEMO = "chest-xray-demo"
 ONNX = os.path.join(SRC, "models", DEMO, "1", "model.onnx")
@@ -81,17 +80,6 @@ def setup():
     write_model(d1, "demo-gpu-big", instance_group=[{"kind": "KIND_GPU", "count": 16}])
     FAKE = H2.start_server(["--cpu-workers", "1", "--workers-per-gpu", "1"], data_dir=d1,
                           env=dict(env, GPUJOBD_FAKE_GPUS=f"2:{FAKE_GPU_BYTES}"))
-
-
-def multipart_form(parts):
-    boundary = "gjform" + uuid.uuid4().hex
-    out = []
-    for name, filename, data in parts:
-        out.append(f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; "
-                   f"filename=\"{filename}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
-                   .encode() + data + b"\r\n")
-    out.append(f"--{boundary}--\r\n".encode())
-    return b"".join(out), f"multipart/form-data; boundary={boundary}"
 
 
 def oip_error(r, status, *says):

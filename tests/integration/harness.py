@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+import uuid
 
 GPUJOBD = os.environ.get("GPUJOBD") or os.path.join(
     os.environ.get("GJ_BUILD_ROOT", "build"), "service", "gpujobd")
@@ -293,6 +294,18 @@ class Harness:
             print(f"kept {self.tmp}", file=sys.stderr)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def multipart_form(parts):
+    """A multipart/form-data body of (field, filename, bytes) parts, as a browser or
+    requests sends a model upload; returns (body, Content-Type)."""
+    boundary = "gjform" + uuid.uuid4().hex
+    out = []
+    for name, filename, data in parts:
+        out.append(f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n"
+                   "Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
+    out.append(f"--{boundary}--\r\n".encode())
+    return b"".join(out), f"multipart/form-data; boundary={boundary}"
 
 
 class TestFailure(AssertionError):

@@ -19,7 +19,7 @@ import tempfile
 import uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Harness, run_tests  # noqa: E402
+from harness import Harness, multipart_form, run_tests  # noqa: E402
 
 PATIENT_NAME = "Doe^Jane"
 PATIENT_ID = "12345"
@@ -91,16 +91,6 @@ def related(parts, boundary=None, type_param='"application/dicom"'):
 def stow(client, parts, path="/dicomweb/studies", **kw):
     body, ct = related(parts, **kw)
     return client.request("POST", path, body=body, headers={"Content-Type": ct, "Accept": "application/dicom+json"})
-
-
-def multipart_form(parts):
-    boundary = "gjform" + uuid.uuid4().hex
-    out = []
-    for name, filename, data in parts:
-        out.append(f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n"
-                   "Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
-    out.append(f"--{boundary}--\r\n".encode())
-    return b"".join(out), f"multipart/form-data; boundary={boundary}"
 
 
 def secret():

@@ -12,14 +12,13 @@ import json
 import os
 import sys
 import time
-import uuid
 
 import jsonschema
 import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Harness, run_tests  # noqa: E402
+from harness import Harness, multipart_form, run_tests  # noqa: E402
 
 SRC = os.environ.get("GJ_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 DEMO = "chest-xray-demo"
@@ -67,16 +66,6 @@ def openapi_check(body, path, method="get", status="200"):
 
 def client(srv):
     return srv.client(key=KEY)
-
-
-def multipart_form(parts):
-    boundary = "gjform" + uuid.uuid4().hex
-    out = []
-    for name, filename, data in parts:
-        out.append(f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n"
-                   "Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
-    out.append(f"--{boundary}--\r\n".encode())
-    return b"".join(out), f"multipart/form-data; boundary={boundary}"
 
 
 def infer(srv, x, model=SHARED, expect=200):

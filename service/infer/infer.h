@@ -13,6 +13,8 @@
  *   model_sync.c     this replica converging to the store (model_sync.h)
  *   models_view.c    what /v1/models shows
  *   pseudonym.c      the pseudonymisation secret and keys
+ *   instances_store.c the instances each tenant stored by STOW-RS, with their searchable
+ *                    attributes (migrations/0008_dicom_instances.sql)
  *   results_store.c  what a succeeded `infer` job records: inference_results rows
  *                    (migrations/0002_inference.sql)
  *   routes_models.c  /v1/models          routes_dicomweb.c  /dicomweb (STOW-RS)
@@ -32,6 +34,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
+#include "infer/dicom.h"
 #include "infer/serving/model_repo.h"
 #include "service/http_server.h"
 #include "service/queue.h"
@@ -61,6 +64,37 @@ json_t *gj_infer_devices_json(const char *name, int64_t version);
 int gj_infer_pseudonym_init(const struct gj_server *srv);
 /* HMAC-SHA256 of text under the server secret, as lower-case hex. 0 or -1. */
 int gj_infer_key(const char *text, char hex[65]);
+
+/* ---- stored instances (instances_store.c) ---- */
+
+/* The attributes kept for each stored instance (the columns of dicom_instances). */
+enum gj_infer_attr {
+    GJ_IA_STUDY_UID, GJ_IA_SERIES_UID, GJ_IA_SOP_UID, GJ_IA_SOP_CLASS, GJ_IA_TRANSFER_SYNTAX,
+    GJ_IA_PATIENT_ID, GJ_IA_PATIENT_NAME, GJ_IA_PATIENT_BIRTH_DATE, GJ_IA_PATIENT_SEX,
+    GJ_IA_ACCESSION, GJ_IA_STUDY_DATE, GJ_IA_STUDY_TIME, GJ_IA_STUDY_ID, GJ_IA_STUDY_DESCRIPTION,
+    GJ_IA_REFERRING_PHYSICIAN, GJ_IA_MODALITY, GJ_IA_SERIES_NUMBER, GJ_IA_SERIES_DESCRIPTION,
+    GJ_IA_INSTANCE_NUMBER, GJ_IA_ROWS, GJ_IA_COLUMNS, GJ_IA_FRAMES,
+    GJ_IA_COUNT
+};
+
+/* One instance's attributes as text (NULL: absent, or not valid for its kind: a UID
+ * that is not digits and dots, an integer out of range). Owns its strings. */
+struct gj_infer_instance {
+    char *v[GJ_IA_COUNT];
+};
+
+/* 1 when s is a UID: 1 to 64 digits and dots. */
+int gj_infer_uid_ok(const char *s);
+/* Reads the attributes of d into in (which the caller clears). 0. */
+int gj_infer_instance_read(const gj_dicom *d, struct gj_infer_instance *in);
+void gj_infer_instance_clear(struct gj_infer_instance *in);
+/* The dicom_instances column of an attribute. */
+const char *gj_infer_instance_column(enum gj_infer_attr a);
+/* Records the instance (in blob_id) as stored for the tenant, inside the caller's
+ * transaction: 1 claimed, 0 when the tenant already stored this SOP Instance UID
+ * (nothing written), -1 on a database error. */
+int gj_infer_instance_claim(PGconn *conn, const char *tenant_id, const char *blob_id,
+                            const struct gj_infer_instance *in);
 
 /* ---- results (results_store.c) ---- */
 

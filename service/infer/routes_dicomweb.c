@@ -16,7 +16,12 @@
  * Link headers (rel="related") and in a private sequence (0009,1010) under
  * private creator "GPUJOBD" (items: (0009,1011) job URL, (0009,1012) job id).
  *
- * No UID or patient attribute is logged; instances stay job inputs only.
+ * Each stored instance is recorded for the tenant with its searchable attributes
+ * (instances_store.c, for QIDO/WADO); one the tenant already stored is acknowledged in
+ * ReferencedSOPSequence with WarningReason B111H, is not stored again and makes no job,
+ * so a study whose new instances arrive later gets one job for the new ones.
+ *
+ * No UID or patient attribute is logged.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,12 +53,18 @@
 #define FAIL_NO_MATCH 0xA900       /* data set does not match (here: not the study of the URL) */
 #define FAIL_CANNOT_UNDERSTAND 0xC000
 #define FAIL_OUT_OF_RESOURCES 0xA700
+/* An instance the tenant already stored: acknowledged, not stored again, no new job. A
+ * code of our own in the warning range (PS3.18 §I.2.1 allows additional codes), after
+ * Failure 0111H "Duplicate SOP Instance". */
+#define WARN_ALREADY_STORED 0xB111
 
 struct instance {
     char sop_class[68], sop_uid[68], study_uid[68];
     char blob_id[GJ_UUID_LEN + 1];
     uint64_t size;
     int failure;                 /* 0: stored */
+    int warning;                 /* stored with a warning (WarningReason), no job */
+    struct gj_infer_instance attrs;
 };
 
 struct stow {
@@ -81,23 +92,11 @@ static void stow_fail(struct stow *s, int status, const char *msg)
     snprintf(s->msg, sizeof s->msg, "%s", msg);
 }
 
-/* A UID: 1..64 characters of digits and dots. */
-static int uid_ok(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 64)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if ((s[i] < '0' || s[i] > '9') && s[i] != '.')
-            return 0;
-    return 1;
-}
-
 static void get_uid(const gj_dicom *d, uint32_t tag, char out[68])
 {
     char buf[128];
     out[0] = '\0';
-    if (gj_dicom_get_string(d, tag, buf, sizeof buf) == 0 && uid_ok(buf))
+    if (gj_dicom_get_string(d, tag, buf, sizeof buf) == 0 && gj_infer_uid_ok(buf))
         memcpy(out, buf, strlen(buf) + 1);   /* uid_ok: at most 64 characters */
 }
 
@@ -215,6 +214,7 @@ static int part_end(void *ud)
     get_uid(d, GJ_DCM_SOPClassUID, in->sop_class);
     get_uid(d, GJ_DCM_SOPInstanceUID, in->sop_uid);
     get_uid(d, GJ_DCM_StudyInstanceUID, in->study_uid);
+    gj_infer_instance_read(d, &in->attrs);
     gj_dicom_free(d);
     unlink(s->scratch);
     if (!in->sop_uid[0] || !in->study_uid[0] || !in->sop_class[0]) {
@@ -254,7 +254,7 @@ static void stow_begin(struct gj_req *r)
     s->fd = -1;
     r->state = s;
     if (r->n_params > 0) {
-        if (!uid_ok(r->params[0])) {
+        if (!gj_infer_uid_ok(r->params[0])) {
             gj_problem(r, 400, "study", "the study in the path is not a UID (digits and dots, at most 64)");
             return;
         }
@@ -401,6 +401,28 @@ out:
     return rc;
 }
 
+/* Records each stored instance for the tenant (instances_store.c). One it had already
+ * stored is acknowledged with a warning: its new blob goes and it makes no job. 0, or -1
+ * (database error). */
+static int claim_instances(struct gj_req *r, struct stow *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        struct instance *in = &s->inst[i];
+        if (in->failure)
+            continue;
+        int rc = gj_infer_instance_claim(r->db, r->who.tenant_id, in->blob_id, &in->attrs);
+        if (rc < 0)
+            return -1;
+        if (rc == 0) {
+            const char *p[1] = { in->blob_id };
+            in->warning = WARN_ALREADY_STORED;
+            if (gj_db_cmd(r->db, "DELETE FROM blobs WHERE id = $1::uuid", 1, p) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 /* The jobs, one per study (split past JOB_MAX_INPUTS), in the request's transaction.
  * 0, or -1 with a response prepared. */
 static int create_jobs(struct gj_req *r, struct stow *s, json_t *jobs)
@@ -418,12 +440,12 @@ static int create_jobs(struct gj_req *r, struct stow *s, json_t *jobs)
     if (rc)
         gj_problem(r, 500, NULL, "out of memory");
     for (size_t i = 0; rc == 0 && i < s->n; i++) {
-        if (done[i] || s->inst[i].failure)
+        if (done[i] || s->inst[i].failure || s->inst[i].warning)
             continue;
         /* this study's instances, in arrival order */
         size_t m = 0;
         for (size_t j = i; j < s->n; j++)
-            if (!done[j] && !s->inst[j].failure && strcmp(s->inst[j].study_uid, s->inst[i].study_uid) == 0) {
+            if (!done[j] && !s->inst[j].failure && !s->inst[j].warning && strcmp(s->inst[j].study_uid, s->inst[i].study_uid) == 0) {
                 done[j] = 1;
                 idx[m++] = j;
             }
@@ -450,6 +472,19 @@ static int host_ok(const char *h)
     return 1;
 }
 
+/* The instance's Retrieve URL (WADO-RS) in its ReferencedSOPSequence item. */
+static void add_instance_url(struct gj_req *r, const struct instance *in, json_t *item)
+{
+    const char *host = gj_req_header(r, MHD_HTTP_HEADER_HOST);
+    const char *series = in->attrs.v[GJ_IA_SERIES_UID];
+    if (!series || !host_ok(host))
+        return;
+    char url[600];
+    snprintf(url, sizeof url, "%s://%s/dicomweb/studies/%s/series/%s/instances/%s",
+             r->srv->cfg.insecure_http ? "http" : "https", host, in->study_uid, series, in->sop_uid);
+    json_object_set_new(item, "00081190", dcm_attr("UR", json_string(url)));
+}
+
 /* The Store Instances Response (PS3.18 §10.5.3): RetrieveURL, FailedSOPSequence,
  * ReferencedSOPSequence, and the jobs in a private sequence. */
 static json_t *store_response(struct gj_req *r, const struct stow *s, json_t *jobs)
@@ -470,6 +505,9 @@ static json_t *store_response(struct gj_req *r, const struct stow *s, json_t *jo
             json_array_append_new(failed, item);
             continue;
         }
+        if (in->warning)
+            json_object_set_new(item, "00081196", dcm_attr("US", json_integer(in->warning)));
+        add_instance_url(r, in, item);
         json_array_append_new(refs, item);
         if (!study_one)
             study_one = in->study_uid;
@@ -526,7 +564,7 @@ static void add_job_links(struct MHD_Response *resp, json_t *jobs)
     free(links);
 }
 
-static void respond_stored(struct gj_req *r, const struct stow *s, size_t stored, json_t *jobs)
+static void respond_stored(struct gj_req *r, const struct stow *s, size_t stored, size_t warned, json_t *jobs)
 {
     json_t *body = store_response(r, s, jobs);
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -544,7 +582,7 @@ static void respond_stored(struct gj_req *r, const struct stow *s, size_t stored
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/dicom+json");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     add_job_links(resp, jobs);
-    gj_respond(r, stored == s->n ? 200 : stored == 0 ? 409 : 202, resp, len);
+    gj_respond(r, stored == s->n && !warned ? 200 : stored == 0 ? 409 : 202, resp, len);
 }
 
 static void stow_handle(struct gj_req *r)
@@ -567,7 +605,7 @@ static void stow_handle(struct gj_req *r)
         stored += s->inst[i].failure == 0;
     json_t *jobs = json_array();
     if (stored > 0) {
-        if (create_jobs(r, s, jobs) != 0 || gj_db_commit(r->db) != 0) {
+        if (claim_instances(r, s) != 0 || create_jobs(r, s, jobs) != 0 || gj_db_commit(r->db) != 0) {
             if (!r->response)
                 gj_respond_unavailable(r);
             stow_abort(r, s);
@@ -578,9 +616,12 @@ static void stow_handle(struct gj_req *r)
         gj_db_rollback(r->db);
     }
     s->in_txn = 0;
-    gj_log_info(COMPONENT, "STOW: %zu instance(s), %zu stored, %zu job(s), model %s", s->n, stored,
-                json_array_size(jobs), s->model);
-    respond_stored(r, s, stored, jobs);
+    size_t warned = 0;
+    for (size_t i = 0; i < s->n; i++)
+        warned += s->inst[i].warning != 0;
+    gj_log_info(COMPONENT, "STOW: %zu instance(s), %zu stored, %zu already stored, %zu job(s), model %s", s->n,
+                stored - warned, warned, json_array_size(jobs), s->model);
+    respond_stored(r, s, stored, warned, jobs);
     json_decref(jobs);
 }
 
@@ -598,6 +639,8 @@ static void stow_done(struct gj_req *r, int ok)
     }
     if (s->mp)
         gj_mpr_free(s->mp);
+    for (size_t i = 0; i < s->n; i++)
+        gj_infer_instance_clear(&s->inst[i].attrs);
     free(s->inst);
     free(s);
     r->state = NULL;

@@ -176,6 +176,8 @@ def test_no_patient_data_anywhere():
     for needle in (PATIENT_NAME, STUDY_A, STUDY_B) + tuple(FILES[k][1] for k in FILES):
         assert needle not in dump, f"{needle!r} in a table"
     assert not re.search(r"(?<![0-9A-Za-z.])12345(?![0-9A-Za-z])", dump), "patient id in a table"
+    # The stored instances' searchable attributes (0008) went with the purged inputs.
+    assert H.scalar("SELECT count(*) FROM dicom_instances") == "0"
     # The study UID is not in any table; the result rows hold its HMAC only.
     assert H.scalar("SELECT count(*) FROM inference_results WHERE study_key ~ '^[0-9a-f]{64}$'") == "3"
     # Large objects (blobs): the jobs' DICOM inputs are deleted once their results are stored,

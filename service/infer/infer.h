@@ -13,6 +13,8 @@
  *   model_sync.c     this replica converging to the store (model_sync.h)
  *   models_view.c    what /v1/models shows
  *   pseudonym.c      the pseudonymisation secret and keys
+ *   dicomweb_common.c DICOM JSON, Retrieve URLs, Accept negotiation
+ *   routes_qido.c    QIDO-RS (search)
  *   instances_store.c the instances each tenant stored by STOW-RS, with their searchable
  *                    attributes (migrations/0008_dicom_instances.sql)
  *   results_store.c  what a succeeded `infer` job records: inference_results rows
@@ -96,6 +98,17 @@ const char *gj_infer_instance_column(enum gj_infer_attr a);
 int gj_infer_instance_claim(PGconn *conn, const char *tenant_id, const char *blob_id,
                             const struct gj_infer_instance *in);
 
+/* ---- DICOMweb (dicomweb_common.c) ---- */
+
+/* A DICOM JSON attribute {"vr": vr, "Value": [...]} (value consumed: an array is the
+ * Value, anything else its one element; NULL: no Value). */
+json_t *gj_dcm_attr(const char *vr, json_t *value);
+/* "https://HOST/dicomweb" from the request's Host header: 0, or -1 (no usable Host). */
+int gj_dicomweb_base_url(struct gj_req *r, char *buf, size_t size);
+/* The first of types (NULL-terminated, preferred first) the request's Accept header
+ * takes (no Accept: types[0]); NULL when it takes none (answer 406). */
+const char *gj_dicomweb_negotiate(struct gj_req *r, const char *const *types);
+
 /* ---- results (results_store.c) ---- */
 
 /* The module's on_job_succeeded for `infer` jobs (module.h), inside the transaction that
@@ -112,6 +125,7 @@ void gj_infer_set_purge_phi(int on);
 
 extern const struct gj_route_table gj_infer_routes_models;
 extern const struct gj_route_table gj_infer_routes_dicomweb;
+extern const struct gj_route_table gj_infer_routes_qido;
 extern const struct gj_route_table gj_infer_routes_results;
 extern const struct gj_route_table gj_infer_routes_oip;
 /* The batchers' statistics as Prometheus text (routes_oip.c). */

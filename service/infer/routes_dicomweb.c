@@ -343,14 +343,6 @@ static int stow_data(struct gj_req *r, const char *buf, size_t len)
     return -1;
 }
 
-static json_t *dcm_attr(const char *vr, json_t *value /* consumed; NULL: no Value */)
-{
-    json_t *o = json_pack("{s:s}", "vr", vr);
-    if (o && value)
-        json_object_set_new(o, "Value", json_is_array(value) ? value : json_pack("[o]", value));
-    return o;
-}
-
 /* One infer job of k instances (idx into s->inst), its inputs dicom, dicom.1, ... owned
  * by it; appended to jobs ({id, url, instances}). 0, or -1 with a response prepared. */
 static int create_job(struct gj_req *r, struct stow *s, json_t *params, const size_t *idx, size_t k,
@@ -459,30 +451,15 @@ static int create_jobs(struct gj_req *r, struct stow *s, json_t *jobs)
     return rc;
 }
 
-static int host_ok(const char *h)
-{
-    size_t n = h ? strlen(h) : 0;
-    if (n == 0 || n > 255)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = h[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr(".-:[]", c)))
-            return 0;
-    }
-    return 1;
-}
-
 /* The instance's Retrieve URL (WADO-RS) in its ReferencedSOPSequence item. */
 static void add_instance_url(struct gj_req *r, const struct instance *in, json_t *item)
 {
-    const char *host = gj_req_header(r, MHD_HTTP_HEADER_HOST);
     const char *series = in->attrs.v[GJ_IA_SERIES_UID];
-    if (!series || !host_ok(host))
+    char base[300], url[600];
+    if (!series || gj_dicomweb_base_url(r, base, sizeof base) != 0)
         return;
-    char url[600];
-    snprintf(url, sizeof url, "%s://%s/dicomweb/studies/%s/series/%s/instances/%s",
-             r->srv->cfg.insecure_http ? "http" : "https", host, in->study_uid, series, in->sop_uid);
-    json_object_set_new(item, "00081190", dcm_attr("UR", json_string(url)));
+    snprintf(url, sizeof url, "%s/studies/%s/series/%s/instances/%s", base, in->study_uid, series, in->sop_uid);
+    json_object_set_new(item, "00081190", gj_dcm_attr("UR", json_string(url)));
 }
 
 /* The Store Instances Response (PS3.18 §10.5.3): RetrieveURL, FailedSOPSequence,
@@ -497,16 +474,16 @@ static json_t *store_response(struct gj_req *r, const struct stow *s, json_t *jo
         const struct instance *in = &s->inst[i];
         json_t *item = json_object();
         if (in->sop_class[0])
-            json_object_set_new(item, "00081150", dcm_attr("UI", json_string(in->sop_class)));
+            json_object_set_new(item, "00081150", gj_dcm_attr("UI", json_string(in->sop_class)));
         if (in->sop_uid[0])
-            json_object_set_new(item, "00081155", dcm_attr("UI", json_string(in->sop_uid)));
+            json_object_set_new(item, "00081155", gj_dcm_attr("UI", json_string(in->sop_uid)));
         if (in->failure) {
-            json_object_set_new(item, "00081197", dcm_attr("US", json_integer(in->failure)));
+            json_object_set_new(item, "00081197", gj_dcm_attr("US", json_integer(in->failure)));
             json_array_append_new(failed, item);
             continue;
         }
         if (in->warning)
-            json_object_set_new(item, "00081196", dcm_attr("US", json_integer(in->warning)));
+            json_object_set_new(item, "00081196", gj_dcm_attr("US", json_integer(in->warning)));
         add_instance_url(r, in, item);
         json_array_append_new(refs, item);
         if (!study_one)
@@ -514,16 +491,15 @@ static json_t *store_response(struct gj_req *r, const struct stow *s, json_t *jo
         else if (strcmp(study_one, in->study_uid) != 0)
             several = 1;
     }
-    const char *host = gj_req_header(r, MHD_HTTP_HEADER_HOST);
     const char *study_url = s->study_path[0] ? s->study_path : (!several ? study_one : NULL);
-    if (study_url && host_ok(host)) {
+    char base[300];
+    if (study_url && gj_dicomweb_base_url(r, base, sizeof base) == 0) {
         char url[400];
-        snprintf(url, sizeof url, "%s://%s/dicomweb/studies/%s", r->srv->cfg.insecure_http ? "http" : "https", host,
-                 study_url);
-        json_object_set_new(body, "00081190", dcm_attr("UR", json_string(url)));
+        snprintf(url, sizeof url, "%s/studies/%s", base, study_url);
+        json_object_set_new(body, "00081190", gj_dcm_attr("UR", json_string(url)));
     }
-    json_object_set_new(body, "00081198", dcm_attr("SQ", failed));
-    json_object_set_new(body, "00081199", dcm_attr("SQ", refs));
+    json_object_set_new(body, "00081198", gj_dcm_attr("SQ", failed));
+    json_object_set_new(body, "00081199", gj_dcm_attr("SQ", refs));
     if (!json_array_size(failed))
         json_object_del(body, "00081198");
     if (!json_array_size(refs))
@@ -534,13 +510,13 @@ static json_t *store_response(struct gj_req *r, const struct stow *s, json_t *jo
     json_array_foreach(jobs, i, j) {
         json_array_append_new(items,
                               json_pack("{s:o, s:o}", "00091011",
-                                        dcm_attr("UR", json_string(json_string_value(json_object_get(j, "url")))),
+                                        gj_dcm_attr("UR", json_string(json_string_value(json_object_get(j, "url")))),
                                         "00091012",
-                                        dcm_attr("LO", json_string(json_string_value(json_object_get(j, "id"))))));
+                                        gj_dcm_attr("LO", json_string(json_string_value(json_object_get(j, "id"))))));
     }
     if (json_array_size(items)) {
-        json_object_set_new(body, "00090010", dcm_attr("LO", json_string("GPUJOBD")));
-        json_object_set_new(body, "00091010", dcm_attr("SQ", items));
+        json_object_set_new(body, "00090010", gj_dcm_attr("LO", json_string("GPUJOBD")));
+        json_object_set_new(body, "00091010", gj_dcm_attr("SQ", items));
     } else {
         json_decref(items);
     }

@@ -1,0 +1,175 @@
+"""Stored instances and QIDO-RS over real HTTPS: instances made with DCMTK (img2dcm,
+dcmodify) stored by STOW-RS; an instance sent again is acknowledged with WarningReason
+B111H and makes no job, a study's new instances make one job for them; QIDO-RS at
+study, series and instance level with the standard matching keys (UID lists,
+wildcards, date ranges, ModalitiesInStudy), limit/offset with the Warning header,
+includefield, 400 for unknown keys, 406 for an Accept it cannot serve; what one tenant
+stored is invisible to another on every route. The server runs as --role api: jobs
+stay queued (nothing here needs them to run)."""
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Harness, run_tests  # noqa: E402
+import test_inference_api as dcm  # noqa: E402  (make_dicom, stow, seq: the DCMTK-made instances)
+
+H = None
+SRV = None
+S1 = "1.2.826.0.1.3680043.8.498.3001"
+S2 = "1.2.826.0.1.3680043.8.498.3002"
+SER1 = "1.2.826.0.1.3680043.8.498.3001.1"
+SER2 = "1.2.826.0.1.3680043.8.498.3002.1"
+I = {}              # name -> (bytes, sop uid)
+DICOM_JSON = {"Accept": "application/dicom+json"}
+
+
+def setup():
+    global H, SRV
+    H = Harness()
+    dcm.TMP = tempfile.mkdtemp(prefix="gj-qido-")
+    SRV = H.start_server(["--role", "api"])
+    common = [("0010,0020", "PAT-1"), ("0008,0050", "ACC-1"), ("0008,0020", "20240301"), ("0020,000E", SER1),
+              ("0008,1030", "Chest PA")]
+    I["a1"] = dcm.make_dicom("q_a1", S1, 11, extra=common + [("0020,0013", "1")])
+    I["a2"] = dcm.make_dicom("q_a2", S1, 12, extra=common + [("0020,0013", "2")])
+    I["b1"] = dcm.make_dicom("q_b1", S2, 13, modality="CR",
+                             extra=[("0010,0020", "PAT-2"), ("0008,0050", "ACC-2"), ("0008,0020", "20231224"),
+                                    ("0020,000E", SER2)])
+
+
+def jobs_of(r):
+    return re.findall(r"/v1/jobs/([0-9a-f-]{36})", r.headers.get("link", ""))
+
+
+def qido(client, path, status=200, headers=DICOM_JSON):
+    r = client.request("GET", path, headers=headers)
+    assert r.status == status, (path, r)
+    return r
+
+
+def test_dedup_at_stow():
+    c = SRV.client()
+    r = dcm.stow(c, [("application/dicom", I["a1"][0])])
+    assert r.status == 200 and len(jobs_of(r)) == 1, r
+    item = dcm.seq(r.json(), "00081199")[0]
+    assert item["00081190"]["Value"][0].endswith(f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}"), item
+    assert "00081196" not in item
+    # the study's new instance a2 with a1 again: a1 acknowledged with a warning, one job for a2 alone
+    blobs = H.scalar("SELECT count(*) FROM blobs")
+    r = dcm.stow(c, [("application/dicom", I["a1"][0]), ("application/dicom", I["a2"][0])])
+    assert r.status == 202, r
+    refs = {i["00081155"]["Value"][0]: i for i in dcm.seq(r.json(), "00081199")}
+    assert refs[I["a1"][1]]["00081196"] == {"vr": "US", "Value": [0xB111]}, refs
+    assert "00081196" not in refs[I["a2"][1]] and "00081198" not in r.json(), r.json()
+    jobs = jobs_of(r)
+    assert len(jobs) == 1, r.headers
+    job = c.json("GET", f"/v1/jobs/{jobs[0]}", expect=200)
+    assert list(job["inputs"]) == ["dicom"], job
+    assert H.scalar("SELECT count(*) FROM blobs") == str(int(blobs) + 1)   # a1's second copy not kept
+    # the same instance alone again: acknowledged, no job, nothing stored
+    before = H.scalar("SELECT count(*) FROM jobs")
+    r = dcm.stow(c, [("application/dicom", I["a1"][0])])
+    assert r.status == 202 and not jobs_of(r) and "00091010" not in r.json(), r
+    assert H.scalar("SELECT count(*) FROM jobs") == before
+    r = dcm.stow(c, [("application/dicom", I["b1"][0])])
+    assert r.status == 200 and len(jobs_of(r)) == 1, r
+    assert H.scalar("SELECT count(*) FROM dicom_instances") == "3"
+
+
+def uids(r, tag):
+    return [o[tag]["Value"][0] for o in r.json()]
+
+
+def test_qido_studies():
+    c = SRV.client()
+    r = qido(c, "/dicomweb/studies")
+    assert r.headers["content-type"].startswith("application/dicom+json"), r.headers
+    assert uids(r, "0020000D") == [S1, S2], r.json()
+    s1 = r.json()[0]
+    assert s1["00100020"]["Value"] == ["PAT-1"] and s1["00080050"]["Value"] == ["ACC-1"], s1
+    assert s1["00100010"]["Value"] == [{"Alphabetic": dcm.PATIENT_NAME}], s1
+    assert s1["00080061"] == {"vr": "CS", "Value": ["DX"]} and s1["00080020"]["Value"] == ["20240301"], s1
+    assert s1["00201208"]["Value"] == [2] and s1["00201206"]["Value"] == [1], s1
+    assert s1["00081190"]["Value"][0].endswith("/dicomweb/studies/" + S1), s1
+    for query, want in [("PatientID=PAT-1", [S1]), ("00100020=PAT-2", [S2]), ("PatientID=PAT*", [S1, S2]),
+                        ("PatientID=PAT-?", [S1, S2]), ("PatientID=PAT", []), ("AccessionNumber=ACC-2", [S2]),
+                        ("StudyDate=20240101-", [S1]), ("StudyDate=-20231231", [S2]),
+                        ("StudyDate=20231224", [S2]), ("StudyDate=20230101-20241231", [S1, S2]),
+                        ("ModalitiesInStudy=CR", [S2]), ("ModalitiesInStudy=DX&PatientID=PAT-2", []),
+                        (f"StudyInstanceUID={S2},{S1}", [S1, S2]), (f"StudyInstanceUID={S2}", [S2]),
+                        ("PatientName=doe*", [S1, S2]), ("includefield=all&PatientID=", [S1, S2]),
+                        ("includefield=00081030,StudyDescription&fuzzymatching=false", [S1, S2])]:
+        assert uids(qido(c, "/dicomweb/studies?" + query), "0020000D") == want, query
+    r = qido(c, "/dicomweb/studies?limit=1")
+    assert uids(r, "0020000D") == [S1] and "offset=1" in r.headers.get("warning", ""), r.headers
+    r = qido(c, "/dicomweb/studies?limit=1&offset=1")
+    assert uids(r, "0020000D") == [S2] and "warning" not in r.headers, r.headers
+    for bad in ("NoSuchKey=1", "SeriesInstanceUID=1.2", "StudyDate=2024", "StudyDate=-", "limit=5000",
+                "offset=-1", "StudyInstanceUID=abc", "fuzzymatching=true"):
+        r = qido(c, "/dicomweb/studies?" + bad, status=400)
+        assert r.headers["content-type"].startswith("application/problem+json"), r
+    r = qido(c, "/dicomweb/studies", headers={"Accept": "application/json"})
+    assert r.headers["content-type"].startswith("application/json") and len(r.json()) == 2
+    qido(c, "/dicomweb/studies", headers={"Accept": "multipart/related; type=\"application/dicom+xml\""}, status=406)
+    qido(c, "/dicomweb/studies", headers={"Accept": "application/dicom+json; q=0, text/html"}, status=406)
+    assert len(qido(c, "/dicomweb/studies", headers={"Accept": "text/html, */*;q=0.1"}).json()) == 2
+
+
+def test_qido_series_and_instances():
+    c = SRV.client()
+    r = qido(c, f"/dicomweb/studies/{S1}/series")
+    assert len(r.json()) == 1, r.json()
+    s = r.json()[0]
+    assert s["0020000E"]["Value"] == [SER1] and s["00080060"]["Value"] == ["DX"], s
+    assert s["00201209"]["Value"] == [2], s
+    assert s["00081190"]["Value"][0].endswith(f"/dicomweb/studies/{S1}/series/{SER1}"), s
+    assert uids(qido(c, "/dicomweb/series?Modality=CR"), "0020000E") == [SER2]
+    assert uids(qido(c, "/dicomweb/series?PatientID=PAT-1"), "0020000E") == [SER1]
+    r = qido(c, f"/dicomweb/studies/{S1}/series/{SER1}/instances")
+    assert uids(r, "00080018") == [I["a1"][1], I["a2"][1]], r.json()
+    inst = r.json()[0]
+    assert inst["00080016"]["Value"] == ["1.2.840.10008.5.1.4.1.1.7"] and inst["00200013"]["Value"] == [1], inst
+    assert inst["00280010"]["Value"] == [320] and inst["00280011"]["Value"] == [288], inst
+    assert inst["00081190"]["Value"][0].endswith(f"/series/{SER1}/instances/{I['a1'][1]}"), inst
+    assert uids(qido(c, f"/dicomweb/studies/{S1}/instances?InstanceNumber=2"), "00080018") == [I["a2"][1]]
+    assert uids(qido(c, f"/dicomweb/instances?SOPInstanceUID={I['b1'][1]}"), "00080018") == [I["b1"][1]]
+    assert qido(c, f"/dicomweb/studies/{S2}/series/{SER1}/instances").json() == []
+    qido(c, "/dicomweb/studies/not-a-uid/series", status=400)
+
+
+def test_tenant_isolation():
+    c = SRV.client()
+    other = c.json("POST", "/v1/api-keys", {"tenant": "qido-other", "role": "user"}, expect=201)["key"]
+    b = SRV.client(key=other)
+    for path in ("/dicomweb/studies", "/dicomweb/series", "/dicomweb/instances", f"/dicomweb/studies/{S1}/series",
+                 f"/dicomweb/studies/{S1}/instances", f"/dicomweb/studies/{S1}/series/{SER1}/instances",
+                 f"/dicomweb/studies?StudyInstanceUID={S1}", "/dicomweb/studies?PatientID=PAT*"):
+        assert qido(b, path).json() == [], path
+        qido(b, path, status=401, headers={"Authorization": "Bearer nope"})
+    # the other tenant's a1 is new to it: stored, one job; the first tenant sees no change
+    r = dcm.stow(b, [("application/dicom", I["a1"][0])])
+    assert r.status == 200 and len(jobs_of(r)) == 1, r
+    assert uids(qido(b, "/dicomweb/studies"), "0020000D") == [S1]
+    assert qido(c, "/dicomweb/studies").json()[0]["00201208"]["Value"] == [2]
+
+
+def test_log_clean():
+    text = SRV.log_text()
+    assert "PAT-1" not in text and "ACC-1" not in text and "Doe" not in text
+    for uid in (S1, S2, SER1, SER2, I["a1"][1]):
+        for line in text.splitlines():
+            if uid in line:   # only the HTTP access line's path may hold it (the client put it in the URL)
+                assert '"component":"http"' in line.replace(" ", ""), line
+
+
+if __name__ == "__main__":
+    setup()
+    try:
+        run_tests([test_dedup_at_stow, test_qido_studies, test_qido_series_and_instances, test_tenant_isolation,
+                   test_log_clean])
+    finally:
+        H.close()
+        shutil.rmtree(dcm.TMP, ignore_errors=True)

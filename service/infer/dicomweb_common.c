@@ -43,29 +43,64 @@ int gj_dicomweb_base_url(struct gj_req *r, char *buf, size_t size)
     return n > 0 && (size_t)n < size ? 0 : -1;
 }
 
+/* The value of parameter name in a media range's parameters ([params, end)), quotes
+ * dropped, into out; 1 found, 0 not. */
+static int range_param(const char *params, const char *end, const char *name, char *out, size_t size)
+{
+    size_t nl = strlen(name);
+    for (const char *p = params; p && p < end; p = memchr(p + 1, ';', (size_t)(end - p - 1))) {
+        const char *v = p + 1;
+        while (v < end && (*v == ' ' || *v == '\t'))
+            v++;
+        if ((size_t)(end - v) <= nl || strncasecmp(v, name, nl) != 0 || v[nl] != '=')
+            continue;
+        v += nl + 1;
+        const char *e = v;
+        while (e < end && *e != ';')
+            e++;
+        while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (e - v >= 2 && *v == '"' && e[-1] == '"')
+            v++, e--;
+        snprintf(out, size, "%.*s", (int)(e - v), v);
+        return 1;
+    }
+    return 0;
+}
+
 /* One media range of an Accept header (RFC 9110 §12.5.1) against type: 1 when it
- * covers it (any type, the type's whole family, or the type itself; parameters other than q=0
- * ignored). */
-static int range_covers(const char *range, size_t len, const char *type)
+ * covers it (any type, the type's whole family, or the type itself) with q above 0 and,
+ * when type_param is given, a "type" parameter that is absent or equal to it. */
+static int range_covers(const char *range, size_t len, const char *type, const char *type_param)
 {
     while (len && (*range == ' ' || *range == '\t'))
         range++, len--;
-    const char *semi = memchr(range, ';', len);
+    const char *end = range + len, *semi = memchr(range, ';', len);
     size_t tl = semi ? (size_t)(semi - range) : len;
     while (tl && (range[tl - 1] == ' ' || range[tl - 1] == '\t'))
         tl--;
-    for (const char *p = semi; p; p = memchr(p + 1, ';', (size_t)(range + len - p - 1))) {
-        const char *v = p + 1;
-        while (v < range + len && (*v == ' ' || *v == '\t'))
-            v++;
-        if (range + len - v >= 2 && (v[0] == 'q' || v[0] == 'Q') && v[1] == '=' && strtod(v + 2, NULL) == 0.0)
-            return 0;     /* q=0: not acceptable */
-    }
+    char v[100];
+    if (semi && range_param(semi, end, "q", v, sizeof v) && strtod(v, NULL) == 0.0)
+        return 0;     /* q=0: not acceptable */
+    if (type_param && semi && range_param(semi, end, "type", v, sizeof v) && strcasecmp(v, type_param) != 0)
+        return 0;
     const char *slash = strchr(type, '/');
-    if ((tl == 3 && strncmp(range, "*/*", 3) == 0) ||
-        (tl == strlen(type) && strncasecmp(range, type, tl) == 0))
+    if ((tl == 3 && strncmp(range, "*/*", 3) == 0) || (tl == strlen(type) && strncasecmp(range, type, tl) == 0))
         return 1;
     return slash && tl == (size_t)(slash - type) + 2 && strncasecmp(range, type, tl - 1) == 0 && range[tl - 1] == '*';
+}
+
+/* Calls range_covers on each range of the Accept header until one covers type. */
+static int accept_covers(const char *accept, const char *type, const char *type_param)
+{
+    for (const char *p = accept; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (range_covers(p, len, type, type_param))
+            return 1;
+        p += len + (comma != NULL);
+    }
+    return 0;
 }
 
 const char *gj_dicomweb_negotiate(struct gj_req *r, const char *const *types)
@@ -73,13 +108,14 @@ const char *gj_dicomweb_negotiate(struct gj_req *r, const char *const *types)
     const char *accept = gj_req_header(r, MHD_HTTP_HEADER_ACCEPT);
     if (!accept || !*accept)
         return types[0];
-    for (const char *p = accept; *p;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        for (size_t i = 0; types[i]; i++)
-            if (range_covers(p, len, types[i]))
-                return types[i];
-        p += len + (comma != NULL);
-    }
+    for (size_t i = 0; types[i]; i++)
+        if (accept_covers(accept, types[i], NULL))
+            return types[i];
     return NULL;
+}
+
+int gj_dicomweb_accepts(struct gj_req *r, const char *type, const char *type_param)
+{
+    const char *accept = gj_req_header(r, MHD_HTTP_HEADER_ACCEPT);
+    return !accept || !*accept || accept_covers(accept, type, type_param);
 }

@@ -14,7 +14,8 @@
  *   models_view.c    what /v1/models shows
  *   pseudonym.c      the pseudonymisation secret and keys
  *   dicomweb_common.c DICOM JSON, Retrieve URLs, Accept negotiation
- *   routes_qido.c    QIDO-RS (search)
+ *   routes_qido.c    QIDO-RS (search) and WADO-RS metadata
+ *   routes_wado.c    WADO-RS retrieve (multipart/related application/dicom)
  *   instances_store.c the instances each tenant stored by STOW-RS, with their searchable
  *                    attributes (migrations/0008_dicom_instances.sql)
  *   results_store.c  what a succeeded `infer` job records: inference_results rows
@@ -108,6 +109,9 @@ int gj_dicomweb_base_url(struct gj_req *r, char *buf, size_t size);
 /* The first of types (NULL-terminated, preferred first) the request's Accept header
  * takes (no Accept: types[0]); NULL when it takes none (answer 406). */
 const char *gj_dicomweb_negotiate(struct gj_req *r, const char *const *types);
+/* 1 when the request's Accept takes type (no Accept: yes) and, for type_param not NULL,
+ * no other "type" parameter (multipart/related; type="application/dicom"). */
+int gj_dicomweb_accepts(struct gj_req *r, const char *type, const char *type_param);
 
 /* ---- results (results_store.c) ---- */
 
@@ -126,6 +130,7 @@ void gj_infer_set_purge_phi(int on);
 extern const struct gj_route_table gj_infer_routes_models;
 extern const struct gj_route_table gj_infer_routes_dicomweb;
 extern const struct gj_route_table gj_infer_routes_qido;
+extern const struct gj_route_table gj_infer_routes_wado;
 extern const struct gj_route_table gj_infer_routes_results;
 extern const struct gj_route_table gj_infer_routes_oip;
 /* The batchers' statistics as Prometheus text (routes_oip.c). */

@@ -23,6 +23,7 @@ S2 = "1.2.826.0.1.3680043.8.498.3002"
 SER1 = "1.2.826.0.1.3680043.8.498.3001.1"
 SER2 = "1.2.826.0.1.3680043.8.498.3002.1"
 I = {}              # name -> (bytes, sop uid)
+URLS = []           # Retrieve URLs STOW answered
 DICOM_JSON = {"Accept": "application/dicom+json"}
 
 
@@ -57,6 +58,7 @@ def test_dedup_at_stow():
     item = dcm.seq(r.json(), "00081199")[0]
     assert item["00081190"]["Value"][0].endswith(f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}"), item
     assert "00081196" not in item
+    URLS.extend([item["00081190"]["Value"][0], r.json()["00081190"]["Value"][0]])
     # the study's new instance a2 with a1 again: a1 acknowledged with a warning, one job for a2 alone
     blobs = H.scalar("SELECT count(*) FROM blobs")
     r = dcm.stow(c, [("application/dicom", I["a1"][0]), ("application/dicom", I["a2"][0])])
@@ -140,6 +142,58 @@ def test_qido_series_and_instances():
     qido(c, "/dicomweb/studies/not-a-uid/series", status=400)
 
 
+def parts_of(r):
+    """The instances of a multipart/related; type="application/dicom" answer."""
+    ct = r.headers["content-type"]
+    assert ct.startswith("multipart/related") and 'type="application/dicom"' in ct, ct
+    boundary = re.search(r"boundary=([^;\s]+)", ct).group(1).encode()
+    chunks = r.body.split(b"--" + boundary)
+    assert chunks[0] == b"" and chunks[-1] == b"--\r\n", (chunks[0][:50], chunks[-1][:50])
+    out = []
+    for ch in chunks[1:-1]:
+        head, _, data = ch.partition(b"\r\n\r\n")
+        assert b"Content-Type: application/dicom" in head, head
+        assert data.endswith(b"\r\n")
+        out.append(data[:-2])
+        assert f"Content-Length: {len(out[-1])}".encode() in head, head
+    return out
+
+
+def test_wado_retrieve():
+    c = SRV.client()
+    a1, a2 = I["a1"][0], I["a2"][0]
+    assert parts_of(qido(c, f"/dicomweb/studies/{S1}", headers={})) == [a1, a2]
+    multipart = {"Accept": 'multipart/related; type="application/dicom"; transfer-syntax=*'}
+    assert parts_of(qido(c, f"/dicomweb/studies/{S1}/series/{SER1}", headers=multipart)) == [a1, a2]
+    r = qido(c, f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a2'][1]}", headers=multipart)
+    assert parts_of(r) == [a2] and int(r.headers["content-length"]) == len(r.body)
+    # the Retrieve URLs STOW answered resolve (instance, then study)
+    for url, want in zip(URLS, ([a1], [a1, a2])):
+        path = "/" + url.split("/", 3)[3]
+        assert parts_of(qido(c, path, headers={"Accept": "*/*"})) == want, url
+    for accept in ("application/dicom+json", 'multipart/related; type="application/octet-stream"', "image/jpeg"):
+        qido(c, f"/dicomweb/studies/{S1}", headers={"Accept": accept}, status=406)
+    qido(c, f"/dicomweb/studies/{S2}/series/{SER1}", headers={}, status=404)
+    qido(c, f"/dicomweb/studies/{S1}/series/{SER1}/instances/1.2.3", headers={}, status=404)
+    qido(c, "/dicomweb/studies/1.2.x", headers={}, status=400)
+
+
+def test_wado_metadata():
+    c = SRV.client()
+    r = qido(c, f"/dicomweb/studies/{S1}/metadata")
+    assert r.headers["content-type"].startswith("application/dicom+json")
+    assert uids(r, "00080018") == [I["a1"][1], I["a2"][1]], r.json()
+    m = r.json()[0]
+    assert m["00100020"]["Value"] == ["PAT-1"] and m["0020000E"]["Value"] == [SER1], m
+    assert m["00020010"]["Value"] == ["1.2.840.10008.1.2.1"] and m["00081030"]["Value"] == ["Chest PA"], m
+    assert uids(qido(c, f"/dicomweb/studies/{S1}/series/{SER1}/metadata"), "00080018") == [I["a1"][1], I["a2"][1]]
+    r = qido(c, f"/dicomweb/studies/{S2}/series/{SER2}/instances/{I['b1'][1]}/metadata")
+    assert uids(r, "00080060") == ["CR"], r.json()
+    qido(c, f"/dicomweb/studies/{S2}/series/{SER1}/metadata", status=404)
+    qido(c, f"/dicomweb/studies/{S1}/metadata?PatientID=x", status=400)
+    qido(c, f"/dicomweb/studies/{S1}/metadata", headers={"Accept": "application/dicom+xml"}, status=406)
+
+
 def test_tenant_isolation():
     c = SRV.client()
     other = c.json("POST", "/v1/api-keys", {"tenant": "qido-other", "role": "user"}, expect=201)["key"]
@@ -148,6 +202,12 @@ def test_tenant_isolation():
                  f"/dicomweb/studies/{S1}/instances", f"/dicomweb/studies/{S1}/series/{SER1}/instances",
                  f"/dicomweb/studies?StudyInstanceUID={S1}", "/dicomweb/studies?PatientID=PAT*"):
         assert qido(b, path).json() == [], path
+        qido(b, path, status=401, headers={"Authorization": "Bearer nope"})
+    for path in (f"/dicomweb/studies/{S1}", f"/dicomweb/studies/{S1}/series/{SER1}",
+                 f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}", f"/dicomweb/studies/{S1}/metadata",
+                 f"/dicomweb/studies/{S1}/series/{SER1}/metadata",
+                 f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}/metadata"):
+        qido(b, path, status=404, headers={})
         qido(b, path, status=401, headers={"Authorization": "Bearer nope"})
     # the other tenant's a1 is new to it: stored, one job; the first tenant sees no change
     r = dcm.stow(b, [("application/dicom", I["a1"][0])])
@@ -168,7 +228,8 @@ def test_log_clean():
 if __name__ == "__main__":
     setup()
     try:
-        run_tests([test_dedup_at_stow, test_qido_studies, test_qido_series_and_instances, test_tenant_isolation,
+        run_tests([test_dedup_at_stow, test_qido_studies, test_qido_series_and_instances, test_wado_retrieve,
+                   test_wado_metadata, test_tenant_isolation,
                    test_log_clean])
     finally:
         H.close()

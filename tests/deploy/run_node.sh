@@ -1,10 +1,11 @@
 #!/bin/sh
 # run_node.sh SCRIPT.mjs -- runs a node test of this suite after installing the npm packages of
 # package-lock.json into tests/deploy/node_modules (npm ci; again only when the lockfile
-# changed; under a lock, as meson runs the tests in parallel). Where npm is missing but Debian's
+# changed; under a lock, as meson runs the tests in parallel). GJ_NODE_PACKAGES names another
+# folder with its own package-lock.json (tests/dicomweb_client). Where npm is missing but Debian's
 # apt is at hand (as root), Debian's npm is installed first.
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
+here=${GJ_NODE_PACKAGES:-$(cd "$(dirname "$0")" && pwd)}
 command -v node >/dev/null 2>&1 || { echo "run_node.sh: node is not installed (tools/debian-packages.txt: nodejs)" >&2; exit 1; }
 if ! command -v npm >/dev/null 2>&1; then
     { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; } ||

@@ -11,7 +11,7 @@
 
 #include "service/uuid.h"
 
-#define GJ_ROUTE_MAX_PARAMS 3
+#define GJ_ROUTE_MAX_PARAMS 4   /* WADO-RS frames: study, series, instance, frame list */
 #define GJ_PARAM_MAX 256
 
 /* 1 when a Content-Type is application/json or application/...+json. */

@@ -16,6 +16,7 @@
  *   dicomweb_common.c DICOM JSON, Retrieve URLs, Accept negotiation
  *   routes_qido.c    QIDO-RS (search) and WADO-RS metadata
  *   routes_wado.c    WADO-RS retrieve (multipart/related application/dicom)
+ *   routes_wado_render.c  WADO-RS rendered (JPEG, PNG) and frames
  *   instances_store.c the instances each tenant stored by STOW-RS, with their searchable
  *                    attributes (migrations/0008_dicom_instances.sql)
  *   results_store.c  what a succeeded `infer` job records: inference_results rows
@@ -131,6 +132,7 @@ extern const struct gj_route_table gj_infer_routes_models;
 extern const struct gj_route_table gj_infer_routes_dicomweb;
 extern const struct gj_route_table gj_infer_routes_qido;
 extern const struct gj_route_table gj_infer_routes_wado;
+extern const struct gj_route_table gj_infer_routes_wado_render;
 extern const struct gj_route_table gj_infer_routes_results;
 extern const struct gj_route_table gj_infer_routes_oip;
 /* The batchers' statistics as Prometheus text (routes_oip.c). */

@@ -194,6 +194,45 @@ def test_wado_metadata():
     qido(c, f"/dicomweb/studies/{S1}/metadata", headers={"Accept": "application/dicom+xml"}, status=406)
 
 
+def split_multipart(r, part_type):
+    ct = r.headers["content-type"]
+    assert ct.startswith("multipart/related") and f'type="{part_type}"' in ct, ct
+    boundary = re.search(r"boundary=([^;\s]+)", ct).group(1).encode()
+    chunks = r.body.split(b"--" + boundary)
+    assert chunks[0] == b"" and chunks[-1] == b"--\r\n"
+    return [ch.partition(b"\r\n\r\n")[2][:-2] for ch in chunks[1:-1]]
+
+
+def test_wado_rendered_and_frames():
+    import io
+    import numpy as np
+    from PIL import Image
+    c = SRV.client()
+    base = f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}"
+    source = np.asarray(Image.open(os.path.join(dcm.TMP, "q_a1.bmp")).convert("L")).astype(float)
+    # no VOI window in the file: its full range, stretched to 0..255 (PNG: exactly)
+    want = np.floor((source - source.min()) * 255.0 / (source.max() - source.min()) + 0.5)
+    r = qido(c, base + "/rendered", headers={"Accept": "image/png"})
+    assert r.headers["content-type"] == "image/png", r.headers
+    png = np.asarray(Image.open(io.BytesIO(r.body)))
+    assert png.shape == (320, 288) and np.abs(png - want).max() <= 1, np.abs(png - want).max()
+    r = qido(c, base + "/rendered", headers={})
+    assert r.headers["content-type"] == "image/jpeg", r.headers
+    jpeg = np.asarray(Image.open(io.BytesIO(r.body)))
+    assert jpeg.shape == (320, 288) and np.abs(jpeg - want).mean() < 6, np.abs(jpeg - want).mean()
+    qido(c, base + "/rendered", headers={"Accept": "image/gif"}, status=406)
+    qido(c, base + "/rendered?window=10,20,LINEAR", headers={"Accept": "image/png"}, status=400)
+    # frames: native stored values (8 bits here), in the order asked
+    r = qido(c, base + "/frames/1,1", headers={"Accept": 'multipart/related; type="application/octet-stream"'})
+    parts = split_multipart(r, "application/octet-stream")
+    assert len(parts) == 2 and parts[0] == parts[1] == source.astype("uint8").tobytes(), [len(p) for p in parts]
+    assert len(split_multipart(qido(c, base + "/frames/1", headers={}), "application/octet-stream")) == 1
+    qido(c, base + "/frames/2", headers={}, status=404)
+    for bad in ("0", "1,", "x", "1;2"):
+        qido(c, base + "/frames/" + bad, headers={}, status=400)
+    qido(c, base + "/frames/1", headers={"Accept": 'multipart/related; type="image/jpeg"'}, status=406)
+
+
 def test_tenant_isolation():
     c = SRV.client()
     other = c.json("POST", "/v1/api-keys", {"tenant": "qido-other", "role": "user"}, expect=201)["key"]
@@ -206,7 +245,9 @@ def test_tenant_isolation():
     for path in (f"/dicomweb/studies/{S1}", f"/dicomweb/studies/{S1}/series/{SER1}",
                  f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}", f"/dicomweb/studies/{S1}/metadata",
                  f"/dicomweb/studies/{S1}/series/{SER1}/metadata",
-                 f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}/metadata"):
+                 f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}/metadata",
+                 f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}/rendered",
+                 f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}/frames/1"):
         qido(b, path, status=404, headers={})
         qido(b, path, status=401, headers={"Authorization": "Bearer nope"})
     # the other tenant's a1 is new to it: stored, one job; the first tenant sees no change
@@ -229,7 +270,7 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_dedup_at_stow, test_qido_studies, test_qido_series_and_instances, test_wado_retrieve,
-                   test_wado_metadata, test_tenant_isolation,
+                   test_wado_metadata, test_wado_rendered_and_frames, test_tenant_isolation,
                    test_log_clean])
     finally:
         H.close()

@@ -30,6 +30,7 @@
 
 #define COMPONENT "dicomweb"
 #define FRAMES_MAX 1000
+#define FRAMES_MAX_BYTES ((uint64_t)256 << 20)   /* one answer, built in memory */
 #define JPEG_QUALITY 90
 
 static enum MHD_Result count_param(void *cls, enum MHD_ValueKind kind, const char *name, const char *value)
@@ -266,6 +267,13 @@ static void wado_frames(struct gj_req *r)
             gj_problem(r, 404, "frames", "the instance has %u frame(s)", img.frames ? img.frames : 1);
             return;
         }
+    uint64_t frame_bytes = gj_dicom_frame_floats(&img) * (img.bits_allocated == 16 ? 2 : 1);
+    if (frame_bytes * (uint64_t)n > FRAMES_MAX_BYTES) {
+        gj_dicom_free(d);
+        gj_problem(r, 413, "frames", "more than %llu MiB of frames in one request: ask for fewer",
+                   (unsigned long long)(FRAMES_MAX_BYTES >> 20));
+        return;
+    }
     char *body = NULL, boundary[48];
     size_t len = 0;
     struct gj_error err = { 0 };

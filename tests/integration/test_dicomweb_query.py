@@ -233,6 +233,28 @@ def test_wado_rendered_and_frames():
     qido(c, base + "/frames/1", headers={"Accept": 'multipart/related; type="image/jpeg"'}, status=406)
 
 
+def test_frames_size_limit():
+    """One frames answer is built in memory: at most 256 MiB (a 16 MiB frame asked 17 times: 413)."""
+    import subprocess
+    from PIL import Image
+    bmp, path = os.path.join(dcm.TMP, "big.bmp"), os.path.join(dcm.TMP, "big.dcm")
+    Image.new("L", (4096, 4096), 77).save(bmp)
+    subprocess.run(["img2dcm", "-i", "BMP", bmp, path], check=True, capture_output=True)
+    subprocess.run(["dcmodify", "-nb", "-i", f"(0020,000D)={S2}", "-i", f"(0020,000E)={SER2}", path], check=True,
+                   capture_output=True)
+    with open(path, "rb") as f:
+        data = f.read()
+    c = SRV.client()
+    r = dcm.stow(c, [("application/dicom", data)])
+    assert r.status == 200, r
+    url = dcm.seq(r.json(), "00081199")[0]["00081190"]["Value"][0]
+    path = "/" + url.split("/", 3)[3]
+    parts = split_multipart(qido(c, path + "/frames/1", headers={}), "application/octet-stream")
+    assert len(parts) == 1 and len(parts[0]) == 4096 * 4096, [len(p) for p in parts]
+    r = qido(c, path + "/frames/" + ",".join(["1"] * 17), headers={}, status=413)
+    assert "256 MiB" in r.json()["detail"], r
+
+
 def test_tenant_isolation():
     c = SRV.client()
     other = c.json("POST", "/v1/api-keys", {"tenant": "qido-other", "role": "user"}, expect=201)["key"]
@@ -270,7 +292,8 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_dedup_at_stow, test_qido_studies, test_qido_series_and_instances, test_wado_retrieve,
-                   test_wado_metadata, test_wado_rendered_and_frames, test_tenant_isolation,
+                   test_wado_metadata, test_wado_rendered_and_frames, test_frames_size_limit,
+                   test_tenant_isolation,
                    test_log_clean])
     finally:
         H.close()

@@ -1,18 +1,20 @@
 /*
  * json_schema.c — JSON Schema draft 2020-12 (json_schema.h lists the keywords).
  * Compiling walks the schema once: every keyword must be known and well formed,
- * patterns are compiled, $refs must name a schema in this document.
- * json_schema_check.c then walks values against it.
+ * patterns are compiled, $refs must name a schema in this document and are resolved.
+ * json_schema_check.c then walks values against the result (json_schema_compiled.h).
  */
 #include <math.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/json_schema_internal.h"
+#include "common/json_schema.h"
+#include "common/json_schema_check.h"
+#include "common/json_schema_compiled.h"
 #include "common/json_schema_regex.h"
+#include "common/json_schema_value.h"
 
 #define DIALECT "https://json-schema.org/draft/2020-12/schema"
 
@@ -123,24 +125,7 @@ static const struct keyword *find_keyword(const char *name)
     return NULL;
 }
 
-/* ------------------------------------------------------- regexes and $refs */
-
-static int regex_cmp(const void *pa, const void *pb)
-{
-    uintptr_t a = (uintptr_t)((const struct gjs_regex *)pa)->source;
-    uintptr_t b = (uintptr_t)((const struct gjs_regex *)pb)->source;
-    return a < b ? -1 : a > b;
-}
-
-/* 1 when the pattern whose text is source matches s, 0 when not, -1 on failure. */
-int gjs_regex_match(const struct gj_schema *s, const char *source, const char *str, size_t len)
-{
-    struct gjs_regex key = { .source = source };
-    if (!s->n_regexes)
-        return -1;
-    const struct gjs_regex *r = bsearch(&key, s->regexes, s->n_regexes, sizeof key, regex_cmp);
-    return r ? gj_regex_search(&r->re, str, len) : -1;
-}
+/* ------------------------------------------------------------------- $refs */
 
 /* "#..." within ref, also when ref starts with the root's $id; NULL for other references. */
 static const char *local_fragment(const json_t *root, const char *ref)
@@ -223,9 +208,10 @@ static const json_t *pointer_step(const json_t *node, enum position *pos, const 
     return json_object_get(node, token);
 }
 
-/* The schema ref names, or NULL with why. Every step goes through a keyword that holds
- * schemas, so the target is one the compiler has checked. */
-const json_t *gjs_resolve_ref(const json_t *root, const char *ref, char *why, size_t cap)
+/* The schema ref names ("#", "#/a/b", or the root's $id followed by either), or NULL
+ * with why. Every step goes through a keyword that holds schemas, so the target is one
+ * the compiler checks. */
+static const json_t *resolve_ref(const json_t *root, const char *ref, char *why, size_t cap)
 {
     const char *frag = local_fragment(root, ref);
     if (!frag) {
@@ -455,8 +441,19 @@ static int compile_ref(struct compiler *c, const json_t *arg)
     if (!json_is_string(arg))
         return refuse(c, "\"$ref\" must be a string");
     const char *ref = json_string_value(arg);
-    if (!gjs_resolve_ref(c->s->root, ref, why, sizeof why))
+    const json_t *target = resolve_ref(c->s->root, ref, why, sizeof why);
+    if (!target)
         return refuse(c, "\"$ref\": \"%s\" %s", gjs_clip(ref, strlen(ref), shown, sizeof shown), why);
+    struct gj_schema *s = c->s;
+    if (s->n_refs == s->cap_refs) {
+        size_t cap = s->cap_refs ? 2 * s->cap_refs : 8;
+        struct gjs_ref *grown = realloc(s->refs, cap * sizeof *grown);
+        if (!grown)
+            return refuse(c, "out of memory");
+        s->refs = grown;
+        s->cap_refs = cap;
+    }
+    s->refs[s->n_refs++] = (struct gjs_ref){ .source = ref, .target = target };
     return 0;
 }
 
@@ -524,8 +521,7 @@ struct gj_schema *gj_schema_compile(const json_t *schema, struct gj_error *err)
         gj_schema_free(s);
         return NULL;
     }
-    if (s->n_regexes)
-        qsort(s->regexes, s->n_regexes, sizeof *s->regexes, regex_cmp);
+    gjs_compiled_seal(s);
     return s;
 }
 
@@ -545,6 +541,7 @@ void gj_schema_free(struct gj_schema *schema)
     for (size_t i = 0; i < schema->n_regexes; i++)
         regfree(&schema->regexes[i].re);
     free(schema->regexes);
+    free(schema->refs);
     json_decref(schema->root);
     free(schema);
 }

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/json_schema_internal.h"
+#include "common/json_schema_check.h"
+#include "common/json_schema_value.h"
 
 struct checker {
     const struct gj_schema *s;
@@ -443,10 +444,9 @@ static int check_ref(struct checker *k, const json_t *schema, const json_t *v, i
                      struct gj_error *err)
 {
     const json_t *ref = json_object_get(schema, "$ref");
-    char why[160];
     if (!ref)
         return 0;
-    const json_t *target = gjs_resolve_ref(k->s->root, json_string_value(ref), why, sizeof why);
+    const json_t *target = gjs_ref_target(k->s, json_string_value(ref));
     if (!target)
         return failed_internally(k, err, "a $ref does not resolve");
     return check(k, target, v, depth + 1, err);

@@ -16,7 +16,7 @@
  * node's RegExp with the u flag on 24,000 random pattern/string pairs: no
  * pattern that compiles gives a different answer.
  *
- * Private to json_schema.c.
+ * Private to the validator (json_schema.c compiles, json_schema_compiled.c matches).
  */
 #ifndef GJ_JSON_SCHEMA_REGEX_H
 #define GJ_JSON_SCHEMA_REGEX_H

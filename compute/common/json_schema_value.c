@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/json_schema_internal.h"
+#include "common/json_schema_value.h"
 
 /* --------------------------------------------------------------- messages */
 

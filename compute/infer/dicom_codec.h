@@ -1,7 +1,7 @@
 /*
  * dicom_codec.h — the frame decoders (RLE, JPEG baseline / extended / lossless,
  * JPEG-LS, JPEG 2000): one frame's compressed bytes in, its samples out. They know
- * the image attributes (dicom.h) and nothing of the dataset: dicom_parse.c asks
+ * the image attributes (dicom_image.h) and nothing of the dataset: dicom_parse.c asks
  * where frames start, dicom_pixels.c hands them frames; nothing here calls back.
  */
 #ifndef GJ_DICOM_CODEC_H
@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "common/gj_error.h"
-#include "dicom.h"
+#include "dicom_image.h"
 
 /* err's field for a problem with the pixel data. */
 #define GJ_DCM_PIXEL_FIELD "(7FE0,0010)"

@@ -1,7 +1,7 @@
 /*
  * onnx_dtype.c — the table of element types: names (ONNX's and Triton's), sizes, classes, and
- * the decoding of a TensorProto's data (see onnx_dtype.h). Element access and conversion are
- * onnx_elem.c's.
+ * the decoding of a TensorProto's data (see onnx_dtype.h). Element access is onnx_elem.c's,
+ * conversion onnx_cast.c's.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,10 +1,11 @@
 /*
- * onnx_dtype.h — element types: ONNX's TensorProto.DataType numbers (enum onnx_elem_type in
- * onnx_model.h), their names and sizes, their classes (what operators may take them), typed
- * element access, conversion (Cast) and the decoding of a TensorProto's data. Every decision
- * about element types outside the kernels and the shape rules is made here.
+ * onnx_dtype.h — what the runtime alone needs about element types (the public part, enum
+ * onnx_elem_type, names, sizes and values, is onnx_elem.h's): their classes (what operators
+ * may take them), typed element access (onnx_elem.c), conversion (Cast, onnx_cast.c) and the
+ * decoding of a TensorProto's data (onnx_dtype.c). Every decision about element types outside
+ * the kernels and the shape rules is made here.
  *
- * Every type of onnx_model.h is stored as itself (nothing is widened): a tensor's elem is the
+ * Every type of onnx_elem.h is stored as itself (nothing is widened): a tensor's elem is the
  * type ONNX says it has, and each operator's shape rule (onnx_shape.c) says which types it
  * takes.
  */
@@ -15,7 +16,7 @@
 #include <stdint.h>
 
 #include "common/gj_error.h"
-#include "infer/onnx/onnx_model.h"
+#include "infer/onnx/onnx_elem.h"
 
 struct onnx_tensor;
 struct Onnx__TensorProto;

@@ -9,7 +9,7 @@
  * a kernel per op).
  *
  * The loader's files: onnx_load.c (the graph), onnx_proto.c (tensors, value infos),
- * onnx_attrs.c (attributes), onnx_ops.c (operator names and arity); element types are
+ * onnx_attrs.c (attributes); the operators are onnx_ops.h's, element types
  * onnx_dtype.c's, shapes and strides onnx_layout.c's.
  */
 #ifndef ONNX_IR_H
@@ -20,33 +20,7 @@
 
 #include "infer/onnx/onnx_dtype.h"
 #include "infer/onnx/onnx_model.h"
-
-/* Every operator the runtime knows: X(enum suffix, ONNX op_type). */
-#define ONNX_OPS(X) \
-    X(CONV, "Conv") X(BATCHNORM, "BatchNormalization") X(RELU, "Relu") \
-    X(MAXPOOL, "MaxPool") X(AVGPOOL, "AveragePool") X(GLOBALAVGPOOL, "GlobalAveragePool") \
-    X(CONCAT, "Concat") X(GEMM, "Gemm") X(MATMUL, "MatMul") X(ADD, "Add") X(SUB, "Sub") \
-    X(MUL, "Mul") X(DIV, "Div") X(POW, "Pow") X(SQRT, "Sqrt") X(ERF, "Erf") X(GELU, "Gelu") \
-    X(SIGMOID, "Sigmoid") X(SOFTMAX, "Softmax") X(LAYERNORM, "LayerNormalization") \
-    X(REDUCEMEAN, "ReduceMean") X(FLATTEN, "Flatten") X(RESHAPE, "Reshape") \
-    X(TRANSPOSE, "Transpose") X(GATHER, "Gather") X(SHAPE, "Shape") X(SLICE, "Slice") \
-    X(SQUEEZE, "Squeeze") X(UNSQUEEZE, "Unsqueeze") X(CONSTANT, "Constant") \
-    X(IDENTITY, "Identity") X(DROPOUT, "Dropout") X(CAST, "Cast") X(EXPAND, "Expand") \
-    X(WHERE, "Where") X(EQUAL, "Equal") X(CONSTANTOFSHAPE, "ConstantOfShape") \
-    X(RANGE, "Range") X(PAD, "Pad") X(TANH, "Tanh") X(NEG, "Neg") \
-    X(GREATER, "Greater") X(LESS, "Less") X(GREATEREQ, "GreaterOrEqual") X(LESSEQ, "LessOrEqual") \
-    X(NOT, "Not") X(AND, "And") X(OR, "Or") X(XOR, "Xor") X(MOD, "Mod") X(ABS, "Abs") X(EXP, "Exp") \
-    X(LOG, "Log") X(REDUCESUM, "ReduceSum") X(REDUCEMAX, "ReduceMax") X(REDUCEMIN, "ReduceMin") \
-    X(ARGMAX, "ArgMax") X(ARGMIN, "ArgMin")
-
-enum onnx_op {
-#define ONNX_OP_ENUM(e, s) ONNX_OP_##e,
-    ONNX_OPS(ONNX_OP_ENUM)
-#undef ONNX_OP_ENUM
-    ONNX_OP_COUNT
-};
-
-const char *onnx_op_name(int op);
+#include "infer/onnx/onnx_ops.h"
 
 #define ONNX_MAX_IO 64   /* inputs and outputs of a graph */
 

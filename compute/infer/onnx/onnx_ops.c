@@ -1,10 +1,10 @@
 /*
- * onnx_ops.c — the operators the runtime knows (ONNX_OPS in onnx_ir.h): their names and how
+ * onnx_ops.c — the operators the runtime knows (ONNX_OPS in onnx_ops.h): their names and how
  * many inputs and outputs a node of each takes.
  */
 #include <string.h>
 
-#include "infer/onnx/onnx_proto.h"
+#include "infer/onnx/onnx_ops.h"
 
 static const char *const op_names[] = {
 #define ONNX_OP_NAME(e, s) s,

@@ -1,8 +1,7 @@
 /*
  * onnx_proto.h — the loader's readers of decoded protobuf messages (internal to the loader):
- * tensors and value infos (onnx_proto.c), operators' arity (onnx_ops.c) and node attributes
- * (onnx_attrs.c). Each checks what it reads and refuses, with its name, what the runtime
- * does not implement.
+ * tensors and value infos (onnx_proto.c) and node attributes (onnx_attrs.c). Each checks
+ * what it reads and refuses, with its name, what the runtime does not implement.
  */
 #ifndef ONNX_PROTO_H
 #define ONNX_PROTO_H
@@ -23,12 +22,6 @@ int onnx_tensor_from_proto(const Onnx__TensorProto *tp, struct onnx_tensor *t, c
 void onnx_tensor_free_data(struct onnx_tensor *t);
 /* The declared element type and shape of a value (an untyped one is left as it is). */
 int onnx_value_info(const Onnx__ValueInfoProto *vi, struct onnx_value *v, struct gj_error *err);
-
-/* The operator of that op_type in the default domain, or -1. */
-int onnx_op_find(const char *op_type);
-/* How many inputs a node of `op` takes at `opset` (min, max) and how many outputs the runtime
- * computes (max). */
-void onnx_op_arity(int op, int64_t opset, int *imin, int *imax, int *omax);
 
 /* The parameters of node np (named nname) of operator op from its attributes, with ONNX's
  * defaults; an attribute the runtime does not implement, or a value it does not, is refused

@@ -123,7 +123,7 @@ static int sleep_steps(struct gj_ctx *ctx, json_int_t sleep_ms)
 static int write_result(struct gj_ctx *ctx, json_int_t slept, json_int_t bytes, struct gj_error *err)
 {
     const struct gj_job *job = ctx->job;
-    char path[4096];
+    char path[GJ_PATH_MAX];
     json_t *result = json_pack("{s:s, s:I, s:I, s:i, s:i, s:o}", "kind", "noop", "slept_ms",
                                (json_int_t)slept, "output_bytes", bytes, "device", ctx->device,
                                "stage", ctx->stage, "inputs", json_object());
@@ -159,7 +159,7 @@ static int noop_run(struct gj_ctx *ctx, struct gj_error *err)
         return GJ_RUN_FAILED;
     }
 
-    char path[4096];
+    char path[GJ_PATH_MAX];
     json_int_t bytes = int_param(job, "output_bytes", 0);
     if (bytes > 0) {
         int rc = gj_path_join(path, sizeof path, ctx->output_dir, "data.bin") ? -1

@@ -15,7 +15,7 @@
 static int write_text(const char *dir, const char *name, const char *text, size_t len,
                       struct gj_error *err)
 {
-    char path[4096];
+    char path[GJ_PATH_MAX];
     if (gj_path_join(path, sizeof path, dir, name) || gj_write_file(path, text, len))
         return gj_error_set(err, "", "cannot write %s: %s", name, strerror(errno));
     return 0;

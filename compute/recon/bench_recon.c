@@ -144,7 +144,7 @@ static void bench_fdk(int N, int views, int threads, json_t *out)
 
 static int write_raw(const char *dir, const char *name, const float *d, size_t n)
 {
-    char p[4096];
+    char p[GJ_PATH_MAX];
     return gj_path_join(p, sizeof p, dir, name) || gj_write_file(p, d, n * 4);
 }
 
@@ -292,7 +292,7 @@ int gj_bench_recon_main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);   /* one line per result, also into a file or pipe */
     json_t *out = json_pack("{s:[], s:[], s:[], s:i}", "fdk", "fbp", "sart", "threads", threads);
     printf("gpujobd bench recon: %d CPU threads, GPU %s\n", threads, rc_gpu_available() ? "present" : "absent");
-    char skdir[1024];
+    char skdir[GJ_PATH_MAX];
     int have_dir = sk && gj_make_temp_dir(skdir, sizeof skdir, "gpujobd-bench-recon") == 0;
     bench_batch(RC_FBP, batch, threads, have_dir ? skdir : NULL, out);
     bench_batch(RC_SART, sbatch, threads, NULL, out);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fsutil.h"
 #include "recon/recon.h"
 
 #define NRRD_MAX_HEADER 65536
@@ -48,7 +49,7 @@ static int finish_file(FILE *f, const char *tmp, const char *path, const float *
 int rc_nrrd_write(const char *path, const float *data, int dim, const int64_t *sizes,
                   const double *spacing, const double *origin, int space, struct gj_poll *poll)
 {
-    char tmp[4200];
+    char tmp[GJ_PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return -1;
     FILE *f = fopen(tmp, "wb");
@@ -78,7 +79,7 @@ int rc_nrrd_write(const char *path, const float *data, int dim, const int64_t *s
 
 int rc_raw_write(const char *path, const float *data, uint64_t n, struct gj_poll *poll)
 {
-    char tmp[4200];
+    char tmp[GJ_PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return -1;
     FILE *f = fopen(tmp, "wb");

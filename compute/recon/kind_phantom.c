@@ -118,7 +118,7 @@ static int written(int rc, const char *name, struct gj_error *err)
 static int write_projections(struct gj_ctx *ctx, const struct rc_geom *g, const struct rc_phantom *ph,
                              int threads, struct gj_poll *poll, int raw, struct gj_error *err)
 {
-    char path[4096];
+    char path[GJ_PATH_MAX];
     float *proj = malloc(sizeof(float) * rc_proj_count(g));
     if (!proj)
         return gj_error_set(err, "", "out of memory for the projections");
@@ -142,7 +142,7 @@ static int write_projections(struct gj_ctx *ctx, const struct rc_geom *g, const 
 static int write_truth(struct gj_ctx *ctx, const struct rc_geom *g, const struct rc_phantom *ph,
                        int threads, struct gj_poll *poll, struct gj_error *err)
 {
-    char path[4096];
+    char path[GJ_PATH_MAX];
     float *truth = malloc(sizeof(float) * rc_vol_count(g));
     if (!truth)
         return gj_error_set(err, "", "out of memory for the ground truth");
@@ -169,7 +169,7 @@ static int write_truth(struct gj_ctx *ctx, const struct rc_geom *g, const struct
 static int write_report(struct gj_ctx *ctx, const struct rc_geom *g, const struct rc_phantom *ph, int raw,
                         double t_proj, double t_truth, struct gj_error *err)
 {
-    char path[4096];
+    char path[GJ_PATH_MAX];
     json_t *ell = json_array();
     for (int i = 0; i < ph->n; i++)
         json_array_append_new(ell, json_pack("[f,f,f,f,f,f,f,f]", ph->e[i].A, ph->e[i].a, ph->e[i].b, ph->e[i].c,

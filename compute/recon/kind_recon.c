@@ -277,7 +277,7 @@ static json_t *geometry_json(const struct rc_geom *g)
 static int write_outputs(struct gj_ctx *ctx, const struct rc_geom *g, const struct rc_opts *o, const float *vol,
                          int z0, int nzs, json_t *times, int slabs, double updates, int on_gpu, struct gj_error *err)
 {
-    char path[4096];
+    char path[GJ_PATH_MAX];
     int64_t sizes[3] = { g->nx, g->ny, nzs };
     double sp[3] = { g->vx, g->vy, g->vz };
     double org[3] = { -0.5 * (g->nx - 1) * g->vx + g->ox, -0.5 * (g->ny - 1) * g->vy + g->oy,
@@ -331,7 +331,7 @@ static int read_slab(struct gj_ctx *ctx, const struct rc_geom *g, size_t c, floa
     for (size_t i = 0; i < ctx->n_children; i++)
         if (ctx->children[i].index == (int)c)
             ch = &ctx->children[i];
-    char path[4096];
+    char path[GJ_PATH_MAX];
     if (!ch || gj_path_join(path, sizeof path, ch->output_dir, "volume.nrrd"))
         return gj_error_set(err, "", "slab %zu is missing", c);
     char *data = NULL;

@@ -491,7 +491,7 @@ static int batcher_one(const struct bench_opts *o, const char *name, const char 
 
 static int batcher_main(struct bench_opts *o, const char *path)
 {
-    char src_cfg[4096], src_onnx[4096];
+    char src_cfg[GJ_PATH_MAX], src_onnx[GJ_PATH_MAX];
     const char *cfg_path = NULL;
     if (is_dir(path)) {
         snprintf(src_onnx, sizeof src_onnx, "%s/%lld/model.onnx", path, (long long)o->version);
@@ -555,8 +555,7 @@ static int batcher_main(struct bench_opts *o, const char *path)
 static int batcher_one(const struct bench_opts *o, const char *name, const char *cfg_path,
                        const char *src_onnx)
 {
-    char p[4096];
-    char dir[1024];
+    char dir[GJ_PATH_MAX], mdir[GJ_PATH_MAX], vdir[GJ_PATH_MAX], p[GJ_PATH_MAX], vname[24];
     if (gj_make_temp_dir(dir, sizeof dir, "gj-bench-infer") != 0) {
         perror("bench infer: temporary directory");
         return 1;
@@ -565,25 +564,27 @@ static int batcher_one(const struct bench_opts *o, const char *name, const char 
     gj_served_model *m = NULL;
     gj_batcher *b = NULL;
     float *in = NULL;
-    snprintf(p, sizeof p, "%s/%s/%lld", dir, name, (long long)o->version);
-    if (gj_mkdir_p(p, 0755) != 0) {
-        fprintf(stderr, "bench infer: cannot create %s: %s\n", p, strerror(errno));
+    snprintf(vname, sizeof vname, "%lld", (long long)o->version);
+    if (gj_path_join(mdir, sizeof mdir, dir, name) || gj_path_join(vdir, sizeof vdir, mdir, vname) ||
+        gj_mkdir_p(vdir, 0755) != 0) {
+        fprintf(stderr, "bench infer: cannot create the model's directory in %s: %s\n", dir, strerror(errno));
         goto out;
     }
     char *abs = realpath(src_onnx, NULL);
-    snprintf(p, sizeof p, "%s/%s/%lld/model.onnx", dir, name, (long long)o->version);
-    if (!abs || symlink(abs, p) != 0) {
+    if (!abs || gj_path_join(p, sizeof p, vdir, "model.onnx") || symlink(abs, p) != 0) {
         fprintf(stderr, "bench infer: cannot link %s: %s\n", src_onnx, strerror(errno));
         free(abs);
         goto out;
     }
     free(abs);
-    snprintf(p, sizeof p, "%s/%s/config.json", dir, name);
+    if (gj_path_join(p, sizeof p, mdir, "config.json")) {
+        fprintf(stderr, "bench infer: %s/config.json: %s\n", mdir, strerror(errno));
+        goto out;
+    }
     if (write_config(o, cfg_path, src_onnx, p))
         goto out;
-    snprintf(p, sizeof p, "%s/%s", dir, name);
     struct gj_error err = { 0 };
-    m = gj_served_model_load(p, name, o->version, &err);
+    m = gj_served_model_load(mdir, name, o->version, &err);
     if (!m) {
         fprintf(stderr, "bench infer: %s\n", err.message);
         goto out;
@@ -791,7 +792,7 @@ int gj_bench_infer_main(int argc, char **argv)
     }
     const char *path = argv[i];
     if (o.runtime) {
-        char onnx_path[4096];
+        char onnx_path[GJ_PATH_MAX];
         if (is_dir(path))
             snprintf(onnx_path, sizeof onnx_path, "%s/%lld/model.onnx", path, (long long)o.version);
         else

@@ -541,7 +541,7 @@ static int write_result(struct gj_ctx *ctx, const gj_served_model *sm, struct im
     }
     char *text = json_dumps(r, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
     json_decref(r);
-    char path[4096];
+    char path[GJ_PATH_MAX];
     int ok = text && gj_path_join(path, sizeof path, ctx->output_dir, "result.json") == 0 &&
              gj_write_file(path, text, strlen(text)) == 0;
     free(text);

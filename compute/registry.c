@@ -46,6 +46,14 @@ const struct gj_kind *gj_kind_find(const char *name)
     return NULL;
 }
 
+int gj_kind_schemas_compile(struct gj_error *err)
+{
+    for (size_t i = 0; i < gj_kind_count(); i++)
+        if (!gj_kind_schema(kinds[i], err))
+            return -1;
+    return 0;
+}
+
 size_t gj_bench_count(void)
 {
     return sizeof benches / sizeof benches[0] - 1;

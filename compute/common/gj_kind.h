@@ -15,6 +15,8 @@
 
 #include "common/gj_error.h"
 
+struct gj_schema;   /* common/json_schema.h */
+
 /* The device a job runs on: a CUDA device index, or GJ_DEVICE_CPU. */
 #define GJ_DEVICE_CPU (-1)
 
@@ -121,6 +123,14 @@ struct gj_kind {
 size_t gj_kind_count(void);
 const struct gj_kind *gj_kind_at(size_t i);
 const struct gj_kind *gj_kind_find(const char *name);
+
+/* The compiled params schema of kind, compiled at the first call and kept for the process
+ * (kind_schema.c). NULL with err (status 500) when the schema does not parse or the
+ * validator refuses it. Thread-safe. */
+const struct gj_schema *gj_kind_schema(const struct gj_kind *kind, struct gj_error *err);
+/* Compiles every registered kind's params schema: start-up calls it, so a schema the
+ * validator refuses stops the service before any submit. 0, or -1 with err naming the kind. */
+int gj_kind_schemas_compile(struct gj_error *err);
 
 /* Full submit-time validation: schema, inputs against the kind's specs, then
  * the kind's own validate(). */

@@ -1,4 +1,5 @@
-/* Submit-time validation shared by every kind: schema, inputs, then the kind's own check. */
+/* Submit-time validation shared by every kind: schema (compiled once, kind_schema.c), inputs,
+ * then the kind's own check. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,13 +22,8 @@ static const struct gj_input_spec *spec_for(const struct gj_kind *kind, const ch
 
 int gj_kind_validate(const struct gj_kind *kind, const struct gj_job *job, struct gj_error *err)
 {
-    json_error_t jerr;
-    json_t *schema = json_loads(kind->params_schema, 0, &jerr);
-    if (!schema)
-        return gj_error_set(err, "", "internal: the schema of kind %s does not parse", kind->name);
-    int rc = gj_schema_check(schema, job->params, err);
-    json_decref(schema);
-    if (rc)
+    const struct gj_schema *schema = gj_kind_schema(kind, err);
+    if (!schema || gj_schema_validate(schema, job->params, err))
         return -1;
 
     for (size_t i = 0; i < job->n_inputs; i++) {

@@ -127,6 +127,33 @@ static void every_kind_schema_compiles(void **state)
     }
 }
 
+/* A kind's schema is compiled once and kept: the same compiled form at every submit, all of
+ * them at start-up; a refused schema is the service's fault (500, naming the kind), at
+ * start-up and at every submit of that kind. */
+static void kind_schema_compiled_once(void **state)
+{
+    (void)state;
+    struct gj_error err = { 0 };
+    assert_int_equal(gj_kind_schemas_compile(&err), 0);
+    for (size_t i = 0; i < gj_kind_count(); i++) {
+        const struct gj_schema *s = gj_kind_schema(gj_kind_at(i), &err);
+        assert_non_null(s);
+        assert_ptr_equal(gj_kind_schema(gj_kind_at(i), &err), s);
+    }
+    static const struct gj_kind bad = { .name = "misspelt",
+                                        .params_schema = "{\"type\":\"object\",\"maxLenght\":3}" };
+    assert_null(gj_kind_schema(&bad, &err));
+    assert_int_equal(err.status, 500);
+    assert_non_null(strstr(err.message, "misspelt"));
+    assert_non_null(strstr(err.message, "maxLenght"));
+    json_t *params = json_object();
+    struct gj_job job = { "misspelt", params, NULL, 0 };
+    gj_error_clear(&err);
+    assert_int_equal(gj_kind_validate(&bad, &job, &err), -1);
+    assert_int_equal(err.status, 500);
+    json_decref(params);
+}
+
 /* Compiles text; returns the refusal message ("" when it compiled). */
 static const char *refusal(const char *text, struct gj_error *err)
 {
@@ -394,6 +421,7 @@ int main(void)
         cmocka_unit_test(rejects_wrong_types_and_enum),
         cmocka_unit_test(noop_kind_validates_inputs),
         cmocka_unit_test(every_kind_schema_compiles),
+        cmocka_unit_test(kind_schema_compiled_once),
         cmocka_unit_test(refuses_what_it_does_not_implement),
         cmocka_unit_test(check_refuses_a_refused_schema),
         cmocka_unit_test(lengths_count_code_points),

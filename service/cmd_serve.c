@@ -290,6 +290,12 @@ int gj_cmd_serve(int argc, char **argv)
         free(srv);
         return rc > 0 ? 0 : 2;
     }
+    struct gj_error err = { 0 };
+    if (gj_kind_schemas_compile(&err) != 0) {   /* once, here: a submit only validates */
+        fprintf(stderr, "gpujobd: %s\n", err.message);
+        free(srv);
+        return 1;
+    }
     /* Signals go to sigwait(), never to a worker or HTTP thread. */
     sigset_t sigs;
     sigemptyset(&sigs);

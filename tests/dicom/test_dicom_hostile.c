@@ -190,143 +190,151 @@ static uint8_t *read_file(const char *path, size_t *n)
     return p;
 }
 
-int main(int argc, char **argv)
+/* ---- the cases ------------------------------------------------------------ */
+
+/* The base files are valid: they open and decode, and a bad frame or buffer is refused. */
+static void base_files(const struct buf *nat, const struct buf *rle)
 {
     struct gj_error err = { 0 };
     gj_dicom *d = NULL;
+    CHECK(exercise(nat->p, nat->n) == 0, "native base file");
+    CHECK(exercise(rle->p, rle->n) == 0, "rle base file");
+    CHECK(gj_dicom_open_mem(nat->p, nat->n, &d, &err) == 0, "open: %s", err.message);
+    float out[48];
+    CHECK(gj_dicom_decode_frame(d, 0, out, 48, &err) == 0, "decode: %s", err.message);
+    CHECK(out[47] == 47000.0f, "pixel 47 = %g", out[47]);
+    CHECK(gj_dicom_decode_frame(d, 0, out, 10, &err) < 0, "small buffer accepted");
+    CHECK(gj_dicom_decode_frame(d, 1, out, 48, &err) < 0, "frame 2 of 1 accepted");
+    gj_dicom_free(d);
+    CHECK(gj_dicom_open_mem(rle->p, rle->n, &d, &err) == 0, "open rle: %s", err.message);
+    float o2[16];
+    CHECK(gj_dicom_decode_frame(d, 1, o2, 16, &err) == 0, "decode rle frame 2: %s", err.message);
+    CHECK(o2[15] == 151.0f, "rle frame 2 pixel 15 = %g", o2[15]);
+    gj_dicom_free(d);
+}
 
-    /* the base files are valid */
-    struct buf nat = make_native(), rle = make_rle();
-    CHECK(exercise(nat.p, nat.n) == 0, "native base file");
-    CHECK(exercise(rle.p, rle.n) == 0, "rle base file");
-    {
-        CHECK(gj_dicom_open_mem(nat.p, nat.n, &d, &err) == 0, "open: %s", err.message);
-        float out[48];
-        CHECK(gj_dicom_decode_frame(d, 0, out, 48, &err) == 0, "decode: %s", err.message);
-        CHECK(out[47] == 47000.0f, "pixel 47 = %g", out[47]);
-        CHECK(gj_dicom_decode_frame(d, 0, out, 10, &err) < 0, "small buffer accepted");
-        CHECK(gj_dicom_decode_frame(d, 1, out, 48, &err) < 0, "frame 2 of 1 accepted");
-        gj_dicom_free(d);
-        CHECK(gj_dicom_open_mem(rle.p, rle.n, &d, &err) == 0, "open rle: %s", err.message);
-        float o2[16];
-        CHECK(gj_dicom_decode_frame(d, 1, o2, 16, &err) == 0, "decode rle frame 2: %s", err.message);
-        CHECK(o2[15] == 151.0f, "rle frame 2 pixel 15 = %g", o2[15]);
-        gj_dicom_free(d);
-    }
-
-    /* truncated at every offset: always an error */
-    truncations("native", nat.p, nat.n, 1);
-    truncations("rle", rle.p, rle.n, 1);
-
-    /* huge lengths: every 4-byte and 2-byte window set to 0xFFFFFFF0 / 0xFFFF */
-    for (size_t at = 128; at + 4 <= nat.n; at++) {
-        uint8_t *c = malloc(nat.n);
-        memcpy(c, nat.p, nat.n);
+/* Huge lengths: every 4-byte and 2-byte window set to 0xFFFFFFF0 / 0xFFFF. */
+static void huge_lengths(const struct buf *nat, const struct buf *rle)
+{
+    for (size_t at = 128; at + 4 <= nat->n; at++) {
+        uint8_t *c = malloc(nat->n);
+        memcpy(c, nat->p, nat->n);
         set32(c + at, 0xFFFFFFF0u);
-        (void)exercise(c, nat.n);
-        memcpy(c, nat.p, nat.n);
+        (void)exercise(c, nat->n);
+        memcpy(c, nat->p, nat->n);
         c[at] = 0xFF;
         c[at + 1] = 0xFF;
-        (void)exercise(c, nat.n);
+        (void)exercise(c, nat->n);
         free(c);
     }
-    for (size_t at = 128; at + 4 <= rle.n; at++) {
-        uint8_t *c = malloc(rle.n);
-        memcpy(c, rle.p, rle.n);
+    for (size_t at = 128; at + 4 <= rle->n; at++) {
+        uint8_t *c = malloc(rle->n);
+        memcpy(c, rle->p, rle->n);
         set32(c + at, 0x7FFFFFF0u);
-        (void)exercise(c, rle.n);
+        (void)exercise(c, rle->n);
         free(c);
     }
     printf("huge lengths: done\n");
+}
 
-    /* absurd rows / columns / frames / bits */
-    {
-        const struct { uint16_t rows, cols, ba; const char *frames; } cases[] = {
-            { 65535, 65535, 16, NULL }, { 0, 8, 16, NULL }, { 6, 0, 16, NULL }, { 16384, 16384, 16, NULL },
-            { 6, 8, 16, "2000000000" }, { 6, 8, 16, "-1" }, { 6, 8, 16, "0" }, { 6, 8, 32, NULL },
-            { 6, 8, 1, NULL }, { 6, 8, 0, NULL }, { 6, 8, 16, "1e308" }, { 6, 8, 16, "nan" },
-        };
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-            struct buf b = { 0 };
-            meta(&b, "1.2.840.10008.1.2.1");
-            image_attrs(&b, cases[i].rows, cases[i].cols, cases[i].ba, cases[i].frames);
-            uint8_t raw[96] = { 0 };
-            el(&b, 0x7FE0, 0x0010, "OW", raw, sizeof raw);
-            CHECK(exercise(b.p, b.n) < 0, "absurd case %zu accepted", i);
-            free(b.p);
-            /* the same claims for an RLE frame of a few bytes */
-            b = (struct buf){ 0 };
-            meta(&b, "1.2.840.10008.1.2.5");
-            image_attrs(&b, cases[i].rows, cases[i].cols, cases[i].ba, cases[i].frames);
-            u16(&b, 0x7FE0); u16(&b, 0x0010); put(&b, "OB", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
-            u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0);
-            uint8_t frag[80] = { 2, 0, 0, 0, 64, 0, 0, 0, 66 };
-            frag[64] = 0x81; frag[65] = 7; frag[66] = 0x81; frag[67] = 9;
-            u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, sizeof frag);
-            put(&b, frag, sizeof frag);
-            u16(&b, 0xFFFE); u16(&b, 0xE0DD); u32(&b, 0);
-            CHECK(exercise(b.p, b.n) < 0, "absurd RLE case %zu accepted", i);
-            free(b.p);
-        }
-        printf("absurd dimensions: done\n");
-    }
-
-    /* deep nesting: 100000 nested undefined-length sequences / items */
-    {
+/* Absurd rows / columns / frames / bits, native and RLE: always refused. */
+static void absurd_dimensions(void)
+{
+    const struct { uint16_t rows, cols, ba; const char *frames; } cases[] = {
+        { 65535, 65535, 16, NULL }, { 0, 8, 16, NULL }, { 6, 0, 16, NULL }, { 16384, 16384, 16, NULL },
+        { 6, 8, 16, "2000000000" }, { 6, 8, 16, "-1" }, { 6, 8, 16, "0" }, { 6, 8, 32, NULL },
+        { 6, 8, 1, NULL }, { 6, 8, 0, NULL }, { 6, 8, 16, "1e308" }, { 6, 8, 16, "nan" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct buf b = { 0 };
         meta(&b, "1.2.840.10008.1.2.1");
-        for (int i = 0; i < 100000; i++) {
-            u16(&b, 0x0008); u16(&b, 0x1140); put(&b, "SQ", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
-            u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0xFFFFFFFFu);
-        }
-        CHECK(gj_dicom_open_mem(b.p, b.n, &d, &err) < 0 && strstr(err.message, "nested"),
-              "deep nesting: %s", err.message);
+        image_attrs(&b, cases[i].rows, cases[i].cols, cases[i].ba, cases[i].frames);
+        uint8_t raw[96] = { 0 };
+        el(&b, 0x7FE0, 0x0010, "OW", raw, sizeof raw);
+        CHECK(exercise(b.p, b.n) < 0, "absurd case %zu accepted", i);
         free(b.p);
-        /* also in implicit VR with defined lengths */
+        /* the same claims for an RLE frame of a few bytes */
         b = (struct buf){ 0 };
-        meta(&b, "1.2.840.10008.1.2.1");
-        for (int i = 0; i < 1000; i++) {
-            u16(&b, 0x0008); u16(&b, 0x1140); put(&b, "SQ", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
-            u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0xFFFFFFFFu);
-        }
-        for (int i = 0; i < 1000; i++) {
-            u16(&b, 0xFFFE); u16(&b, 0xE00D); u32(&b, 0);
-            u16(&b, 0xFFFE); u16(&b, 0xE0DD); u32(&b, 0);
-        }
-        CHECK(gj_dicom_open_mem(b.p, b.n, &d, &err) < 0, "deep nesting 2 accepted");
-        free(b.p);
-        printf("deep nesting: done\n");
-    }
-
-    /* many frames in many fragments without an offset table: finding frame k
-     * must not rescan the fragments (quadratic time); every frame is garbage */
-    {
-        struct buf b = { 0 };
-        meta(&b, "1.2.840.10008.1.2.4.50");
-        image_attrs(&b, 8, 8, 8, "30000");
+        meta(&b, "1.2.840.10008.1.2.5");
+        image_attrs(&b, cases[i].rows, cases[i].cols, cases[i].ba, cases[i].frames);
         u16(&b, 0x7FE0); u16(&b, 0x0010); put(&b, "OB", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
         u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0);
-        for (int f = 0; f < 30000; f++) {
-            uint8_t a[4] = { 0xFF, 0xD8, 0xFF, 0xDB }, z[4] = { 1, 2, 3, 4 };
-            u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 4); put(&b, a, 4);
-            u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 4); put(&b, z, 4);
-        }
+        uint8_t frag[80] = { 2, 0, 0, 0, 64, 0, 0, 0, 66 };
+        frag[64] = 0x81; frag[65] = 7; frag[66] = 0x81; frag[67] = 9;
+        u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, sizeof frag);
+        put(&b, frag, sizeof frag);
         u16(&b, 0xFFFE); u16(&b, 0xE0DD); u32(&b, 0);
-        CHECK(gj_dicom_open_mem(b.p, b.n, &d, &err) == 0, "many fragments: %s", err.message);
-        if (d) {
-            float out[64];
-            int ok = 0;
-            for (uint32_t f = 0; f < 30000; f++)
-                ok += gj_dicom_decode_frame(d, f, out, 64, &err) == 0;
-            CHECK(ok == 0, "garbage JPEG frames decoded");
-            gj_dicom_free(d);
-            d = NULL;
-        }
+        CHECK(exercise(b.p, b.n) < 0, "absurd RLE case %zu accepted", i);
         free(b.p);
-        printf("30000 frames in 60000 fragments: done\n");
     }
+    printf("absurd dimensions: done\n");
+}
 
-    /* garbage: random bytes, with and without the DICM prefix */
+/* Deep nesting: 100000 nested undefined-length sequences / items, then 1000 closed ones. */
+static void deep_nesting(void)
+{
+    struct gj_error err = { 0 };
+    gj_dicom *d = NULL;
+    struct buf b = { 0 };
+    meta(&b, "1.2.840.10008.1.2.1");
+    for (int i = 0; i < 100000; i++) {
+        u16(&b, 0x0008); u16(&b, 0x1140); put(&b, "SQ", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
+        u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0xFFFFFFFFu);
+    }
+    CHECK(gj_dicom_open_mem(b.p, b.n, &d, &err) < 0 && strstr(err.message, "nested"),
+          "deep nesting: %s", err.message);
+    free(b.p);
+    /* also in implicit VR with defined lengths */
+    b = (struct buf){ 0 };
+    meta(&b, "1.2.840.10008.1.2.1");
+    for (int i = 0; i < 1000; i++) {
+        u16(&b, 0x0008); u16(&b, 0x1140); put(&b, "SQ", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
+        u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0xFFFFFFFFu);
+    }
+    for (int i = 0; i < 1000; i++) {
+        u16(&b, 0xFFFE); u16(&b, 0xE00D); u32(&b, 0);
+        u16(&b, 0xFFFE); u16(&b, 0xE0DD); u32(&b, 0);
+    }
+    CHECK(gj_dicom_open_mem(b.p, b.n, &d, &err) < 0, "deep nesting 2 accepted");
+    free(b.p);
+    printf("deep nesting: done\n");
+}
+
+/* Many frames in many fragments without an offset table: finding frame k must not rescan
+ * the fragments (quadratic time); every frame is garbage. */
+static void many_fragments(void)
+{
+    struct gj_error err = { 0 };
+    gj_dicom *d = NULL;
+    struct buf b = { 0 };
+    meta(&b, "1.2.840.10008.1.2.4.50");
+    image_attrs(&b, 8, 8, 8, "30000");
+    u16(&b, 0x7FE0); u16(&b, 0x0010); put(&b, "OB", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
+    u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0);
+    for (int f = 0; f < 30000; f++) {
+        uint8_t a[4] = { 0xFF, 0xD8, 0xFF, 0xDB }, z[4] = { 1, 2, 3, 4 };
+        u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 4); put(&b, a, 4);
+        u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 4); put(&b, z, 4);
+    }
+    u16(&b, 0xFFFE); u16(&b, 0xE0DD); u32(&b, 0);
+    CHECK(gj_dicom_open_mem(b.p, b.n, &d, &err) == 0, "many fragments: %s", err.message);
+    if (d) {
+        float out[64];
+        int ok = 0;
+        for (uint32_t f = 0; f < 30000; f++)
+            ok += gj_dicom_decode_frame(d, f, out, 64, &err) == 0;
+        CHECK(ok == 0, "garbage JPEG frames decoded");
+        gj_dicom_free(d);
+    }
+    free(b.p);
+    printf("30000 frames in 60000 fragments: done\n");
+}
+
+/* Garbage: random bytes, with and without the DICM prefix; empty, missing, a directory. */
+static void garbage(void)
+{
+    struct gj_error err = { 0 };
+    gj_dicom *d = NULL;
     for (int i = 0; i < 2000; i++) {
         size_t n = rnd() % 2048;
         uint8_t *c = malloc(n + 1);
@@ -341,24 +349,41 @@ int main(int argc, char **argv)
     CHECK(gj_dicom_open_file("/nonexistent/x.dcm", &d, &err) < 0, "missing file accepted");
     CHECK(gj_dicom_open_file("/", &d, &err) < 0, "directory accepted");
     printf("garbage: done\n");
+}
 
+/* A file written by another tool: it decodes, and its truncations and mutations do not crash. */
+static void given_file(const char *path)
+{
+    size_t n = 0;
+    uint8_t *p = read_file(path, &n);
+    if (!p) {
+        CHECK(0, "cannot read %s", path);
+        return;
+    }
+    CHECK(exercise(p, n) == 0, "%s does not decode", path);
+    truncations(path, p, n, 0);
+    mutations(path, p, n, 500);
+    free(p);
+}
+
+int main(int argc, char **argv)
+{
+    struct buf nat = make_native(), rle = make_rle();
+    base_files(&nat, &rle);
+    /* truncated at every offset: always an error */
+    truncations("native", nat.p, nat.n, 1);
+    truncations("rle", rle.p, rle.n, 1);
+    huge_lengths(&nat, &rle);
+    absurd_dimensions();
+    deep_nesting();
+    many_fragments();
+    garbage();
     mutations("native", nat.p, nat.n, 20000);
     mutations("rle", rle.p, rle.n, 20000);
     free(nat.p);
     free(rle.p);
-
-    for (int i = 1; i < argc; i++) {
-        size_t n = 0;
-        uint8_t *p = read_file(argv[i], &n);
-        if (!p) {
-            CHECK(0, "cannot read %s", argv[i]);
-            continue;
-        }
-        CHECK(exercise(p, n) == 0, "%s does not decode", argv[i]);
-        truncations(argv[i], p, n, 0);
-        mutations(argv[i], p, n, 500);
-        free(p);
-    }
+    for (int i = 1; i < argc; i++)
+        given_file(argv[i]);
 
     if (failures) {
         fprintf(stderr, "%d failure(s)\n", failures);

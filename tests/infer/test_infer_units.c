@@ -458,14 +458,10 @@ static void link_model(const char *vdir)
     assert_int_equal(symlink(demo_onnx, p), 0);
 }
 
-static void repository(void **state)
+/* A repository in dir: good (versions 1 and 3, and names that are no version), pinned
+ * (default_version 1), broken (no labels), empty (no version), .hidden (ignored). */
+static void make_repository(const char *dir)
 {
-    (void)state;
-    const char *root = getenv("GJ_SOURCE_ROOT");
-    if (!root)
-        root = ".";
-    snprintf(demo_onnx, sizeof demo_onnx, "%s/models/chest-xray-demo/1/model.onnx", root);
-    snprintf(demo_cfg, sizeof demo_cfg, "%s/models/chest-xray-demo/config.json", root);
     char *cfg_text;
     size_t len;
     assert_int_equal(gj_read_file(demo_cfg, 1 << 20, &cfg_text, &len), 0);
@@ -474,8 +470,6 @@ static void repository(void **state)
     assert_non_null(cj);
     json_object_del(cj, "name");
 
-    char dir[] = "/tmp/gj-repo-test-XXXXXX";
-    assert_non_null(mkdtemp(dir));
     char p[4096];
     /* good: versions 1 and 3 (plus ignored "abc", "0", "01"); default latest */
     snprintf(p, sizeof p, "%s/good/1", dir); link_model(p);
@@ -507,10 +501,12 @@ static void repository(void **state)
     /* empty: no version; .hidden: ignored */
     snprintf(p, sizeof p, "%s/empty", dir); assert_int_equal(gj_mkdir_p(p, 0755), 0);
     snprintf(p, sizeof p, "%s/.hidden/1", dir); link_model(p);
+}
 
+/* Its models in name order, their versions, and which version a request resolves to. */
+static void repository_lists(gj_model_repo *r)
+{
     struct gj_error err = { 0 };
-    gj_model_repo *r = gj_model_repo_open(dir, &err);
-    assert_non_null(r);
     assert_int_equal(gj_model_repo_count(r), 4);
     char name[128];
     assert_int_equal(gj_model_repo_name(r, 0, name, sizeof name), 0);
@@ -536,7 +532,14 @@ static void repository(void **state)
     assert_int_equal(gj_model_repo_resolve(r, "pinned", 0, &err), 1);
     assert_int_equal(gj_model_repo_resolve(r, "empty", 0, &err), -1);
     assert_non_null(strstr(err.message, "has no version"));
+}
 
+/* Loaded once and shared; a broken model fails with its reason; readiness never loads. */
+static gj_served_model *repository_loads(gj_model_repo *r)
+{
+    struct gj_error err = { 0 };
+    struct gj_model_version_info vi[8];
+    size_t n = 0;
     gj_served_model *m = NULL, *m2 = NULL;
     assert_int_equal(gj_model_repo_load(r, "good", 0, &m, &err), 0);
     assert_int_equal(gj_served_model_version(m), 3);
@@ -581,6 +584,16 @@ static void repository(void **state)
     assert_ptr_equal(m, m2);
     gj_served_model_release(m2);
 
+    return m;
+}
+
+/* An unload holds until an explicit load; the job's reference m stays usable. */
+static void repository_unloads(gj_model_repo *r, gj_served_model *m)
+{
+    struct gj_error err = { 0 };
+    struct gj_model_version_info vi[8];
+    size_t n = 0;
+    gj_served_model *m2 = NULL;
     /* Unload: it stays unloaded (UNLOADED) until an explicit load; the job's reference
      * stays usable. */
     assert_int_equal(gj_model_repo_unload(r, "good", 3, &err), 0);
@@ -607,7 +620,15 @@ static void repository(void **state)
     err.status = 0;
     assert_int_equal(gj_model_repo_acquire(r, "nope", 0, &m2, &err), -1);
     assert_int_equal(err.status, 404);
+}
 
+/* A rescan sees a version gone and a model come. */
+static void repository_rescans(gj_model_repo *r, const char *dir)
+{
+    struct gj_error err = { 0 };
+    struct gj_model_version_info vi[8];
+    size_t n = 0, len;
+    char p[4096];
     /* Rescan after version 1 of good goes and a model appears. */
     snprintf(p, sizeof p, "%s/good/1", dir);
     assert_int_equal(gj_rm_rf(p), 0);
@@ -624,7 +645,27 @@ static void repository(void **state)
     assert_int_equal(gj_model_repo_versions(r, "good", vi, 8, &n, &err), 0);
     assert_int_equal(n, 1);
     assert_int_equal(gj_model_repo_resolve(r, "late", 0, &err), 5);
+}
 
+static void repository(void **state)
+{
+    (void)state;
+    const char *root = getenv("GJ_SOURCE_ROOT");
+    if (!root)
+        root = ".";
+    snprintf(demo_onnx, sizeof demo_onnx, "%s/models/chest-xray-demo/1/model.onnx", root);
+    snprintf(demo_cfg, sizeof demo_cfg, "%s/models/chest-xray-demo/config.json", root);
+    char dir[] = "/tmp/gj-repo-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    make_repository(dir);
+
+    struct gj_error err = { 0 };
+    gj_model_repo *r = gj_model_repo_open(dir, &err);
+    assert_non_null(r);
+    repository_lists(r);
+    gj_served_model *m = repository_loads(r);
+    repository_unloads(r, m);
+    repository_rescans(r, dir);
     gj_model_repo_free(r);
     assert_string_equal(gj_served_model_name(m), "good");   /* still alive */
     gj_served_model_release(m);

@@ -150,8 +150,7 @@ void gj_metrics_job_finished(const char *kind, const char *state, double seconds
     pthread_mutex_unlock(&lock);
 }
 
-/* Label values: backslash, double quote and newline escaped. */
-static void put_label(FILE *f, const char *v)
+void gj_metrics_put_label(FILE *f, const char *v)
 {
     for (; *v; v++) {
         if (*v == '\\' || *v == '"')
@@ -173,10 +172,10 @@ static void write_hist(FILE *f, const char *name, const struct histogram *h, con
 {
     for (size_t i = 0; i <= nb; i++) {
         fprintf(f, "%s_bucket{%s=\"", name, la);
-        put_label(f, h->a);
+        gj_metrics_put_label(f, h->a);
         if (lb) {
             fprintf(f, "\",%s=\"", lb);
-            put_label(f, h->b);
+            gj_metrics_put_label(f, h->b);
         }
         fputs("\",le=\"", f);
         if (i < nb)
@@ -186,17 +185,17 @@ static void write_hist(FILE *f, const char *name, const struct histogram *h, con
         fprintf(f, "\"} %llu\n", i < nb ? h->buckets[i] : h->count);
     }
     fprintf(f, "%s_sum{%s=\"", name, la);
-    put_label(f, h->a);
+    gj_metrics_put_label(f, h->a);
     if (lb) {
         fprintf(f, "\",%s=\"", lb);
-        put_label(f, h->b);
+        gj_metrics_put_label(f, h->b);
     }
     fprintf(f, "\"} %.6f\n", h->sum);
     fprintf(f, "%s_count{%s=\"", name, la);
-    put_label(f, h->a);
+    gj_metrics_put_label(f, h->a);
     if (lb) {
         fprintf(f, "\",%s=\"", lb);
-        put_label(f, h->b);
+        gj_metrics_put_label(f, h->b);
     }
     fprintf(f, "\"} %llu\n", h->count);
 }
@@ -321,7 +320,7 @@ static void write_gpus(FILE *f)
             fprintf(f, "gpujobd_%s{gpu=\"%d\"", names[k][0], snap.gpus[i].index);
             if (s[i].uuid[0]) {
                 fputs(",gpu_uuid=\"", f);
-                put_label(f, s[i].uuid);
+                gj_metrics_put_label(f, s[i].uuid);
                 fputc('"', f);
             }
             if (k == 0)
@@ -340,9 +339,9 @@ void gj_metrics_write(FILE *f)
     const struct counter *c = http_counters.items;
     for (size_t i = 0; i < http_counters.n; i++) {
         fputs("gpujobd_http_requests_total{method=\"", f);
-        put_label(f, c[i].method);
+        gj_metrics_put_label(f, c[i].method);
         fputs("\",route=\"", f);
-        put_label(f, c[i].route);
+        gj_metrics_put_label(f, c[i].route);
         fprintf(f, "\",code=\"%d\"} %llu\n", c[i].code, c[i].n);
     }
     fputs("# HELP gpujobd_http_request_duration_seconds Time from request headers to the end of the response.\n"

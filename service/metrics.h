@@ -25,5 +25,8 @@ void gj_metrics_write(FILE *f);
  * -1 when the table (32) is full. */
 typedef void (*gj_metrics_writer)(FILE *f);
 int gj_metrics_add_writer(gj_metrics_writer write);
+/* Writes v as a label value, its backslashes, double quotes and newlines escaped (for
+ * writers that name a label themselves). */
+void gj_metrics_put_label(FILE *f, const char *v);
 
 #endif

@@ -71,18 +71,6 @@ static void readyz(struct gj_req *r)
     gj_respond(r, 503, resp, len);
 }
 
-static void put_label(FILE *f, const char *v)
-{
-    for (; *v; v++) {
-        if (*v == '\\' || *v == '"')
-            fprintf(f, "\\%c", *v);
-        else if (*v == '\n')
-            fputs("\\n", f);
-        else
-            fputc(*v, f);
-    }
-}
-
 static void write_db_gauges(struct gj_req *r, FILE *f)
 {
     PGconn *c = gj_db_acquire(r->srv->db, 2000);
@@ -104,7 +92,7 @@ static void write_db_gauges(struct gj_req *r, FILE *f)
                     if (strcmp(PQgetvalue(res, i, 0), kind) == 0 && strcmp(PQgetvalue(res, i, 1), public_states[s]) == 0)
                         n = PQgetvalue(res, i, 2);
                 fputs("gpujobd_jobs{kind=\"", f);
-                put_label(f, kind);
+                gj_metrics_put_label(f, kind);
                 fprintf(f, "\",state=\"%s\"} %s\n", public_states[s], n);
             }
         }
@@ -112,9 +100,9 @@ static void write_db_gauges(struct gj_req *r, FILE *f)
             if (gj_kind_find(PQgetvalue(res, i, 0)))
                 continue;               /* listed above */
             fputs("gpujobd_jobs{kind=\"", f);
-            put_label(f, PQgetvalue(res, i, 0));
+            gj_metrics_put_label(f, PQgetvalue(res, i, 0));
             fputs("\",state=\"", f);
-            put_label(f, PQgetvalue(res, i, 1));
+            gj_metrics_put_label(f, PQgetvalue(res, i, 1));
             fprintf(f, "\"} %s\n", PQgetvalue(res, i, 2));
         }
         PQclear(res);

@@ -39,6 +39,7 @@
 #include "service/http_server.h"
 #include "service/infer/infer.h"
 #include "service/log.h"
+#include "service/metrics.h"
 
 #define COMPONENT "oip"
 #define OIP_MAX_BODY ((uint64_t)256 << 20)       /* JSON + binary tensors */
@@ -680,18 +681,6 @@ const struct gj_route_table gj_infer_routes_oip = { oip_routes, sizeof oip_route
 
 /* ---- metrics ------------------------------------------------------------------------------- */
 
-static void put_label(FILE *f, const char *v)
-{
-    for (; *v; v++) {
-        if (*v == '\\' || *v == '"')
-            fprintf(f, "\\%c", *v);
-        else if (*v == '\n')
-            fputs("\\n", f);
-        else
-            fputc(*v, f);
-    }
-}
-
 void gj_infer_write_metrics(FILE *f)
 {
     static const struct {
@@ -727,7 +716,7 @@ void gj_infer_write_metrics(FILE *f)
             uint64_t v;
             memcpy(&v, (const char *)&st[i] + m[k].off, sizeof v);
             fprintf(f, "gpujobd_%s{model=\"", m[k].name);
-            put_label(f, st[i].model);
+            gj_metrics_put_label(f, st[i].model);
             fprintf(f, "\",version=\"%" PRId64 "\"} %" PRIu64 "\n", st[i].version, v);
         }
     }

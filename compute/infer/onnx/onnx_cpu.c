@@ -819,14 +819,7 @@ static int k_reducemean(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     const float *xv = x->data;
     for (int64_t i = 0; i < x->numel; i++) {
         acc[o] += xv[i];
-        for (int d = x->rank - 1; d >= 0; d--) {
-            idx[d]++;
-            o += ost[d];
-            if (idx[d] < x->dims[d])
-                break;
-            o -= ost[d] * idx[d];
-            idx[d] = 0;
-        }
+        onnx_cpu_reduce_next(x, ost, idx, &o);
     }
     for (int64_t i = 0; i < y->numel; i++)
         F(y)[i] = cnt ? (float)(acc[i] / (double)cnt) : NAN;

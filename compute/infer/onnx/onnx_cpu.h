@@ -64,6 +64,20 @@ size_t onnx_cpu_reduce_scratch(const struct onnx_kargs *a);
 /* For each dim of x, the output element stride of a reduction over the axes in mask (0 on
  * reduced axes); returns how many inputs each output reduces. */
 int64_t onnx_cpu_reduce_strides(const struct onnx_tensor *x, unsigned mask, int64_t *ost);
+/* A reduction's step to the next input element in row-major order: idx (x's index) moves
+ * on by one, *o (the output element it adds to) by the strides ost of
+ * onnx_cpu_reduce_strides. */
+static inline void onnx_cpu_reduce_next(const struct onnx_tensor *x, const int64_t *ost, int64_t *idx, int64_t *o)
+{
+    for (int d = x->rank - 1; d >= 0; d--) {
+        idx[d]++;
+        *o += ost[d];
+        if (idx[d] < x->dims[d])
+            return;
+        *o -= ost[d] * idx[d];
+        idx[d] = 0;
+    }
+}
 
 /* onnx_cpu_floats.c: runs `f32` (a float32 kernel) on a node whose float tensors are FLOAT16
  * or BFLOAT16: they are converted to float32 in scratch (after the kernel's own scratch,

@@ -349,14 +349,7 @@ int onnx_cpu_typed_reduce(struct onnx_backend_ctx *c, const struct onnx_kargs *a
     acc_init(acc, y->numel, op, cls);
     for (int64_t i = 0; i < x->numel; i++) {
         acc_add(&acc[o], op, cls, io, x->data, i);
-        for (int d = x->rank - 1; d >= 0; d--) {   /* the next input index, and its output */
-            idx[d]++;
-            o += ost[d];
-            if (idx[d] < x->dims[d])
-                break;
-            o -= ost[d] * idx[d];
-            idx[d] = 0;
-        }
+        onnx_cpu_reduce_next(x, ost, idx, &o);
     }
     reduce_store(acc, y, op, cls, cnt);
     return 0;

@@ -46,13 +46,21 @@ static int finish_file(FILE *f, const char *tmp, const char *path, const float *
     return 0;
 }
 
+/* path's temporary twin (path.tmp, its name into tmp), opened for writing; NULL (errno). */
+static FILE *open_tmp(const char *path, char *tmp, size_t n)
+{
+    if (snprintf(tmp, n, "%s.tmp", path) >= (int)n) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    return fopen(tmp, "wb");
+}
+
 int rc_nrrd_write(const char *path, const float *data, int dim, const int64_t *sizes,
                   const double *spacing, const double *origin, int space, struct gj_poll *poll)
 {
     char tmp[GJ_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return -1;
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = open_tmp(path, tmp, sizeof tmp);
     if (!f)
         return -1;
     uint64_t n = 1;
@@ -80,9 +88,7 @@ int rc_nrrd_write(const char *path, const float *data, int dim, const int64_t *s
 int rc_raw_write(const char *path, const float *data, uint64_t n, struct gj_poll *poll)
 {
     char tmp[GJ_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return -1;
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = open_tmp(path, tmp, sizeof tmp);
     if (!f)
         return -1;
     return finish_file(f, tmp, path, data, n, poll);

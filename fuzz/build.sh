@@ -30,7 +30,7 @@ rm -f "$out/gen/gj_config.h.new"
 
 common="compute/common/gj_error.c"
 schema="compute/common/json_schema.c compute/common/json_schema_check.c compute/common/json_schema_value.c
-        compute/common/json_schema_regex.c"
+        compute/common/json_schema_compiled.c compute/common/json_schema_regex.c"
 
 # The routes of openapi/openapi.yaml (equal to `gpujobd serve --print-routes`, which the
 # OpenAPI test holds) as C initialisers { "METHOD", "/path/{param}" }.
@@ -64,7 +64,8 @@ harness() {
       libs="" ;;
     brkga)
       srcs+=" $(cd "$src" && ls compute/brkga/brkga_*.c | grep -v brkga_bench.c) $schema
-              compute/common/gj_ctx.c compute/common/gj_poll.c compute/common/kind_validate.c compute/common/fsutil.c"
+              compute/common/gj_ctx.c compute/common/gj_poll.c compute/common/kind_validate.c
+              compute/common/kind_schema.c compute/common/fsutil.c"
       libs="$(pkg-config --libs jansson expat) -lm -lpthread" ;;
     json_schema)
       srcs+=" $schema"

@@ -8,9 +8,9 @@
  * that names it: it never runs wrong.
  *
  * Tensors are dense, row-major (C order), in host memory, of the element type of their
- * description (enum onnx_elem_type, onnx_elem.h). A session keeps a pointer to its model: free every
- * session before its model. A session is not thread-safe; use one per thread (sessions of one
- * model may run concurrently). A session runs on tensors by position (onnx_session_run) or by
+ * description (enum onnx_elem_type, onnx_elem.h). A session keeps a pointer to its model:
+ * free every session before its model. A session is not thread-safe; use one per thread
+ * (sessions of one model may run concurrently). A session runs on tensors by position (onnx_session_run) or by
  * name (onnx_session_run_named: each input checked, any subset of outputs).
  *
  * Supported: ONNX IR 3-10, default-domain opset 11-20; operators Conv (2-D, groups,

@@ -163,7 +163,7 @@ static int scan_versions(gj_model_repo *r, struct repo_model *m, const char *mdi
         int64_t v = parse_version(e->d_name);
         if (v < 1)
             continue;
-        char vdir[4096], onnx[4096];
+        char vdir[GJ_PATH_MAX], onnx[GJ_PATH_MAX];
         if (gj_path_join(vdir, sizeof vdir, mdir, e->d_name) ||
             gj_path_join(onnx, sizeof onnx, vdir, "model.onnx") || !is_file(onnx))
             continue;
@@ -223,7 +223,7 @@ static int scan_locked(gj_model_repo *r, struct gj_error *err)
     while ((e = readdir(d)) != NULL) {
         if (!gj_model_name_ok(e->d_name))
             continue;
-        char mdir[4096];
+        char mdir[GJ_PATH_MAX];
         if (gj_path_join(mdir, sizeof mdir, r->dir, e->d_name) || !is_dir(mdir))
             continue;
         struct repo_model *m = find_model(r, e->d_name);
@@ -357,7 +357,7 @@ int gj_model_repo_versions(gj_model_repo *r, const char *name, struct gj_model_v
  * (the load will say what is wrong with it). */
 static int64_t config_default(const gj_model_repo *r, const struct repo_model *m)
 {
-    char mdir[4096], path[4096];
+    char mdir[GJ_PATH_MAX], path[GJ_PATH_MAX];
     struct gj_model_config cfg;
     struct gj_error err = { 0 };
     int rc;
@@ -421,7 +421,7 @@ static const char *declared_config(const struct repo_model *m, const struct repo
 static gj_served_model *load_version(gj_model_repo *r, const struct repo_model *m,
                                      const struct repo_version *rv, struct gj_error *err)
 {
-    char mdir[4096], onnx[4096];
+    char mdir[GJ_PATH_MAX], onnx[GJ_PATH_MAX];
     if (r->dir) {
         if (gj_path_join(mdir, sizeof mdir, r->dir, m->name))
             return gj_error_set(err, "", "model path too long"), NULL;
@@ -573,7 +573,7 @@ int gj_model_repo_config(gj_model_repo *r, const char *name, int64_t version,
         return rc;
     }
     pthread_mutex_unlock(&r->mu);
-    char mdir[4096], path[4096];
+    char mdir[GJ_PATH_MAX], path[GJ_PATH_MAX];
     if (v < 0)
         return -1;
     if (gj_path_join(mdir, sizeof mdir, r->dir, name) ||

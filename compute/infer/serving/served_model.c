@@ -170,7 +170,7 @@ static void served_free(gj_served_model *m)
 
 int gj_model_version_config_path(const char *model_dir, int64_t version, char *path, size_t n)
 {
-    char vdir[4096], vname[32];
+    char vdir[GJ_PATH_MAX], vname[32];
     snprintf(vname, sizeof vname, "%lld", (long long)version);
     if (gj_path_join(vdir, sizeof vdir, model_dir, vname) || gj_path_join(path, n, vdir, "config.json"))
         return -1;
@@ -180,7 +180,7 @@ int gj_model_version_config_path(const char *model_dir, int64_t version, char *p
 gj_served_model *gj_served_model_load(const char *model_dir, const char *name, int64_t version,
                                       struct gj_error *err)
 {
-    char vdir[4096], cfg_path[4096], onnx_path[4096], vname[32];
+    char vdir[GJ_PATH_MAX], cfg_path[GJ_PATH_MAX], onnx_path[GJ_PATH_MAX], vname[32];
     snprintf(vname, sizeof vname, "%lld", (long long)version);
     if (gj_path_join(vdir, sizeof vdir, model_dir, vname) ||
         gj_path_join(onnx_path, sizeof onnx_path, vdir, "model.onnx") ||

@@ -14,6 +14,13 @@
  * default `postgres`): the child drops groups, gid and uid before exec. Only
  * async-signal-safe calls run between fork and exec.
  *
+ * A supervisor thread watches the postmaster (waitpid, every 100 ms). When it dies
+ * (killed, crashed, out of memory) it is started again on the same cluster, with
+ * backoff until it runs: PostgreSQL's crash recovery makes the data consistent,
+ * and the connection pool (db.c) reconnects on its own. The postmaster started by
+ * a restart is the supervisor thread's child, so its PDEATHSIG fires when that
+ * thread ends, which is at stop.
+ *
  * The settings (struct gj_pg_options) come from service/config.c: --pg-bindir
  * names the directory of initdb/postgres; GPUJOBD_PG_NOSYNC=1 runs initdb
  * --no-sync and postgres with fsync=off (tests only).
@@ -23,8 +30,10 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,12 +58,6 @@
 #define START_TIMEOUT_S 120
 #define STOP_TIMEOUT_S 60
 
-struct gj_pg_embedded {
-    pid_t pid;
-    int lock_fd;
-    char data_dir[GJ_PATH_MAX];
-};
-
 struct run_as {
     int drop;            /* 1: switch to uid/gid in the child */
     uid_t uid;
@@ -76,6 +79,21 @@ struct start {
     char lock_path[GJ_PATH_MAX];
     char host[3 * GJ_PATH_MAX];     /* rundir percent-encoded: the host of the URLs */
     int log_fd, devnull;            /* the children's output and input; -1 closed */
+};
+
+/* The running cluster. After start, pid changes only on the supervisor thread (a
+ * restart), which stop joins before it reads pid. */
+struct gj_pg_embedded {
+    pid_t pid;
+    int lock_fd;
+    char data_dir[GJ_PATH_MAX];
+    struct gj_pg_options opt;       /* a copy: restarts outlive the caller's */
+    struct start st;                /* paths, user, log: what a restart needs (log_fd kept open) */
+    pthread_t supervisor;
+    int supervising;                /* the supervisor thread runs */
+    pthread_mutex_t mu;
+    pthread_cond_t wake;            /* CLOCK_MONOTONIC: stop asked */
+    atomic_int stopping;
 };
 
 static int executable(const char *dir, const char *name)
@@ -749,11 +767,12 @@ static int postgres_argv(const struct start *st, struct postgres_args *pa)
     return 0;
 }
 
-enum ready { READY, RETRY, EXITED, TIMED_OUT };
+enum ready { READY, RETRY, EXITED, TIMED_OUT, STOPPING };
 
 /* Waits until the postmaster pg->pid accepts connections or exits. RETRY: it
  * exited because backends of a postmaster killed a moment ago still hold its
- * shared memory (they notice its death and exit within a second). */
+ * shared memory (they notice its death and exit within a second). STOPPING: a
+ * stop was asked meanwhile (a restart gives way to it). */
 static enum ready wait_ready(struct gj_pg_embedded *pg, const struct start *st, const char *ping, int attempt)
 {
     for (int i = 0; i < START_TIMEOUT_S * 20; i++) {
@@ -771,6 +790,8 @@ static enum ready wait_ready(struct gj_pg_embedded *pg, const struct start *st, 
             gj_log_error("pg", "postgres exited at start (%s): %s", exit_text(status, why, sizeof why), tail);
             return EXITED;
         }
+        if (atomic_load(&pg->stopping))
+            return STOPPING;
         if (PQping(ping) == PQPING_OK)
             return READY;
         struct timespec ts = { 0, 50000000L };
@@ -800,54 +821,192 @@ static int start_postmaster(struct gj_pg_embedded *pg, const struct start *st)
     }
 }
 
+/* ---- supervision: a postmaster that dies is started again ---------------------- */
+
+#define WATCH_PERIOD_MS 100
+#define RESTART_BACKOFF_MAX_S 10
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Sleeps ms, or less when stop is asked; 1 when stopping. */
+static int nap(struct gj_pg_embedded *pg, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&pg->mu);
+    while (!atomic_load(&pg->stopping))
+        if (pthread_cond_timedwait(&pg->wake, &pg->mu, &ts) == ETIMEDOUT)
+            break;
+    pthread_mutex_unlock(&pg->mu);
+    return atomic_load(&pg->stopping);
+}
+
+/* A postmaster that started but never became ready is stopped before the next try. */
+static void kill_unready(struct gj_pg_embedded *pg)
+{
+    if (pg->pid <= 0)
+        return;
+    int status;
+    kill(pg->pid, SIGQUIT);
+    if (!wait_exit(pg->pid, 5, &status)) {
+        kill(pg->pid, SIGKILL);
+        while (waitpid(pg->pid, &status, 0) < 0 && errno == EINTR) {
+        }
+    }
+    pg->pid = -1;
+}
+
+/* The postmaster died (status as waitpid gave it, or -1 unknown): start it again,
+ * with backoff, until it runs or stop is asked. */
+static void restart(struct gj_pg_embedded *pg, int status)
+{
+    char why[64] = "vanished";
+    if (status != -1)
+        exit_text(status, why, sizeof why);
+    gj_log_error("pg", "embedded PostgreSQL (pid %d) exited (%s); restarting it", (int)pg->pid, why);
+    pg->pid = -1;
+    double t0 = mono_s();
+    int backoff_s = 1;
+    while (!atomic_load(&pg->stopping)) {
+        if (clear_previous_postmaster(pg->st.pgdir) == 0 && start_postmaster(pg, &pg->st) == 0) {
+            gj_log_info("pg", "embedded PostgreSQL restarted (pid %d) after %.1f s", (int)pg->pid, mono_s() - t0);
+            return;
+        }
+        if (atomic_load(&pg->stopping))
+            return;   /* stop takes the half-started postmaster down */
+        kill_unready(pg);
+        gj_log_error("pg", "embedded PostgreSQL did not restart; next try in %d s (see %s)", backoff_s,
+                     pg->st.log_path);
+        if (nap(pg, backoff_s * 1000))
+            return;
+        backoff_s = backoff_s * 2 > RESTART_BACKOFF_MAX_S ? RESTART_BACKOFF_MAX_S : backoff_s * 2;
+    }
+}
+
+static void *supervise(void *arg)
+{
+    struct gj_pg_embedded *pg = arg;
+    while (!nap(pg, WATCH_PERIOD_MS)) {
+        int status = 0;
+        pid_t r = waitpid(pg->pid, &status, WNOHANG);
+        if (r == pg->pid)
+            restart(pg, status);
+        else if (r < 0 && errno == ECHILD && !alive(pg->pid))   /* reaped elsewhere */
+            restart(pg, -1);
+    }
+    return NULL;
+}
+
+static int start_supervisor(struct gj_pg_embedded *pg)
+{
+    int rc = pthread_create(&pg->supervisor, NULL, supervise, pg);
+    if (rc) {
+        gj_log_error("pg", "cannot start the PostgreSQL supervisor: %s", strerror(rc));
+        return -1;
+    }
+    pg->supervising = 1;
+    return 0;
+}
+
+/* The struct with its locks, before any phase runs (stop can take it down from here). */
+static struct gj_pg_embedded *pg_new(const struct gj_pg_options *opt)
+{
+    struct gj_pg_embedded *pg = calloc(1, sizeof *pg);
+    if (!pg)
+        return NULL;
+    pthread_condattr_t ca;
+    int ok = pthread_condattr_init(&ca) == 0;
+    if (ok) {
+        ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&pg->wake, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+    }
+    if (!ok || pthread_mutex_init(&pg->mu, NULL) != 0) {
+        if (ok)
+            pthread_cond_destroy(&pg->wake);
+        free(pg);
+        return NULL;
+    }
+    pg->pid = -1;
+    pg->lock_fd = -1;
+    if (opt)
+        pg->opt = *opt;
+    pg->st.opt = &pg->opt;
+    pg->st.log_fd = -1;
+    pg->st.devnull = -1;
+    atomic_init(&pg->stopping, 0);
+    return pg;
+}
+
 struct gj_pg_embedded *gj_pg_embedded_start(const char *data_dir, const struct gj_pg_options *opt,
                                             char *url, size_t url_size)
 {
-    static const struct gj_pg_options defaults;
     if (!data_dir || !*data_dir || !url || url_size == 0) {
         gj_log_error("pg", "no data directory for the embedded PostgreSQL");
         return NULL;
     }
     url[0] = '\0';
-    struct start st = { .opt = opt ? opt : &defaults, .log_fd = -1, .devnull = -1 };
-    if (find_bindir(st.opt->bindir, st.bindir, sizeof st.bindir) != 0 || resolve_user(st.opt->user, &st.ra) != 0 ||
-        find_paths(&st, data_dir) != 0 || let_cluster_user_in(&st) != 0 ||
-        make_owned_dir(st.rundir, 0700, &st.ra) != 0)
-        return NULL;
-
-    struct gj_pg_embedded *pg = calloc(1, sizeof *pg);
+    struct gj_pg_embedded *pg = pg_new(opt);
     if (!pg)
         return NULL;
-    pg->pid = -1;
-    pg->lock_fd = -1;
-    snprintf(pg->data_dir, sizeof pg->data_dir, "%s", st.dir);
-    int ok = take_lock(pg, &st) == 0 && open_log(&st) == 0 && ensure_cluster(&st) == 0 &&
-             start_postmaster(pg, &st) == 0 && create_database(st.host) == 0;
+    struct start *st = &pg->st;
+    if (find_bindir(st->opt->bindir, st->bindir, sizeof st->bindir) != 0 ||
+        resolve_user(st->opt->user, &st->ra) != 0 || find_paths(st, data_dir) != 0 ||
+        let_cluster_user_in(st) != 0 || make_owned_dir(st->rundir, 0700, &st->ra) != 0) {
+        gj_pg_embedded_stop(pg);
+        return NULL;
+    }
+    snprintf(pg->data_dir, sizeof pg->data_dir, "%s", st->dir);
+    int ok = take_lock(pg, st) == 0 && open_log(st) == 0 && ensure_cluster(st) == 0 &&
+             start_postmaster(pg, st) == 0 && create_database(st->host) == 0;
     if (ok) {
-        int n = snprintf(url, url_size, "postgresql:///%s?host=%s&user=%s", PG_DATABASE, st.host, PG_SUPERUSER);
+        int n = snprintf(url, url_size, "postgresql:///%s?host=%s&user=%s", PG_DATABASE, st->host, PG_SUPERUSER);
         if (n < 0 || (size_t)n >= url_size) {
             gj_log_error("pg", "database URL does not fit its buffer");
             url[0] = '\0';
             ok = 0;
         }
     }
-    if (st.log_fd >= 0)
-        close(st.log_fd);
-    if (st.devnull >= 0)
-        close(st.devnull);
-    if (!ok) {
+    if (!ok || start_supervisor(pg) != 0) {
+        url[0] = '\0';
         gj_pg_embedded_stop(pg);   /* stops a postmaster that never became ready; unlocks */
         return NULL;
     }
-    gj_log_info("pg", "embedded PostgreSQL running (pid %d, socket in %s, log %s)", (int)pg->pid, st.rundir,
-                st.log_path);
+    gj_log_info("pg", "embedded PostgreSQL running (pid %d, socket in %s, log %s)", (int)pg->pid, st->rundir,
+                st->log_path);
     return pg;
+}
+
+/* Ends the supervisor first: from then on pg->pid is this thread's to read. */
+static void stop_supervisor(struct gj_pg_embedded *pg)
+{
+    pthread_mutex_lock(&pg->mu);
+    atomic_store(&pg->stopping, 1);
+    pthread_cond_broadcast(&pg->wake);
+    pthread_mutex_unlock(&pg->mu);
+    if (!pg->supervising)
+        return;
+    int rc = pthread_join(pg->supervisor, NULL);
+    if (rc)
+        gj_log_error("pg", "pthread_join: %s", strerror(rc));
+    pg->supervising = 0;
 }
 
 void gj_pg_embedded_stop(struct gj_pg_embedded *pg)
 {
     if (!pg)
         return;
+    stop_supervisor(pg);
     if (pg->pid > 0) {
         int status = 0;
         if (kill(pg->pid, SIGINT) != 0 && errno != ESRCH)
@@ -865,5 +1024,11 @@ void gj_pg_embedded_stop(struct gj_pg_embedded *pg)
     }
     if (pg->lock_fd >= 0)
         close(pg->lock_fd);
+    if (pg->st.log_fd >= 0)
+        close(pg->st.log_fd);
+    if (pg->st.devnull >= 0)
+        close(pg->st.devnull);
+    pthread_cond_destroy(&pg->wake);
+    pthread_mutex_destroy(&pg->mu);
     free(pg);
 }

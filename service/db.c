@@ -1,6 +1,16 @@
 /*
  * db.c — a fixed pool of libpq connections guarded by a mutex and a condition
  * variable, plus the small exec helpers every part of the service uses.
+ *
+ * Faults: a pool connection found broken (the server restarted or went away) is
+ * re-established when it is next borrowed. After a failed attempt the pool is
+ * "down": for a backoff (100 ms doubling to 2 s) no borrower tries again, so a
+ * database that is gone costs one connect attempt per backoff, not one per
+ * request, and borrowers fail at once (the API answers 503, /readyz says why).
+ * A statement that fails because its connection broke, sent outside a
+ * transaction on a pool connection, is sent once more on a fresh one: nothing of
+ * a session is lost with the old connection, since pool users keep no session
+ * state between statements (transaction-level locks only).
  */
 #include <errno.h>
 #include <poll.h>
@@ -10,8 +20,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <libpq-events.h>
+
 #include "service/db.h"
 #include "service/log.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 2000
 
 struct gj_db_pool {
     pthread_mutex_t mu;
@@ -20,7 +35,52 @@ struct gj_db_pool {
     int n;
     PGconn **conns;
     unsigned char *busy;
+    /* Reconnection, guarded by mu. */
+    int down;                  /* the last connect attempt failed */
+    double down_since;         /* monotonic seconds */
+    double retry_at;           /* no attempt before this */
+    int backoff_ms;
+    char last_error[256];      /* one line, of the last failed attempt */
 };
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* libpq's message on one line of printable ASCII (it spans several, and may be
+ * translated), without the trailing newline: fit for a log line or JSON. */
+static void one_line(const char *msg, char *out, size_t n)
+{
+    snprintf(out, n, "%s", msg ? msg : "");
+    size_t len = strlen(out);
+    while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == ' '))
+        out[--len] = '\0';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)out[i];
+        if (ch == '\n' || ch == '\t')
+            out[i] = ' ';
+        else if (ch < 0x20 || ch >= 0x7f)
+            out[i] = '?';
+    }
+}
+
+/* Pool connections carry their pool as libpq instance data (an event procedure is
+ * what libpq hangs it on): gj_db_exec finds it there to retry on a fresh one. */
+static int pool_conn_event(PGEventId id, void *info, void *pass)
+{
+    (void)id;
+    (void)info;
+    (void)pass;
+    return 1;
+}
+
+static struct gj_db_pool *pool_of(const PGconn *conn)
+{
+    return PQinstanceData(conn, pool_conn_event);
+}
 
 static void notice_to_log(void *arg, const char *message)
 {
@@ -44,10 +104,14 @@ PGconn *gj_db_connect(const char *url)
         gj_log_error("db", "no database URL");
         return NULL;
     }
-    /* The URL is expanded; application name is only a fallback so a URL may set its own;
-     * a password given comes after the URL, so it wins over one in it. */
-    const char *const keys[] = { "dbname", "fallback_application_name", db_password ? "password" : NULL, NULL };
-    const char *const vals[] = { url, "gpujobd", db_password, NULL };
+    /* The URL is expanded where dbname stands: the keys before it are defaults the URL
+     * may override (a server that does not answer fails a connect in 5 s; a TCP peer
+     * that vanished is noticed within about 30 s), those after it fallbacks; a password
+     * given comes after the URL, so it wins over one in it. */
+    const char *const keys[] = { "connect_timeout", "keepalives_idle", "keepalives_interval",
+                                  "keepalives_count", "tcp_user_timeout", "dbname",
+                                  "fallback_application_name", db_password ? "password" : NULL, NULL };
+    const char *const vals[] = { "5", "10", "5", "3", "30000", url, "gpujobd", db_password, NULL };
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (!conn) {
         gj_log_error("db", "cannot allocate a connection");
@@ -55,13 +119,7 @@ PGconn *gj_db_connect(const char *url)
     }
     if (PQstatus(conn) != CONNECTION_OK) {
         char msg[512];
-        snprintf(msg, sizeof msg, "%s", PQerrorMessage(conn));
-        size_t len = strlen(msg);
-        while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
-            msg[--len] = '\0';
-        for (size_t i = 0; i < len; i++)
-            if (msg[i] == '\n' || msg[i] == '\t')
-                msg[i] = ' ';
+        one_line(PQerrorMessage(conn), msg, sizeof msg);
         gj_log_error("db", "cannot connect to the database: %s", msg);
         PQfinish(conn);
         return NULL;
@@ -103,6 +161,12 @@ struct gj_db_pool *gj_db_pool_open(const char *url, int n)
         pool->conns[i] = gj_db_connect(pool->url);
         if (!pool->conns[i]) {
             gj_log_error("db", "opened %d of %d pool connections", i, n);
+            gj_db_pool_close(pool);
+            return NULL;
+        }
+        if (!PQregisterEventProc(pool->conns[i], pool_conn_event, "gpujobd pool", NULL) ||
+            !PQsetInstanceData(pool->conns[i], pool_conn_event, pool)) {
+            gj_log_error("db", "cannot mark pool connection %d", i);
             gj_db_pool_close(pool);
             return NULL;
         }
@@ -163,6 +227,60 @@ static int idle_conn_looks_ok(PGconn *conn)
     return PQstatus(conn) == CONNECTION_OK;
 }
 
+/* Re-establishes a broken pool connection, unless the pool is down and its backoff
+ * has not passed (then at once -1: the database is unreachable). The first failure
+ * and the recovery are logged, the attempts between them not. 0 or -1. */
+static int reconnect(struct gj_db_pool *pool, PGconn *conn)
+{
+    pthread_mutex_lock(&pool->mu);
+    double now = mono_now();
+    int wait = pool->down && now < pool->retry_at;
+    if (pool->down && !wait)   /* this borrower makes the attempt; others wait the backoff */
+        pool->retry_at = now + pool->backoff_ms / 1000.0;
+    pthread_mutex_unlock(&pool->mu);
+    if (wait)
+        return -1;
+    PQreset(conn);
+    int ok = PQstatus(conn) == CONNECTION_OK;
+    char msg[256] = "";
+    if (!ok)
+        one_line(PQerrorMessage(conn), msg, sizeof msg);
+    pthread_mutex_lock(&pool->mu);
+    now = mono_now();
+    if (ok && pool->down) {
+        gj_log_info("db", "database connection restored after %.1f s", now - pool->down_since);
+        pool->down = 0;
+    } else if (!ok) {
+        if (!pool->down) {
+            gj_log_error("db", "database unreachable: %s; reconnecting with backoff", msg);
+            pool->down = 1;
+            pool->down_since = now;
+            pool->backoff_ms = BACKOFF_MIN_MS;
+        } else {
+            pool->backoff_ms = pool->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : pool->backoff_ms * 2;
+        }
+        pool->retry_at = now + pool->backoff_ms / 1000.0;
+        snprintf(pool->last_error, sizeof pool->last_error, "%s", msg);
+    }
+    pthread_mutex_unlock(&pool->mu);
+    if (ok)
+        PQsetNoticeProcessor(conn, notice_to_log, NULL);
+    return ok ? 0 : -1;
+}
+
+int gj_db_pool_health(struct gj_db_pool *pool, char *why, size_t n)
+{
+    if (!pool)
+        return 0;
+    pthread_mutex_lock(&pool->mu);
+    int up = !pool->down;
+    if (!up && why && n)
+        snprintf(why, n, "unreachable for %.1f s, reconnecting: %s", mono_now() - pool->down_since,
+                 pool->last_error);
+    pthread_mutex_unlock(&pool->mu);
+    return up;
+}
+
 PGconn *gj_db_acquire(struct gj_db_pool *pool, int timeout_ms)
 {
     if (!pool)
@@ -198,18 +316,12 @@ PGconn *gj_db_acquire(struct gj_db_pool *pool, int timeout_ms)
     pthread_mutex_unlock(&pool->mu);
 
     PGconn *conn = pool->conns[slot];
-    if (!idle_conn_looks_ok(conn)) {
-        gj_log_warn("db", "pool connection %d is broken; resetting it", slot);
-        PQreset(conn);
-        if (PQstatus(conn) != CONNECTION_OK) {
-            gj_log_error("db", "cannot re-establish a pool connection: %s", PQerrorMessage(conn));
-            pthread_mutex_lock(&pool->mu);
-            pool->busy[slot] = 0;
-            pthread_cond_signal(&pool->cv);
-            pthread_mutex_unlock(&pool->mu);
-            return NULL;
-        }
-        PQsetNoticeProcessor(conn, notice_to_log, NULL);
+    if (!idle_conn_looks_ok(conn) && reconnect(pool, conn) != 0) {
+        pthread_mutex_lock(&pool->mu);
+        pool->busy[slot] = 0;
+        pthread_cond_signal(&pool->cv);
+        pthread_mutex_unlock(&pool->mu);
+        return NULL;
     }
     return conn;
 }
@@ -292,8 +404,18 @@ PGresult *gj_db_exec(PGconn *conn, const char *sql, int n, const char *const *pa
         gj_log_error("db", "query on no connection");
         return NULL;
     }
+    int idle = PQtransactionStatus(conn) == PQTRANS_IDLE;
     PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    struct gj_db_pool *pool;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && idle && PQstatus(conn) == CONNECTION_BAD &&
+        (pool = pool_of(conn)) != NULL && reconnect(pool, conn) == 0) {
+        /* The connection broke (the server restarted) outside a transaction: once more. */
+        gj_log_info("db", "connection lost; the statement is sent again on a fresh one");
+        PQclear(res);
+        res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+        st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    }
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return res;
     const char *code = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;

@@ -6,6 +6,8 @@
 #ifndef GJ_DB_H
 #define GJ_DB_H
 
+#include <stddef.h>
+
 #include <libpq-fe.h>
 
 struct gj_db_pool;
@@ -15,10 +17,15 @@ struct gj_db_pool *gj_db_pool_open(const char *url, int n);
 void gj_db_pool_close(struct gj_db_pool *pool);
 
 /* Borrows a connection, waiting up to timeout_ms (-1 forever). A broken
- * connection is reset before it is handed out. NULL on timeout. */
+ * connection is reset before it is handed out. NULL on timeout, and at once
+ * while the database is unreachable (gj_db_pool_health says why). */
 PGconn *gj_db_acquire(struct gj_db_pool *pool, int timeout_ms);
 /* Returns it; a connection left inside a transaction is rolled back first. */
 void gj_db_release(struct gj_db_pool *pool, PGconn *conn);
+/* 1 while the database is reachable as far as the pool knows; 0 after a failed
+ * reconnect, until one succeeds, with why (may be NULL) filled: for how long, and
+ * libpq's reason. */
+int gj_db_pool_health(struct gj_db_pool *pool, char *why, size_t n);
 
 /* One new connection outside the pool (LISTEN, migrations). NULL with a log line. */
 PGconn *gj_db_connect(const char *url);
@@ -29,7 +36,9 @@ void gj_db_set_password(const char *password);
 
 /* PQexecParams with text parameters and text results. Returns the result when
  * its status is COMMAND_OK or TUPLES_OK, else logs (component, SQLSTATE, message),
- * clears it, and returns NULL. sqlstate (6 bytes, may be NULL) receives the code. */
+ * clears it, and returns NULL. sqlstate (6 bytes, may be NULL) receives the code.
+ * On a pool connection outside a transaction, a statement that failed because the
+ * connection broke is sent once more on a fresh one. */
 PGresult *gj_db_exec(PGconn *conn, const char *sql, int n, const char *const *params,
                      char sqlstate[6]);
 /* Like gj_db_exec for statements whose result is not needed: 0 or -1. */

@@ -25,9 +25,13 @@ static void healthz(struct gj_req *r)
 static void readyz(struct gj_req *r)
 {
     json_t *reasons = json_array();
+    char why[400];
     PGconn *c = gj_db_acquire(r->srv->db, 2000);
     if (!c) {
-        json_array_append_new(reasons, json_string("database: no connection available"));
+        char line[420] = "database: no connection available";
+        if (!gj_db_pool_health(r->srv->db, why, sizeof why))
+            snprintf(line, sizeof line, "database: %s", why);
+        json_array_append_new(reasons, json_string(line));
     } else {
         r->db = c;
         PGresult *res = gj_db_exec(c, "SELECT 1", 0, NULL, NULL);

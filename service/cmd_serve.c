@@ -239,10 +239,18 @@ static int start_serving(struct serve_run *run)
 static void stop_all(struct serve_run *run)
 {
     struct gj_server *srv = run->srv;
-    if (srv->workers)
-        gj_worker_pool_stop(srv->workers, srv->cfg.shutdown_grace_seconds);
+    int stuck = srv->workers && gj_worker_pool_stop(srv->workers, srv->cfg.shutdown_grace_seconds) != 0;
     if (run->http)
         gj_http_stop(run->http);
+    if (stuck) {
+        /* A job's thread did not stop when asked (its job is back in the queue): it may
+         * still use everything below, so nothing is freed; shutdown keeps its bound. */
+        if (run->pg)
+            gj_pg_embedded_stop(run->pg);
+        gj_log_warn("serve", "stopped with a job's thread still running");
+        fflush(NULL);
+        _exit(0);
+    }
     shutdown_modules(srv, run->modules_started);
     if (srv->notifier)
         gj_notifier_stop(srv->notifier);

@@ -38,6 +38,7 @@
 #define COMPONENT "worker"
 #define DB_WAIT_MS 10000
 #define MAINT_PERIOD_S 5
+#define CANCEL_POLL_S 1.0
 #define MAX_CHILDREN 4096
 
 /* Why a running job was asked to stop; a higher rank wins. */
@@ -69,6 +70,8 @@ struct wp_slot {
     int started_run;              /* the module runs (a shutdown lets it finish) */
     int finishing;                /* recording the end: no heartbeats (the finish
                                      transaction holds the row; rescue skips it) */
+    double lease_until;           /* monotonic: the lease is surely valid before this
+                                     (claim or last heartbeat that reached the database) */
 
     /* Private to the slot's thread. */
     char spare[1100];             /* an emptied work tree kept between jobs (see take_work_dir) */
@@ -89,6 +92,7 @@ struct gj_worker_pool {
     int maint_stop;
     pthread_t maint;
     int maint_started;
+    double stop_deadline;         /* monotonic: shutdown gives up waiting here (0: none) */
     const char **kinds;           /* NULL-terminated, from the registry */
     int cpu_threads;
     char scratch_root[1024];
@@ -253,9 +257,10 @@ static void input_set_free(struct input_set *in)
     in->n = 0;
 }
 
-/* Downloads each job_inputs blob into dir/<name>. 0, or -1 with err. */
+/* Downloads each job_inputs blob into dir/<name>. 0, -1 with err, or 1 when *stop
+ * was set between two inputs (cancel, shutdown: a job of many inputs stops soon). */
 static int materialize_inputs(PGconn *conn, const struct gj_claim *c, const char *dir,
-                              struct input_set *in, struct gj_error *err)
+                              struct input_set *in, struct gj_error *err, const volatile int *stop)
 {
     if (!c->has_inputs) {
         in->items = calloc(1, sizeof *in->items);
@@ -306,6 +311,10 @@ static int materialize_inputs(PGconn *conn, const struct gj_claim *c, const char
             return gj_error_set(err, "", "out of memory");
         }
         unsigned int oid = (unsigned int)strtoul(PQgetvalue(r, i, 1), NULL, 10);
+        if (*stop) {
+            PQclear(r);
+            return 1;
+        }
         if (gj_blob_export(conn, oid, path) != 0) {
             PQclear(r);
             err->transient = 1;
@@ -493,6 +502,8 @@ static void slot_begin(struct wp_slot *s, const struct gj_claim *c)
     s->finishing = 0;
     s->started_run = 0;
     s->claim = c;
+    /* The claim set the lease a moment ago; a second's margin for that moment. */
+    s->lease_until = mono_now() - 1.0 + wp->srv->cfg.lease_seconds;
     wp->running++;
     /* Claimed while shutting down: give it back at once. */
     if (atomic_load(&wp->stopping))
@@ -534,31 +545,19 @@ static gj_job_succeeded_fn succeeded_hook(const struct gj_server *srv, const cha
 
 enum ending { END_SUCCESS, END_FAIL, END_CANCEL, END_RELEASE, END_WAIT, END_NOTHING };
 
-/* Writes the job's end to the database; returns the state label for metrics. */
-static const char *finish(struct wp_slot *s, const struct gj_claim *c, enum ending how,
-                          const struct gj_error *err, const char *out_dir)
+/* One try at writing the job's end on conn. Returns what the finish_* functions
+ * return (0 done, 1 refused: the lease was lost, -1 error) and sets *label, the
+ * state for metrics. */
+static int record_end(struct wp_slot *s, PGconn *conn, const struct gj_claim *c, enum ending how,
+                      const struct gj_error *err, const char *out_dir, const char **label)
 {
     struct gj_worker_pool *wp = s->wp;
-    if (stop_reason_of(s) == STOP_LEASE_LOST) {
-        gj_log_warn(COMPONENT, "job %s: lease lost; its result is dropped", c->id);
-        return "lost";
-    }
-    if (how == END_NOTHING)
-        return "lost";
-    PGconn *conn = acquire(wp);
-    if (!conn) {
-        gj_log_error(COMPONENT, "job %s: cannot record its end; the lease will expire", c->id);
-        return "lost";
-    }
-    const char *label = "lost";
     int rc = -1;
-    pthread_mutex_lock(&wp->lock);
-    s->finishing = 1;
-    pthread_mutex_unlock(&wp->lock);
+    *label = "lost";
     switch (how) {
     case END_SUCCESS:
         rc = gj_queue_finish_success(conn, c, out_dir, succeeded_hook(wp->srv, c->kind));
-        label = rc == 0 ? "succeeded" : rc == 2 ? "failed" : "lost";
+        *label = rc == 0 ? "succeeded" : rc == 2 ? "failed" : "lost";
         break;
     case END_FAIL: {
         json_t *e = error_json(err);
@@ -568,25 +567,25 @@ static const char *finish(struct wp_slot *s, const struct gj_claim *c, enum endi
         }
         rc = gj_queue_finish_failure(conn, c, e, err->transient, wp->srv->cfg.retry_backoff_ms);
         json_decref(e);
-        label = rc == 0 ? (err->transient && c->attempts < c->max_attempts ? "retried" : "failed") : "lost";
+        *label = rc == 0 ? (err->transient && c->attempts < c->max_attempts ? "retried" : "failed") : "lost";
         break;
     }
     case END_CANCEL:
         rc = gj_queue_finish_canceled(conn, c);
-        label = rc == 0 ? "canceled" : "lost";
+        *label = rc == 0 ? "canceled" : "lost";
         break;
     case END_RELEASE:
         rc = gj_queue_release(conn, c);
-        label = rc == 0 ? "released" : "lost";
+        *label = rc == 0 ? "released" : "lost";
         break;
     case END_WAIT:
         rc = spawn_and_wait(conn, s, c);
-        label = rc == 0 ? "waiting" : "lost";
+        *label = rc == 0 ? "waiting" : "lost";
         break;
     case END_NOTHING:
         break;
     }
-    if (rc < 0 && (how == END_SUCCESS || how == END_WAIT)) {
+    if (rc < 0 && (how == END_SUCCESS || how == END_WAIT) && PQstatus(conn) == CONNECTION_OK) {
         /* Outputs or sub-tasks could not be stored (nothing was): a transient
          * failure, so the job is retried rather than left to its lease. */
         gj_db_rollback(conn);
@@ -597,12 +596,67 @@ static const char *finish(struct wp_slot *s, const struct gj_claim *c, enum endi
             rc = gj_queue_finish_failure(conn, c, e, 1, wp->srv->cfg.retry_backoff_ms);
             json_decref(e);
             if (rc == 0)
-                label = c->attempts < c->max_attempts ? "retried" : "failed";
+                *label = c->attempts < c->max_attempts ? "retried" : "failed";
         }
     }
-    if (rc < 0)
-        gj_log_error(COMPONENT, "job %s: recording its end failed; the lease will expire", c->id);
-    release_conn(wp, conn);
+    return rc;
+}
+
+/* How long finish may keep trying: while the lease is surely still valid (after
+ * that, rescue owns the job), and not past a shutdown's deadline. */
+static double finish_deadline(struct wp_slot *s)
+{
+    pthread_mutex_lock(&s->wp->lock);
+    double t = s->lease_until;
+    if (s->wp->stop_deadline > 0 && s->wp->stop_deadline < t)
+        t = s->wp->stop_deadline;
+    pthread_mutex_unlock(&s->wp->lock);
+    return t;
+}
+
+#define FINISH_RETRY_S 0.25
+
+/* Writes the job's end to the database; returns the state label for metrics. The
+ * database may be away for a moment (restarting, a network cut): the end is
+ * written again on a fresh connection while the lease lasts, so a job that ran
+ * to its end is not run again for want of a connection. */
+static const char *finish(struct wp_slot *s, const struct gj_claim *c, enum ending how,
+                          const struct gj_error *err, const char *out_dir)
+{
+    struct gj_worker_pool *wp = s->wp;
+    if (stop_reason_of(s) == STOP_LEASE_LOST) {
+        gj_log_warn(COMPONENT, "job %s: lease lost; its result is dropped", c->id);
+        return "lost";
+    }
+    if (how == END_NOTHING)
+        return "lost";
+    pthread_mutex_lock(&wp->lock);
+    s->finishing = 1;
+    pthread_mutex_unlock(&wp->lock);
+    const char *label = "lost";
+    int tries = 0;
+    for (;;) {
+        PGconn *conn = gj_db_acquire(wp->srv->db, 1000);
+        int rc = -1, broken = 1;
+        tries++;
+        if (conn) {
+            rc = record_end(s, conn, c, how, err, out_dir, &label);
+            broken = PQstatus(conn) != CONNECTION_OK;
+            release_conn(wp, conn);
+        }
+        if (rc >= 0) {
+            if (tries > 1)
+                gj_log_info(COMPONENT, "job %s: its end recorded after %d tries", c->id, tries);
+            break;
+        }
+        if (!broken || mono_now() + FINISH_RETRY_S >= finish_deadline(s)) {
+            gj_log_error(COMPONENT, "job %s: recording its end failed%s; the lease will expire", c->id,
+                         broken ? " (no database)" : "");
+            break;
+        }
+        struct timespec ts = { 0, (long)(FINISH_RETRY_S * 1e9) };
+        nanosleep(&ts, NULL);
+    }
     return label;
 }
 
@@ -708,13 +762,17 @@ static int prepare(struct job_run *j)
         j->err.transient = 1;
         return -1;
     }
-    int rc = materialize_inputs(conn, c, j->in_dir, &j->in, &j->err);
+    int rc = materialize_inputs(conn, c, j->in_dir, &j->in, &j->err, &j->s->stop);
     if (rc == 0) {
         j->s->inputs = &j->in;
         if (c->stage > 0)
             rc = materialize_children(conn, c, j->child_dir, &j->cs, &j->err);
     }
     release_conn(wp, conn);
+    if (rc == 1) {   /* stopped while downloading */
+        j->how = ending_of_stop(stop_reason_of(j->s));
+        return -1;
+    }
     return rc;
 }
 
@@ -951,10 +1009,17 @@ static void heartbeat_all(struct gj_worker_pool *wp)
             gj_log_warn(COMPONENT, "heartbeat of job %s skipped: no database connection", hb.id);
             continue;
         }
+        double sent = mono_now();
         int rc = gj_queue_heartbeat(conn, &hb, srv->cfg.lease_seconds, progress,
                                     has_message ? message : NULL);
         gj_db_release(srv->db, conn);
-        if (rc <= 0)
+        if (rc < 0)
+            continue;
+        pthread_mutex_lock(&wp->lock);
+        if (rc == 0 && s->active && strcmp(s->lease_token, hb.lease_token) == 0)
+            s->lease_until = sent + srv->cfg.lease_seconds;
+        pthread_mutex_unlock(&wp->lock);
+        if (rc == 0)
             continue;
         pthread_mutex_lock(&wp->lock);
         if (s->active && strcmp(s->job_id, hb.id) == 0 && strcmp(s->lease_token, hb.lease_token) == 0) {
@@ -963,6 +1028,60 @@ static void heartbeat_all(struct gj_worker_pool *wp)
         }
         pthread_mutex_unlock(&wp->lock);
     }
+}
+
+static void on_cancel(const char *job_id, void *arg);
+
+/* The running jobs of this process not yet asked to stop, as a uuid[] literal, or
+ * NULL when there are none (or no memory). */
+static char *running_ids(struct gj_worker_pool *wp)
+{
+    char *arr = malloc((size_t)wp->n_slots * (GJ_UUID_LEN + 1) + 3);
+    if (!arr)
+        return NULL;
+    size_t len = 0;
+    arr[len++] = '{';
+    pthread_mutex_lock(&wp->lock);
+    for (int i = 0; i < wp->n_slots; i++) {
+        struct wp_slot *s = &wp->slots[i];
+        if (!s->active || s->finishing || s->reason >= STOP_CANCEL || !s->job_id[0])
+            continue;
+        if (len > 1)
+            arr[len++] = ',';
+        memcpy(arr + len, s->job_id, GJ_UUID_LEN);
+        len += GJ_UUID_LEN;
+    }
+    pthread_mutex_unlock(&wp->lock);
+    if (len == 1) {
+        free(arr);
+        return NULL;
+    }
+    arr[len++] = '}';
+    arr[len] = '\0';
+    return arr;
+}
+
+/* A cancel normally arrives at once by NOTIFY; one sent while the LISTEN connection
+ * was being re-opened is missed. So once a second the running jobs are looked up
+ * too (a read, one query for all of them), and a cancel reaches its job within
+ * that second either way. */
+static void poll_cancels(struct gj_worker_pool *wp)
+{
+    char *ids = running_ids(wp);
+    if (!ids)
+        return;
+    PGconn *conn = gj_db_acquire(wp->srv->db, 200);
+    PGresult *r = NULL;
+    if (conn) {
+        const char *params[] = { ids };
+        r = gj_db_exec(conn, "SELECT id FROM jobs WHERE id = ANY($1::uuid[]) AND cancel_requested"
+                             " AND state = 'running'", 1, params, NULL);
+        gj_db_release(wp->srv->db, conn);
+    }
+    for (int i = 0; r && i < PQntuples(r); i++)
+        on_cancel(PQgetvalue(r, i, 0), wp);
+    PQclear(r);
+    free(ids);
 }
 
 static void maintenance(struct gj_worker_pool *wp)
@@ -985,10 +1104,11 @@ static void *maint_main(void *arg)
     if (hb_period < 0.5)
         hb_period = 0.5;
     double next_hb = mono_now() + hb_period, next_maint = mono_now();
+    double next_cancel = mono_now() + CANCEL_POLL_S;
     pthread_mutex_lock(&wp->lock);
     while (!wp->maint_stop) {
         double now = mono_now();
-        if (now >= next_hb || now >= next_maint) {
+        if (now >= next_hb || now >= next_maint || now >= next_cancel) {
             pthread_mutex_unlock(&wp->lock);
             if (now >= next_hb) {
                 heartbeat_all(wp);
@@ -998,11 +1118,16 @@ static void *maint_main(void *arg)
                 maintenance(wp);
                 next_maint = mono_now() + MAINT_PERIOD_S;
             }
+            if (now >= next_cancel) {
+                poll_cancels(wp);
+                next_cancel = mono_now() + CANCEL_POLL_S;
+            }
             pthread_mutex_lock(&wp->lock);
             continue;
         }
+        double next = next_hb < next_maint ? next_hb : next_maint;
         struct timespec ts;
-        deadline_at(&ts, next_hb < next_maint ? next_hb : next_maint);
+        deadline_at(&ts, next < next_cancel ? next : next_cancel);
         int rc = pthread_cond_timedwait(&wp->cond, &wp->lock, &ts);
         if (rc && rc != ETIMEDOUT)
             gj_log_error(COMPONENT, "pthread_cond_timedwait: %s", strerror(rc));
@@ -1239,33 +1364,74 @@ struct gj_worker_pool *gj_worker_pool_start(struct gj_server *srv)
     return wp;
 }
 
-void gj_worker_pool_stop(struct gj_worker_pool *wp, int grace_seconds)
+/* Waits until no job runs or the monotonic time until; 1 when none runs. Called
+ * with wp->lock held. */
+static int wait_idle_locked(struct gj_worker_pool *wp, double until)
 {
-    if (!wp)
-        return;
-    struct gj_server *srv = wp->srv;
-    atomic_store(&wp->stopping, 1);
-    /* Jobs claimed but not started yet (materializing, waiting for a device) go
-     * back to the queue now; running ones get the grace period. */
-    pthread_mutex_lock(&wp->lock);
-    for (int i = 0; i < wp->n_slots; i++)
-        if (wp->slots[i].active && !wp->slots[i].started_run)
-            set_stop_locked(&wp->slots[i], STOP_SHUTDOWN);
-    pthread_mutex_unlock(&wp->lock);
-    wake_all(wp);
-
-    double deadline = mono_now() + (grace_seconds > 0 ? grace_seconds : 0);
-    pthread_mutex_lock(&wp->lock);
-    while (wp->running > 0 && mono_now() < deadline) {
+    while (wp->running > 0 && mono_now() < until) {
         struct timespec ts;
-        deadline_at(&ts, deadline);
+        deadline_at(&ts, until);
         int rc = pthread_cond_timedwait(&wp->cond, &wp->lock, &ts);
         if (rc && rc != ETIMEDOUT) {
             gj_log_error(COMPONENT, "pthread_cond_timedwait: %s", strerror(rc));
             break;
         }
     }
-    if (wp->running > 0) {
+    return wp->running == 0;
+}
+
+/* A job that did not stop when asked (stuck in a call it cannot leave) is given
+ * back to the queue from here, so that shutdown keeps its bound; its thread's own
+ * finish is then refused (the lease token changed) or skipped. Called with
+ * wp->lock held; returns how many were given back. */
+static int release_stuck_locked(struct gj_worker_pool *wp)
+{
+    int n = 0;
+    for (int i = 0; i < wp->n_slots; i++) {
+        struct wp_slot *s = &wp->slots[i];
+        if (!s->active || s->finishing || s->reason == STOP_LEASE_LOST)
+            continue;
+        struct gj_claim c;
+        memset(&c, 0, sizeof c);
+        snprintf(c.id, sizeof c.id, "%s", s->job_id);
+        snprintf(c.lease_token, sizeof c.lease_token, "%s", s->lease_token);
+        set_stop_locked(s, STOP_LEASE_LOST);   /* its thread records nothing more */
+        pthread_mutex_unlock(&wp->lock);
+        PGconn *conn = gj_db_acquire(wp->srv->db, 300);
+        int rc = conn ? gj_queue_release(conn, &c) : -1;
+        if (conn)
+            gj_db_release(wp->srv->db, conn);
+        gj_log_error(COMPONENT, "job %s did not stop when asked; %s", c.id,
+                     rc == 0 ? "given back to the queue" : "its lease will expire");
+        n++;
+        pthread_mutex_lock(&wp->lock);
+    }
+    return n;
+}
+
+/* Running jobs get the grace period; then they are asked to stop and get STOP_WAIT_S
+ * more (every kind checks cancellation several times a second). */
+#define STOP_WAIT_S 0.7
+
+int gj_worker_pool_stop(struct gj_worker_pool *wp, int grace_seconds)
+{
+    if (!wp)
+        return 0;
+    struct gj_server *srv = wp->srv;
+    atomic_store(&wp->stopping, 1);
+    /* Jobs claimed but not started yet (materializing, waiting for a device) go
+     * back to the queue now; running ones get the grace period. */
+    double deadline = mono_now() + (grace_seconds > 0 ? grace_seconds : 0);
+    pthread_mutex_lock(&wp->lock);
+    wp->stop_deadline = deadline + STOP_WAIT_S;
+    for (int i = 0; i < wp->n_slots; i++)
+        if (wp->slots[i].active && !wp->slots[i].started_run)
+            set_stop_locked(&wp->slots[i], STOP_SHUTDOWN);
+    pthread_mutex_unlock(&wp->lock);
+    wake_all(wp);
+
+    pthread_mutex_lock(&wp->lock);
+    if (!wait_idle_locked(wp, deadline)) {
         gj_log_info(COMPONENT, "%d job(s) still running after %d s; asking them to stop", wp->running,
                     grace_seconds);
         for (int i = 0; i < wp->n_slots; i++)
@@ -1274,6 +1440,14 @@ void gj_worker_pool_stop(struct gj_worker_pool *wp, int grace_seconds)
     }
     pthread_mutex_unlock(&wp->lock);
     wake_all(wp);
+    pthread_mutex_lock(&wp->lock);
+    int stuck = wait_idle_locked(wp, wp->stop_deadline) ? 0 : release_stuck_locked(wp);
+    pthread_mutex_unlock(&wp->lock);
+    if (stuck) {
+        /* Their threads still run: nothing they use may be freed; the caller exits. */
+        gj_notifier_on_cancel(srv->notifier, NULL, NULL);
+        return 1;
+    }
 
     join_all(wp);
     gj_notifier_on_cancel(srv->notifier, NULL, NULL);
@@ -1285,6 +1459,7 @@ void gj_worker_pool_stop(struct gj_worker_pool *wp, int grace_seconds)
         gj_db_release(srv->db, conn);
     pool_free(wp);
     gj_log_info(COMPONENT, "worker pool stopped");
+    return 0;
 }
 
 int gj_worker_pool_running(struct gj_worker_pool *wp)

@@ -14,8 +14,12 @@
 
 struct gj_worker_pool *gj_worker_pool_start(struct gj_server *srv);
 /* Stops claiming; waits up to grace_seconds for running jobs, then asks them to
- * stop and releases their jobs back to the queue (not counted as attempts). */
-void gj_worker_pool_stop(struct gj_worker_pool *wp, int grace_seconds);
+ * stop and releases their jobs back to the queue (not counted as attempts). Returns
+ * 0 stopped and freed, or, within grace_seconds + 1 s whatever a kind does, 1: a
+ * job did not stop when asked, its job was given back to the queue from here, and
+ * its thread still runs, so the pool (and what it uses: the server's database pool,
+ * notifier, placement) must not be freed: the process should exit. */
+int gj_worker_pool_stop(struct gj_worker_pool *wp, int grace_seconds);
 
 /* Running jobs of this process, for /metrics. */
 int gj_worker_pool_running(struct gj_worker_pool *wp);

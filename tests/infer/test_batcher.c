@@ -415,6 +415,62 @@ static void queue_full_timeout_shutdown(void **state)
     assert_int_equal(s1.request_success - s0.request_success, 0);
 }
 
+/* A cancelled caller (an `infer` job asked to stop) leaves the queue within the poll
+ * period, not the batcher's delay; the others in the queue stay and are answered. */
+static int cancel_flag;
+static int cancel_hook(void *arg)
+{
+    (void)arg;
+    return __atomic_load_n(&cancel_flag, __ATOMIC_SEQ_CST);
+}
+
+struct cancel_client {
+    gj_batcher *b;
+    const float *in;
+    float *out;
+    int rc, status;
+    double returned_at;
+};
+
+static void *cancel_client_main(void *arg)
+{
+    struct cancel_client *c = arg;
+    struct gj_error err = { 0 };
+    c->rc = gj_batcher_infer_cancellable(c->b, c->in, 1, c->out, 60000000, NULL, &err, cancel_hook, NULL);
+    c->status = err.status;
+    c->returned_at = now_s();
+    return NULL;
+}
+
+static void cancelled_caller_leaves_queue(void **state)
+{
+    (void)state;
+    struct gj_batcher_options o = { .max_queue_delay_us = 30000000, .dynamic_batching = 1,
+                                    .instances = 1, .threads_per_instance = 1, .device = -1 };
+    struct gj_error err = { 0 };
+    gj_batcher *b = gj_batcher_create(g_tiny, &o, &err);
+    assert_non_null(b);
+    float in[IN_FLOATS] = { 0 }, out[2][OUT_FLOATS];
+    struct client other = { .b = b, .n = 1, .in = in, .out = out[0], .timeout_us = 2000000 };
+    struct cancel_client c = { .b = b, .in = in, .out = out[1] };
+    __atomic_store_n(&cancel_flag, 0, __ATOMIC_SEQ_CST);
+    pthread_t th[2];
+    assert_int_equal(pthread_create(&th[0], NULL, cancel_client_main, &c), 0);
+    assert_int_equal(pthread_create(&th[1], NULL, client_main, &other), 0);
+    wait_queued(b, 2);   /* the 30 s delay holds both */
+    usleep(300000);
+    assert_int_equal(gj_batcher_queue_length(b), 2);   /* not cancelled: still waiting */
+    double t0 = now_s();
+    __atomic_store_n(&cancel_flag, 1, __ATOMIC_SEQ_CST);
+    pthread_join(th[0], NULL);
+    assert_int_equal(c.rc, GJ_BATCH_ECANCELED);
+    assert_int_equal(c.status, 499);
+    assert_true(c.returned_at - t0 < 0.5);
+    pthread_join(th[1], NULL);   /* the other one keeps its place until its own timeout */
+    assert_int_equal(other.rc, GJ_BATCH_ETIMEDOUT);
+    gj_batcher_destroy(b);
+}
+
 /* Shutdown while batches run: every request is answered exactly once, OK or 503. */
 struct hammer {
     gj_batcher *b;
@@ -644,6 +700,7 @@ int main(void)
         cmocka_unit_test(preferred_size_goes_at_once),
         cmocka_unit_test(delay_and_full_batch),
         cmocka_unit_test(queue_full_timeout_shutdown),
+        cmocka_unit_test(cancelled_caller_leaves_queue),
         cmocka_unit_test(shutdown_in_flight),
         cmocka_unit_test(registry_shares),
         cmocka_unit_test(identity_is_content),

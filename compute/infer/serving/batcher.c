@@ -683,6 +683,36 @@ void gj_batcher_destroy(gj_batcher *b)
 int gj_batcher_infer(gj_batcher *b, const float *input, size_t n_samples, float *output,
                      int64_t timeout_us, struct gj_batch_timing *timing, struct gj_error *err)
 {
+    return gj_batcher_infer_cancellable(b, input, n_samples, output, timeout_us, timing, err, NULL, NULL);
+}
+
+/* How often a queued request asks its caller whether it still wants the answer. */
+#define CANCEL_POLL_US 100000
+
+/* A queued request whose caller gave up leaves the queue (called with b->mu held,
+ * which it drops around the caller's hook). 1 when it left. */
+static int leave_if_cancelled(gj_batcher *b, struct request *r, int (*cancelled)(void *), void *arg)
+{
+    pthread_mutex_unlock(&b->mu);
+    int stop = cancelled(arg);
+    pthread_mutex_lock(&b->mu);
+    if (!stop || r->state != RQ_QUEUED)
+        return 0;
+    queue_remove(b, r);
+    r->state = RQ_DONE;
+    r->rc = GJ_BATCH_ECANCELED;
+    r->timing.queue_us = now_us() - r->t_enqueue;
+    gj_error_set(&r->error, "", "the request was cancelled while it waited in the queue of model %s v%lld",
+                 gj_served_model_name(b->model), (long long)gj_served_model_version(b->model));
+    r->error.status = 499;
+    stats_fail(b->stats);
+    return 1;
+}
+
+int gj_batcher_infer_cancellable(gj_batcher *b, const float *input, size_t n_samples, float *output,
+                                 int64_t timeout_us, struct gj_batch_timing *timing, struct gj_error *err,
+                                 int (*cancelled)(void *arg), void *arg)
+{
     if (timing)
         memset(timing, 0, sizeof *timing);
     if (!b || !input || !output || n_samples < 1 || n_samples > (size_t)b->max_batch) {
@@ -762,9 +792,14 @@ int gj_batcher_infer(gj_batcher *b, const float *input, size_t n_samples, float 
                 stats_fail(b->stats);
                 break;
             }
+            int64_t until = r.deadline;
+            if (cancelled && now + CANCEL_POLL_US < until)
+                until = now + CANCEL_POLL_US;
             struct timespec ts;
-            to_timespec(r.deadline, &ts);
+            to_timespec(until, &ts);
             pthread_cond_timedwait(&r.cv, &b->mu, &ts);
+            if (cancelled && r.state == RQ_QUEUED && leave_if_cancelled(b, &r, cancelled, arg))
+                break;
         } else {
             pthread_cond_wait(&r.cv, &b->mu);
         }

@@ -59,6 +59,7 @@ enum gj_batch_rc {
     GJ_BATCH_ETIMEDOUT = -3,   /* 503: waited past its timeout in the queue */
     GJ_BATCH_ESHUTDOWN = -4,   /* 503: the batcher is going away */
     GJ_BATCH_EFAILED = -5,     /* 500: the model run failed */
+    GJ_BATCH_ECANCELED = -6,   /* 499: the caller gave up while it waited in the queue */
 };
 
 #define GJ_BATCH_DEFAULT_MAX_QUEUE 1024
@@ -105,6 +106,13 @@ struct gj_batch_timing {
  * batcher's default). GJ_BATCH_OK or a negative enum gj_batch_rc with err. Thread-safe. */
 int gj_batcher_infer(gj_batcher *b, const float *input, size_t n_samples, float *output,
                      int64_t timeout_us, struct gj_batch_timing *timing, struct gj_error *err);
+/* The same for a caller that may give up (a cancelled job): while the request waits in
+ * the queue, cancelled(arg) is asked every 100 ms on the calling thread, and once it
+ * returns nonzero the request leaves the queue with GJ_BATCH_ECANCELED. A request
+ * already in a running batch completes. cancelled NULL: gj_batcher_infer. */
+int gj_batcher_infer_cancellable(gj_batcher *b, const float *input, size_t n_samples, float *output,
+                                 int64_t timeout_us, struct gj_batch_timing *timing, struct gj_error *err,
+                                 int (*cancelled)(void *arg), void *arg);
 
 size_t gj_batcher_input_floats(const gj_batcher *b);    /* per sample */
 size_t gj_batcher_output_floats(const gj_batcher *b);   /* per sample */

@@ -210,6 +210,7 @@ static int cmp_input(const void *a, const void *b)
 }
 
 struct batcher {
+    struct gj_ctx *ctx;      /* the job: its cancel flag is honoured while a batch waits */
     const gj_served_model *sm;
     int device;              /* where the worker placed the job (GJ_DEVICE_CPU: the CPU) */
     int ran_on;              /* the device of the batcher used (-2: none yet) */
@@ -247,10 +248,19 @@ static void activate(enum gj_activation act, const float *logits, float *out, si
     }
 }
 
+static int job_cancelled(void *ctx)
+{
+    return gj_cancelled(ctx);
+}
+
+/* Runs the filled batch. 0, -1 with err, or 1 when the job was cancelled before the
+ * batch ran (a batch that runs is not interrupted: one ONNX run of a batch). */
 static int batcher_flush(struct batcher *b, struct gj_error *err)
 {
     if (b->filled == 0)
         return 0;
+    if (gj_cancelled(b->ctx))
+        return 1;
     const struct gj_model_config *cfg = gj_served_model_config(b->sm);
     /* The model version's shared queue (compute/infer/serving/batcher.h): the images of
      * this job batch with other jobs' and with /v2 protocol requests. */
@@ -265,8 +275,13 @@ static int batcher_flush(struct batcher *b, struct gj_error *err)
         return gj_error_set(err, "", "out of memory");
     }
     struct gj_batch_timing t;
-    int rc = gj_batcher_infer(q, b->input, (size_t)b->filled, logits, 0, &t, err);
+    int rc = gj_batcher_infer_cancellable(q, b->input, (size_t)b->filled, logits, 0, &t, err,
+                                          job_cancelled, b->ctx);
     gj_batcher_release(q);
+    if (rc == GJ_BATCH_ECANCELED) {
+        free(logits);
+        return 1;
+    }
     if (rc != GJ_BATCH_OK) {
         free(logits);
         err->transient = err->transient || rc == GJ_BATCH_EFULL || rc == GJ_BATCH_ETIMEDOUT ||
@@ -606,6 +621,7 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
     if ((uint64_t)batch * item_bytes > INFER_MAX_BATCH_BYTES)
         batch = (int)(INFER_MAX_BATCH_BYTES / item_bytes) > 0
                     ? (int)(INFER_MAX_BATCH_BYTES / item_bytes) : 1;
+    b.ctx = ctx;
     b.sm = sm;
     b.device = ctx->device;
     b.ran_on = -2;
@@ -618,19 +634,24 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
     }
     gj_logf(ctx, "infer: model %s v%lld, %zu images, batch %d", name,
             (long long)gj_served_model_version(sm), n, batch);
-    for (size_t i = 0; i < n; i++) {
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
         if (gj_cancelled(ctx)) {
             result = GJ_RUN_CANCELED;
             goto out;
         }
         if (prepare_image(&b, &ims[i], err))
             goto out;
-        if (b.filled == b.capacity && batcher_flush(&b, err))
-            goto out;
+        if (b.filled == b.capacity)
+            rc = batcher_flush(&b, err);
         gj_progress(ctx, (double)(i + 1) / (double)(n + 1), NULL);
     }
-    if (batcher_flush(&b, err))
+    if (rc == 0)
+        rc = batcher_flush(&b, err);
+    if (rc) {
+        result = rc > 0 ? GJ_RUN_CANCELED : GJ_RUN_FAILED;
         goto out;
+    }
     if (write_result(ctx, sm, ims, n, batch, b.ran_on, b.ran_in, load_ms, t_start, err))
         goto out;
     gj_progress(ctx, 1.0, NULL);

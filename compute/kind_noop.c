@@ -1,6 +1,7 @@
 /*
  * kind_noop.c — the diagnostic kind: sleeps, writes bytes, or fails on demand.
- * The queue tests and the queue benchmark run it.
+ * The queue tests and the queue benchmark run it; the chaos tests also make it
+ * ignore cancellation for a while (stall_ms), as a kind stuck in a long call would.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -18,6 +19,9 @@ static const char noop_schema[] =
     "\"properties\":{"
     "\"sleep_ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":86400000,"
     "\"description\":\"milliseconds to run, in small steps that honour cancellation\"},"
+    "\"stall_ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":60000,"
+    "\"description\":\"milliseconds to run first without looking at cancellation, as a kind "
+    "stuck in a call it cannot leave (tests the service's bound on shutdown)\"},"
     "\"output_bytes\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":4294967296,"
     "\"description\":\"size of the output 'data.bin' (a deterministic byte pattern)\"},"
     "\"fail_with\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":400,"
@@ -140,11 +144,21 @@ static int write_result(struct gj_ctx *ctx, json_int_t slept, json_int_t bytes, 
     return 0;
 }
 
+/* stall_ms: deaf to cancellation on purpose (a diagnostic of the service, not a kind). */
+static void stall(const struct gj_job *job)
+{
+    json_int_t ms = int_param(job, "stall_ms", 0);
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 static int noop_run(struct gj_ctx *ctx, struct gj_error *err)
 {
     const struct gj_job *job = ctx->job;
     json_int_t sleep_ms = int_param(job, "sleep_ms", 0);
     unsigned char *mem;
+    stall(job);
     if (hold_memory(job, &mem, err))
         return GJ_RUN_FAILED;
     int slept = sleep_steps(ctx, sleep_ms);

@@ -1,7 +1,7 @@
 /*
  * queue.c — the job queue in PostgreSQL (DESIGN §4). Every statement that acts
- * for a claimed job is fenced by its lease token (and state 'running'): a worker
- * that lost its lease changes nothing. History rows and NOTIFYs come from the
+ * for a claimed job is fenced by its lease token, state 'running' and the lease not
+ * yet expired: a worker that lost its lease changes nothing. History rows and NOTIFYs come from the
  * triggers of migrations/0001_init.sql.
  */
 #include <dirent.h>
@@ -19,6 +19,10 @@
 #include "service/queue.h"
 
 #define COMPONENT "queue"
+/* A lease is good until it expires, whoever has yet to notice: after that only rescue
+ * acts on the job (a worker cut off from the database past its lease changes
+ * nothing when it comes back, even before a rescue ran). */
+#define LEASE_VALID " AND lease_expires_at > now()"
 #define RETRY_CAP_MS 300000
 #define MAX_OUTPUTS 10000
 
@@ -148,7 +152,7 @@ int gj_queue_set_device(PGconn *conn, const struct gj_claim *c, const char *devi
     const char *params[] = { c->id, c->lease_token, device };
     int rows = fenced(conn,
                       "UPDATE jobs SET device = $3, updated_at = now()"
-                      " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'",
+                      " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'" LEASE_VALID,
                       3, params, NULL);
     return rows < 0 ? -1 : rows == 0 ? 1 : 0;
 }
@@ -169,7 +173,7 @@ int gj_queue_heartbeat(PGconn *conn, const struct gj_claim *c, int lease_seconds
                       "UPDATE jobs SET lease_expires_at = now() + $3::int * interval '1 second',"
                       " progress = coalesce($4::real, progress), message = coalesce($5, message),"
                       " updated_at = now()"
-                      " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'"
+                      " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'" LEASE_VALID
                       " RETURNING cancel_requested",
                       5, params, &r);
     if (rows < 0)
@@ -304,7 +308,7 @@ static int store_output(PGconn *conn, const struct gj_claim *c, const char *path
 static const char success_sql[] =
     "UPDATE jobs SET state = 'succeeded', finished_at = now(), updated_at = now(), progress = 1,"
     " error = NULL, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL"
-    " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running' RETURNING id";
+    " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'" LEASE_VALID " RETURNING id";
 
 int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *output_dir,
                             gj_job_succeeded_fn on_success)
@@ -380,7 +384,7 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
 static const char failure_sql[] =
     "WITH j AS (SELECT id, ($3::boolean AND attempts < max_attempts AND NOT cancel_requested) AS retry,"
     "                  attempts FROM jobs"
-    "            WHERE id = $1 AND lease_token = $2::bigint AND state = 'running' FOR UPDATE)"
+    "            WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'" LEASE_VALID " FOR UPDATE)"
     " UPDATE jobs SET"
     "  state = CASE WHEN j.retry THEN 'queued' ELSE 'failed' END,"
     "  run_after = CASE WHEN j.retry THEN now() + least(" "300000" "::double precision,"
@@ -424,7 +428,7 @@ int gj_queue_finish_canceled(PGconn *conn, const struct gj_claim *c)
     int rows = fenced(conn,
                       "UPDATE jobs SET state = 'canceled', finished_at = now(), updated_at = now(),"
                       " lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL"
-                      " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'",
+                      " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'" LEASE_VALID,
                       2, params, NULL);
     return rows < 0 ? -1 : rows == 0 ? 1 : 0;
 }
@@ -444,7 +448,7 @@ int gj_queue_finish_waiting(PGconn *conn, const struct gj_claim *c)
                       "  attempts = CASE WHEN children_pending > 0 THEN attempts ELSE 0 END,"
                       "  updated_at = now(), lease_owner = NULL, lease_token = NULL,"
                       "  lease_expires_at = NULL"
-                      " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'",
+                      " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'" LEASE_VALID,
                       2, params, NULL);
     if (rows <= 0) {
         gj_db_rollback(conn);
@@ -468,7 +472,7 @@ int gj_queue_release(PGconn *conn, const struct gj_claim *c)
                       "  finished_at = CASE WHEN cancel_requested THEN now() ELSE NULL END,"
                       "  attempts = greatest(attempts - 1, 0), device = NULL, updated_at = now(),"
                       "  lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL"
-                      " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'",
+                      " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'" LEASE_VALID,
                       2, params, NULL);
     return rows < 0 ? -1 : rows == 0 ? 1 : 0;
 }

@@ -299,6 +299,38 @@ static void test_fencing(void **state)
     gj_claim_clear(&cur);
 }
 
+/* A worker cut off from the database past its lease (its heartbeats could not reach it)
+ * comes back before any rescue ran: its lease is over all the same, so it changes
+ * nothing, and the job goes to rescue, which requeues it once. */
+static void test_expired_lease_refused_before_rescue(void **state)
+{
+    struct fixture *f = *state;
+    char id[40];
+    submit(f, "noop", 0, 3, "{}", id);
+    struct gj_claim c;
+    assert_int_equal(gj_queue_claim(f->conn, "cut-off", noop_kinds, 30, &c), 1);
+    char out[600];
+    make_dir(f, "out", out, sizeof out);
+    write_text(out, "result.json", "{}");
+    assert_int_equal(gj_queue_heartbeat(f->conn, &c, 30, 0.5, NULL), 0);
+    expire_lease(f, id);
+    assert_int_equal(gj_queue_heartbeat(f->conn, &c, 30, 0.9, NULL), 2);
+    assert_int_equal(gj_queue_set_device(f->conn, &c, "cpu"), 1);
+    assert_int_equal(gj_queue_finish_success(f->conn, &c, out, NULL), 1);
+    assert_int_equal(count(f, "SELECT count(*) FROM job_outputs WHERE job_id = $1", id), 0);
+    json_t *err = json_pack("{s:s}", "message", "late failure");
+    assert_int_equal(gj_queue_finish_failure(f->conn, &c, err, 1, 0), 1);
+    json_decref(err);
+    assert_int_equal(gj_queue_finish_canceled(f->conn, &c), 1);
+    assert_int_equal(gj_queue_release(f->conn, &c), 1);
+    assert_string_equal(job_field(f, id, "state"), "running");
+    assert_int_equal(gj_queue_rescue_expired(f->conn, 0), 1);
+    assert_string_equal(job_field(f, id, "state"), "queued");
+    assert_string_equal(job_field(f, id, "attempts"), "1");
+    assert_int_equal(gj_queue_rescue_expired(f->conn, 0), 0);
+    gj_claim_clear(&c);
+}
+
 static void test_unsafe_output_name_fails_job(void **state)
 {
     struct fixture *f = *state;
@@ -746,6 +778,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_claim_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_skip_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fencing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expired_lease_refused_before_rescue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsafe_output_name_fails_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retries_with_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),

@@ -21,28 +21,37 @@ static void healthz(struct gj_req *r)
     gj_respond_json(r, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+/* A reason about the database: while the pool finds it unreachable, that (with how long
+ * and libpq's word), whatever step noticed; else what the step saw. */
+static void add_db_reason(json_t *reasons, struct gj_db_pool *db, const char *seen)
+{
+    char why[400], line[420];
+    if (!gj_db_pool_health(db, why, sizeof why))
+        snprintf(line, sizeof line, "database: %s", why);
+    else
+        snprintf(line, sizeof line, "%s", seen);
+    json_array_append_new(reasons, json_string(line));
+}
+
 /* GET /readyz: database reachable, migrations applied, workers running. */
 static void readyz(struct gj_req *r)
 {
     json_t *reasons = json_array();
-    char why[400];
     PGconn *c = gj_db_acquire(r->srv->db, 2000);
     if (!c) {
-        char line[420] = "database: no connection available";
-        if (!gj_db_pool_health(r->srv->db, why, sizeof why))
-            snprintf(line, sizeof line, "database: %s", why);
-        json_array_append_new(reasons, json_string(line));
+        add_db_reason(reasons, r->srv->db, "database: no connection available");
     } else {
         r->db = c;
         PGresult *res = gj_db_exec(c, "SELECT 1", 0, NULL, NULL);
         if (!res) {
-            json_array_append_new(reasons, json_string("database: not answering"));
+            add_db_reason(reasons, r->srv->db, "database: not answering");
         } else {
             PQclear(res);
             int m = gj_migrate_is_current(c);
-            if (m != 1)
-                json_array_append_new(reasons, json_string(m < 0 ? "migrations: cannot be checked"
-                                                                 : "migrations: not applied"));
+            if (m < 0)
+                add_db_reason(reasons, r->srv->db, "migrations: cannot be checked");
+            else if (m == 0)
+                json_array_append_new(reasons, json_string("migrations: not applied"));
         }
     }
     if (!atomic_load(&r->srv->ready))

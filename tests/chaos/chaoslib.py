@@ -4,10 +4,8 @@ over HTTPS, and the checks that every job ended exactly once and nothing acknowl
 
 Run with Debian's /usr/bin/python3 (numpy and PIL for the DICOM inputs).
 """
-import concurrent.futures
 import hashlib
 import http.client
-import json
 import os
 import random
 import shutil

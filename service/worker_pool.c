@@ -1410,8 +1410,10 @@ static int release_stuck_locked(struct gj_worker_pool *wp)
 }
 
 /* Running jobs get the grace period; then they are asked to stop and get STOP_WAIT_S
- * more (every kind checks cancellation several times a second). */
-#define STOP_WAIT_S 0.7
+ * more (every kind checks cancellation several times a second). The rest of the
+ * second past the grace is for giving back a stuck job and stopping an embedded
+ * PostgreSQL (about 0.3 s). */
+#define STOP_WAIT_S 0.5
 
 int gj_worker_pool_stop(struct gj_worker_pool *wp, int grace_seconds)
 {

@@ -5,12 +5,13 @@ cancellation (noop stall_ms, as a kind stuck in a call it cannot leave) and one 
 but would run for ten minutes. The process must exit within the grace plus one second; both jobs
 must be back in the queue (not failed, not lost, no lease held, nothing recorded as their end),
 and a second server on the same database must run them to success, each ending exactly once.
-A job that finishes inside the grace period is let finish.
+A job that finishes inside the grace period is let finish. With the embedded PostgreSQL (the
+default deployment) the bound holds with the database stopped as well.
 """
 import signal
 import time
 
-from chaoslib import Harness, run_tests
+from chaoslib import EmbeddedServer, Harness, run_tests
 
 GRACE_S = 2
 STALL_MS = 6000          # still stalled when the first process exits
@@ -31,6 +32,34 @@ def ended_once(h, job_id):
     return state
 
 
+def sigterm_within_bound(server, deaf_id, what):
+    """SIGTERM; the process exits 0 within the grace plus a second, having given the deaf job
+    back to the queue."""
+    t0 = time.time()
+    server.proc.send_signal(signal.SIGTERM)
+    code = server.proc.wait(GRACE_S + 30)
+    took = time.time() - t0
+    print(f"SIGTERM with a deaf job ({what}): exit {code} after {took:.2f} s (grace {GRACE_S} s)", flush=True)
+    log = server.log_text()
+    assert took <= GRACE_S + 1.0, f"shutdown took {took:.2f} s: {log[-3000:]}"
+    assert code == 0, log[-3000:]
+    assert f"job {deaf_id} did not stop when asked; given back to the queue" in log, log[-3000:]
+
+
+def test_sigterm_bound_embedded_postgres():
+    """The default deployment: the bound holds with the embedded PostgreSQL stopped too."""
+    s = EmbeddedServer(["--cpu-workers", "1", "--shutdown-grace-seconds", str(GRACE_S)])
+    try:
+        s.wait_ready()
+        c = s.client()
+        deaf = c.submit("noop", {"stall_ms": STALL_MS}, max_attempts=3)
+        c.wait_job(deaf["id"], states=("running",), timeout=30)
+        sigterm_within_bound(s, deaf["id"], "embedded PostgreSQL")
+        assert "embedded PostgreSQL stopped" in s.log_text()
+    finally:
+        s.close()
+
+
 def test_sigterm_bound_with_a_deaf_job():
     h = Harness()
     try:
@@ -42,15 +71,7 @@ def test_sigterm_bound_with_a_deaf_job():
         short = c.submit("noop", {"sleep_ms": 1000, "output_bytes": 1000}, max_attempts=3)
         for j in (deaf, long, short):
             c.wait_job(j["id"], states=("running",), timeout=30)
-        t0 = time.time()
-        a.proc.send_signal(signal.SIGTERM)
-        code = a.proc.wait(GRACE_S + 30)
-        took = time.time() - t0
-        print(f"SIGTERM with a deaf job: exit {code} after {took:.2f} s (grace {GRACE_S} s)", flush=True)
-        log = a.log_text()
-        assert took <= GRACE_S + 1.0, f"shutdown took {took:.2f} s: {log[-3000:]}"
-        assert code == 0, log[-3000:]
-        assert f"job {deaf['id']} did not stop when asked; given back to the queue" in log, log[-3000:]
+        sigterm_within_bound(a, deaf["id"], "external PostgreSQL")
 
         rows = {r[0]: r[1:] for r in h.sql("SELECT id, state, attempts, lease_token IS NULL,"
                                            " (SELECT count(*) FROM job_outputs o WHERE o.job_id = jobs.id)"
@@ -74,4 +95,4 @@ def test_sigterm_bound_with_a_deaf_job():
 
 
 if __name__ == "__main__":
-    run_tests([test_sigterm_bound_with_a_deaf_job])
+    run_tests([test_sigterm_bound_with_a_deaf_job, test_sigterm_bound_embedded_postgres])

@@ -61,7 +61,9 @@ def cancel_mid_run(client, kind, params, inputs):
     print(f"{kind}: cancel at progress {seen.get('progress')} ({seen.get('message')})", flush=True)
     t0 = time.time()
     r = client.request("POST", f"/v1/jobs/{job['id']}/cancel")
-    assert r.status == 202 and r.json()["state"] == "running", (kind, r)
+    # 202: asked to stop; 200: its worker already wrote `canceled` (it heard the NOTIFY
+    # before the route read the job back)
+    assert (r.status, r.json()["state"]) in ((202, "running"), (200, "canceled")), (kind, r)
 
     def ended():
         j = client.json("GET", f"/v1/jobs/{job['id']}", expect=200)

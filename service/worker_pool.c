@@ -758,8 +758,10 @@ static int prepare(struct job_run *j)
     }
     PGconn *conn = acquire(wp);
     if (!conn) {
-        gj_error_set(&j->err, "", "internal: database busy");
-        j->err.transient = 1;
+        /* The database is away (restarting) or busy: not the job's doing, so it goes
+         * back to the queue without spending an attempt, once the database answers. */
+        gj_error_set(&j->err, "", "internal: no database connection for the inputs");
+        j->how = END_RELEASE;
         return -1;
     }
     int rc = materialize_inputs(conn, c, j->in_dir, &j->in, &j->err, &j->s->stop);

@@ -15,6 +15,7 @@ from chaoslib import EmbeddedServer, Harness, run_tests
 
 GRACE_S = 2
 STALL_MS = 6000          # still stalled when the first process exits
+IN_KIND_S = 1.0          # "running" is written at the claim; the kind starts a moment later
 
 
 def ended_once(h, job_id):
@@ -54,6 +55,7 @@ def test_sigterm_bound_embedded_postgres():
         c = s.client()
         deaf = c.submit("noop", {"stall_ms": STALL_MS}, max_attempts=3)
         c.wait_job(deaf["id"], states=("running",), timeout=30)
+        time.sleep(IN_KIND_S)
         sigterm_within_bound(s, deaf["id"], "embedded PostgreSQL")
         assert "embedded PostgreSQL stopped" in s.log_text()
     finally:
@@ -68,9 +70,10 @@ def test_sigterm_bound_with_a_deaf_job():
         c = a.client()
         deaf = c.submit("noop", {"stall_ms": STALL_MS, "output_bytes": 1000}, max_attempts=3)
         long = c.submit("noop", {"sleep_ms": 600000, "output_bytes": 1000}, max_attempts=3)
-        short = c.submit("noop", {"sleep_ms": 1000, "output_bytes": 1000}, max_attempts=3)
+        short = c.submit("noop", {"sleep_ms": 2000, "output_bytes": 1000}, max_attempts=3)
         for j in (deaf, long, short):
             c.wait_job(j["id"], states=("running",), timeout=30)
+        time.sleep(IN_KIND_S)
         sigterm_within_bound(a, deaf["id"], "external PostgreSQL")
 
         rows = {r[0]: r[1:] for r in h.sql("SELECT id, state, attempts, lease_token IS NULL,"

@@ -261,7 +261,7 @@ def verify_blobs(client, sql, acked):
 
 def check_exactly_once(sql, job_ids, expect_state="succeeded"):
     """Every job in the database (those acknowledged and any whose answer was lost) ended once:
-    one terminal state in its history, attempts equal to the times it was claimed, and no
+    one terminal state in its history, attempts at most the times it was claimed, and no
     output stored twice (each output blob is one job_outputs row). Returns {id: attempts}."""
     ids = set(job_ids)
     rows = sql("SELECT j.id, j.state, j.attempts, j.max_attempts,"
@@ -281,7 +281,8 @@ def check_exactly_once(sql, job_ids, expect_state="succeeded"):
         what = f"job {jid} ({state}, attempts {att}, claimed {runs}, ends {ends}, outputs {outs}, blobs {owned})"
         assert state == expect_state, what + " " + error
         assert int(ends) == 1, what + ": not exactly one terminal state in its history"
-        assert int(att) == int(runs) and 1 <= int(att) <= int(max_att), what + ": attempts inconsistent"
+        # a claim given back before its run (shutdown, no database for the inputs) is no attempt
+        assert 1 <= int(att) <= min(int(runs), int(max_att)), what + ": attempts inconsistent"
         assert int(outs) == int(owned), what + ": output blobs and output rows differ"
         attempts[jid] = int(att)
     dup = sql("SELECT blob_id FROM job_outputs GROUP BY blob_id HAVING count(*) > 1")

@@ -35,9 +35,11 @@ struct gj_notifier {
     uint64_t jobs_seq;
     int stop;
 
-    pthread_mutex_t cb_lock;     /* held while the cancel callback runs */
+    pthread_mutex_t cb_lock;     /* held while a callback runs */
     void (*on_cancel)(const char *job_id, void *arg);
     void *on_cancel_arg;
+    void (*on_job)(const char *job_id, void *arg);
+    void *on_job_arg;
 };
 
 static void deadline_after(struct timespec *ts, int ms)
@@ -109,11 +111,21 @@ static PGconn *connect_and_listen(struct gj_notifier *n)
     return conn;
 }
 
+/* job_id NULL: any job (after a reconnect). */
+static void job_changed(struct gj_notifier *n, const char *job_id)
+{
+    pthread_mutex_lock(&n->cb_lock);
+    if (n->on_job)
+        n->on_job(job_id, n->on_job_arg);
+    pthread_mutex_unlock(&n->cb_lock);
+}
+
 static void dispatch(struct gj_notifier *n, PGnotify *note)
 {
     if (strcmp(note->relname, "gpujobd_queue") == 0) {
         bump(n, 1, 0);
     } else if (strcmp(note->relname, "gpujobd_jobs") == 0) {
+        job_changed(n, note->extra);
         bump(n, 0, 1);
     } else if (strcmp(note->relname, "gpujobd_cancel") == 0) {
         pthread_mutex_lock(&n->cb_lock);
@@ -152,6 +164,7 @@ static void *notifier_main(void *arg)
         logged_down = 0;
         backoff = BACKOFF_MIN_MS;
         bump(n, 1, 1);   /* whatever happened while we were not listening */
+        job_changed(n, NULL);
 
         while (!stopping(n)) {
             struct pollfd fds[2] = {
@@ -346,6 +359,16 @@ void gj_notifier_kick(struct gj_notifier *n)
 {
     if (n)
         bump(n, 1, 0);
+}
+
+void gj_notifier_on_job(struct gj_notifier *n, void (*fn)(const char *job_id, void *arg), void *arg)
+{
+    if (!n)
+        return;
+    pthread_mutex_lock(&n->cb_lock);
+    n->on_job = fn;
+    n->on_job_arg = arg;
+    pthread_mutex_unlock(&n->cb_lock);
 }
 
 void gj_notifier_on_cancel(struct gj_notifier *n, void (*fn)(const char *job_id, void *arg), void *arg)

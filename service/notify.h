@@ -27,6 +27,10 @@ void gj_notifier_kick(struct gj_notifier *n);
 uint64_t gj_notifier_jobs_seq(struct gj_notifier *n);
 void gj_notifier_wait_jobs(struct gj_notifier *n, uint64_t seen, int timeout_ms);
 
+/* Called (on the notifier's thread) with the job id of each gpujobd_jobs notification,
+ * and with NULL after every (re)connect: any job may have changed meanwhile. */
+void gj_notifier_on_job(struct gj_notifier *n, void (*fn)(const char *job_id, void *arg), void *arg);
+
 /* Called with the job id of each gpujobd_cancel notification. */
 void gj_notifier_on_cancel(struct gj_notifier *n, void (*fn)(const char *job_id, void *arg), void *arg);
 

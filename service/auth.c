@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -175,6 +176,42 @@ int gj_api_key_revoke(PGconn *conn, const char *key_id)
     int rc = PQntuples(res) > 0 ? 1 : 0;
     PQclear(res);
     return rc;
+}
+
+int gj_api_keys_revoked(PGconn *conn, const char (*ids)[GJ_UUID_LEN + 1], size_t n, unsigned char *revoked)
+{
+    if (n == 0)
+        return 0;
+    char *list = malloc(n * (GJ_UUID_LEN + 1) + 3);
+    if (!list)
+        return -1;
+    size_t len = 0, valid = 0;
+    list[len++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        revoked[i] = !gj_is_uuid(ids[i]);
+        if (revoked[i])
+            continue;
+        if (valid++)
+            list[len++] = ',';
+        memcpy(list + len, ids[i], GJ_UUID_LEN);
+        len += GJ_UUID_LEN;
+    }
+    list[len++] = '}';
+    list[len] = '\0';
+    const char *p[1] = { list };
+    PGresult *res = gj_db_exec(conn,
+                               "SELECT u.id::text FROM unnest($1::uuid[]) AS u(id) WHERE NOT EXISTS"
+                               " (SELECT 1 FROM api_keys k WHERE k.id = u.id AND k.revoked_at IS NULL)",
+                               1, p, NULL);
+    free(list);
+    if (!res)
+        return -1;
+    for (int row = 0; row < PQntuples(res); row++)
+        for (size_t i = 0; i < n; i++)
+            if (strcasecmp(ids[i], PQgetvalue(res, row, 0)) == 0)
+                revoked[i] = 1;
+    PQclear(res);
+    return 0;
 }
 
 static int write_key_file(int fd, const char *key)

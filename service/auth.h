@@ -40,6 +40,11 @@ int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *
 /* Revokes a key by id. 1 revoked, 0 no such (or already revoked), -1 error. */
 int gj_api_key_revoke(PGconn *conn, const char *key_id);
 
+/* Which of n key ids are revoked or gone, in one query (open event streams re-check
+ * their keys with it): revoked[i] is set to 1 or 0. 0, or -1 on a database error
+ * (revoked untouched). Ids that are not UUIDs count as gone. */
+int gj_api_keys_revoked(PGconn *conn, const char (*ids)[GJ_UUID_LEN + 1], size_t n, unsigned char *revoked);
+
 /* At first start: when no admin key exists, creates one in tenant "admin",
  * writes it to path (mode 0600) and logs it once. 0 or -1. */
 int gj_admin_key_bootstrap(PGconn *conn, const char *path);

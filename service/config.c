@@ -26,6 +26,7 @@
 enum setting_type {
     T_STRING, T_INT, T_I64, T_BYTES, T_DOUBLE, T_BOOL, T_LISTEN, T_PLACEMENT, T_LEVEL, T_ROLE, T_PG_BINDIR,
     T_PG_USER,
+    T_METRICS_LISTEN,          /* HOST:PORT into metrics_host, metrics_port */
     T_SECRET,                  /* a string of min..max characters, never echoed in a message */
 };
 
@@ -58,7 +59,16 @@ static const struct setting settings[] = {
     { "placement", T_PLACEMENT, S(placement), 0, 0, 0, "least-loaded | round-robin | random" },
     { "max-body-bytes", T_BYTES, S(max_body_bytes), 1, 0, 0, "upload size limit (default 16G)" },
     { "max-json-bytes", T_BYTES, S(max_json_bytes), 1024, 0, 0, "JSON body limit (default 4M)" },
-    { "max-connections", T_INT, S(max_connections), 1, 100000, 0, "concurrent connections (default 512)" },
+    { "max-connections", T_INT, S(max_connections), 1, 100000, 0, "concurrent connections (default 10000)" },
+    { "max-connections-per-ip", T_INT, S(max_connections_per_ip), 0, 100000, 0,
+      "concurrent connections from one client address; 0 = no limit (default 256)" },
+    { "header-timeout-seconds", T_INT, S(header_timeout_seconds), 1, 3600, 0,
+      "a connection whose request line and headers are not complete this long after it opened (or "
+      "after its previous answer) is closed (default 30)" },
+    { "http-threads", T_INT, S(http_threads), 0, 256, 0, "HTTP event-loop threads; 0 = 2 per core, 4 to 32 (default 0)" },
+    { "metrics-listen", T_METRICS_LISTEN, 0, 0, 0, 0, 0,
+      "HOST:PORT of a plain-HTTP listener serving only /metrics, /healthz and /readyz without a key "
+      "(any role; default: none)" },
     { "max-uploads", T_INT, S(max_uploads), 1, 100000, 0, "concurrent uploads (default 32)" },
     { "db-pool-size", T_INT, S(db_pool_size), 2, 1000, 0, "PostgreSQL connections (default 16)" },
     { "lease-seconds", T_INT, S(lease_seconds), 1, 86400, 0, "job lease (default 30)" },
@@ -104,7 +114,9 @@ static void set_defaults(struct gj_config *cfg)
     cfg->placement = GJ_PLACE_LEAST_LOADED;
     cfg->max_body_bytes = 16ull << 30;
     cfg->max_json_bytes = 4ull << 20;
-    cfg->max_connections = 512;
+    cfg->max_connections = 10000;
+    cfg->max_connections_per_ip = 256;
+    cfg->header_timeout_seconds = 30;
     cfg->max_uploads = 32;
     cfg->db_pool_size = 16;
     cfg->lease_seconds = 30;
@@ -254,22 +266,22 @@ static int set_secret(const struct setting *s, char *field, const char *value, c
 }
 
 /* HOST:PORT, or [IPV6]:PORT. */
-static const char *set_listen(struct gj_config *cfg, const char *value)
+static const char *set_host_port(char *host, size_t host_cap, int *port_out, const char *value)
 {
     const char *colon = strrchr(value, ':');
     char *end;
     long port = colon ? strtol(colon + 1, &end, 10) : -1;
     size_t hlen = colon ? (size_t)(colon - value) : 0;
-    if (!colon || !colon[1] || *end || port < 1 || port > 65535 || hlen == 0 || hlen >= sizeof cfg->listen_host)
+    if (!colon || !colon[1] || *end || port < 1 || port > 65535 || hlen == 0 || hlen >= host_cap)
         return "expected HOST:PORT, e.g. 0.0.0.0:8443";
     if (value[0] == '[' && hlen >= 2 && value[hlen - 1] == ']') {
-        memcpy(cfg->listen_host, value + 1, hlen - 2);
-        cfg->listen_host[hlen - 2] = '\0';
+        memcpy(host, value + 1, hlen - 2);
+        host[hlen - 2] = '\0';
     } else {
-        memcpy(cfg->listen_host, value, hlen);
-        cfg->listen_host[hlen] = '\0';
+        memcpy(host, value, hlen);
+        host[hlen] = '\0';
     }
-    cfg->listen_port = (int)port;
+    *port_out = (int)port;
     return NULL;
 }
 
@@ -328,7 +340,10 @@ static int apply(struct gj_config *cfg, const struct setting *s, const char *val
     case T_SECRET:
         return set_secret(s, field, value, env);
     case T_LISTEN:
-        why = set_listen(cfg, value);
+        why = set_host_port(cfg->listen_host, sizeof cfg->listen_host, &cfg->listen_port, value);
+        break;
+    case T_METRICS_LISTEN:
+        why = set_host_port(cfg->metrics_host, sizeof cfg->metrics_host, &cfg->metrics_port, value);
         break;
     default:
         why = set_word(cfg, s, value);
@@ -443,6 +458,15 @@ static int check_consistency(struct gj_config *cfg)
     if (cfg->cpu_workers < 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         cfg->cpu_workers = cores >= 8 ? (int)(cores / 4) : 1;
+    }
+    if (cfg->metrics_host[0] && cfg->metrics_port == cfg->listen_port && strcmp(cfg->role, "worker") != 0) {
+        fprintf(stderr, "gpujobd: --metrics-listen: port %d is the API's (--listen)\n", cfg->metrics_port);
+        return -1;
+    }
+    if (cfg->http_threads == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        long n = cores > 0 ? 2 * cores : 4;
+        cfg->http_threads = (int)(n < 4 ? 4 : n > 32 ? 32 : n);
     }
     if (!cfg->work_dir[0] &&
         snprintf(cfg->work_dir, sizeof cfg->work_dir, "%s/work", cfg->data_dir) >=

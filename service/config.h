@@ -38,6 +38,11 @@ struct gj_config {
     uint64_t max_body_bytes;       /* upload limit (default 16 GiB) */
     uint64_t max_json_bytes;       /* JSON request bodies (default 4 MiB) */
     int max_connections;
+    int max_connections_per_ip;    /* 0 = no per-address limit */
+    int header_timeout_seconds;    /* request line and headers must be complete within this */
+    int http_threads;              /* HTTP event-loop threads; 0 = 2 per core, 4 to 32 */
+    char metrics_host[256];        /* --metrics-listen: "" = no metrics listener */
+    int metrics_port;
     int max_uploads;               /* concurrent uploads */
     int db_pool_size;
     int lease_seconds;             /* job lease; heartbeat every third of it */

@@ -174,6 +174,7 @@ struct serve_run {
     struct gj_server *srv;
     struct gj_pg_embedded *pg;
     struct gj_http_server *http;
+    struct gj_http_server *metrics_http;   /* --metrics-listen, any role */
     size_t modules_started;
     char *cert, *key;
 };
@@ -227,6 +228,9 @@ static int start_serving(struct serve_run *run)
         if (!run->http)
             return -1;
     }
+    static const struct gj_route_table *const probe_tables[] = { &gj_routes_probes, NULL };
+    if (srv->cfg.metrics_host[0] && !(run->metrics_http = gj_http_start_metrics(srv, probe_tables)))
+        return -1;
     if (strcmp(srv->cfg.role, "api") != 0) {
         srv->workers = gj_worker_pool_start(srv);
         if (!srv->workers)
@@ -242,6 +246,8 @@ static void stop_all(struct serve_run *run)
     int stuck = srv->workers && gj_worker_pool_stop(srv->workers, srv->cfg.shutdown_grace_seconds) != 0;
     if (run->http)
         gj_http_stop(run->http);
+    if (run->metrics_http)
+        gj_http_stop(run->metrics_http);
     if (stuck) {
         /* A job's thread did not stop when asked (its job is back in the queue): it may
          * still use everything below, so nothing is freed; shutdown keeps its bound. */

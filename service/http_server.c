@@ -1,9 +1,10 @@
 /*
- * http_server.c — the HTTPS JSON API on libmicrohttpd (DESIGN §6): one thread
- * per connection, routing by method and path template, API key
- * authentication, bounded JSON bodies, streamed bodies for uploads,
- * application/problem+json errors, one log line and one metrics sample per
- * request.
+ * http_server.c — the HTTPS JSON API on libmicrohttpd (DESIGN §6): an epoll
+ * thread pool, routing by method and path template, API key authentication,
+ * bounded JSON bodies, streamed bodies for uploads, application/problem+json
+ * errors, one log line and one metrics sample per request. Long polls and event
+ * streams park (http_park.c); connections are tracked for the header deadline
+ * (http_conns.c); the request target is checked first (http_target.c).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -23,7 +24,10 @@
 
 #include "common/fsutil.h"
 #include "service/base64.h"
+#include "service/http_conns.h"
+#include "service/http_park.h"
 #include "service/http_server.h"
+#include "service/http_target.h"
 #include "service/log.h"
 #include "service/metrics.h"
 
@@ -32,17 +36,23 @@
  * the body is read and dropped so the client sees the answer; past this much
  * the connection is closed instead. */
 #define DRAIN_LIMIT (64ull << 20)
+/* At stop, how long requests in flight (parked ones woken to answer) get to finish. */
+#define STOP_DRAIN_MS 3000
 
 struct gj_http_server {
     struct MHD_Daemon *daemon;
     struct gj_server *srv;
     const struct gj_route_table *const *tables;
+    struct gj_conns *conns;
+    const char *name;              /* "api", "metrics": for logs */
+    int owns_park;
     char *cert_pem;
     char *key_pem;
 };
 
 static atomic_int http_stopping;
 static atomic_int uploads_active;
+static atomic_int requests_active;
 
 /* ---------- route tables ---------- */
 
@@ -411,6 +421,17 @@ static enum MHD_Result queue_prepared(struct gj_req *r)
 /* First call for a request: route, authenticate, check declared sizes. */
 static void first_call(const struct gj_http_server *h, struct gj_req *r, const char *url, const char *method)
 {
+    const char *part = NULL;
+    int bad = gj_http_check_target(r->conn, url, &part);
+    if (bad == 400) {
+        gj_problem(r, 400, NULL, "the request %s holds a control character (such as %%00)", part);
+        return;
+    }
+    if (bad) {
+        gj_problem(r, 414, NULL, "the request %s is over the limit of %d bytes", part,
+                   strcmp(part, "path") == 0 ? GJ_HTTP_MAX_PATH : GJ_HTTP_MAX_QUERY);
+        return;
+    }
     char allow[128];
     const struct gj_route *rt = find_route(h->tables, r, method, url, allow, sizeof allow);
     if (!rt) {
@@ -550,6 +571,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         r->srv = h->srv;
         r->conn = connection;
         r->t0 = now_s();
+        atomic_fetch_add(&requests_active, 1);
+        gj_conns_header_done(connection);
         ascii_copy(r->method, sizeof r->method, method);
         ascii_copy(r->path, sizeof r->path, url);
         new_request_id(r->request_id);
@@ -568,8 +591,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         body_chunk(r, upload_data, n);
         return MHD_YES;
     }
-    if (!r->response)
+    if (r->parked) {                 /* resumed (http_park.h): the route goes on */
+        r->parked = 0;
+        r->route->handle(r);
+    } else if (!r->response) {
         final_call(r);
+    }
+    if (r->parked)
+        return MHD_YES;
     return queue_prepared(r);
 }
 
@@ -590,10 +619,11 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
                          enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)connection;
+    gj_conns_request_done(connection);
     struct gj_req *r = con_cls ? *con_cls : NULL;
     if (!r)
         return;
+    atomic_fetch_sub(&requests_active, 1);
     int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     if (r->route && r->route->done)
         r->route->done(r, ok);
@@ -642,77 +672,152 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     gj_log_fields(GJ_LOG_DEBUG, "http", msg, NULL);
 }
 
-struct gj_http_server *gj_http_start(struct gj_server *srv, const struct gj_route_table *const *tables,
-                                     const char *cert_pem, const char *key_pem)
+/* The HTTP layer's gauges on /metrics: connections (http_conns.c) and parked requests. */
+static void write_http_metrics(FILE *f)
 {
-    const struct gj_config *cfg = &srv->cfg;
+    gj_conns_write_metrics(f);
+    int parked = 0, joined = 0;
+    gj_park_counts(&parked, &joined);
+    fprintf(f,
+            "# HELP gpujobd_http_streams Long polls and event streams open.\n"
+            "# TYPE gpujobd_http_streams gauge\ngpujobd_http_streams %d\n"
+            "# HELP gpujobd_http_streams_parked Long polls and event streams waiting, holding no thread.\n"
+            "# TYPE gpujobd_http_streams_parked gauge\ngpujobd_http_streams_parked %d\n",
+            joined, parked);
+}
+
+/* What one listener serves on. */
+struct listener {
+    const char *name;            /* "api", "metrics" */
+    const char *host;
+    int port;
+    int tls;
+    unsigned threads, max_connections, per_ip;
+};
+
+static struct MHD_Daemon *start_daemon(struct gj_http_server *h, const struct listener *l, struct addrinfo *ai)
+{
+    /* MHD_USE_ITC: MHD_quiesce_daemon in a thread pool needs it */
+    unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    if (l->tls)
+        flags |= MHD_USE_TLS;
+    struct MHD_OptionItem opts[] = {
+        { MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr },
+        { MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)l->threads, NULL },
+        { MHD_OPTION_CONNECTION_LIMIT, (intptr_t)l->max_connections, NULL },
+        { MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)l->per_ip, NULL },
+        /* idle timeout; parked requests are suspended, which stops it, and event streams
+         * send a keep-alive every 15 s */
+        { MHD_OPTION_CONNECTION_TIMEOUT, 300, NULL },
+        { MHD_OPTION_CONNECTION_MEMORY_LIMIT, 256 * 1024, NULL },
+        { MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096, NULL },
+        { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h },
+        { MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)gj_conns_notify, h->conns },
+        { MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)gj_http_unescape, NULL },
+        { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, h },
+        { l->tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->cert_pem },
+        { MHD_OPTION_HTTPS_MEM_KEY, 0, h->key_pem },
+        { MHD_OPTION_END, 0, NULL },
+    };
+    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+}
+
+static void free_server(struct gj_http_server *h)
+{
+    gj_conns_stop(h->conns);
+    free(h->cert_pem);
+    free(h->key_pem);
+    free(h);
+}
+
+/* Resolves the listener's address and starts its daemon; h has its tables and TLS. 0 or -1 logged. */
+static int open_listener(struct gj_http_server *h, const struct listener *l)
+{
     struct addrinfo hints = { 0 }, *ai = NULL;
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     char port[16];
-    snprintf(port, sizeof port, "%d", cfg->listen_port);
-    const char *host = cfg->listen_host[0] ? cfg->listen_host : NULL;
-    if (host && (strcmp(host, "*") == 0 || strcmp(host, "") == 0))
-        host = NULL;
+    snprintf(port, sizeof port, "%d", l->port);
+    const char *host = l->host[0] && strcmp(l->host, "*") != 0 ? l->host : NULL;
     int grc = getaddrinfo(host, port, &hints, &ai);
     if (grc != 0 || !ai) {
-        gj_log_error("http", "cannot resolve listen address %s:%d: %s", cfg->listen_host, cfg->listen_port,
+        gj_log_error("http", "cannot resolve the %s listen address %s:%d: %s", l->name, l->host, l->port,
                      gai_strerror(grc));
+        return -1;
+    }
+    h->name = l->name;
+    h->conns = gj_conns_start(l->name, h->srv->cfg.header_timeout_seconds);
+    h->daemon = h->conns ? start_daemon(h, l, ai) : NULL;
+    freeaddrinfo(ai);
+    if (!h->daemon) {
+        gj_log_error("http", "cannot listen on %s:%d for the %s (in use, or a bad certificate)", l->host, l->port,
+                     l->name);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    json_t *f = json_pack("{s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:i}", "listener", l->name, "host", l->host, "port",
+                          info ? (int)info->port : l->port, "scheme", l->tls ? "https" : "http", "threads",
+                          (int)l->threads, "max_connections", (int)l->max_connections, "max_connections_per_ip",
+                          (int)l->per_ip, "header_timeout_seconds", h->srv->cfg.header_timeout_seconds);
+    gj_log_fields(GJ_LOG_INFO, "http", "listening", f);
+    return 0;
+}
+
+struct gj_http_server *gj_http_start(struct gj_server *srv, const struct gj_route_table *const *tables,
+                                     const char *cert_pem, const char *key_pem)
+{
+    const struct gj_config *cfg = &srv->cfg;
+    if (!cfg->insecure_http && (!cert_pem || !key_pem)) {
+        gj_log_error("http", "TLS needs a certificate and a key");
         return NULL;
     }
     struct gj_http_server *h = calloc(1, sizeof *h);
-    if (!h) {
-        freeaddrinfo(ai);
+    if (!h || (!cfg->insecure_http && (!(h->cert_pem = strdup(cert_pem)) || !(h->key_pem = strdup(key_pem))))) {
+        gj_log_error("http", "out of memory");
+        if (h)
+            free_server(h);
         return NULL;
     }
     h->srv = srv;
     h->tables = tables;
     atomic_store(&http_stopping, 0);
-    unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
-                         MHD_USE_ITC;
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    if (!cfg->insecure_http) {
-        if (!cert_pem || !key_pem) {
-            gj_log_error("http", "TLS needs a certificate and a key");
-            freeaddrinfo(ai);
-            free(h);
-            return NULL;
-        }
-        h->cert_pem = strdup(cert_pem);
-        h->key_pem = strdup(key_pem);
-        flags |= MHD_USE_TLS;
-    }
-    unsigned int max_conn = cfg->max_connections > 0 ? (unsigned int)cfg->max_connections : 512;
-    struct MHD_OptionItem opts[] = {
-        { MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr },
-        { MHD_OPTION_CONNECTION_LIMIT, (intptr_t)max_conn, NULL },
-        /* idle timeout; long polls block inside a request, so it outlasts the longest wait */
-        { MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)(cfg->max_wait_seconds + 60 > 300 ? cfg->max_wait_seconds + 60 : 300),
-          NULL },
-        { MHD_OPTION_CONNECTION_MEMORY_LIMIT, 256 * 1024, NULL },
-        { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h },
-        { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, h },
-        { cfg->insecure_http ? MHD_OPTION_END : MHD_OPTION_HTTPS_MEM_CERT, 0, h->cert_pem },
-        { MHD_OPTION_HTTPS_MEM_KEY, 0, h->key_pem },
-        { MHD_OPTION_END, 0, NULL },
-    };
-    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (!h->daemon) {
-        gj_log_error("http", "cannot listen on %s:%d (in use, or a bad certificate)", cfg->listen_host,
-                     cfg->listen_port);
-        free(h->cert_pem);
-        free(h->key_pem);
-        free(h);
+    static atomic_int metrics_added;
+    if (!atomic_exchange(&metrics_added, 1) && gj_metrics_add_writer(write_http_metrics) != 0)
+        gj_log_warn("http", "the HTTP gauges are left out of /metrics (too many writers)");
+    struct listener l = { "api", cfg->listen_host, cfg->listen_port, !cfg->insecure_http, (unsigned)cfg->http_threads,
+                          (unsigned)gj_conns_reserve_fds(cfg->max_connections), (unsigned)cfg->max_connections_per_ip };
+    if (gj_park_start(srv) != 0) {
+        free_server(h);
         return NULL;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    int bound = info ? (int)info->port : cfg->listen_port;
-    gj_log_fields(GJ_LOG_INFO, "http", "listening",
-                  json_pack("{s:s, s:i, s:s}", "host", cfg->listen_host, "port", bound, "scheme",
-                            cfg->insecure_http ? "http" : "https"));
+    h->owns_park = 1;
+    if (open_listener(h, &l) != 0) {
+        gj_park_stop();
+        free_server(h);
+        return NULL;
+    }
+    return h;
+}
+
+struct gj_http_server *gj_http_start_metrics(struct gj_server *srv, const struct gj_route_table *const *tables)
+{
+    const struct gj_config *cfg = &srv->cfg;
+    struct gj_http_server *h = calloc(1, sizeof *h);
+    if (!h) {
+        gj_log_error("http", "out of memory");
+        return NULL;
+    }
+    h->srv = srv;
+    h->tables = tables;
+    /* a scraper and the kubelet's probes: few connections, one thread */
+    struct listener l = { "metrics", cfg->metrics_host, cfg->metrics_port, 0, 1, 64, 16 };
+    if (open_listener(h, &l) != 0) {
+        free_server(h);
+        return NULL;
+    }
     return h;
 }
 
@@ -721,11 +826,17 @@ void gj_http_stop(struct gj_http_server *h)
     if (!h)
         return;
     atomic_store(&http_stopping, 1);
+    if (h->owns_park)
+        gj_park_close();                             /* parked requests wake and answer */
     MHD_socket fd = MHD_quiesce_daemon(h->daemon);   /* no new connections */
-    MHD_stop_daemon(h->daemon);                      /* waits for connection threads */
+    for (int waited = 0; atomic_load(&requests_active) > 0 && waited < STOP_DRAIN_MS; waited += 20) {
+        struct timespec d = { 0, 20 * 1000000L };
+        nanosleep(&d, NULL);
+    }
+    MHD_stop_daemon(h->daemon);                      /* closes what is left */
     if (fd != MHD_INVALID_SOCKET)
         close(fd);
-    free(h->cert_pem);
-    free(h->key_pem);
-    free(h);
+    if (h->owns_park)
+        gj_park_stop();
+    free_server(h);
 }

@@ -19,12 +19,18 @@ struct gj_http_server;
 
 struct gj_route_table;
 
-/* Starts listening (TLS unless cfg.insecure_http) with the route tables (NULL-terminated;
- * they outlive the server): a request goes to the first route that matches, in table
- * order. NULL with a log line. */
+/* Starts the API listener on cfg.listen_host:port (TLS unless cfg.insecure_http) with the
+ * route tables (NULL-terminated; they outlive the server): a request goes to the first
+ * route that matches, in table order. libmicrohttpd's epoll thread pool (cfg.http_threads)
+ * serves every connection; long polls and event streams park (http_park.h) instead of
+ * holding a thread. NULL with a log line. */
 struct gj_http_server *gj_http_start(struct gj_server *srv, const struct gj_route_table *const *tables,
                                      const char *cert_pem, const char *key_pem);
-/* Stops accepting; in-flight requests finish or are cut after a short wait. */
+/* Starts the metrics listener on cfg.metrics_host:port: plain HTTP, these tables only
+ * (/metrics, /healthz, /readyz without a key). NULL with a log line. */
+struct gj_http_server *gj_http_start_metrics(struct gj_server *srv, const struct gj_route_table *const *tables);
+/* Stops accepting; parked requests are woken to answer; in-flight requests finish or are cut
+ * after a short wait. */
 void gj_http_stop(struct gj_http_server *h);
 
 /* Prints the routes of the tables, one "METHOD /path/{param}" line each
@@ -91,6 +97,8 @@ struct gj_req {
     int upload_slot;               /* holds one of cfg.max_uploads */
     double t0;
     void *state;                   /* the route's own */
+    int parked;                    /* handle parked the request (http_park.h): no answer yet;
+                                    * handle runs again once it is resumed */
 };
 
 /* Borrows a pool connection for the rest of the request (5 s wait); NULL when
@@ -127,5 +135,7 @@ void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const 
 extern const struct gj_route_table gj_routes_blobs;
 extern const struct gj_route_table gj_routes_jobs;
 extern const struct gj_route_table gj_routes_misc;
+/* /metrics, /healthz and /readyz without a key: the metrics listener's only routes. */
+extern const struct gj_route_table gj_routes_probes;
 
 #endif

@@ -18,6 +18,7 @@
 #include "common/gj_kind.h"
 #include "service/blobstore.h"
 #include "service/db.h"
+#include "service/http_park.h"
 #include "service/http_server.h"
 #include "service/log.h"
 #include "service/notify.h"
@@ -779,8 +780,103 @@ static void jobs_list(struct gj_req *r)
 
 /* ======================= get (long poll) ======================= */
 
+/* Without a notification, a parked long poll reads its job again this often anyway. */
+#define LONG_POLL_REREAD_S 30.0
+/* Retry after this when no database connection came at once (a parked request never waits
+ * on the pool: it would hold its event-loop thread). */
+#define RETRY_S 0.25
+
+/* A long poll (?wait=N) on a job that has not finished: parked between reads of its job. */
+struct long_poll {
+    struct gj_park_entry park;
+    double deadline;             /* gj_park_now() seconds */
+    char state0[16];             /* the state first seen: any other ends the wait */
+    json_t *job;                 /* the last read: the answer at the deadline */
+};
+
+static void revoked_answer(struct gj_req *r)
+{
+    struct MHD_Response *resp = gj_problem(r, 401, NULL, "the API key was revoked");
+    if (resp)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                "Bearer realm=\"gpujobd\", error=\"invalid_token\"");
+}
+
+/* Reads the job again: 1 answered (its state changed, or it is gone), 0 wait on, -1 no
+ * database connection now (retry shortly). */
+static int long_poll_read(struct gj_req *r, struct long_poll *lp)
+{
+    gj_park_take_change(&lp->park);
+    PGconn *c = gj_db_acquire(r->srv->db, 0);
+    if (!c)
+        return -1;
+    json_t *job = NULL;
+    char state[16];
+    int rc = job_fetch(c, r->who.tenant_id, r->params[0], &job, state, NULL, NULL);
+    gj_db_release(r->srv->db, c);
+    if (rc == 0) {
+        gj_respond_not_found(r);
+        return 1;
+    }
+    if (rc < 0)
+        return -1;
+    json_decref(lp->job);
+    lp->job = job;
+    if (strcmp(state, lp->state0) == 0)
+        return 0;
+    respond_job(r, 200, json_incref(job));
+    return 1;
+}
+
+/* Parks the request until its job changes, its deadline or a re-read; or answers when it
+ * cannot wait any more (deadline, shutdown, revoked key). */
+static void long_poll_wait(struct gj_req *r, struct long_poll *lp, int retry_soon)
+{
+    for (;;) {
+        double now = gj_park_now();
+        if (now >= lp->deadline)
+            break;
+        double wake = now + (retry_soon ? RETRY_S : LONG_POLL_REREAD_S);
+        int rc = gj_park_wait(&lp->park, wake < lp->deadline ? wake : lp->deadline);
+        if (rc == 0) {
+            r->parked = 1;
+            return;
+        }
+        if (rc < 0)
+            break;
+        rc = long_poll_read(r, lp);           /* changed meanwhile: read it now */
+        if (rc > 0)
+            return;
+        retry_soon = rc < 0;
+    }
+    if (gj_park_revoked(&lp->park))
+        revoked_answer(r);
+    else
+        respond_job(r, 200, json_incref(lp->job));
+}
+
+/* The long poll's handle once resumed. */
+static void long_poll_resumed(struct gj_req *r, struct long_poll *lp)
+{
+    if (gj_park_revoked(&lp->park)) {
+        revoked_answer(r);
+        return;
+    }
+    int rc = 0;
+    if (!gj_http_stopping(r->srv) && gj_park_now() < lp->deadline) {
+        rc = long_poll_read(r, lp);
+        if (rc > 0)
+            return;
+    }
+    long_poll_wait(r, lp, rc < 0);
+}
+
 static void job_get(struct gj_req *r)
 {
+    if (r->state) {
+        long_poll_resumed(r, r->state);
+        return;
+    }
     long wait = 0;
     const char *ws = gj_req_query(r, "wait");
     if (ws) {
@@ -793,15 +889,23 @@ static void job_get(struct gj_req *r)
         if (wait > r->srv->cfg.max_wait_seconds)
             wait = r->srv->cfg.max_wait_seconds;
     }
-    struct gj_notifier *nt = r->srv->notifier;
-    uint64_t seq = nt ? gj_notifier_jobs_seq(nt) : 0;
+    struct long_poll *lp = NULL;
+    if (wait > 0) {
+        if (!(lp = calloc(1, sizeof *lp))) {
+            gj_problem(r, 500, NULL, "out of memory");
+            return;
+        }
+        r->state = lp;
+        lp->deadline = gj_park_now() + (double)wait;
+        gj_park_join(&lp->park, r->conn, r->params[0], r->who.key_id);   /* before the read: no change missed */
+    }
     PGconn *c = gj_req_db(r);
     if (!c) {
         gj_respond_unavailable(r);
         return;
     }
     json_t *job = NULL;
-    char state0[16], state[16];
+    char state0[16];
     int rc = job_fetch(c, r->who.tenant_id, r->params[0], &job, state0, NULL, NULL);
     if (rc <= 0) {
         if (rc < 0)
@@ -810,51 +914,26 @@ static void job_get(struct gj_req *r)
             gj_respond_not_found(r);
         return;
     }
-    if (wait > 0 && !is_final(state0)) {
-        struct timespec t0, t;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        double last_read = 0;
-        gj_db_release(r->srv->db, gj_req_take_db(r));   /* hold no connection while waiting */
-        for (;;) {
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            double el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
-            double left = (double)wait - el;
-            if (left <= 0 || gj_http_stopping(r->srv))
-                break;
-            int ms = left > 1.0 ? 1000 : (int)(left * 1000) + 1;
-            if (nt) {
-                gj_notifier_wait_jobs(nt, seq, ms);
-                uint64_t now_seq = gj_notifier_jobs_seq(nt);
-                clock_gettime(CLOCK_MONOTONIC, &t);
-                el = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9;
-                if (now_seq == seq && el - last_read < 2.0)
-                    continue;                  /* nothing changed; re-read every 2 s regardless */
-                seq = now_seq;
-            } else {
-                struct timespec d = { 0, 200 * 1000000L };
-                nanosleep(&d, NULL);
-            }
-            last_read = el;
-            c = gj_req_db(r);
-            if (!c)
-                continue;
-            json_t *j2 = NULL;
-            rc = job_fetch(c, r->who.tenant_id, r->params[0], &j2, state, NULL, NULL);
-            gj_db_release(r->srv->db, gj_req_take_db(r));
-            if (rc == 0) {
-                json_decref(job);
-                gj_respond_not_found(r);
-                return;
-            }
-            if (rc < 0)
-                continue;
-            json_decref(job);
-            job = j2;
-            if (strcmp(state, state0) != 0)
-                break;
-        }
+    if (!lp || is_final(state0)) {
+        respond_job(r, 200, job);
+        return;
     }
-    respond_job(r, 200, job);
+    gj_db_release(r->srv->db, gj_req_take_db(r));   /* hold no connection while waiting */
+    lp->job = job;
+    snprintf(lp->state0, sizeof lp->state0, "%s", state0);
+    long_poll_wait(r, lp, 0);
+}
+
+static void job_get_done(struct gj_req *r, int ok)
+{
+    (void)ok;
+    struct long_poll *lp = r->state;
+    if (!lp)
+        return;
+    gj_park_leave(&lp->park);
+    json_decref(lp->job);
+    free(lp);
+    r->state = NULL;
 }
 
 /* ======================= cancel, delete ======================= */
@@ -1035,7 +1114,11 @@ static void output_get(struct gj_req *r)
 
 /* ======================= events (SSE) ======================= */
 
+#define SSE_KEEPALIVE_S 15.0
+
+/* An event stream: reads what is new, parks (http_park.h) while nothing is. */
 struct sse {
+    struct gj_park_entry park;
     struct gj_server *srv;
     char job_id[GJ_UUID_LEN + 1];
     char tenant_id[GJ_UUID_LEN + 1];
@@ -1045,6 +1128,7 @@ struct sse {
     char *buf;
     size_t len, off, cap;
     int done;
+    double keepalive_at;         /* gj_park_now() seconds */
 };
 
 static int sse_append(struct sse *s, const char *text)
@@ -1082,10 +1166,12 @@ static void sse_event(struct sse *s, const char *id, const char *event, json_t *
     free(d);
 }
 
-/* Reads what is new. 1 something was queued, 0 nothing, -1 database trouble. */
+/* Reads what is new. 1 something was queued, 0 nothing, -1 no database connection now or
+ * database trouble (retry shortly: a stream never waits on the pool, it would hold its
+ * event-loop thread). */
 static int sse_fill(struct sse *s)
 {
-    PGconn *c = gj_db_acquire(s->srv->db, 2000);
+    PGconn *c = gj_db_acquire(s->srv->db, 0);
     if (!c)
         return -1;
     int out = 0;
@@ -1156,32 +1242,34 @@ static int sse_fill(struct sse *s)
     return out;
 }
 
+/* libmicrohttpd's content reader: what is queued, else what is new, else a keep-alive when
+ * due, else park (return 0: called again once resumed). The stream ends with its job, at
+ * shutdown and when its key is revoked. */
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     struct sse *s = cls;
-    int idle_ms = 0;
     while (s->off >= s->len) {
         s->off = s->len = 0;
-        if (s->done || gj_http_stopping(s->srv))
+        if (s->done || gj_http_stopping(s->srv) || gj_park_revoked(&s->park))
             return MHD_CONTENT_READER_END_OF_STREAM;
-        struct gj_notifier *nt = s->srv->notifier;
-        uint64_t seq = nt ? gj_notifier_jobs_seq(nt) : 0;
+        gj_park_take_change(&s->park);
         int rc = sse_fill(s);
         if (rc > 0)
             break;
-        if (idle_ms >= 15000) {
+        double now = gj_park_now();
+        if (now >= s->keepalive_at) {
             sse_append(s, ": keep-alive\n\n");
             break;
         }
-        if (nt)
-            gj_notifier_wait_jobs(nt, seq, 1000);
-        else {
-            struct timespec d = { 0, 250 * 1000000L };
-            nanosleep(&d, NULL);
-        }
-        idle_ms += 1000;
+        double wake = rc < 0 && now + RETRY_S < s->keepalive_at ? now + RETRY_S : s->keepalive_at;
+        int pr = gj_park_wait(&s->park, wake);
+        if (pr == 0)
+            return 0;
+        if (pr < 0)
+            return MHD_CONTENT_READER_END_OF_STREAM;
     }
+    s->keepalive_at = gj_park_now() + SSE_KEEPALIVE_S;
     size_t n = s->len - s->off < max ? s->len - s->off : max;
     memcpy(buf, s->buf + s->off, n);
     s->off += n;
@@ -1191,6 +1279,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void sse_free(void *cls)
 {
     struct sse *s = cls;
+    gj_park_leave(&s->park);
     free(s->buf);
     free(s);
 }
@@ -1209,6 +1298,8 @@ static void job_events(struct gj_req *r)
     s->srv = r->srv;
     snprintf(s->job_id, sizeof s->job_id, "%.36s", r->params[0]);
     snprintf(s->tenant_id, sizeof s->tenant_id, "%s", r->who.tenant_id);
+    s->keepalive_at = gj_park_now() + SSE_KEEPALIVE_S;
+    gj_park_join(&s->park, r->conn, s->job_id, r->who.key_id);
     const char *lei = gj_req_header(r, "Last-Event-ID");
     if (lei) {
         char *end;
@@ -1231,7 +1322,7 @@ static void job_events(struct gj_req *r)
 static const struct gj_route job_routes[] = {
     { "POST", "/v1/jobs", GJ_AUTH_USER, GJ_BODY_JSON, submit_begin, submit_data, submit_handle, submit_done },
     { "GET", "/v1/jobs", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, jobs_list, NULL },
-    { "GET", "/v1/jobs/{id}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, job_get, NULL },
+    { "GET", "/v1/jobs/{id}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, job_get, job_get_done },
     { "DELETE", "/v1/jobs/{id}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, job_delete, NULL },
     { "POST", "/v1/jobs/{id}/cancel", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, job_cancel, NULL },
     { "GET", "/v1/jobs/{id}/outputs", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, outputs_list, NULL },

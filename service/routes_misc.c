@@ -1,5 +1,6 @@
 /*
- * routes_misc.c — kinds, GPUs, API keys, health, readiness and metrics.
+ * routes_misc.c — kinds, GPUs, API keys, health, readiness and metrics; and the
+ * metrics listener's routes (health, readiness and metrics without a key).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -319,10 +320,19 @@ static void revoke_key(struct gj_req *r)
 static const struct gj_route misc_routes[] = {
     { "GET", "/healthz", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, healthz, NULL },
     { "GET", "/readyz", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, readyz, NULL },
-    { "GET", "/metrics", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, metrics, NULL },
+    /* every tenant's job counts: the admin's here, anyone's on the metrics listener */
+    { "GET", "/metrics", GJ_AUTH_ADMIN, GJ_BODY_NONE, NULL, NULL, metrics, NULL },
     { "GET", "/v1/kinds", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, kinds, NULL },
     { "GET", "/v1/gpus", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, gpus, NULL },
     { "POST", "/v1/api-keys", GJ_AUTH_ADMIN, GJ_BODY_JSON, NULL, NULL, create_key, NULL },
     { "DELETE", "/v1/api-keys/{id}", GJ_AUTH_ADMIN, GJ_BODY_NONE, NULL, NULL, revoke_key, NULL },
 };
 const struct gj_route_table gj_routes_misc = { misc_routes, sizeof misc_routes / sizeof misc_routes[0] };
+
+/* The metrics listener (--metrics-listen): for the scraper and the kubelet, no key. */
+static const struct gj_route probe_routes[] = {
+    { "GET", "/healthz", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, healthz, NULL },
+    { "GET", "/readyz", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, readyz, NULL },
+    { "GET", "/metrics", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, metrics, NULL },
+};
+const struct gj_route_table gj_routes_probes = { probe_routes, sizeof probe_routes / sizeof probe_routes[0] };

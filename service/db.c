@@ -357,51 +357,62 @@ void gj_db_release(struct gj_db_pool *pool, PGconn *conn)
 
 static enum gj_log_level level_for_sqlstate(const char *st)
 {
-    /* Integrity violations, serialization failures, lock timeouts and cancels are
-     * outcomes callers handle; the rest are errors of the service or the server. */
-    if (st && (strncmp(st, "23", 2) == 0 || strncmp(st, "40", 2) == 0 || strcmp(st, "55P03") == 0 ||
+    /* Data exceptions (a client's value the database refused), integrity violations,
+     * serialization failures, lock timeouts and cancels are outcomes callers handle;
+     * the rest are errors of the service or the server. */
+    if (st && (strncmp(st, "22", 2) == 0 || strncmp(st, "23", 2) == 0 || strncmp(st, "40", 2) == 0 || strcmp(st, "55P03") == 0 ||
                strcmp(st, "57014") == 0))
         return GJ_LOG_WARN;
     return GJ_LOG_ERROR;
 }
 
-static void log_failure(PGconn *conn, PGresult *res, const char *sql, const char *st)
+/* Classes whose primary messages name no value of a statement or its parameters (data
+ * exceptions (22) quote the input, syntax errors (42) the statement, raised errors (P0)
+ * anything): their message is logged; other classes log their SQLSTATE only. */
+static int message_is_safe(const char *st)
 {
-    const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-    if (!msg || !*msg)
-        msg = res ? PQresultErrorMessage(res) : NULL;
-    if (!msg || !*msg)
-        msg = PQerrorMessage(conn);
-    if (!msg || !*msg)
-        msg = "unknown error";
-    char text[512];
-    snprintf(text, sizeof text, "%s", msg);
-    size_t len = strlen(text);
-    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
-        text[--len] = '\0';
-    char head[97];
-    size_t i = 0;
-    for (; sql && sql[i] && i < sizeof head - 1; i++)
-        head[i] = (sql[i] == '\n' || sql[i] == '\t') ? ' ' : sql[i];
-    head[i] = '\0';
-    json_t *fields = json_pack("{s:s, s:s}", "sqlstate", st && *st ? st : "", "statement", head);
-    const char *detail = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
-    if (fields && detail)
-        json_object_set_new(fields, "detail", json_string(detail));
+    static const char *const classes[] = { "08", "23", "40", "53", "55", "57", "58", "XX" };
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++)
+        if (strncmp(st, classes[i], 2) == 0)
+            return 1;
+    return 0;
+}
+
+/* The caller's file without the build's relative prefix ("../service/x.c:12" -> "service/x.c:12"). */
+static const char *short_where(const char *where)
+{
+    while (strncmp(where, "../", 3) == 0)
+        where += 3;
+    return where;
+}
+
+static void log_failure(PGconn *conn, PGresult *res, const char *where, const char *st)
+{
+    char text[512] = "";
+    if (message_is_safe(st)) {
+        const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+        if (!msg || !*msg)
+            msg = PQerrorMessage(conn);
+        snprintf(text, sizeof text, ": %s", msg && *msg ? msg : "unknown error");
+        size_t len = strlen(text);
+        while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
+            text[--len] = '\0';
+    }
     char line[640];
-    snprintf(line, sizeof line, "query failed: %s", text);
+    snprintf(line, sizeof line, "query failed (SQLSTATE %s)%s", st, text);
+    json_t *fields = json_pack("{s:s, s:s}", "sqlstate", st, "at", short_where(where));
     gj_log_fields(level_for_sqlstate(st), "db", line, fields);
 }
 
-PGresult *gj_db_exec(PGconn *conn, const char *sql, int n, const char *const *params,
-                     char sqlstate[6])
+PGresult *gj_db_exec_at(const char *where, PGconn *conn, const char *sql, int n, const char *const *params,
+                        char sqlstate[6])
 {
     if (sqlstate)
         memcpy(sqlstate, "00000", 6);
     if (!conn) {
         if (sqlstate)
             memcpy(sqlstate, "08003", 6);
-        gj_log_error("db", "query on no connection");
+        gj_log_error("db", "query on no connection (at %s)", short_where(where));
         return NULL;
     }
     int idle = PQtransactionStatus(conn) == PQTRANS_IDLE;
@@ -429,14 +440,14 @@ PGresult *gj_db_exec(PGconn *conn, const char *sql, int n, const char *const *pa
     }
     if (sqlstate)
         memcpy(sqlstate, buf, 6);
-    log_failure(conn, res, sql, buf);
+    log_failure(conn, res, where, buf);
     PQclear(res);
     return NULL;
 }
 
-int gj_db_cmd(PGconn *conn, const char *sql, int n, const char *const *params)
+int gj_db_cmd_at(const char *where, PGconn *conn, const char *sql, int n, const char *const *params)
 {
-    PGresult *res = gj_db_exec(conn, sql, n, params, NULL);
+    PGresult *res = gj_db_exec_at(where, conn, sql, n, params, NULL);
     if (!res)
         return -1;
     PQclear(res);

@@ -1,7 +1,8 @@
 /*
  * db.h — PostgreSQL access: a fixed pool of connections and small helpers
  * around libpq. Every statement is parameterised (PQexecParams); errors are
- * logged here with the SQLSTATE and never reach a client as SQL text.
+ * logged here with the SQLSTATE and the caller's file and line, never with the
+ * statement's text or its parameters (neither reaches a client either).
  */
 #ifndef GJ_DB_H
 #define GJ_DB_H
@@ -35,14 +36,21 @@ PGconn *gj_db_connect(const char *url);
 void gj_db_set_password(const char *password);
 
 /* PQexecParams with text parameters and text results. Returns the result when
- * its status is COMMAND_OK or TUPLES_OK, else logs (component, SQLSTATE, message),
- * clears it, and returns NULL. sqlstate (6 bytes, may be NULL) receives the code.
+ * its status is COMMAND_OK or TUPLES_OK, else logs it (SQLSTATE, where it was
+ * called; the server's message only for classes whose messages quote no value:
+ * connection, integrity, transaction, resources, operator, system), clears it,
+ * and returns NULL. sqlstate (6 bytes, may be NULL) receives the code.
  * On a pool connection outside a transaction, a statement that failed because the
  * connection broke is sent once more on a fresh one. */
-PGresult *gj_db_exec(PGconn *conn, const char *sql, int n, const char *const *params,
-                     char sqlstate[6]);
+#define gj_db_exec(conn, sql, n, params, sqlstate) gj_db_exec_at(GJ_DB_WHERE, conn, sql, n, params, sqlstate)
 /* Like gj_db_exec for statements whose result is not needed: 0 or -1. */
-int gj_db_cmd(PGconn *conn, const char *sql, int n, const char *const *params);
+#define gj_db_cmd(conn, sql, n, params) gj_db_cmd_at(GJ_DB_WHERE, conn, sql, n, params)
+#define GJ_DB_WHERE_STR(x) #x
+#define GJ_DB_WHERE_LINE(x) GJ_DB_WHERE_STR(x)
+#define GJ_DB_WHERE __FILE__ ":" GJ_DB_WHERE_LINE(__LINE__)
+PGresult *gj_db_exec_at(const char *where, PGconn *conn, const char *sql, int n, const char *const *params,
+                        char sqlstate[6]);
+int gj_db_cmd_at(const char *where, PGconn *conn, const char *sql, int n, const char *const *params);
 int gj_db_begin(PGconn *conn);
 int gj_db_commit(PGconn *conn);
 void gj_db_rollback(PGconn *conn);

@@ -227,14 +227,28 @@ static int digits(const char *s, int n)
     return 1;
 }
 
+static int two(const char *s)
+{
+    return (s[0] - '0') * 10 + (s[1] - '0');
+}
+
+/* The date part's values as PostgreSQL takes them: no year 0, no 30 February. */
+static int date_exists(int year, int mon, int day)
+{
+    static const int days[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    return year >= 1 && mon >= 1 && mon <= 12 && day >= 1 && day <= days[mon - 1] + (mon == 2 && leap);
+}
+
 int gj_is_timestamp(const char *s)
 {
-    /* YYYY-MM-DD[(T| )HH:MM[:SS[.f{1,6}]][Z|(+|-)HH[:]MM]] */
+    /* YYYY-MM-DD[(T| )HH:MM[:SS[.f{1,6}]][Z|(+|-)HH[:]MM]], with values PostgreSQL accepts:
+     * a date that exists, 23:59:60 (a leap second) without a fraction, zone offsets up to
+     * 15:59 */
     if (!s || strlen(s) > 40 || !digits(s, 4) || s[4] != '-' || !digits(s + 5, 2) || s[7] != '-' ||
         !digits(s + 8, 2))
         return 0;
-    int mon = (s[5] - '0') * 10 + (s[6] - '0'), day = (s[8] - '0') * 10 + (s[9] - '0');
-    if (mon < 1 || mon > 12 || day < 1 || day > 31)
+    if (!date_exists(two(s) * 100 + two(s + 2), two(s + 5), two(s + 8)))
         return 0;
     s += 10;
     if (!*s)
@@ -248,10 +262,13 @@ int gj_is_timestamp(const char *s)
         return 0;
     s += 5;
     if (*s == ':') {
-        if (!digits(s + 1, 2) || (s[1] - '0') * 10 + (s[2] - '0') > 60)
+        if (!digits(s + 1, 2) || two(s + 1) > 60)
             return 0;
+        int leap_second = two(s + 1) == 60;
         s += 3;
         if (*s == '.') {
+            if (leap_second)
+                return 0;
             s++;
             int n = 0;
             while (isdigit((unsigned char)*s) && n < 7) {
@@ -268,12 +285,12 @@ int gj_is_timestamp(const char *s)
         return 1;
     if (*s == '+' || *s == '-') {
         s++;
-        if (!digits(s, 2))
+        if (!digits(s, 2) || two(s) > 15)
             return 0;
         s += 2;
         if (*s == ':')
             s++;
-        if (!digits(s, 2))
+        if (!digits(s, 2) || two(s) > 59)
             return 0;
         return s[2] == '\0';
     }

@@ -185,11 +185,36 @@ static void test_admin_key_adopted(void **state)
     PQfinish(c);
 }
 
+/* Open streams re-check their keys in one query: revoked and unknown keys are reported. */
+static void test_keys_revoked(void **state)
+{
+    (void)state;
+    PGconn *c = fresh();
+    char key[GJ_API_KEY_LEN + 1], tenant[GJ_UUID_LEN + 1];
+    char ids[4][GJ_UUID_LEN + 1];
+    assert_int_equal(gj_api_key_create(c, "acme", "user", NULL, key, ids[0], tenant), 0);
+    assert_int_equal(gj_api_key_create(c, "acme", "user", NULL, key, ids[1], tenant), 0);
+    snprintf(ids[2], sizeof ids[2], "%s", "00000000-0000-4000-8000-000000000000");   /* no such key */
+    snprintf(ids[3], sizeof ids[3], "%s", "not-a-uuid");
+    unsigned char revoked[4] = { 9, 9, 9, 9 };
+    assert_int_equal(gj_api_keys_revoked(c, (const char(*)[GJ_UUID_LEN + 1])ids, 4, revoked), 0);
+    assert_int_equal(revoked[0], 0);
+    assert_int_equal(revoked[1], 0);
+    assert_int_equal(revoked[2], 1);
+    assert_int_equal(revoked[3], 1);
+    assert_int_equal(gj_api_key_revoke(c, ids[1]), 1);
+    assert_int_equal(gj_api_keys_revoked(c, (const char(*)[GJ_UUID_LEN + 1])ids, 2, revoked), 0);
+    assert_int_equal(revoked[0], 0);
+    assert_int_equal(revoked[1], 1);
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generate),
         cmocka_unit_test(test_create_verify_revoke),
+        cmocka_unit_test(test_keys_revoked),
         cmocka_unit_test(test_admin_bootstrap),
         cmocka_unit_test(test_admin_key_adopted),
     };

@@ -64,6 +64,11 @@ static void defaults_serve_on_8443(void **state)
     assert_int_equal(cfg.placement, GJ_PLACE_LEAST_LOADED);
     assert_true(cfg.cpu_workers >= 1);
     assert_string_equal(cfg.work_dir, "./var/work");
+    assert_int_equal(cfg.max_connections, 10000);
+    assert_int_equal(cfg.max_connections_per_ip, 256);
+    assert_int_equal(cfg.header_timeout_seconds, 30);
+    assert_true(cfg.http_threads >= 4 && cfg.http_threads <= 32);
+    assert_string_equal(cfg.metrics_host, "");
 }
 
 static void environment_twin_and_flag_wins(void **state)
@@ -88,6 +93,23 @@ static void environment_twin_and_flag_wins(void **state)
     unsetenv("GPUJOBD_INSECURE_HTTP");
 }
 
+static void http_settings(void **state)
+{
+    (void)state;
+    struct gj_config cfg;
+    setenv("GPUJOBD_MAX_CONNECTIONS_PER_IP", "0", 1);
+    setenv("GPUJOBD_METRICS_LISTEN", "[::]:9090", 1);
+    char *argv[] = { "serve", "--http-threads", "6", "--header-timeout-seconds", "5", NULL };
+    assert_int_equal(load(&cfg, 5, argv), 0);
+    assert_int_equal(cfg.max_connections_per_ip, 0);
+    assert_string_equal(cfg.metrics_host, "::");
+    assert_int_equal(cfg.metrics_port, 9090);
+    assert_int_equal(cfg.http_threads, 6);
+    assert_int_equal(cfg.header_timeout_seconds, 5);
+    unsetenv("GPUJOBD_MAX_CONNECTIONS_PER_IP");
+    unsetenv("GPUJOBD_METRICS_LISTEN");
+}
+
 static void bad_settings_name_themselves(void **state)
 {
     (void)state;
@@ -105,6 +127,11 @@ static void bad_settings_name_themselves(void **state)
         { { "serve", "--tls-cert", "/x.pem", NULL }, 3, "--tls-cert" },
         { { "serve", "--frobnicate", NULL, NULL }, 2, "--frobnicate" },
         { { "serve", "--lease-seconds", "0", NULL }, 3, "--lease-seconds" },
+        { { "serve", "--max-connections-per-ip", "-1", NULL }, 3, "--max-connections-per-ip" },
+        { { "serve", "--header-timeout-seconds", "0", NULL }, 3, "--header-timeout-seconds" },
+        { { "serve", "--http-threads", "1000", NULL }, 3, "--http-threads" },
+        { { "serve", "--metrics-listen", "9090", NULL }, 3, "--metrics-listen" },
+        { { "serve", "--metrics-listen", "0.0.0.0:8443", NULL }, 3, "--metrics-listen" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         assert_int_equal(load(&cfg, cases[i].argc, cases[i].argv), -1);
@@ -392,6 +419,7 @@ int main(void)
         cmocka_unit_test(defaults_serve_on_8443),
         cmocka_unit_test(environment_twin_and_flag_wins),
         cmocka_unit_test(bad_settings_name_themselves),
+        cmocka_unit_test(http_settings),
         cmocka_unit_test(pg_bindir_is_checked),
         cmocka_unit_test(pg_user_is_checked_as_root),
         cmocka_unit_test(test_switches_are_checked),

@@ -9,6 +9,7 @@
 
 #include "service/base64.h"
 #include "service/http_server.h"
+#include "service/http_target.h"
 
 static void test_match_path(void **state)
 {
@@ -149,6 +150,40 @@ static void test_timestamp(void **state)
     assert_false(gj_is_timestamp("2026-11-22T10:36:56.1234567Z"));
     assert_false(gj_is_timestamp("2026-11-22T10:36:56Zjunk"));
     assert_false(gj_is_timestamp(""));
+    /* values PostgreSQL refuses (22008, "date/time field value out of range") */
+    assert_false(gj_is_timestamp("2024-02-30"));
+    assert_false(gj_is_timestamp("2023-02-29"));
+    assert_false(gj_is_timestamp("1900-02-29"));
+    assert_false(gj_is_timestamp("2100-02-29T00:00:00Z"));
+    assert_false(gj_is_timestamp("2024-04-31"));
+    assert_false(gj_is_timestamp("0000-01-01"));
+    assert_false(gj_is_timestamp("2024-01-01T23:59:60.5Z"));
+    assert_false(gj_is_timestamp("2024-01-01T10:00+16:00"));
+    assert_false(gj_is_timestamp("2024-01-01T10:00+14:60"));
+    assert_true(gj_is_timestamp("2024-02-29"));
+    assert_true(gj_is_timestamp("2000-02-29"));
+    assert_true(gj_is_timestamp("0001-01-01"));
+    assert_true(gj_is_timestamp("9999-12-31T23:59:59Z"));
+    assert_true(gj_is_timestamp("2024-06-30T23:59:60Z"));
+    assert_true(gj_is_timestamp("2024-01-01T10:00-15:59"));
+    assert_true(gj_is_timestamp("2024-01-01T10:00+1430"));
+}
+
+static void test_target_unescape(void **state)
+{
+    (void)state;
+    char a[] = "/healthz%00/../x", b[] = "/a%2Fb%41%zz%4", c[] = "%01%7f%7F%20";
+    assert_int_equal(gj_http_unescape(NULL, NULL, a), 14);
+    assert_memory_equal(a, "/healthz\x7f/../x", 15);          /* the NUL stays visible */
+    assert_true(gj_http_has_control(a, strlen(a)));
+    assert_int_equal(gj_http_unescape(NULL, NULL, b), 10);
+    assert_string_equal(b, "/a/bA%zz%4");                     /* malformed escapes stay */
+    assert_false(gj_http_has_control(b, strlen(b)));
+    assert_int_equal(gj_http_unescape(NULL, NULL, c), 4);
+    assert_memory_equal(c, "\x01\x7f\x7f ", 5);
+    assert_true(gj_http_has_control("\t", 1));
+    assert_true(gj_http_has_control("a\x1f", 2));
+    assert_false(gj_http_has_control("/v1/jobs?x=\xc3\xa9~", 14));   /* UTF-8 is not control */
 }
 
 static void test_json_type(void **state)
@@ -168,7 +203,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_match_path),   cmocka_unit_test(test_range),
         cmocka_unit_test(test_content_digest), cmocka_unit_test(test_etag),
-        cmocka_unit_test(test_cursor),       cmocka_unit_test(test_timestamp),    cmocka_unit_test(test_json_type),
+        cmocka_unit_test(test_cursor),       cmocka_unit_test(test_timestamp),
+        cmocka_unit_test(test_target_unescape),    cmocka_unit_test(test_json_type),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

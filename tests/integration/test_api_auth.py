@@ -52,7 +52,8 @@ def test_unauthenticated_routes():
     c = SRV.client(key="")
     assert c.request("GET", "/healthz").status == 200
     assert c.request("GET", "/readyz").status == 200
-    assert c.request("GET", "/metrics").status == 200
+    # every tenant's job counts: the admin key on the API listener (--metrics-listen: none)
+    problem(c.request("GET", "/metrics"), 401)
     for method, path in (("GET", "/v1/kinds"), ("GET", "/v1/gpus"), ("POST", "/v1/blobs"), ("GET", "/v1/jobs"),
                          ("POST", "/v1/jobs"), ("GET", f"/v1/jobs/{A_JOB['id']}"),
                          ("GET", f"/v1/blobs/{A_BLOB['id']}")):
@@ -62,6 +63,8 @@ def test_unauthenticated_routes():
 def test_admin_only():
     problem(A.request("POST", "/v1/api-keys", json={"tenant": "x"}), 403)
     problem(A.request("DELETE", f"/v1/api-keys/{uuid.uuid4()}"), 403)
+    problem(A.request("GET", "/metrics"), 403)       # other tenants' job counts
+    assert ADMIN.request("GET", "/metrics").status == 200
     problem(ADMIN.request("DELETE", f"/v1/api-keys/{uuid.uuid4()}"), 404)
     problem(ADMIN.request("POST", "/v1/api-keys", json={"tenant": ""}), 422)
     problem(ADMIN.request("POST", "/v1/api-keys", json={"tenant": "t", "role": "root"}), 422)

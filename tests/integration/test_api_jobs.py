@@ -303,7 +303,8 @@ def test_outputs_range_etag():
 
 def test_metrics():
     c = SRV.client()
-    text = c.request("GET", "/metrics", key="").body.decode()
+    assert c.request("GET", "/metrics", key="").status == 401   # every tenant's counts: the admin's
+    text = c.request("GET", "/metrics").body.decode()
     assert 'gpujobd_http_requests_total{method="POST",route="/v1/jobs",code="201"}' in text
     assert 'gpujobd_http_request_duration_seconds_bucket{route="/v1/jobs/{id}",le="+Inf"}' in text
     assert 'gpujobd_jobs{kind="noop",state="succeeded"}' in text
@@ -348,7 +349,7 @@ def test_gpus_and_gpu_metrics_with_simulated_devices():
         d0 = g["gpus"][0]
         assert d0["memory_total_bytes"] == 1073741824 and d0["memory_reserved_bytes"] == 0, d0
         assert d0["slots"] == 3 and d0["running_tasks"] == 0 and d0["name"] and d0["simulated"] is True, d0
-        text = c.request("GET", "/metrics", key="").body.decode()
+        text = c.request("GET", "/metrics").body.decode()
         assert 'gpujobd_gpu_reserved_bytes{gpu="1"} 0' in text, text
         assert 'gpujobd_gpu_running_tasks{gpu="0"} 0' in text
         assert 'gpujobd_gpu_total_bytes{gpu="0"} 1073741824' in text

@@ -3,6 +3,8 @@
 Each test holds one limit of the HTTP layer, as a hostile client would try it:
   - 600 idle connections from one address: the per-address limit (256) keeps the rest out,
     and another address's /healthz answers;
+  - 400 idle connections against --max-connections 300: the server takes 300, the rest wait
+    in the kernel's backlog; as connections close the waiting ones and /healthz get in;
   - 2000 idle connections from 20 addresses: /healthz answers, the thread count stays put
     (libmicrohttpd's epoll thread pool; thread-per-connection held a thread each);
   - 300 long polls and 300 event streams open at once: parked, they hold no thread;
@@ -33,10 +35,12 @@ H = None
 SRV = None          # defaults, --role api: jobs stay queued
 SLOW = None         # --header-timeout-seconds 2, --metrics-listen METRICS_PORT
 METRICS_PORT = None
+LIMITED = None      # --max-connections 300, --metrics-listen LIMITED_METRICS_PORT
+LIMITED_METRICS_PORT = None
 
 
 def setup():
-    global H, SRV, SLOW, METRICS_PORT
+    global H, SRV, SLOW, METRICS_PORT, LIMITED, LIMITED_METRICS_PORT
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = 4096 if hard == resource.RLIM_INFINITY else min(hard, 4096)
     if soft < want:
@@ -44,8 +48,13 @@ def setup():
     H = Harness()
     SRV = H.start_server(["--role", "api"])
     METRICS_PORT = free_port()
+    LIMITED_METRICS_PORT = free_port()
     SLOW = H.start_server(["--role", "api", "--header-timeout-seconds", "2",
-                           "--metrics-listen", f"127.0.0.1:{METRICS_PORT}"])
+                           "--metrics-listen", f"127.0.0.1:{METRICS_PORT}"], wait=False)
+    LIMITED = H.start_server(["--role", "api", "--max-connections", "300", "--max-connections-per-ip", "0",
+                              "--metrics-listen", f"127.0.0.1:{LIMITED_METRICS_PORT}"], wait=False)
+    SLOW.wait_ready()
+    LIMITED.wait_ready()
 
 
 def fd_room():
@@ -169,6 +178,46 @@ def test_per_ip_limit():
         except (OSError, http.client.HTTPException):
             status = None
         assert status is None, status
+    finally:
+        close_all(socks)
+
+
+def plain_metric(port, name):
+    """A gauge from a --metrics-listen listener (its own daemon: it answers at the API's limit)."""
+    status, body = plain_http(port, "/metrics")
+    assert status == 200, status
+    return int(re.search(rf"^{name} (\d+)$", body.decode(), re.M).group(1))
+
+
+def test_connection_limit():
+    socks = []
+    try:
+        for a in range(4):
+            socks += idle_sockets(LIMITED, f"127.0.5.{10 + a}", 100)   # connect() ends in the backlog too
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            api = plain_metric(LIMITED_METRICS_PORT, "gpujobd_http_connections") - 1    # less the scrape's own
+            if api >= 300:
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)
+        api = plain_metric(LIMITED_METRICS_PORT, "gpujobd_http_connections") - 1
+        assert api == 300, f"{api} connections taken with --max-connections 300 and 400 offered"
+        assert sum(closed_by_server(s) for s in socks) == 0     # the rest wait; none is dropped
+        close_all(socks[:150])
+        deadline = time.time() + 15
+        while time.time() < deadline:        # the 100 waiting are taken, then there is room
+            try:
+                if https(LIMITED, "127.0.0.20", "GET", "/healthz", timeout=5)[0] == 200:
+                    break
+            except (OSError, http.client.HTTPException):
+                pass
+        else:
+            raise AssertionError("/healthz never got in after 150 connections closed")
+        deadline = time.time() + 10
+        while (api := plain_metric(LIMITED_METRICS_PORT, "gpujobd_http_connections") - 1) != 250:
+            assert time.time() < deadline, f"{api} connections; 250 idle are left"
+            time.sleep(0.2)
     finally:
         close_all(socks)
 
@@ -355,7 +404,7 @@ def teardown():
 if __name__ == "__main__":
     setup()
     try:
-        run_tests([test_per_ip_limit, test_many_addresses_do_not_starve_healthz, test_parked_long_polls_and_streams,
+        run_tests([test_per_ip_limit, test_connection_limit, test_many_addresses_do_not_starve_healthz, test_parked_long_polls_and_streams,
                    test_revoked_key_ends_streams, test_header_deadline, test_control_characters_in_target,
                    test_metrics_listener])
     finally:

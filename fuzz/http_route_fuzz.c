@@ -1,7 +1,8 @@
 /*
  * http_route_fuzz.c — libFuzzer harness for what a hostile client controls in an HTTP
- * request, through the server's own parsers (service/http_parse.c) and libmicrohttpd's
- * decoder (MHD_http_unescape, which the daemon applies to the path and the query):
+ * request, through the server's own parsers (service/http_parse.c) and its decoder
+ * (gj_http_unescape in service/http_target.c, which the daemon applies to the path and the
+ * query, keeping a %00 visible so that a control character is refused before routing):
  *
  *   METHOD SP PATH[?QUERY] LF
  *   Name: value LF ...
@@ -27,6 +28,7 @@
 
 #include "service/base64.h"
 #include "service/http_parse.h"
+#include "service/http_target.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -80,6 +82,15 @@ static void check_base64(const char *v, int url)
         abort();
 }
 
+/* s decoded in place as the daemon decodes it; a decoded NUL never ends the string early. */
+static size_t decode(char *s)
+{
+    size_t n = gj_http_unescape(NULL, NULL, s);
+    if (n != strlen(s))
+        abort();
+    return n;
+}
+
 /* One query parameter, decoded, where the routes use it. */
 static void query_param(char *kv)
 {
@@ -87,8 +98,8 @@ static void query_param(char *kv)
     char *v = eq ? eq + 1 : kv + strlen(kv);
     if (eq)
         *eq = '\0';
-    MHD_http_unescape(kv);
-    MHD_http_unescape(v);
+    if (gj_http_has_control(kv, decode(kv)) | gj_http_has_control(v, decode(v)))
+        return;                          /* the server answers 400 */
     uint64_t u;
     if (strcmp(kv, "cursor") == 0)
         check_cursor(v);
@@ -141,9 +152,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char *target = sp + 1, *q = strchr(target, '?');
         if (q)
             *q++ = '\0';
-        MHD_http_unescape(target);
         char allow[128];
-        (void)route(line, target, allow, sizeof allow);
+        if (!gj_http_has_control(target, decode(target)))   /* else 400, never routed */
+            (void)route(line, target, allow, sizeof allow);
         for (char *kv = q ? strtok(q, "&") : NULL; kv; kv = strtok(NULL, "&"))
             query_param(kv);
     }

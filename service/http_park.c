@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -18,7 +19,6 @@
 #include "service/auth.h"
 #include "service/db.h"
 #include "service/http_park.h"
-#include "service/http_server.h"
 #include "service/log.h"
 #include "service/notify.h"
 
@@ -192,7 +192,7 @@ static void *park_main(void *arg)
     pthread_mutex_lock(&park.lock);
     while (!park.stop) {
         double now = gj_park_now();
-        if (gj_http_stopping(park.srv))
+        if (atomic_load(&park.srv->stopping))      /* SIGTERM; the listener's close calls gj_park_close */
             close_locked();
         for_each_locked(resume_due, &now);
         if (now >= next_key_check && park.joined) {

@@ -543,12 +543,12 @@ int gj_queue_cancel(PGconn *conn, const char *tenant_id, const char *job_id)
     const char *params[] = { job_id, tenant_id };
     int rows = fenced(conn,
                       "UPDATE jobs SET"
-                      "  state = CASE WHEN state IN ('queued', 'waiting') THEN 'canceled' ELSE state END,"
-                      "  finished_at = CASE WHEN state IN ('queued', 'waiting') THEN now()"
+                      "  state = CASE WHEN state IN ('queued', 'waiting', 'blocked') THEN 'canceled' ELSE state END,"
+                      "  finished_at = CASE WHEN state IN ('queued', 'waiting', 'blocked') THEN now()"
                       "                ELSE finished_at END,"
                       "  cancel_requested = true, updated_at = now()"
                       " WHERE id = $1::uuid AND ($2::uuid IS NULL OR tenant_id = $2::uuid)"
-                      "   AND state IN ('queued', 'waiting', 'running')",
+                      "   AND state IN ('queued', 'waiting', 'blocked', 'running')",
                       2, params, NULL);
     return rows < 0 ? -1 : rows > 0 ? 1 : 0;
 }

@@ -39,6 +39,16 @@ struct gj_submit_input {
     int owned;                 /* 1: the blob becomes the job's (uploaded with it: deleted with it) */
 };
 
+/* An input that is another job's output (top-level jobs only). A job whose upstream has not
+ * settled yet is created 'blocked' (shown as 'waiting') and queued once every such output
+ * exists; it fails when an upstream fails, is canceled or deleted, or succeeds without the
+ * output (migration 0007). The output's blob itself becomes the input: no bytes are copied. */
+struct gj_submit_ref {
+    const char *name;          /* the input's name in the new job */
+    const char *job;           /* the id of a job of the tenant */
+    const char *output;        /* the name of one of its outputs */
+};
+
 /* A job to create. A caller sets what it has and leaves the rest zero; a field added
  * later (a job name, labels, a callback URL, inputs naming another job's output) gets a
  * zero default here, so no caller changes. */
@@ -56,6 +66,12 @@ struct gj_submit {
      * parent's lease; child_index orders the children (see GJ_CHILD_STAGE_STRIDE). */
     const struct gj_claim *parent;
     int child_index;
+    /* Top-level jobs only (a sub-task has none): */
+    const struct gj_submit_ref *refs;   /* inputs from other jobs' outputs */
+    size_t n_refs;
+    const char *name;              /* NULL: none; 1 to 200 characters */
+    json_t *labels;                /* borrowed; NULL: {}; an object of strings */
+    const char *callback_url;      /* NULL: none; checked by the caller (callback_policy.h) */
 };
 
 enum gj_submit_rc {
@@ -63,12 +79,17 @@ enum gj_submit_rc {
     GJ_SUBMIT_DUPLICATE = 1,       /* the tenant has a job with this idempotency key */
     GJ_SUBMIT_LEASE_LOST = 2,      /* the parent lost its lease */
     GJ_SUBMIT_INPUT_GONE = 3,      /* an input's blob is gone (or another tenant's) */
+    GJ_SUBMIT_UPSTREAM_GONE = 4,   /* a ref names no job of the tenant */
+    GJ_SUBMIT_UPSTREAM_FAILED = 5, /* a ref's job failed or was canceled: its outputs never come */
+    GJ_SUBMIT_NO_OUTPUT = 6,       /* a ref's job succeeded without that output */
     GJ_SUBMIT_ERROR = -1,          /* a database error (logged) */
 };
 
 struct gj_submitted {
     char id[GJ_UUID_LEN + 1];      /* the new job */
-    const char *bad_input;         /* GJ_SUBMIT_INPUT_GONE: the input's name */
+    const char *bad_input;         /* GJ_SUBMIT_INPUT_GONE and the upstream codes: the input's name */
+    char upstream_state[16];       /* GJ_SUBMIT_UPSTREAM_FAILED: 'failed' or 'canceled' */
+    int waiting;                   /* GJ_SUBMIT_OK: 1 when the job waits for upstream jobs */
 };
 
 /* Creates a job: its row and its inputs. The one way a job comes to be (POST /v1/jobs,
@@ -141,7 +162,7 @@ int gj_queue_spawn_child(PGconn *conn, const struct gj_claim *c, int child_index
  * Returns the number rescued or -1. Any live process calls it periodically. */
 int gj_queue_rescue_expired(PGconn *conn, int retry_backoff_ms);
 
-/* Cancel as the API asks: queued/waiting -> canceled now; running -> flagged.
+/* Cancel as the API asks: queued/waiting/blocked -> canceled now; running -> flagged.
  * Returns 1 done or flagged, 0 already finished, -1 error. */
 int gj_queue_cancel(PGconn *conn, const char *tenant_id, const char *job_id);
 

@@ -164,7 +164,7 @@ static int brkga_validate(const struct gj_job *job, struct gj_error *err)
             return gj_error_set(err, need[i], "decoder %s needs the input '%s'",
                                 c.tsp ? "tsp" : "network", need[i]);
     for (size_t i = 0; i < job->n_inputs; i++)
-        if (job->inputs[i].size > BK_MAX_INPUT)
+        if (job->inputs[i].size > BK_MAX_INPUT && job->inputs[i].size != GJ_INPUT_SIZE_UNKNOWN)
             return gj_error_set(err, job->inputs[i].name, "input '%s' is %llu bytes; at most %u MiB",
                                 job->inputs[i].name, (unsigned long long)job->inputs[i].size,
                                 BK_MAX_INPUT >> 20);
@@ -183,7 +183,8 @@ static uint64_t brkga_host_floor(const struct gj_job *job)
         return 0;
     uint64_t bytes = 0;
     for (size_t i = 0; i < job->n_inputs; i++)
-        bytes += job->inputs[i].size;
+        if (job->inputs[i].size != GJ_INPUT_SIZE_UNKNOWN)
+            bytes += job->inputs[i].size;
     if (c.pop_size || !gj_job_input(job, "params"))
         bytes += 2 * (uint64_t)population_for(&c, BRKGA_MIN_GENES) * (uint64_t)c.K * BRKGA_MIN_GENES * 4;
     return bytes;

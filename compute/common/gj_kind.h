@@ -29,7 +29,10 @@ enum gj_run_result {
 };
 
 /* One named input of a job: a file the worker materialized (path), or, at
- * validation time before any download, only its name and size (path NULL). */
+ * validation time before any download, only its name and size (path NULL). At validation
+ * time an input may be another job's output not written yet: its size is
+ * GJ_INPUT_SIZE_UNKNOWN, and a check of its size waits for the run (which reads the file). */
+#define GJ_INPUT_SIZE_UNKNOWN UINT64_MAX
 struct gj_input {
     const char *name;
     const char *path;

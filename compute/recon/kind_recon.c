@@ -136,6 +136,8 @@ static int recon_validate(const struct gj_job *job, struct gj_error *err)
         return -1;
     int rc = 0;
     const struct gj_input *in = gj_job_input(job, "projections");
+    if (in && in->size == GJ_INPUT_SIZE_UNKNOWN)
+        in = NULL;   /* another job's output, not written yet: the run checks its size */
     uint64_t want = rc_proj_count(&g) * 4;
     if (in && in->size < want) {
         rc = gj_error_set(err, "projections", "projections are %llu bytes, shorter than the %llu bytes the geometry needs "

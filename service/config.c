@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "service/auth.h"
+#include "service/callback_policy.h"
 #include "service/config.h"
 #include "service/devices.h"
 #include "service/log.h"
@@ -28,6 +29,7 @@ enum setting_type {
     T_PG_USER,
     T_METRICS_LISTEN,          /* HOST:PORT into metrics_host, metrics_port */
     T_SECRET,                  /* a string of min..max characters, never echoed in a message */
+    T_HOSTS,                   /* host[:port],... (callback_policy.h) */
 };
 
 struct setting {
@@ -100,6 +102,12 @@ static const struct setting settings[] = {
       "microseconds a request may wait in a batcher's queue; past it 503 (default 30000000)" },
     { "infer-threads", T_INT, S(infer_threads), 0, 256, 0,
       "ONNX CPU threads per inference executor; 0: CPUs / instances, at most 16 (default 0)" },
+    { "callback-allow", T_HOSTS, S(callback_allow), 0, 0, 0,
+      "hosts a job's callback_url may name, HOST or HOST:PORT, comma-separated (default: none)" },
+    { "callback-allow-private", T_BOOL, S(callback_allow_private), 0, 1, 0,
+      "callbacks may also reach loopback, private and link-local addresses" },
+    { "callback-backoff-ms", T_INT, S(callback_backoff_ms), 10, 3600000, 0,
+      "first retry delay of a failed callback; doubles, at most 1 h (default 10000)" },
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
 
@@ -130,6 +138,7 @@ static void set_defaults(struct gj_config *cfg)
     cfg->test.fake_gpus = -1;
     cfg->infer_max_queue = 1024;
     cfg->infer_queue_timeout_us = 30000000;
+    cfg->callback_backoff_ms = 10000;
 }
 
 const char *gj_placement_name(enum gj_placement_policy p)
@@ -217,6 +226,16 @@ static const char *set_string(const struct setting *s, char *field, const char *
         return "holds no executable initdb and postgres";
     if (s->type == T_PG_USER && (why = pg_user_problem(value)) != NULL)
         return why;
+    if (s->type == T_HOSTS) {
+        static __thread char reason[200];
+        struct gj_host_list *hosts = malloc(sizeof *hosts);
+        if (!hosts)
+            return "out of memory";
+        int bad = gj_host_list_parse(value, hosts, reason, sizeof reason) != 0;
+        free(hosts);
+        if (bad)
+            return reason;
+    }
     memcpy(field, value, strlen(value) + 1);
     return NULL;
 }
@@ -326,6 +345,7 @@ static int apply(struct gj_config *cfg, const struct setting *s, const char *val
     case T_STRING:
     case T_PG_BINDIR:
     case T_PG_USER:
+    case T_HOSTS:
         why = set_string(s, field, value);
         break;
     case T_BOOL:

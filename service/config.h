@@ -65,6 +65,10 @@ struct gj_config {
     int infer_max_queue;           /* requests waiting per model batcher (default 1024) */
     int64_t infer_queue_timeout_us;   /* time a request may wait in a batcher (default 30 s) */
     int infer_threads;             /* ONNX CPU threads per executor; 0 = CPUs / instances */
+    /* Callbacks of settled jobs (service/workflow/, callback_policy.h): */
+    char callback_allow[4096];     /* "host[:port],..." callbacks may call; "" = none */
+    int callback_allow_private;    /* also loopback, private, link-local addresses */
+    int callback_backoff_ms;       /* first retry delay of a delivery; doubles, capped at 1 h */
 };
 
 /* Defaults, then environment, then argv (argv[0] is the subcommand name), then the

@@ -20,6 +20,7 @@
 #include "service/db.h"
 #include "service/http_park.h"
 #include "service/http_server.h"
+#include "service/job_fields.h"
 #include "service/log.h"
 #include "service/notify.h"
 #include "service/queue.h"
@@ -34,9 +35,10 @@
     "j.max_attempts, j.progress, j.message, j.error::text, j.device, " TS("j.created_at") ", "             \
     TS("j.started_at") ", " TS("j.finished_at") ", " TS("j.updated_at") ", "                               \
     "(SELECT coalesce(json_object_agg(i.name, i.blob_id ORDER BY i.name), '{}'::json)::text "              \
-    "   FROM job_inputs i WHERE i.job_id = j.id), j.state, j.parent_id, j.cancel_requested FROM jobs j "
+    "   FROM job_inputs i WHERE i.job_id = j.id), j.state, j.parent_id, j.cancel_requested, "               \
+    "gj_job_workflow(j)::text FROM jobs j "
 enum { C_ID, C_KIND, C_PARAMS, C_STATE, C_PRIO, C_ATT, C_MAXATT, C_PROG, C_MSG, C_ERR, C_DEV, C_CREATED,
-       C_STARTED, C_FINISHED, C_UPDATED, C_INPUTS, C_ISTATE, C_PARENT, C_CANCEL };
+       C_STARTED, C_FINISHED, C_UPDATED, C_INPUTS, C_ISTATE, C_PARENT, C_CANCEL, C_WORKFLOW };
 
 static int is_final(const char *state)
 {
@@ -83,6 +85,9 @@ static json_t *job_from_row(PGresult *res, int row)
     json_object_set_new(o, "outputs_url", json_string(url));
     snprintf(url, sizeof url, "/v1/jobs/%s/events", id);
     json_object_set_new(o, "events_url", json_string(url));
+    json_t *wf = json_col(res, row, C_WORKFLOW, 1);   /* name, labels, inputs_from, callback, log_url */
+    json_object_update(o, wf);
+    json_decref(wf);
     return o;
 }
 
@@ -384,9 +389,11 @@ struct submit_req {
     json_int_t priority, max_attempts;
     struct gj_input in[MAX_INPUTS + 1];      /* names and sizes, for the kind's checks */
     struct gj_submit_input sub[MAX_INPUTS];  /* names and blobs, for the queue */
+    struct gj_submit_ref refs[MAX_INPUTS];   /* inputs from other jobs' outputs, for the queue */
     char ids[MAX_INPUTS][GJ_UUID_LEN + 1];
-    size_t n_in, n_json;
+    size_t n_in, n_sub, n_json, n_refs;
     char hash[65];                           /* SHA-256 of the canonical request */
+    struct gj_job_fields fields;             /* name, labels, callback_url (job_fields.h) */
 };
 
 /* The body's fields: kind, params, inputs, priority, max_attempts. 0, or -1 answered. */
@@ -400,7 +407,7 @@ static int check_body(struct gj_req *r, json_t *body, struct submit_req *q)
     json_t *v;
     json_object_foreach(body, k, v) {
         if (strcmp(k, "kind") && strcmp(k, "params") && strcmp(k, "inputs") && strcmp(k, "priority") &&
-            strcmp(k, "max_attempts")) {
+            strcmp(k, "max_attempts") && !gj_job_field_known(k)) {
             gj_problem(r, 422, k, "unknown field '%.100s'", k);
             return -1;
         }
@@ -436,14 +443,57 @@ static int check_body(struct gj_req *r, json_t *body, struct submit_req *q)
         gj_problem(r, 422, "max_attempts", "max_attempts must be an integer from 1 to 100");
         return -1;
     }
+    struct gj_field_error fe;
+    if (gj_job_fields_read(body, &r->srv->cfg, &q->fields, &fe) != 0) {
+        gj_problem(r, fe.status, fe.field, "%s", fe.message);
+        return -1;
+    }
     return 0;
 }
 
 static void add_input(struct submit_req *q, const char *name, uint64_t size, int owned)
 {
-    q->in[q->n_in] = (struct gj_input){ name, NULL, size };
-    q->sub[q->n_in] = (struct gj_submit_input){ name, q->ids[q->n_in], owned };
-    q->n_in++;
+    q->in[q->n_in++] = (struct gj_input){ name, NULL, size };
+    q->sub[q->n_sub] = (struct gj_submit_input){ name, q->ids[q->n_sub], owned };
+    q->n_sub++;
+}
+
+/* An input from another job's output ({"job", "output"}): the job must be this tenant's and
+ * able to produce it; its size is known once it has. gj_queue_submit checks again, under a
+ * lock. 0, or -1 answered. */
+static int ref_input(struct gj_req *r, PGconn *c, struct submit_req *q, const char *name, const char *job,
+                     const char *output)
+{
+    char field[160];
+    snprintf(field, sizeof field, "inputs.%.100s", name);
+    const char *p[3] = { job, r->who.tenant_id, output };
+    PGresult *res = gj_db_exec(c, "SELECT j.state, b.size FROM jobs j"
+                                  " LEFT JOIN job_outputs o ON o.job_id = j.id AND o.name = $3"
+                                  " LEFT JOIN blobs b ON b.id = o.blob_id"
+                                  " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid",
+                               3, p, NULL);
+    if (!res) {
+        gj_respond_unavailable(r);
+        return -1;
+    }
+    const char *st = PQntuples(res) ? PQgetvalue(res, 0, 0) : NULL;
+    int rc = -1;
+    if (!st)
+        gj_problem(r, 422, field, "no job %s", job);
+    else if (strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0)
+        gj_problem(r, 422, field, "job %s %s: its outputs will never exist", job, st);
+    else if (strcmp(st, "succeeded") == 0 && PQgetisnull(res, 0, 1))
+        gj_problem(r, 422, field, "job %s succeeded without an output named %s", job, output);
+    else
+        rc = 0;
+    if (rc == 0) {
+        int known = strcmp(st, "succeeded") == 0;
+        q->in[q->n_in++] = (struct gj_input){ name, NULL,
+                                              known ? strtoull(PQgetvalue(res, 0, 1), NULL, 10) : GJ_INPUT_SIZE_UNKNOWN };
+        q->refs[q->n_refs++] = (struct gj_submit_ref){ name, job, output };
+    }
+    PQclear(res);
+    return rc;
 }
 
 /* Inputs given as blob ids (this tenant's): into q and canon (name -> id). 0, or -1 answered. */
@@ -458,8 +508,22 @@ static int json_inputs(struct gj_req *r, PGconn *c, struct submit_req *q, json_t
             gj_problem(r, 422, field, "input names are plain names of at most 100 characters");
             return -1;
         }
+        const char *job, *output;
+        struct gj_field_error fe;
+        int ref = gj_input_ref_parse(k, v, &job, &output, &fe);
+        if (ref < 0) {
+            gj_problem(r, fe.status, fe.field, "%s", fe.message);
+            return -1;
+        }
+        if (ref) {
+            if (ref_input(r, c, q, k, job, output) != 0)
+                return -1;
+            json_object_set(canon, k, v);
+            continue;
+        }
         if (!json_is_string(v) || !gj_is_uuid(json_string_value(v))) {
-            gj_problem(r, 422, field, "an input is the id of an uploaded blob (POST /v1/blobs)");
+            gj_problem(r, 422, field, "an input is the id of an uploaded blob (POST /v1/blobs), "
+                                      "or {\"job\": ID, \"output\": NAME}");
             return -1;
         }
         struct gj_blob_info info;
@@ -471,11 +535,11 @@ static int json_inputs(struct gj_req *r, PGconn *c, struct submit_req *q, json_t
                 gj_problem(r, 422, field, "no blob %s", json_string_value(v));
             return -1;
         }
-        snprintf(q->ids[q->n_in], sizeof q->ids[q->n_in], "%s", info.id);
+        snprintf(q->ids[q->n_sub], sizeof q->ids[q->n_sub], "%s", info.id);
         json_object_set_new(canon, k, json_string(info.id));
         add_input(q, k, info.size, 0);
     }
-    q->n_json = q->n_in;
+    q->n_json = q->n_sub;
     return 0;
 }
 
@@ -505,12 +569,15 @@ static int uploaded_inputs(struct gj_req *r, struct submit_state *s, struct subm
     return 0;
 }
 
-/* The request's hash (for Idempotency-Key) over kind, params, inputs and the numbers. */
+/* The request's hash (for Idempotency-Key) over kind, params, inputs, the numbers and the
+ * workflow fields. */
 static int hash_request(struct submit_req *q, json_t *canon_inputs)
 {
-    json_t *canon = json_pack("{s:s, s:o, s:O, s:I, s:I}", "kind", q->kind->name, "params",
+    const struct gj_job_fields *f = &q->fields;
+    json_t *canon = json_pack("{s:s, s:o, s:O, s:I, s:I, s:s*, s:O*, s:s*}", "kind", q->kind->name, "params",
                               q->params ? json_incref(q->params) : json_object(), "inputs", canon_inputs,
-                              "priority", q->priority, "max_attempts", q->max_attempts);
+                              "priority", q->priority, "max_attempts", q->max_attempts, "name", f->name,
+                              "labels", f->labels, "callback_url", f->callback_url);
     char *ctext = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(canon);
     if (!ctext)
@@ -571,7 +638,8 @@ static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struc
     struct gj_submit sub = { .tenant_id = r->who.tenant_id, .kind = q->kind->name, .params = q->params,
                              .priority = (int)q->priority, .max_attempts = (int)q->max_attempts,
                              .idempotency_key = ikey, .request_hash = q->hash, .inputs = q->sub,
-                             .n_inputs = q->n_in };
+                             .n_inputs = q->n_sub, .refs = q->refs, .n_refs = q->n_refs, .name = q->fields.name, .labels = q->fields.labels,
+                             .callback_url = q->fields.callback_url };
     struct gj_submitted out;
     int rc = gj_queue_submit(c, &sub, &out);
     if (rc == GJ_SUBMIT_OK && gj_db_commit(c) != 0)
@@ -582,6 +650,10 @@ static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struc
         end_txn(c, s);
         if (rc == GJ_SUBMIT_INPUT_GONE)
             gj_problem(r, 422, field, "the blob of input '%s' was deleted", out.bad_input);
+        else if (rc == GJ_SUBMIT_UPSTREAM_GONE || rc == GJ_SUBMIT_UPSTREAM_FAILED || rc == GJ_SUBMIT_NO_OUTPUT)
+            gj_problem(r, 422, field, "%s", rc == GJ_SUBMIT_UPSTREAM_GONE ? "the job it names was deleted"
+                                            : rc == GJ_SUBMIT_NO_OUTPUT ? "the job it names has no such output"
+                                                                        : "the job it names failed or was canceled");
         else if (rc != GJ_SUBMIT_DUPLICATE || idempotent_replay(r, c, ikey ? ikey : "", q->hash) <= 0)
             gj_respond_unavailable(r);   /* (a concurrent submit with the same key won: replayed) */
         return;
@@ -702,15 +774,26 @@ static void jobs_list(struct gj_req *r)
     const char *state = gj_req_query(r, "state"), *kind = gj_req_query(r, "kind"),
                *after = gj_req_query(r, "created_after"), *before = gj_req_query(r, "created_before"),
                *limit_s = gj_req_query(r, "limit"), *cursor = gj_req_query(r, "cursor");
-    static const char *const states[] = { "queued", "running", "succeeded", "failed", "canceled" };
+    static const char *const states[] = { "queued", "waiting", "running", "succeeded", "failed", "canceled" };
     if (state) {
         int ok = 0;
-        for (size_t i = 0; i < 5; i++)
+        for (size_t i = 0; i < sizeof states / sizeof states[0]; i++)
             ok |= strcmp(state, states[i]) == 0;
         if (!ok) {
-            gj_problem(r, 400, "state", "state is one of queued, running, succeeded, failed, canceled");
+            gj_problem(r, 400, "state", "state is one of queued, waiting, running, succeeded, failed, canceled");
             return;
         }
+    }
+    const char *name = gj_req_query(r, "name");
+    if (name && (strlen(name) == 0 || strlen(name) > 4 * GJ_JOB_NAME_MAX)) {
+        gj_problem(r, 400, "name", "name is a job name (1 to %d characters)", GJ_JOB_NAME_MAX);
+        return;
+    }
+    char *labels = NULL;
+    struct gj_field_error fe;
+    if (gj_label_filter(r, &labels, &fe) != 0) {
+        gj_problem(r, fe.status, fe.field, "%s", fe.message);
+        return;
     }
     if (kind && (strlen(kind) == 0 || strlen(kind) > 64)) {
         gj_problem(r, 400, "kind", "kind is a kind name");
@@ -740,12 +823,14 @@ static void jobs_list(struct gj_req *r)
     }
     PGconn *c = gj_req_db(r);
     if (!c) {
+        free(labels);
         gj_respond_unavailable(r);
         return;
     }
     char lim[16];
     snprintf(lim, sizeof lim, "%ld", limit + 1);
-    const char *p[8] = { r->who.tenant_id, state, kind, after, before, cursor ? cts : NULL, cursor ? cid : NULL, lim };
+    const char *p[10] = { r->who.tenant_id, state, kind, after, before, cursor ? cts : NULL, cursor ? cid : NULL, lim,
+                          name, labels };
     char sqlstate[6] = "";
     PGresult *res = gj_db_exec(c,
                                JOB_SELECT "WHERE j.tenant_id = $1::uuid AND j.parent_id IS NULL"
@@ -754,8 +839,11 @@ static void jobs_list(struct gj_req *r)
                                " AND ($4::timestamptz IS NULL OR j.created_at > $4::timestamptz)"
                                " AND ($5::timestamptz IS NULL OR j.created_at < $5::timestamptz)"
                                " AND ($6::timestamptz IS NULL OR (j.created_at, j.id) < ($6::timestamptz, $7::uuid))"
+                               " AND ($9::text IS NULL OR j.name = $9)"
+                               " AND ($10::jsonb IS NULL OR j.labels @> $10::jsonb)"
                                " ORDER BY j.created_at DESC, j.id DESC LIMIT $8::int",
-                               8, p, sqlstate);
+                               10, p, sqlstate);
+    free(labels);
     if (!res) {
         if (strncmp(sqlstate, "22", 2) == 0)
             gj_problem(r, 400, NULL, "a query parameter is out of range or not valid text");
@@ -995,7 +1083,8 @@ static void job_delete(struct gj_req *r)
         return;
     }
     const char *st = PQgetvalue(res, 0, 0);
-    int deletable = is_final(st) || (strcmp(st, "queued") == 0 && strcmp(PQgetvalue(res, 0, 1), "0") == 0);
+    int deletable = is_final(st) || strcmp(st, "blocked") == 0 ||
+                    (strcmp(st, "queued") == 0 && strcmp(PQgetvalue(res, 0, 1), "0") == 0);
     int child = !PQgetisnull(res, 0, 2);
     char stc[16];
     snprintf(stc, sizeof stc, "%s", st);
@@ -1055,7 +1144,7 @@ static void outputs_list(struct gj_req *r)
         return;
     const char *p[1] = { r->params[0] };
     PGresult *res = gj_db_exec(c,
-                               "SELECT o.name, b.size, encode(b.sha256, 'hex'), o.content_type FROM job_outputs o"
+                               "SELECT o.name, b.size, encode(b.sha256, 'hex'), o.content_type, o.blob_id FROM job_outputs o"
                                " JOIN blobs b ON b.id = o.blob_id WHERE o.job_id = $1::uuid ORDER BY o.name",
                                1, p, NULL);
     if (!res) {
@@ -1066,10 +1155,10 @@ static void outputs_list(struct gj_req *r)
     for (int i = 0; i < PQntuples(res); i++) {
         char url[400];
         snprintf(url, sizeof url, "/v1/jobs/%s/outputs/%s", r->params[0], PQgetvalue(res, i, 0));
-        json_array_append_new(arr, json_pack("{s:s, s:I, s:s, s:s, s:s}", "name", PQgetvalue(res, i, 0), "size",
+        json_array_append_new(arr, json_pack("{s:s, s:I, s:s, s:s, s:s, s:s}", "name", PQgetvalue(res, i, 0), "size",
                                              (json_int_t)strtoll(PQgetvalue(res, i, 1), NULL, 10), "sha256",
                                              PQgetvalue(res, i, 2), "content_type", PQgetvalue(res, i, 3), "url",
-                                             url));
+                                             url, "blob_id", PQgetvalue(res, i, 4)));
     }
     PQclear(res);
     gj_respond_json(r, 200, json_pack("{s:o}", "outputs", arr));

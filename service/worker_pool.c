@@ -26,6 +26,7 @@
 #include "service/blobstore.h"
 #include "service/db.h"
 #include "service/devices.h"
+#include "service/job_log.h"
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/queue.h"
@@ -40,6 +41,7 @@
 #define MAINT_PERIOD_S 5
 #define CANCEL_POLL_S 1.0
 #define MAX_CHILDREN 4096
+#define LOG_FLUSH_PERIOD_S 1.0
 
 /* Why a running job was asked to stop; a higher rank wins. */
 enum stop_reason { STOP_NONE = 0, STOP_SHUTDOWN = 1, STOP_CANCEL = 2, STOP_LEASE_LOST = 3 };
@@ -72,6 +74,7 @@ struct wp_slot {
                                      transaction holds the row; rescue skips it) */
     double lease_until;           /* monotonic: the lease is surely valid before this
                                      (claim or last heartbeat that reached the database) */
+    struct gj_job_log *log;       /* the running job's own log (locks itself; job_log.h) */
 
     /* Private to the slot's thread. */
     char spare[1100];             /* an emptied work tree kept between jobs (see take_work_dir) */
@@ -195,6 +198,7 @@ static void ctx_log(struct gj_ctx *ctx, const char *message)
 {
     struct wp_slot *s = ctx->host;
     gj_log_info(COMPONENT, "job %s: %s", s->job_id, message);
+    gj_job_log_add(s->log, GJ_JOB_LOG_INFO, "%s", message);
 }
 
 static int ctx_spawn(struct gj_ctx *ctx, const char *kind, json_t *params,
@@ -504,6 +508,7 @@ static void slot_begin(struct wp_slot *s, const struct gj_claim *c)
     s->claim = c;
     /* The claim set the lease a moment ago; a second's margin for that moment. */
     s->lease_until = mono_now() - 1.0 + wp->srv->cfg.lease_seconds;
+    gj_job_log_begin(s->log, c->id, c->attempts);
     wp->running++;
     /* Claimed while shutting down: give it back at once. */
     if (atomic_load(&wp->stopping))
@@ -640,6 +645,7 @@ static const char *finish(struct wp_slot *s, const struct gj_claim *c, enum endi
         int rc = -1, broken = 1;
         tries++;
         if (conn) {
+            gj_job_log_flush(s->log, conn);   /* the log is whole before the job is seen to end */
             rc = record_end(s, conn, c, how, err, out_dir, &label);
             broken = PQstatus(conn) != CONNECTION_OK;
             release_conn(wp, conn);
@@ -904,6 +910,43 @@ static void conclude(struct job_run *j, double t0)
     gj_log_info(COMPONENT, "job %s: %s after %.3f s", c->id, label, secs);
 }
 
+/* ---- the job's own log: its phases and their times (job_log.h) ------- */
+
+static void log_inputs(const struct job_run *j, double t0)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < j->in.n; i++)
+        bytes += j->in.items[i].size;
+    gj_job_log_add(j->s->log, GJ_JOB_LOG_INFO, "inputs ready: %zu file(s), %llu bytes, in %.3f s", j->in.n,
+                   (unsigned long long)bytes, mono_now() - t0);
+}
+
+static void log_placed(const struct job_run *j, double t0)
+{
+    char dev[32];
+    snprintf(dev, sizeof dev, j->device == GJ_DEVICE_CPU ? "cpu" : "gpu:%d", j->device);
+    gj_job_log_add(j->s->log, GJ_JOB_LOG_INFO, "placed on %s (%llu bytes of device memory reserved) %.3f s after "
+                   "the claim", dev, (unsigned long long)j->reserved, mono_now() - t0);
+}
+
+static void log_ran(const struct job_run *j, double t_run)
+{
+    static const char *const what[] = { [END_SUCCESS] = "succeeded", [END_FAIL] = "failed",
+                                        [END_CANCEL] = "was canceled", [END_RELEASE] = "was stopped (shutdown)",
+                                        [END_WAIT] = "waits for its sub-tasks", [END_NOTHING] = "lost its lease" };
+    gj_job_log_add(j->s->log, j->how == END_SUCCESS || j->how == END_WAIT ? GJ_JOB_LOG_INFO : GJ_JOB_LOG_WARN,
+                   "run %s after %.3f s", what[j->how], mono_now() - t_run);
+}
+
+static void log_failure(const struct job_run *j)
+{
+    if (j->how != END_FAIL)
+        return;
+    int retried = j->err.transient && j->c->attempts < j->c->max_attempts;
+    gj_job_log_add(j->s->log, GJ_JOB_LOG_ERROR, "%s%s%s%s", j->err.field[0] ? j->err.field : "",
+                   j->err.field[0] ? ": " : "", j->err.message, retried ? " (transient: the job is retried)" : "");
+}
+
 static void run_claim(struct wp_slot *s, const struct gj_claim *c)
 {
     double t0 = mono_now();
@@ -911,6 +954,8 @@ static void run_claim(struct wp_slot *s, const struct gj_claim *c)
     slot_begin(s, c);
     gj_log_info(COMPONENT, "job %s (%s) claimed, attempt %d/%d, stage %d", c->id, c->kind, c->attempts,
                 c->max_attempts, c->stage);
+    gj_job_log_add(s->log, GJ_JOB_LOG_INFO, "%s: attempt %d of %d, stage %d, on worker %s", c->kind, c->attempts,
+                   c->max_attempts, c->stage, s->wp->srv->worker_id);
     if (!j) {
         /* not even the memory to record why: the lease expires and the job is retried */
         gj_log_error(COMPONENT, "job %s: out of memory", c->id);
@@ -925,11 +970,17 @@ static void run_claim(struct wp_slot *s, const struct gj_claim *c)
     if (!j->kind) {
         gj_error_set(&j->err, "kind", "this worker does not know kind %s", c->kind);
     } else if (prepare(j) == 0) {
+        log_inputs(j, t0);
         struct gj_job job = { .kind = j->kind->name, .params = c->params, .inputs = j->in.items,
                               .n_inputs = j->in.n };
-        if (place(j, &job) == 0)
+        if (place(j, &job) == 0) {
+            log_placed(j, t0);
+            double t_run = mono_now();
             run_kind(j, &job);
+            log_ran(j, t_run);
+        }
     }
+    log_failure(j);
     conclude(j, t0);
     free(j);
     slot_end(s);
@@ -1014,6 +1065,8 @@ static void heartbeat_all(struct gj_worker_pool *wp)
         double sent = mono_now();
         int rc = gj_queue_heartbeat(conn, &hb, srv->cfg.lease_seconds, progress,
                                     has_message ? message : NULL);
+        if (rc == 0)
+            gj_job_log_flush(s->log, conn);
         gj_db_release(srv->db, conn);
         if (rc < 0)
             continue;
@@ -1099,6 +1152,30 @@ static void maintenance(struct gj_worker_pool *wp)
     gj_db_release(srv->db, conn);
 }
 
+/* Between heartbeats, the running jobs' log lines go out once a second. */
+static void flush_logs(struct gj_worker_pool *wp)
+{
+    PGconn *conn = NULL;
+    for (int i = 0; i < wp->n_slots; i++) {
+        struct wp_slot *s = &wp->slots[i];
+        pthread_mutex_lock(&wp->lock);
+        int active = s->active && !s->finishing;
+        pthread_mutex_unlock(&wp->lock);
+        if (!active || !gj_job_log_pending(s->log))
+            continue;
+        if (!conn && !(conn = gj_db_acquire(wp->srv->db, DB_WAIT_MS)))
+            return;
+        gj_job_log_flush(s->log, conn);
+    }
+    if (conn)
+        gj_db_release(wp->srv->db, conn);
+}
+
+static double earliest(double a, double b)
+{
+    return a < b ? a : b;
+}
+
 static void *maint_main(void *arg)
 {
     struct gj_worker_pool *wp = arg;
@@ -1106,11 +1183,11 @@ static void *maint_main(void *arg)
     if (hb_period < 0.5)
         hb_period = 0.5;
     double next_hb = mono_now() + hb_period, next_maint = mono_now();
-    double next_cancel = mono_now() + CANCEL_POLL_S;
+    double next_cancel = mono_now() + CANCEL_POLL_S, next_log = mono_now() + LOG_FLUSH_PERIOD_S;
     pthread_mutex_lock(&wp->lock);
     while (!wp->maint_stop) {
         double now = mono_now();
-        if (now >= next_hb || now >= next_maint || now >= next_cancel) {
+        if (now >= next_hb || now >= next_maint || now >= next_cancel || now >= next_log) {
             pthread_mutex_unlock(&wp->lock);
             if (now >= next_hb) {
                 heartbeat_all(wp);
@@ -1124,12 +1201,15 @@ static void *maint_main(void *arg)
                 poll_cancels(wp);
                 next_cancel = mono_now() + CANCEL_POLL_S;
             }
+            if (now >= next_log) {
+                flush_logs(wp);
+                next_log = mono_now() + LOG_FLUSH_PERIOD_S;
+            }
             pthread_mutex_lock(&wp->lock);
             continue;
         }
-        double next = next_hb < next_maint ? next_hb : next_maint;
         struct timespec ts;
-        deadline_at(&ts, next < next_cancel ? next : next_cancel);
+        deadline_at(&ts, earliest(earliest(next_hb, next_maint), earliest(next_cancel, next_log)));
         int rc = pthread_cond_timedwait(&wp->cond, &wp->lock, &ts);
         if (rc && rc != ETIMEDOUT)
             gj_log_error(COMPONENT, "pthread_cond_timedwait: %s", strerror(rc));
@@ -1225,9 +1305,11 @@ static void register_worker(struct gj_worker_pool *wp)
 
 static void pool_free(struct gj_worker_pool *wp)
 {
-    for (int i = 0; wp->slots && i < wp->n_slots; i++)
+    for (int i = 0; wp->slots && i < wp->n_slots; i++) {
         if (wp->slots[i].spare[0])
             gj_rm_rf(wp->slots[i].spare);
+        gj_job_log_free(wp->slots[i].log);
+    }
     free(wp->kinds);
     free(wp->slots);
     pthread_cond_destroy(&wp->cond);
@@ -1315,6 +1397,12 @@ struct gj_worker_pool *gj_worker_pool_start(struct gj_server *srv)
     }
     for (size_t i = 0; i < nk; i++)
         wp->kinds[i] = gj_kind_at(i)->name;
+    for (int i = 0; i < n; i++)
+        if (!(wp->slots[i].log = gj_job_log_new())) {
+            gj_log_error(COMPONENT, "out of memory");
+            pool_free(wp);
+            return NULL;
+        }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
         cores = 1;

@@ -108,6 +108,8 @@ static const struct setting settings[] = {
       "callbacks may also reach loopback, private and link-local addresses" },
     { "callback-backoff-ms", T_INT, S(callback_backoff_ms), 10, 3600000, 0,
       "first retry delay of a failed callback; doubles, at most 1 h (default 10000)" },
+    { "callback-cacert", T_STRING, S(callback_cacert), 0, 0, 0,
+      "PEM CA bundle https callbacks are verified with (default: the system's)" },
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
 

@@ -69,6 +69,7 @@ struct gj_config {
     char callback_allow[4096];     /* "host[:port],..." callbacks may call; "" = none */
     int callback_allow_private;    /* also loopback, private, link-local addresses */
     int callback_backoff_ms;       /* first retry delay of a delivery; doubles, capped at 1 h */
+    char callback_cacert[1024];    /* CA bundle for https callbacks; "" = the system's */
 };
 
 /* Defaults, then environment, then argv (argv[0] is the subcommand name), then the

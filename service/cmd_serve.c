@@ -33,9 +33,11 @@
 /* The service's modules (module.h), one line each: routes are matched in this order. */
 extern const struct gj_service_module gj_module_core;    /* service/core.c */
 extern const struct gj_service_module gj_module_infer;   /* service/infer/module.c */
+extern const struct gj_service_module gj_module_workflow; /* service/workflow/module.c */
 static const struct gj_service_module *const modules[] = {
     &gj_module_core,
     &gj_module_infer,
+    &gj_module_workflow,
 };
 #define N_MODULES (sizeof modules / sizeof modules[0])
 

@@ -1,0 +1,209 @@
+"""Issue 15 over real HTTPS: the job log route (plain and followed), jobs that chain (a blocked
+job runs on its parent's output without a copy, or fails saying why), names and labels, and
+callbacks delivered to a real local HTTPS receiver: signed (Standard Webhooks), retried with
+backoff after a 500, refused at a private address unless the admin allows it."""
+import base64
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import ssl
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Harness, free_port, run_tests  # noqa: E402
+
+H = H2 = SRV = STRICT = None
+RECV = None
+
+
+class Receiver:
+    """An HTTPS server with its own certificate (openssl), recording each call; answers the
+    statuses in `plan` in turn (then 200)."""
+
+    def __init__(self, tmp):
+        self.cert, self.key = os.path.join(tmp, "recv.pem"), os.path.join(tmp, "recv.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                        "-keyout", self.key, "-out", self.cert], check=True, capture_output=True)
+        self.calls, self.plan, self.lock = [], [], threading.Lock()
+        rec = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                with rec.lock:
+                    rec.calls.append((time.time(), self.path, dict(self.headers), body))
+                    status = rec.plan.pop(0) if rec.plan else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.port = free_port()
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.cert, self.key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def wait_calls(self, path, n, timeout=20):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self.lock:
+                got = [c for c in self.calls if c[1] == path]
+            if len(got) >= n:
+                return got
+            time.sleep(0.05)
+        raise AssertionError(f"{path}: {len(got)} call(s), expected {n}")
+
+
+def setup():
+    global H, H2, SRV, STRICT, RECV
+    H = Harness()
+    RECV = Receiver(H.tmp)
+    SRV = H.start_server(["--cpu-workers", "2", "--callback-allow", "localhost,127.0.0.1",
+                          "--callback-allow-private", "--callback-backoff-ms", "300",
+                          "--callback-cacert", RECV.cert])
+    H2 = Harness()
+    STRICT = H2.start_server(["--cpu-workers", "1", "--callback-allow", "localhost", "--callback-cacert", RECV.cert])
+
+
+def tenant_key(srv, tenant):
+    return srv.client().json("POST", "/v1/api-keys", {"tenant": tenant, "label": tenant}, expect=201)["key"]
+
+
+def test_log_plain_follow_and_isolation():
+    c = SRV.client()
+    job = c.submit("noop", {"sleep_ms": 1500})
+    r = c.request("GET", f"/v1/jobs/{job['id']}/log?follow=1", timeout=30)
+    assert r.status == 200 and r.headers["content-type"].startswith("text/plain"), r
+    text = r.body.decode()
+    assert "noop: attempt 1 of" in text and "run succeeded after 1." in text, text
+    assert c.json("GET", f"/v1/jobs/{job['id']}", expect=200)["state"] == "succeeded"
+    plain = c.request("GET", f"/v1/jobs/{job['id']}/log")
+    assert plain.body.decode() == text, (plain.body, text)
+    seq = int(plain.headers["gpujobd-log-seq"])
+    assert seq == len(text.splitlines()) >= 3
+    assert c.request("GET", f"/v1/jobs/{job['id']}/log?after={seq}").body == b""
+    failed = c.submit("noop", {"fail_with": "the detector exploded"}, max_attempts=1)
+    c.wait_job(failed["id"])
+    err = c.request("GET", f"/v1/jobs/{failed['id']}/log?level=error").body.decode()
+    assert err.count("\n") == 1 and "error: the detector exploded" in err, err
+    assert c.request("GET", f"/v1/jobs/{job['id']}/log?level=loud").status == 400
+    other = SRV.client(key=tenant_key(SRV, "log-other"))
+    assert other.request("GET", f"/v1/jobs/{job['id']}/log").status == 404
+
+
+def test_chain_runs_on_parent_output():
+    c = SRV.client()
+    parent = c.submit("noop", {"sleep_ms": 1500, "output_bytes": 4321}, name="parent", labels={"run": "chain1"})
+    child = c.submit("noop", {}, inputs={"input": {"job": parent["id"], "output": "data.bin"}},
+                     name="child", labels={"run": "chain1"})
+    assert child["state"] == "waiting", child
+    done = c.wait_job(child["id"], timeout=60)
+    assert done["state"] == "succeeded", done
+    assert done["inputs_from"]["input"] == {"job": parent["id"], "output": "data.bin", "resolved": True}, done
+    result = json.loads(c.request("GET", f"/v1/jobs/{child['id']}/outputs/result.json").body)
+    assert result["inputs"]["input"] == 4321, result
+    # the child's input is the parent's output blob itself: nothing was copied
+    rows = H.sql(f"SELECT (SELECT blob_id FROM job_outputs WHERE job_id = '{parent['id']}' AND name = 'data.bin')"
+                 f" = (SELECT blob_id FROM job_inputs WHERE job_id = '{child['id']}' AND name = 'input')")
+    assert rows == [["t"]], rows
+    listed = c.json("GET", "/v1/jobs?label=run=chain1", expect=200)["jobs"]
+    assert sorted(j["name"] for j in listed) == ["child", "parent"], listed
+    assert [j["id"] for j in c.json("GET", "/v1/jobs?name=child", expect=200)["jobs"]] == [child["id"]]
+
+
+def test_chain_fails_when_parent_fails():
+    c = SRV.client()
+    parent = c.submit("noop", {"sleep_ms": 800, "fail_with": "bad projections"}, max_attempts=1)
+    child = c.submit("noop", {}, inputs={"input": {"job": parent["id"], "output": "data.bin"}})
+    done = c.wait_job(child["id"], timeout=60)
+    assert done["state"] == "failed", done
+    assert done["error"]["field"] == "inputs.input", done
+    assert parent["id"] in done["error"]["message"] and "bad projections" in done["error"]["message"], done
+    # an unknown job, or another tenant's, cannot be named
+    other = SRV.client(key=tenant_key(SRV, "chain-other"))
+    r = other.request("POST", "/v1/jobs", json={"kind": "noop", "inputs": {"input": {"job": parent["id"],
+                                                                                     "output": "data.bin"}}})
+    assert r.status in (404, 422) and b"inputs.input" in r.body, r
+
+
+def verify(secret_text, headers, body):
+    secret = base64.b64decode(secret_text[len("whsec_"):])
+    signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    want = "v1," + base64.b64encode(hmac.new(secret, signed, hashlib.sha256).digest()).decode()
+    return hmac.compare_digest(want, headers["webhook-signature"])
+
+
+def test_webhook_signed_retried_with_backoff():
+    c = SRV.client()
+    secret = c.json("GET", "/v1/webhook-secret", expect=200)["secret"]
+    RECV.plan = [500, 503]
+    url = f"https://localhost:{RECV.port}/hook/a?token=s3cret"
+    job = c.submit("noop", {"output_bytes": 10}, callback_url=url, name="hooked")
+    c.wait_job(job["id"])
+    calls = RECV.wait_calls("/hook/a?token=s3cret", 3)
+    ids = {h["webhook-id"] for _, _, h, _ in calls}
+    assert len(ids) == 1, ids                              # one delivery, retried
+    for _, _, h, body in calls:
+        assert verify(secret, h, body), h
+        assert abs(int(h["webhook-timestamp"]) - time.time()) < 60
+    # backoff: 300 ms, then 600 ms
+    gaps = [calls[i + 1][0] - calls[i][0] for i in range(2)]
+    assert gaps[0] >= 0.25 and gaps[1] >= 0.5, gaps
+    body = json.loads(calls[-1][3])
+    assert body["type"] == "job.succeeded" and body["data"]["id"] == job["id"], body
+    assert body["data"]["name"] == "hooked" and [o["name"] for o in body["data"]["outputs"]] == \
+        ["data.bin", "result.json"], body
+    time.sleep(0.3)
+    dl = c.json("GET", f"/v1/jobs/{job['id']}", expect=200)["callback"]["deliveries"]
+    assert dl[0]["state"] == "delivered" and dl[0]["attempts"] == 3 and dl[0]["last_status"] == 200, dl
+    # a forged signature fails: another secret does not verify
+    assert not verify("whsec_" + base64.b64encode(b"x" * 32).decode(), calls[0][2], calls[0][3])
+    # a host not on the allow list is refused at submit
+    r = c.request("POST", "/v1/jobs", json={"kind": "noop", "callback_url": "https://example.org/hook"})
+    assert r.status == 422 and b"callback_url" in r.body, r
+    assert "s3cret" not in SRV.log_text()                 # the URL's query is never logged
+
+
+def test_webhook_private_address_refused_by_default():
+    c = STRICT.client()
+    r = c.request("POST", "/v1/jobs", json={"kind": "noop", "callback_url": f"https://127.0.0.1:{RECV.port}/x"})
+    assert r.status == 422 and b"callback_url" in r.body, r
+    job = c.submit("noop", {}, callback_url=f"https://localhost:{RECV.port}/strict")
+    c.wait_job(job["id"])
+    deadline = time.time() + 15
+    while True:
+        dl = c.json("GET", f"/v1/jobs/{job['id']}", expect=200)["callback"]["deliveries"]
+        if dl and dl[0]["state"] != "pending" or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert dl[0]["state"] == "failed" and "loopback" in dl[0]["last_error"], dl
+    assert dl[0]["attempts"] == 1, dl                        # refused for good, not retried
+    assert not [cl for cl in RECV.calls if cl[1] == "/strict"]
+
+
+def teardown():
+    if RECV:
+        RECV.httpd.shutdown()
+    for h in (H, H2):
+        if h:
+            h.close()
+
+
+if __name__ == "__main__":
+    setup()
+    try:
+        run_tests([test_log_plain_follow_and_isolation, test_chain_runs_on_parent_output,
+                   test_chain_fails_when_parent_fails, test_webhook_signed_retried_with_backoff,
+                   test_webhook_private_address_refused_by_default])
+    finally:
+        teardown()

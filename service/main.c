@@ -32,6 +32,12 @@ static const struct subcommand subcommands[] = {
     { "migrate", gj_cmd_migrate, "migrate [--database-url URL]" },
     { "run", gj_cmd_run, "run KIND --params FILE [--input NAME=FILE]... --out DIR" },
     { "bench", gj_cmd_bench, "bench NAME [ARGS...]" },
+    { "submit", gj_cmd_client, "submit KIND --server URL [--params FILE] [--input NAME=FILE|NAME=job:ID/OUT]... "
+                               "[--wait] [--out DIR]" },
+    { "status", gj_cmd_client, "status ID [--json]" },
+    { "wait", gj_cmd_client, "wait ID [--out DIR]" },
+    { "fetch", gj_cmd_client, "fetch ID --out DIR" },
+    { "cancel", gj_cmd_client, "cancel ID" },
     { "dicom", gj_dicom_cli_main, "dicom info FILE [--pixels OUT.f32]" },
     { "version", cmd_version, "version" },
 };

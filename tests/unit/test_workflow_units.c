@@ -1,0 +1,120 @@
+/* Issue 15's pure parts: the webhook signature against Standard Webhooks' published vector,
+ * the secret's text form, a job log line made safe, and the callback policy (allow list,
+ * URLs, refused addresses, IPv4-mapped IPv6 included). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <cmocka.h>
+
+#include "service/base64.h"
+#include "service/callback_policy.h"
+#include "service/job_log.h"
+#include "service/workflow/workflow.h"
+
+static void test_sign_vector(void **state)
+{
+    (void)state;
+    /* https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md */
+    unsigned char secret[32];
+    int n = gj_base64_decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", 32, secret, sizeof secret, GJ_BASE64_STD);
+    assert_int_equal(n, 24);
+    const char *body = "{\"test\": 2432232314}";
+    char sig[GJ_WEBHOOK_SIGNATURE_MAX];
+    gj_webhook_sign(secret, (size_t)n, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body, strlen(body), sig);
+    assert_string_equal(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    gj_webhook_sign(secret, (size_t)n, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265331, body, strlen(body), sig);
+    assert_string_not_equal(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    char text[GJ_WEBHOOK_SECRET_TEXT_MAX];
+    gj_webhook_secret_text(secret, (size_t)n, text);
+    assert_string_equal(text, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+}
+
+static void test_log_clean(void **state)
+{
+    (void)state;
+    char out[16];
+    gj_job_log_clean("a\tb\nc\x7f", out, sizeof out);
+    assert_string_equal(out, "a b c ");
+    gj_job_log_clean("x\xff\xc0\xafy", out, sizeof out);          /* not UTF-8, overlong */
+    assert_string_equal(out, "x???y");
+    gj_job_log_clean("\xed\xa0\x80", out, sizeof out);             /* a surrogate */
+    assert_string_equal(out, "???");
+    gj_job_log_clean("abcdefghijkl\xc3\xa9z", out, 14);              /* cut before the 2-byte é */
+    assert_string_equal(out, "abcdefghijkl");
+    gj_job_log_clean("\xe2\x82\xac ok", out, sizeof out);
+    assert_string_equal(out, "\xe2\x82\xac ok");
+}
+
+static void test_allow_list_and_urls(void **state)
+{
+    (void)state;
+    struct gj_host_list l;
+    struct gj_callback_target t;
+    char why[300];
+    assert_int_equal(gj_host_list_parse(" hooks.example.org , [::1]:9000,10.0.0.5:443", &l, why, sizeof why), 0);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(gj_host_list_parse("a.example,bad host", &l, why, sizeof why), -1);
+    assert_non_null(strstr(why, "bad host"));
+    assert_int_equal(gj_host_list_parse("Hooks.Example.org,[::1]:9000", &l, why, sizeof why), 0);
+    assert_int_equal(gj_callback_url_parse("https://hooks.example.org/x?y=1", &t, why, sizeof why), 0);
+    assert_true(t.https && t.port == 443 && !t.host_is_ip);
+    assert_true(gj_host_list_allows(&l, &t));
+    assert_int_equal(gj_callback_url_parse("http://[::1]:9000/", &t, why, sizeof why), 0);
+    assert_true(t.host_is_ip && gj_host_list_allows(&l, &t));
+    assert_int_equal(gj_callback_url_parse("http://[::1]:9001/", &t, why, sizeof why), 0);
+    assert_false(gj_host_list_allows(&l, &t));                       /* the entry names its port */
+    assert_int_equal(gj_callback_url_parse("https://user:pw@hooks.example.org/", &t, why, sizeof why), -1);
+    assert_int_equal(gj_callback_url_parse("ftp://hooks.example.org/", &t, why, sizeof why), -1);
+    assert_int_equal(gj_callback_url_parse("https://hooks.example.org/a#frag", &t, why, sizeof why), -1);
+    assert_int_equal(gj_callback_url_parse("https://hooks.example.org/a b", &t, why, sizeof why), -1);
+    assert_int_equal(gj_callback_check("https://127.0.0.1/x", "127.0.0.1", 0, &t, why, sizeof why), -1);
+    assert_non_null(strstr(why, "loopback"));
+    assert_int_equal(gj_callback_check("https://127.0.0.1/x", "127.0.0.1", 1, &t, why, sizeof why), 0);
+    assert_int_equal(gj_callback_check("https://other.example/x", "hooks.example.org", 1, &t, why, sizeof why), -1);
+}
+
+static const char *restricted(int family, const char *text)
+{
+    struct sockaddr_storage ss = { 0 };
+    if (family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        inet_pton(AF_INET, text, &a->sin_addr);
+    } else {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        inet_pton(AF_INET6, text, &a->sin6_addr);
+    }
+    return gj_address_restricted((struct sockaddr *)&ss);
+}
+
+static void test_addresses(void **state)
+{
+    (void)state;
+    assert_string_equal(restricted(AF_INET, "127.0.0.1"), "loopback");
+    assert_string_equal(restricted(AF_INET, "10.1.2.3"), "private");
+    assert_string_equal(restricted(AF_INET, "192.168.0.1"), "private");
+    assert_string_equal(restricted(AF_INET, "172.16.0.1"), "private");
+    assert_string_equal(restricted(AF_INET, "169.254.169.254"), "link-local");     /* cloud metadata */
+    assert_string_equal(restricted(AF_INET, "0.0.0.0"), "unspecified");
+    assert_null(restricted(AF_INET, "93.184.216.34"));
+    assert_string_equal(restricted(AF_INET6, "::1"), "loopback");
+    assert_string_equal(restricted(AF_INET6, "fd00::1"), "private");
+    assert_string_equal(restricted(AF_INET6, "fe80::1"), "link-local");
+    assert_string_equal(restricted(AF_INET6, "::ffff:127.0.0.1"), "loopback");     /* IPv4-mapped */
+    assert_null(restricted(AF_INET6, "2606:2800:220:1:248:1893:25c8:1946"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sign_vector),
+        cmocka_unit_test(test_log_clean),
+        cmocka_unit_test(test_allow_list_and_urls),
+        cmocka_unit_test(test_addresses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -146,6 +146,8 @@ def verify(secret_text, headers, body):
 def test_webhook_signed_retried_with_backoff():
     c = SRV.client()
     secret = c.json("GET", "/v1/webhook-secret", expect=200)["secret"]
+    other = SRV.client(key=tenant_key(SRV, "hook-other")).json("GET", "/v1/webhook-secret", expect=200)["secret"]
+    assert other != secret and secret == c.json("GET", "/v1/webhook-secret", expect=200)["secret"]
     RECV.plan = [500, 503]
     url = f"https://localhost:{RECV.port}/hook/a?token=s3cret"
     job = c.submit("noop", {"output_bytes": 10}, callback_url=url, name="hooked")

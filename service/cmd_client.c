@@ -44,18 +44,20 @@ struct opts {
     int n_inputs, n_labels, wait, json;
 };
 
+/* why NULL: asked for (--help), on stdout, exit 0. */
 static int usage(const char *cmd, const char *why)
 {
+    FILE *to = why ? stderr : stdout;
     if (why)
         fprintf(stderr, "gpujobd %s: %s\n", cmd, why);
-    fprintf(stderr,
+    fprintf(to,
             "usage: gpujobd submit KIND [--params FILE] [--input NAME=FILE|NAME=blob:ID|NAME=job:ID/OUTPUT]...\n"
             "                      [--name N] [--label K=V]... [--callback-url URL] [--wait] [--out DIR]\n"
             "       gpujobd status ID [--json] | wait ID [--out DIR] | fetch ID --out DIR | cancel ID\n"
             "options of each: --server URL --key-file FILE --cacert FILE --retries N\n"
             "  (GPUJOBD_SERVER, GPUJOBD_API_KEY or GPUJOBD_KEY_FILE, GPUJOBD_CACERT)\n"
             "exit: 0 succeeded, 1 failed or canceled, 2 bad usage/params/inputs, 3 server unreachable\n");
-    return EXIT_USAGE;
+    return why ? EXIT_USAGE : -1;
 }
 
 /* The key: the first line of the file, or the variable. 0, or -1 (said why). */
@@ -137,6 +139,8 @@ static int parse(struct opts *o, int argc, char **argv)
     if ((env = getenv("GPUJOBD_CACERT")))
         snprintf(o->c.cacert, sizeof o->c.cacert, "%s", env);
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return usage(o->cmd, NULL);
         if (argv[i][0] != '-' && !o->target)
             o->target = argv[i];
         else if (parse_opt(o, argc, argv, &i, &key_file) != 0) {
@@ -458,7 +462,7 @@ int gj_cmd_client(int argc, char **argv)
     struct opts o = { 0 };
     int rc = parse(&o, argc, argv);
     if (rc)
-        return rc;
+        return rc < 0 ? EXIT_DONE : rc;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "gpujobd %s: libcurl could not start\n", o.cmd);
         return EXIT_UNREACHABLE;

@@ -81,6 +81,10 @@ def test_failed_job_exits_1():
 def test_bad_params_and_inputs_exit_2():
     rc, so, se = cli("submit", "noop", "--params", write("p4.json", '{"sleep_ms": "slow"}'))
     assert rc == 2 and so == "" and "sleep_ms" in se and "HTTP 422" in se, (rc, se)
+    rc, so, _ = cli("submit", "--help")
+    assert rc == 0 and "exit: 0 succeeded" in so, (rc, so)
+    rc, _, se = cli("submit", "noop", "--frobnicate")
+    assert rc == 2 and "--frobnicate" in se, se
     rc, _, se = cli("submit", "nosuchkind")
     assert rc == 2 and "kind" in se, se
     rc, _, se = cli("submit", "noop", "--input", "input=/nonexistent/file")

@@ -168,6 +168,13 @@ def test_webhook_signed_retried_with_backoff():
     time.sleep(0.3)
     dl = c.json("GET", f"/v1/jobs/{job['id']}", expect=200)["callback"]["deliveries"]
     assert dl[0]["state"] == "delivered" and dl[0]["attempts"] == 3 and dl[0]["last_status"] == 200, dl
+    # rotation: later calls are signed with the new secret only
+    new = c.json("POST", "/v1/webhook-secret", expect=200)["secret"]
+    assert new != secret and c.json("GET", "/v1/webhook-secret", expect=200)["secret"] == new
+    job2 = c.submit("noop", {}, callback_url=f"https://localhost:{RECV.port}/hook/b")
+    c.wait_job(job2["id"])
+    (_, _, h2, b2), = RECV.wait_calls("/hook/b", 1)
+    assert verify(new, h2, b2) and not verify(secret, h2, b2)
     # a forged signature fails: another secret does not verify
     assert not verify("whsec_" + base64.b64encode(b"x" * 32).decode(), calls[0][2], calls[0][3])
     # a host not on the allow list is refused at submit

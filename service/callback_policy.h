@@ -8,7 +8,7 @@
  * admin says `--callback-allow-private`. Names are resolved once per delivery and the
  * connection is pinned to the address that was checked (webhook_post.c), so a DNS answer
  * that changes between the check and the call cannot redirect it. Pure code, unit tested
- * (tests/unit/test_callback_policy.c).
+ * (tests/unit/test_workflow_units.c).
  */
 #ifndef GJ_CALLBACK_POLICY_H
 #define GJ_CALLBACK_POLICY_H

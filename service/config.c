@@ -72,6 +72,19 @@ static const struct setting settings[] = {
       "HOST:PORT of a plain-HTTP listener serving only /metrics, /healthz and /readyz without a key "
       "(any role; default: none)" },
     { "max-uploads", T_INT, S(max_uploads), 1, 100000, 0, "concurrent uploads (default 32)" },
+    { "max-uploads-per-tenant", T_INT, S(max_uploads_per_tenant), 1, 100000, 0,
+      "concurrent uploads of one tenant; more get 429 (default 8)" },
+    { "upload-min-bytes-per-second", T_BYTES, S(upload_min_rate), 0, 0, 0,
+      "an upload slower than this over the window is cut with 408; 0 = off (default 4K)" },
+    { "upload-rate-window-seconds", T_INT, S(upload_rate_window_seconds), 1, 3600, 0,
+      "the window of the minimum upload rate, and the longest an upload may stall (default 30)" },
+    { "upload-disk-reserve", T_BYTES, S(upload_disk_reserve), 0, 0, 0,
+      "free disk an upload must leave in DATA_DIR/spool; else 507 (default 1G)" },
+    { "db-reserve-for-reads", T_INT, S(db_reserve_for_reads), 0, 999, 0,
+      "pool connections kept for requests that only read (default: a quarter of the pool)" },
+    { "host-memory-reserve", T_BYTES, S(host_memory_reserve), 0, 0, 0,
+      "host memory kept for the service: jobs get the host's (or cgroup's) memory minus this "
+      "(default 512M)" },
     { "db-pool-size", T_INT, S(db_pool_size), 2, 1000, 0, "PostgreSQL connections (default 16)" },
     { "lease-seconds", T_INT, S(lease_seconds), 1, 86400, 0, "job lease (default 30)" },
     { "poll-interval-ms", T_INT, S(poll_interval_ms), 10, 600000, 0, "claim poll fallback (default 1000)" },
@@ -128,6 +141,12 @@ static void set_defaults(struct gj_config *cfg)
     cfg->max_connections_per_ip = 256;
     cfg->header_timeout_seconds = 30;
     cfg->max_uploads = 32;
+    cfg->max_uploads_per_tenant = 8;
+    cfg->upload_min_rate = 4096;
+    cfg->upload_rate_window_seconds = 30;
+    cfg->upload_disk_reserve = 1ull << 30;
+    cfg->db_reserve_for_reads = -1;
+    cfg->host_memory_reserve = 512ull << 20;
     cfg->db_pool_size = 16;
     cfg->lease_seconds = 30;
     cfg->poll_interval_ms = 1000;
@@ -490,6 +509,12 @@ static int check_consistency(struct gj_config *cfg)
         long n = cores > 0 ? 2 * cores : 4;
         cfg->http_threads = (int)(n < 4 ? 4 : n > 32 ? 32 : n);
     }
+    if (cfg->db_reserve_for_reads < 0)
+        cfg->db_reserve_for_reads = cfg->db_pool_size / 4;
+    if (cfg->db_reserve_for_reads >= cfg->db_pool_size) {
+        fprintf(stderr, "gpujobd: --db-reserve-for-reads: must be below --db-pool-size (%d)\n", cfg->db_pool_size);
+        return -1;
+    }
     if (!cfg->work_dir[0] &&
         snprintf(cfg->work_dir, sizeof cfg->work_dir, "%s/work", cfg->data_dir) >=
             (int)sizeof cfg->work_dir) {
@@ -512,6 +537,10 @@ static int check_consistency(struct gj_config *cfg)
  *   GPUJOBD_PG_NOSYNC=1          the embedded PostgreSQL runs initdb --no-sync and
  *                                fsync=off: seconds saved per test cluster, data
  *                                lost on a crash.
+ *   GPUJOBD_FAKE_HOST_MEMORY=BYTES  host admission (host_memory.c) takes the host to
+ *                                have BYTES of memory (a size such as 2G) instead of
+ *                                reading /proc/meminfo and the cgroup limit, so that
+ *                                its limits are tested on any machine.
  */
 static int parse_fake_gpus(const char *value, struct gj_test_switches *t)
 {
@@ -540,6 +569,11 @@ int gj_config_load_test_switches(struct gj_test_switches *t)
     const char *nosync = getenv("GPUJOBD_PG_NOSYNC");
     if (nosync && *nosync && parse_bool(nosync, &t->pg_nosync) != 0)
         return fail(NULL, "GPUJOBD_PG_NOSYNC", "expected 1 or 0", nosync);
+    const char *host = getenv("GPUJOBD_FAKE_HOST_MEMORY");
+    unsigned long long host_bytes = 0;
+    if (host && *host && (parse_bytes(host, &host_bytes) != 0 || host_bytes == 0))
+        return fail(NULL, "GPUJOBD_FAKE_HOST_MEMORY", "expected a size such as 2G or 1073741824", host);
+    t->fake_host_memory = host_bytes;
     if (t->fake_gpus >= 0 && gj_devices_simulate(t->fake_gpus, t->fake_gpu_bytes) != 0)
         return fail(NULL, "GPUJOBD_FAKE_GPUS", "read after the devices were discovered (internal)", v);
     return 0;

@@ -18,6 +18,7 @@ struct gj_test_switches {
     int fake_gpus;                 /* GPUJOBD_FAKE_GPUS=N[:BYTES]; -1 = the real devices */
     uint64_t fake_gpu_bytes;
     int pg_nosync;                 /* GPUJOBD_PG_NOSYNC=1 */
+    uint64_t fake_host_memory;     /* GPUJOBD_FAKE_HOST_MEMORY=BYTES; 0 = the real host */
 };
 
 struct gj_config {
@@ -44,6 +45,12 @@ struct gj_config {
     char metrics_host[256];        /* --metrics-listen: "" = no metrics listener */
     int metrics_port;
     int max_uploads;               /* concurrent uploads */
+    int max_uploads_per_tenant;    /* concurrent uploads of one tenant (429 past it) */
+    uint64_t upload_min_rate;      /* bytes/s an upload must keep up over the window; 0 = off */
+    int upload_rate_window_seconds;
+    uint64_t upload_disk_reserve;  /* free disk an upload's spool must leave */
+    int db_reserve_for_reads;      /* pool connections only reads may take; -1 = a quarter */
+    uint64_t host_memory_reserve;  /* host memory kept for the service, not for jobs */
     int db_pool_size;
     int lease_seconds;             /* job lease; heartbeat every third of it */
     int poll_interval_ms;          /* claim poll fallback when no NOTIFY arrives */

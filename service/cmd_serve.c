@@ -212,6 +212,7 @@ static int start_serving(struct serve_run *run)
     srv->db = gj_db_pool_open(srv->database_url, srv->cfg.db_pool_size);
     if (!srv->db)
         return -1;
+    gj_db_pool_set_read_reserve(srv->db, srv->cfg.db_reserve_for_reads);
     srv->notifier = gj_notifier_start(srv->database_url);
     if (!srv->notifier)
         return -1;

@@ -33,6 +33,7 @@ struct gj_db_pool {
     pthread_cond_t cv;
     char *url;
     int n;
+    int read_reserve;          /* free connections a writer must leave */
     PGconn **conns;
     unsigned char *busy;
     /* Reconnection, guarded by mu. */
@@ -281,7 +282,34 @@ int gj_db_pool_health(struct gj_db_pool *pool, char *why, size_t n)
     return up;
 }
 
+void gj_db_pool_set_read_reserve(struct gj_db_pool *pool, int n)
+{
+    if (!pool)
+        return;
+    pthread_mutex_lock(&pool->mu);
+    pool->read_reserve = n < 0 ? 0 : n >= pool->n ? pool->n - 1 : n;
+    pthread_mutex_unlock(&pool->mu);
+}
+
+/* A free slot this borrower may take, or -1: a writer leaves read_reserve free ones. */
+static int free_slot_locked(struct gj_db_pool *pool, enum gj_db_use use)
+{
+    int slot = -1, free_n = 0;
+    for (int i = 0; i < pool->n; i++)
+        if (!pool->busy[i]) {
+            free_n++;
+            if (slot < 0)
+                slot = i;
+        }
+    return use == GJ_DB_READ || free_n > pool->read_reserve ? slot : -1;
+}
+
 PGconn *gj_db_acquire(struct gj_db_pool *pool, int timeout_ms)
+{
+    return gj_db_acquire_for(pool, timeout_ms, GJ_DB_WRITE);
+}
+
+PGconn *gj_db_acquire_for(struct gj_db_pool *pool, int timeout_ms, enum gj_db_use use)
 {
     if (!pool)
         return NULL;
@@ -298,11 +326,7 @@ PGconn *gj_db_acquire(struct gj_db_pool *pool, int timeout_ms)
     pthread_mutex_lock(&pool->mu);
     int slot = -1;
     for (;;) {
-        for (int i = 0; i < pool->n; i++)
-            if (!pool->busy[i]) {
-                slot = i;
-                break;
-            }
+        slot = free_slot_locked(pool, use);
         if (slot >= 0)
             break;
         int rc = timeout_ms >= 0 ? pthread_cond_timedwait(&pool->cv, &pool->mu, &deadline)
@@ -319,7 +343,7 @@ PGconn *gj_db_acquire(struct gj_db_pool *pool, int timeout_ms)
     if (!idle_conn_looks_ok(conn) && reconnect(pool, conn) != 0) {
         pthread_mutex_lock(&pool->mu);
         pool->busy[slot] = 0;
-        pthread_cond_signal(&pool->cv);
+        pthread_cond_broadcast(&pool->cv);
         pthread_mutex_unlock(&pool->mu);
         return NULL;
     }
@@ -351,7 +375,7 @@ void gj_db_release(struct gj_db_pool *pool, PGconn *conn)
     }
     pthread_mutex_lock(&pool->mu);
     pool->busy[slot] = 0;
-    pthread_cond_signal(&pool->cv);
+    pthread_cond_broadcast(&pool->cv);   /* a waiting reader may take what a writer may not */
     pthread_mutex_unlock(&pool->mu);
 }
 

@@ -17,10 +17,20 @@ struct gj_db_pool;
 struct gj_db_pool *gj_db_pool_open(const char *url, int n);
 void gj_db_pool_close(struct gj_db_pool *pool);
 
+/* What a borrower does with a connection. The pool keeps a reserve that only
+ * readers may take, so that reads (GET requests, probes) still get a connection
+ * while writes (uploads, submits, workers) hold all the others. */
+enum gj_db_use { GJ_DB_WRITE = 0, GJ_DB_READ = 1 };
+
+/* Connections only GJ_DB_READ borrowers may take (0 .. size - 1; clamped). */
+void gj_db_pool_set_read_reserve(struct gj_db_pool *pool, int n);
+
 /* Borrows a connection, waiting up to timeout_ms (-1 forever). A broken
  * connection is reset before it is handed out. NULL on timeout, and at once
- * while the database is unreachable (gj_db_pool_health says why). */
+ * while the database is unreachable (gj_db_pool_health says why). gj_db_acquire
+ * borrows as a writer. */
 PGconn *gj_db_acquire(struct gj_db_pool *pool, int timeout_ms);
+PGconn *gj_db_acquire_for(struct gj_db_pool *pool, int timeout_ms, enum gj_db_use use);
 /* Returns it; a connection left inside a transaction is rolled back first. */
 void gj_db_release(struct gj_db_pool *pool, PGconn *conn);
 /* 1 while the database is reachable as far as the pool knows; 0 after a failed

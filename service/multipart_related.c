@@ -42,16 +42,41 @@ static int bchar(unsigned char c)
     return isalnum(c) || strchr("'()+_,-./:=? ", c) != NULL;
 }
 
+static int boundary_chars_ok(const char *boundary, size_t n)
+{
+    if (n < 1 || boundary[n - 1] == ' ')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!bchar((unsigned char)boundary[i]))
+            return 0;
+    return 1;
+}
+
+int gj_mpr_boundary(const char *content_type, char out[GJ_MPR_BOUNDARY_MAX + 1], const char **why)
+{
+    char buf[1024];
+    int rc = content_type ? gj_mime_param(content_type, "boundary", buf, sizeof buf) : 0;
+    size_t n = rc == 1 ? strlen(buf) : 0;
+    if (rc == 0)
+        *why = "the multipart Content-Type needs a boundary parameter";
+    else if (rc < 0 || n > GJ_MPR_BOUNDARY_MAX)
+        *why = "the multipart boundary is longer than 200 characters, or its parameter is malformed";
+    else if (!boundary_chars_ok(buf, n))
+        *why = "the multipart boundary holds characters RFC 2046 does not allow, or ends with a space";
+    else {
+        memcpy(out, buf, n + 1);
+        return 0;
+    }
+    return -1;
+}
+
 struct gj_mpr *gj_mpr_new(const char *boundary, const struct gj_mpr_callbacks *cb, void *ud)
 {
     if (!boundary)
         return NULL;
     size_t n = strlen(boundary);
-    if (n < 1 || n > GJ_MPR_BOUNDARY_MAX || boundary[n - 1] == ' ')
+    if (n > GJ_MPR_BOUNDARY_MAX || !boundary_chars_ok(boundary, n))
         return NULL;
-    for (size_t i = 0; i < n; i++)
-        if (!bchar((unsigned char)boundary[i]))
-            return NULL;
     struct gj_mpr *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;

@@ -16,7 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GJ_MPR_BOUNDARY_MAX 70          /* RFC 2046 */
+/* RFC 2046 allows 70 characters; real clients send more (Orthanc's STOW-RS client:
+ * 73), so up to 200 are taken. */
+#define GJ_MPR_BOUNDARY_MAX 200
 #define GJ_MPR_MAX_HEADERS 32           /* per part */
 #define GJ_MPR_HEADER_BYTES 16384       /* all header lines of a part together */
 #define GJ_MPR_DEFAULT_MAX_PARTS 10000
@@ -40,8 +42,9 @@ struct gj_mpr_callbacks {
 
 struct gj_mpr;
 
-/* boundary: 1..70 characters of RFC 2046 bchars (no CR, LF or quote; not ending
- * with a space). NULL when the boundary is not valid or memory is short. */
+/* boundary: 1..GJ_MPR_BOUNDARY_MAX characters of RFC 2046 bchars (no CR, LF or
+ * quote; not ending with a space). NULL when the boundary is not valid or memory
+ * is short. */
 struct gj_mpr *gj_mpr_new(const char *boundary, const struct gj_mpr_callbacks *cb, void *ud);
 void gj_mpr_free(struct gj_mpr *p);
 /* Largest number of parts accepted (default GJ_MPR_DEFAULT_MAX_PARTS). */
@@ -60,6 +63,10 @@ void gj_mpr_fail(struct gj_mpr *p, const char *message);
 /* 1 when the closing boundary was seen. */
 int gj_mpr_complete(const struct gj_mpr *p);
 unsigned gj_mpr_parts(const struct gj_mpr *p);
+
+/* The boundary parameter of a multipart Content-Type value into out: 0, or -1 with
+ * *why saying what is wrong with it (for a 400 naming Content-Type). */
+int gj_mpr_boundary(const char *content_type, char out[GJ_MPR_BOUNDARY_MAX + 1], const char **why);
 
 /* A header of a part by name (case-insensitive), NULL when absent. */
 const char *gj_mpr_header(const struct gj_mpr_part *part, const char *name);

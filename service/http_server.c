@@ -8,6 +8,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -30,6 +31,7 @@
 #include "service/http_target.h"
 #include "service/log.h"
 #include "service/metrics.h"
+#include "service/upload_spool.h"
 
 #define DB_WAIT_MS 5000
 /* After a response is prepared mid-body (413 on a chunked upload), the rest of
@@ -38,6 +40,9 @@
 #define DRAIN_LIMIT (64ull << 20)
 /* At stop, how long requests in flight (parked ones woken to answer) get to finish. */
 #define STOP_DRAIN_MS 3000
+/* After a request whose body was at least this large, freed memory goes back to the
+ * system (malloc_trim): a big JSON body leaves no lasting footprint. */
+#define TRIM_AFTER_BODY ((uint64_t)1 << 20)
 
 struct gj_http_server {
     struct MHD_Daemon *daemon;
@@ -51,7 +56,6 @@ struct gj_http_server {
 };
 
 static atomic_int http_stopping;
-static atomic_int uploads_active;
 static atomic_int requests_active;
 
 /* ---------- route tables ---------- */
@@ -94,8 +98,10 @@ static double now_s(void)
 
 PGconn *gj_req_db(struct gj_req *r)
 {
-    if (!r->db)
-        r->db = gj_db_acquire(r->srv->db, DB_WAIT_MS);
+    if (!r->db) {
+        int reads = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+        r->db = gj_db_acquire_for(r->srv->db, DB_WAIT_MS, reads ? GJ_DB_READ : GJ_DB_WRITE);
+    }
     return r->db;
 }
 
@@ -116,18 +122,12 @@ const char *gj_req_query(struct gj_req *r, const char *name)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
-int gj_req_upload_slot(struct gj_req *r)
+unsigned int gj_http_idle_timeout(const struct gj_server *srv)
 {
-    if (r->upload_slot)
-        return 0;
-    int max = r->srv->cfg.max_uploads;
-    int cur = atomic_fetch_add(&uploads_active, 1);
-    if (max > 0 && cur >= max) {
-        atomic_fetch_sub(&uploads_active, 1);
-        return -1;
-    }
-    r->upload_slot = 1;
-    return 0;
+    (void)srv;
+    /* parked requests are suspended, which stops it, and event streams send a
+     * keep-alive every 15 s: one bound for every connection */
+    return 300;
 }
 
 int gj_http_stopping(const struct gj_server *srv)
@@ -467,13 +467,37 @@ static void first_call(const struct gj_http_server *h, struct gj_req *r, const c
             return;
         }
     }
+    if (!r->body_limit)
+        r->body_limit = r->body_mode == GJ_BODY_JSON || r->body_mode == GJ_BODY_NONE ? r->srv->cfg.max_json_bytes
+                                                                                      : r->srv->cfg.max_body_bytes;
     const char *cl = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     uint64_t declared = 0;
-    if (cl && gj_http_parse_u64(cl, strlen(cl), &declared) == 0) {
-        uint64_t cap = r->body_mode == GJ_BODY_STREAM ? r->srv->cfg.max_body_bytes : r->srv->cfg.max_json_bytes;
-        if (declared > cap)
-            gj_problem(r, 413, NULL, "the request body (%llu bytes) is over the limit of %llu bytes",
-                       (unsigned long long)declared, (unsigned long long)cap);
+    if (cl && gj_http_parse_u64(cl, strlen(cl), &declared) == 0 && declared > r->body_limit) {
+        gj_problem(r, 413, NULL, "the request body (%llu bytes) is over the limit of %llu bytes",
+                   (unsigned long long)declared, (unsigned long long)r->body_limit);
+        return;
+    }
+    if (r->body_mode == GJ_BODY_UPLOAD)
+        gj_upload_start(r);
+}
+
+/* 1 when a body follows the header. */
+static int body_expected(struct gj_req *r)
+{
+    const char *te = gj_req_header(r, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *cl = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t declared = 0;
+    return (te && strcasestr(te, "chunked")) ||
+           (cl && gj_http_parse_u64(cl, strlen(cl), &declared) == 0 && declared > 0);
+}
+
+/* No pooled connection is held while the client sends its body (authentication
+ * borrowed one): the request takes one again when it needs it. */
+static void release_db_during_body(struct gj_req *r)
+{
+    if (r->db && PQtransactionStatus(r->db) == PQTRANS_IDLE && body_expected(r)) {
+        gj_db_release(r->srv->db, r->db);
+        r->db = NULL;
     }
 }
 
@@ -481,13 +505,20 @@ static void body_chunk(struct gj_req *r, const char *data, size_t len)
 {
     r->body_bytes += len;
     switch (r->body_mode) {
+    case GJ_BODY_UPLOAD:
+        gj_upload_receive(r, data, len);
+        return;
     case GJ_BODY_STREAM:
+        /* the route may answer its limit in its own words first */
         if (r->route->data && r->route->data(r, data, len) < 0 && !r->response)
             gj_problem(r, 500, NULL, "internal error");
+        if (!r->response && r->body_bytes > r->body_limit)
+            gj_problem(r, 413, NULL, "the request body is over the limit of %llu bytes",
+                       (unsigned long long)r->body_limit);
         return;
     case GJ_BODY_JSON:
     case GJ_BODY_NONE: {
-        uint64_t cap = r->srv->cfg.max_json_bytes;
+        uint64_t cap = r->body_limit;
         if (r->body_bytes > cap) {
             gj_problem(r, 413, NULL, "the JSON body is over the limit of %llu bytes", (unsigned long long)cap);
             return;
@@ -533,6 +564,8 @@ static void final_call(struct gj_req *r)
             return;
         }
     }
+    if (r->body_mode == GJ_BODY_UPLOAD && gj_upload_replay(r) != 0)
+        return;
     r->route->handle(r);
 }
 
@@ -577,8 +610,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         ascii_copy(r->path, sizeof r->path, url);
         new_request_id(r->request_id);
         first_call(h, r, url, method);
+        release_db_during_body(r);
         if (r->response && !drain_before_answer(r))
             return queue_prepared(r);
+        return MHD_YES;
+    }
+    if (r->answer_now && !r->response) {
+        *upload_data_size = 0;       /* answered before its body ended: the rest is not read */
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -589,6 +627,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
             return r->discarded > DRAIN_LIMIT ? MHD_NO : MHD_YES;
         }
         body_chunk(r, upload_data, n);
+        if (r->response && r->answer_now)
+            return queue_prepared(r);
         return MHD_YES;
     }
     if (r->parked) {                 /* resumed (http_park.h): the route goes on */
@@ -653,12 +693,14 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
             gj_db_rollback(r->db);          /* read-only transactions end here */
         gj_db_release(r->srv->db, r->db);
     }
-    if (r->upload_slot)
-        atomic_fetch_sub(&uploads_active, 1);
+    gj_upload_end(r);
+    int trim = r->body_bytes >= TRIM_AFTER_BODY && r->body_mode != GJ_BODY_UPLOAD;
     free(r->body);
     json_decref(r->json);
     free(r);
     *con_cls = NULL;
+    if (trim)
+        malloc_trim(0);
 }
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
@@ -708,9 +750,7 @@ static struct MHD_Daemon *start_daemon(struct gj_http_server *h, const struct li
         { MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)l->threads, NULL },
         { MHD_OPTION_CONNECTION_LIMIT, (intptr_t)l->max_connections, NULL },
         { MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)l->per_ip, NULL },
-        /* idle timeout; parked requests are suspended, which stops it, and event streams
-         * send a keep-alive every 15 s */
-        { MHD_OPTION_CONNECTION_TIMEOUT, 300, NULL },
+        { MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)gj_http_idle_timeout(h->srv), NULL },
         { MHD_OPTION_CONNECTION_MEMORY_LIMIT, 256 * 1024, NULL },
         { MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096, NULL },
         { MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h },

@@ -43,7 +43,11 @@ void gj_http_print_routes(FILE *f, const struct gj_route_table *const *tables);
  * ------------------------------------------------------------------------ */
 
 enum gj_auth_need { GJ_AUTH_NONE, GJ_AUTH_USER, GJ_AUTH_ADMIN };
-enum gj_body_mode { GJ_BODY_NONE, GJ_BODY_JSON, GJ_BODY_STREAM };
+/* NONE: a body is read (bounded) and dropped. JSON: collected and parsed. STREAM:
+ * handed to the route's data callback as it arrives. UPLOAD: spooled while it
+ * arrives, under the upload limits, and handed to the data callback once complete
+ * (upload_spool.h). */
+enum gj_body_mode { GJ_BODY_NONE, GJ_BODY_JSON, GJ_BODY_STREAM, GJ_BODY_UPLOAD };
 
 struct gj_req;
 
@@ -55,10 +59,13 @@ struct gj_route {
     enum gj_auth_need auth;
     enum gj_body_mode body;        /* JSON: collected (max_json_bytes) and parsed into r->json */
     /* Headers read, caller authenticated, body not yet read. May prepare a
-     * response (answered at once, body discarded) or set r->body_mode. NULL ok. */
+     * response (answered at once, body discarded), set r->body_mode or declare
+     * r->body_limit (default: cfg.max_json_bytes for JSON and NONE, else
+     * cfg.max_body_bytes). NULL ok. */
     void (*begin)(struct gj_req *r);
-    /* GJ_BODY_STREAM: one chunk. 0 go on; -1 a response was prepared (the rest
-     * of the body is discarded and the response sent at its end). */
+    /* GJ_BODY_STREAM and GJ_BODY_UPLOAD: one chunk. 0 go on; -1 a response was
+     * prepared (the rest of the body is discarded and the response sent at its
+     * end). An upload's chunks come once its body is complete, before handle. */
     int (*data)(struct gj_req *r, const char *buf, size_t len);
     /* The body is complete (and parsed, for JSON): prepare the response. */
     void (*handle)(struct gj_req *r);
@@ -90,11 +97,14 @@ struct gj_req {
     size_t body_len, body_cap;
     json_t *json;                  /* parsed JSON body, NULL when the body was empty */
     uint64_t body_bytes;           /* received so far */
+    uint64_t body_limit;           /* what the route takes: 413 past it */
+    struct gj_upload *upload;      /* GJ_BODY_UPLOAD: the spool (upload_spool.h) */
+    int answer_now;                /* the prepared response goes before the body ends */
     uint64_t discarded;            /* dropped after a response was prepared */
     struct MHD_Response *response; /* prepared response */
     int status;
     uint64_t bytes;                /* announced response body size */
-    int upload_slot;               /* holds one of cfg.max_uploads */
+    int upload_slot;               /* holds upload slots (upload_spool.h) */
     double t0;
     void *state;                   /* the route's own */
     int parked;                    /* handle parked the request (http_park.h): no answer yet;
@@ -102,14 +112,16 @@ struct gj_req {
 };
 
 /* Borrows a pool connection for the rest of the request (5 s wait); NULL when
- * none comes (answer with gj_respond_unavailable). */
+ * none comes (answer with gj_respond_unavailable). GET and HEAD requests borrow
+ * as readers (they may take the pool's read reserve, db.h). While a body
+ * arrives the request holds none: one borrowed before it is given back. */
 PGconn *gj_req_db(struct gj_req *r);
 /* Hands the request's connection to someone else (a streamed response). */
 PGconn *gj_req_take_db(struct gj_req *r);
 const char *gj_req_header(struct gj_req *r, const char *name);
 const char *gj_req_query(struct gj_req *r, const char *name);
-/* Takes one of cfg.max_uploads slots for this request; 0, or -1 when all are in use. */
-int gj_req_upload_slot(struct gj_req *r);
+/* The idle timeout of a connection (seconds). */
+unsigned int gj_http_idle_timeout(const struct gj_server *srv);
 
 /* Responses. Each replaces a prepared one; the returned response may receive
  * further headers (NULL on allocation failure). */

@@ -1,6 +1,6 @@
 /*
- * routes_blobs.c — POST /v1/blobs (streamed into a large object, never whole
- * in memory), GET /v1/blobs/{id} (streamed back, ETag, Range), DELETE.
+ * routes_blobs.c — POST /v1/blobs (spooled while it arrives, then streamed into a
+ * large object, never whole in memory), GET /v1/blobs/{id} (streamed back, ETag, Range), DELETE.
  * gj_http_send_blob() is shared with job outputs.
  */
 #include <ctype.h>
@@ -184,21 +184,16 @@ static void upload_begin(struct gj_req *r)
         }
         u->has_digest = rc == 1;
     }
-    if (gj_req_upload_slot(r) != 0) {
-        struct MHD_Response *resp = gj_problem(r, 503, NULL, "too many uploads in progress; retry shortly");
-        if (resp)
-            MHD_add_response_header(resp, "Retry-After", "1");
-        return;
-    }
-    if (!gj_req_db(r))
-        gj_respond_unavailable(r);
 }
 
+/* The writer, on the request's connection: taken once the body is complete (the
+ * body was spooled meanwhile, upload_spool.h). */
 static int upload_open(struct gj_req *r, struct upload *u)
 {
     if (u->w)
         return 0;
-    u->w = gj_blob_writer_open(r->db, r->who.tenant_id, u->content_type, 1);
+    PGconn *c = gj_req_db(r);
+    u->w = c ? gj_blob_writer_open(c, r->who.tenant_id, u->content_type, 1) : NULL;
     if (!u->w) {
         gj_respond_unavailable(r);
         return -1;
@@ -211,13 +206,6 @@ static int upload_data(struct gj_req *r, const char *buf, size_t len)
     struct upload *u = r->state;
     if (upload_open(r, u))
         return -1;
-    if (gj_blob_writer_size(u->w) + len > r->srv->cfg.max_body_bytes) {
-        gj_blob_writer_abort(u->w);
-        u->w = NULL;
-        gj_problem(r, 413, NULL, "the upload is over the limit of %llu bytes",
-                   (unsigned long long)r->srv->cfg.max_body_bytes);
-        return -1;
-    }
     if (gj_blob_writer_write(u->w, buf, len) != 0) {
         gj_blob_writer_abort(u->w);
         u->w = NULL;
@@ -355,7 +343,7 @@ static void blob_delete(struct gj_req *r)
 }
 
 static const struct gj_route blob_routes[] = {
-    { "POST", "/v1/blobs", GJ_AUTH_USER, GJ_BODY_STREAM, upload_begin, upload_data, upload_handle, upload_done },
+    { "POST", "/v1/blobs", GJ_AUTH_USER, GJ_BODY_UPLOAD, upload_begin, upload_data, upload_handle, upload_done },
     { "GET", "/v1/blobs/{id}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, blob_get, NULL },
     { "DELETE", "/v1/blobs/{id}", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, blob_delete, NULL },
 };

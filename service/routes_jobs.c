@@ -22,6 +22,7 @@
 #include "service/http_server.h"
 #include "service/job_fields.h"
 #include "service/log.h"
+#include "service/multipart_related.h"
 #include "service/notify.h"
 #include "service/queue.h"
 
@@ -137,16 +138,14 @@ struct mp_file {
 
 struct submit_state {
     int multipart;
-    struct MHD_PostProcessor *pp;
+    struct gj_mpr *mp;
     int in_txn;
     char *job_text;
     size_t job_len;
     int has_job;
     int cur;                 /* current part: -1 none, -2 the job part, else a file index */
-    uint64_t cur_bytes;
     struct mp_file files[MAX_INPUTS];
     int n_files;
-    uint64_t total;
     int err_status;
     char err_field[160];
     char err_msg[300];
@@ -185,93 +184,118 @@ static int ctype_ok(const char *ct)
     return 1;
 }
 
-static enum MHD_Result mp_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
-                               const char *content_type, const char *transfer_encoding, const char *data,
-                               uint64_t off, size_t size)
+/* The request's transaction, begun with the first uploaded part (the body is
+ * complete by then: it was spooled while it arrived). 0, or -1 with s failed. */
+static int submit_txn(struct gj_req *r, struct submit_state *s)
 {
-    (void)kind;
-    (void)filename;
-    (void)transfer_encoding;
-    struct gj_req *r = cls;
-    struct submit_state *s = r->state;
-    if (s->err_status)
-        return MHD_NO;
-    if (!key)
-        key = "";
-    int is_job = strcmp(key, "job") == 0;
-    int same = off > 0 || (s->cur_bytes == 0 &&
-                           ((is_job && s->cur == -2) ||
-                            (!is_job && s->cur >= 0 && strcmp(s->files[s->cur].name, key) == 0)));
-    if (!same) {                           /* a new part */
-        if (s->cur >= 0 && !s->files[s->cur].finished) {
-            gj_blob_writer_digest(s->files[s->cur].w, s->files[s->cur].sha);
-            s->files[s->cur].size = gj_blob_writer_size(s->files[s->cur].w);
-            s->files[s->cur].finished = 1;
-        }
-        s->cur_bytes = 0;
-        if (is_job) {
-            if (s->has_job) {
-                submit_fail(s, 400, "job", "the job part is given twice");
-                return MHD_NO;
-            }
-            s->has_job = 1;
-            s->cur = -2;
-        } else {
-            if (!gj_safe_name(key) || strlen(key) > 100) {
-                submit_fail(s, 422, "inputs", "input name '%.100s' is not a plain name", key);
-                return MHD_NO;
-            }
-            for (int i = 0; i < s->n_files; i++)
-                if (strcmp(s->files[i].name, key) == 0) {
-                    submit_fail(s, 422, "inputs", "input '%s' is given twice", key);
-                    return MHD_NO;
-                }
-            if (s->n_files >= MAX_INPUTS) {
-                submit_fail(s, 422, "inputs", "more than %d inputs", MAX_INPUTS);
-                return MHD_NO;
-            }
-            struct mp_file *f = &s->files[s->n_files];
-            memset(f, 0, sizeof *f);
-            snprintf(f->name, sizeof f->name, "%s", key);
-            f->w = gj_blob_writer_open(r->db, r->who.tenant_id,
-                                       ctype_ok(content_type) ? content_type : "application/octet-stream", 0);
-            if (!f->w) {
-                submit_fail(s, 503, NULL, "the database is not available; retry shortly");
-                return MHD_NO;
-            }
-            s->cur = s->n_files++;
-        }
-    }
-    s->cur_bytes += size;
-    s->total += size;
-    if (s->cur == -2) {
-        if (s->job_len + size > r->srv->cfg.max_json_bytes) {
-            submit_fail(s, 413, "job", "the job part is over the limit of %llu bytes",
-                        (unsigned long long)r->srv->cfg.max_json_bytes);
-            return MHD_NO;
-        }
-        char *nb = realloc(s->job_text, s->job_len + size + 1);
-        if (!nb) {
-            submit_fail(s, 500, NULL, "out of memory");
-            return MHD_NO;
-        }
-        s->job_text = nb;
-        memcpy(s->job_text + s->job_len, data, size);
-        s->job_len += size;
-        s->job_text[s->job_len] = '\0';
-        return MHD_YES;
-    }
-    if (s->total > r->srv->cfg.max_body_bytes) {
-        submit_fail(s, 413, NULL, "the upload is over the limit of %llu bytes",
-                    (unsigned long long)r->srv->cfg.max_body_bytes);
-        return MHD_NO;
-    }
-    if (size && gj_blob_writer_write(s->files[s->cur].w, data, size) != 0) {
+    if (s->in_txn)
+        return 0;
+    PGconn *c = gj_req_db(r);
+    if (!c || gj_db_begin(c) != 0) {
         submit_fail(s, 503, NULL, "the database is not available; retry shortly");
-        return MHD_NO;
+        return -1;
     }
-    return MHD_YES;
+    s->in_txn = 1;
+    return 0;
 }
+
+/* An uploaded input part: a blob writer in the request's transaction. */
+static int file_part(struct gj_req *r, struct submit_state *s, const char *key, const char *content_type)
+{
+    if (!gj_safe_name(key) || strlen(key) > 100) {
+        submit_fail(s, 422, "inputs", "input name '%.100s' is not a plain name", key);
+        return -1;
+    }
+    for (int i = 0; i < s->n_files; i++)
+        if (strcmp(s->files[i].name, key) == 0) {
+            submit_fail(s, 422, "inputs", "input '%s' is given twice", key);
+            return -1;
+        }
+    if (s->n_files >= MAX_INPUTS) {
+        submit_fail(s, 422, "inputs", "more than %d inputs", MAX_INPUTS);
+        return -1;
+    }
+    if (submit_txn(r, s) != 0)
+        return -1;
+    struct mp_file *f = &s->files[s->n_files];
+    memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", key);
+    f->w = gj_blob_writer_open(r->db, r->who.tenant_id, ctype_ok(content_type) ? content_type
+                                                                                 : "application/octet-stream", 0);
+    if (!f->w) {
+        submit_fail(s, 503, NULL, "the database is not available; retry shortly");
+        return -1;
+    }
+    s->cur = s->n_files++;
+    return 0;
+}
+
+static int mp_part_begin(void *ud, const struct gj_mpr_part *part)
+{
+    struct gj_req *r = ud;
+    struct submit_state *s = r->state;
+    const char *disp = gj_mpr_header(part, "Content-Disposition");
+    char key[128];
+    int rc = disp && gj_mime_type_is(disp, "form-data") ? gj_mime_param(disp, "name", key, sizeof key) : 0;
+    if (rc != 1) {
+        submit_fail(s, rc < 0 ? 422 : 400, rc < 0 ? "inputs" : NULL,
+                    rc < 0 ? "a part's name is longer than 100 characters"
+                           : "each part needs Content-Disposition: form-data; name=\"job\" or an input name");
+        return -1;
+    }
+    if (strcmp(key, "job") != 0)
+        return file_part(r, s, key, gj_mpr_header(part, "Content-Type"));
+    if (s->has_job) {
+        submit_fail(s, 400, "job", "the job part is given twice");
+        return -1;
+    }
+    s->has_job = 1;
+    s->cur = -2;
+    return 0;
+}
+
+static int mp_part_data(void *ud, const char *data, size_t size)
+{
+    struct gj_req *r = ud;
+    struct submit_state *s = r->state;
+    if (s->cur >= 0) {
+        if (gj_blob_writer_write(s->files[s->cur].w, data, size) == 0)
+            return 0;
+        submit_fail(s, 503, NULL, "the database is not available; retry shortly");
+        return -1;
+    }
+    if (s->job_len + size > r->srv->cfg.max_json_bytes) {
+        submit_fail(s, 413, "job", "the job part is over the limit of %llu bytes",
+                    (unsigned long long)r->srv->cfg.max_json_bytes);
+        return -1;
+    }
+    char *nb = realloc(s->job_text, s->job_len + size + 1);
+    if (!nb) {
+        submit_fail(s, 500, NULL, "out of memory");
+        return -1;
+    }
+    s->job_text = nb;
+    memcpy(s->job_text + s->job_len, data, size);
+    s->job_len += size;
+    s->job_text[s->job_len] = '\0';
+    return 0;
+}
+
+static int mp_part_end(void *ud)
+{
+    struct gj_req *r = ud;
+    struct submit_state *s = r->state;
+    if (s->cur >= 0) {
+        struct mp_file *f = &s->files[s->cur];
+        gj_blob_writer_digest(f->w, f->sha);
+        f->size = gj_blob_writer_size(f->w);
+        f->finished = 1;
+    }
+    s->cur = -1;
+    return 0;
+}
+
+static const struct gj_mpr_callbacks submit_mp_cb = { mp_part_begin, mp_part_data, mp_part_end };
 
 static void submit_begin(struct gj_req *r)
 {
@@ -294,26 +318,16 @@ static void submit_begin(struct gj_req *r)
         }
     }
     const char *ct = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
+    if (ct && gj_mime_type_is(ct, "multipart/form-data")) {
+        char boundary[GJ_MPR_BOUNDARY_MAX + 1];
+        const char *why = NULL;
         s->multipart = 1;
-        r->body_mode = GJ_BODY_STREAM;
-        if (gj_req_upload_slot(r) != 0) {
-            struct MHD_Response *resp = gj_problem(r, 503, NULL, "too many uploads in progress; retry shortly");
-            if (resp)
-                MHD_add_response_header(resp, "Retry-After", "1");
+        if (gj_mpr_boundary(ct, boundary, &why) != 0 || !(s->mp = gj_mpr_new(boundary, &submit_mp_cb, r))) {
+            gj_problem(r, 400, "Content-Type", "%s", why ? why : "out of memory");
             return;
         }
-        s->pp = MHD_create_post_processor(r->conn, 64 * 1024, mp_iter, r);
-        if (!s->pp) {
-            gj_problem(r, 400, "Content-Type", "multipart/form-data needs a boundary");
-            return;
-        }
-        PGconn *c = gj_req_db(r);
-        if (!c || gj_db_begin(c) != 0) {
-            gj_respond_unavailable(r);
-            return;
-        }
-        s->in_txn = 1;
+        gj_mpr_set_max_parts(s->mp, MAX_INPUTS + 1);
+        r->body_mode = GJ_BODY_UPLOAD;   /* spooled, then parsed (upload_spool.h) */
         return;
     }
     if (ct && !gj_http_is_json_type(ct))
@@ -323,9 +337,9 @@ static void submit_begin(struct gj_req *r)
 static int submit_data(struct gj_req *r, const char *buf, size_t len)
 {
     struct submit_state *s = r->state;
-    if (MHD_post_process(s->pp, buf, len) != MHD_YES || s->err_status) {
+    if (gj_mpr_feed(s->mp, buf, len) != 0 || s->err_status) {
         if (!s->err_status)
-            submit_fail(s, 400, NULL, "malformed multipart/form-data body");
+            submit_fail(s, 400, NULL, "malformed multipart/form-data body: %s", gj_mpr_error(s->mp));
         drop_files(s);
         gj_problem(r, s->err_status, s->err_field, "%s", s->err_msg);
         return -1;
@@ -720,15 +734,8 @@ static void submit_handle(struct gj_req *r)
         submit(r, r->json, NULL);
         return;
     }
-    int pp_ok = MHD_destroy_post_processor(s->pp) == MHD_YES;
-    s->pp = NULL;
-    if (s->cur >= 0 && !s->files[s->cur].finished) {
-        gj_blob_writer_digest(s->files[s->cur].w, s->files[s->cur].sha);
-        s->files[s->cur].size = gj_blob_writer_size(s->files[s->cur].w);
-        s->files[s->cur].finished = 1;
-    }
-    if (!pp_ok && !s->err_status)
-        submit_fail(s, 400, NULL, "the multipart/form-data body is incomplete");
+    if (!s->err_status && gj_mpr_finish(s->mp) != 0)
+        submit_fail(s, 400, NULL, "the multipart/form-data body is incomplete: %s", gj_mpr_error(s->mp));
     if (!s->err_status && !s->has_job)
         submit_fail(s, 400, "job", "a multipart submit needs a 'job' part with the job JSON");
     json_t *body = NULL;
@@ -753,8 +760,8 @@ static void submit_done(struct gj_req *r, int ok)
     struct submit_state *s = r->state;
     if (!s)
         return;
-    if (s->pp)
-        MHD_destroy_post_processor(s->pp);
+    if (s->mp)
+        gj_mpr_free(s->mp);
     if (r->db)
         drop_files(s);
     else

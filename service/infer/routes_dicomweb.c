@@ -6,7 +6,8 @@
  *   Content-Type: multipart/related; type="application/dicom"; boundary=...
  *   ?model=NAME (default chest-xray-demo) &version=N
  *
- * Each part is streamed into a blob (one transaction for the whole request)
+ * The body is spooled while it arrives (upload_spool.h); then each part is
+ * streamed into a blob (one transaction for the whole request)
  * and, at the same time, into a scratch file that is parsed when the part
  * ends; instances are grouped by Study Instance UID and each study becomes
  * one `infer` job with the instances as its inputs (dicom, dicom.1, ...).
@@ -129,6 +130,21 @@ static void drop_part(struct stow *s)
         unlink(s->scratch);
 }
 
+/* The request's transaction, begun with the first instance: the body is complete by
+ * then (it was spooled while it arrived, upload_spool.h). 0, or -1 with s failed. */
+static int stow_txn(struct gj_req *r, struct stow *s)
+{
+    if (s->in_txn)
+        return 0;
+    PGconn *c = gj_req_db(r);
+    if (!c || gj_db_begin(c) != 0) {
+        stow_fail(s, 503, "the database is not available; retry shortly");
+        return -1;
+    }
+    s->in_txn = 1;
+    return 0;
+}
+
 static int part_begin(void *ud, const struct gj_mpr_part *part)
 {
     struct gj_req *r = ud;
@@ -144,6 +160,8 @@ static int part_begin(void *ud, const struct gj_mpr_part *part)
         s->cur_failure = FAIL_CANNOT_UNDERSTAND;   /* this part fails; the others go on */
         return 0;
     }
+    if (stow_txn(r, s) != 0)
+        return -1;
     s->w = gj_blob_writer_open(r->db, r->who.tenant_id, "application/dicom", 0);
     if (!s->w) {
         stow_fail(s, 503, "the database is not available; retry shortly");
@@ -262,6 +280,7 @@ static void stow_begin(struct gj_req *r)
     }
     const char *ct = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
     char type[100], boundary[GJ_MPR_BOUNDARY_MAX + 1];
+    const char *why = NULL;
     int trc = ct ? gj_mime_param(ct, "type", type, sizeof type) : 0;
     if (!ct || !gj_mime_type_is(ct, "multipart/related") || trc < 0 ||
         (trc == 1 && !gj_mime_type_is(type, "application/dicom"))) {
@@ -269,9 +288,8 @@ static void stow_begin(struct gj_req *r)
                    "STOW-RS takes multipart/related; type=\"application/dicom\" (DICOM Part 10 instances)");
         return;
     }
-    if (gj_mime_param(ct, "boundary", boundary, sizeof boundary) != 1 ||
-        !(s->mp = gj_mpr_new(boundary, &stow_cb, r))) {
-        gj_problem(r, 400, "Content-Type", "multipart/related needs a valid boundary");
+    if (gj_mpr_boundary(ct, boundary, &why) != 0 || !(s->mp = gj_mpr_new(boundary, &stow_cb, r))) {
+        gj_problem(r, 400, "Content-Type", "%s", why ? why : "out of memory");
         return;
     }
     gj_mpr_set_max_parts(s->mp, STOW_MAX_INSTANCES);
@@ -303,19 +321,6 @@ static void stow_begin(struct gj_req *r)
         gj_problem(r, 500, NULL, "the work directory path is too long");
         return;
     }
-    if (gj_req_upload_slot(r) != 0) {
-        struct MHD_Response *resp = gj_problem(r, 503, NULL, "too many uploads in progress; retry shortly");
-        if (resp)
-            MHD_add_response_header(resp, "Retry-After", "1");
-        return;
-    }
-    PGconn *c = gj_req_db(r);
-    if (!c || gj_db_begin(c) != 0) {
-        gj_respond_unavailable(r);
-        return;
-    }
-    s->in_txn = 1;
-    r->body_mode = GJ_BODY_STREAM;
 }
 
 static void stow_abort(struct gj_req *r, struct stow *s)
@@ -329,9 +334,7 @@ static void stow_abort(struct gj_req *r, struct stow *s)
 static int stow_data(struct gj_req *r, const char *buf, size_t len)
 {
     struct stow *s = r->state;
-    if (r->body_bytes > r->srv->cfg.max_body_bytes)
-        stow_fail(s, 413, "the request is over the size limit");
-    else if (gj_mpr_feed(s->mp, buf, len) == 0)
+    if (gj_mpr_feed(s->mp, buf, len) == 0)
         return 0;
     if (!s->status) {
         char m[260];
@@ -623,8 +626,8 @@ static void stow_done(struct gj_req *r, int ok)
 }
 
 static const struct gj_route stow_routes[] = {
-    { "POST", "/dicomweb/studies", GJ_AUTH_USER, GJ_BODY_STREAM, stow_begin, stow_data, stow_handle, stow_done },
-    { "POST", "/dicomweb/studies/{study}", GJ_AUTH_USER, GJ_BODY_STREAM, stow_begin, stow_data, stow_handle,
+    { "POST", "/dicomweb/studies", GJ_AUTH_USER, GJ_BODY_UPLOAD, stow_begin, stow_data, stow_handle, stow_done },
+    { "POST", "/dicomweb/studies/{study}", GJ_AUTH_USER, GJ_BODY_UPLOAD, stow_begin, stow_data, stow_handle,
       stow_done },
 };
 const struct gj_route_table gj_infer_routes_dicomweb = { stow_routes, sizeof stow_routes / sizeof stow_routes[0] };

@@ -15,7 +15,8 @@
  *   POST   /v1/models/{name}/unload[?version=N]      admin: served by none until loaded again
  *   DELETE /v1/models/{name}/versions/{version}      admin
  *
- * An upload is streamed into a staging directory of the model cache, checked by loading
+ * An upload is spooled while it arrives (upload_spool.h), then written into a staging
+ * directory of the model cache, checked by loading
  * it (config against the model, a trial session), and stored only when it loads: a bad
  * model or config is refused with the reason (422) and leaves nothing behind. Versions
  * are immutable: a version that exists is refused (409); delete it first.
@@ -305,9 +306,26 @@ static void up_fail(struct upload *u, int status, const char *field, const char 
     snprintf(u->msg, sizeof u->msg, "%s", msg);
 }
 
+/* The staging directory (gj_model_cache_stage), made with the first part: the body is
+ * complete by then (it was spooled while it arrived), so a slow client leaves no
+ * directory behind even if the server dies meanwhile. 0, or -1 with u failed. */
+static int stage_create(struct upload *u)
+{
+    if (u->stage[0])
+        return 0;
+    if (gj_model_cache_stage(u->r->request_id, u->stage) != 0) {
+        u->stage[0] = '\0';
+        up_fail(u, 500, NULL, "the upload could not be staged");
+        return -1;
+    }
+    return 0;
+}
+
 static int part_begin(void *ud, const struct gj_mpr_part *part)
 {
     struct upload *u = ud;
+    if (stage_create(u) != 0)
+        return -1;
     const char *disp = gj_mpr_header(part, "Content-Disposition");
     char pname[64];
     if (!disp || !gj_mime_type_is(disp, "form-data") || gj_mime_param(disp, "name", pname, sizeof pname) != 1) {
@@ -408,34 +426,20 @@ static void upload_begin(struct gj_req *r)
     }
     const char *ct = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
     char boundary[GJ_MPR_BOUNDARY_MAX + 1];
+    const char *why = NULL;
     if (!ct || !gj_mime_type_is(ct, "multipart/form-data")) {
         gj_problem(r, 415, "Content-Type",
                    "upload a model as multipart/form-data with parts \"model\" (model.onnx) and \"config\" (config.json)");
         return;
     }
-    if (gj_mime_param(ct, "boundary", boundary, sizeof boundary) != 1 ||
-        !(u->mp = gj_mpr_new(boundary, &up_cb, u))) {
-        gj_problem(r, 400, "Content-Type", "multipart/form-data needs a valid boundary");
+    if (gj_mpr_boundary(ct, boundary, &why) != 0 || !(u->mp = gj_mpr_new(boundary, &up_cb, u))) {
+        gj_problem(r, 400, "Content-Type", "%s", why ? why : "out of memory");
         return;
     }
     gj_mpr_set_max_parts(u->mp, 4);
-    if (model_known(gj_infer_repo(), u->name, u->version)) {
+    if (model_known(gj_infer_repo(), u->name, u->version))
         gj_problem(r, 409, "version", "model '%s' version %lld exists; versions are immutable (DELETE it first)",
                    u->name, (long long)u->version);
-        return;
-    }
-    if (gj_req_upload_slot(r) != 0) {
-        struct MHD_Response *resp = gj_problem(r, 503, NULL, "too many uploads in progress; retry shortly");
-        if (resp)
-            MHD_add_response_header(resp, "Retry-After", "1");
-        return;
-    }
-    if (gj_model_cache_stage(r->request_id, u->stage) != 0) {
-        u->stage[0] = '\0';
-        gj_problem(r, 500, NULL, "the upload could not be staged");
-        return;
-    }
-    r->body_mode = GJ_BODY_STREAM;
 }
 
 static void stage_drop(struct upload *u)
@@ -453,11 +457,8 @@ static void stage_drop(struct upload *u)
 static int upload_data(struct gj_req *r, const char *buf, size_t len)
 {
     struct upload *u = r->state;
-    if (r->body_bytes > r->srv->cfg.max_body_bytes) {
-        up_fail(u, 413, NULL, "the upload is over the size limit");
-    } else if (gj_mpr_feed(u->mp, buf, len) == 0) {
+    if (gj_mpr_feed(u->mp, buf, len) == 0)
         return 0;
-    }
     if (!u->status)
         up_fail(u, 400, NULL, gj_mpr_error(u->mp));
     /* The staging directory goes before the answer is prepared: the client may look at
@@ -582,7 +583,7 @@ static void upload_done(struct gj_req *r, int ok)
 
 static const struct gj_route model_routes[] = {
     { "GET", "/v1/models", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, models_list, NULL },
-    { "PUT", "/v1/models/{name}/versions/{version}", GJ_AUTH_ADMIN, GJ_BODY_STREAM, upload_begin, upload_data,
+    { "PUT", "/v1/models/{name}/versions/{version}", GJ_AUTH_ADMIN, GJ_BODY_UPLOAD, upload_begin, upload_data,
       upload_handle, upload_done },
     { "DELETE", "/v1/models/{name}/versions/{version}", GJ_AUTH_ADMIN, GJ_BODY_NONE, NULL, NULL, version_delete,
       NULL },

@@ -1,0 +1,58 @@
+/*
+ * upload_spool.h — request bodies that are uploads (routes with GJ_BODY_UPLOAD:
+ * blobs, multipart submits, model versions, STOW-RS).
+ *
+ * While the client sends, the body goes to an unnamed file under DATA_DIR/spool
+ * and nothing else happens: no database connection is held, so a slow client
+ * costs a thread, a file and an upload slot, never a pooled connection. Once the
+ * body is complete it is handed to the route's data callback in 1 MiB pieces
+ * (the route takes its connection then, for the short write), then to handle.
+ * The file has no name (O_TMPFILE): a client that goes away, an error, even a
+ * crash, leaves nothing behind.
+ *
+ * Admission and limits, the same for every upload route:
+ *   - one of --max-uploads slots (503 past it) and one of the tenant's
+ *     --max-uploads-per-tenant (429 past it), both with Retry-After;
+ *   - the body limit (413 before reading when the declared length is over it);
+ *   - the spool's filesystem keeps --upload-disk-reserve free (507);
+ *   - the client keeps --upload-min-bytes-per-second over each
+ *     --upload-rate-window-seconds (408, answered at once and the connection
+ *     closed), and never goes silent that long (the connection is closed).
+ */
+#ifndef GJ_UPLOAD_SPOOL_H
+#define GJ_UPLOAD_SPOOL_H
+
+#include <stddef.h>
+
+struct gj_req;
+
+/* The state of one spooled body (owned by the request). */
+struct gj_upload;
+
+/* Upload admission for a request whose body is large (uploads; big /v2 bodies):
+ * one of cfg.max_uploads slots and one of its tenant's cfg.max_uploads_per_tenant.
+ * 0 (held until the request ends), GJ_UPLOAD_SERVER_BUSY or GJ_UPLOAD_TENANT_BUSY. */
+#define GJ_UPLOAD_SERVER_BUSY (-1)
+#define GJ_UPLOAD_TENANT_BUSY (-2)
+int gj_req_upload_slot(struct gj_req *r);
+/* The problem+json answer to a refused slot: 503 or 429, with Retry-After. */
+void gj_respond_upload_busy(struct gj_req *r, int rc);
+/* Gives the slots back (the request's end; idempotent). */
+void gj_req_upload_slot_release(struct gj_req *r);
+
+/* The body is about to arrive: slots, disk check, spool file, stall limit. 0, or
+ * -1 with a response prepared. */
+int gj_upload_start(struct gj_req *r);
+/* A piece from the client, spooled. On a limit (413, 507, 408) a response is
+ * prepared; for 408 r->answer_now is set too. */
+void gj_upload_receive(struct gj_req *r, const char *data, size_t len);
+/* The body is complete: the route's data callback gets it in pieces. 0, or -1 with
+ * a response prepared. */
+int gj_upload_replay(struct gj_req *r);
+/* The request ended: the spool file goes, the slots come back. */
+void gj_upload_end(struct gj_req *r);
+
+/* Pieces of the spool handed to the route at a time. */
+#define GJ_UPLOAD_REPLAY_CHUNK ((size_t)1 << 20)
+
+#endif

@@ -40,9 +40,20 @@
 #include "service/infer/infer.h"
 #include "service/log.h"
 #include "service/metrics.h"
+#include "service/upload_spool.h"
 
 #define COMPONENT "oip"
 #define OIP_MAX_BODY ((uint64_t)256 << 20)       /* JSON + binary tensors */
+/* What a request body may be, from the model's input (infer_begin): a JSON number as
+ * clients write it takes at most this many bytes ("-1.2345678901234567e-05, " is 25),
+ * the JSON around the data (or the JSON header of a binary request) at most
+ * OIP_JSON_OVERHEAD; more values than the input's, two for each (arrays nest), are
+ * refused before parsing, since each takes ~50 bytes parsed. */
+#define OIP_JSON_BYTES_PER_VALUE 32
+#define OIP_JSON_OVERHEAD ((uint64_t)64 << 10)
+#define OIP_EXTRA_VALUES 4096
+/* A body this large takes an upload slot (upload_spool.h) while it is read. */
+#define OIP_SLOT_BYTES ((uint64_t)1 << 20)
 #define OIP_MAX_NEST 8
 #define HDR_INFER_LEN "Inference-Header-Content-Length"
 
@@ -275,30 +286,96 @@ static void model_ready(struct gj_req *r)
 struct oip_body {
     char *buf;
     size_t len, cap;
+    uint64_t max_values;             /* JSON values the model's input can use (and structure) */
 };
 
+/* The body's limit from the model's config: JSON at OIP_JSON_BYTES_PER_VALUE a value,
+ * or exactly the binary tensors after a JSON header. 0, or -1 answered. */
+static int body_limit(struct gj_req *r, struct oip_body *b)
+{
+    int64_t version;
+    gj_model_repo *repo = requested(r, &version);
+    if (!repo)
+        return -1;
+    struct gj_model_config cfg;
+    struct gj_error err = { 0 };
+    if (gj_model_repo_config(repo, r->params[0], version, &cfg, &err) != 0) {
+        gj_model_config_free(&cfg);
+        lookup_failed(r, version, &err);
+        return -1;
+    }
+    uint64_t per_sample = 1;
+    for (int i = 0; i < 3; i++)
+        per_sample *= cfg.input_dims[i] > 0 ? (uint64_t)cfg.input_dims[i] : 1;
+    uint64_t values = per_sample * (uint64_t)(cfg.max_batch_size > 0 ? cfg.max_batch_size : 1);
+    gj_model_config_free(&cfg);
+    int binary = gj_req_header(r, HDR_INFER_LEN) != NULL;
+    uint64_t cap = OIP_JSON_OVERHEAD + values * (binary ? sizeof(float) : OIP_JSON_BYTES_PER_VALUE);
+    if (cap > OIP_MAX_BODY)
+        cap = OIP_MAX_BODY;
+    if (r->srv->cfg.max_body_bytes && r->srv->cfg.max_body_bytes < cap)
+        cap = r->srv->cfg.max_body_bytes;
+    r->body_limit = cap;
+    b->max_values = 2 * values + OIP_EXTRA_VALUES;
+    return 0;
+}
+
+static uint64_t content_length(struct gj_req *r, int *given)
+{
+    const char *cl = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = cl ? strtoull(cl, &end, 10) : 0;
+    *given = cl && !errno && end != cl && !*end;
+    return *given ? (uint64_t)v : 0;
+}
+
+/* Before the body: its limit (413 at once when the declared length is over it), an
+ * upload slot for a large one, and a buffer of the declared size. */
 static void infer_begin(struct gj_req *r)
 {
-    r->state = calloc(1, sizeof(struct oip_body));
-    if (!r->state)
+    struct oip_body *b = calloc(1, sizeof *b);
+    r->state = b;
+    if (!b) {
         oip_error(r, 500, "out of memory");
+        return;
+    }
+    if (body_limit(r, b) != 0)
+        return;
+    int given;
+    uint64_t declared = content_length(r, &given);
+    if (declared > r->body_limit) {
+        oip_error(r, 413, "the inference request (%llu bytes) is over the %llu bytes model '%s' can take",
+                  (unsigned long long)declared, (unsigned long long)r->body_limit, r->params[0]);
+        return;
+    }
+    if (!given || declared >= OIP_SLOT_BYTES) {
+        int rc = gj_req_upload_slot(r);
+        if (rc != 0) {
+            oip_error(r, rc == GJ_UPLOAD_TENANT_BUSY ? 429 : 503, "too many large requests in progress; retry shortly");
+            return;
+        }
+    }
+    if (given && declared > 0) {
+        b->buf = malloc((size_t)declared + 1);
+        b->cap = b->buf ? (size_t)declared + 1 : 0;
+    }
 }
 
 static int infer_data(struct gj_req *r, const char *data, size_t len)
 {
     struct oip_body *b = r->state;
-    uint64_t cap = OIP_MAX_BODY;
-    if (r->srv->cfg.max_body_bytes && r->srv->cfg.max_body_bytes < cap)
-        cap = r->srv->cfg.max_body_bytes;
-    if ((uint64_t)b->len + len > cap) {
-        oip_error(r, 413, "the inference request is over the limit of %llu bytes",
-                  (unsigned long long)cap);
+    if ((uint64_t)b->len + len > r->body_limit) {
+        oip_error(r, 413, "the inference request is over the %llu bytes model '%s' can take",
+                  (unsigned long long)r->body_limit, r->params[0]);
         return -1;
     }
     if (b->len + len + 1 > b->cap) {
         size_t nc = b->cap ? b->cap : 65536;
         while (nc < b->len + len + 1)
             nc *= 2;
+        if (nc > r->body_limit + 1)
+            nc = (size_t)r->body_limit + 1;
         char *nb = realloc(b->buf, nc);
         if (!nb) {
             oip_error(r, 500, "out of memory");
@@ -322,6 +399,28 @@ static void infer_done(struct gj_req *r, int ok)
         free(b);
         r->state = NULL;
     }
+}
+
+/* An upper bound of the values a JSON text holds: each comma, colon or opening bracket
+ * outside strings starts at most one more. */
+static uint64_t json_value_bound(const char *s, size_t n)
+{
+    uint64_t count = 1;
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = 0;
+        } else if (ch == '"') {
+            in_str = 1;
+        } else if (ch == ',' || ch == ':' || ch == '[' || ch == '{') {
+            count++;
+        }
+    }
+    return count;
 }
 
 /* Flattens nested arrays of numbers into out (at most cap values); the count, or -1. */
@@ -453,6 +552,11 @@ static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t 
     }
     if (*json_len == 0) {
         oip_error(r, 400, "the inference request is empty");
+        return NULL;
+    }
+    if (json_value_bound(body->buf, *json_len) > body->max_values) {
+        oip_error(r, 413, "the inference request holds more values than model '%s' takes (at most %llu with "
+                  "its structure)", r->params[0], (unsigned long long)body->max_values);
         return NULL;
     }
     json_error_t jerr;
@@ -627,6 +731,7 @@ static void run_call(struct gj_req *r, struct infer_call *c)
     if (!in || !out) {
         oip_error(r, 500, "out of memory");
     } else if (read_tensor(r, c, in, count) == 0) {
+        json_object_del((json_t *)c->tensor, "data");   /* the values are in `in` now */
         struct gj_batch_timing timing;
         int rc = gj_batcher_infer(b, in, (size_t)c->n, out, c->timeout_us, &timing, &err);
         if (rc == GJ_BATCH_OK)
@@ -650,6 +755,12 @@ static void infer_handle(struct gj_req *r)
         return;
     c.bin = (const unsigned char *)body->buf + json_len;
     c.bin_len = body->len - json_len;
+    if (c.bin_len == 0) {   /* JSON only: the text is parsed; one copy at a time */
+        free(body->buf);
+        body->buf = NULL;
+        body->len = body->cap = 0;
+        c.bin = NULL;
+    }
     if (use_model(r, &c.m) == 0) {
         c.cfg = gj_served_model_config(c.m);
         if (check_parameters(r, &c) == 0 && check_input(r, &c) == 0 && check_outputs(r, &c) == 0)

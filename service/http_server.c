@@ -218,13 +218,10 @@ static const char *status_type(int status, const char *field)
     }
 }
 
-struct MHD_Response *gj_problem(struct gj_req *r, int status, const char *field, const char *fmt, ...)
+char *gj_problem_text(struct gj_req *r, int status, const char *field, const char *detail_in)
 {
     char detail[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
+    snprintf(detail, sizeof detail, "%s", detail_in);
     json_t *probe = json_string(detail);       /* NULL when not valid UTF-8 (a cut or a client's bytes) */
     if (!probe)
         ascii_copy(detail, sizeof detail, detail);
@@ -242,6 +239,17 @@ struct MHD_Response *gj_problem(struct gj_req *r, int status, const char *field,
         json_object_set_new(o, "request_id", json_string(r->request_id));
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
+    return text;
+}
+
+struct MHD_Response *gj_problem(struct gj_req *r, int status, const char *field, const char *fmt, ...)
+{
+    char detail[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    char *text = gj_problem_text(r, status, field, detail);
     if (!text) {
         static const char fallback[] =
             "{\"type\":\"about:blank\",\"title\":\"Internal Server Error\",\"status\":500}";
@@ -615,10 +623,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
             return queue_prepared(r);
         return MHD_YES;
     }
-    if (r->answer_now && !r->response) {
-        *upload_data_size = 0;       /* answered before its body ended: the rest is not read */
-        return MHD_YES;
-    }
+    if (r->cut)
+        return MHD_NO;
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
@@ -627,9 +633,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
             return r->discarded > DRAIN_LIMIT ? MHD_NO : MHD_YES;
         }
         body_chunk(r, upload_data, n);
-        if (r->response && r->answer_now)
-            return queue_prepared(r);
-        return MHD_YES;
+        return r->cut ? MHD_NO : MHD_YES;   /* cut: answered already, the connection closes */
     }
     if (r->parked) {                 /* resumed (http_park.h): the route goes on */
         r->parked = 0;

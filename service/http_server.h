@@ -99,7 +99,7 @@ struct gj_req {
     uint64_t body_bytes;           /* received so far */
     uint64_t body_limit;           /* what the route takes: 413 past it */
     struct gj_upload *upload;      /* GJ_BODY_UPLOAD: the spool (upload_spool.h) */
-    int answer_now;                /* the prepared response goes before the body ends */
+    int cut;                       /* answered mid-body and closed (gj_req_cut) */
     uint64_t discarded;            /* dropped after a response was prepared */
     struct MHD_Response *response; /* prepared response */
     int status;
@@ -132,6 +132,14 @@ struct MHD_Response *gj_respond_empty(struct gj_req *r, int status);
  * "field" when field is not NULL or "". */
 struct MHD_Response *gj_problem(struct gj_req *r, int status, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The JSON text of such a problem (malloc'd; NULL when out of memory). */
+char *gj_problem_text(struct gj_req *r, int status, const char *field, const char *detail);
+/* Answers now, before the body has ended, with a problem, and closes the connection:
+ * for a client that must not be waited for (a too-slow upload). libmicrohttpd queues
+ * a response only before a body or after it, so this one is written to the
+ * connection itself (through its TLS session); any prepared response is dropped.
+ * Sets r->status and r->cut (http_cut.c). */
+void gj_req_cut(struct gj_req *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 struct MHD_Response *gj_respond_unavailable(struct gj_req *r);
 struct MHD_Response *gj_respond_not_found(struct gj_req *r);
 /* 1 when the server is shutting down (long polls and event streams end). */

@@ -265,12 +265,11 @@ void gj_upload_receive(struct gj_req *r, const char *data, size_t len)
     if (spool_write(r, u, data, len) != 0)
         return;
     if (rate_ok(u, cfg) != 0) {
-        struct MHD_Response *resp = gj_problem(
-            r, 408, NULL, "the upload was cut: it sent less than %llu bytes per second over %d seconds",
-            (unsigned long long)cfg->upload_min_rate, cfg->upload_rate_window_seconds);
-        if (resp)
-            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-        r->answer_now = 1;   /* waiting for the rest of its body is what it must not get */
+        /* waiting for the rest of its body is what it must not get: answered now */
+        gj_req_cut(r, 408, "the upload was cut: it sent less than %llu bytes per second over %d seconds",
+                   (unsigned long long)cfg->upload_min_rate, cfg->upload_rate_window_seconds);
+        close(u->fd);
+        u->fd = -1;
     }
 }
 

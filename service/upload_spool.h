@@ -17,7 +17,8 @@
  *   - the spool's filesystem keeps --upload-disk-reserve free (507);
  *   - the client keeps --upload-min-bytes-per-second over each
  *     --upload-rate-window-seconds (408, answered at once and the connection
- *     closed), and never goes silent that long (the connection is closed).
+ *     closed: gj_req_cut), and never goes silent that long (the connection is
+ *     closed: libmicrohttpd's idle timeout, set to the window for the upload).
  */
 #ifndef GJ_UPLOAD_SPOOL_H
 #define GJ_UPLOAD_SPOOL_H
@@ -43,8 +44,8 @@ void gj_req_upload_slot_release(struct gj_req *r);
 /* The body is about to arrive: slots, disk check, spool file, stall limit. 0, or
  * -1 with a response prepared. */
 int gj_upload_start(struct gj_req *r);
-/* A piece from the client, spooled. On a limit (413, 507, 408) a response is
- * prepared; for 408 r->answer_now is set too. */
+/* A piece from the client, spooled. On a limit a response is prepared (413, 507),
+ * or given at once (408: gj_req_cut). */
 void gj_upload_receive(struct gj_req *r, const char *data, size_t len);
 /* The body is complete: the route's data callback gets it in pieces. 0, or -1 with
  * a response prepared. */

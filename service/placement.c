@@ -61,6 +61,13 @@ void gj_placement_init(struct gj_placement *p, enum gj_placement_policy policy, 
     p->rng = seed ? seed : 0x9e3779b97f4a7c15ull;
 }
 
+void gj_placement_set_host(struct gj_placement *p, uint64_t usable_bytes)
+{
+    pthread_mutex_lock(&p->lock);
+    p->host_bytes = usable_bytes;
+    pthread_mutex_unlock(&p->lock);
+}
+
 static struct gj_placement *attached;   /* the inference module's accounting, or NULL */
 static pthread_mutex_t attach_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -163,7 +170,18 @@ static int pick_gpu(struct gj_placement *p, uint64_t bytes)
     }
 }
 
-static enum gj_place_outcome place_locked(struct gj_placement *p, const struct gj_place_request *req,
+/* Host memory: the job could never fit (NEVER_HOST), not now (WAIT), or now (PLACED_CPU
+ * stands for "go on"). */
+static enum gj_place_outcome host_fits(const struct gj_placement *p, uint64_t bytes)
+{
+    if (!p->host_bytes)
+        return GJ_PLACED_CPU;
+    if (bytes > p->host_bytes)
+        return GJ_PLACE_NEVER_HOST;
+    return bytes > p->host_bytes - p->host_reserved ? GJ_PLACE_WAIT : GJ_PLACED_CPU;
+}
+
+static enum gj_place_outcome place_device(struct gj_placement *p, const struct gj_place_request *req,
                                           int *device)
 {
     int wants_gpu = req->can_use_gpu || req->needs_gpu;
@@ -180,6 +198,18 @@ static enum gj_place_outcome place_locked(struct gj_placement *p, const struct g
         return GJ_PLACE_WAIT;
     /* Fits no GPU at all: the CPU, unless the job cannot run there. */
     return req->needs_gpu ? GJ_PLACE_NEVER : place_cpu(p, device);
+}
+
+static enum gj_place_outcome place_locked(struct gj_placement *p, const struct gj_place_request *req,
+                                          int *device)
+{
+    enum gj_place_outcome host = host_fits(p, req->host_bytes);
+    if (host != GJ_PLACED_CPU)
+        return host;
+    enum gj_place_outcome o = place_device(p, req, device);
+    if (o == GJ_PLACED_GPU || o == GJ_PLACED_CPU)
+        p->host_reserved += p->host_bytes ? req->host_bytes : 0;
+    return o;
 }
 
 enum gj_place_outcome gj_place_try(struct gj_placement *p, const struct gj_place_request *req,
@@ -219,7 +249,14 @@ enum gj_place_outcome gj_place_wait(struct gj_placement *p, const struct gj_plac
 
 void gj_place_release(struct gj_placement *p, int device, uint64_t device_bytes)
 {
+    gj_place_release_job(p, device, device_bytes, 0);
+}
+
+void gj_place_release_job(struct gj_placement *p, int device, uint64_t device_bytes, uint64_t host_bytes)
+{
     pthread_mutex_lock(&p->lock);
+    if (p->host_bytes)
+        p->host_reserved = p->host_reserved > host_bytes ? p->host_reserved - host_bytes : 0;
     if (device < 0) {
         if (p->cpu_running > 0)
             p->cpu_running--;
@@ -262,6 +299,8 @@ void gj_place_snapshot(struct gj_placement *p, struct gj_placement *copy)
     copy->cpu_slots = p->cpu_slots;
     copy->cpu_running = p->cpu_running;
     copy->cpu_completed = p->cpu_completed;
+    copy->host_bytes = p->host_bytes;
+    copy->host_reserved = p->host_reserved;
     copy->rr_next = p->rr_next;
     copy->rng = p->rng;
     pthread_mutex_unlock(&p->lock);

@@ -4,6 +4,8 @@
  *
  * Each GPU has `slots` concurrent tasks and `total_bytes` of memory; a job
  * reserves its estimate's device bytes while it runs. CPU slots are separate.
+ * Host memory is one more budget (host_memory.h): every job reserves its
+ * estimate's host bytes wherever it runs, and waits while they are not free.
  */
 #ifndef GJ_PLACEMENT_H
 #define GJ_PLACEMENT_H
@@ -33,6 +35,8 @@ struct gj_placement {
     int cpu_slots;
     int cpu_running;
     uint64_t cpu_completed;
+    uint64_t host_bytes;       /* host memory jobs may reserve together; 0: not counted */
+    uint64_t host_reserved;
     unsigned rr_next;          /* round-robin cursor */
     uint64_t rng;              /* random policy state (xorshift), seedable for tests */
 };
@@ -42,11 +46,15 @@ void gj_placement_init(struct gj_placement *p, enum gj_placement_policy policy, 
                        uint64_t seed);
 void gj_placement_destroy(struct gj_placement *p);
 
+/* Host memory jobs may reserve together (0: not counted); set before jobs are placed. */
+void gj_placement_set_host(struct gj_placement *p, uint64_t usable_bytes);
+
 /* What a job asks for (from the module's estimate). */
 struct gj_place_request {
     int can_use_gpu;
     int needs_gpu;
     uint64_t device_bytes;
+    uint64_t host_bytes;
 };
 
 enum gj_place_outcome {
@@ -54,9 +62,11 @@ enum gj_place_outcome {
     GJ_PLACED_CPU,       /* *device = -1; a CPU slot reserved */
     GJ_PLACE_WAIT,       /* fits some GPU, but not now: wait for a release */
     GJ_PLACE_NEVER,      /* needs a GPU and fits none at all (or there is none) */
+    GJ_PLACE_NEVER_HOST, /* needs more host memory than jobs may ever hold here */
 };
 
-/* One decision, without blocking. least-loaded picks among GPUs with a free
+/* One decision, without blocking. Host memory first: more than p->host_bytes is
+ * NEVER_HOST, more than is free now WAIT (as device memory), else the device: least-loaded picks among GPUs with a free
  * slot and enough free memory; round-robin and random are load-oblivious (seed
  * 000): they pick the next / a random GPU the job fits in total, and the job
  * waits when that GPU is busy. A job that can use a GPU but fits none at all
@@ -69,8 +79,10 @@ enum gj_place_outcome gj_place_try(struct gj_placement *p, const struct gj_place
  * (then returns GJ_PLACE_WAIT). */
 enum gj_place_outcome gj_place_wait(struct gj_placement *p, const struct gj_place_request *req,
                                     int *device, const volatile int *stop);
-/* Releases what gj_place_* reserved. */
+/* Releases what gj_place_* reserved: the slot, device_bytes on a GPU, and host_bytes
+ * (gj_place_release: none). */
 void gj_place_release(struct gj_placement *p, int device, uint64_t device_bytes);
+void gj_place_release_job(struct gj_placement *p, int device, uint64_t device_bytes, uint64_t host_bytes);
 
 /* Device memory held outside jobs (models loaded by the inference batchers): reserved
  * and released without a task slot, counted in reserved_bytes like a job's. 0, or -1

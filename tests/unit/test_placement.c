@@ -20,7 +20,7 @@
 
 #define GIB (1ull << 30)
 
-static const struct gj_place_request any_gpu = { 1, 0, 0 };
+static const struct gj_place_request any_gpu = { 1, 0, 0, 0 };
 
 static void test_least_loaded_order(void **state)
 {
@@ -83,7 +83,7 @@ static void test_round_robin(void **state)
 
     /* GPUs a job does not fit at all are skipped. */
     gj_placement_init(&p, GJ_PLACE_ROUND_ROBIN, 3, mem, 2, 0, 1);
-    struct gj_place_request big = { 1, 1, 2 * GIB };
+    struct gj_place_request big = { 1, 1, 2 * GIB, 0 };
     for (int i = 0; i < 2; i++) {
         assert_int_equal(gj_place_try(&p, &big, &d), GJ_PLACED_GPU);
         assert_int_equal(d, 1);
@@ -136,7 +136,7 @@ static void test_memory_wait_never(void **state)
     struct gj_placement p;
     const uint64_t mem[2] = { 1000, 1000 };
     gj_placement_init(&p, GJ_PLACE_LEAST_LOADED, 2, mem, 4, 1, 1);
-    struct gj_place_request r600 = { 1, 0, 600 };
+    struct gj_place_request r600 = { 1, 0, 600, 0 };
     int d = -2;
     assert_int_equal(gj_place_try(&p, &r600, &d), GJ_PLACED_GPU);
     assert_int_equal(d, 0);
@@ -145,7 +145,7 @@ static void test_memory_wait_never(void **state)
     /* Slots are free, memory is not: it fits a GPU later, so it waits (no CPU fallback). */
     assert_int_equal(gj_place_try(&p, &r600, &d), GJ_PLACE_WAIT);
     /* A small one still fits beside. */
-    struct gj_place_request r400 = { 1, 0, 400 };
+    struct gj_place_request r400 = { 1, 0, 400, 0 };
     assert_int_equal(gj_place_try(&p, &r400, &d), GJ_PLACED_GPU);
     assert_int_equal(d, 0);
 
@@ -156,11 +156,11 @@ static void test_memory_wait_never(void **state)
     assert_int_equal(snap.gpus[1].reserved_bytes, 600);
 
     /* Fits no GPU at all: the CPU when it can run there, NEVER when it needs a GPU. */
-    struct gj_place_request huge = { 1, 0, 5000 };
+    struct gj_place_request huge = { 1, 0, 5000, 0 };
     assert_int_equal(gj_place_try(&p, &huge, &d), GJ_PLACED_CPU);
     assert_int_equal(d, -1);
     assert_int_equal(gj_place_try(&p, &huge, &d), GJ_PLACE_WAIT);   /* the CPU slot is taken */
-    struct gj_place_request huge_gpu = { 1, 1, 5000 };
+    struct gj_place_request huge_gpu = { 1, 1, 5000, 0 };
     assert_int_equal(gj_place_try(&p, &huge_gpu, &d), GJ_PLACE_NEVER);
 
     /* Release GPU 1's 600: the waiting 600 fits there now. */
@@ -186,10 +186,10 @@ static void test_cpu_fallback(void **state)
     assert_int_equal(gj_place_free_slots(&p), 2);
     assert_int_equal(gj_place_try(&p, &any_gpu, &d), GJ_PLACED_CPU);
     assert_int_equal(d, -1);
-    struct gj_place_request cpu_only = { 0, 0, 0 };
+    struct gj_place_request cpu_only = { 0, 0, 0, 0 };
     assert_int_equal(gj_place_try(&p, &cpu_only, &d), GJ_PLACED_CPU);
     assert_int_equal(gj_place_try(&p, &cpu_only, &d), GJ_PLACE_WAIT);
-    struct gj_place_request gpu_only = { 1, 1, 0 };
+    struct gj_place_request gpu_only = { 1, 1, 0, 0 };
     assert_int_equal(gj_place_try(&p, &gpu_only, &d), GJ_PLACE_NEVER);
     gj_placement_destroy(&p);
 
@@ -256,6 +256,56 @@ static void test_wait_blocks_until_release_or_stop(void **state)
     assert_int_equal(pthread_create(&t, NULL, wait_thread, &w3), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(w3.outcome, GJ_PLACE_NEVER);
+    gj_placement_destroy(&p);
+}
+
+/* Host memory is one budget over every device: WAIT while it is held, NEVER_HOST past it. */
+static void test_host_memory_budget(void **state)
+{
+    (void)state;
+    struct gj_placement p;
+    const uint64_t mem[1] = { 1000 };
+    gj_placement_init(&p, GJ_PLACE_LEAST_LOADED, 1, mem, 4, 4, 1);
+    gj_placement_set_host(&p, 1000);
+    struct gj_place_request gpu600 = { 1, 0, 100, 600 }, cpu600 = { 0, 0, 0, 600 };
+    struct gj_place_request cpu400 = { 0, 0, 0, 400 }, cpu1001 = { 0, 0, 0, 1001 };
+    int d = -2;
+    assert_int_equal(gj_place_try(&p, &gpu600, &d), GJ_PLACED_GPU);
+    /* Slots and device memory are free; host memory is not, on the CPU as on the GPU. */
+    assert_int_equal(gj_place_try(&p, &cpu600, &d), GJ_PLACE_WAIT);
+    assert_int_equal(gj_place_try(&p, &gpu600, &d), GJ_PLACE_WAIT);
+    assert_int_equal(gj_place_try(&p, &cpu1001, &d), GJ_PLACE_NEVER_HOST);
+    assert_int_equal(gj_place_try(&p, &cpu400, &d), GJ_PLACED_CPU);   /* exactly what is left */
+    struct gj_placement snap;
+    gj_place_snapshot(&p, &snap);
+    assert_int_equal(snap.host_reserved, 1000);
+    assert_int_equal(snap.gpus[0].reserved_bytes, 100);
+
+    /* A waiter for host memory wakes when a job gives its host bytes back. */
+    struct waiter w = { .p = &p, .req = cpu600, .device = -5 };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+    usleep(100000);
+    assert_int_equal(w.device, -5);
+    gj_place_release_job(&p, 0, 100, 600);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(w.outcome, GJ_PLACED_CPU);
+    gj_place_release_job(&p, -1, 0, 600);
+    gj_place_release_job(&p, -1, 0, 400);
+    gj_place_snapshot(&p, &snap);
+    assert_int_equal(snap.host_reserved, 0);
+    assert_int_equal(snap.cpu_running, 0);
+
+    /* A device wait reserves no host memory: a job placed nowhere holds nothing. */
+    struct gj_place_request big_gpu = { 1, 1, 2000, 10 };
+    assert_int_equal(gj_place_try(&p, &big_gpu, &d), GJ_PLACE_NEVER);
+    gj_place_snapshot(&p, &snap);
+    assert_int_equal(snap.host_reserved, 0);
+    gj_placement_destroy(&p);
+
+    /* Not counted (0): any size goes. */
+    gj_placement_init(&p, GJ_PLACE_LEAST_LOADED, 0, NULL, 1, 1, 1);
+    assert_int_equal(gj_place_try(&p, &cpu1001, &d), GJ_PLACED_CPU);
     gj_placement_destroy(&p);
 }
 
@@ -394,7 +444,7 @@ static void test_model_memory_hook(void **state)
     assert_int_equal(l.running, 0);   /* a model holds memory, not a task slot */
 
     /* Jobs see the model's memory: 400 goes to GPU 1 (GPU 0 has 300 free). */
-    struct gj_place_request r400 = { 1, 0, 400 };
+    struct gj_place_request r400 = { 1, 0, 400, 0 };
     int d = -2;
     assert_int_equal(gj_place_try(&p, &r400, &d), GJ_PLACED_GPU);
     assert_int_equal(d, 1);
@@ -406,7 +456,7 @@ static void test_model_memory_hook(void **state)
     struct gj_placement snap;
     gj_place_snapshot(&p, &snap);
     assert_int_equal(snap.gpus[0].reserved_bytes, 700);
-    struct gj_place_request r900 = { 1, 1, 900 };
+    struct gj_place_request r900 = { 1, 1, 900, 0 };
     assert_int_equal(gj_place_try(&p, &r900, &d), GJ_PLACE_WAIT);
     gj_gpu_acct_release(0, 700, gen);
     assert_int_equal(gj_place_try(&p, &r900, &d), GJ_PLACED_GPU);
@@ -433,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_memory_wait_never),
         cmocka_unit_test(test_cpu_fallback),
         cmocka_unit_test(test_wait_blocks_until_release_or_stop),
+        cmocka_unit_test(test_host_memory_budget),
         cmocka_unit_test(test_seed000_least_loaded_keeps_devices_busy),
         cmocka_unit_test(test_model_memory_hook),
     };

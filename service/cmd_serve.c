@@ -20,6 +20,7 @@
 #include "service/auth.h"
 #include "service/cli.h"
 #include "service/devices.h"
+#include "service/host_memory.h"
 #include "service/http_server.h"
 #include "service/log.h"
 #include "service/metrics.h"
@@ -160,6 +161,14 @@ static void init_placement(struct gj_server *srv)
     gj_log_info("serve", "%d GPU slot(s) on %d GPU(s), %d CPU slot(s), placement %s",
                 n * srv->cfg.workers_per_gpu, n, srv->cfg.cpu_workers,
                 gj_placement_name(srv->cfg.placement));
+    struct gj_host_memory host;
+    gj_host_memory_read(srv->cfg.test.fake_host_memory, srv->cfg.host_memory_reserve, &host);
+    gj_placement_set_host(&srv->placement, host.usable);
+    if (host.usable)
+        gj_log_info("serve", "host memory for jobs: %llu MiB (%llu MiB%s, less %llu MiB kept for the service)",
+                    (unsigned long long)(host.usable >> 20), (unsigned long long)(host.total >> 20),
+                    srv->cfg.test.fake_host_memory ? " as GPUJOBD_FAKE_HOST_MEMORY says" : "",
+                    (unsigned long long)(host.reserve >> 20));
 }
 
 /* `--print-routes` lists the route table (the OpenAPI test compares it with the spec). */

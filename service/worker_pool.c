@@ -27,6 +27,7 @@
 #include "service/db.h"
 #include "service/devices.h"
 #include "service/job_log.h"
+#include "service/host_admission.h"
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/queue.h"
@@ -732,7 +733,7 @@ struct job_run {
     struct child_set cs;
     enum ending how;                 /* what finish records */
     int device, placed;
-    uint64_t reserved;
+    uint64_t reserved, host_reserved;
     char base[4096], in_dir[4200], out_dir[4200], tmp_dir[4200], child_dir[4200];
 };
 
@@ -796,8 +797,13 @@ static int place(struct job_run *j, const struct gj_job *job)
             gj_error_set(&j->err, "", "the job's resource estimate failed");
         return -1;
     }
-    struct gj_place_request req = { needs.can_use_gpu, needs.needs_gpu, needs.device_bytes };
+    struct gj_place_request req = { needs.can_use_gpu, needs.needs_gpu, needs.device_bytes, needs.host_bytes };
     enum gj_place_outcome o = gj_place_wait(&srv->placement, &req, &j->device, &j->s->stop);
+    if (o == GJ_PLACE_NEVER_HOST) {
+        gj_error_set(&j->err, "", "this job needs %llu bytes of host memory; jobs get at most %llu here",
+                     (unsigned long long)needs.host_bytes, (unsigned long long)srv->placement.host_bytes);
+        return -1;
+    }
     if (o == GJ_PLACE_NEVER) {
         gj_error_set(&j->err, "", "no device can run this job (it needs %s%llu bytes of device memory)",
                      needs.needs_gpu ? "a GPU with " : "", (unsigned long long)needs.device_bytes);
@@ -809,6 +815,7 @@ static int place(struct job_run *j, const struct gj_job *job)
     }
     j->placed = 1;
     j->reserved = o == GJ_PLACED_GPU ? needs.device_bytes : 0;
+    j->host_reserved = needs.host_bytes;
     if (o != GJ_PLACED_GPU)
         j->device = GJ_DEVICE_CPU;
     char devname[32];
@@ -898,7 +905,7 @@ static void conclude(struct job_run *j, double t0)
         gj_log_info(COMPONENT, "job %s: %s%s%s", c->id, j->err.message, j->err.field[0] ? " at " : "",
                     j->err.field);
     if (j->placed)
-        gj_place_release(&s->wp->srv->placement, j->device, j->reserved);
+        gj_place_release_job(&s->wp->srv->placement, j->device, j->reserved, j->host_reserved);
     free_children(s);
     s->inputs = NULL;
     input_set_free(&j->in);
@@ -1296,7 +1303,8 @@ static void register_worker(struct gj_worker_pool *wp)
     if (gethostname(host, sizeof host - 1) != 0)
         snprintf(host, sizeof host, "unknown");
     PGconn *conn = gj_db_acquire(srv->db, DB_WAIT_MS);
-    if (!conn || gj_queue_worker_register(conn, srv->worker_id, host, (int)getpid(), devices) != 0)
+    if (!conn || gj_queue_worker_register(conn, srv->worker_id, host, (int)getpid(), devices) != 0 ||
+        gj_host_memory_advertise(conn, srv->worker_id, snap.host_bytes) != 0)
         gj_log_warn(COMPONENT, "cannot register this worker in the workers table");
     if (conn)
         gj_db_release(srv->db, conn);

@@ -19,6 +19,7 @@
 #include "service/blobstore.h"
 #include "service/db.h"
 #include "service/http_park.h"
+#include "service/host_admission.h"
 #include "service/http_server.h"
 #include "service/job_fields.h"
 #include "service/log.h"
@@ -601,17 +602,21 @@ static int hash_request(struct submit_req *q, json_t *canon_inputs)
     return 0;
 }
 
-/* The kind's checks (schema, inputs, its own validate). 0, or -1 answered. */
-static int kind_check(struct gj_req *r, struct submit_req *q)
+/* The kind's checks (schema, inputs, its own validate), then host memory admission.
+ * 0, or -1 answered. */
+static int kind_check(struct gj_req *r, PGconn *c, struct submit_req *q)
 {
     json_t *empty = json_object();
     struct gj_job job = { q->kind->name, q->params ? q->params : empty, q->in, q->n_in };
     struct gj_error err;
     gj_error_clear(&err);
     int rc = gj_kind_validate(q->kind, &job, &err);
+    int admit = rc == 0 ? gj_host_admit(c, q->kind, &job, &err) : 1;
     json_decref(empty);
-    if (rc == 0)
-        return 0;
+    if (admit < 0)
+        gj_respond_unavailable(r);
+    if (admit <= 0)
+        return admit;
     char f2[200];
     if (!err.field[0] || strncmp(err.field, "inputs", 6) == 0)
         snprintf(f2, sizeof f2, "%s", err.field);
@@ -716,7 +721,7 @@ static void submit(struct gj_req *r, json_t *body, struct submit_state *s)
             goto out;
         }
     }
-    if (kind_check(r, q) == 0)
+    if (kind_check(r, c, q) == 0)
         store_job(r, c, s, q, ikey);
 out:
     json_decref(canon);

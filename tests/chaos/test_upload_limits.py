@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
 from harness import Harness, run_tests  # noqa: E402
 from rawhttp import RawRequest  # noqa: E402
+import spool  # noqa: E402
 
 H = None
 SRV = None
@@ -45,25 +46,11 @@ def count(table):
 
 
 def spool_files():
-    """The server's open files in DATA_DIR/spool (unnamed: '.../spool/#123 (deleted)')."""
-    fd_dir = f"/proc/{SRV.proc.pid}/fd"
-    out = []
-    for fd in os.listdir(fd_dir):
-        try:
-            target = os.readlink(os.path.join(fd_dir, fd))
-        except OSError:
-            continue
-        if "/spool/" in target:
-            out.append(target)
-    return out
+    return spool.spool_files(SRV)
 
 
 def wait_no_spool(timeout=5):
-    deadline = time.time() + timeout
-    while spool_files() and time.time() < deadline:
-        time.sleep(0.05)
-    assert not spool_files(), spool_files()
-    assert os.listdir(os.path.join(SRV.data_dir, "spool")) == [], "a spool file has a name"
+    spool.wait_no_spool(SRV, timeout)
 
 
 def upload_request(key, length):

@@ -29,6 +29,7 @@
 #include "service/pg_embedded.h"
 #include "service/server.h"
 #include "service/tls.h"
+#include "service/upload_spool.h"
 #include "service/worker_pool.h"
 
 /* The service's modules (module.h), one line each: routes are matched in this order. */
@@ -236,6 +237,7 @@ static int start_serving(struct serve_run *run)
         if (!srv->cfg.insecure_http &&
             gj_tls_load(srv->cfg.data_dir, srv->cfg.tls_cert, srv->cfg.tls_key, &run->cert, &run->key))
             return -1;
+        gj_http_set_upload_ops(&gj_upload_spool_ops);
         run->http = gj_http_start(srv, route_tables, run->cert, run->key);
         if (!run->http)
             return -1;

@@ -31,7 +31,6 @@
 #include "service/http_target.h"
 #include "service/log.h"
 #include "service/metrics.h"
-#include "service/upload_spool.h"
 
 #define DB_WAIT_MS 5000
 /* After a response is prepared mid-body (413 on a chunked upload), the rest of
@@ -57,6 +56,12 @@ struct gj_http_server {
 
 static atomic_int http_stopping;
 static atomic_int requests_active;
+static const struct gj_upload_ops *upload_ops;   /* set once, before the server starts */
+
+void gj_http_set_upload_ops(const struct gj_upload_ops *ops)
+{
+    upload_ops = ops;
+}
 
 /* ---------- route tables ---------- */
 
@@ -485,8 +490,12 @@ static void first_call(const struct gj_http_server *h, struct gj_req *r, const c
                    (unsigned long long)declared, (unsigned long long)r->body_limit);
         return;
     }
-    if (r->body_mode == GJ_BODY_UPLOAD)
-        gj_upload_start(r);
+    if (r->body_mode != GJ_BODY_UPLOAD)
+        return;
+    if (upload_ops)
+        upload_ops->start(r);
+    else
+        gj_problem(r, 503, NULL, "this server takes no uploads");
 }
 
 /* 1 when a body follows the header. */
@@ -514,7 +523,7 @@ static void body_chunk(struct gj_req *r, const char *data, size_t len)
     r->body_bytes += len;
     switch (r->body_mode) {
     case GJ_BODY_UPLOAD:
-        gj_upload_receive(r, data, len);
+        upload_ops->receive(r, data, len);   /* set: first_call answered without it */
         return;
     case GJ_BODY_STREAM:
         /* the route may answer its limit in its own words first */
@@ -572,7 +581,7 @@ static void final_call(struct gj_req *r)
             return;
         }
     }
-    if (r->body_mode == GJ_BODY_UPLOAD && gj_upload_replay(r) != 0)
+    if (r->body_mode == GJ_BODY_UPLOAD && upload_ops->replay(r) != 0)
         return;
     r->route->handle(r);
 }
@@ -697,7 +706,8 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
             gj_db_rollback(r->db);          /* read-only transactions end here */
         gj_db_release(r->srv->db, r->db);
     }
-    gj_upload_end(r);
+    if (upload_ops)
+        upload_ops->end(r);
     int trim = r->body_bytes >= TRIM_AFTER_BODY && r->body_mode != GJ_BODY_UPLOAD;
     free(r->body);
     json_decref(r->json);

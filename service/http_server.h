@@ -33,6 +33,18 @@ struct gj_http_server *gj_http_start_metrics(struct gj_server *srv, const struct
  * after a short wait. */
 void gj_http_stop(struct gj_http_server *h);
 
+struct gj_req;
+/* How GJ_BODY_UPLOAD bodies are received: upload_spool.h supplies the table and
+ * serve sets it before gj_http_start. The server calls through it only, since the
+ * spool answers through the request API below. Without one, uploads get 503. */
+struct gj_upload_ops {
+    int (*start)(struct gj_req *r);      /* the body is about to arrive: 0, or -1 answered */
+    void (*receive)(struct gj_req *r, const char *data, size_t len);
+    int (*replay)(struct gj_req *r);     /* complete: into the route's data callback; 0 or -1 */
+    void (*end)(struct gj_req *r);       /* every request's end */
+};
+void gj_http_set_upload_ops(const struct gj_upload_ops *ops);
+
 /* Prints the routes of the tables, one "METHOD /path/{param}" line each
  * (`gpujobd serve --print-routes`; the OpenAPI test compares it with the spec). */
 void gj_http_print_routes(FILE *f, const struct gj_route_table *const *tables);

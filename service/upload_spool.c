@@ -170,7 +170,7 @@ static uint64_t declared_length(struct gj_req *r)
     return errno || end == cl || *end ? 0 : (uint64_t)v;
 }
 
-int gj_upload_start(struct gj_req *r)
+static int spool_start(struct gj_req *r)
 {
     const struct gj_config *cfg = &r->srv->cfg;
     int rc = gj_req_upload_slot(r);
@@ -243,7 +243,7 @@ static int spool_write(struct gj_req *r, struct gj_upload *u, const char *data, 
     return 0;
 }
 
-void gj_upload_receive(struct gj_req *r, const char *data, size_t len)
+static void spool_receive(struct gj_req *r, const char *data, size_t len)
 {
     struct gj_upload *u = r->upload;
     const struct gj_config *cfg = &r->srv->cfg;
@@ -273,7 +273,7 @@ void gj_upload_receive(struct gj_req *r, const char *data, size_t len)
     }
 }
 
-int gj_upload_replay(struct gj_req *r)
+static int spool_replay(struct gj_req *r)
 {
     struct gj_upload *u = r->upload;
     MHD_set_connection_option(r->conn, MHD_CONNECTION_OPTION_TIMEOUT, gj_http_idle_timeout(r->srv));
@@ -307,7 +307,7 @@ int gj_upload_replay(struct gj_req *r)
     return rc;
 }
 
-void gj_upload_end(struct gj_req *r)
+static void spool_end(struct gj_req *r)
 {
     struct gj_upload *u = r->upload;
     if (u) {
@@ -318,3 +318,5 @@ void gj_upload_end(struct gj_req *r)
     }
     gj_req_upload_slot_release(r);
 }
+
+const struct gj_upload_ops gj_upload_spool_ops = { spool_start, spool_receive, spool_replay, spool_end };

@@ -26,6 +26,7 @@
 #include <stddef.h>
 
 struct gj_req;
+struct gj_upload_ops;
 
 /* The state of one spooled body (owned by the request). */
 struct gj_upload;
@@ -41,17 +42,13 @@ void gj_respond_upload_busy(struct gj_req *r, int rc);
 /* Gives the slots back (the request's end; idempotent). */
 void gj_req_upload_slot_release(struct gj_req *r);
 
-/* The body is about to arrive: slots, disk check, spool file, stall limit. 0, or
- * -1 with a response prepared. */
-int gj_upload_start(struct gj_req *r);
-/* A piece from the client, spooled. On a limit a response is prepared (413, 507),
- * or given at once (408: gj_req_cut). */
-void gj_upload_receive(struct gj_req *r, const char *data, size_t len);
-/* The body is complete: the route's data callback gets it in pieces. 0, or -1 with
- * a response prepared. */
-int gj_upload_replay(struct gj_req *r);
-/* The request ended: the spool file goes, the slots come back. */
-void gj_upload_end(struct gj_req *r);
+/* The server's way into the spool (http_server.h: gj_http_set_upload_ops): start (slots,
+ * disk check, spool file, stall limit; 0, or -1 with a response prepared), receive (a
+ * piece from the client, spooled; on a limit a response is prepared, 413 or 507, or given
+ * at once, 408: gj_req_cut), replay (the body is complete: the route's data callback gets
+ * it in pieces; 0, or -1 with a response prepared), end (the request ended: the spool
+ * file goes, the slots come back). */
+extern const struct gj_upload_ops gj_upload_spool_ops;
 
 /* Pieces of the spool handed to the route at a time. */
 #define GJ_UPLOAD_REPLAY_CHUNK ((size_t)1 << 20)

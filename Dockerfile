@@ -19,7 +19,7 @@ ARG MESON_OPTIONS="-Dcuda=enabled -Dbuildtype=release -Dgpu_arch=80,86,89,90 -Dc
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential meson ninja-build pkg-config python3 \
-      libmicrohttpd-dev libjansson-dev libpq-dev libssl-dev libcmocka-dev \
+      libmicrohttpd-dev libgnutls28-dev libjansson-dev libpq-dev libssl-dev libcmocka-dev \
       libfftw3-dev libopenblas-dev libpng-dev zlib1g-dev libexpat1-dev \
       libturbojpeg0-dev libopenjp2-7-dev libcharls-dev libprotobuf-c-dev protobuf-c-compiler \
       libcurl4-openssl-dev \
@@ -51,7 +51,7 @@ RUN mkdir -p /etc/postgresql-common/createcluster.d \
  && echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.d/gpujobd.conf \
  && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libmicrohttpd12t64 libjansson4 libpq5 libssl3t64 libfftw3-single3 libopenblas0-pthread \
+      libmicrohttpd12t64 libgnutls30t64 libjansson4 libpq5 libssl3t64 libfftw3-single3 libopenblas0-pthread \
       libpng16-16t64 zlib1g libexpat1 libturbojpeg libopenjp2-7 libcharls2 libprotobuf-c1 \
       libgomp1 libstdc++6 libcurl4t64 postgresql-16 tini curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* \

@@ -418,12 +418,30 @@ static void authenticate(struct gj_req *r)
     }
 }
 
+/* Gives the request's pooled connection back (a read-only transaction ends here). */
+static void release_db(struct gj_req *r)
+{
+    if (!r->db)
+        return;
+    if (PQtransactionStatus(r->db) != PQTRANS_IDLE)
+        gj_db_rollback(r->db);
+    gj_db_release(r->srv->db, r->db);
+    r->db = NULL;
+}
+
 static enum MHD_Result queue_prepared(struct gj_req *r)
 {
     if (!r->response)
         gj_problem(r, 500, NULL, "internal error");
     if (!r->response)
         return MHD_NO;
+    /* The answer is ready: the connection goes back now, not when the answer has been
+     * sent. An event thread serves many clients; one that then waits for a pooled
+     * connection must not wait on answers queued on its own thread. A response that
+     * reads the database took its connection (gj_req_take_db); a route with a done
+     * hook may still need it there, so it gives it back itself once it can. */
+    if (!(r->route && r->route->done))
+        release_db(r);
     MHD_add_response_header(r->response, "X-Request-Id", r->request_id);
     enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned int)r->status, r->response);
     MHD_destroy_response(r->response);
@@ -701,11 +719,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
         json_object_set_new(f, "aborted", json_true());
     gj_log_fields(GJ_LOG_INFO, "http", "request", f);
     gj_metrics_http(method_label(r->method), route, r->status, secs);
-    if (r->db) {
-        if (PQtransactionStatus(r->db) != PQTRANS_IDLE)
-            gj_db_rollback(r->db);          /* read-only transactions end here */
-        gj_db_release(r->srv->db, r->db);
-    }
+    release_db(r);
     if (upload_ops)
         upload_ops->end(r);
     int trim = r->body_bytes >= TRIM_AFTER_BODY && r->body_mode != GJ_BODY_UPLOAD;

@@ -243,6 +243,8 @@ static void upload_handle(struct gj_req *r)
         gj_respond_unavailable(r);
         return;
     }
+    /* committed, and upload_done needs no connection: it goes back before the answer is sent */
+    gj_db_release(r->srv->db, gj_req_take_db(r));
     struct MHD_Response *resp = gj_respond_json(r, 201, blob_json(id, size, got, u->content_type));
     if (resp && r->status == 201) {
         char loc[64];

@@ -1,0 +1,300 @@
+"""The replicas under faults (issue 13, "Proof of the replicas"): one PostgreSQL started by the
+test and three `gpujobd serve` processes as the production overlay runs them, two `--role
+worker` (no API) and one `--role api`, under a mixed load of jobs (noop with a run time, a small
+FBP reconstruction, a small BRKGA on a TSP).
+
+- A worker killed with SIGKILL mid-job and the other stopped with SIGTERM mid-job lose nothing:
+  the SIGTERM'd worker gives its unfinished jobs back at once without spending an attempt; the
+  killed worker's jobs are rescued once their lease expired, that attempt spent; every job ends
+  exactly once. Checked in the database (the state history the triggers write), not only
+  through the API.
+- A rolling restart of all three replicas (each stopped with SIGTERM, its successor started on
+  its data directory, the next only once it is up) while jobs keep coming completes every job.
+
+Workers have short leases (2 s) and a short grace (1 s), so the test stays well under a minute.
+"""
+import os
+import random
+import socket
+import ssl
+import struct
+import sys
+import threading
+import http.client
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Harness, run_tests  # noqa: E402
+
+LEASE_S = 2
+WORKER_ARGS = ["--role", "worker", "--cpu-workers", "2", "--lease-seconds", str(LEASE_S),
+               "--retry-backoff-ms", "0", "--poll-interval-ms", "200", "--shutdown-grace-seconds", "1"]
+API_ARGS = ["--role", "api", "--shutdown-grace-seconds", "1"]
+TERMINAL = ("succeeded", "failed", "canceled")
+NET_ERRORS = (OSError, ssl.SSLError, http.client.HTTPException)
+
+H = None
+API = None          # the api replica now serving (its successor after the rolling restart)
+WORKERS = []        # the worker replicas now running
+KEY = None
+INPUTS = {}         # blob ids of the recon and brkga inputs
+
+
+def wait_for(what, predicate, timeout, interval=0.05):
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(interval)
+
+
+def worker_id(srv):
+    """The id (host:pid:start) the worker replica registered under, once it has."""
+    def registered():
+        assert srv.proc.poll() is None, f"worker exited {srv.proc.returncode}: {srv.log_text()[-2000:]}"
+        rows = H.sql(f"SELECT id FROM workers WHERE pid = {srv.proc.pid} AND host = '{socket.gethostname()}'"
+                     " ORDER BY started_at DESC LIMIT 1")
+        return rows[0][0] if rows else None
+    return wait_for(f"worker pid {srv.proc.pid} registered", registered, 60)
+
+
+def start_workers(*data_dirs):
+    """Worker replicas on these data directories (None: a new one), started together; returned
+    once each has registered."""
+    started = [H.start_server(WORKER_ARGS, wait=False, data_dir=d) for d in data_dirs]
+    for srv in started:
+        srv.worker_id = worker_id(srv)
+    return started
+
+
+def tsp_text(n, seed):
+    rng = random.Random(seed)
+    lines = [f"NAME : replicas{n}", "TYPE : TSP", f"DIMENSION : {n}", "EDGE_WEIGHT_TYPE : EUC_2D",
+             "NODE_COORD_SECTION"] + [f"{i + 1} {rng.randint(0, 1000)} {rng.randint(0, 1000)}" for i in range(n)]
+    return ("\n".join(lines + ["EOF", ""])).encode()
+
+
+def setup():
+    global H, API, KEY
+    H = Harness()
+    API = H.start_server(API_ARGS)
+    KEY = API.admin_key
+    WORKERS.extend(start_workers(None, None))
+    rng = random.Random(3)
+    views, cols = 90, 128
+    proj = struct.pack(f"<{views * cols}f", *(rng.random() for _ in range(views * cols)))
+    INPUTS["projections"] = API.client().upload(proj)["id"]
+    INPUTS["tsp"] = API.client().upload(tsp_text(40, 5))["id"]
+
+
+def job_body(kind, sleep_ms=0):
+    if kind == "noop":
+        return {"kind": "noop", "params": {"sleep_ms": sleep_ms, "output_bytes": 4096}, "max_attempts": 2}
+    if kind == "recon":
+        return {"kind": "recon", "max_attempts": 2, "inputs": {"projections": INPUTS["projections"]},
+                "params": {"geometry": {"type": "parallel2d", "angles_deg": {"count": 90}, "detector": {"cols": 128}},
+                           "volume": {"nx": 128, "ny": 128}, "algorithm": "fbp"}}
+    return {"kind": "brkga", "max_attempts": 2, "inputs": {"tsp": INPUTS["tsp"]},
+            "params": {"decoder": "tsp", "population_size": 50, "max_generations": 100, "seed": 1}}
+
+
+def submit_until_acknowledged(body, deadline):
+    """POST /v1/jobs to the api replica serving now, with one Idempotency-Key, again after every
+    lost answer (the replica may be restarting), until acknowledged: the job exists once."""
+    key = "replicas-" + os.urandom(8).hex()
+    while time.time() < deadline:
+        try:
+            r = API.client(key=KEY).request("POST", "/v1/jobs", json=body,
+                                            headers={"Idempotency-Key": key}, timeout=30)
+            if r.status in (200, 201):
+                return r.json()["id"]
+            assert r.status in (502, 503, 504), f"submit refused: {r.status} {r.body[:300]!r}"
+        except NET_ERRORS:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"submit not acknowledged in time: {body}")
+
+
+def job_row(job_id):
+    state, attempts, lease_owner, progress = H.sql(
+        f"SELECT state, attempts, coalesce(lease_owner, ''), progress FROM jobs WHERE id = '{job_id}'")[0]
+    return state, int(attempts), lease_owner, float(progress)
+
+
+def running_on(srv, min_progress=0.0, max_progress=1.0, kind="%"):
+    """{job id: attempts} of the jobs the worker holds now, of kind, progress in the range."""
+    rows = H.sql(f"SELECT id, attempts FROM jobs WHERE state = 'running' AND lease_owner = '{srv.worker_id}'"
+                 f" AND progress > {min_progress} AND progress <= {max_progress} AND kind LIKE '{kind}'")
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def state_histories(ids):
+    """{job id: [(state, attempt, worker, error message)]}, oldest first, as the triggers wrote them."""
+    id_list = "', '".join(ids)
+    rows = H.sql("SELECT job_id, detail->>'state', coalesce(detail->>'attempt', ''), coalesce(detail->>'worker', ''),"
+                 f" coalesce(detail->'error'->>'message', '') FROM job_events WHERE job_id IN ('{id_list}')"
+                 " AND kind = 'state' ORDER BY id")
+    out = {jid: [] for jid in ids}
+    for jid, s, a, w, e in rows:
+        out[jid].append((s, int(a) if a else None, w, e))
+    return out
+
+
+def wait_all_terminal(ids, timeout):
+    id_list = "', '".join(ids)
+
+    def done():
+        left = H.scalar(f"SELECT count(*) FROM jobs WHERE id IN ('{id_list}') AND state NOT IN "
+                        "('succeeded', 'failed', 'canceled')")
+        return left == "0"
+    wait_for(f"{len(ids)} jobs terminal", done, timeout, 0.2)
+
+
+def check_exactly_once(ids):
+    """Every job succeeded and ended once: one terminal state in its history; its attempts are
+    the claims that were not given back (a release runs the count back down); its outputs were
+    stored once (each output blob one job_outputs row, and there are some); and the API says
+    the same as the database. Returns {id: history}."""
+    id_list = "', '".join(ids)
+    rows = H.sql("SELECT j.id, j.state, j.attempts,"
+                 " (SELECT count(*) FROM job_outputs o WHERE o.job_id = j.id),"
+                 " (SELECT count(*) FROM blobs b WHERE b.owner_job = j.id"
+                 "   AND NOT EXISTS (SELECT 1 FROM job_inputs i WHERE i.blob_id = b.id))"
+                 f" FROM jobs j WHERE j.id IN ('{id_list}')")
+    assert len(rows) == len(set(ids)), f"{len(ids)} acknowledged, {len(rows)} in the database"
+    histories = state_histories(ids)
+    for jid, state, attempts, outs, owned in rows:
+        hist = histories[jid]
+        what = f"job {jid}: {hist}"
+        assert [h[0] for h in hist if h[0] in TERMINAL] == ["succeeded"], what
+        assert state == "succeeded" and hist[-1][0] == "succeeded", what
+        claims = [h for h in hist if h[0] == "running"]
+        assert claims and int(attempts) == claims[-1][1], f"{what}: attempts {attempts}"
+        assert int(outs) > 0 and outs == owned, f"{what}: {outs} outputs, {owned} output blobs"
+    dup = H.sql("SELECT blob_id FROM job_outputs GROUP BY blob_id HAVING count(*) > 1")
+    assert dup == [], f"an output blob recorded twice: {dup[:3]}"
+    listed = {j["id"]: j for j in API.client(key=KEY).json("GET", "/v1/jobs?limit=200", expect=200)["jobs"]}
+    for jid, state, attempts, _, _ in rows:
+        assert jid in listed, f"job {jid} not in GET /v1/jobs"
+        assert (listed[jid]["state"], listed[jid]["attempts"]) == (state, int(attempts)), listed[jid]
+    return histories
+
+
+# ---- tests ---------------------------------------------------------------------------------
+
+def test_sigkill_and_sigterm_mid_job_lose_nothing():
+    deadline = time.time() + 60
+    # 4 long noops fill the 4 slots first; the short jobs of every kind come after them
+    bodies = [job_body("noop", 4000) for _ in range(4)]
+    bodies += [job_body(k, 300) for k in ("noop", "recon", "brkga", "noop", "recon", "brkga")]
+    ids = [submit_until_acknowledged(b, deadline) for b in bodies]
+    w1, w2 = WORKERS
+    wait_for("worker 1 runs a job", lambda: running_on(w1, 0.02), 30)
+    wait_for("worker 2 runs a job", lambda: running_on(w2, 0.02), 30)
+    held1 = running_on(w1)
+    w1.kill9()
+    killed_at = time.time()
+    held2 = running_on(w2)
+    t0 = time.time()
+    assert w2.terminate(timeout=30) == 0, w2.log_text()[-2000:]
+    print(f"  SIGKILL took {sorted(held1.values())} claims with it; SIGTERM stopped in "
+          f"{time.time() - t0:.1f} s holding {len(held2)}", flush=True)
+    # SIGTERM: each job it held either finished inside the grace or is back in the queue with
+    # its attempt given back, at once (no lease to wait for)
+    released = []
+    for jid, attempts in held2.items():
+        state, now_attempts, owner, _ = job_row(jid)
+        assert state in ("queued", "succeeded"), (jid, state)
+        if state == "queued":
+            assert (now_attempts, owner) == (attempts - 1, ""), (jid, now_attempts, owner, attempts)
+            released.append(jid)
+    assert released, "no job was still running when the worker was stopped (the test proves nothing)"
+    WORKERS[:] = start_workers(w1.data_dir, w2.data_dir)
+    wait_all_terminal(ids, max(5, deadline - time.time()))
+    histories = check_exactly_once(ids)
+    for jid in released:
+        hist = histories[jid]
+        runs = [h for h in hist if h[0] == "running"]
+        assert [h[1] for h in runs] == [1, 1], f"a release spent an attempt: {hist}"
+        assert runs[0][2] == w2.worker_id and runs[1][2] != w2.worker_id, hist
+    for jid in held1:
+        hist = histories[jid]
+        runs = [h for h in hist if h[0] == "running"]
+        assert [h[1] for h in runs] == [1, 2], f"the killed worker's attempt: {hist}"
+        assert runs[0][2] == w1.worker_id and runs[1][2] != w1.worker_id, hist
+        rescued = [h for h in hist if h[0] == "queued" and h[3]]
+        assert len(rescued) == 1 and "lease expired" in rescued[0][3], hist
+    rescued_at = float(H.scalar("SELECT extract(epoch FROM min(at)) FROM job_events WHERE kind = 'state' AND "
+                                "detail->'error'->>'message' LIKE 'lease expired%' AND job_id IN ('"
+                                + "', '".join(held1) + "')"))
+    print(f"  the killed worker's jobs were rescued {rescued_at - killed_at:.1f} s after the kill "
+          f"(lease {LEASE_S} s)", flush=True)
+    assert rescued_at - killed_at > LEASE_S - 1.0, "rescued before the lease could have expired"
+
+
+class Load:
+    """Submits a job of each kind in turn through the api replica until stopped."""
+
+    def __init__(self):
+        self.ids = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.error = None
+        self.thread.start()
+
+    def _run(self):
+        kinds = ["noop", "recon", "brkga"]
+        try:
+            while not self.stop.is_set():
+                kind = kinds[len(self.ids) % len(kinds)]
+                self.ids.append(submit_until_acknowledged(job_body(kind, 2500), time.time() + 60))
+                time.sleep(0.25)
+        except Exception as e:  # reported by finish()
+            self.error = e
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(90)
+        assert self.error is None, self.error
+        return self.ids
+
+
+def test_rolling_restart_under_load_completes_every_job():
+    global API
+    load = Load()
+    t0 = time.time()
+    for i, old in enumerate(list(WORKERS)):
+        # stopped with a noop not half done: it outlasts the grace and is given back
+        wait_for("the worker runs a noop", lambda: running_on(old, 0.02, 0.4, "noop"), 20, 0.02)
+        assert old.terminate(timeout=30) == 0, old.log_text()[-2000:]
+        WORKERS[i], = start_workers(old.data_dir)
+    old = API
+    assert old.terminate(timeout=30) == 0, old.log_text()[-2000:]
+    API = H.start_server(API_ARGS, data_dir=old.data_dir, port=old.port)
+    time.sleep(0.5)
+    ids = load.finish()
+    print(f"  {len(ids)} jobs submitted during the rolling restart ({time.time() - t0:.1f} s)", flush=True)
+    assert len(ids) >= 10, ids
+    wait_all_terminal(ids, 45)
+    check_exactly_once(ids)
+    released = H.scalar("SELECT count(DISTINCT job_id) FROM job_events WHERE kind = 'state' AND "
+                        "detail->>'state' = 'queued' AND NOT detail ? 'error' AND detail ? 'attempt' AND job_id IN ('" + "', '".join(ids) + "')")
+    print(f"  {released} of them given back by a stopping worker and run again", flush=True)
+    assert int(released) >= 2, "each worker was stopped mid-job: what it held was given back"
+
+
+def teardown():
+    if H:
+        H.close()
+
+
+if __name__ == "__main__":
+    try:
+        setup()
+        run_tests([test_sigkill_and_sigterm_mid_job_lose_nothing,
+                   test_rolling_restart_under_load_completes_every_job])
+    finally:
+        teardown()

@@ -1,7 +1,7 @@
 // What the manifests must say beyond their schemas: hardened pods, pinned images, probes on the
-// port gpujobd listens on, grace periods above gpujobd's, GPUs only for workers, and references
-// between objects (Service -> pods -> port, Ingress -> Service, PDB/ScaledObject/ServiceMonitor
-// -> their targets) that hold. Each rule returns problems naming the object.
+// port gpujobd listens on (a worker's on --metrics-listen), grace periods above gpujobd's, GPUs
+// only for workers, and references between objects (Service -> pods -> port, Ingress -> Service,
+// PDB/ScaledObject/ServiceMonitor -> their targets) that hold. Each rule returns problems naming the object.
 import { objectKey } from "./k8s_render.mjs";
 
 const NAMESPACE = "gpujobd";
@@ -202,18 +202,31 @@ function probe(w, c, which, path, port, scheme) {
     return problems;
 }
 
+/**
+ * The listener a container's probes go to: {flag, address, scheme}. A worker has no API
+ * listener; its probes go to --metrics-listen (plain HTTP), which it must then have.
+ */
+function probedListener(c) {
+    if (role(c) === "worker")
+        return { flag: "metrics-listen", address: setting(c, "metrics-listen"), scheme: "HTTP" };
+    const insecure = ["true", "1", "yes", ""].includes(setting(c, "insecure-http") ?? "false");
+    return { flag: "listen", address: setting(c, "listen") ?? "127.0.0.1:8443", scheme: insecure ? "HTTP" : "HTTPS" };
+}
+
 function probes(objects) {
     const problems = [];
     for (const w of workloads(objects))
         for (const c of w.pod.containers ?? []) {
-            if (!isServe(c) || role(c) === "worker")
+            if (!isServe(c))
                 continue;
-            const listen = setting(c, "listen") ?? "127.0.0.1:8443";
+            const { flag, address: listen, scheme } = probedListener(c);
+            if (!listen) {
+                problems.push(`${w.key} ${c.name}: --role worker without --${flag}: nothing to probe`);
+                continue;
+            }
             const [host, port] = [listen.slice(0, listen.lastIndexOf(":")), Number(listen.split(":").at(-1))];
             if (!["0.0.0.0", "[::]", "::"].includes(host))
-                problems.push(`${w.key} ${c.name}: --listen ${listen}: the kubelet and Services cannot reach ${host}`);
-            const insecure = ["true", "1", "yes", ""].includes(setting(c, "insecure-http") ?? "false");
-            const scheme = insecure ? "HTTP" : "HTTPS";
+                problems.push(`${w.key} ${c.name}: --${flag} ${listen}: the kubelet and Services cannot reach ${host}`);
             problems.push(...probe(w, c, "startupProbe", "/healthz", port, scheme),
                 ...probe(w, c, "readinessProbe", "/readyz", port, scheme),
                 ...probe(w, c, "livenessProbe", "/healthz", port, scheme));

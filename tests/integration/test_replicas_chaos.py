@@ -10,21 +10,25 @@ FBP reconstruction, a small BRKGA on a TSP).
   through the API.
 - A rolling restart of all three replicas (each stopped with SIGTERM, its successor started on
   its data directory, the next only once it is up) while jobs keep coming completes every job.
+- The workers' probes, as the production overlay sets them on --metrics-listen: a worker counts
+  as up when /readyz says 200; through the grace of its SIGTERM /readyz says 503 (shutting
+  down) while /healthz stays 200.
 
 Workers have short leases (2 s) and a short grace (1 s), so the test stays well under a minute.
 """
+import http.client
 import os
 import random
+import signal
 import socket
 import ssl
 import struct
 import sys
 import threading
-import http.client
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Harness, run_tests  # noqa: E402
+from harness import Harness, free_port, run_tests  # noqa: E402
 
 LEASE_S = 2
 WORKER_ARGS = ["--role", "worker", "--cpu-workers", "2", "--lease-seconds", str(LEASE_S),
@@ -61,13 +65,57 @@ def worker_id(srv):
     return wait_for(f"worker pid {srv.proc.pid} registered", registered, 60)
 
 
+def probe(srv, path):
+    """(status, body) of a GET on the worker's metrics listener, as the kubelet's probes ask it;
+    (None, error) when nothing answers."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.metrics_port, timeout=5)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        return r.status, r.read().decode(errors="replace")
+    except NET_ERRORS as e:
+        return None, repr(e)
+    finally:
+        conn.close()
+
+
 def start_workers(*data_dirs):
-    """Worker replicas on these data directories (None: a new one), started together; returned
-    once each has registered."""
-    started = [H.start_server(WORKER_ARGS, wait=False, data_dir=d) for d in data_dirs]
+    """Worker replicas on these data directories (None: a new one), each with a metrics listener
+    (its probes, as the production overlay's), started together; returned once each is ready
+    by its readiness probe and registered."""
+    started = []
+    for d in data_dirs:
+        port = free_port()
+        srv = H.start_server(WORKER_ARGS + ["--metrics-listen", f"127.0.0.1:{port}"], wait=False, data_dir=d)
+        srv.metrics_port = port
+        started.append(srv)
     for srv in started:
+        def ready():
+            assert srv.proc.poll() is None, f"worker exited {srv.proc.returncode}: {srv.log_text()[-2000:]}"
+            return probe(srv, "/readyz")[0] == 200
+        wait_for(f"worker on {srv.data_dir} ready (/readyz)", ready, 60)
+        assert probe(srv, "/healthz")[0] == 200
         srv.worker_id = worker_id(srv)
     return started
+
+
+def stop_worker_watching_probes(srv):
+    """SIGTERM, then the probes through the grace: /readyz says 503 "shutting down" (the rollout
+    sees it go) while /healthz stays 200 (liveness does not cut its running jobs short); exit 0."""
+    srv.proc.send_signal(signal.SIGTERM)
+    seen = set()
+    while srv.proc.poll() is None:
+        ready, health = probe(srv, "/readyz"), probe(srv, "/healthz")
+        if srv.proc.poll() is not None:
+            break   # what it answered while exiting proves nothing
+        if ready[0] == 503 and "shutting down" in ready[1]:
+            seen.add("unready")
+        assert health[0] in (200, None) or srv.proc.poll() is not None, f"/healthz during the grace: {health}"
+        if health[0] == 200:
+            seen.add("live")
+        time.sleep(0.02)
+    assert srv.terminate(timeout=30) == 0, srv.log_text()[-2000:]
+    assert seen == {"unready", "live"}, f"the probes through the grace: {seen}"
 
 
 def tsp_text(n, seed):
@@ -269,7 +317,7 @@ def test_rolling_restart_under_load_completes_every_job():
     for i, old in enumerate(list(WORKERS)):
         # stopped with a noop not half done: it outlasts the grace and is given back
         wait_for("the worker runs a noop", lambda: running_on(old, 0.02, 0.4, "noop"), 20, 0.02)
-        assert old.terminate(timeout=30) == 0, old.log_text()[-2000:]
+        stop_worker_watching_probes(old)
         WORKERS[i], = start_workers(old.data_dir)
     old = API
     assert old.terminate(timeout=30) == 0, old.log_text()[-2000:]

@@ -172,10 +172,14 @@ def job_row(job_id):
     return state, int(attempts), lease_owner, float(progress)
 
 
-def running_on(srv, min_progress=0.0, max_progress=1.0, kind="%"):
-    """{job id: attempts} of the jobs the worker holds now, of kind, progress in the range."""
-    rows = H.sql(f"SELECT id, attempts FROM jobs WHERE state = 'running' AND lease_owner = '{srv.worker_id}'"
-                 f" AND progress > {min_progress} AND progress <= {max_progress} AND kind LIKE '{kind}'")
+def running_on(srv, min_progress=-1.0, kind="%", claimed_within_s=None):
+    """{job id: attempts} of the jobs the worker holds now, of kind, past min_progress (as its
+    last heartbeat stored it), claimed at most claimed_within_s ago when given."""
+    recent = "" if claimed_within_s is None else (
+        " AND (SELECT max(at) FROM job_events e WHERE e.job_id = j.id AND e.kind = 'state' AND"
+        f" e.detail->>'state' = 'running') > now() - interval '{claimed_within_s} seconds'")
+    rows = H.sql(f"SELECT id, attempts FROM jobs j WHERE state = 'running' AND lease_owner = '{srv.worker_id}'"
+                 f" AND progress > {min_progress} AND kind LIKE '{kind}'" + recent)
     return {r[0]: int(r[1]) for r in rows}
 
 
@@ -315,8 +319,9 @@ def test_rolling_restart_under_load_completes_every_job():
     load = Load()
     t0 = time.time()
     for i, old in enumerate(list(WORKERS)):
-        # stopped with a noop not half done: it outlasts the grace and is given back
-        wait_for("the worker runs a noop", lambda: running_on(old, 0.02, 0.4, "noop"), 20, 0.02)
+        # stopped with a 2.5 s noop claimed under a second ago: it outlasts the 1 s grace and
+        # is given back
+        wait_for("the worker runs a noop", lambda: running_on(old, kind="noop", claimed_within_s=1), 20, 0.02)
         stop_worker_watching_probes(old)
         WORKERS[i], = start_workers(old.data_dir)
     old = API

@@ -17,42 +17,25 @@ FBP reconstruction, a small BRKGA on a TSP).
 Workers have short leases (2 s) and a short grace (1 s), so the test stays well under a minute.
 """
 import http.client
-import os
 import random
 import signal
 import socket
-import ssl
 import struct
-import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
-from harness import Harness, free_port, run_tests  # noqa: E402
+from chaoslib import (NET_ERRORS, Harness, Target, check_exactly_once, free_port, run_tests,
+                      submit_until_acknowledged, tsp_text, wait_all_terminal, wait_for)
 
 LEASE_S = 2
 WORKER_ARGS = ["--role", "worker", "--cpu-workers", "2", "--lease-seconds", str(LEASE_S),
                "--retry-backoff-ms", "0", "--poll-interval-ms", "200", "--shutdown-grace-seconds", "1"]
 API_ARGS = ["--role", "api", "--shutdown-grace-seconds", "1"]
-TERMINAL = ("succeeded", "failed", "canceled")
-NET_ERRORS = (OSError, ssl.SSLError, http.client.HTTPException)
 
 H = None
-API = None          # the api replica now serving (its successor after the rolling restart)
+API = None          # Target: the api replica now serving (its successor after the rolling restart)
 WORKERS = []        # the worker replicas now running
-KEY = None
 INPUTS = {}         # blob ids of the recon and brkga inputs
-
-
-def wait_for(what, predicate, timeout, interval=0.05):
-    deadline = time.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.time() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(interval)
 
 
 def worker_id(srv):
@@ -118,18 +101,11 @@ def stop_worker_watching_probes(srv):
     assert seen == {"unready", "live"}, f"the probes through the grace: {seen}"
 
 
-def tsp_text(n, seed):
-    rng = random.Random(seed)
-    lines = [f"NAME : replicas{n}", "TYPE : TSP", f"DIMENSION : {n}", "EDGE_WEIGHT_TYPE : EUC_2D",
-             "NODE_COORD_SECTION"] + [f"{i + 1} {rng.randint(0, 1000)} {rng.randint(0, 1000)}" for i in range(n)]
-    return ("\n".join(lines + ["EOF", ""])).encode()
-
-
 def setup():
-    global H, API, KEY
+    global H, API
     H = Harness()
-    API = H.start_server(API_ARGS)
-    KEY = API.admin_key
+    api = H.start_server(API_ARGS)
+    API = Target(api, api.admin_key)
     WORKERS.extend(start_workers(None, None))
     rng = random.Random(3)
     views, cols = 90, 128
@@ -149,21 +125,9 @@ def job_body(kind, sleep_ms=0):
             "params": {"decoder": "tsp", "population_size": 50, "max_generations": 100, "seed": 1}}
 
 
-def submit_until_acknowledged(body, deadline):
-    """POST /v1/jobs to the api replica serving now, with one Idempotency-Key, again after every
-    lost answer (the replica may be restarting), until acknowledged: the job exists once."""
-    key = "replicas-" + os.urandom(8).hex()
-    while time.time() < deadline:
-        try:
-            r = API.client(key=KEY).request("POST", "/v1/jobs", json=body,
-                                            headers={"Idempotency-Key": key}, timeout=30)
-            if r.status in (200, 201):
-                return r.json()["id"]
-            assert r.status in (502, 503, 504), f"submit refused: {r.status} {r.body[:300]!r}"
-        except NET_ERRORS:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"submit not acknowledged in time: {body}")
+def submit(body, deadline):
+    """Through the api replica serving now, again after every lost answer, once (chaoslib)."""
+    return submit_until_acknowledged(API, body, deadline)
 
 
 def job_row(job_id):
@@ -195,43 +159,23 @@ def state_histories(ids):
     return out
 
 
-def wait_all_terminal(ids, timeout):
-    id_list = "', '".join(ids)
-
-    def done():
-        left = H.scalar(f"SELECT count(*) FROM jobs WHERE id IN ('{id_list}') AND state NOT IN "
-                        "('succeeded', 'failed', 'canceled')")
-        return left == "0"
-    wait_for(f"{len(ids)} jobs terminal", done, timeout, 0.2)
-
-
-def check_exactly_once(ids):
-    """Every job succeeded and ended once: one terminal state in its history; its attempts are
-    the claims that were not given back (a release runs the count back down); its outputs were
-    stored once (each output blob one job_outputs row, and there are some); and the API says
-    the same as the database. Returns {id: history}."""
-    id_list = "', '".join(ids)
-    rows = H.sql("SELECT j.id, j.state, j.attempts,"
-                 " (SELECT count(*) FROM job_outputs o WHERE o.job_id = j.id),"
-                 " (SELECT count(*) FROM blobs b WHERE b.owner_job = j.id"
-                 "   AND NOT EXISTS (SELECT 1 FROM job_inputs i WHERE i.blob_id = b.id))"
-                 f" FROM jobs j WHERE j.id IN ('{id_list}')")
-    assert len(rows) == len(set(ids)), f"{len(ids)} acknowledged, {len(rows)} in the database"
+def check_every_job(ids):
+    """chaoslib's exactly-once over the whole database (every job succeeded, one terminal
+    state each, outputs stored once), and more for these: attempts exactly those of the last
+    claim (a release runs the count back down, a rescue does not), some outputs each, and the
+    API saying what the database says. Returns {id: history}."""
+    wait_all_terminal(H.sql, 45)
+    attempts = check_exactly_once(H.sql, ids)
     histories = state_histories(ids)
-    for jid, state, attempts, outs, owned in rows:
+    listed = {j["id"]: j for j in API.client().json("GET", "/v1/jobs?limit=200", expect=200)["jobs"]}
+    outputs = dict(H.sql("SELECT job_id, count(*) FROM job_outputs GROUP BY job_id"))
+    for jid in ids:
         hist = histories[jid]
-        what = f"job {jid}: {hist}"
-        assert [h[0] for h in hist if h[0] in TERMINAL] == ["succeeded"], what
-        assert state == "succeeded" and hist[-1][0] == "succeeded", what
         claims = [h for h in hist if h[0] == "running"]
-        assert claims and int(attempts) == claims[-1][1], f"{what}: attempts {attempts}"
-        assert int(outs) > 0 and outs == owned, f"{what}: {outs} outputs, {owned} output blobs"
-    dup = H.sql("SELECT blob_id FROM job_outputs GROUP BY blob_id HAVING count(*) > 1")
-    assert dup == [], f"an output blob recorded twice: {dup[:3]}"
-    listed = {j["id"]: j for j in API.client(key=KEY).json("GET", "/v1/jobs?limit=200", expect=200)["jobs"]}
-    for jid, state, attempts, _, _ in rows:
+        assert hist[-1][0] == "succeeded" and attempts[jid] == claims[-1][1], f"job {jid}: {hist}"
+        assert int(outputs.get(jid, 0)) > 0, f"job {jid}: no outputs"
         assert jid in listed, f"job {jid} not in GET /v1/jobs"
-        assert (listed[jid]["state"], listed[jid]["attempts"]) == (state, int(attempts)), listed[jid]
+        assert (listed[jid]["state"], listed[jid]["attempts"]) == ("succeeded", attempts[jid]), listed[jid]
     return histories
 
 
@@ -242,7 +186,7 @@ def test_sigkill_and_sigterm_mid_job_lose_nothing():
     # 4 long noops fill the 4 slots first; the short jobs of every kind come after them
     bodies = [job_body("noop", 4000) for _ in range(4)]
     bodies += [job_body(k, 300) for k in ("noop", "recon", "brkga", "noop", "recon", "brkga")]
-    ids = [submit_until_acknowledged(b, deadline) for b in bodies]
+    ids = [submit(b, deadline) for b in bodies]
     w1, w2 = WORKERS
     wait_for("worker 1 runs a job", lambda: running_on(w1, 0.02), 30)
     wait_for("worker 2 runs a job", lambda: running_on(w2, 0.02), 30)
@@ -265,8 +209,7 @@ def test_sigkill_and_sigterm_mid_job_lose_nothing():
             released.append(jid)
     assert released, "no job was still running when the worker was stopped (the test proves nothing)"
     WORKERS[:] = start_workers(w1.data_dir, w2.data_dir)
-    wait_all_terminal(ids, max(5, deadline - time.time()))
-    histories = check_exactly_once(ids)
+    histories = check_every_job(ids)
     for jid in released:
         hist = histories[jid]
         runs = [h for h in hist if h[0] == "running"]
@@ -302,7 +245,7 @@ class Load:
         try:
             while not self.stop.is_set():
                 kind = kinds[len(self.ids) % len(kinds)]
-                self.ids.append(submit_until_acknowledged(job_body(kind, 2500), time.time() + 60))
+                self.ids.append(submit(job_body(kind, 2500), time.time() + 60))
                 time.sleep(0.25)
         except Exception as e:  # reported by finish()
             self.error = e
@@ -315,28 +258,31 @@ class Load:
 
 
 def test_rolling_restart_under_load_completes_every_job():
-    global API
     load = Load()
     t0 = time.time()
+    held = []
     for i, old in enumerate(list(WORKERS)):
         # stopped with a 2.5 s noop claimed under a second ago: it outlasts the 1 s grace and
         # is given back
         wait_for("the worker runs a noop", lambda: running_on(old, kind="noop", claimed_within_s=1), 20, 0.02)
+        held.append((old.worker_id, running_on(old)))
         stop_worker_watching_probes(old)
         WORKERS[i], = start_workers(old.data_dir)
-    old = API
+    old = API.server
     assert old.terminate(timeout=30) == 0, old.log_text()[-2000:]
-    API = H.start_server(API_ARGS, data_dir=old.data_dir, port=old.port)
+    API.server = H.start_server(API_ARGS, data_dir=old.data_dir, port=old.port)
     time.sleep(0.5)
     ids = load.finish()
     print(f"  {len(ids)} jobs submitted during the rolling restart ({time.time() - t0:.1f} s)", flush=True)
     assert len(ids) >= 10, ids
-    wait_all_terminal(ids, 45)
-    check_exactly_once(ids)
-    released = H.scalar("SELECT count(DISTINCT job_id) FROM job_events WHERE kind = 'state' AND "
-                        "detail->>'state' = 'queued' AND NOT detail ? 'error' AND detail ? 'attempt' AND job_id IN ('" + "', '".join(ids) + "')")
-    print(f"  {released} of them given back by a stopping worker and run again", flush=True)
-    assert int(released) >= 2, "each worker was stopped mid-job: what it held was given back"
+    histories = check_every_job(ids)
+    for worker, jobs in held:
+        # given back: claimed by the stopping worker, queued again with the attempt returned
+        released = [j for j in jobs if any(a[0] == "running" and a[2] == worker and b[0] == "queued" and
+                                           b[1] == a[1] - 1 and not b[3]
+                                           for a, b in zip(histories[j], histories[j][1:]))]
+        print(f"  worker {worker} stopped holding {len(jobs)}, gave back {len(released)}", flush=True)
+        assert released, f"nothing given back: {[histories[j] for j in jobs]}"
 
 
 def teardown():

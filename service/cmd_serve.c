@@ -22,6 +22,7 @@
 #include "service/devices.h"
 #include "service/host_memory.h"
 #include "service/http_server.h"
+#include "service/lease_rescue.h"
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/migrate.h"
@@ -187,6 +188,7 @@ struct serve_run {
     struct gj_pg_embedded *pg;
     struct gj_http_server *http;
     struct gj_http_server *metrics_http;   /* --metrics-listen, any role */
+    struct gj_lease_rescuer *rescuer;   /* --role api: no worker pool rescues here */
     size_t modules_started;
     char *cert, *key;
 };
@@ -249,6 +251,8 @@ static int start_serving(struct serve_run *run)
         srv->workers = gj_worker_pool_start(srv);
         if (!srv->workers)
             return -1;
+    } else if (!(run->rescuer = gj_lease_rescuer_start(srv))) {
+        return -1;
     }
     return 0;
 }
@@ -258,6 +262,7 @@ static void stop_all(struct serve_run *run)
 {
     struct gj_server *srv = run->srv;
     int stuck = srv->workers && gj_worker_pool_stop(srv->workers, srv->cfg.shutdown_grace_seconds) != 0;
+    gj_lease_rescuer_stop(run->rescuer);
     if (run->http)
         gj_http_stop(run->http);
     if (run->metrics_http)

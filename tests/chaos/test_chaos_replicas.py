@@ -5,8 +5,8 @@ FBP reconstruction, a small BRKGA on a TSP).
 
 - A worker killed with SIGKILL mid-job and the other stopped with SIGTERM mid-job lose nothing:
   the SIGTERM'd worker gives its unfinished jobs back at once without spending an attempt; the
-  killed worker's jobs are rescued once their lease expired, that attempt spent; every job ends
-  exactly once. Checked in the database (the state history the triggers write), not only
+  killed worker's jobs are rescued once their lease expired, that attempt spent, by the api
+  replica while no worker is left; every job ends exactly once. Checked in the database (the state history the triggers write), not only
   through the API.
 - A rolling restart of all three replicas (each stopped with SIGTERM, its successor started on
   its data directory, the next only once it is up) while jobs keep coming completes every job.
@@ -208,6 +208,13 @@ def test_sigkill_and_sigterm_mid_job_lose_nothing():
             assert (now_attempts, owner) == (attempts - 1, ""), (jid, now_attempts, owner, attempts)
             released.append(jid)
     assert released, "no job was still running when the worker was stopped (the test proves nothing)"
+    # no worker is left: the api replica gives the killed worker's jobs back once their lease
+    # expired (its rescue runs every 5 s), so they read queued, not running on a dead process
+    id_list = "', '".join(held1)
+
+    def rescued():
+        return H.scalar(f"SELECT count(*) FROM jobs WHERE id IN ('{id_list}') AND state = 'running'") == "0"
+    wait_for("the api replica rescued the killed worker's jobs", rescued, LEASE_S + 5 + 3, 0.1)
     WORKERS[:] = start_workers(w1.data_dir, w2.data_dir)
     histories = check_every_job(ids)
     for jid in released:

@@ -7,6 +7,7 @@
  * It holds the list of the service's modules (module.h) and is the only reader of it.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,6 +290,27 @@ static void stop_all(struct serve_run *run)
     free(run->key);
 }
 
+/* Threads that libraries start from their constructors, before main (OpenBLAS's pool), do not
+ * block SIGTERM: the kernel may hand it to one of them (as it does when the main thread has
+ * another signal pending, right after a SIGCONT), whose default action ended the process with
+ * no shutdown at all. There a handler passes it on to the thread that waits for it. */
+static pthread_t signal_waiter;
+
+static void forward_signal(int sig)
+{
+    pthread_kill(signal_waiter, sig);   /* async-signal-safe; blocked there, so sigwait gets it */
+}
+
+static void forward_to_this_thread(const sigset_t *sigs)
+{
+    signal_waiter = pthread_self();
+    struct sigaction sa = { .sa_handler = forward_signal };
+    sigfillset(&sa.sa_mask);
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sigismember(sigs, sig) == 1 && sigaction(sig, &sa, NULL) != 0)
+            gj_log_warn("serve", "sigaction(%d): %s", sig, strerror(errno));
+}
+
 /* Ready until SIGTERM or SIGINT (blocked in every thread, taken here). */
 static void serve_until_signal(struct gj_server *srv, const sigset_t *sigs)
 {
@@ -335,6 +357,7 @@ int gj_cmd_serve(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    forward_to_this_thread(&sigs);
     signal(SIGPIPE, SIG_IGN);
 
     struct serve_run run = { .srv = srv };

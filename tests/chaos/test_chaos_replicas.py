@@ -10,6 +10,7 @@ FBP reconstruction, a small BRKGA on a TSP).
   through the API.
 - A rolling restart of all three replicas (each stopped with SIGTERM, its successor started on
   its data directory, the next only once it is up) while jobs keep coming completes every job.
+- A worker frozen and thawed (SIGSTOP, SIGCONT) still shuts down cleanly on SIGTERM.
 - The workers' probes, as the production overlay sets them on --metrics-listen: a worker counts
   as up when /readyz says 200; through the grace of its SIGTERM /readyz says 503 (shutting
   down) while /healthz stays 200.
@@ -292,6 +293,28 @@ def test_rolling_restart_under_load_completes_every_job():
         assert released, f"nothing given back: {[histories[j] for j in jobs]}"
 
 
+def test_sigterm_after_a_freeze_still_gives_back():
+    """A worker frozen and thawed (SIGSTOP, SIGCONT: docker pause, a cgroup freezer) and then
+    sent SIGTERM shuts down as ever: exit 0, its job back in the queue with its attempt
+    returned. (The kernel may hand that SIGTERM to a thread a library started before main,
+    which used to end the process on the spot.) Both workers, each with a job running."""
+    ids = [submit(job_body("noop", 4000), time.time() + 30) for _ in range(4)]
+    for srv in WORKERS:
+        wait_for("the worker runs a job", lambda: running_on(srv), 20)
+    for i, srv in enumerate(list(WORKERS)):
+        held = running_on(srv)
+        srv.proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.3)
+        srv.proc.send_signal(signal.SIGCONT)
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(30) == 0, f"exit {srv.proc.returncode} after SIGCONT, SIGTERM: {srv.log_text()[-1500:]}"
+        for jid, attempts in held.items():
+            state, now_attempts, _, _ = job_row(jid)
+            assert state == "succeeded" or (state, now_attempts) == ("queued", attempts - 1), (jid, state, now_attempts)
+        WORKERS[i], = start_workers(srv.data_dir)
+    check_every_job(ids)
+
+
 def teardown():
     if H:
         H.close()
@@ -301,6 +324,7 @@ if __name__ == "__main__":
     try:
         setup()
         run_tests([test_sigkill_and_sigterm_mid_job_lose_nothing,
-                   test_rolling_restart_under_load_completes_every_job])
+                   test_rolling_restart_under_load_completes_every_job,
+                   test_sigterm_after_a_freeze_still_gives_back])
     finally:
         teardown()

@@ -4,8 +4,9 @@
 # Finds the gpujobd process, reads how it listens from its command line (--listen,
 # --insecure-http, --role; else their GPUJOBD_* environment twins, from /proc/PID/environ) and
 # asks its /healthz over loopback (-k: the certificate may be the self-signed default). A worker
-# (--role worker) has no HTTP listener: it is healthy while its process runs. Liveness, not
-# readiness: a database that is away for a moment must not get the container replaced.
+# (--role worker) has no API listener: it is asked on its --metrics-listen (plain HTTP), and
+# without one it is healthy while its process runs. Liveness, not readiness: a database that is
+# away for a moment must not get the container replaced.
 # GJ_HEALTHCHECK_PID names the process instead of searching /proc (tests).
 set -u
 
@@ -48,15 +49,17 @@ setting() {
 
 role=$(setting role GPUJOBD_ROLE all)
 if [ "$role" = worker ]; then
-    exit 0   # alive: /proc/$pid/cmdline was readable above
+    listen=$(setting metrics-listen GPUJOBD_METRICS_LISTEN "")
+    [ -n "$listen" ] || exit 0   # alive: /proc/$pid/cmdline was readable above
+    scheme=http
+else
+    listen=$(setting listen GPUJOBD_LISTEN 127.0.0.1:8443)
+    # --insecure-http is optional-valued: a bare flag, or =true/=1/=yes.
+    case $(setting insecure-http GPUJOBD_INSECURE_HTTP false bare) in
+        true|1|yes|"") scheme=http ;;
+        *) scheme=https ;;
+    esac
 fi
-
-listen=$(setting listen GPUJOBD_LISTEN 127.0.0.1:8443)
-# --insecure-http is optional-valued: a bare flag, or =true/=1/=yes.
-case $(setting insecure-http GPUJOBD_INSECURE_HTTP false bare) in
-    true|1|yes|"") scheme=http ;;
-    *) scheme=https ;;
-esac
 
 port=${listen##*:}
 host=${listen%:*}

@@ -316,6 +316,28 @@ def test_worker_is_healthy_while_it_runs():
     assert healthcheck(s.proc.pid).returncode == 1
 
 
+def test_worker_with_metrics_listener_is_asked_there():
+    """A worker with --metrics-listen (the production overlay's) is healthy when its /healthz
+    there answers, not merely while its process exists: stopped (SIGSTOP), it is unhealthy."""
+    port = free_port()
+    env = clean_env(real_bin(), GPUJOBD_DATA_DIR=tempfile.mkdtemp(dir=TMP), GPUJOBD_DATABASE_URL=HARNESS.url,
+                    GPUJOBD_METRICS_LISTEN=f"127.0.0.1:{port}")
+    s = Served(["serve", "--role", "worker"], env)
+    try:
+        s.wait_log("gpujobd ready")
+        s.check_exec()
+        h = healthcheck(s.proc.pid)
+        assert h.returncode == 0, h.stderr
+        s.proc.send_signal(signal.SIGSTOP)
+        try:
+            h = healthcheck(s.proc.pid)
+        finally:
+            s.proc.send_signal(signal.SIGCONT)
+        assert h.returncode == 1 and f"127.0.0.1:{port}/healthz" in h.stderr, (h.returncode, h.stderr)
+    finally:
+        s.stop()
+
+
 def test_embedded_default_as_an_unprivileged_user():
     """The image's default run: no settings but the image's ENV, a non-root user (here
     `postgres`, one that exists, as uid 10001 does in the image), the embedded PostgreSQL
@@ -342,7 +364,7 @@ if __name__ == "__main__":
             test_data_dir_created_below_a_writable_parent, test_secret_files,
             test_uid_without_passwd_entry_and_embedded_postgres, test_real_gpujobd_refuses_a_bad_setting_in_one_line,
             test_serves_plain_http_set_by_environment, test_serves_tls_set_by_flags, test_worker_is_healthy_while_it_runs,
-            test_embedded_default_as_an_unprivileged_user,
+            test_worker_with_metrics_listener_is_asked_there, test_embedded_default_as_an_unprivileged_user,
         ])
     finally:
         HARNESS.close()

@@ -33,6 +33,7 @@
 #include "infer/dicom.h"
 #include "infer/serving/acquired_at.h"
 #include "infer/serving/batcher.h"
+#include "infer/serving/infer_report.h"
 #include "infer/serving/model_repo.h"
 #include "infer/serving/preprocess.h"
 #include "infer/serving/serving_host.h"
@@ -173,6 +174,8 @@ struct image {
     double decode_ms, preprocess_ms, inference_ms;
     int batch_index, batch_size;
     float *scores;          /* n_labels, after the activation */
+    struct gj_sr_identity sr_id;   /* for the study's Structured Report (infer_report.h) */
+    struct gj_sr_ref sr_ref;
 };
 
 /* A UID as the file gives it, kept only when it is a valid UI value (digits and dots). */
@@ -325,6 +328,8 @@ static int prepare_image(struct batcher *b, struct image *im, struct gj_error *e
     get_uid(d, GJ_DCM_SOPInstanceUID, im->sop_uid, sizeof im->sop_uid);
     get_uid(d, GJ_DCM_StudyInstanceUID, im->study_uid, sizeof im->study_uid);
     gj_dicom_acquired_at(d, im->acquired_at);
+    gj_sr_identity_read(d, &im->sr_id);
+    gj_sr_ref_read(d, &im->sr_ref);
     char mod[64], body[80], view[64];
     if (!gj_model_filter_check(&cfg->filter, get_cs(d, GJ_DCM_Modality, mod, sizeof mod),
                                get_cs(d, GJ_DCM_BodyPartExamined, body, sizeof body),
@@ -518,6 +523,30 @@ static json_t *studies_json(const struct gj_model_config *cfg, const struct imag
     return arr;
 }
 
+/* The studies' Structured Reports (result.dcm, ...): result.json's "reports", NULL when
+ * out of memory. A report that could not be written is said there and in the job's log. */
+static json_t *write_reports(struct gj_ctx *ctx, const gj_served_model *sm, const struct image *ims, size_t n)
+{
+    const struct gj_model_config *cfg = gj_served_model_config(sm);
+    struct gj_infer_report_image *v = calloc(n ? n : 1, sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        v[i] = (struct gj_infer_report_image){ &ims[i].sr_id, &ims[i].sr_ref,
+                                               ims[i].status == IMG_OK ? ims[i].scores : NULL };
+    json_t *reports = gj_infer_reports_write(ctx->output_dir, gj_served_model_name(sm),
+                                             gj_served_model_version(sm), (const char *const *)cfg->labels,
+                                             cfg->n_labels, v, n);
+    free(v);
+    size_t i;
+    json_t *o;
+    json_array_foreach(reports, i, o)
+        if (json_object_get(o, "error"))
+            gj_logf(ctx, "infer: a study's report was not written: %s",
+                    json_string_value(json_object_get(o, "error")));
+    return reports;
+}
+
 static int write_result(struct gj_ctx *ctx, const gj_served_model *sm, struct image *ims, size_t n,
                         int batch, int device, enum gj_precision precision, double load_ms,
                         double t_start, struct gj_error *err)
@@ -554,6 +583,12 @@ static int write_result(struct gj_ctx *ctx, const gj_served_model *sm, struct im
         json_object_set_new(r, "device", json_string(dev));
         json_object_set_new(r, "precision", json_string(gj_precision_name(precision)));
     }
+    json_t *reports = write_reports(ctx, sm, ims, n);
+    if (!reports) {
+        json_decref(r);
+        return gj_error_set(err, "", "out of memory writing the reports");
+    }
+    json_object_set_new(r, "reports", reports);
     char *text = json_dumps(r, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
     json_decref(r);
     char path[GJ_PATH_MAX];

@@ -62,7 +62,8 @@ struct gj_service_module {
     /* A job of one of its kinds succeeded. Runs inside the transaction that marks it
      * succeeded and stores its outputs (so what it writes commits with them, or not at
      * all); output_dir holds the files the job wrote, before they are stored, and may be
-     * rewritten. 0, or -1 (logged): the transaction is rolled back and the job retried. */
+     * rewritten (a file it removes is not stored). 0, or -1 (logged): the transaction is
+     * rolled back and the job retried. */
     gj_job_succeeded_fn on_job_succeeded;
 };
 

@@ -365,6 +365,8 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
             break;
         }
         if (lstat(path, &st) != 0) {
+            if (errno == ENOENT && on_success)
+                continue;   /* the module's hook removed it (module.h): not an output */
             gj_log_error(COMPONENT, "job %s: output %s: %s", c->id, names[i], strerror(errno));
             rc = -1;
             break;

@@ -21,6 +21,8 @@
  *                    attributes (migrations/0008_dicom_instances.sql)
  *   results_store.c  what a succeeded `infer` job records: inference_results rows
  *                    (migrations/0002_inference.sql)
+ *   reports_store.c  its Structured Reports (result.dcm, ...) stored as the tenant's
+ *                    instances
  *   routes_models.c  /v1/models          routes_dicomweb.c  /dicomweb (STOW-RS)
  *   routes_results.c /v1/inference-results
  *   routes_oip.c     /v2 (Open Inference Protocol, Triton's REST dialect)
@@ -124,6 +126,10 @@ int gj_dicomweb_accepts(struct gj_req *r, const char *type, const char *type_par
  * result.json is missing or unusable: logged, the job still succeeds), or -1 on a
  * database error or a result.json that could not be rewritten (the transaction is lost). */
 int gj_infer_store_results(PGconn *conn, const struct gj_claim *c, const char *output_dir);
+/* Inside that transaction: each report of result.json's "reports" stored as an instance
+ * of the tenant (a blob the job owns, a dicom_instances row), for QIDO-RS and WADO-RS.
+ * 0, or -1 on a database error. */
+int gj_infer_store_reports(PGconn *conn, const struct gj_claim *c, const char *output_dir, json_t *result);
 void gj_infer_set_purge_phi(int on);
 
 /* ---- routes ---- */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/fsutil.h"
 #include "service/db.h"
@@ -45,6 +46,25 @@ static void replace_uid(json_t *o, const char *uid_field, const char *key_field)
     json_object_del(o, uid_field);
 }
 
+/* The reports (result.dcm, ...) hold the patient's identity: with purge_phi they are
+ * removed before the outputs are stored (module.h), and result.json says so. */
+static void withhold_reports(json_t *root, const char *output_dir)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(root, "reports"), i, o) {
+        const char *name = json_string_value(json_object_get(o, "output"));
+        char path[GJ_PATH_MAX];
+        if (name && gj_safe_name(name) && gj_path_join(path, sizeof path, output_dir, name) == 0)
+            unlink(path);
+        json_object_del(o, "output");
+        json_object_del(o, "series_instance_uid");
+        json_object_del(o, "sop_instance_uid");
+        json_object_set_new(o, "withheld", json_string("the report holds the patient's identity: not kept "
+                                                       "with --infer-purge-phi"));
+    }
+}
+
 static int pseudonymise_result(json_t *root, const char *path)
 {
     size_t i;
@@ -55,6 +75,8 @@ static int pseudonymise_result(json_t *root, const char *path)
         json_object_del(o, "acquired_at");   /* a date of the patient's: kept in the table only */
     }
     json_array_foreach(json_object_get(root, "studies"), i, o)
+        replace_uid(o, "study_instance_uid", "study_key");
+    json_array_foreach(json_object_get(root, "reports"), i, o)
         replace_uid(o, "study_instance_uid", "study_key");
     json_object_set_new(root, "pseudonymised",
                         json_string("UIDs replaced by HMAC-SHA256 keys under the server secret (study_key, image_key)"));
@@ -223,10 +245,17 @@ int gj_infer_store_results(PGconn *conn, const struct gj_claim *c, const char *o
     }
     gj_log_info(COMPONENT, "job %s: %d inference result(s) stored (%d without an acquisition time)", c->id, stored,
                 no_time);
+    /* The reports carry the patient's identity: with purge_phi they are not kept as
+     * instances (whose rows would hold it after the inputs are gone). */
+    if (!g_purge_phi && gj_infer_store_reports(conn, c, output_dir, root) != 0) {
+        json_decref(root);
+        return -1;
+    }
     if (!g_purge_phi) {
         json_decref(root);
         return 0;
     }
+    withhold_reports(root, output_dir);
     int rc = pseudonymise_result(root, path);
     json_decref(root);
     if (rc != 0) {

@@ -196,6 +196,9 @@ def test_no_patient_data_anywhere():
         assert "instance_uid" not in text and "pseudonymised" in text, text[:500]
         assert "acquired_at" not in text, text[:500]     # a date of the patient's: in the table only
         doc = json.loads(text)
+        # the Structured Report holds the patient's identity: withheld, not an output
+        assert doc["reports"] and all("withheld" in x and "output" not in x for x in doc["reports"]), doc
+        assert c.request("GET", f"/v1/jobs/{job_id}/outputs/result.dcm").status == 404
         for im in doc["images"]:
             assert re.fullmatch(r"[0-9a-f]{64}", im["image_key"]) and im["study_key"] in (key_of(STUDY_A),
                                                                                          key_of(STUDY_B)), im

@@ -123,6 +123,15 @@ static const struct setting settings[] = {
       "first retry delay of a failed callback; doubles, at most 1 h (default 10000)" },
     { "callback-cacert", T_STRING, S(callback_cacert), 0, 0, 0,
       "PEM CA bundle https callbacks are verified with (default: the system's)" },
+    { "results-dicomweb-url", T_STRING, S(results_dicomweb_url), 0, 0, 0,
+      "DICOMweb base URL (https://pacs/dicom-web) each infer job's Structured Report is sent to by "
+      "STOW-RS, retried until delivered (default: none)" },
+    { "results-dicomweb-auth-file", T_STRING, S(results_dicomweb_auth_file), 0, 0, 0,
+      "file holding the HTTP header sent with it, as 'Authorization: Bearer ...' (mode 0600)" },
+    { "results-dicomweb-ca", T_STRING, S(results_dicomweb_ca), 0, 0, 0,
+      "PEM CA certificates its TLS certificate is checked against (default: the system's)" },
+    { "results-dicomweb-retry-ms", T_INT, S(results_dicomweb_retry_ms), 10, 3600000, 0,
+      "first retry delay of a delivery; doubles per attempt, at most 5 min (default 2000)" },
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
 
@@ -160,6 +169,7 @@ static void set_defaults(struct gj_config *cfg)
     cfg->infer_max_queue = 1024;
     cfg->infer_queue_timeout_us = 30000000;
     cfg->callback_backoff_ms = 10000;
+    cfg->results_dicomweb_retry_ms = 2000;
 }
 
 const char *gj_placement_name(enum gj_placement_policy p)
@@ -435,6 +445,8 @@ static int read_secret(const char *flag, const char *path, char *out, size_t siz
     return -1;
 }
 
+static int check_results_dicomweb(const struct gj_config *cfg);
+
 /* The secrets given as files, read and checked at start. */
 static int load_secret_files(struct gj_config *cfg, int for_migrate)
 {
@@ -475,8 +487,40 @@ static int load_secret_files(struct gj_config *cfg, int for_migrate)
             return -1;
         }
     }
+    if (cfg->results_dicomweb_auth_file[0] &&
+        (read_secret("results-dicomweb-auth-file", cfg->results_dicomweb_auth_file, cfg->results_dicomweb_auth,
+                     sizeof cfg->results_dicomweb_auth) ||
+         check_results_dicomweb(cfg)))
+        return -1;
     if (cfg->tls_key[0] && gj_secret_file_check(cfg->tls_key, why, sizeof why) != 0) {
         fprintf(stderr, "gpujobd: %s: %s\n", both_names("tls-key", name, sizeof name), why);
+        return -1;
+    }
+    return 0;
+}
+
+/* --results-dicomweb-*: a URL of http(s) without spaces; the auth file's one header line
+ * "Name: value" of printable characters, given only with the URL. 0, or -1 (said). */
+static int check_results_dicomweb(const struct gj_config *cfg)
+{
+    const char *url = cfg->results_dicomweb_url, *auth = cfg->results_dicomweb_auth;
+    if (url[0] && ((strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0) || strpbrk(url, " \t\r\n"))) {
+        fprintf(stderr, "gpujobd: --results-dicomweb-url: not an http:// or https:// URL\n");
+        return -1;
+    }
+    if ((cfg->results_dicomweb_auth_file[0] || cfg->results_dicomweb_ca[0]) && !url[0]) {
+        fprintf(stderr, "gpujobd: --results-dicomweb-auth-file and --results-dicomweb-ca need --results-dicomweb-url\n");
+        return -1;
+    }
+    if (!cfg->results_dicomweb_auth_file[0])
+        return 0;
+    const char *colon = strchr(auth, ':'), *space = strchr(auth, ' ');
+    int printable = 1;
+    for (const char *p = auth; *p; p++)
+        printable &= (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f;
+    if (!colon || colon == auth || !printable || (space && space < colon)) {
+        fprintf(stderr, "gpujobd: --results-dicomweb-auth-file: %s does not hold one header line "
+                        "'Name: value' (as 'Authorization: Bearer ...')\n", cfg->results_dicomweb_auth_file);
         return -1;
     }
     return 0;
@@ -492,6 +536,8 @@ static int check_consistency(struct gj_config *cfg)
         fprintf(stderr, "gpujobd: --insecure-http: cannot be combined with --tls-cert\n");
         return -1;
     }
+    if (!cfg->results_dicomweb_auth_file[0] && check_results_dicomweb(cfg) != 0)
+        return -1;   /* with the file: checked once it is read */
     if (!cfg->data_dir[0]) {
         fprintf(stderr, "gpujobd: --data-dir: must not be empty\n");
         return -1;

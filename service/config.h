@@ -77,6 +77,12 @@ struct gj_config {
     int callback_allow_private;    /* also loopback, private, link-local addresses */
     int callback_backoff_ms;       /* first retry delay of a delivery; doubles, capped at 1 h */
     char callback_cacert[1024];    /* CA bundle for https callbacks; "" = the system's */
+    /* Structured Reports delivered by STOW-RS (service/infer/delivery.c): */
+    char results_dicomweb_url[1024];   /* "" = none */
+    char results_dicomweb_auth_file[GJ_PATH_MAX];   /* fills results_dicomweb_auth */
+    char results_dicomweb_auth[1024];  /* one header line, "Name: value" */
+    char results_dicomweb_ca[GJ_PATH_MAX];
+    int results_dicomweb_retry_ms;
 };
 
 /* Defaults, then environment, then argv (argv[0] is the subcommand name), then the

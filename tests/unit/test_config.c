@@ -413,6 +413,42 @@ static void secrets_from_files(void **state)
     unlink(cert);
 }
 
+/* --results-dicomweb-*: the URL's scheme, the auth file's one header line (never echoed),
+ * its permissions, and the auth and CA files only with the URL. */
+static void results_dicomweb_settings(void **state)
+{
+    (void)state;
+    struct gj_config cfg;
+    char *none[] = { "serve", NULL };
+    assert_int_equal(load(&cfg, 1, none), 0);
+    assert_string_equal(cfg.results_dicomweb_url, "");
+    assert_int_equal(cfg.results_dicomweb_retry_ms, 2000);
+    setenv("GPUJOBD_RESULTS_DICOMWEB_URL", "https://pacs.example/dicom-web", 1);
+    assert_int_equal(load(&cfg, 1, none), 0);
+    assert_string_equal(cfg.results_dicomweb_url, "https://pacs.example/dicom-web");
+    setenv("GPUJOBD_RESULTS_DICOMWEB_URL", "ftp://pacs.example/", 1);
+    assert_int_equal(load(&cfg, 1, none), -1);
+    assert_one_line_naming("--results-dicomweb-url");
+    unsetenv("GPUJOBD_RESULTS_DICOMWEB_URL");
+
+    const char *auth = secret_file("pacs-auth", "Authorization: Bearer tok-123\n", 0600);
+    char *argv[] = { "serve", "--results-dicomweb-url", "http://127.0.0.1:8042/dicom-web",
+                     "--results-dicomweb-auth-file", (char *)auth, NULL };
+    assert_int_equal(load(&cfg, 5, argv), 0);
+    assert_string_equal(cfg.results_dicomweb_auth, "Authorization: Bearer tok-123");
+    secret_file("pacs-auth", "Bearer tok-123\n", 0600);   /* no header name */
+    assert_int_equal(load(&cfg, 5, argv), -1);
+    assert_one_line_naming("--results-dicomweb-auth-file");
+    assert_null(strstr(errbuf, "tok-123"));
+    secret_file("pacs-auth", "Authorization: Bearer tok-123\n", 0644);
+    assert_int_equal(load(&cfg, 5, argv), -1);
+    assert_one_line_naming("--results-dicomweb-auth-file");
+    char *no_url[] = { "serve", "--results-dicomweb-ca", "/etc/ssl/certs/ca-certificates.crt", NULL };
+    assert_int_equal(load(&cfg, 3, no_url), -1);
+    assert_one_line_naming("need --results-dicomweb-url");
+    unlink(auth);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +462,7 @@ int main(void)
         cmocka_unit_test(fake_gpus_reach_devices),
         cmocka_unit_test(inference_settings),
         cmocka_unit_test(secrets_from_files),
+        cmocka_unit_test(results_dicomweb_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,9 @@
  *                    (migrations/0002_inference.sql)
  *   reports_store.c  its Structured Reports (result.dcm, ...) stored as the tenant's
  *                    instances
+ *   delivery.c       the reports sent by STOW-RS to --results-dicomweb-url, retried
+ *                    (migrations/0011_report_deliveries.sql)
+ *   routes_deliveries.c  GET /v1/jobs/{id}/deliveries
  *   routes_models.c  /v1/models          routes_dicomweb.c  /dicomweb (STOW-RS)
  *   routes_results.c /v1/inference-results
  *   routes_oip.c     /v2 (Open Inference Protocol, Triton's REST dialect)
@@ -132,6 +135,18 @@ int gj_infer_store_results(PGconn *conn, const struct gj_claim *c, const char *o
 int gj_infer_store_reports(PGconn *conn, const struct gj_claim *c, const char *output_dir, json_t *result);
 void gj_infer_set_purge_phi(int on);
 
+/* ---- delivery of the reports (delivery.c) ---- */
+
+/* Starts the delivery thread when --results-dicomweb-url is set (else nothing). 0 or -1. */
+int gj_infer_delivery_start(const struct gj_server *srv);
+/* Stops it (an attempt in flight is abandoned and tried again later). */
+void gj_infer_delivery_stop(void);
+/* 1 when reports are delivered (the thread runs). */
+int gj_infer_delivery_enabled(void);
+/* Records a pending delivery of the report instance blob_id, the job's output named
+ * output_name, inside the caller's transaction. 0 or -1. */
+int gj_infer_delivery_add(PGconn *conn, const char *job_id, const char *blob_id, const char *output_name);
+
 /* ---- routes ---- */
 
 extern const struct gj_route_table gj_infer_routes_models;
@@ -140,6 +155,7 @@ extern const struct gj_route_table gj_infer_routes_qido;
 extern const struct gj_route_table gj_infer_routes_wado;
 extern const struct gj_route_table gj_infer_routes_wado_render;
 extern const struct gj_route_table gj_infer_routes_results;
+extern const struct gj_route_table gj_infer_routes_deliveries;
 extern const struct gj_route_table gj_infer_routes_oip;
 /* The batchers' statistics as Prometheus text (routes_oip.c). */
 void gj_infer_write_metrics(FILE *f);

@@ -196,6 +196,14 @@ static int infer_init(struct gj_server *srv)
         g_repo = NULL;
         return -1;
     }
+    if (gj_infer_delivery_start(srv) != 0) {
+        gj_model_sync_stop();
+        gj_batcher_registry_shutdown();
+        gj_serving_host_set(NULL);
+        gj_model_repo_free(g_repo);
+        g_repo = NULL;
+        return -1;
+    }
     gj_log_info(COMPONENT, "model repository: %zu model(s) in the shared model store (seeds from %s)%s",
                 gj_model_repo_count(g_repo), g_models_dir,
                 strcmp(srv->cfg.role, "api") ? "; Open Inference Protocol v2 at /v2" : "; this replica runs no models");
@@ -205,6 +213,7 @@ static int infer_init(struct gj_server *srv)
 static void infer_shutdown(struct gj_server *srv)
 {
     (void)srv;
+    gj_infer_delivery_stop();
     gj_model_sync_stop();             /* nothing declares or loads any more */
     gj_batcher_registry_shutdown();   /* queued requests answered, executors joined */
     gj_serving_host_set(NULL);
@@ -213,7 +222,7 @@ static void infer_shutdown(struct gj_server *srv)
 }
 
 static const struct gj_route_table *const infer_routes[] = {
-    &gj_infer_routes_models, &gj_infer_routes_dicomweb, &gj_infer_routes_qido, &gj_infer_routes_wado, &gj_infer_routes_wado_render, &gj_infer_routes_results, &gj_infer_routes_oip, NULL,
+    &gj_infer_routes_models, &gj_infer_routes_dicomweb, &gj_infer_routes_qido, &gj_infer_routes_wado, &gj_infer_routes_wado_render, &gj_infer_routes_results, &gj_infer_routes_deliveries, &gj_infer_routes_oip, NULL,
 };
 
 static const char *const infer_kinds[] = { "infer", NULL };

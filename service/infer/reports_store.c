@@ -58,8 +58,9 @@ static int store_report(PGconn *conn, const struct gj_claim *c, const char *outp
         gj_log_warn(COMPONENT, "job %s: report %s lacks its UIDs; not stored as an instance", c->id, name);
     else if (copy_to_blob(conn, c, path, blob_id) != 0)
         rc = -1;
-    else
-        rc = gj_infer_instance_claim(conn, c->tenant_id, blob_id, &in);   /* new UIDs: 0 is unlikely */
+    else if ((rc = gj_infer_instance_claim(conn, c->tenant_id, blob_id, &in)) == 1 && gj_infer_delivery_enabled() &&
+             gj_infer_delivery_add(conn, c->id, blob_id, name) != 0)
+        rc = -1;   /* claimed (new UIDs: 0 is unlikely), and to be sent to the results PACS */
     gj_infer_instance_clear(&in);
     return rc;
 }

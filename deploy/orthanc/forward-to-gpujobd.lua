@@ -17,14 +17,15 @@ function OnStableStudy(studyId, tags, metadata)
   if not images then
     return
   end
-  local body = DumpJson({ Resources = { studyId }, Synchronous = true }, true)
-  -- a refused request is logged by Orthanc and gives no answer (or raises, by version)
-  local ok, answer = pcall(RestApiPost, '/dicom-web/servers/gpujobd/stow', body)
-  if ok and answer then
-    print('forwarded study ' .. studyId .. ' to gpujobd')
+  -- Asynchronous: the forward is one of Orthanc's jobs, so the Lua engine (one thread,
+  -- which also runs for the reports gpujobd sends back) is not held while gpujobd stores
+  -- the study; measured twice the studies per minute (BENCHMARKS.md). A forward that
+  -- fails stays in Orthanc's job list (GET /jobs): POST /jobs/{id}/resubmit sends it again.
+  local body = DumpJson({ Resources = { studyId }, Synchronous = false }, true)
+  local answer = RestApiPost('/dicom-web/servers/gpujobd/stow', body)
+  if answer then
+    print('study ' .. studyId .. ' queued for gpujobd')
   else
-    -- Orthanc logs the HTTP error; the study is sent again when it next becomes stable,
-    -- or by an operator: POST /dicom-web/servers/gpujobd/stow {"Resources": [id]}
-    print('forwarding study ' .. studyId .. ' to gpujobd failed')
+    print('study ' .. studyId .. ' could not be queued for gpujobd')
   end
 end

@@ -27,6 +27,8 @@ ORTHANC = shutil.which("Orthanc")
 PLUGIN = "/usr/share/orthanc/plugins/libOrthancDicomWeb.so"
 PASSWORD = "orthanc-pw-42"
 STUDY = "1.2.826.0.1.3680043.8.498.6001"
+STABLE_AGE = 1      # seconds (deploy/orthanc/orthanc.json says 10)
+CPU_WORKERS = 1
 H = None
 SRV = None
 S = {}
@@ -71,7 +73,7 @@ def setup():
     auth = os.path.join(tmp, "pacs-auth")
     with open(os.open(auth, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
         f.write(f"Authorization: {basic()}\n")
-    SRV = H.start_server(["--cpu-workers", "1", "--results-dicomweb-url", f"http://127.0.0.1:{S['http']}/dicom-web",
+    SRV = H.start_server(["--cpu-workers", str(CPU_WORKERS), "--results-dicomweb-url", f"http://127.0.0.1:{S['http']}/dicom-web",
                           "--results-dicomweb-auth-file", auth, "--results-dicomweb-retry-ms", "500"])
     key = SRV.client().json("POST", "/v1/api-keys", {"tenant": "hospital", "role": "user"}, expect=201)["key"]
     S["key"] = key
@@ -79,7 +81,7 @@ def setup():
         cfg = json.load(f)
     store = os.path.join(tmp, "orthanc-db")
     cfg.update({"StorageDirectory": store, "IndexDirectory": store, "HttpPort": S["http"], "DicomPort": S["dicom"],
-                "RemoteAccessAllowed": False, "StableAge": 1,
+                "RemoteAccessAllowed": False, "StableAge": STABLE_AGE,
                 "LuaScripts": [os.path.join(DEPLOY, "forward-to-gpujobd.lua")]})
     path = os.path.join(tmp, "orthanc.json")
     with open(path, "w") as f:
@@ -138,6 +140,16 @@ def test_forwarding_again_makes_no_job():
     assert H.scalar("SELECT count(*) FROM report_deliveries WHERE state = 'delivered'") == "1"
 
 
+def teardown():
+    S["orthanc"].terminate()
+    S["orthanc"].wait(timeout=30)
+    S["orthanc_log"].close()
+    if os.environ.get("GJ_KEEP_ORTHANC_LOG"):
+        shutil.copy(os.path.join(dcm.TMP, "orthanc.log"), "/tmp/gj-orthanc.log")
+    H.close()
+    shutil.rmtree(dcm.TMP, ignore_errors=True)
+
+
 if __name__ == "__main__":
     if not ORTHANC or not os.path.exists(PLUGIN) or not shutil.which("storescu"):
         print("Orthanc, its DICOMweb plugin or DCMTK's storescu is not installed")
@@ -146,10 +158,4 @@ if __name__ == "__main__":
     try:
         run_tests([test_cstore_to_report_in_pacs, test_forwarding_again_makes_no_job])
     finally:
-        S["orthanc"].terminate()
-        S["orthanc"].wait(timeout=30)
-        S["orthanc_log"].close()
-        if os.environ.get("GJ_KEEP_ORTHANC_LOG"):
-            shutil.copy(os.path.join(dcm.TMP, "orthanc.log"), "/tmp/gj-orthanc.log")
-        H.close()
-        shutil.rmtree(dcm.TMP, ignore_errors=True)
+        teardown()

@@ -57,7 +57,7 @@ harness() {
   srcs="fuzz/$1_fuzz.c $common"
   case $1 in
     dicom)
-      srcs+=" $(cd "$src" && ls compute/infer/dicom_*.c | grep -v dicom_cli.c)"
+      srcs+=" $(cd "$src" && ls compute/infer/dicom_*.c | grep -v -e dicom_cli.c -e dicom_write.c -e dicom_sr.c)"
       libs="$(pkg-config --libs libturbojpeg charls libopenjp2 zlib) -lm" ;;
     multipart_related)
       srcs+=" $(cd "$src" && find service -name multipart_related.c)"

@@ -14,12 +14,14 @@
 
 /* ---- reading the images -------------------------------------------------------------- */
 
-/* A text attribute copied when present and within max characters; "" otherwise. */
+/* A text attribute copied when present, within max characters and one value (several
+ * only for the character set); "" otherwise. */
 static void copy_text(const gj_dicom *d, uint32_t tag, size_t max, char *out, size_t outlen)
 {
     char buf[400];
     out[0] = '\0';
-    if (gj_dicom_get_string(d, tag, buf, sizeof buf) != 0 || strlen(buf) > max || strlen(buf) >= outlen)
+    if (gj_dicom_get_string(d, tag, buf, sizeof buf) != 0 || strlen(buf) > max || strlen(buf) >= outlen ||
+        (strchr(buf, '\\') && tag != GJ_TAG(0x0008, 0x0005)))
         return;
     snprintf(out, outlen, "%s", buf);
 }

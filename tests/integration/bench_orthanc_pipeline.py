@@ -35,8 +35,8 @@ def main():
     a = ap.parse_args()
     pipe.STABLE_AGE = a.stable_age
     pipe.CPU_WORKERS = a.cpu_workers
-    pipe.setup()
     try:
+        pipe.setup()
         files = []
         for i in range(a.n):
             study = f"1.2.826.0.1.3680043.8.498.7{i:04d}"

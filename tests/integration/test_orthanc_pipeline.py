@@ -34,10 +34,16 @@ SRV = None
 S = {}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free ports (held open together, so the system cannot hand out one twice)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def basic():
@@ -66,38 +72,59 @@ def infer_jobs():
 
 
 def setup():
-    global H, SRV
+    global H
     H = Harness()
-    tmp = dcm.TMP = tempfile.mkdtemp(prefix="gj-orthanc-")
-    S["http"], S["dicom"] = free_port(), free_port()
-    auth = os.path.join(tmp, "pacs-auth")
+    dcm.TMP = tempfile.mkdtemp(prefix="gj-orthanc-")
+    auth = os.path.join(dcm.TMP, "pacs-auth")
     with open(os.open(auth, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
         f.write(f"Authorization: {basic()}\n")
-    SRV = H.start_server(["--cpu-workers", str(CPU_WORKERS), "--results-dicomweb-url", f"http://127.0.0.1:{S['http']}/dicom-web",
-                          "--results-dicomweb-auth-file", auth, "--results-dicomweb-retry-ms", "500"])
-    key = SRV.client().json("POST", "/v1/api-keys", {"tenant": "hospital", "role": "user"}, expect=201)["key"]
+    # Orthanc's ports are picked free, then bound by Orthanc: another process may take one
+    # in between (helpers' tests run side by side); then both start again on new ports.
+    for _ in range(3):
+        if start_pair(auth):
+            return
+    raise AssertionError("Orthanc did not start (see its log)")
+
+
+def start_pair(auth):
+    """gpujobd (sending reports to Orthanc's port) and Orthanc: True when both are up."""
+    global SRV
+    if SRV:
+        SRV.terminate()
+    gj_port, S["http"], S["dicom"] = free_ports(3)
+    SRV = H.start_server(["--cpu-workers", str(CPU_WORKERS), "--results-dicomweb-url",
+                          f"http://127.0.0.1:{S['http']}/dicom-web", "--results-dicomweb-auth-file", auth,
+                          "--results-dicomweb-retry-ms", "500"], port=gj_port)
+    S.setdefault("admin", SRV.admin_key)   # written by the first server on the database only
+    key = SRV.client(key=S["admin"]).json("POST", "/v1/api-keys", {"tenant": "hospital", "role": "user"},
+                                          expect=201)["key"]
     S["key"] = key
     with open(os.path.join(DEPLOY, "orthanc.json")) as f:
         cfg = json.load(f)
-    store = os.path.join(tmp, "orthanc-db")
+    store = os.path.join(dcm.TMP, "orthanc-db")
     cfg.update({"StorageDirectory": store, "IndexDirectory": store, "HttpPort": S["http"], "DicomPort": S["dicom"],
                 "RemoteAccessAllowed": False, "StableAge": STABLE_AGE,
                 "LuaScripts": [os.path.join(DEPLOY, "forward-to-gpujobd.lua")]})
-    path = os.path.join(tmp, "orthanc.json")
+    path = os.path.join(dcm.TMP, "orthanc.json")
     with open(path, "w") as f:
         json.dump(cfg, f)
     env = dict(os.environ, ORTHANC_GPUJOBD_PASSWORD=PASSWORD, GPUJOBD_API_KEY=key,
                GPUJOBD_DICOMWEB_URL=f"https://127.0.0.1:{SRV.port}/dicomweb/",
                GPUJOBD_CA_FILE=os.path.join(SRV.data_dir, "tls", "cert.pem"))
-    S["orthanc_log"] = open(os.path.join(tmp, "orthanc.log"), "wb")
+    if S.get("orthanc_log"):
+        S["orthanc_log"].close()
+    S["orthanc_log"] = open(os.path.join(dcm.TMP, "orthanc.log"), "ab")
     S["orthanc"] = subprocess.Popen([ORTHANC, path], stdout=S["orthanc_log"], stderr=subprocess.STDOUT, env=env)
-
-    def up():
+    t0 = time.time()
+    while time.time() - t0 < 30 and S["orthanc"].poll() is None:
         try:
-            return orthanc("/system")
+            orthanc("/system")
+            return True
         except OSError:
-            return None
-    wait_for(up, 30, "Orthanc")
+            time.sleep(0.1)
+    S["orthanc"].kill()
+    S["orthanc"].wait()
+    return False
 
 
 def test_cstore_to_report_in_pacs():
@@ -141,12 +168,15 @@ def test_forwarding_again_makes_no_job():
 
 
 def teardown():
-    S["orthanc"].terminate()
-    S["orthanc"].wait(timeout=30)
-    S["orthanc_log"].close()
-    if os.environ.get("GJ_KEEP_ORTHANC_LOG"):
-        shutil.copy(os.path.join(dcm.TMP, "orthanc.log"), "/tmp/gj-orthanc.log")
-    H.close()
+    if S.get("orthanc"):
+        S["orthanc"].terminate()
+        S["orthanc"].wait(timeout=30)
+    if S.get("orthanc_log"):
+        S["orthanc_log"].close()
+        if os.environ.get("GJ_KEEP_ORTHANC_LOG"):
+            shutil.copy(os.path.join(dcm.TMP, "orthanc.log"), "/tmp/gj-orthanc.log")
+    if H:
+        H.close()
     shutil.rmtree(dcm.TMP, ignore_errors=True)
 
 
@@ -154,8 +184,8 @@ if __name__ == "__main__":
     if not ORTHANC or not os.path.exists(PLUGIN) or not shutil.which("storescu"):
         print("Orthanc, its DICOMweb plugin or DCMTK's storescu is not installed")
         sys.exit(77)
-    setup()
     try:
+        setup()
         run_tests([test_cstore_to_report_in_pacs, test_forwarding_again_makes_no_job])
     finally:
         teardown()

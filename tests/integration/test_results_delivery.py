@@ -28,42 +28,57 @@ SRV = None
 S = {}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free ports (held open together, so the system cannot hand out one twice)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def setup():
     global H, SRV
     H = Harness()
     dcm.TMP = tempfile.mkdtemp(prefix="gj-deliver-")
-    S["port"] = free_port()
+    gj_port, S["port"] = free_ports(2)   # gpujobd's and Orthanc's, distinct
     auth = os.path.join(dcm.TMP, "pacs-auth")
     token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     with open(os.open(auth, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
         f.write(f"Authorization: Basic {token}\n")
     SRV = H.start_server(["--cpu-workers", "1", "--results-dicomweb-url", f"http://127.0.0.1:{S['port']}/dicom-web/",
-                          "--results-dicomweb-auth-file", auth, "--results-dicomweb-retry-ms", "300"])
+                          "--results-dicomweb-auth-file", auth, "--results-dicomweb-retry-ms", "300"], port=gj_port)
 
 
 def start_orthanc():
+    """Orthanc on the HTTP port gpujobd sends to; its DICOM port (unused here) is picked
+    again when another process took it first."""
     d = os.path.join(dcm.TMP, "orthanc")
     os.makedirs(d, exist_ok=True)
-    cfg = {"Name": "gj-test", "StorageDirectory": d, "IndexDirectory": d, "HttpPort": S["port"],
-           "DicomPort": free_port(), "RemoteAccessAllowed": False, "AuthenticationEnabled": True,
-           "RegisteredUsers": {USER: PASSWORD}, "Plugins": [PLUGIN], "DicomWeb": {"Enable": True, "Root": "/dicom-web/"}}
-    path = os.path.join(dcm.TMP, "orthanc.json")
-    with open(path, "w") as f:
-        json.dump(cfg, f)
-    S["orthanc"] = subprocess.Popen([ORTHANC, path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            orthanc("/system")
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError("Orthanc did not start")
+    S["log"] = open(os.path.join(dcm.TMP, "orthanc.log"), "ab")
+    for _ in range(3):
+        cfg = {"Name": "gj-test", "StorageDirectory": d, "IndexDirectory": d, "HttpPort": S["port"],
+               "DicomPort": next(p for p in free_ports(3) if p not in (S["port"], SRV.port)), "RemoteAccessAllowed": False, "AuthenticationEnabled": True,
+               "RegisteredUsers": {USER: PASSWORD}, "Plugins": [PLUGIN],
+               "DicomWeb": {"Enable": True, "Root": "/dicom-web/"}}
+        path = os.path.join(dcm.TMP, "orthanc.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        S["orthanc"] = subprocess.Popen([ORTHANC, path], stdout=S["log"], stderr=subprocess.STDOUT)
+        t0 = time.time()
+        while time.time() - t0 < 30 and S["orthanc"].poll() is None:
+            try:
+                orthanc("/system")
+                return
+            except OSError:
+                time.sleep(0.1)
+        S["orthanc"].kill()
+        S["orthanc"].wait()
+    with open(os.path.join(dcm.TMP, "orthanc.log"), errors="replace") as f:
+        raise AssertionError("Orthanc did not start: " + f.read()[-1500:])
 
 
 def orthanc(path, body=None):
@@ -142,13 +157,16 @@ if __name__ == "__main__":
     if not ORTHANC or not os.path.exists(PLUGIN):
         print("Orthanc or its DICOMweb plugin is not installed (Debian orthanc, orthanc-dicomweb)")
         sys.exit(77)
-    setup()
     try:
+        setup()
         run_tests([test_pacs_down_delays_delivery, test_pacs_up_receives_report, test_tenant_isolation,
                    test_log_clean])
     finally:
         if S.get("orthanc"):
             S["orthanc"].terminate()
             S["orthanc"].wait(timeout=30)
-        H.close()
+        if S.get("log"):
+            S["log"].close()
+        if H:
+            H.close()
         shutil.rmtree(dcm.TMP, ignore_errors=True)

@@ -30,6 +30,7 @@ enum setting_type {
     T_METRICS_LISTEN,          /* HOST:PORT into metrics_host, metrics_port */
     T_SECRET,                  /* a string of min..max characters, never echoed in a message */
     T_HOSTS,                   /* host[:port],... (callback_policy.h) */
+    T_ORIGINS,                 /* web origins, comma-separated; a flag given twice adds to the list */
 };
 
 struct setting {
@@ -132,6 +133,13 @@ static const struct setting settings[] = {
       "PEM CA certificates its TLS certificate is checked against (default: the system's)" },
     { "results-dicomweb-retry-ms", T_INT, S(results_dicomweb_retry_ms), 10, 3600000, 0,
       "first retry delay of a delivery; doubles per attempt, at most 5 min (default 2000)" },
+    { "cors-origin", T_ORIGINS, S(cors_origins), 0, 0, 0,
+      "web origin (https://portal.example.org) whose pages may call the API; repeat it or give a "
+      "comma-separated list (default: none)" },
+    { "session-idle-minutes", T_INT, S(session_idle_minutes), 1, 10080, 0,
+      "a browser session ends after this many minutes unused (default 60)" },
+    { "session-hours", T_INT, S(session_hours), 1, 720, 0,
+      "a browser session ends this many hours after sign-in (default 12)" },
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
 
@@ -170,6 +178,8 @@ static void set_defaults(struct gj_config *cfg)
     cfg->infer_queue_timeout_us = 30000000;
     cfg->callback_backoff_ms = 10000;
     cfg->results_dicomweb_retry_ms = 2000;
+    cfg->session_idle_minutes = 60;
+    cfg->session_hours = 12;
 }
 
 const char *gj_placement_name(enum gj_placement_policy p)
@@ -315,6 +325,50 @@ static int set_secret(const struct setting *s, char *field, const char *value, c
     return 0;
 }
 
+/* One web origin: scheme "https" or "http", a host, an optional port; nothing else (no
+ * path, no "*", no "null"), as a browser writes it in the Origin header. */
+static int origin_ok(const char *o, size_t n)
+{
+    size_t skip = n > 8 && strncmp(o, "https://", 8) == 0 ? 8 : n > 7 && strncmp(o, "http://", 7) == 0 ? 7 : 0;
+    if (!skip)
+        return 0;
+    int colon = 0;
+    for (size_t i = skip; i < n; i++) {
+        unsigned char ch = (unsigned char)o[i];
+        if (ch == ':' && !colon && i > skip && i + 1 < n)
+            colon = 1;
+        else if (colon ? !isdigit(ch) : !(isalnum(ch) || ch == '-' || ch == '.' || ch == '[' || ch == ']'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Origins: each checked, then appended to what the list holds (flags repeat). */
+static const char *set_origins(const struct setting *s, char *field, const char *value)
+{
+    const char *p = value;
+    size_t used = strlen(field);
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ", ");
+        if (n == 0)
+            break;
+        if (!origin_ok(p, n))
+            return "expected origins such as https://portal.example.org (scheme, host, optional port; "
+                   "no path, no *)";
+        if (used + n + 2 > s->size)
+            return "too many origins";
+        if (used)
+            field[used++] = ',';
+        memcpy(field + used, p, n);
+        used += n;
+        field[used] = '\0';
+        p += n;
+    }
+    return NULL;
+}
+
 /* HOST:PORT, or [IPV6]:PORT. */
 static const char *set_host_port(char *host, size_t host_cap, int *port_out, const char *value)
 {
@@ -390,6 +444,9 @@ static int apply(struct gj_config *cfg, const struct setting *s, const char *val
         break;
     case T_SECRET:
         return set_secret(s, field, value, env);
+    case T_ORIGINS:
+        why = set_origins(s, field, value);
+        break;
     case T_LISTEN:
         why = set_host_port(cfg->listen_host, sizeof cfg->listen_host, &cfg->listen_port, value);
         break;
@@ -653,7 +710,7 @@ int gj_config_load(struct gj_config *cfg, int argc, char **argv, int for_migrate
 
     optind = 1;
     opterr = 0;
-    int c;
+    int c, origins_flagged = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (c == 'h') {
             print_help(argv[0], for_migrate);
@@ -668,6 +725,8 @@ int gj_config_load(struct gj_config *cfg, int argc, char **argv, int for_migrate
             return -1;
         }
         const struct setting *s = &settings[c - 1000];
+        if (s->type == T_ORIGINS && !origins_flagged++)
+            cfg->cors_origins[0] = '\0';          /* flags win over the variable, then add up */
         if (apply(cfg, s, optarg ? optarg : "", NULL))
             return -1;
     }

@@ -83,6 +83,10 @@ struct gj_config {
     char results_dicomweb_auth[1024];  /* one header line, "Name: value" */
     char results_dicomweb_ca[GJ_PATH_MAX];
     int results_dicomweb_retry_ms;
+    /* Browsers (service/session.c, service/cors.c): */
+    char cors_origins[2048];       /* origins allowed to call the API, comma-separated; "" = none */
+    int session_idle_minutes;      /* a portal session ends after this long unused (default 60) */
+    int session_hours;             /* and this long after sign-in in any case (default 12) */
 };
 
 /* Defaults, then environment, then argv (argv[0] is the subcommand name), then the

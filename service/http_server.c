@@ -25,12 +25,14 @@
 
 #include "common/fsutil.h"
 #include "service/base64.h"
+#include "service/cors.h"
 #include "service/http_conns.h"
 #include "service/http_park.h"
 #include "service/http_server.h"
 #include "service/http_target.h"
 #include "service/log.h"
 #include "service/metrics.h"
+#include "service/session.h"
 
 #define DB_WAIT_MS 5000
 /* After a response is prepared mid-body (413 on a chunked upload), the rest of
@@ -363,10 +365,31 @@ static int params_valid(const struct gj_route *rt, struct gj_req *r)
     return gj_http_params_valid(rt->path, r->params, r->n_params);
 }
 
+/* r->who is known: the route's role, then the key's rate. */
+static void authorize(struct gj_req *r)
+{
+    r->authed = 1;
+    if (r->route->auth == GJ_AUTH_ADMIN && !r->who.is_admin) {
+        gj_problem(r, 403, NULL, "this operation needs an admin key");
+        return;
+    }
+    if (rate_limited(r->srv->cfg.rate_limit_per_key, r->who.key_id)) {
+        struct MHD_Response *resp = gj_problem(r, 429, NULL, "request rate limit of this key exceeded");
+        if (resp)
+            MHD_add_response_header(resp, "Retry-After", "1");
+    }
+}
+
 static void authenticate(struct gj_req *r)
 {
     const char *h = gj_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
     const char *key = NULL;
+    int by_session = h ? -1 : gj_session_authenticate(r);   /* a browser's cookie (session.h) */
+    if (by_session >= 0) {
+        if (by_session == 1)
+            authorize(r);
+        return;
+    }
     if (h) {
         while (*h == ' ')
             h++;
@@ -406,16 +429,7 @@ static void authenticate(struct gj_req *r)
                                     "Bearer realm=\"gpujobd\", error=\"invalid_token\"");
         return;
     }
-    r->authed = 1;
-    if (r->route->auth == GJ_AUTH_ADMIN && !r->who.is_admin) {
-        gj_problem(r, 403, NULL, "this operation needs an admin key");
-        return;
-    }
-    if (rate_limited(r->srv->cfg.rate_limit_per_key, r->who.key_id)) {
-        struct MHD_Response *resp = gj_problem(r, 429, NULL, "request rate limit of this key exceeded");
-        if (resp)
-            MHD_add_response_header(resp, "Retry-After", "1");
-    }
+    authorize(r);
 }
 
 /* Gives the request's pooled connection back (a read-only transaction ends here). */
@@ -443,6 +457,7 @@ static enum MHD_Result queue_prepared(struct gj_req *r)
     if (!(r->route && r->route->done))
         release_db(r);
     MHD_add_response_header(r->response, "X-Request-Id", r->request_id);
+    gj_cors_decorate(r, r->response);
     enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned int)r->status, r->response);
     MHD_destroy_response(r->response);
     r->response = NULL;
@@ -464,6 +479,8 @@ static void first_call(const struct gj_http_server *h, struct gj_req *r, const c
         return;
     }
     char allow[128];
+    if (gj_cors_preflight(r))
+        return;
     const struct gj_route *rt = find_route(h->tables, r, method, url, allow, sizeof allow);
     if (!rt) {
         if (allow[0]) {

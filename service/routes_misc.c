@@ -300,6 +300,36 @@ static void create_key(struct gj_req *r)
     }
 }
 
+/* GET /v1/api-keys (admin): every key's id, tenant, role, label, prefix and dates; never
+ * the key nor its hash. */
+static void list_keys(struct gj_req *r)
+{
+    PGconn *c = gj_req_db(r);
+    PGresult *res = c ? gj_db_exec(c,
+        "SELECT k.id, t.name, k.tenant_id, k.role, k.label, k.prefix,"
+        " to_char(k.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
+        " to_char(k.revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+        " FROM api_keys k JOIN tenants t ON t.id = k.tenant_id ORDER BY t.name, k.created_at, k.id",
+        0, NULL, NULL) : NULL;
+    if (!res) {
+        gj_respond_unavailable(r);
+        return;
+    }
+    json_t *arr = json_array();
+    for (int i = 0; i < PQntuples(res); i++) {
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", PQgetvalue(res, i, 0), "tenant",
+                              PQgetvalue(res, i, 1), "tenant_id", PQgetvalue(res, i, 2), "role",
+                              PQgetvalue(res, i, 3), "prefix", PQgetvalue(res, i, 5), "created_at",
+                              PQgetvalue(res, i, 6));
+        json_object_set_new(o, "label", PQgetisnull(res, i, 4) ? json_null() : json_string(PQgetvalue(res, i, 4)));
+        json_object_set_new(o, "revoked_at",
+                            PQgetisnull(res, i, 7) ? json_null() : json_string(PQgetvalue(res, i, 7)));
+        json_array_append_new(arr, o);
+    }
+    PQclear(res);
+    gj_respond_json(r, 200, json_pack("{s:o}", "keys", arr));
+}
+
 /* DELETE /v1/api-keys/{id} (admin) */
 static void revoke_key(struct gj_req *r)
 {
@@ -324,6 +354,7 @@ static const struct gj_route misc_routes[] = {
     { "GET", "/metrics", GJ_AUTH_ADMIN, GJ_BODY_NONE, NULL, NULL, metrics, NULL },
     { "GET", "/v1/kinds", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, kinds, NULL },
     { "GET", "/v1/gpus", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, gpus, NULL },
+    { "GET", "/v1/api-keys", GJ_AUTH_ADMIN, GJ_BODY_NONE, NULL, NULL, list_keys, NULL },
     { "POST", "/v1/api-keys", GJ_AUTH_ADMIN, GJ_BODY_JSON, NULL, NULL, create_key, NULL },
     { "DELETE", "/v1/api-keys/{id}", GJ_AUTH_ADMIN, GJ_BODY_NONE, NULL, NULL, revoke_key, NULL },
 };

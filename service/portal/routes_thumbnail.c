@@ -1,0 +1,145 @@
+/*
+ * routes_thumbnail.c — GET /v1/blobs/{id}/thumbnail: the first frame of a DICOM blob (an
+ * `infer` job's input) as a grey PNG of at most 256 pixels on its long side, for the
+ * portal's table of results.
+ *
+ * It shows the tenant its own upload, nothing more: no attribute of the file is in the
+ * answer, the URL names our blob id only, and nothing of the file is logged. Windowing as a
+ * viewer would: the file's VOI window when it has one, else the 0.5 and 99.5 percentiles;
+ * MONOCHROME1 is inverted; colour images show their first plane (luminance is not needed
+ * for a thumbnail of a radiograph). With --infer-purge-phi a finished job's inputs are
+ * gone: 404, and the page shows none.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/gj_error.h"
+#include "infer/dicom.h"
+#include "service/blobstore.h"
+#include "service/db.h"
+#include "service/portal/png_gray.h"
+#include "service/portal/portal.h"
+
+#define BLOB_MAX (64u << 20)
+#define THUMB_SIDE 256
+#define CACHE_SECONDS 86400
+
+static void thumb_etag(const struct gj_blob_info *info, char etag[48])
+{
+    char hex[65];
+    gj_sha256_hex(info->sha256, hex);
+    snprintf(etag, 48, "\"thumb-%.32s\"", hex);
+}
+
+/* The blob's bytes (malloc'd), or NULL answered (a 304 included). */
+static unsigned char *read_blob(struct gj_req *r, struct gj_blob_info *info)
+{
+    PGconn *c = gj_req_db(r);
+    if (!c || gj_db_begin(c) != 0) {
+        gj_respond_unavailable(r);
+        return NULL;
+    }
+    int rc = gj_blob_lookup(c, r->who.tenant_id, r->params[0], info);
+    if (rc <= 0) {
+        if (rc < 0)
+            gj_respond_unavailable(r);
+        else
+            gj_respond_not_found(r);
+        return NULL;
+    }
+    char etag[48];
+    thumb_etag(info, etag);
+    if (gj_portal_not_modified(r, etag, CACHE_SECONDS))
+        return NULL;
+    if (info->size > BLOB_MAX) {
+        gj_problem(r, 422, NULL, "the file is over the %u MiB a thumbnail is made from", BLOB_MAX >> 20);
+        return NULL;
+    }
+    unsigned char *data = malloc(info->size ? info->size : 1);
+    struct gj_blob_reader *rd = data ? gj_blob_reader_open(c, info->lo_oid) : NULL;
+    long got = rd ? gj_blob_reader_read(rd, 0, data, info->size) : -1;
+    if (rd)
+        gj_blob_reader_close(rd);
+    if (got != (long)info->size) {
+        free(data);
+        gj_problem(r, 500, NULL, "the file could not be read");
+        return NULL;
+    }
+    return data;
+}
+
+/* Frame 0's first plane, windowed and box-filtered down to at most THUMB_SIDE pixels a side. */
+static unsigned char *render(const gj_dicom *d, const struct gj_dicom_image *img, const float *f, uint32_t *tw,
+                             uint32_t *th)
+{
+    uint32_t w = img->columns, h = img->rows, side = w > h ? w : h;
+    uint32_t step = side > THUMB_SIDE ? (side + THUMB_SIDE - 1) / THUMB_SIDE : 1;
+    double lo, hi, center, width;
+    if (gj_dicom_window(d, &center, &width) == 0 && width >= 1) {
+        lo = center - width / 2;
+        hi = center + width / 2;
+    } else if (gj_window_percentiles(f, (size_t)w * h, 0.005, 0.995, &lo, &hi) != 0) {
+        lo = 0;
+        hi = 1;
+    }
+    *tw = (w + step - 1) / step;
+    *th = (h + step - 1) / step;
+    unsigned char *px = malloc((size_t)*tw * *th);
+    for (uint32_t y = 0; px && y < *th; y++)
+        for (uint32_t x = 0; x < *tw; x++) {
+            double sum = 0;
+            uint32_t n = 0;
+            for (uint32_t j = y * step; j < (y + 1) * step && j < h; j++)
+                for (uint32_t i = x * step; i < (x + 1) * step && i < w; i++, n++)
+                    sum += f[(size_t)j * w + i];
+            unsigned char g = gj_window_grey((float)(sum / n), lo, hi);
+            px[(size_t)y * *tw + x] = img->photometric == GJ_PI_MONOCHROME1 ? (unsigned char)(255 - g) : g;
+        }
+    return px;
+}
+
+/* GET /v1/blobs/{id}/thumbnail */
+static void thumbnail(struct gj_req *r)
+{
+    struct gj_blob_info info;
+    unsigned char *data = read_blob(r, &info);
+    if (!data)
+        return;
+    gj_dicom *d = NULL;
+    struct gj_dicom_image img;
+    struct gj_error err;
+    gj_error_clear(&err);
+    float *f = NULL;
+    unsigned char *px = NULL, *png = NULL;
+    size_t len = 0;
+    uint32_t tw = 0, th = 0;
+    if (gj_dicom_open_mem(data, info.size, &d, &err) != 0 || gj_dicom_image_info(d, &img, &err) != 0) {
+        gj_problem(r, 422, NULL, "not a DICOM image this service reads: %s", err.message);
+        goto out;
+    }
+    uint64_t n = gj_dicom_frame_floats(&img);
+    f = malloc(n * sizeof *f);
+    if (!f || gj_dicom_decode_frame(d, 0, f, n, &err) != 0) {
+        gj_problem(r, 422, NULL, "the image could not be decoded: %s", f ? err.message : "out of memory");
+        goto out;
+    }
+    px = render(d, &img, f, &tw, &th);
+    if (!px || gj_png_gray8(px, tw, th, &png, &len) != 0) {
+        gj_problem(r, 500, NULL, "out of memory");
+        goto out;
+    }
+    char etag[48];
+    thumb_etag(&info, etag);
+    gj_portal_send_png(r, png, len, etag, CACHE_SECONDS);
+out:
+    free(px);
+    free(f);
+    gj_dicom_free(d);
+    free(data);
+}
+
+static const struct gj_route routes[] = {
+    { "GET", "/v1/blobs/{id}/thumbnail", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, thumbnail, NULL },
+};
+const struct gj_route_table gj_routes_portal_thumbnail = { routes, sizeof routes / sizeof routes[0] };

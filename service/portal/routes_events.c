@@ -33,7 +33,7 @@
 #define SENT_MAX 4096
 #define KEEPALIVE_MS 15000
 #define AUTH_RECHECK_MS 30000
-#define TS(c) "to_char(" c " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+#define TS(c) "to_char((" c ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
 struct sent {                    /* a job and the updated_at it was last sent with */
     char id[GJ_UUID_LEN + 1];

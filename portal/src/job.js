@@ -42,7 +42,8 @@ function outputsTable(job, outputs) {
   return h('section', { 'aria-labelledby': 'outputs-h' }, h('h2', { id: 'outputs-h' }, 'Outputs'),
     outputs.length
       ? h('div', { class: 'table-wrap' }, h('table', {},
-        h('thead', {}, h('tr', {}, ['File (download)', 'Size', 'Type', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        h('thead', {}, h('tr', {}, ['File (download)', 'Size', 'Type', h('span', { class: 'sr-only' }, 'Actions')]
+          .map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, rows)))
       : h('p', { class: 'muted' }, 'This job wrote no outputs.'));
 }

@@ -1,0 +1,187 @@
+// test_portal.mjs — the portal in Debian's chromium (Playwright), against a real gpujobd over
+// HTTPS with a real PostgreSQL (serve.py): sign in with a key (a wrong one first: the server's
+// message at the field), the session cookie's flags, a phantom from its preset watched to the
+// end and its slice viewer moved, the phantom's projections uploaded through the submit form's
+// file input and reconstructed, the recon's slice PNG shown, sign-out ending the cookie. axe-core
+// on every page; no console error or uncaught exception; a screenshot of each page in
+// build/browser-screenshots.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Server, launch, guard, axe, shot, assert } from './lib.mjs';
+
+const DONE_MS = 90000;   // a phantom or a recon of 64 x 64 x 48 voxels on CPU takes seconds
+
+// A job page reached: its id from the URL, then its state shown as succeeded.
+async function waitSucceeded(page) {
+  await page.waitForURL(/#\/jobs\/[0-9a-f-]{36}$/);
+  const id = page.url().split('/').pop();
+  const state = page.locator('dl.facts .badge');
+  await page.waitForFunction(() => {
+    const b = document.querySelector('dl.facts .badge');
+    return b && ['succeeded', 'failed', 'canceled'].includes(b.textContent);
+  }, null, { timeout: DONE_MS });
+  const final = await state.textContent();
+  if (final !== 'succeeded') {
+    const why = await page.locator('p.error[role=alert]').first().textContent().catch(() => '');
+    throw new Error(`job ${id} ended ${final}: ${why}`);
+  }
+  return id;
+}
+
+// The viewer's image once a PNG is loaded: its src and natural size.
+async function sliceShown(page, notSrc = null) {
+  await page.waitForFunction((prev) => {
+    const img = document.querySelector('img.slice');
+    return img && img.complete && img.naturalWidth > 0 && img.src !== prev;
+  }, notSrc, { timeout: 20000 });
+  return page.evaluate(() => {
+    const img = document.querySelector('img.slice');
+    return { src: img.src, w: img.naturalWidth, h: img.naturalHeight };
+  });
+}
+
+// The only failed loads the page may log: /v1/session answering 401, the page's probe before
+// sign-in and the refused key below. Anything else (a 401 elsewhere, a 4xx/5xx) fails.
+guard.expected.push(/status of 401 .*\(https:\/\/127\.0\.0\.1:\d+\/v1\/session\)$/);
+
+async function signIn(page, srv) {
+  await page.goto(`${srv.url}/`);
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  await axe(page, 'sign-in');
+  await shot(page, '01-signin');
+
+  // a key the server does not know: its 401 message appears at the field
+  await page.getByLabel('API key').fill('gjk_not-a-key-at-all-0000000000000000000000000');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  const err = page.locator('.field p.error[role=alert]');
+  await err.waitFor();
+  assert(/not valid/.test(await err.textContent()), `the refused key's message: ${await err.textContent()}`);
+  assert(await page.getByLabel('API key').getAttribute('aria-invalid') === 'true', 'the key field is marked invalid');
+
+  await page.getByLabel('API key').fill(srv.admin_key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Jobs' }).waitFor();
+}
+
+// The key is not kept by the page; the cookie is HttpOnly, Secure, SameSite=Strict.
+async function checkSession(page, context, srv) {
+  const kept = await page.evaluate(() => [document.cookie, JSON.stringify(localStorage), JSON.stringify(sessionStorage)].join(' '));
+  assert(!kept.includes(srv.admin_key) && !kept.includes('gj_session'), `script-readable storage: ${kept}`);
+  const cookies = await context.cookies(srv.url);
+  const c = cookies.find((x) => x.name === '__Host-gj_session');
+  assert(c, `the session cookie: ${JSON.stringify(cookies.map((x) => x.name))}`);
+  assert(c.httpOnly && c.secure && c.sameSite === 'Strict' && c.path === '/', `cookie flags ${JSON.stringify(c)}`);
+  return c.value;
+}
+
+async function phantom(page, srv) {
+  await page.goto(`${srv.url}/#/submit/phantom?preset=1`);
+  await page.getByRole('heading', { name: 'Submit a phantom job' }).waitFor();
+  await axe(page, 'submit');
+  await shot(page, '03-submit-phantom');
+  await page.getByRole('button', { name: 'Submit' }).click();
+  const id = await waitSucceeded(page);
+  const first = await sliceShown(page);
+  assert(first.w === 64 && first.h === 64, `a 64 x 64 slice: ${JSON.stringify(first)}`);
+  // the z slider moves the slice: a new PNG for another z
+  const z = page.getByLabel('Slice (z)');
+  await z.focus();
+  await page.keyboard.press('End');
+  const last = await sliceShown(page, first.src);
+  assert(/\/slices\/47\.png/.test(last.src), `the last slice after End: ${last.src}`);
+  await axe(page, 'phantom job');
+  await shot(page, '04-job-phantom');
+  // "Reconstruct" on the projections prefills the recon form with that output
+  await page.getByRole('link', { name: 'Reconstruct projections.nrrd' }).click();
+  await page.getByRole('heading', { name: 'Submit a recon job' }).waitFor();
+  await page.locator('.fname', { hasText: `projections.nrrd of job ${id.slice(0, 8)}` }).waitFor();
+  return id;
+}
+
+// The phantom's projections fetched outside the browser (a file on disk), then uploaded
+// through the form's file input (POST /v1/blobs with the cookie and the CSRF token) and
+// reconstructed; the recon's slice comes as a PNG.
+async function uploadAndReconstruct(page, srv, phantomId, dir) {
+  const resp = await srv.fetch(`/v1/jobs/${phantomId}/outputs/projections.nrrd`,
+    { headers: { Authorization: `Bearer ${srv.admin_key}` } });
+  assert(resp.status === 200, `projections download: ${resp.status}`);
+  const bytes = Buffer.from(await resp.arrayBuffer());
+  const file = join(dir, 'my-projections.nrrd');
+  writeFileSync(file, bytes);
+
+  await page.goto(`${srv.url}/#/submit/recon?preset=1`);
+  await page.getByRole('heading', { name: 'Submit a recon job' }).waitFor();
+  await page.locator('#in-projections').setInputFiles(file);
+  await page.locator('[data-input=projections] li').getByText('uploaded').waitFor();
+  await axe(page, 'submit recon');
+  await shot(page, '05-submit-recon');
+  const png = page.waitForResponse((r) => /\/slices\/\d+\.png/.test(r.url()) && r.status() === 200, { timeout: DONE_MS });
+  await page.getByRole('button', { name: 'Submit' }).click();
+  const id = await waitSucceeded(page);
+  const r = await png;
+  assert(r.headers()['content-type'] === 'image/png', `slice content type ${r.headers()['content-type']}`);
+  const body = await r.body();
+  assert(body.subarray(1, 4).toString() === 'PNG', 'the slice is a PNG');
+  const shown = await sliceShown(page);
+  assert(shown.w === 64 && shown.h === 64, `recon slice ${JSON.stringify(shown)}`);
+
+  // the job's input is the uploaded file, byte for byte
+  const job = await (await srv.fetch(`/v1/jobs/${id}`, { headers: { Authorization: `Bearer ${srv.admin_key}` } })).json();
+  const blob = await srv.fetch(`/v1/blobs/${job.inputs.projections}`, { headers: { Authorization: `Bearer ${srv.admin_key}` } });
+  assert(Buffer.from(await blob.arrayBuffer()).equals(bytes), 'the stored input equals the uploaded file');
+  await axe(page, 'recon job');
+  await shot(page, '06-job-recon');
+}
+
+async function otherPages(page, srv) {
+  for (const [hash, heading, name] of [['#/operate', /GPUs|Operations/, '07-operate'], ['#/keys', 'API keys', '08-keys'],
+    ['#/api', /API reference|gpujobd API/, '09-api']]) {
+    await page.goto(`${srv.url}/${hash}`);
+    await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+    await axe(page, hash);
+    await shot(page, name);
+  }
+}
+
+async function signOut(page, srv, cookie) {
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  const after = await srv.fetch('/v1/session', { headers: { Cookie: `__Host-gj_session=${cookie}` } });
+  assert(after.status === 401, `the cookie after sign-out answers ${after.status}`);
+}
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), 'gj-browser-'));
+  const srv = await Server.start();
+  const { context, dataDir } = await launch();
+  const page = await context.newPage();
+  const g = guard(page);
+  try {
+    await signIn(page, srv);
+    const cookie = await checkSession(page, context, srv);
+    const live = await srv.fetch('/v1/session', { headers: { Cookie: `__Host-gj_session=${cookie}` } });
+    assert(live.status === 200, `the cookie works outside the browser too: ${live.status}`);
+    await axe(page, 'jobs');
+    await shot(page, '02-jobs');
+    const phantomId = await phantom(page, srv);
+    await uploadAndReconstruct(page, srv, phantomId, dir);
+    await page.goto(`${srv.url}/#/jobs`);
+    await page.getByRole('link', { name: new RegExp(phantomId.slice(0, 8)) }).first().waitFor();
+    await otherPages(page, srv);
+    await signOut(page, srv, cookie);
+    g.check('the portal');
+    console.log('ok: the portal in chromium');
+  } catch (e) {
+    await shot(page, 'zz-failure').catch(() => {});
+    console.error(`server log:\n${(await srv.log().catch(() => '')).slice(-4000)}`);
+    throw e;
+  } finally {
+    await context.close();
+    await srv.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();

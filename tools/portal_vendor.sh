@@ -4,7 +4,7 @@
 # API reference page reads openapi.yaml), their licences, and VERSIONS.txt. The C build embeds
 # the files of portal/vendor and needs no node; run this after changing a version in
 # portal/package.json (then `npm install --package-lock-only` there) and commit the result.
-# tests/browser runs it into a temporary directory and compares (portal-vendor-current).
+# tests/browser/test_vendor_current.mjs runs it into a temporary directory and compares (portal-vendor-current).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/portal/vendor}

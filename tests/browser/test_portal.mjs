@@ -2,7 +2,8 @@
 // HTTPS with a real PostgreSQL (serve.py): sign in with a key (a wrong one first: the server's
 // message at the field), the session cookie's flags, a phantom from its preset watched to the
 // end and its slice viewer moved, the phantom's projections uploaded through the submit form's
-// file input and reconstructed, the recon's slice PNG shown, sign-out ending the cookie. axe-core
+// file input and reconstructed, the recon's slice PNG shown, a refused parameter's message at
+// its field, a running job cancelled, the brkga example's plot, sign-out ending the cookie. axe-core
 // on every page; no console error or uncaught exception; a screenshot of each page in
 // build/browser-screenshots.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -134,6 +135,57 @@ async function uploadAndReconstruct(page, srv, phantomId, dir) {
   await shot(page, '06-job-recon');
 }
 
+// A parameter the server refuses: its message under that field (the form does not check
+// ranges itself: novalidate, so the server's own words are shown).
+async function badParameter(page, srv) {
+  await page.goto(`${srv.url}/#/submit/noop`);
+  await page.getByRole('heading', { name: 'Submit a noop job' }).waitFor();
+  guard.expected.push(/status of 422 .*\/v1\/jobs\)$/);
+  await page.getByText(/^Optional parameters/).click();
+  const sleep = page.locator('#main').getByLabel(/^sleep_ms/);
+  await sleep.fill('86400001');
+  const refused = page.waitForResponse((r) => r.url().endsWith('/v1/jobs') && r.request().method() === 'POST');
+  await page.getByRole('button', { name: 'Submit' }).click();
+  const problem = await (await refused).json();
+  assert(problem.status === 422 && problem.field === 'params.sleep_ms', `the server refused: ${JSON.stringify(problem)}`);
+  const err = page.locator('p.error[role=alert]', { hasText: problem.detail });
+  await err.waitFor();
+  // the message is the field's own: linked by aria-describedby, the field marked invalid
+  const errId = await err.getAttribute('id');
+  assert((await sleep.getAttribute('aria-describedby')).split(' ').includes(errId), 'the message describes sleep_ms');
+  assert(await sleep.getAttribute('aria-invalid') === 'true', 'sleep_ms marked invalid');
+  await axe(page, 'refused submit');
+  await shot(page, '10-submit-refused');
+  guard.expected.pop();
+}
+
+// The noop example runs five seconds: cancelled from its page, it ends canceled.
+async function cancelRunning(page, srv) {
+  await page.goto(`${srv.url}/#/submit/noop?preset=1`);
+  await page.getByRole('heading', { name: 'Submit a noop job' }).waitFor();
+  await page.getByRole('button', { name: 'Submit' }).click();
+  await page.waitForURL(/#\/jobs\/[0-9a-f-]{36}$/);
+  await page.locator('dl.facts .badge', { hasText: 'running' }).waitFor({ timeout: 30000 });
+  await page.getByRole('button', { name: /^Cancel job/ }).click();
+  await page.locator('dl.facts .badge', { hasText: 'canceled' }).waitFor({ timeout: 30000 });
+}
+
+// The brkga example (the thesis's 12-node network, its three XML files uploaded from the
+// portal's own samples) ends with the convergence plot and the best network drawn.
+async function brkga(page, srv) {
+  await page.goto(`${srv.url}/#/submit/brkga?preset=1`);
+  await page.getByRole('heading', { name: 'Submit a brkga job' }).waitFor();
+  await page.locator('[data-input=params] li').getByText('uploaded').waitFor();
+  await page.getByRole('button', { name: 'Submit' }).click();
+  await waitSucceeded(page);
+  const plot = page.getByRole('img', { name: /^Convergence: best fitness .* after 300 generations/ });
+  await plot.waitFor();
+  assert(await plot.locator('canvas').count() > 0, 'uPlot drew a canvas');
+  await page.locator('svg.network').waitFor();
+  await axe(page, 'brkga job');
+  await shot(page, '11-job-brkga');
+}
+
 async function otherPages(page, srv) {
   for (const [hash, heading, name] of [['#/operate', /GPUs|Operations/, '07-operate'], ['#/keys', 'API keys', '08-keys'],
     ['#/api', /API reference|gpujobd API/, '09-api']]) {
@@ -168,6 +220,9 @@ async function main() {
     await uploadAndReconstruct(page, srv, phantomId, dir);
     await page.goto(`${srv.url}/#/jobs`);
     await page.getByRole('link', { name: new RegExp(phantomId.slice(0, 8)) }).first().waitFor();
+    await badParameter(page, srv);
+    await cancelRunning(page, srv);
+    await brkga(page, srv);
     await otherPages(page, srv);
     await signOut(page, srv, cookie);
     g.check('the portal');

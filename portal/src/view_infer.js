@@ -12,10 +12,12 @@ function scoreCell(label, score) {
 
 export async function render(box, job) {
   const result = await api('GET', `/v1/jobs/${job.id}/outputs/result.json`);
-  const labels = result.labels || [];
+  const labels = result.model.labels || [];
+  // the stored result.json names studies by a keyed hash (study_key), never by their UID
+  const study = (im) => im.study_key || im.study_instance_uid || '';
   const studyNo = new Map();
   for (const im of result.images || []) {
-    const key = im.study_instance_uid || '';
+    const key = study(im);
     if (!studyNo.has(key)) studyNo.set(key, studyNo.size + 1);
   }
   const rows = (result.images || []).map((im) => {
@@ -27,12 +29,12 @@ export async function render(box, job) {
       ? labels.map((l) => scoreCell(l, im.scores[l]))
       : [h('td', { colspan: labels.length, class: 'muted' }, `${im.status}: ${im.reason || ''}`)];
     return h('tr', { 'data-input': im.input },
-      h('td', {}, thumb), h('th', { scope: 'row' }, im.input), h('td', {}, `Study ${studyNo.get(im.study_instance_uid || '')}`),
+      h('td', {}, thumb), h('th', { scope: 'row' }, im.input), h('td', {}, `Study ${studyNo.get(study(im))}`),
       h('td', {}, im.status === 'ok' ? h('strong', { class: 'top-label' }, im.top_label) : '—'), cells);
   });
   replace(box, h('section', { 'aria-labelledby': 'view-h' },
     h('h2', { id: 'view-h' }, 'Scores'),
-    h('p', {}, `Model ${result.model.name} version ${result.model.version} (${result.output_activation}), on ${result.device || '—'}: `
+    h('p', {}, `Model ${result.model.name} version ${result.model.version} (${result.model.output_activation}), on ${result.device || '—'}: `
       + `${result.counts.inferred} of ${result.counts.images} images inferred, ${result.counts.skipped} skipped, ${result.counts.failed} failed.`),
     result.model.name === 'chest-xray-demo'
       ? h('p', { class: 'notice' }, 'chest-xray-demo is a demonstration model trained on synthetic images. It is not a diagnostic model.')

@@ -3,7 +3,8 @@
 // message at the field), the session cookie's flags, a phantom from its preset watched to the
 // end and its slice viewer moved, the phantom's projections uploaded through the submit form's
 // file input and reconstructed, the recon's slice PNG shown, a refused parameter's message at
-// its field, a running job cancelled, the brkga example's plot, sign-out ending the cookie. axe-core
+// its field, a running job cancelled, the brkga example's plot, the infer example's scores and
+// thumbnail, an operator unloading and loading a model, sign-out ending the cookie. axe-core
 // on every page; no console error or uncaught exception; a screenshot of each page in
 // build/browser-screenshots.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -186,6 +187,45 @@ async function brkga(page, srv) {
   await shot(page, '11-job-brkga');
 }
 
+// The infer example: the portal's synthetic radiograph uploaded, scored by chest-xray-demo
+// (installed in every data directory); the table shows its thumbnail and scores.
+async function infer(page, srv) {
+  await page.goto(`${srv.url}/#/submit/infer?preset=1`);
+  await page.getByRole('heading', { name: 'Submit a infer job' }).waitFor();
+  await page.locator('[data-input=dicom] li').getByText('uploaded').waitFor();
+  await page.getByRole('button', { name: 'Submit' }).click();
+  await waitSucceeded(page);
+  const table = page.getByRole('table', { name: 'Scores per image and label' });
+  await table.waitFor();
+  const row = table.locator('tbody tr').first();
+  assert((await row.locator('.top-label').textContent()).length > 0, 'a top label');
+  const scores = await row.locator('meter').evaluateAll((ms) => ms.map((m) => m.value));
+  assert(scores.length > 0 && scores.every((s) => s >= 0 && s <= 1), `scores ${scores}`);
+  await page.waitForFunction(() => {
+    const img = document.querySelector('img.thumb');
+    return img && img.complete && img.naturalWidth > 0;
+  });
+  await axe(page, 'infer job');
+  await shot(page, '12-job-infer');
+}
+
+// An operator unloads the demo model and loads it again; the server agrees each time.
+async function models(page, srv) {
+  await page.goto(`${srv.url}/#/models`);
+  await page.getByRole('heading', { name: 'Models', level: 1 }).waitFor();
+  const row = page.locator('tr[data-model="chest-xray-demo"][data-version="1"]');
+  const state = async () => (await (await srv.fetch('/v1/models', { headers: { Authorization: `Bearer ${srv.admin_key}` } })).json())
+    .models.find((m) => m.name === 'chest-xray-demo').versions.find((v) => v.version === 1).state;
+  await row.getByRole('button', { name: 'Unload chest-xray-demo version 1' }).click();
+  await row.locator('.badge', { hasText: 'unloaded' }).waitFor();
+  assert(await state() === 'unloaded', 'the server unloaded it');
+  await row.getByRole('button', { name: 'Load chest-xray-demo version 1' }).click();
+  await row.locator('.badge', { hasText: /^loaded$/ }).waitFor();
+  assert(await state() === 'loaded', 'the server loaded it');
+  await axe(page, 'models');
+  await shot(page, '13-models');
+}
+
 async function otherPages(page, srv) {
   for (const [hash, heading, name] of [['#/operate', /GPUs|Operations/, '07-operate'], ['#/keys', 'API keys', '08-keys'],
     ['#/api', /API reference|gpujobd API/, '09-api']]) {
@@ -223,6 +263,8 @@ async function main() {
     await badParameter(page, srv);
     await cancelRunning(page, srv);
     await brkga(page, srv);
+    await infer(page, srv);
+    await models(page, srv);
     await otherPages(page, srv);
     await signOut(page, srv, cookie);
     g.check('the portal');

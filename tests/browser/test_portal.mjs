@@ -226,6 +226,41 @@ async function models(page, srv) {
   await shot(page, '13-models');
 }
 
+// The jobs list is live (GET /v1/events over the cookie): a job submitted elsewhere (the API,
+// by key) appears and reaches its end without a reload; the state filter narrows the list.
+async function liveList(page, srv) {
+  await page.goto(`${srv.url}/#/jobs`);
+  await page.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+  // no wait for the stream to open: it replays the last 30 s on connecting, so a job made
+  // between the list and the stream is not missed
+  const r = await srv.fetch('/v1/jobs', { method: 'POST', body: JSON.stringify({ kind: 'noop', params: { sleep_ms: 1500 } }),
+    headers: { Authorization: `Bearer ${srv.admin_key}`, 'Content-Type': 'application/json' } });
+  assert(r.status === 201, `submit by key: ${r.status}`);
+  const id = (await r.json()).id;
+  const row = page.locator(`tr[data-job="${id}"]`);
+  await row.waitFor({ timeout: 20000 });
+  await page.locator(`tr[data-job="${id}"][data-state="succeeded"]`).waitFor({ timeout: 30000 });
+  await page.locator('#f-state').selectOption('canceled');
+  await page.locator(`tr[data-job="${id}"]`).waitFor({ state: 'detached' });
+  await page.locator('tr[data-job][data-state="canceled"]').first().waitFor();   // the one cancelled above
+  assert(await page.locator('tr[data-job]:not([data-state="canceled"])').count() === 0, 'only canceled jobs listed');
+  await shot(page, '14-jobs-live');
+}
+
+// Readable at 320 px: no page scrolls sideways (wide tables scroll in their own box).
+async function narrow(page, srv) {
+  await page.setViewportSize({ width: 320, height: 700 });
+  for (const hash of ['#/jobs', '#/submit/recon?preset=1', '#/models', '#/operate', '#/keys', '#/api']) {
+    await page.goto(`${srv.url}/${hash}`);
+    await page.locator('#main h1').waitFor();
+    await page.waitForTimeout(200);
+    const w = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert(w <= 320, `${hash} is ${w} px wide at a 320 px viewport`);
+  }
+  await shot(page, '15-narrow');
+  await page.setViewportSize({ width: 1280, height: 900 });
+}
+
 async function otherPages(page, srv) {
   for (const [hash, heading, name] of [['#/operate', /GPUs|Operations/, '07-operate'], ['#/keys', 'API keys', '08-keys'],
     ['#/api', /API reference|gpujobd API/, '09-api']]) {
@@ -243,6 +278,14 @@ async function signOut(page, srv, cookie) {
   assert(after.status === 401, `the cookie after sign-out answers ${after.status}`);
 }
 
+// Runs one step and says how long it took (the whole test should stay well under 2 minutes).
+async function step(name, fn) {
+  const t0 = Date.now();
+  const out = await fn();
+  console.log(`ok: ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  return out;
+}
+
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'gj-browser-'));
   const srv = await Server.start();
@@ -250,23 +293,23 @@ async function main() {
   const page = await context.newPage();
   const g = guard(page);
   try {
-    await signIn(page, srv);
+    await step('sign in', () => signIn(page, srv));
     const cookie = await checkSession(page, context, srv);
     const live = await srv.fetch('/v1/session', { headers: { Cookie: `__Host-gj_session=${cookie}` } });
     assert(live.status === 200, `the cookie works outside the browser too: ${live.status}`);
     await axe(page, 'jobs');
     await shot(page, '02-jobs');
-    const phantomId = await phantom(page, srv);
-    await uploadAndReconstruct(page, srv, phantomId, dir);
-    await page.goto(`${srv.url}/#/jobs`);
-    await page.getByRole('link', { name: new RegExp(phantomId.slice(0, 8)) }).first().waitFor();
-    await badParameter(page, srv);
-    await cancelRunning(page, srv);
-    await brkga(page, srv);
-    await infer(page, srv);
-    await models(page, srv);
-    await otherPages(page, srv);
-    await signOut(page, srv, cookie);
+    const phantomId = await step('phantom', () => phantom(page, srv));
+    await step('upload and recon', () => uploadAndReconstruct(page, srv, phantomId, dir));
+    await step('bad parameter', () => badParameter(page, srv));
+    await step('cancel', () => cancelRunning(page, srv));
+    await step('brkga', () => brkga(page, srv));
+    await step('infer', () => infer(page, srv));
+    await step('models', () => models(page, srv));
+    await step('live list', () => liveList(page, srv));
+    await step('320 px', () => narrow(page, srv));
+    await step('other pages', () => otherPages(page, srv));
+    await step('sign out', () => signOut(page, srv, cookie));
     g.check('the portal');
     console.log('ok: the portal in chromium');
   } catch (e) {

@@ -6,7 +6,6 @@
 #include <strings.h>
 
 #include "service/cors.h"
-#include "service/http_server.h"
 
 #define ALLOW_METHODS "GET, HEAD, POST, PUT, DELETE"
 #define ALLOW_HEADERS                                                                                   \
@@ -32,40 +31,26 @@ int gj_cors_origin_listed(const char *list, const char *origin)
     return 0;
 }
 
-static const char *listed_origin(struct gj_req *r)
+void gj_cors_preflight_headers(struct MHD_Response *resp, const char *origin)
 {
-    const char *origin = gj_req_header(r, "Origin");
-    return gj_cors_origin_listed(r->srv->cfg.cors_origins, origin) ? origin : NULL;
-}
-
-int gj_cors_preflight(struct gj_req *r)
-{
-    if (strcmp(r->method, "OPTIONS") != 0 || !gj_req_header(r, "Access-Control-Request-Method"))
-        return 0;
-    const char *origin = listed_origin(r);
-    if (!origin)
-        return 0;
-    struct MHD_Response *resp = gj_respond_empty(r, 204);
     if (!resp)
-        return 1;
+        return;
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
     MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
     MHD_add_response_header(resp, "Access-Control-Allow-Methods", ALLOW_METHODS);
     MHD_add_response_header(resp, "Access-Control-Allow-Headers", ALLOW_HEADERS);
     MHD_add_response_header(resp, "Access-Control-Max-Age", PREFLIGHT_MAX_AGE);
     MHD_add_response_header(resp, "Vary", "Origin, Access-Control-Request-Method, Access-Control-Request-Headers");
-    return 1;
 }
 
-void gj_cors_decorate(struct gj_req *r, struct MHD_Response *resp)
+void gj_cors_answer_headers(struct MHD_Response *resp, const char *origin, int vary)
 {
-    if (!resp || !r->srv->cfg.cors_origins[0])
+    if (!resp)
         return;
     /* an answer that differs by Origin says so, for caches */
-    if (r->status != 204 || strcmp(r->method, "OPTIONS") != 0)
+    if (vary)
         MHD_add_response_header(resp, "Vary", "Origin");
-    const char *origin = listed_origin(r);
-    if (!origin || strcmp(r->method, "OPTIONS") == 0)
+    if (!origin)
         return;
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
     MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");

@@ -16,16 +16,15 @@
 
 #include <microhttpd.h>
 
-struct gj_req;
-
 /* 1 when origin (an Origin header value) is one of the comma-separated list. */
 int gj_cors_origin_listed(const char *list, const char *origin);
 
-/* A preflight from a listed origin: answered (204), returns 1. Anything else: 0, and the
- * request goes on as any other. */
-int gj_cors_preflight(struct gj_req *r);
+/* The headers of the 204 answer to a preflight (OPTIONS with Access-Control-Request-Method)
+ * from origin, a listed one. */
+void gj_cors_preflight_headers(struct MHD_Response *resp, const char *origin);
 
-/* Adds the headers above to resp when the request's Origin is listed. */
-void gj_cors_decorate(struct gj_req *r, struct MHD_Response *resp);
+/* The headers of any other answer while --cors-origin is set: Vary: Origin when vary, and,
+ * when origin is a listed one (else NULL), those that let its page read the answer. */
+void gj_cors_answer_headers(struct MHD_Response *resp, const char *origin, int vary);
 
 #endif

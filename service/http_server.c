@@ -380,11 +380,45 @@ static void authorize(struct gj_req *r)
     }
 }
 
+/* A browser's session cookie (session.h), on a request without an Authorization header:
+ * -1 none (a key is needed), 0 answered (401, 403, 503), 1 r->who is the session's key. */
+static int authenticate_session(struct gj_req *r)
+{
+    const char *cookie = gj_req_header(r, MHD_HTTP_HEADER_COOKIE);
+    char token[GJ_SESSION_TOKEN_LEN + 1];
+    int has_cookie = gj_session_cookie_token(cookie, token);   /* no database for a request without */
+    explicit_bzero(token, sizeof token);
+    if (!has_cookie)
+        return -1;
+    switch (gj_session_check(gj_req_db(r), cookie, r->method, gj_req_header(r, GJ_CSRF_HEADER),
+                             r->srv->cfg.session_idle_minutes, &r->who)) {
+    case GJ_SESSION_ABSENT:
+        return -1;
+    case GJ_SESSION_OK:
+        return 1;
+    case GJ_SESSION_ENDED: {
+        struct MHD_Response *resp = gj_problem(r, 401, NULL, "the session has ended: sign in again");
+        char gone[160];   /* the cookie goes too */
+        if (resp && gj_session_set_cookie(gone, sizeof gone, NULL, 0) == 0)
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE, gone);
+        return 0;
+    }
+    case GJ_SESSION_NO_CSRF:
+        gj_problem(r, 403, NULL, "a request signed in by the session cookie needs the session's CSRF token in the "
+                                 GJ_CSRF_HEADER " header");
+        return 0;
+    case GJ_SESSION_DB_ERROR:
+    default:
+        gj_respond_unavailable(r);
+        return 0;
+    }
+}
+
 static void authenticate(struct gj_req *r)
 {
     const char *h = gj_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
     const char *key = NULL;
-    int by_session = h ? -1 : gj_session_authenticate(r);   /* a browser's cookie (session.h) */
+    int by_session = h ? -1 : authenticate_session(r);
     if (by_session >= 0) {
         if (by_session == 1)
             authorize(r);
@@ -443,6 +477,13 @@ static void release_db(struct gj_req *r)
     r->db = NULL;
 }
 
+/* The request's Origin when --cors-origin lists it, else NULL. */
+static const char *cors_origin(struct gj_req *r)
+{
+    const char *origin = gj_req_header(r, "Origin");
+    return gj_cors_origin_listed(r->srv->cfg.cors_origins, origin) ? origin : NULL;
+}
+
 static enum MHD_Result queue_prepared(struct gj_req *r)
 {
     if (!r->response)
@@ -457,7 +498,10 @@ static enum MHD_Result queue_prepared(struct gj_req *r)
     if (!(r->route && r->route->done))
         release_db(r);
     MHD_add_response_header(r->response, "X-Request-Id", r->request_id);
-    gj_cors_decorate(r, r->response);
+    if (r->srv->cfg.cors_origins[0]) {
+        int options = strcmp(r->method, "OPTIONS") == 0;
+        gj_cors_answer_headers(r->response, options ? NULL : cors_origin(r), r->status != 204 || !options);
+    }
     enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned int)r->status, r->response);
     MHD_destroy_response(r->response);
     r->response = NULL;
@@ -479,8 +523,12 @@ static void first_call(const struct gj_http_server *h, struct gj_req *r, const c
         return;
     }
     char allow[128];
-    if (gj_cors_preflight(r))
+    const char *origin;   /* a CORS preflight from a listed origin is answered here (cors.h) */
+    if (strcmp(method, "OPTIONS") == 0 && gj_req_header(r, "Access-Control-Request-Method") &&
+        (origin = cors_origin(r))) {
+        gj_cors_preflight_headers(gj_respond_empty(r, 204), origin);
         return;
+    }
     const struct gj_route *rt = find_route(h->tables, r, method, url, allow, sizeof allow);
     if (!rt) {
         if (allow[0]) {

@@ -15,7 +15,6 @@
 #include "service/base64.h"
 #include "service/blobstore.h"
 #include "service/db.h"
-#include "service/http_server.h"
 #include "service/log.h"
 #include "service/session.h"
 
@@ -182,37 +181,22 @@ int gj_session_delete(PGconn *c, const char *token)
     return n > 0;
 }
 
-/* 401 for a session that ended: the cookie goes too. */
-static void answer_ended(struct gj_req *r)
-{
-    struct MHD_Response *resp = gj_problem(r, 401, NULL, "the session has ended: sign in again");
-    char cookie[160];
-    if (resp && gj_session_set_cookie(cookie, sizeof cookie, NULL, 0) == 0)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_SET_COOKIE, cookie);
-}
-
-int gj_session_authenticate(struct gj_req *r)
+enum gj_session_outcome gj_session_check(PGconn *c, const char *cookie_header, const char *method, const char *csrf,
+                                         int idle_minutes, struct gj_principal *p)
 {
     char token[GJ_SESSION_TOKEN_LEN + 1];
-    if (!gj_session_cookie_token(gj_req_header(r, MHD_HTTP_HEADER_COOKIE), token))
-        return -1;
-    int rc = -1;
-    PGconn *c = gj_req_db(r);
-    int found = c ? gj_session_verify(c, token, r->srv->cfg.session_idle_minutes, &r->who) : -1;
-    if (found < 0) {
-        gj_respond_unavailable(r);
-        rc = 0;
-    } else if (found == 0) {
-        answer_ended(r);
-        rc = 0;
-    } else if (!gj_session_method_is_safe(r->method) &&
-               !gj_session_csrf_ok(token, gj_req_header(r, GJ_CSRF_HEADER))) {
-        gj_problem(r, 403, NULL, "a request signed in by the session cookie needs the session's "
-                                           "CSRF token in the " GJ_CSRF_HEADER " header");
-        rc = 0;
-    } else {
-        rc = 1;
-    }
+    if (!gj_session_cookie_token(cookie_header, token))
+        return GJ_SESSION_ABSENT;
+    enum gj_session_outcome out;
+    int found = c ? gj_session_verify(c, token, idle_minutes, p) : -1;
+    if (found < 0)
+        out = GJ_SESSION_DB_ERROR;
+    else if (found == 0)
+        out = GJ_SESSION_ENDED;
+    else if (!gj_session_method_is_safe(method) && !gj_session_csrf_ok(token, csrf))
+        out = GJ_SESSION_NO_CSRF;
+    else
+        out = GJ_SESSION_OK;
     OPENSSL_cleanse(token, sizeof token);
-    return rc;
+    return out;
 }

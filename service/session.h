@@ -28,8 +28,6 @@
 #define GJ_SESSION_TOKEN_LEN 43     /* base64url of 32 bytes, unpadded */
 #define GJ_CSRF_HEADER "X-CSRF-Token"
 
-struct gj_req;
-
 /* A new session for key key_id: its token and CSRF token (each GJ_SESSION_TOKEN_LEN + 1
  * bytes), and its absolute end as an RFC 3339 text (40 bytes). Also drops sessions that
  * ended a day ago or more. 0, or -1 logged. */
@@ -59,10 +57,20 @@ int gj_session_method_is_safe(const char *method);
  * one that removes the cookie. 0 or -1 (cap too small). */
 int gj_session_set_cookie(char *out, size_t cap, const char *token, long max_age_s);
 
-/* For http_server.c's authenticate(), on a request without an Authorization header:
- *  -1 no session cookie (the caller asks for a key as before);
- *   0 answered (r->response: 401 session ended, 403 CSRF token missing or wrong, 503);
- *   1 authenticated: r->who is the session's key. */
-int gj_session_authenticate(struct gj_req *r);
+/* What a request's session cookie comes to (gj_session_check). */
+enum gj_session_outcome {
+    GJ_SESSION_ABSENT = -1,   /* no well-formed session cookie: the request needs a key */
+    GJ_SESSION_OK = 0,        /* p is the session's key */
+    GJ_SESSION_ENDED,         /* unknown, expired, idle too long, or its key revoked: 401 */
+    GJ_SESSION_NO_CSRF,       /* a state-changing method without the right X-CSRF-Token: 403 */
+    GJ_SESSION_DB_ERROR,      /* the database did not answer: 503 */
+};
+
+/* For http_server.c's authenticate(), on a request without an Authorization header: the
+ * session of cookie_header (a Cookie header value, or NULL) checked in c (NULL: no
+ * connection, GJ_SESSION_DB_ERROR), its idle end moved on, and for a method that changes
+ * something, csrf (the X-CSRF-Token header value, or NULL) checked against it. */
+enum gj_session_outcome gj_session_check(PGconn *c, const char *cookie_header, const char *method, const char *csrf,
+                                         int idle_minutes, struct gj_principal *p);
 
 #endif

@@ -40,6 +40,18 @@ static void test_cookie_token(void **state)
     assert_int_equal(gj_session_cookie_token("__Host-gj_session=", t), 0);
 }
 
+static void test_check_without_database(void **state)
+{
+    (void)state;
+    struct gj_principal p;
+    /* no cookie of ours: a key is asked for, the database is not needed */
+    assert_int_equal(gj_session_check(NULL, NULL, "GET", NULL, 30, &p), GJ_SESSION_ABSENT);
+    assert_int_equal(gj_session_check(NULL, "theme=dark", "POST", NULL, 30, &p), GJ_SESSION_ABSENT);
+    assert_int_equal(gj_session_check(NULL, "__Host-gj_session=short", "GET", NULL, 30, &p), GJ_SESSION_ABSENT);
+    /* a cookie and no connection: the database did not answer */
+    assert_int_equal(gj_session_check(NULL, "__Host-gj_session=" TOK_A, "GET", NULL, 30, &p), GJ_SESSION_DB_ERROR);
+}
+
 static void test_set_cookie(void **state)
 {
     (void)state;
@@ -105,7 +117,8 @@ static void test_cors_list(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cookie_token), cmocka_unit_test(test_set_cookie), cmocka_unit_test(test_csrf),
+        cmocka_unit_test(test_cookie_token), cmocka_unit_test(test_check_without_database),
+        cmocka_unit_test(test_set_cookie), cmocka_unit_test(test_csrf),
         cmocka_unit_test(test_safe_methods), cmocka_unit_test(test_cors_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

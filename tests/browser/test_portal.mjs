@@ -4,7 +4,8 @@
 // end and its slice viewer moved, the phantom's projections uploaded through the submit form's
 // file input and reconstructed, the recon's slice PNG shown, a refused parameter's message at
 // its field, a running job cancelled, the brkga example's plot, the infer example's scores and
-// thumbnail, an operator unloading and loading a model, sign-out ending the cookie. axe-core
+// thumbnail, an operator unloading and loading a model and making and revoking a key,
+// sign-out ending the cookie. axe-core
 // on every page; no console error or uncaught exception; a screenshot of each page in
 // build/browser-screenshots.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -261,9 +262,29 @@ async function narrow(page, srv) {
   await page.setViewportSize({ width: 1280, height: 900 });
 }
 
+// An operator makes a user key for a new tenant (shown once), which works, then revokes it,
+// after which it does not.
+async function keys(page, srv) {
+  await page.goto(`${srv.url}/#/keys`);
+  await page.getByRole('heading', { name: 'API keys and tenants', level: 1 }).waitFor();
+  await page.getByLabel('Tenant').fill('radiology');
+  await page.getByRole('button', { name: 'Create the key' }).click();
+  const key = await page.locator('#k-new').inputValue({ timeout: 20000 });
+  assert(/^gjk_/.test(key), `the new key is shown: ${key.slice(0, 4)}`);
+  const me = await srv.fetch('/v1/session', { headers: { Authorization: `Bearer ${key}` } });
+  assert(me.status === 200 && (await me.json()).tenant === 'radiology', `the new key works: ${me.status}`);
+  const row = page.locator('tr[data-key]', { has: page.getByRole('rowheader', { name: 'radiology' }) });
+  page.once('dialog', (d) => d.accept());
+  await row.getByRole('button', { name: /^Revoke key .* of radiology$/ }).click();
+  await row.getByText(/^revoked /).waitFor();
+  const after = await srv.fetch('/v1/session', { headers: { Authorization: `Bearer ${key}` } });
+  assert(after.status === 401, `the revoked key answers ${after.status}`);
+  await axe(page, 'keys');
+  await shot(page, '08-keys');
+}
+
 async function otherPages(page, srv) {
-  for (const [hash, heading, name] of [['#/operate', /GPUs|Operations/, '07-operate'], ['#/keys', 'API keys', '08-keys'],
-    ['#/api', /API reference|gpujobd API/, '09-api']]) {
+  for (const [hash, heading, name] of [['#/operate', /GPUs|Operations/, '07-operate'], ['#/api', /API reference|gpujobd API/, '09-api']]) {
     await page.goto(`${srv.url}/${hash}`);
     await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
     await axe(page, hash);
@@ -308,6 +329,7 @@ async function main() {
     await step('models', () => models(page, srv));
     await step('live list', () => liveList(page, srv));
     await step('320 px', () => narrow(page, srv));
+    await step('keys', () => keys(page, srv));
     await step('other pages', () => otherPages(page, srv));
     await step('sign out', () => signOut(page, srv, cookie));
     g.check('the portal');

@@ -14,16 +14,18 @@
  * seconds behind its cursor and leaves out what it already sent (same job, same
  * updated_at). Running jobs' heartbeats move updated_at too: they arrive as events with
  * the same state. Deleted jobs are not reported (the page that deletes one knows).
- * Every AUTH_RECHECK seconds the stream checks that its key (and its session, when it
- * came with the cookie) still holds, and ends when not.
+ * Every AUTH_RECHECK_S seconds the stream checks that its key (and its session, when it
+ * came with the cookie) still holds, and ends when not. Between reads it is parked
+ * (http_park.h), holding no event-loop thread: it reads again every POLL_S seconds (it waits
+ * on no single job, so no job's notification resumes it), and the park ends it when its key
+ * is revoked or the server stops.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "service/db.h"
-#include "service/notify.h"
+#include "service/http_park.h"
 #include "service/portal/portal.h"
 #include "service/session.h"
 
@@ -31,8 +33,9 @@
 #define BATCH "200"          /* jobs after the cursor per read */
 #define STRAGGLERS "500"     /* jobs of the look-back per read */
 #define SENT_MAX 4096
-#define KEEPALIVE_MS 15000
-#define AUTH_RECHECK_MS 30000
+#define KEEPALIVE_S 15.0
+#define AUTH_RECHECK_S 30.0
+#define POLL_S 1.0
 #define TS(c) "to_char((" c ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
 struct sent {                    /* a job and the updated_at it was last sent with */
@@ -41,6 +44,7 @@ struct sent {                    /* a job and the updated_at it was last sent wi
 };
 
 struct stream {
+    struct gj_park_entry park;
     struct gj_server *srv;
     char tenant_id[GJ_UUID_LEN + 1];
     char key_id[GJ_UUID_LEN + 1];
@@ -50,7 +54,8 @@ struct stream {
     size_t n_sent;
     char *buf;
     size_t len, off, cap;
-    int done, since_auth_ms;
+    int done;
+    double keepalive_at, auth_at;           /* gj_park_now() seconds */
 };
 
 static int append(struct stream *s, const char *text)
@@ -150,7 +155,7 @@ static void queue_rows(struct stream *s, PGresult *res)
  * queued, 0 none, -1 the database failed. */
 static int fill(struct stream *s)
 {
-    PGconn *c = gj_db_acquire(s->srv->db, 2000);
+    PGconn *c = gj_db_acquire(s->srv->db, 0);   /* never wait on the pool: it would hold the thread */
     if (!c)
         return -1;
     size_t before = s->len;
@@ -173,7 +178,7 @@ static int fill(struct stream *s)
  * database did not answer (the stream goes on). */
 static int still_allowed(struct stream *s)
 {
-    PGconn *c = gj_db_acquire(s->srv->db, 2000);
+    PGconn *c = gj_db_acquire(s->srv->db, 0);
     if (!c)
         return -1;
     struct gj_principal who;
@@ -192,42 +197,36 @@ static int still_allowed(struct stream *s)
     return ok;
 }
 
-/* Waits up to a second for a change of any job. */
-static void wait_change(struct stream *s, uint64_t seq)
-{
-    if (s->srv->notifier) {
-        gj_notifier_wait_jobs(s->srv->notifier, seq, 1000);
-    } else {
-        struct timespec d = { 1, 0 };
-        nanosleep(&d, NULL);
-    }
-}
-
+/* libmicrohttpd's content reader: what is queued, else what is new, else a keep-alive when
+ * due, else park (return 0: called again once resumed). */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     struct stream *s = cls;
-    int idle_ms = 0;
     while (s->off >= s->len) {
         s->off = s->len = 0;
-        if (s->done || gj_http_stopping(s->srv))
+        if (s->done || gj_http_stopping(s->srv) || gj_park_revoked(&s->park))
             return MHD_CONTENT_READER_END_OF_STREAM;
-        if (s->since_auth_ms >= AUTH_RECHECK_MS) {
-            s->since_auth_ms = 0;
+        double now = gj_park_now();
+        if (now >= s->auth_at) {
+            s->auth_at = now + AUTH_RECHECK_S;
             if (still_allowed(s) == 0)
                 return MHD_CONTENT_READER_END_OF_STREAM;
         }
-        uint64_t seq = s->srv->notifier ? gj_notifier_jobs_seq(s->srv->notifier) : 0;
+        gj_park_take_change(&s->park);
         if (fill(s) > 0)
             break;
-        if (idle_ms >= KEEPALIVE_MS) {
+        if (now >= s->keepalive_at) {
             append(s, ": keep-alive\n\n");
             break;
         }
-        wait_change(s, seq);
-        idle_ms += 1000;
-        s->since_auth_ms += 1000;
+        int pr = gj_park_wait(&s->park, now + POLL_S < s->keepalive_at ? now + POLL_S : s->keepalive_at);
+        if (pr == 0)
+            return 0;
+        if (pr < 0)
+            return MHD_CONTENT_READER_END_OF_STREAM;
     }
+    s->keepalive_at = gj_park_now() + KEEPALIVE_S;
     size_t n = s->len - s->off < max ? s->len - s->off : max;
     memcpy(buf, s->buf + s->off, n);
     s->off += n;
@@ -237,6 +236,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     struct stream *s = cls;
+    gj_park_leave(&s->park);
     explicit_bzero(s->token, sizeof s->token);
     free(s->sent);
     free(s->buf);
@@ -291,6 +291,9 @@ static void events(struct gj_req *r)
         stream_free(s);
         return;
     }
+    s->keepalive_at = gj_park_now() + KEEPALIVE_S;
+    s->auth_at = gj_park_now() + AUTH_RECHECK_S;
+    gj_park_join(&s->park, r->conn, "", r->who.key_id);
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 8192, stream_read, s, stream_free);
     if (!resp) {
         stream_free(s);

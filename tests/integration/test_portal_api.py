@@ -7,11 +7,13 @@ import http.client
 import os
 import re
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import Harness, run_tests  # noqa: E402
 
 ORIGIN = "https://portal.example.org"
+HTTP_THREADS = 4
 H = SRV = ADMIN = A = B = None
 A_KEY = B_KEY = None
 B_JOB = B_BLOB = None
@@ -20,7 +22,7 @@ B_JOB = B_BLOB = None
 def setup():
     global H, SRV, ADMIN, A, B, A_KEY, B_KEY, B_JOB, B_BLOB
     H = Harness()
-    SRV = H.start_server(["--cpu-workers", "1", "--cors-origin", ORIGIN], env={"GPUJOBD_PG_NOSYNC": "1"})
+    SRV = H.start_server(["--cpu-workers", "1", "--cors-origin", ORIGIN, "--http-threads", str(HTTP_THREADS)], env={"GPUJOBD_PG_NOSYNC": "1"})
     ADMIN = SRV.client()
     A_KEY = ADMIN.json("POST", "/v1/api-keys", {"tenant": "portal-a"}, expect=201)["key"]
     B_KEY = ADMIN.json("POST", "/v1/api-keys", {"tenant": "portal-b"}, expect=201)["key"]
@@ -172,6 +174,33 @@ def test_events_are_the_tenants_own():
     assert job["id"] in seen and B_JOB["id"] not in seen, seen
 
 
+def parked():
+    m = re.search(r"^gpujobd_http_streams_parked (\d+)$", ADMIN.request("GET", "/metrics").body.decode(), re.M)
+    assert m
+    return int(m.group(1))
+
+
+def test_events_streams_hold_no_thread():
+    """More open /v1/events streams than event-loop threads: they wait parked, and the API answers."""
+    cookie, _, _ = sign_in(A_KEY)
+    n = 3 * HTTP_THREADS
+    conns = []
+    try:
+        for _ in range(n):
+            conn = SRV.client(key="").connection(20)
+            conn.request("GET", "/v1/events", headers={"Cookie": cookie})
+            assert conn.getresponse().status == 200
+            conns.append(conn)
+        deadline = time.time() + 20
+        while parked() < n and time.time() < deadline:
+            time.sleep(0.2)
+        assert parked() >= n, parked()
+        assert A.request("GET", "/v1/jobs", timeout=20).status == 200
+    finally:
+        for conn in conns:
+            conn.close()
+
+
 def test_cors():
     anon = SRV.client(key="")
     pre = anon.request("OPTIONS", "/v1/jobs", headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST",
@@ -194,7 +223,7 @@ if __name__ == "__main__":
         setup()
         run_tests([test_page_and_assets, test_sign_in_refusals, test_session_cookie_and_csrf,
                    test_revoked_key_ends_its_sessions, test_slices_and_thumbnails, test_events_are_the_tenants_own,
-                   test_cors])
+                   test_events_streams_hold_no_thread, test_cors])
     finally:
         if H:
             H.close()

@@ -1,8 +1,8 @@
 // test_portal.mjs — the portal in Debian's chromium (Playwright), against a real gpujobd over
 // HTTPS with a real PostgreSQL (serve.py): sign in with a key (a wrong one first: the server's
 // message at the field), the session cookie's flags, a phantom from its preset watched to the
-// end and its slice viewer moved, the phantom's projections uploaded through the submit form's
-// file input and reconstructed, the recon's slice PNG shown, a refused parameter's message at
+// end and its slice viewer moved, a reconstruction of its projections chosen from its outputs
+// (the form filled in from the phantom's page) watched to the end and its viewer moved, a refused parameter's message at
 // its field, a running job cancelled, the brkga example's plot, the infer example's scores and
 // thumbnail, an operator unloading and loading a model and making and revoking a key,
 // sign-out ending the cookie. axe-core
@@ -102,39 +102,35 @@ async function phantom(page, srv) {
   return id;
 }
 
-// The phantom's projections fetched outside the browser (a file on disk), then uploaded
-// through the form's file input (POST /v1/blobs with the cookie and the CSRF token) and
-// reconstructed; the recon's slice comes as a PNG.
-async function uploadAndReconstruct(page, srv, phantomId, dir) {
-  const resp = await srv.fetch(`/v1/jobs/${phantomId}/outputs/projections.nrrd`,
-    { headers: { Authorization: `Bearer ${srv.admin_key}` } });
-  assert(resp.status === 200, `projections download: ${resp.status}`);
-  const bytes = Buffer.from(await resp.arrayBuffer());
-  const file = join(dir, 'my-projections.nrrd');
-  writeFileSync(file, bytes);
-
-  await page.goto(`${srv.url}/#/submit/recon?preset=1`);
-  await page.getByRole('heading', { name: 'Submit a recon job' }).waitFor();
-  await page.locator('#in-projections').setInputFiles(file);
-  await page.locator('[data-input=projections] li').getByText('uploaded').waitFor();
+// The recon form filled in from the phantom's page ("Reconstruct projections.nrrd": the
+// phantom's projections blob and its geometry and grid) is submitted as it is; the recon
+// reaches done, its input is the phantom's output, and its slice viewer moves.
+async function reconFromPhantom(page, srv, phantomId) {
   await axe(page, 'submit recon');
   await shot(page, '05-submit-recon');
+  const auth = { headers: { Authorization: `Bearer ${srv.admin_key}` } };
+  const outs = (await (await srv.fetch(`/v1/jobs/${phantomId}/outputs`, auth)).json()).outputs;
+  const proj = outs.find((o) => o.name === 'projections.nrrd');
   const png = page.waitForResponse((r) => /\/slices\/\d+\.png/.test(r.url()) && r.status() === 200, { timeout: DONE_MS });
   await page.getByRole('button', { name: 'Submit' }).click();
   const id = await waitSucceeded(page);
   const r = await png;
   assert(r.headers()['content-type'] === 'image/png', `slice content type ${r.headers()['content-type']}`);
-  const body = await r.body();
-  assert(body.subarray(1, 4).toString() === 'PNG', 'the slice is a PNG');
-  const shown = await sliceShown(page);
-  assert(shown.w === 64 && shown.h === 64, `recon slice ${JSON.stringify(shown)}`);
-
-  // the job's input is the uploaded file, byte for byte
-  const job = await (await srv.fetch(`/v1/jobs/${id}`, { headers: { Authorization: `Bearer ${srv.admin_key}` } })).json();
-  const blob = await srv.fetch(`/v1/blobs/${job.inputs.projections}`, { headers: { Authorization: `Bearer ${srv.admin_key}` } });
-  assert(Buffer.from(await blob.arrayBuffer()).equals(bytes), 'the stored input equals the uploaded file');
+  assert((await r.body()).subarray(1, 4).toString() === 'PNG', 'the slice is a PNG');
+  const job = await (await srv.fetch(`/v1/jobs/${id}`, auth)).json();
+  assert(job.kind === 'recon' && job.inputs.projections === proj.blob_id,
+    `the recon reads the phantom's projections: ${JSON.stringify(job.inputs)} vs ${proj.blob_id}`);
+  assert(job.params.volume.nz === 48 && job.params.geometry.angles_deg.count === 120, 'the phantom\'s grid and geometry');
+  const first = await sliceShown(page);
+  assert(first.w === 64 && first.h === 64, `recon slice ${JSON.stringify(first)}`);
+  const z = page.getByLabel('Slice (z)');
+  await z.focus();
+  await page.keyboard.press('Home');
+  const moved = await sliceShown(page, first.src);
+  assert(/\/slices\/0\.png/.test(moved.src), `the first slice after Home: ${moved.src}`);
   await axe(page, 'recon job');
   await shot(page, '06-job-recon');
+  return id;
 }
 
 // A parameter the server refuses: its message under that field (the form does not check
@@ -321,7 +317,7 @@ async function main() {
     await axe(page, 'jobs');
     await shot(page, '02-jobs');
     const phantomId = await step('phantom', () => phantom(page, srv));
-    await step('upload and recon', () => uploadAndReconstruct(page, srv, phantomId, dir));
+    const reconId = await step('recon of its projections', () => reconFromPhantom(page, srv, phantomId));
     await step('bad parameter', () => badParameter(page, srv));
     await step('cancel', () => cancelRunning(page, srv));
     await step('brkga', () => brkga(page, srv));

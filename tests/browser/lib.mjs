@@ -38,6 +38,11 @@ export class Server {
     return (await this.command({ sql: q })).rows;
   }
 
+  // A DICOM file written by DCMTK (img2dcm, dcmodify) at path.
+  async dicom(path) {
+    return (await this.command({ dicom: path })).path;
+  }
+
   async log() {
     return (await this.command({ log: true })).log;
   }
@@ -121,4 +126,18 @@ export async function shot(page, name) {
 
 export function assert(cond, what) {
   if (!cond) throw new Error(`assertion failed: ${what}`);
+}
+
+// Drops a file from disk on an element as a person dragging it from their file manager would:
+// dragenter, dragover and drop events carrying a DataTransfer with the file.
+export async function dropFile(page, target, path, name, type) {
+  const b64 = readFileSync(path).toString('base64');
+  const dt = await page.evaluateHandle(({ b64, name, type }) => {
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const d = new DataTransfer();
+    d.items.add(new File([bytes], name, { type }));
+    return d;
+  }, { b64, name, type });
+  for (const ev of ['dragenter', 'dragover', 'drop']) await target.dispatchEvent(ev, { dataTransfer: dt });
+  await dt.dispose();
 }

@@ -8,6 +8,8 @@ a line, and answers each with one line of JSON:
 
     {"sql": "SELECT ..."}     -> {"rows": [[...], ...]}      (psql, the test's database)
     {"log": true}             -> {"log": "..."}              (the server's log so far)
+    {"dicom": "PATH"}         -> {"path": "PATH"}            (a chest-like DX image written there by
+                                                              DCMTK's img2dcm and dcmodify, chaoslib)
 
 and stops everything when its standard input closes.
 """
@@ -16,7 +18,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chaos"))
 from harness import Harness  # noqa: E402
+from chaoslib import make_dicom  # noqa: E402
 
 
 def main():
@@ -32,6 +36,9 @@ def main():
             try:
                 if "sql" in cmd:
                     out = {"rows": h.sql(cmd["sql"])}
+                elif "dicom" in cmd:
+                    make_dicom(cmd["dicom"], size=256)
+                    out = {"path": cmd["dicom"]}
                 elif "log" in cmd:
                     out = {"log": srv.log_text()}
                 else:

@@ -27,17 +27,22 @@ function plot(data) {
   const holder = h('div', { class: 'plot', role: 'img', 'aria-label': `Convergence: best fitness ${number(data[1][data[1].length - 1])} after ${data[0][data[0].length - 1]} generations` });
   const figure = h('figure', { class: 'figure' }, holder,
     h('figcaption', {}, 'Best (incumbent) and mean fitness of the population per generation (statistics.csv).'));
-  const width = () => Math.max(260, Math.min(holder.clientWidth || 720, 1400));
+  // sized in the page's rem, which grows with the viewport: the axes stay readable on a 4K screen
+  const rem = parseFloat(getComputedStyle(document.documentElement).fontSize) || 16;
+  const font = `${Math.round(0.8 * rem)}px system-ui, sans-serif`;
+  const axis = (label) => ({ label, font, labelFont: font, size: 3.5 * rem, labelSize: 1.5 * rem });
+  const height = Math.round(20 * rem);
+  const width = () => Math.max(260, Math.min(holder.clientWidth || 45 * rem, 90 * rem));
   const chart = new uPlot({
-    width: 720,
-    height: 320,
+    width: Math.round(45 * rem),
+    height,
     scales: { x: { time: false } },
-    axes: [{ label: 'generation' }, { label: 'fitness' }],
+    axes: [axis('generation'), axis('fitness')],
     series: [{ label: 'generation' },
       { label: 'best', stroke: '#b3261e', width: 2 },
       { label: 'mean', stroke: '#1f5fa8', width: 1.5 }],
   }, data, holder);
-  const resize = () => chart.setSize({ width: width(), height: 320 });
+  const resize = () => chart.setSize({ width: width(), height });
   const observer = new ResizeObserver(resize);
   observer.observe(holder);
   return figure;

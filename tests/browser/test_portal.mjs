@@ -4,14 +4,14 @@
 // end and its slice viewer moved, a reconstruction of its projections chosen from its outputs
 // (the form filled in from the phantom's page) watched to the end and its viewer moved, a refused parameter's message at
 // its field, a running job cancelled, the brkga example's plot, the infer example's scores and
-// thumbnail, an operator unloading and loading a model and making and revoking a key,
+// thumbnail with a DICOM written by DCMTK's img2dcm dropped beside it, an operator unloading and loading a model and making and revoking a key,
 // sign-out ending the cookie. axe-core
 // on every page; no console error or uncaught exception; a screenshot of each page in
 // build/browser-screenshots.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Server, launch, guard, axe, shot, assert } from './lib.mjs';
+import { Server, SHOTS, launch, guard, axe, shot, assert, dropFile } from './lib.mjs';
 
 const DONE_MS = 90000;   // a phantom or a recon of 64 x 64 x 48 voxels on CPU takes seconds
 
@@ -175,35 +175,50 @@ async function brkga(page, srv) {
   await page.getByRole('heading', { name: 'Submit a brkga job' }).waitFor();
   await page.locator('[data-input=params] li').getByText('uploaded').waitFor();
   await page.getByRole('button', { name: 'Submit' }).click();
-  await waitSucceeded(page);
+  const id = await waitSucceeded(page);
   const plot = page.getByRole('img', { name: /^Convergence: best fitness .* after 300 generations/ });
   await plot.waitFor();
   assert(await plot.locator('canvas').count() > 0, 'uPlot drew a canvas');
   await page.locator('svg.network').waitFor();
   await axe(page, 'brkga job');
   await shot(page, '11-job-brkga');
+  return id;
 }
 
-// The infer example: the portal's synthetic radiograph uploaded, scored by chest-xray-demo
-// (installed in every data directory); the table shows its thumbnail and scores.
-async function infer(page, srv) {
+// The infer example (the portal's synthetic radiograph) plus a DICOM written by DCMTK's img2dcm,
+// dropped on the form's drop zone: one job scores both; the table shows each one's thumbnail
+// and scores, and the stored input is the dropped file byte for byte.
+async function infer(page, srv, dir) {
+  const file = await srv.dicom(join(dir, 'chest-img2dcm.dcm'));
   await page.goto(`${srv.url}/#/submit/infer?preset=1`);
   await page.getByRole('heading', { name: 'Submit a infer job' }).waitFor();
-  await page.locator('[data-input=dicom] li').getByText('uploaded').waitFor();
+  const zone = page.locator('[data-input=dicom]');
+  await zone.locator('li', { hasText: 'chest-synthetic.dcm' }).getByText('uploaded').waitFor();
+  await dropFile(page, zone, file, 'chest-img2dcm.dcm', 'application/dicom');
+  await zone.locator('li', { hasText: 'chest-img2dcm.dcm' }).getByText('uploaded').waitFor();
+  await shot(page, '12-submit-infer');
   await page.getByRole('button', { name: 'Submit' }).click();
-  await waitSucceeded(page);
+  const id = await waitSucceeded(page);
   const table = page.getByRole('table', { name: 'Scores per image and label' });
   await table.waitFor();
-  const row = table.locator('tbody tr').first();
-  assert((await row.locator('.top-label').textContent()).length > 0, 'a top label');
-  const scores = await row.locator('meter').evaluateAll((ms) => ms.map((m) => m.value));
-  assert(scores.length > 0 && scores.every((s) => s >= 0 && s <= 1), `scores ${scores}`);
-  await page.waitForFunction(() => {
-    const img = document.querySelector('img.thumb');
-    return img && img.complete && img.naturalWidth > 0;
-  });
+  assert(await table.locator('tbody tr').count() === 2, 'two images scored');
+  const auth = { headers: { Authorization: `Bearer ${srv.admin_key}` } };
+  const job = await (await srv.fetch(`/v1/jobs/${id}`, auth)).json();
+  const blob = await srv.fetch(`/v1/blobs/${job.inputs['dicom.1']}`, auth);
+  assert(Buffer.from(await blob.arrayBuffer()).equals(readFileSync(file)), 'the stored input equals the dropped file');
+  for (const input of ['dicom', 'dicom.1']) {
+    const row = table.locator(`tbody tr[data-input="${input}"]`);
+    assert((await row.locator('.top-label').textContent()).length > 0, `a top label for ${input}`);
+    const scores = await row.locator('meter').evaluateAll((ms) => ms.map((m) => m.value));
+    assert(scores.length === 4 && scores.every((s) => s >= 0 && s <= 1), `scores of ${input}: ${scores}`);
+    await page.waitForFunction((sel) => {
+      const img = document.querySelector(sel);
+      return img && img.complete && img.naturalWidth > 0;
+    }, `tr[data-input="${input}"] img.thumb`);
+  }
   await axe(page, 'infer job');
   await shot(page, '12-job-infer');
+  return id;
 }
 
 // An operator unloads the demo model and loads it again; the server agrees each time.
@@ -244,17 +259,64 @@ async function liveList(page, srv) {
   await shot(page, '14-jobs-live');
 }
 
-// Readable at 320 px: no page scrolls sideways (wide tables scroll in their own box).
-async function narrow(page, srv) {
-  await page.setViewportSize({ width: 320, height: 700 });
-  for (const hash of ['#/jobs', '#/submit/recon?preset=1', '#/models', '#/operate', '#/keys', '#/api']) {
-    await page.goto(`${srv.url}/${hash}`);
-    await page.locator('#main h1').waitFor();
-    await page.waitForTimeout(200);
-    const w = await page.evaluate(() => document.documentElement.scrollWidth);
-    assert(w <= 320, `${hash} is ${w} px wide at a 320 px viewport`);
+// Readable on a 320 px phone and on a 4K screen (3840 x 2160 CSS px, as a 4K monitor without
+// desktop scaling): no page scrolls sideways (wide tables scroll in their own box), and no visible
+// text is tiny (its computed font size; on the 4K screen the type grows with the viewport). A
+// screenshot of each page at each size (size-320-*.png whole pages, size-3840-*.png the screen).
+const SIZES = [
+  { width: 320, height: 700, minText: 12, minRoot: 16, full: true },
+  { width: 3840, height: 2160, minText: 18, minRoot: 24, full: false },
+];
+
+function sizedPages(ids) {
+  return [
+    ['jobs', '#/jobs', 'tr[data-job]'],
+    ['submit', '#/submit/recon?preset=1', 'form button[type=submit]'],
+    ['job-phantom', `#/jobs/${ids.phantom}`, 'img.slice'],
+    ['job-recon', `#/jobs/${ids.recon}`, 'img.slice'],
+    ['job-brkga', `#/jobs/${ids.brkga}`, 'svg.network'],
+    ['job-infer', `#/jobs/${ids.infer}`, 'img.thumb'],
+    ['models', '#/models', 'tr[data-model]'],
+    ['operate', '#/operate', '#main h2'],
+    ['keys', '#/keys', 'tr[data-key]'],
+    ['api', '#/api', '#main h2'],
+  ];
+}
+
+// The page's width and its smallest visible text (sr-only text and drawings excepted).
+function measure() {
+  let min = Infinity;
+  let where = '';
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    const el = n.parentElement;
+    if (!n.textContent.trim() || el.closest('.sr-only, svg, script, style') || !el.checkVisibility()) continue;
+    const size = parseFloat(getComputedStyle(el).fontSize);
+    if (size < min) [min, where] = [size, `${el.tagName.toLowerCase()}.${el.className} "${n.textContent.trim().slice(0, 30)}"`];
   }
-  await shot(page, '15-narrow');
+  return { scroll: document.documentElement.scrollWidth, view: window.innerWidth, min, where,
+    root: parseFloat(getComputedStyle(document.documentElement).fontSize) };
+}
+
+async function checkSize(page, size, name) {
+  const m = await page.evaluate(measure);
+  assert(m.scroll <= m.view, `${name} is ${m.scroll} px wide at a ${m.view} px viewport`);
+  assert(m.root >= size.minRoot, `${name} at ${size.width} px: body text ${m.root} px (at least ${size.minRoot})`);
+  assert(m.min >= size.minText, `${name} at ${size.width} px: text of ${m.min} px (${m.where}), at least ${size.minText}`);
+  await page.screenshot({ path: join(SHOTS, `size-${size.width}-${name}.png`), fullPage: size.full });
+}
+
+async function sizes(page, srv, ids) {
+  for (const size of SIZES) {
+    await page.setViewportSize({ width: size.width, height: size.height });
+    for (const [name, hash, ready] of sizedPages(ids)) {
+      await page.goto(`${srv.url}/${hash}`);
+      await page.locator('#main h1').waitFor();
+      await page.locator(ready).first().waitFor();
+      await page.waitForTimeout(150);
+      await checkSize(page, size, name);
+    }
+  }
   await page.setViewportSize({ width: 1280, height: 900 });
 }
 
@@ -320,11 +382,11 @@ async function main() {
     const reconId = await step('recon of its projections', () => reconFromPhantom(page, srv, phantomId));
     await step('bad parameter', () => badParameter(page, srv));
     await step('cancel', () => cancelRunning(page, srv));
-    await step('brkga', () => brkga(page, srv));
-    await step('infer', () => infer(page, srv));
+    const brkgaId = await step('brkga', () => brkga(page, srv));
+    const inferId = await step('infer', () => infer(page, srv, dir));
     await step('models', () => models(page, srv));
     await step('live list', () => liveList(page, srv));
-    await step('320 px', () => narrow(page, srv));
+    await step('320 px and 4K', () => sizes(page, srv, { phantom: phantomId, recon: reconId, brkga: brkgaId, infer: inferId }));
     await step('keys', () => keys(page, srv));
     await step('other pages', () => otherPages(page, srv));
     await step('sign out', () => signOut(page, srv, cookie));

@@ -141,3 +141,35 @@ export async function dropFile(page, target, path, name, type) {
   for (const ev of ['dragenter', 'dragover', 'drop']) await target.dispatchEvent(ev, { dataTransfer: dt });
   await dt.dispose();
 }
+
+// What has the keyboard focus, and whether a person can see it: an outline (2 px or more) or a
+// box shadow on the element, which has a size on the screen.
+function focusShown() {
+  const el = document.activeElement;
+  if (!el || el === document.body) return { what: 'nothing (the page itself)', shown: false };
+  const cs = getComputedStyle(el);
+  const r = el.getBoundingClientRect();
+  const ring = (cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) >= 2) || cs.boxShadow !== 'none';
+  const label = (el.getAttribute('aria-label') || el.textContent || el.id || '').trim().slice(0, 40);
+  return { what: `${el.tagName.toLowerCase()} "${label}"`, shown: ring && r.width > 0 && r.height > 0 };
+}
+
+// Presses Tab (Shift+Tab with back) until target has the focus; every element the focus passes
+// on the way must show it. Past the page's last control the focus leaves the page (to the
+// browser's own controls) once, and the next press starts again from the top. Returns the
+// number of presses.
+export async function tabTo(page, target, { back = false, max = 60 } = {}) {
+  let wrapped = false;
+  for (let n = 0; n <= max; n++) {
+    if (n > 0) await page.keyboard.press(back ? 'Shift+Tab' : 'Tab');
+    if (n === 0 && !(await target.evaluate((el) => el === document.activeElement).catch(() => false))) continue;
+    const f = await page.evaluate(focusShown);
+    if (!f.shown && f.what.startsWith('nothing') && !wrapped && n > 0) {
+      wrapped = true;
+      continue;
+    }
+    if (!f.shown) throw new Error(`keyboard focus not visible on ${f.what} after ${n} presses (${page.url()})`);
+    if (await target.evaluate((el) => el === document.activeElement).catch(() => false)) return n;
+  }
+  throw new Error(`${max} presses of Tab did not reach ${target}`);
+}

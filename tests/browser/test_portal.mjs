@@ -3,7 +3,8 @@
 // message at the field), the session cookie's flags, a phantom from its preset watched to the
 // end and its slice viewer moved, a reconstruction of its projections chosen from its outputs
 // (the form filled in from the phantom's page) watched to the end and its viewer moved, a refused parameter's message at
-// its field, a running job cancelled, the brkga example's plot, the infer example's scores and
+// its field, a noop job submitted and cancelled with the keyboard only (sign-in too; the focus
+// visible at every stop), the brkga example's plot, the infer example's scores and
 // thumbnail with a DICOM written by DCMTK's img2dcm dropped beside it, an operator unloading and loading a model and making and revoking a key,
 // sign-out ending the cookie. axe-core
 // on every page; no console error or uncaught exception; a screenshot of each page in
@@ -11,7 +12,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Server, SHOTS, launch, guard, axe, shot, assert, dropFile } from './lib.mjs';
+import { Server, SHOTS, launch, guard, axe, shot, assert, dropFile, tabTo } from './lib.mjs';
 
 const DONE_MS = 90000;   // a phantom or a recon of 64 x 64 x 48 voxels on CPU takes seconds
 
@@ -54,16 +55,21 @@ async function signIn(page, srv) {
   await axe(page, 'sign-in');
   await shot(page, '01-signin');
 
-  // a key the server does not know: its 401 message appears at the field
-  await page.getByLabel('API key').fill('gjk_not-a-key-at-all-0000000000000000000000000');
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  // with the keyboard only: a key the server does not know, its 401 message at the field;
+  // then the right key
+  const field = page.getByLabel('API key');
+  await tabTo(page, field);
+  await page.keyboard.type('gjk_not-a-key-at-all-0000000000000000000000000');
+  await page.keyboard.press('Enter');
   const err = page.locator('.field p.error[role=alert]');
   await err.waitFor();
   assert(/not valid/.test(await err.textContent()), `the refused key's message: ${await err.textContent()}`);
-  assert(await page.getByLabel('API key').getAttribute('aria-invalid') === 'true', 'the key field is marked invalid');
+  assert(await field.getAttribute('aria-invalid') === 'true', 'the key field is marked invalid');
 
-  await page.getByLabel('API key').fill(srv.admin_key);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await tabTo(page, field);
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type(srv.admin_key);
+  await page.keyboard.press('Enter');
   await page.getByRole('heading', { name: 'Jobs' }).waitFor();
 }
 
@@ -157,15 +163,34 @@ async function badParameter(page, srv) {
   guard.expected.pop();
 }
 
-// The noop example runs five seconds: cancelled from its page, it ends canceled.
-async function cancelRunning(page, srv) {
-  await page.goto(`${srv.url}/#/submit/noop?preset=1`);
+// With the keyboard only, from the jobs list: the Submit link in the navigation, the kind
+// (type-ahead in its list), "Fill in the example" (noop: five seconds), Submit, then Cancel job
+// on the job's page; the job ends canceled. The focus is visible at every stop on the way.
+async function keyboardSubmitCancel(page, srv) {
+  await page.goto(`${srv.url}/#/jobs`);
+  await page.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+  await tabTo(page, page.locator('#nav').getByRole('link', { name: 'Submit', exact: true }), { back: true });
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { name: /^Submit a \w+ job$/ }).waitFor();
+  await tabTo(page, page.locator('#kind'));
+  await page.keyboard.press('n');
   await page.getByRole('heading', { name: 'Submit a noop job' }).waitFor();
-  await page.getByRole('button', { name: 'Submit' }).click();
+  await tabTo(page, page.getByRole('link', { name: 'Fill in the example' }));
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/preset=1$/);
+  await page.getByRole('heading', { name: 'Submit a noop job' }).waitFor();
+  const submit = page.getByRole('button', { name: 'Submit', exact: true });
+  await tabTo(page, submit);
+  await shot(page, '10-submit-keyboard');
+  await page.keyboard.press('Enter');
   await page.waitForURL(/#\/jobs\/[0-9a-f-]{36}$/);
+  const id = page.url().split('/').pop();
   await page.locator('dl.facts .badge', { hasText: 'running' }).waitFor({ timeout: 30000 });
-  await page.getByRole('button', { name: /^Cancel job/ }).click();
+  await tabTo(page, page.getByRole('button', { name: /^Cancel job/ }));
+  await page.keyboard.press('Enter');
   await page.locator('dl.facts .badge', { hasText: 'canceled' }).waitFor({ timeout: 30000 });
+  const job = await (await srv.fetch(`/v1/jobs/${id}`, { headers: { Authorization: `Bearer ${srv.admin_key}` } })).json();
+  assert(job.kind === 'noop' && job.params.sleep_ms === 5000 && job.state === 'canceled', `the job: ${JSON.stringify(job)}`);
 }
 
 // The brkga example (the thesis's 12-node network, its three XML files uploaded from the
@@ -381,7 +406,7 @@ async function main() {
     const phantomId = await step('phantom', () => phantom(page, srv));
     const reconId = await step('recon of its projections', () => reconFromPhantom(page, srv, phantomId));
     await step('bad parameter', () => badParameter(page, srv));
-    await step('cancel', () => cancelRunning(page, srv));
+    await step('keyboard: submit and cancel', () => keyboardSubmitCancel(page, srv));
     const brkgaId = await step('brkga', () => brkga(page, srv));
     const inferId = await step('infer', () => infer(page, srv, dir));
     await step('models', () => models(page, srv));

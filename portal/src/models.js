@@ -63,8 +63,9 @@ function uploadForm(refresh) {
     try {
       await send('PUT', `/v1/models/${encodeURIComponent(name.value.trim())}/versions/${encodeURIComponent(version.value)}`, fd,
         { onProgress: (l, t) => bar.set(t ? l / t : 0) }).promise;
-      bar.set(1, 'uploaded and loaded');
-      announce(`Model ${name.value} version ${version.value} uploaded`);
+      // stored once a trial load passed, but not served until someone loads it
+      bar.set(1, 'uploaded: Load it to serve it');
+      announce(`Model ${name.value} version ${version.value} uploaded; load it to serve it`);
       await refresh();
     } catch (err) {
       const f = err.field || '';

@@ -5,13 +5,16 @@
 // (the form filled in from the phantom's page) watched to the end and its viewer moved, a refused parameter's message at
 // its field, a noop job submitted and cancelled with the keyboard only (sign-in too; the focus
 // visible at every stop), the brkga example's plot, the infer example's scores and
-// thumbnail with a DICOM written by DCMTK's img2dcm dropped beside it, an operator unloading and loading a model and making and revoking a key,
+// thumbnail with a DICOM written by DCMTK's img2dcm dropped beside it, an operator unloading and
+// loading a model, uploading a version through the models form (a refused file's message at its
+// field first) and making and revoking a key,
 // sign-out ending the cookie. axe-core
 // on every page; no console error or uncaught exception; a screenshot of each page in
 // build/browser-screenshots.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Server, SHOTS, launch, guard, axe, shot, assert, dropFile, tabTo } from './lib.mjs';
 
 const DONE_MS = 90000;   // a phantom or a recon of 64 x 64 x 48 voxels on CPU takes seconds
@@ -263,6 +266,51 @@ async function models(page, srv) {
   await shot(page, '13-models');
 }
 
+// An operator uploads a version through the models page's form (model.onnx and config.json
+// chosen in its file inputs, multipart PUT with progress): first a file that is not ONNX, whose
+// refusal by the server appears at the model.onnx field, then the demo model's own ONNX file as
+// version 2, which the server stores (after a trial load) and the table lists as unloaded; its
+// Load button loads it; then it is deleted again.
+const DEMO = fileURLToPath(new URL('../../models/chest-xray-demo/', import.meta.url));
+
+async function uploadModel(page, srv, notOnnx) {
+  await page.goto(`${srv.url}/#/models`);
+  await page.getByRole('heading', { name: 'Models', level: 1 }).waitFor();
+  const form = page.locator('form', { has: page.getByRole('heading', { name: 'Upload a version' }) });
+  await form.getByLabel('Model name').fill('chest-xray-demo');
+  await form.getByLabel('Version').fill('2');
+  await form.getByLabel('config.json').setInputFiles(join(DEMO, 'config.json'));
+
+  guard.expected.push(/status of 422 .*\/v1\/models\/chest-xray-demo\/versions\/2\)$/);
+  await form.getByLabel('model.onnx').setInputFiles({ name: 'model.onnx', mimeType: 'application/octet-stream', buffer: readFileSync(notOnnx) });
+  const refused = page.waitForResponse((r) => /\/v1\/models\/chest-xray-demo\/versions\/2$/.test(r.url()));
+  await form.getByRole('button', { name: 'Upload' }).click();
+  const problem = await (await refused).json();
+  assert(problem.status === 422 && /^model/.test(problem.field), `the server refused the non-ONNX file: ${JSON.stringify(problem)}`);
+  const err = form.locator('p.error[role=alert]', { hasText: problem.detail });
+  await err.waitFor();
+  const errId = await err.getAttribute('id');
+  assert((await form.getByLabel('model.onnx').getAttribute('aria-describedby')).split(' ').includes(errId), 'the message describes model.onnx');
+  guard.expected.pop();
+
+  await form.getByLabel('model.onnx').setInputFiles(join(DEMO, '1', 'model.onnx'));
+  await form.getByRole('button', { name: 'Upload' }).click();
+  await form.getByText('uploaded: Load it to serve it').waitFor({ timeout: 30000 });
+  const row = page.locator('tr[data-model="chest-xray-demo"][data-version="2"]');
+  await row.locator('.badge', { hasText: 'unloaded' }).waitFor();
+  await row.getByRole('button', { name: 'Load chest-xray-demo version 2' }).click();
+  await row.locator('.badge', { hasText: /^loaded$/ }).waitFor();
+  const auth = { headers: { Authorization: `Bearer ${srv.admin_key}` } };
+  const v2 = (await (await srv.fetch('/v1/models', auth)).json()).models.find((m) => m.name === 'chest-xray-demo')
+    .versions.find((v) => v.version === 2);
+  assert(v2 && v2.state === 'loaded', `the server has version 2 loaded: ${JSON.stringify(v2)}`);
+  await axe(page, 'models upload');
+  await shot(page, '13-models-upload');
+  page.once('dialog', (d) => d.accept());
+  await row.getByRole('button', { name: 'Delete chest-xray-demo version 2' }).click();
+  await row.waitFor({ state: 'detached' });
+}
+
 // The jobs list is live (GET /v1/events over the cookie): a job submitted elsewhere (the API,
 // by key) appears and reaches its end without a reload; the state filter narrows the list.
 async function liveList(page, srv) {
@@ -410,6 +458,7 @@ async function main() {
     const brkgaId = await step('brkga', () => brkga(page, srv));
     const inferId = await step('infer', () => infer(page, srv, dir));
     await step('models', () => models(page, srv));
+    await step('model upload', () => uploadModel(page, srv, join(dir, 'chest-img2dcm.dcm')));
     await step('live list', () => liveList(page, srv));
     await step('320 px and 4K', () => sizes(page, srv, { phantom: phantomId, recon: reconId, brkga: brkgaId, infer: inferId }));
     await step('keys', () => keys(page, srv));

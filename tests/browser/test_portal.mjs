@@ -428,6 +428,12 @@ async function signOut(page, srv, cookie) {
   await page.getByRole('heading', { name: 'Sign in' }).waitFor();
   const after = await srv.fetch('/v1/session', { headers: { Cookie: `__Host-gj_session=${cookie}` } });
   assert(after.status === 401, `the cookie after sign-out answers ${after.status}`);
+  // the sign-in page at both sizes too
+  for (const size of SIZES) {
+    await page.setViewportSize({ width: size.width, height: size.height });
+    await checkSize(page, size, 'signin');
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
 }
 
 // Runs one step and says how long it took (the whole test should stay well under 2 minutes).

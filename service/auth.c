@@ -325,9 +325,11 @@ int gj_admin_key_bootstrap(PGconn *conn, const char *path)
         OPENSSL_cleanse(key, sizeof key);
         return -1;
     }
-    json_t *fields = json_pack("{s:s, s:s, s:s}", "admin_key", key, "key_id", key_id, "file", path);
-    gj_log_fields(GJ_LOG_WARN, "auth", "created the admin API key; it is shown only this once "
-                                       "and kept in the file named here", fields);
+    /* The key itself never reaches the log (logs are shipped, kept, read by others):
+     * the file, readable by this user only, is where it is. */
+    json_t *fields = json_pack("{s:s, s:s}", "key_id", key_id, "file", path);
+    gj_log_fields(GJ_LOG_WARN, "auth", "created the admin API key; it is in the file named here "
+                                       "(mode 0600), and nowhere else", fields);
     OPENSSL_cleanse(key, sizeof key);
     return 0;
 }

@@ -45,6 +45,6 @@ int gj_host_admit(PGconn *conn, const struct gj_kind *kind, const struct gj_job 
     gj_error_set(err, "", "this job needs at least %.1f MiB (%" PRIu64 " bytes) of host memory; the largest "
                  "worker gives its jobs %.1f MiB (%" PRIu64 " bytes), so it could never run",
                  mib(floor_bytes), floor_bytes, mib(best), best);
-    err->status = 422;
+    err->status = 413;   /* too large for this service, whatever the timing: as a body too large */
     return 1;
 }

@@ -17,7 +17,7 @@
 int gj_host_memory_advertise(PGconn *conn, const char *worker_id, uint64_t usable);
 
 /* 0 admitted (the kind has no floor, no live worker is known, one does not count host
- * memory, or the largest offer is enough); 1 refused with err (422, field "params",
+ * memory, or the largest offer is enough); 1 refused with err (413, field "params",
  * the figures); -1 database error (logged). */
 int gj_host_admit(PGconn *conn, const struct gj_kind *kind, const struct gj_job *job, struct gj_error *err);
 

@@ -2,7 +2,7 @@
 
 The server takes the host to have 1 GiB (GPUJOBD_FAKE_HOST_MEMORY) and keeps 512 MiB for
 itself (--host-memory-reserve), so its jobs may hold 512 MiB together. A job whose kind's
-floor (gj_kind_host_bytes_floor) exceeds that is refused at submit with 422 and the
+floor (gj_kind_host_bytes_floor) exceeds that is refused at submit with 413 and the
 figures; two noop jobs of 300 MiB each (allocated and touched, so resident) on two CPU
 slots run one after the other, and the server's resident memory never holds both; a job
 admitted on its floor whose run-time estimate is still too large fails with the reason
@@ -45,7 +45,7 @@ def test_worker_offers_its_budget():
 def refused(kind, params):
     c = SRV.client()
     r = c.request("POST", "/v1/jobs", json={"kind": kind, "params": params})
-    assert r.status == 422, r
+    assert r.status == 413, r
     body = r.json()
     text = str(body)
     assert "host memory" in text and "512.0 MiB" in text and "could never run" in text, body

@@ -13,17 +13,17 @@
  * were dropped. A CARMIN facade maps /stdout to this route and /stderr to ?level=warn.
  *
  * Follow mode is built like the events stream (routes_jobs.c): log_fill reads what is new and
- * never waits; the stream's reader waits on the job notifications (gpujobd_jobs, which the
- * log append also sends) between fills, so a server that drives streams from notifications
- * instead of a blocking reader calls log_fill on the same wake-ups.
+ * never waits; between fills the stream is parked (http_park.h), holding no thread, until the
+ * job changes (the log append notifies gpujobd_jobs), a second passes, its key is revoked or
+ * the server stops.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "service/db.h"
+#include "service/http_park.h"
 #include "service/http_server.h"
-#include "service/notify.h"
 #include "service/workflow/workflow.h"
 
 #define PAGE_LINES 1000   /* = the LIMIT of read_lines */
@@ -37,7 +37,11 @@ struct log_stream {
     char *buf;
     size_t len, off, cap;
     int done;
+    struct gj_park_entry park;   /* follow mode only (joined) */
+    int joined;
 };
+
+#define FOLLOW_POLL_S 1.0   /* a line missed by the notifications still arrives within this */
 
 static int append(struct log_stream *s, const char *text, size_t n)
 {
@@ -156,16 +160,18 @@ static ssize_t log_read(void *cls, uint64_t pos, char *buf, size_t max)
     struct log_stream *s = cls;
     while (s->off >= s->len) {
         s->off = s->len = 0;
-        if (s->done || gj_http_stopping(s->srv))
+        if (s->done || gj_http_stopping(s->srv) || gj_park_revoked(&s->park))
             return MHD_CONTENT_READER_END_OF_STREAM;
-        struct gj_notifier *nt = s->srv->notifier;
-        uint64_t seq = nt ? gj_notifier_jobs_seq(nt) : 0;
+        gj_park_take_change(&s->park);
         if (log_fill(s) > 0)
             break;
-        if (nt)
-            gj_notifier_wait_jobs(nt, seq, 1000);
-        else
-            nanosleep(&(struct timespec){ 0, 250 * 1000000L }, NULL);
+        if (s->done)
+            continue;
+        int pr = gj_park_wait(&s->park, gj_park_now() + FOLLOW_POLL_S);
+        if (pr == 0)
+            return 0;                /* parked: resumed here when something happens */
+        if (pr < 0)
+            return MHD_CONTENT_READER_END_OF_STREAM;
     }
     size_t n = s->len - s->off < max ? s->len - s->off : max;
     memcpy(buf, s->buf + s->off, n);
@@ -176,6 +182,8 @@ static ssize_t log_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void log_free(void *cls)
 {
     struct log_stream *s = cls;
+    if (s->joined)
+        gj_park_leave(&s->park);
     free(s->buf);
     free(s);
 }
@@ -236,6 +244,8 @@ static void respond_now(struct gj_req *r, struct log_stream *s)
 
 static void respond_follow(struct gj_req *r, struct log_stream *s)
 {
+    gj_park_join(&s->park, r->conn, s->job_id, r->who.key_id);
+    s->joined = 1;
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, log_read, s, log_free);
     if (!resp) {
         log_free(s);

@@ -8,6 +8,7 @@ import hmac
 import http.server
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -64,11 +65,14 @@ class Receiver:
         raise AssertionError(f"{path}: {len(got)} call(s), expected {n}")
 
 
+HTTP_THREADS = 4
+
+
 def setup():
     global H, H2, SRV, STRICT, RECV
     H = Harness()
     RECV = Receiver(H.tmp)
-    SRV = H.start_server(["--cpu-workers", "2", "--callback-allow", "localhost,127.0.0.1",
+    SRV = H.start_server(["--cpu-workers", "2", "--http-threads", str(HTTP_THREADS), "--callback-allow", "localhost,127.0.0.1",
                           "--callback-allow-private", "--callback-backoff-ms", "300",
                           "--callback-cacert", RECV.cert])
     H2 = Harness()
@@ -99,6 +103,40 @@ def test_log_plain_follow_and_isolation():
     assert c.request("GET", f"/v1/jobs/{job['id']}/log?level=loud").status == 400
     other = SRV.client(key=tenant_key(SRV, "log-other"))
     assert other.request("GET", f"/v1/jobs/{job['id']}/log").status == 404
+
+
+def parked(c):
+    m = re.search(r"^gpujobd_http_streams_parked (\d+)$", c.request("GET", "/metrics").body.decode(), re.M)
+    assert m
+    return int(m.group(1))
+
+
+def test_log_follows_hold_no_thread():
+    """More ?follow=1 readers than event-loop threads: they wait parked, the API answers, and
+    each stream still ends with the job's last line."""
+    c = SRV.client()
+    job = c.submit("noop", {"sleep_ms": 60000})
+    c.wait_job(job["id"], states=("running",), timeout=30)
+    n = 3 * HTTP_THREADS
+    conns, responses = [], []
+    try:
+        for _ in range(n):
+            conn = c.connection(30)
+            conn.request("GET", f"/v1/jobs/{job['id']}/log?follow=1", headers={"Authorization": f"Bearer {c.key}"})
+            responses.append(conn.getresponse())
+            assert responses[-1].status == 200
+            conns.append(conn)
+        deadline = time.time() + 20
+        while parked(c) < n and time.time() < deadline:
+            time.sleep(0.2)
+        assert parked(c) >= n, parked(c)
+        assert c.request("GET", "/v1/jobs", timeout=20).status == 200
+        assert c.request("POST", f"/v1/jobs/{job['id']}/cancel").status in (200, 202)
+        text = responses[0].read().decode()
+        assert "noop: attempt 1 of" in text and "cancel" in text, text
+    finally:
+        for conn in conns:
+            conn.close()
 
 
 def test_chain_runs_on_parent_output():
@@ -211,7 +249,7 @@ def teardown():
 if __name__ == "__main__":
     setup()
     try:
-        run_tests([test_log_plain_follow_and_isolation, test_chain_runs_on_parent_output,
+        run_tests([test_log_plain_follow_and_isolation, test_log_follows_hold_no_thread, test_chain_runs_on_parent_output,
                    test_chain_fails_when_parent_fails, test_webhook_signed_retried_with_backoff,
                    test_webhook_private_address_refused_by_default])
     finally:

@@ -1,5 +1,5 @@
 /*
- * auth.c — API keys (DESIGN §3, §6). A key is "gjk_" + base64url(32 random bytes);
+ * auth.c — API keys (ARCHITECTURE.md: data model; HTTP API conventions). A key is "gjk_" + base64url(32 random bytes);
  * only its SHA-256 is stored. Verification hashes the presented key, selects the
  * row by that hash, and compares the digests with CRYPTO_memcmp.
  */

@@ -1,5 +1,5 @@
 /*
- * blobstore.c — blobs as PostgreSQL large objects (DESIGN §3). Writes are
+ * blobstore.c — blobs as PostgreSQL large objects (ARCHITECTURE.md: data model). Writes are
  * gathered into a 1 MiB buffer and sent with lowrite; reads go through
  * lo_lseek64 + loread in chunks of at most 1 MiB; the SHA-256 is computed as
  * the bytes pass. Nothing is ever whole in memory.

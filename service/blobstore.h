@@ -1,6 +1,6 @@
 /*
  * blobstore.h — blobs as PostgreSQL large objects, written and read in chunks
- * so no payload is ever whole in memory (DESIGN §3).
+ * so no payload is ever whole in memory (ARCHITECTURE.md: data model).
  *
  * A writer runs inside a transaction on a connection it borrows for its life:
  * nothing is visible until gj_blob_writer_commit(); abort (or a dropped

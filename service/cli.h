@@ -1,4 +1,4 @@
-/* cli.h — the subcommands of the one binary (DESIGN §2). Each returns an exit status. */
+/* cli.h — the subcommands of the one binary (ARCHITECTURE.md: one binary, its defaults). Each returns an exit status. */
 #ifndef GJ_CLI_H
 #define GJ_CLI_H
 

@@ -1,5 +1,5 @@
 /*
- * http_server.c — the HTTPS JSON API on libmicrohttpd (DESIGN §6): an epoll
+ * http_server.c — the HTTPS JSON API on libmicrohttpd (ARCHITECTURE.md: HTTP API conventions): an epoll
  * thread pool, routing by method and path template, API key authentication,
  * bounded JSON bodies, streamed bodies for uploads, application/problem+json
  * errors, one log line and one metrics sample per request. Long polls and event

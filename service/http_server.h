@@ -1,5 +1,5 @@
 /*
- * http_server.h — the HTTPS JSON API on libmicrohttpd (DESIGN §6).
+ * http_server.h — the HTTPS JSON API on libmicrohttpd (ARCHITECTURE.md: HTTP API conventions).
  */
 #ifndef GJ_HTTP_SERVER_H
 #define GJ_HTTP_SERVER_H

@@ -1,5 +1,5 @@
 /*
- * main.c — gpujobd: one binary, subcommands (DESIGN §2).
+ * main.c — gpujobd: one binary, subcommands (ARCHITECTURE.md: one binary, its defaults).
  */
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * notify.c — one LISTEN connection per process (DESIGN §4). A thread poll()s
+ * notify.c — one LISTEN connection per process (ARCHITECTURE.md: a job's life). A thread poll()s
  * its socket (and a pipe that wakes it for shutdown), drains notifications with
  * PQconsumeInput/PQnotifies, and turns them into counter bumps with condvar
  * broadcasts. A dropped connection is reopened with backoff; after every

@@ -1,5 +1,5 @@
 /*
- * notify.h — one LISTEN connection per process (DESIGN §4). A thread waits on
+ * notify.h — one LISTEN connection per process (ARCHITECTURE.md: a job's life). A thread waits on
  * it and turns notifications into in-process wake-ups:
  *   gpujobd_queue  -> workers waiting for work
  *   gpujobd_jobs   -> long polls and event streams waiting on a job

@@ -1,5 +1,5 @@
 /*
- * pg_embedded.c — the private PostgreSQL of a default start (DESIGN §2).
+ * pg_embedded.c — the private PostgreSQL of a default start (ARCHITECTURE.md: one binary, its defaults).
  *
  * Layout under DATA_DIR:
  *   pg/            the cluster (initdb once; initialised into pg.init and renamed,

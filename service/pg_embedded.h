@@ -1,5 +1,5 @@
 /*
- * pg_embedded.h — the private PostgreSQL of a default start (DESIGN §2):
+ * pg_embedded.h — the private PostgreSQL of a default start (ARCHITECTURE.md: one binary, its defaults):
  * initdb once into DATA_DIR/pg, postgres listening only on a Unix socket in
  * DATA_DIR/run, stopped on exit. As root, the cluster runs as an unprivileged
  * user (the `postgres` account of Debian's package, or --pg-user).

@@ -1,5 +1,5 @@
 /*
- * placement.c — choosing the device for a job (DESIGN §5, seed 000).
+ * placement.c — choosing the device for a job (ARCHITECTURE.md: a job's life, seed 000).
  *
  * least-loaded is load-aware: among the GPUs that can take the job now (a free
  * slot and enough free memory) it picks the fewest running tasks, then the most

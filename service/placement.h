@@ -1,5 +1,5 @@
 /*
- * placement.h — choosing the device for a job (DESIGN §5, seed 000). Plain C,
+ * placement.h — choosing the device for a job (ARCHITECTURE.md: a job's life, seed 000). Plain C,
  * no CUDA and no SQL, so tests drive it with simulated devices.
  *
  * Each GPU has `slots` concurrent tasks and `total_bytes` of memory; a job

@@ -1,5 +1,5 @@
 /*
- * queue.c — the job queue in PostgreSQL (DESIGN §4). Every statement that acts
+ * queue.c — the job queue in PostgreSQL (ARCHITECTURE.md: a job's life). Every statement that acts
  * for a claimed job is fenced by its lease token, state 'running' and the lease not
  * yet expired: a worker that lost its lease changes nothing. History rows and NOTIFYs come from the
  * triggers of migrations/0001_init.sql.

@@ -1,5 +1,5 @@
 /*
- * queue.h — the job queue in PostgreSQL (DESIGN §4): submit, claim with
+ * queue.h — the job queue in PostgreSQL (ARCHITECTURE.md: a job's life): submit, claim with
  * FOR UPDATE SKIP LOCKED, leases with heartbeats and a fencing token, finish
  * exactly once, retries with backoff, rescue of expired leases, cancellation,
  * sub-tasks. The history (job_events) and NOTIFY wake-ups are written by the

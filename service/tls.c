@@ -1,5 +1,5 @@
 /*
- * tls.c — the server certificate (DESIGN §2): given PEM files are read, parsed and
+ * tls.c — the server certificate (ARCHITECTURE.md: one binary, its defaults): given PEM files are read, parsed and
  * checked to belong together; without them a self-signed EC P-256 certificate
  * (10 years, SAN localhost / 127.0.0.1 / ::1) is generated once into
  * DATA_DIR/tls/{cert.pem,key.pem}. The SHA-256 fingerprint is logged either way.

@@ -1,5 +1,5 @@
 /*
- * worker_pool.c — the worker threads of one process (DESIGN §4-5).
+ * worker_pool.c — the worker threads of one process (ARCHITECTURE.md: a job's life).
  *
  * One thread per slot. A thread claims a job only while a slot is free,
  * materializes its inputs (and, at stage > 0, its children's outputs) into

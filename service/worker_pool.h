@@ -1,5 +1,5 @@
 /*
- * worker_pool.h — the worker threads of one process (DESIGN §4-5). One thread
+ * worker_pool.h — the worker threads of one process (ARCHITECTURE.md: a job's life). One thread
  * per slot (GPU slots plus CPU slots). A thread claims only while a slot is
  * free, asks the kind for its estimate, places it (waiting while it fits no GPU
  * now), materializes inputs into a scratch directory, runs the module with a

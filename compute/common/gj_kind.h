@@ -1,5 +1,5 @@
 /*
- * gj_kind.h — the compute module interface (DESIGN §7).
+ * gj_kind.h — the compute module interface (ARCHITECTURE.md: the modules).
  *
  * A job kind is a struct of functions. The service, the `gpujobd run` command
  * and the GPU tests all drive a kind through this header alone: a module knows

@@ -1,5 +1,5 @@
 /*
- * test_queue.c — the job queue against a real PostgreSQL (DESIGN §4, §8):
+ * test_queue.c — the job queue against a real PostgreSQL (ARCHITECTURE.md: a job's life; testing and figures):
  * claim order, SKIP LOCKED, lease fencing, retries with backoff, cancellation,
  * sub-tasks, rescue of expired leases, the workers registry, and LISTEN wake-ups
  * through the notifier. Each test gets a freshly migrated database.

@@ -116,6 +116,28 @@ int gj_dicom_value_count(const gj_dicom *d, uint32_t tag);
 /* VOI window (0028,1050)/(0028,1051), value index 0. 0 or -1 when absent. */
 int gj_dicom_window(const gj_dicom *d, double *center, double *width);
 
+/* --- every element, in file order ---------------------------------------- */
+
+/* One element of the dataset (file meta group included), nested ones too:
+ * a sequence (SQ, or UN of undefined length) is followed by its items, each
+ * begun by an item marker at depth + 1 and holding the elements at depth + 1
+ * up to the next marker or the next element of a lower depth. */
+struct gj_dicom_element {
+    uint32_t tag;              /* (FFFE,E000) for an item marker */
+    char vr[3];                /* as written (explicit VR) or from the reader's small dictionary;
+                                  "UN" when unknown, "" for an item marker */
+    unsigned depth;            /* 0: top level */
+    int sequence;              /* 1: its items follow */
+    int encapsulated;          /* 1: encapsulated pixel data (fragments, no value here) */
+    int big_endian;            /* the value's byte order */
+    const uint8_t *value;      /* NULL for sequences, item markers, encapsulated pixel data */
+    uint32_t length;
+};
+
+size_t gj_dicom_element_count(const gj_dicom *d);
+/* Element i (0 <= i < gj_dicom_element_count). */
+void gj_dicom_element_at(const gj_dicom *d, size_t i, struct gj_dicom_element *out);
+
 /* --- pixels -------------------------------------------------------------- */
 
 /* Reads and checks the image attributes. 0, or -1 with err. */

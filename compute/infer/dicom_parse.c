@@ -244,6 +244,8 @@ static int parse_sequence(struct walker *w, const uint8_t **pp, const uint8_t *e
         if (tag != TAG_ITEM)
             return gj_error_set(w->err, "", "expected an item, found (%04X,%04X) at offset %lld",
                               tag >> 16, tag & 0xFFFF, OFF(w, at));
+        if (add_elem(w, TAG_ITEM, 0, depth, NULL, 0) < 0)   /* marks where the item begins */
+            return -1;
         if (len == UNDEFINED_LEN) {
             if (parse_dataset(w, &p, end, depth, 1) < 0)
                 return -1;

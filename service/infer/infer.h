@@ -14,7 +14,9 @@
  *   models_view.c    what /v1/models shows
  *   pseudonym.c      the pseudonymisation secret and keys
  *   dicomweb_common.c DICOM JSON, Retrieve URLs, Accept negotiation
- *   routes_qido.c    QIDO-RS (search) and WADO-RS metadata
+ *   routes_qido.c    QIDO-RS (search)
+ *   routes_wado_metadata.c  WADO-RS metadata (every attribute, dicom_json.c)
+ *   dicom_json.c     a parsed instance as DICOM JSON (PS3.18 F.2)
  *   routes_wado.c    WADO-RS retrieve (multipart/related application/dicom)
  *   routes_wado_render.c  WADO-RS rendered (JPEG, PNG) and frames
  *   instances_store.c the instances each tenant stored by STOW-RS, with their searchable
@@ -119,6 +121,11 @@ const char *gj_dicomweb_negotiate(struct gj_req *r, const char *const *types);
  * no other "type" parameter (multipart/related; type="application/dicom"). */
 int gj_dicomweb_accepts(struct gj_req *r, const char *type, const char *type_param);
 
+/* Every attribute of the instance as a DICOM JSON object (dicom_json.c, PS3.18 F.2):
+ * file meta group, group lengths and bulk data (Pixel Data, binary values over 1 KiB)
+ * left out. NULL when out of memory. */
+json_t *gj_dicom_to_json(const gj_dicom *d);
+
 /* ---- results (results_store.c) ---- */
 
 /* The module's on_job_succeeded for `infer` jobs (module.h), inside the transaction that
@@ -153,6 +160,7 @@ extern const struct gj_route_table gj_infer_routes_models;
 extern const struct gj_route_table gj_infer_routes_dicomweb;
 extern const struct gj_route_table gj_infer_routes_qido;
 extern const struct gj_route_table gj_infer_routes_wado;
+extern const struct gj_route_table gj_infer_routes_wado_metadata;
 extern const struct gj_route_table gj_infer_routes_wado_render;
 extern const struct gj_route_table gj_infer_routes_results;
 extern const struct gj_route_table gj_infer_routes_deliveries;

@@ -222,7 +222,7 @@ static void infer_shutdown(struct gj_server *srv)
 }
 
 static const struct gj_route_table *const infer_routes[] = {
-    &gj_infer_routes_models, &gj_infer_routes_dicomweb, &gj_infer_routes_qido, &gj_infer_routes_wado, &gj_infer_routes_wado_render, &gj_infer_routes_results, &gj_infer_routes_deliveries, &gj_infer_routes_oip, NULL,
+    &gj_infer_routes_models, &gj_infer_routes_dicomweb, &gj_infer_routes_qido, &gj_infer_routes_wado, &gj_infer_routes_wado_metadata, &gj_infer_routes_wado_render, &gj_infer_routes_results, &gj_infer_routes_deliveries, &gj_infer_routes_oip, NULL,
 };
 
 static const char *const infer_kinds[] = { "infer", NULL };

@@ -16,13 +16,6 @@
  * a JSON array of DICOM JSON objects (application/dicom+json; application/json when
  * only that is accepted; 406 otherwise), each with its RetrieveURL; a Warning header
  * says when more results remain past limit. Only the tenant's own instances match.
- *
- * WADO-RS metadata (PS3.18 §10.4) reads the same rows, every attribute kept for each
- * instance (not every element of the instance: only those of dicom_instances):
- *
- *   GET /dicomweb/studies/{study}/metadata
- *   GET /dicomweb/studies/{study}/series/{series}/metadata
- *   GET /dicomweb/studies/{study}/series/{series}/instances/{instance}/metadata
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,9 +28,8 @@
 #define QIDO_DEFAULT_LIMIT 100
 #define QIDO_MAX_LIMIT 1000
 #define QIDO_MAX_PARAMS 24
-#define METADATA_MAX_INSTANCES 100000L
 
-enum level { STUDY, SERIES, INSTANCE, METADATA };
+enum level { STUDY, SERIES, INSTANCE };
 enum match { UID_LIST, WILDCARD, WILDCARD_CI, DATE_RANGE, EXACT, IN_STUDY };
 
 static const struct key {
@@ -105,32 +97,7 @@ static const struct out instance_out[] = {
     { NULL, NULL, NULL },
 };
 
-static const struct out metadata_out[] = {
-    { "0020000D", "UI", "study_uid" },
-    { "0020000E", "UI", "series_uid" },
-    { "00080018", "UI", "sop_uid" },
-    { "00080016", "UI", "sop_class_uid" },
-    { "00020010", "UI", "transfer_syntax_uid" },
-    { "00080020", "DA", "study_date" },
-    { "00080030", "TM", "study_time" },
-    { "00080050", "SH", "accession_number" },
-    { "00080060", "CS", "modality" },
-    { "00080090", "PN", "referring_physician" },
-    { "00081030", "LO", "study_description" },
-    { "0008103E", "LO", "series_description" },
-    { "00100010", "PN", "patient_name" },
-    { "00100020", "LO", "patient_id" },
-    { "00100030", "DA", "patient_birth_date" },
-    { "00100040", "CS", "patient_sex" },
-    { "00200010", "SH", "study_id" },
-    { "00200011", "IS", "series_number" },
-    { "00200013", "IS", "instance_number" },
-    { "00280008", "IS", "number_of_frames::text" },
-    { "00280010", "US", "rows::text" },
-    { "00280011", "US", "columns::text" },
-    { NULL, NULL, NULL },
-};
-static const struct out *const level_outs[] = { study_out, series_out, instance_out, metadata_out };
+static const struct out *const level_outs[] = { study_out, series_out, instance_out };
 
 struct query {
     struct gj_req *r;
@@ -278,10 +245,6 @@ static enum MHD_Result one_param(void *cls, enum MHD_ValueKind kind, const char 
         return MHD_NO;
     if (!value)
         value = "";
-    if (q->level == METADATA) {
-        snprintf(q->bad, sizeof q->bad, "WADO-RS metadata takes no query parameter ('%.60s')", name);
-        return MHD_NO;
-    }
     if (strcmp(name, "limit") == 0)
         return parse_count(q, name, value, QIDO_MAX_LIMIT, &q->limit) == 0 ? MHD_YES : MHD_NO;
     if (strcmp(name, "offset") == 0)
@@ -384,7 +347,7 @@ static char *build_sql(const struct query *q, const struct out *outs)
     else if (q->level == SERIES)
         fputs(" GROUP BY study_uid, series_uid ORDER BY min(id)", f);
     else
-        fputs(" ORDER BY id", f);       /* INSTANCE, METADATA */
+        fputs(" ORDER BY id", f);
     fprintf(f, " LIMIT %ld OFFSET %ld", q->limit + 1, q->offset);
     if (fclose(f) != 0) {
         free(sql);
@@ -396,10 +359,6 @@ static char *build_sql(const struct query *q, const struct out *outs)
 static void respond_rows(struct gj_req *r, const struct query *q, const char *type, PGresult *res)
 {
     int n = PQntuples(res), more = n > q->limit;
-    if (n == 0 && q->level == METADATA) {
-        gj_respond_not_found(r);
-        return;
-    }
     json_t *list = rows_json(r, q->level, level_outs[q->level], res, more ? (int)q->limit : n);
     struct MHD_Response *resp = gj_respond_json(r, 200, list);
     if (!resp || r->status != 200)
@@ -434,7 +393,7 @@ static int gather(struct query *q)
     struct gj_req *r = q->r;
     if (!(q->where = open_memstream(&q->where_text, &q->where_len)))
         return -1;
-    q->limit = q->level == METADATA ? METADATA_MAX_INSTANCES : QIDO_DEFAULT_LIMIT;
+    q->limit = QIDO_DEFAULT_LIMIT;
     add_param(q, strdup(r->who.tenant_id));
     for (int i = 0; i < r->n_params && i < 3; i++) {
         if (!gj_infer_uid_ok(r->params[i])) {
@@ -493,11 +452,6 @@ static void qido_instances(struct gj_req *r)
     qido(r, INSTANCE);
 }
 
-static void wado_metadata(struct gj_req *r)
-{
-    qido(r, METADATA);
-}
-
 static const struct gj_route qido_routes[] = {
     { "GET", "/dicomweb/studies", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, qido_studies, NULL },
     { "GET", "/dicomweb/series", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, qido_series, NULL },
@@ -506,10 +460,5 @@ static const struct gj_route qido_routes[] = {
     { "GET", "/dicomweb/studies/{study}/instances", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, qido_instances, NULL },
     { "GET", "/dicomweb/studies/{study}/series/{series}/instances", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL,
       qido_instances, NULL },
-    { "GET", "/dicomweb/studies/{study}/metadata", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, wado_metadata, NULL },
-    { "GET", "/dicomweb/studies/{study}/series/{series}/metadata", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL,
-      wado_metadata, NULL },
-    { "GET", "/dicomweb/studies/{study}/series/{series}/instances/{instance}/metadata", GJ_AUTH_USER, GJ_BODY_NONE,
-      NULL, NULL, wado_metadata, NULL },
 };
 const struct gj_route_table gj_infer_routes_qido = { qido_routes, sizeof qido_routes / sizeof qido_routes[0] };

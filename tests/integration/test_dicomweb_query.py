@@ -185,7 +185,7 @@ def test_wado_metadata():
     assert uids(r, "00080018") == [I["a1"][1], I["a2"][1]], r.json()
     m = r.json()[0]
     assert m["00100020"]["Value"] == ["PAT-1"] and m["0020000E"]["Value"] == [SER1], m
-    assert m["00020010"]["Value"] == ["1.2.840.10008.1.2.1"] and m["00081030"]["Value"] == ["Chest PA"], m
+    assert m["00083002"]["Value"] == ["1.2.840.10008.1.2.1"] and m["00081030"]["Value"] == ["Chest PA"], m
     assert uids(qido(c, f"/dicomweb/studies/{S1}/series/{SER1}/metadata"), "00080018") == [I["a1"][1], I["a2"][1]]
     r = qido(c, f"/dicomweb/studies/{S2}/series/{SER2}/instances/{I['b1'][1]}/metadata")
     assert uids(r, "00080060") == ["CR"], r.json()

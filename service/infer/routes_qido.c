@@ -11,8 +11,9 @@
  * PatientID, PatientName, AccessionNumber, StudyID (single value, '*' and '?'
  * wildcards; PatientName case-insensitive); StudyDate (date or range A-B, -B, A-);
  * ModalitiesInStudy, Modality, SeriesNumber, InstanceNumber (single value). limit
- * (default 100, at most 1000), offset, includefield (accepted; every attribute kept is
- * returned), fuzzymatching=false. Any other parameter is a 400 naming it. The answer is
+ * (default 100, at most 1000), offset, includefield (the level's default attributes,
+ * PS3.18 Table 6.7.1-2, unless 'all' or keywords/tags add those kept; an unknown
+ * keyword is a 400), fuzzymatching=false. Any other parameter is a 400 naming it. The answer is
  * a JSON array of DICOM JSON objects (application/dicom+json; application/json when
  * only that is accepted; 406 otherwise), each with its RetrieveURL; a Warning header
  * says when more results remain past limit. Only the tenant's own instances match.
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <ctype.h>
 
 #include "service/db.h"
 #include "service/infer/infer.h"
@@ -28,6 +30,7 @@
 #define QIDO_DEFAULT_LIMIT 100
 #define QIDO_MAX_LIMIT 1000
 #define QIDO_MAX_PARAMS 24
+#define QIDO_MAX_INCLUDE 64
 
 enum level { STUDY, SERIES, INSTANCE };
 enum match { UID_LIST, WILDCARD, WILDCARD_CI, DATE_RANGE, EXACT, IN_STUDY };
@@ -53,50 +56,59 @@ static const struct key {
     { "InstanceNumber", "00200013", "instance_number", EXACT, INSTANCE },
 };
 
-/* What each level returns: tag, VR, the SQL expression (aggregated over the level's
- * group). Order matters: columns are read back by position. */
-struct out { const char *tag, *vr, *expr; };
+/* What each level can return: tag, VR, keyword, the SQL expression (aggregated over the
+ * level's group), and whether it is in the level's default set (PS3.18 Table 6.7.1-2,
+ * kept here; the UIDs of the levels above are always returned too). The others come
+ * with includefield=all or by name. Order matters: columns are read back by position,
+ * the first ones being the study, series and instance UIDs of the Retrieve URL. */
+struct out { const char *tag, *vr, *keyword, *expr; int dflt; };
+
+#define STUDY_ATTRS(agg_open, agg_close, dflt)                                                      \
+    { "00080020", "DA", "StudyDate", agg_open "study_date" agg_close, dflt },                       \
+    { "00080030", "TM", "StudyTime", agg_open "study_time" agg_close, dflt },                       \
+    { "00080050", "SH", "AccessionNumber", agg_open "accession_number" agg_close, dflt },           \
+    { "00080090", "PN", "ReferringPhysicianName", agg_open "referring_physician" agg_close, dflt },  \
+    { "00081030", "LO", "StudyDescription", agg_open "study_description" agg_close, 0 },            \
+    { "00100010", "PN", "PatientName", agg_open "patient_name" agg_close, dflt },                   \
+    { "00100020", "LO", "PatientID", agg_open "patient_id" agg_close, dflt },                       \
+    { "00100030", "DA", "PatientBirthDate", agg_open "patient_birth_date" agg_close, dflt },        \
+    { "00100040", "CS", "PatientSex", agg_open "patient_sex" agg_close, dflt },                     \
+    { "00200010", "SH", "StudyID", agg_open "study_id" agg_close, dflt }
 
 static const struct out study_out[] = {
-    { "0020000D", "UI", "study_uid" },
-    { "00080020", "DA", "min(study_date)" },
-    { "00080030", "TM", "min(study_time)" },
-    { "00080050", "SH", "min(accession_number)" },
-    { "00080061", "CS", "string_agg(DISTINCT modality, '\\' ORDER BY modality)" },
-    { "00080090", "PN", "min(referring_physician)" },
-    { "00081030", "LO", "min(study_description)" },
-    { "00100010", "PN", "min(patient_name)" },
-    { "00100020", "LO", "min(patient_id)" },
-    { "00100030", "DA", "min(patient_birth_date)" },
-    { "00100040", "CS", "min(patient_sex)" },
-    { "00200010", "SH", "min(study_id)" },
-    { "00201206", "IS", "count(DISTINCT series_uid)::text" },
-    { "00201208", "IS", "count(*)::text" },
-    { NULL, NULL, NULL },
+    { "0020000D", "UI", "StudyInstanceUID", "study_uid", 1 },
+    STUDY_ATTRS("min(", ")", 1),
+    { "00080061", "CS", "ModalitiesInStudy", "string_agg(DISTINCT modality, '\\' ORDER BY modality)", 1 },
+    { "00201206", "IS", "NumberOfStudyRelatedSeries", "count(DISTINCT series_uid)::text", 1 },
+    { "00201208", "IS", "NumberOfStudyRelatedInstances", "count(*)::text", 1 },
+    { NULL, NULL, NULL, NULL, 0 },
 };
 static const struct out series_out[] = {
-    { "0020000D", "UI", "study_uid" },
-    { "0020000E", "UI", "series_uid" },
-    { "00080060", "CS", "min(modality)" },
-    { "0008103E", "LO", "min(series_description)" },
-    { "00200011", "IS", "min(series_number)" },
-    { "00201209", "IS", "count(*)::text" },
-    { NULL, NULL, NULL },
+    { "0020000D", "UI", "StudyInstanceUID", "study_uid", 1 },
+    { "0020000E", "UI", "SeriesInstanceUID", "series_uid", 1 },
+    { "00080060", "CS", "Modality", "min(modality)", 1 },
+    { "0008103E", "LO", "SeriesDescription", "min(series_description)", 1 },
+    { "00200011", "IS", "SeriesNumber", "min(series_number)", 1 },
+    { "00201209", "IS", "NumberOfSeriesRelatedInstances", "count(*)::text", 1 },
+    STUDY_ATTRS("min(", ")", 0),
+    { NULL, NULL, NULL, NULL, 0 },
 };
 static const struct out instance_out[] = {
-    { "0020000D", "UI", "study_uid" },
-    { "0020000E", "UI", "series_uid" },
-    { "00080018", "UI", "sop_uid" },
-    { "00080016", "UI", "sop_class_uid" },
-    { "00080060", "CS", "modality" },
-    { "00083002", "UI", "transfer_syntax_uid" },
-    { "00200013", "IS", "instance_number" },
-    { "00280010", "US", "rows::text" },
-    { "00280011", "US", "columns::text" },
-    { "00280008", "IS", "number_of_frames::text" },
-    { NULL, NULL, NULL },
+    { "0020000D", "UI", "StudyInstanceUID", "study_uid", 1 },
+    { "0020000E", "UI", "SeriesInstanceUID", "series_uid", 1 },
+    { "00080018", "UI", "SOPInstanceUID", "sop_uid", 1 },
+    { "00080016", "UI", "SOPClassUID", "sop_class_uid", 1 },
+    { "00200013", "IS", "InstanceNumber", "instance_number", 1 },
+    { "00280010", "US", "Rows", "rows::text", 1 },
+    { "00280011", "US", "Columns", "columns::text", 1 },
+    { "00280008", "IS", "NumberOfFrames", "number_of_frames::text", 1 },
+    { "00080060", "CS", "Modality", "modality", 0 },
+    { "00083002", "UI", "AvailableTransferSyntaxUID", "transfer_syntax_uid", 0 },
+    { "0008103E", "LO", "SeriesDescription", "series_description", 0 },
+    { "00200011", "IS", "SeriesNumber", "series_number", 0 },
+    STUDY_ATTRS("", "", 0),
+    { NULL, NULL, NULL, NULL, 0 },
 };
-
 static const struct out *const level_outs[] = { study_out, series_out, instance_out };
 
 struct query {
@@ -110,6 +122,9 @@ struct query {
     char *owned[QIDO_MAX_PARAMS];
     int n;
     long limit, offset;
+    int include_all;             /* includefield=all */
+    char include[QIDO_MAX_INCLUDE][9];   /* tags named by includefield (upper-case hex) */
+    int n_include;
     char bad[400];               /* the 400's message */
 };
 
@@ -228,13 +243,58 @@ static int parse_count(struct query *q, const char *name, const char *v, long ma
     return 0;
 }
 
-/* includefield: "all", keywords or tags (accepted; every attribute kept is returned). */
-static int includefield_ok(const char *v)
+/* The tag (8 upper-case hex digits) of a keyword any level returns or matches; NULL if none. */
+static const char *keyword_tag(const char *kw, size_t n)
 {
-    for (; *v; v++)
-        if (!((*v >= '0' && *v <= '9') || (*v >= 'A' && *v <= 'Z') || (*v >= 'a' && *v <= 'z') || *v == ','))
+    static const struct out *const all[] = { study_out, series_out, instance_out };
+    for (size_t l = 0; l < 3; l++)
+        for (const struct out *o = all[l]; o->tag; o++)
+            if (strlen(o->keyword) == n && strncmp(o->keyword, kw, n) == 0)
+                return o->tag;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (strlen(keys[i].keyword) == n && strncmp(keys[i].keyword, kw, n) == 0)
+            return keys[i].tag;
+    return NULL;
+}
+
+/* includefield (PS3.18 8.3.4.3): "all", or keywords and tags, comma separated. A tag
+ * gpujobd does not keep is accepted (there is nothing to return); an unknown keyword
+ * is a 400 naming it. */
+static int add_includefield(struct query *q, const char *v)
+{
+    for (const char *t = v;; t += strcspn(t, ",") + 1) {
+        size_t n = strcspn(t, ",");
+        const char *tag = n == 8 && strspn(t, "0123456789abcdefABCDEF") >= 8 ? t : keyword_tag(t, n);
+        if (n == 0) {
+            /* empty: nothing added */
+        } else if (n == 3 && strncmp(t, "all", 3) == 0) {
+            q->include_all = 1;
+        } else if (!tag) {
+            snprintf(q->bad, sizeof q->bad, "includefield: '%.*s' is not an attribute keyword or tag gpujobd knows"
+                     " (or 'all')", (int)(n > 64 ? 64 : n), t);
+            return -1;
+        } else if (q->n_include < QIDO_MAX_INCLUDE) {
+            for (int k = 0; k < 8; k++)
+                q->include[q->n_include][k] = (char)toupper((unsigned char)tag[k]);
+            q->include[q->n_include++][8] = '\0';
+        } else {
+            snprintf(q->bad, sizeof q->bad, "includefield names more than %d attributes", QIDO_MAX_INCLUDE);
+            return -1;
+        }
+        if (!t[n])
             return 0;
-    return 1;
+    }
+}
+
+/* Whether the answer holds attribute o: in the default set, or asked for. */
+static int wanted(const struct query *q, const struct out *o)
+{
+    if (o->dflt || q->include_all)
+        return 1;
+    for (int i = 0; i < q->n_include; i++)
+        if (strcmp(q->include[i], o->tag) == 0)
+            return 1;
+    return 0;
 }
 
 static enum MHD_Result one_param(void *cls, enum MHD_ValueKind kind, const char *name, const char *value)
@@ -249,8 +309,8 @@ static enum MHD_Result one_param(void *cls, enum MHD_ValueKind kind, const char 
         return parse_count(q, name, value, QIDO_MAX_LIMIT, &q->limit) == 0 ? MHD_YES : MHD_NO;
     if (strcmp(name, "offset") == 0)
         return parse_count(q, name, value, 1000000000L, &q->offset) == 0 ? MHD_YES : MHD_NO;
-    if (strcmp(name, "includefield") == 0 && includefield_ok(value))
-        return MHD_YES;
+    if (strcmp(name, "includefield") == 0)
+        return add_includefield(q, value) == 0 ? MHD_YES : MHD_NO;
     if (strcmp(name, "fuzzymatching") == 0 && strcmp(value, "false") == 0)
         return MHD_YES;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
@@ -315,16 +375,18 @@ static void add_retrieve_url(struct gj_req *r, enum level level, PGresult *res, 
     json_object_set_new(o, "00081190", gj_dcm_attr("UR", json_string(url)));
 }
 
-static json_t *rows_json(struct gj_req *r, enum level level, const struct out *outs, PGresult *res, int n)
+static json_t *rows_json(const struct query *q, const struct out *outs, PGresult *res, int n)
 {
     json_t *list = json_array();
     for (int row = 0; row < n; row++) {
         json_t *o = json_object();
         for (int c = 0; outs[c].tag; c++) {
+            if (!wanted(q, &outs[c]))
+                continue;
             json_t *v = PQgetisnull(res, row, c) ? NULL : dcm_values(outs[c].vr, PQgetvalue(res, row, c));
             json_object_set_new(o, outs[c].tag, gj_dcm_attr(outs[c].vr, v));
         }
-        add_retrieve_url(r, level, res, row, o);
+        add_retrieve_url(q->r, q->level, res, row, o);
         json_array_append_new(list, o);
     }
     return list;
@@ -359,7 +421,7 @@ static char *build_sql(const struct query *q, const struct out *outs)
 static void respond_rows(struct gj_req *r, const struct query *q, const char *type, PGresult *res)
 {
     int n = PQntuples(res), more = n > q->limit;
-    json_t *list = rows_json(r, q->level, level_outs[q->level], res, more ? (int)q->limit : n);
+    json_t *list = rows_json(q, level_outs[q->level], res, more ? (int)q->limit : n);
     struct MHD_Response *resp = gj_respond_json(r, 200, list);
     if (!resp || r->status != 200)
         return;

@@ -142,6 +142,36 @@ def test_qido_series_and_instances():
     qido(c, "/dicomweb/studies/not-a-uid/series", status=400)
 
 
+def test_includefield():
+    """Without includefield each level answers its default attributes (PS3.18 Table 6.7.1-2);
+    'all' or keywords/tags add the others kept; an unknown keyword is a 400 naming it."""
+    c = SRV.client()
+    study_default = {"0020000D", "00080020", "00080030", "00080050", "00080090", "00100010", "00100020",
+                     "00100030", "00100040", "00200010", "00080061", "00201206", "00201208", "00081190"}
+    s1 = qido(c, f"/dicomweb/studies?StudyInstanceUID={S1}").json()[0]
+    assert set(s1) == study_default, sorted(set(s1) ^ study_default)
+    for q in ("includefield=all", "includefield=StudyDescription", "includefield=00081030",
+              "includefield=0008103e,StudyDescription", "includefield=PatientID&includefield=StudyDescription"):
+        s1 = qido(c, f"/dicomweb/studies?StudyInstanceUID={S1}&{q}").json()[0]
+        assert s1["00081030"]["Value"] == ["Chest PA"] and study_default <= set(s1), (q, s1)
+    # a tag gpujobd does not keep is accepted (nothing to return); an unknown keyword is not
+    s1 = qido(c, f"/dicomweb/studies?StudyInstanceUID={S1}&includefield=00181000").json()[0]
+    assert set(s1) == study_default, s1
+    r = qido(c, "/dicomweb/studies?includefield=PatientAgeX", status=400)
+    assert "PatientAgeX" in r.json()["detail"] and "includefield" in r.json()["detail"], r.json()
+    qido(c, "/dicomweb/studies?includefield=all,Nonsense", status=400)
+    series_default = {"0020000D", "0020000E", "00080060", "0008103E", "00200011", "00201209", "00081190"}
+    s = qido(c, f"/dicomweb/studies/{S1}/series").json()[0]
+    assert set(s) <= series_default and {"0020000E", "00080060", "00201209"} <= set(s), s
+    s = qido(c, f"/dicomweb/studies/{S1}/series?includefield=PatientID,AccessionNumber").json()[0]
+    assert s["00100020"]["Value"] == ["PAT-1"] and s["00080050"]["Value"] == ["ACC-1"] and "00100010" not in s, s
+    inst = qido(c, f"/dicomweb/studies/{S1}/series/{SER1}/instances").json()[0]
+    assert "00080060" not in inst and "00083002" not in inst and "00100020" not in inst, inst
+    inst = qido(c, f"/dicomweb/studies/{S1}/series/{SER1}/instances?includefield=all").json()[0]
+    assert inst["00080060"]["Value"] == ["DX"] and inst["00100020"]["Value"] == ["PAT-1"], inst
+    assert inst["00083002"]["Value"] == ["1.2.840.10008.1.2.1"] and inst["00081030"]["Value"] == ["Chest PA"], inst
+
+
 def parts_of(r):
     """The instances of a multipart/related; type="application/dicom" answer."""
     ct = r.headers["content-type"]
@@ -291,7 +321,8 @@ def test_log_clean():
 if __name__ == "__main__":
     setup()
     try:
-        run_tests([test_dedup_at_stow, test_qido_studies, test_qido_series_and_instances, test_wado_retrieve,
+        run_tests([test_dedup_at_stow, test_qido_studies, test_qido_series_and_instances, test_includefield,
+                   test_wado_retrieve,
                    test_wado_metadata, test_wado_rendered_and_frames, test_frames_size_limit,
                    test_tenant_isolation,
                    test_log_clean])

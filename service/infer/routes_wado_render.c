@@ -4,7 +4,9 @@
  *
  *   GET /dicomweb/studies/{study}/series/{series}/instances/{instance}/rendered
  *       its first frame as image/jpeg (the default) or image/png, 8 bits, grey or RGB,
- *       through the instance's VOI window (else its full range), MONOCHROME1 inverted
+ *       through the window asked for (window=center,width[,linear|linear-exact|sigmoid],
+ *       grey only), else the instance's VOI window, else its full range; MONOCHROME1
+ *       inverted; quality=1..100 for JPEG (default 90)
  *   GET /dicomweb/studies/{study}/series/{series}/instances/{instance}/frames/{frames}
  *       the listed frames (1-based, comma separated) as multipart/related;
  *       type="application/octet-stream": native pixel data, little endian, at the
@@ -12,10 +14,11 @@
  *
  * The instance is exported from its blob to a scratch file, parsed and decoded
  * (compute/infer/dicom.h), and the file removed. 406 for an Accept it cannot serve,
- * 404 for another tenant's instance or a frame past the last, 400 for a bad list or
- * any query parameter (window, viewport and quality are not supported).
+ * 404 for another tenant's instance or a frame past the last, 400 naming the parameter
+ * for a bad quality or window, or any other parameter (viewport is not supported).
  */
 #include <errno.h>
+#include <math.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,12 +46,6 @@ static enum MHD_Result count_param(void *cls, enum MHD_ValueKind kind, const cha
 /* The tenant's instance named by the path, parsed. NULL with a response prepared. */
 static gj_dicom *load_instance(struct gj_req *r, struct gj_dicom_image *img)
 {
-    int n = 0;
-    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, count_param, &n);
-    if (n) {
-        gj_problem(r, 400, NULL, "no query parameter is supported here (window, viewport, quality are not)");
-        return NULL;
-    }
     for (int i = 0; i < 3; i++)
         if (!gj_infer_uid_ok(r->params[i])) {
             gj_problem(r, 400, NULL, "the path holds UIDs (digits and dots, at most 64)");
@@ -93,8 +90,88 @@ static gj_dicom *load_instance(struct gj_req *r, struct gj_dicom_image *img)
     return d;
 }
 
-/* Frame 0 as 8-bit samples (grey, or RGB interleaved): the VOI window, else the range. */
-static unsigned char *render_frame(const gj_dicom *d, const struct gj_dicom_image *img, struct gj_error *err)
+/* The rendered route's query (PS3.18 8.3.5.1): quality (JPEG, 1 to 100) and
+ * window=center,width[,function] (linear, the default; linear-exact; sigmoid: PS3.3
+ * C.11.2.1.2), which replaces the instance's own VOI window for grey images. */
+enum voi_fn { VOI_LINEAR, VOI_LINEAR_EXACT, VOI_SIGMOID };
+struct render_opts {
+    int quality;
+    int window;                  /* 1 when window= was given */
+    double center, width;
+    enum voi_fn fn;
+    const char *bad_param;       /* the parameter at fault (NULL: none) */
+    char bad[200];               /* the 400's message */
+};
+
+static int parse_window(struct render_opts *o, const char *v)
+{
+    char *end;
+    o->center = strtod(v, &end);
+    if (end == v || *end != ',' || !isfinite(o->center))
+        return -1;
+    const char *w = end + 1;
+    o->width = strtod(w, &end);
+    if (end == w || (*end && *end != ',') || !isfinite(o->width))
+        return -1;
+    const char *fn = *end ? end + 1 : "linear";
+    if (strcmp(fn, "linear") == 0)
+        o->fn = VOI_LINEAR;
+    else if (strcmp(fn, "linear-exact") == 0)
+        o->fn = VOI_LINEAR_EXACT;
+    else if (strcmp(fn, "sigmoid") == 0)
+        o->fn = VOI_SIGMOID;
+    else
+        return -1;
+    o->window = 1;
+    return o->fn == VOI_LINEAR ? (o->width >= 1 ? 0 : -1) : (o->width > 0 ? 0 : -1);
+}
+
+static enum MHD_Result render_param(void *cls, enum MHD_ValueKind kind, const char *name, const char *value)
+{
+    (void)kind;
+    struct render_opts *o = cls;
+    char *end;
+    if (!value)
+        value = "";
+    if (strcmp(name, "quality") == 0) {
+        long q = strtol(value, &end, 10);
+        if (*value && !*end && q >= 1 && q <= 100) {
+            o->quality = (int)q;
+            return MHD_YES;
+        }
+        snprintf(o->bad, sizeof o->bad, "quality is an integer from 1 to 100");
+    } else if (strcmp(name, "window") == 0) {
+        if (parse_window(o, value) == 0)
+            return MHD_YES;
+        snprintf(o->bad, sizeof o->bad, "window is center,width[,function]: numbers, function linear (width at"
+                 " least 1), linear-exact or sigmoid (width above 0)");
+    } else {
+        snprintf(o->bad, sizeof o->bad, "'%.60s' is not a supported parameter of rendered (quality, window)", name);
+        return MHD_NO;
+    }
+    o->bad_param = strcmp(name, "quality") == 0 ? "quality" : "window";
+    return MHD_NO;
+}
+
+/* A modality value through the requested window, 0 to 255 (PS3.3 C.11.2.1.2). */
+static double voi_apply(const struct render_opts *o, double x)
+{
+    double c = o->center, w = o->width;
+    if (o->fn == VOI_SIGMOID)
+        return 255.0 / (1.0 + exp(-4.0 * (x - c) / w));
+    if (o->fn == VOI_LINEAR_EXACT)
+        return ((x - c) / w + 0.5) * 255.0;
+    if (x <= c - 0.5 - (w - 1) / 2)
+        return 0;
+    if (x > c - 0.5 + (w - 1) / 2)
+        return 255;
+    return w > 1 ? ((x - (c - 0.5)) / (w - 1) + 0.5) * 255.0 : 255;
+}
+
+/* Frame 0 as 8-bit samples (grey, or RGB interleaved): the requested window, else the
+ * instance's VOI window, else the range. */
+static unsigned char *render_frame(const gj_dicom *d, const struct gj_dicom_image *img,
+                                   const struct render_opts *o, struct gj_error *err)
 {
     size_t px = (size_t)img->rows * img->columns, spp = img->samples_per_pixel;
     float *f = malloc(gj_dicom_frame_floats(img) * sizeof *f);
@@ -117,7 +194,7 @@ static unsigned char *render_frame(const gj_dicom *d, const struct gj_dicom_imag
     int invert = img->photometric == GJ_PI_MONOCHROME1;
     for (size_t i = 0; i < px; i++)
         for (size_t s = 0; s < spp; s++) {
-            double v = (f[s * px + i] - lo) * scale;
+            double v = o->window && spp == 1 ? voi_apply(o, f[i]) : (f[s * px + i] - lo) * scale;
             unsigned char b = (unsigned char)(v <= 0 ? 0 : v >= 255 ? 255 : v + 0.5);
             out[i * spp + s] = invert ? (unsigned char)(255 - b) : b;
         }
@@ -149,14 +226,15 @@ static int encode_png(const unsigned char *pix, const struct gj_dicom_image *img
     return fclose(f) == 0 ? 0 : -1;
 }
 
-static int encode_jpeg(const unsigned char *pix, const struct gj_dicom_image *img, char **buf, size_t *len)
+static int encode_jpeg(const unsigned char *pix, const struct gj_dicom_image *img, int quality, char **buf,
+                       size_t *len)
 {
     tjhandle tj = tjInitCompress();
     unsigned char *jpeg = NULL;
     unsigned long jl = 0;
     int grey = img->samples_per_pixel == 1;
     int rc = tj ? tjCompress2(tj, pix, (int)img->columns, 0, (int)img->rows, grey ? TJPF_GRAY : TJPF_RGB, &jpeg,
-                              &jl, grey ? TJSAMP_GRAY : TJSAMP_444, JPEG_QUALITY, 0) : -1;
+                              &jl, grey ? TJSAMP_GRAY : TJSAMP_444, quality, 0) : -1;
     if (tj)
         tjDestroy(tj);
     if (rc == 0 && (*buf = malloc(jl)) != NULL) {
@@ -192,17 +270,23 @@ static void wado_rendered(struct gj_req *r)
         gj_problem(r, 406, "Accept", "rendered instances are image/jpeg or image/png");
         return;
     }
+    struct render_opts o = { .quality = JPEG_QUALITY };
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, render_param, &o);
+    if (o.bad[0]) {
+        gj_problem(r, 400, o.bad_param, "%s", o.bad);
+        return;
+    }
     struct gj_dicom_image img;
     gj_dicom *d = load_instance(r, &img);
     if (!d)
         return;
     struct gj_error err = { 0 };
-    unsigned char *pix = render_frame(d, &img, &err);
+    unsigned char *pix = render_frame(d, &img, &o, &err);
     gj_dicom_free(d);
     char *buf = NULL;
     size_t len = 0;
     int rc = !pix ? -1 : strcmp(type, "image/png") == 0 ? encode_png(pix, &img, &buf, &len)
-                                                        : encode_jpeg(pix, &img, &buf, &len);
+                                                        : encode_jpeg(pix, &img, o.quality, &buf, &len);
     free(pix);
     if (rc != 0) {
         free(buf);
@@ -249,6 +333,12 @@ static void wado_frames(struct gj_req *r)
 {
     if (!gj_dicomweb_accepts(r, "multipart/related", "application/octet-stream")) {
         gj_problem(r, 406, "Accept", "frames are multipart/related; type=\"application/octet-stream\"");
+        return;
+    }
+    int n_args = 0;
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, count_param, &n_args);
+    if (n_args) {
+        gj_problem(r, 400, NULL, "frames take no query parameter");
         return;
     }
     uint32_t frames[FRAMES_MAX];

@@ -251,7 +251,28 @@ def test_wado_rendered_and_frames():
     jpeg = np.asarray(Image.open(io.BytesIO(r.body)))
     assert jpeg.shape == (320, 288) and np.abs(jpeg - want).mean() < 6, np.abs(jpeg - want).mean()
     qido(c, base + "/rendered", headers={"Accept": "image/gif"}, status=406)
-    qido(c, base + "/rendered?window=10,20,LINEAR", headers={"Accept": "image/png"}, status=400)
+    # window=center,width,function (PS3.18 8.3.5.1.3, PS3.3 C.11.2.1.2) replaces the range
+    cw = (120.0, 81.0)
+    lin = np.clip(((source - (cw[0] - 0.5)) / (cw[1] - 1) + 0.5) * 255, 0, 255)
+    lin[source <= cw[0] - 0.5 - (cw[1] - 1) / 2] = 0
+    lin[source > cw[0] - 0.5 + (cw[1] - 1) / 2] = 255
+    sig = 255 / (1 + np.exp(-4 * (source - cw[0]) / cw[1]))
+    for query, expect in (("window=120,81,linear", lin), ("window=120,81", lin), ("window=120,81,sigmoid", sig),
+                          ("window=120,81,linear-exact", np.clip(((source - 120) / 81 + 0.5) * 255, 0, 255))):
+        png = np.asarray(Image.open(io.BytesIO(qido(c, f"{base}/rendered?{query}",
+                                                     headers={"Accept": "image/png"}).body)))
+        assert np.abs(png - np.floor(expect + 0.5)).max() <= 1, (query, np.abs(png - expect).max())
+        assert np.abs(png - want).max() > 20, query   # not the full-range rendering
+    # quality: JPEG's size and error follow it
+    low, high = (qido(c, f"{base}/rendered?quality={q}", headers={"Accept": "image/jpeg"}).body for q in (5, 100))
+    err = [np.abs(np.asarray(Image.open(io.BytesIO(b))).astype(float) - want).mean() for b in (low, high)]
+    assert len(low) * 2 < len(high) and err[0] > err[1] * 2, (len(low), len(high), err)
+    for bad, param in (("window=10,20,LINEAR", "window"), ("window=10", "window"), ("window=10,0.5,linear", "window"),
+                       ("window=x,20", "window"), ("window=10,0,sigmoid", "window"), ("quality=0", "quality"),
+                       ("quality=101", "quality"), ("quality=high", "quality"), ("viewport=64,64", "viewport")):
+        r = qido(c, f"{base}/rendered?{bad}", headers={"Accept": "image/png"}, status=400)
+        assert param in r.json()["detail"], (bad, r.json())
+    qido(c, base + "/frames/1?quality=50", headers={}, status=400)
     # frames: native stored values (8 bits here), in the order asked
     r = qido(c, base + "/frames/1,1", headers={"Accept": 'multipart/related; type="application/octet-stream"'})
     parts = split_multipart(r, "application/octet-stream")

@@ -61,6 +61,9 @@ struct gj_dicom {
 int gj_dcm_tag_error(struct gj_error *err, uint32_t tag, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The VR of a standard attribute (dicom_dict.c, PS3.6), GJ_VR('U','S'); 0 if unknown. */
+uint16_t gj_dcm_dict_vr(uint32_t tag);
+
 /* Finds a top-level element; NULL if absent. */
 const struct gj_dcm_elem *gj_dcm_find(const gj_dicom *d, uint32_t tag);
 

@@ -59,43 +59,13 @@ const char *gj_dicom_ts_name(enum gj_dicom_ts ts)
 enum gj_dicom_ts gj_dicom_ts(const gj_dicom *d) { return d->ts; }
 const char *gj_dicom_ts_uid(const gj_dicom *d) { return d->ts_uid; }
 
-/* ---- implicit VR dictionary: only what the reader interprets ------------- */
-
-static const struct { uint32_t tag; uint16_t vr; } dict[] = {
-    { GJ_TAG(0x0002, 0x0000), GJ_VR('U', 'L') },
-    { GJ_TAG(0x0002, 0x0010), GJ_VR('U', 'I') },
-    { GJ_TAG(0x0008, 0x0016), GJ_VR('U', 'I') },
-    { GJ_TAG(0x0008, 0x0018), GJ_VR('U', 'I') },
-    { GJ_TAG(0x0008, 0x0060), GJ_VR('C', 'S') },
-    { GJ_TAG(0x0018, 0x0015), GJ_VR('C', 'S') },
-    { GJ_TAG(0x0018, 0x5101), GJ_VR('C', 'S') },
-    { GJ_TAG(0x0020, 0x000D), GJ_VR('U', 'I') },
-    { GJ_TAG(0x0020, 0x000E), GJ_VR('U', 'I') },
-    { GJ_TAG(0x0020, 0x0013), GJ_VR('I', 'S') },
-    { GJ_TAG(0x0028, 0x0002), GJ_VR('U', 'S') },
-    { GJ_TAG(0x0028, 0x0004), GJ_VR('C', 'S') },
-    { GJ_TAG(0x0028, 0x0006), GJ_VR('U', 'S') },
-    { GJ_TAG(0x0028, 0x0008), GJ_VR('I', 'S') },
-    { GJ_TAG(0x0028, 0x0010), GJ_VR('U', 'S') },
-    { GJ_TAG(0x0028, 0x0011), GJ_VR('U', 'S') },
-    { GJ_TAG(0x0028, 0x0030), GJ_VR('D', 'S') },
-    { GJ_TAG(0x0028, 0x0100), GJ_VR('U', 'S') },
-    { GJ_TAG(0x0028, 0x0101), GJ_VR('U', 'S') },
-    { GJ_TAG(0x0028, 0x0102), GJ_VR('U', 'S') },
-    { GJ_TAG(0x0028, 0x0103), GJ_VR('U', 'S') },
-    { GJ_TAG(0x0028, 0x1050), GJ_VR('D', 'S') },
-    { GJ_TAG(0x0028, 0x1051), GJ_VR('D', 'S') },
-    { GJ_TAG(0x0028, 0x1052), GJ_VR('D', 'S') },
-    { GJ_TAG(0x0028, 0x1053), GJ_VR('D', 'S') },
-    { GJ_TAG(0x0028, 0x1056), GJ_VR('C', 'S') },
-    { GJ_TAG(0x7FE0, 0x0010), GJ_VR('O', 'W') },
-};
+/* ---- implicit VR: the standard's dictionary (dicom_dict.c) ---------------- */
 
 static uint16_t dict_vr(uint32_t tag)
 {
-    for (size_t i = 0; i < sizeof dict / sizeof dict[0]; i++)
-        if (dict[i].tag == tag)
-            return dict[i].vr;
+    uint16_t vr = gj_dcm_dict_vr(tag);
+    if (vr)
+        return vr;
     if ((tag & 0xFFFF) == 0)
         return GJ_VR('U', 'L');  /* group length */
     return 0;

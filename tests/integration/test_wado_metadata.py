@@ -1,6 +1,6 @@
 """WADO-RS metadata over real HTTPS is every attribute of each stored instance, as DCMTK's
 dcm2json writes it for the same file: an instance made with DCMTK (img2dcm, dcmodify)
-holding every kind of value (PN with component groups, multi-valued DS/IS/US, SS, UL,
+holding every kind of value, once in explicit and once in implicit VR, (PN with component groups, multi-valued DS/IS/US, SS, UL,
 FL, FD, AT, sequences nested two deep with several items, an empty attribute, LT) is
 stored by STOW-RS; its metadata at study, series and instance level is compared, value
 for value, with dcm2json's output (bulk data, Pixel Data and binary values over 1 KiB,
@@ -62,8 +62,14 @@ def setup():
     SRV = H.start_server(["--role", "api"])
     I["rich"] = dcm.make_dicom("m_rich", STUDY, 21, extra=RICH)
     I["plain"] = dcm.make_dicom("m_plain", STUDY, 22, modality="CR", extra=[("0020,000E", SERIES)])
+    # the same attributes in implicit VR little endian (the VRs come from the dictionary)
+    _, sop = dcm.make_dicom("m_implicit", STUDY, 23, extra=RICH)
+    path = os.path.join(dcm.TMP, "m_implicit.dcm")
+    subprocess.run(["dcmconv", "+ti", path, path], check=True, capture_output=True)
+    with open(path, "rb") as f:
+        I["implicit"] = (f.read(), sop)
     c = SRV.client()
-    r = dcm.stow(c, [("application/dicom", I["rich"][0]), ("application/dicom", I["plain"][0])])
+    r = dcm.stow(c, [("application/dicom", I[k][0]) for k in ("rich", "plain", "implicit")])
     assert r.status == 200, r
 
 
@@ -109,9 +115,11 @@ def test_metadata_equals_dcm2json():
         r = c.request("GET", path, headers=DICOM_JSON)
         assert r.status == 200 and r.headers["content-type"].startswith("application/dicom+json"), r
         got = r.json()
-        assert [m["00080018"]["Value"][0] for m in got] == [I["rich"][1], I["plain"][1]], got
+        assert [m["00080018"]["Value"][0] for m in got] == [I[k][1] for k in ("rich", "plain", "implicit")], got
         compare(got[0], dcm2json("m_rich"))
         compare(got[1], dcm2json("m_plain"))
+        compare(got[2], dcm2json("m_implicit"))
+        assert got[2]["00083002"]["Value"] == ["1.2.840.10008.1.2"], got[2]["00083002"]
     r = c.request("GET", f"/dicomweb/studies/{STUDY}/series/{SERIES}/instances/{I['rich'][1]}/metadata",
                   headers={"Accept": "application/json"})
     assert r.status == 200 and r.headers["content-type"].startswith("application/json"), r

@@ -7,7 +7,8 @@
  * multi-valued (an empty value is null). Binary values (OB, OW, UN ...) up to
  * GJ_DCM_JSON_MAX_INLINE bytes are InlineBinary; larger ones and Pixel Data are
  * bulk data and left out (PS3.18 F.2.7 allows leaving bulk data out of metadata
- * when no bulk data URI is offered). Text in ISO_IR 100 is converted to UTF-8;
+ * when no bulk data URI is offered). Text in ISO_IR 100 is converted to UTF-8 (and
+ * Specific Character Set given as ISO_IR 192);
  * bytes that are still not UTF-8 become '?'. AvailableTransferSyntaxUID (0008,3002) says
  * the transfer syntax the instance is stored in (its file meta group is not returned).
  */
@@ -34,31 +35,53 @@ static int vr_is(const char *vr, const char *list)
     return 0;
 }
 
-/* Text as a JSON string: ISO_IR 100 converted, other non-UTF-8 bytes as '?'. */
-static json_t *text_json(const struct enc *x, const char *s, size_t n)
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 && s[0] < 0xE0 ? 2 : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[k] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
+int gj_dicom_latin1(const gj_dicom *d)
+{
+    char cs[80];
+    return gj_dicom_get_string(d, GJ_TAG(0x0008, 0x0005), cs, sizeof cs) == 0 && strcmp(cs, "ISO_IR 100") == 0;
+}
+
+char *gj_dicom_text_utf8(int latin1, const char *s, size_t n)
 {
     char *u = malloc(n * 2 + 1), *o = u;
-    if (!u)
-        return NULL;
-    for (size_t k = 0; k < n; k++) {
+    for (size_t k = 0; u && k < n;) {
         unsigned char c = (unsigned char)s[k];
-        if (c < 0x80) {
-            *o++ = (char)c;
-        } else if (x->latin1) {
+        size_t len = c < 0x80 ? 1 : latin1 ? 0 : utf8_len((const unsigned char *)s + k, n - k);
+        if (c < 0x80 || len) {
+            memcpy(o, s + k, len);
+            o += len;
+            k += len;
+            continue;
+        }
+        if (latin1) {
             *o++ = (char)(0xC0 | c >> 6);
             *o++ = (char)(0x80 | (c & 0x3F));
         } else {
-            *o++ = (char)c;
+            *o++ = '?';
         }
+        k++;
     }
-    *o = '\0';
-    json_t *j = json_stringn(u, (size_t)(o - u));
-    if (!j) {                    /* not UTF-8 */
-        for (char *p = u; p < o; p++)
-            if ((unsigned char)*p >= 0x80)
-                *p = '?';
-        j = json_stringn(u, (size_t)(o - u));
-    }
+    if (u)
+        *o = '\0';
+    return u;
+}
+
+static json_t *text_json(const struct enc *x, const char *s, size_t n)
+{
+    char *u = gj_dicom_text_utf8(x->latin1, s, n);
+    json_t *j = u ? json_string(u) : NULL;
     free(u);
     return j;
 }
@@ -254,10 +277,10 @@ static json_t *encode_dataset(struct enc *x, unsigned depth)
 
 json_t *gj_dicom_to_json(const gj_dicom *d)
 {
-    char cs[80];
-    struct enc x = { .d = d, .n = gj_dicom_element_count(d) };
-    x.latin1 = gj_dicom_get_string(d, GJ_TAG(0x0008, 0x0005), cs, sizeof cs) == 0 && strcmp(cs, "ISO_IR 100") == 0;
+    struct enc x = { .d = d, .n = gj_dicom_element_count(d), .latin1 = gj_dicom_latin1(d) };
     json_t *o = encode_dataset(&x, 0);
+    if (o && x.latin1)                     /* its text is now UTF-8, as dcm2json says too */
+        json_object_set_new(o, "00080005", gj_dcm_attr("CS", json_string("ISO_IR 192")));
     const char *ts = gj_dicom_ts_uid(d);   /* AvailableTransferSyntaxUID: the one it is stored in */
     if (o && *ts)
         json_object_set_new(o, "00083002", gj_dcm_attr("UI", json_string(ts)));

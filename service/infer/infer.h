@@ -125,6 +125,12 @@ int gj_dicomweb_accepts(struct gj_req *r, const char *type, const char *type_par
  * file meta group, group lengths and bulk data (Pixel Data, binary values over 1 KiB)
  * left out. NULL when out of memory. */
 json_t *gj_dicom_to_json(const gj_dicom *d);
+/* 1 when the instance's text is ISO_IR 100 (Latin-1), by its Specific Character Set. */
+int gj_dicom_latin1(const gj_dicom *d);
+/* n bytes of an instance's text as UTF-8 (malloc'd, NUL-terminated): Latin-1 converted
+ * when latin1, else what is not UTF-8 (another character set) as '?'; NULL when out of
+ * memory. PostgreSQL and JSON take only UTF-8. */
+char *gj_dicom_text_utf8(int latin1, const char *s, size_t n);
 
 /* ---- results (results_store.c) ---- */
 

@@ -74,7 +74,7 @@ static char *read_attr(const gj_dicom *d, const struct attr_def *a)
     }
     if (a->kind == UID && !gj_infer_uid_ok(buf))
         return NULL;
-    return strdup(buf);
+    return a->kind == TEXT ? gj_dicom_text_utf8(gj_dicom_latin1(d), buf, strlen(buf)) : strdup(buf);
 }
 
 int gj_infer_instance_read(const gj_dicom *d, struct gj_infer_instance *in)

@@ -1,6 +1,7 @@
 """WADO-RS metadata over real HTTPS is every attribute of each stored instance, as DCMTK's
 dcm2json writes it for the same file: an instance made with DCMTK (img2dcm, dcmodify)
-holding every kind of value, once in explicit and once in implicit VR, (PN with component groups, multi-valued DS/IS/US, SS, UL,
+holding every kind of value, once in explicit and once in implicit VR, and one in
+ISO_IR 100 (Latin-1, returned as UTF-8), (PN with component groups, multi-valued DS/IS/US, SS, UL,
 FL, FD, AT, sequences nested two deep with several items, an empty attribute, LT) is
 stored by STOW-RS; its metadata at study, series and instance level is compared, value
 for value, with dcm2json's output (bulk data, Pixel Data and binary values over 1 KiB,
@@ -68,8 +69,12 @@ def setup():
     subprocess.run(["dcmconv", "+ti", path, path], check=True, capture_output=True)
     with open(path, "rb") as f:
         I["implicit"] = (f.read(), sop)
+    # ISO_IR 100 (Latin-1) text: bytes 0xFC, 0xE9, 0xF4, 0xC9 (a surrogate-escaped str is those bytes in argv)
+    I["latin1"] = dcm.make_dicom("m_latin1", STUDY, 24, extra=[
+        ("0008,0005", "ISO_IR 100"), ("0010,0010", "M\udcfcller^J\udce9r\udcf4me"), ("0008,1030", "\udcc9tude"),
+        ("0020,000E", SERIES)])
     c = SRV.client()
-    r = dcm.stow(c, [("application/dicom", I[k][0]) for k in ("rich", "plain", "implicit")])
+    r = dcm.stow(c, [("application/dicom", I[k][0]) for k in ("rich", "plain", "implicit", "latin1")])
     assert r.status == 200, r
 
 
@@ -115,11 +120,13 @@ def test_metadata_equals_dcm2json():
         r = c.request("GET", path, headers=DICOM_JSON)
         assert r.status == 200 and r.headers["content-type"].startswith("application/dicom+json"), r
         got = r.json()
-        assert [m["00080018"]["Value"][0] for m in got] == [I[k][1] for k in ("rich", "plain", "implicit")], got
+        assert [m["00080018"]["Value"][0] for m in got] == [I[k][1] for k in ("rich", "plain", "implicit", "latin1")]
         compare(got[0], dcm2json("m_rich"))
         compare(got[1], dcm2json("m_plain"))
         compare(got[2], dcm2json("m_implicit"))
         assert got[2]["00083002"]["Value"] == ["1.2.840.10008.1.2"], got[2]["00083002"]
+        compare(got[3], dcm2json("m_latin1"))
+        assert got[3]["00100010"]["Value"] == [{"Alphabetic": "M\u00fcller^J\u00e9r\u00f4me"}], got[3]["00100010"]
     r = c.request("GET", f"/dicomweb/studies/{STUDY}/series/{SERIES}/instances/{I['rich'][1]}/metadata",
                   headers={"Accept": "application/json"})
     assert r.status == 200 and r.headers["content-type"].startswith("application/json"), r
@@ -134,6 +141,14 @@ def test_metadata_equals_dcm2json():
     inner = m["00400275"]["Value"][0]["00400008"]["Value"]
     assert [i["00080100"]["Value"] for i in inner] == [["CODE1"], ["CODE2"]], inner
     assert "7FE00010" not in m and m["00083002"]["Value"] == ["1.2.840.10008.1.2.1"], m.get("00083002")
+
+
+def test_latin1_searchable():
+    """STOW keeps a Latin-1 instance's attributes as UTF-8 (PostgreSQL refuses other bytes: it was a 503)."""
+    c = SRV.client()
+    r = c.request("GET", f"/dicomweb/instances?SOPInstanceUID={I['latin1'][1]}&includefield=all", headers=DICOM_JSON)
+    assert r.status == 200 and r.json()[0]["00100010"]["Value"] == [{"Alphabetic": "M\u00fcller^J\u00e9r\u00f4me"}], r
+    assert r.json()[0]["00081030"]["Value"] == ["\u00c9tude"], r.json()[0]
 
 
 def test_errors_and_tenants():
@@ -153,14 +168,14 @@ def test_errors_and_tenants():
 
 def test_log_clean():
     text = SRV.log_text()
-    for secret in ("Roe", "ROE", "19700101", dcm.PATIENT_ID):
+    for secret in ("Roe", "ROE", "19700101", dcm.PATIENT_ID, "ller^J"):
         assert secret not in text, secret
 
 
 if __name__ == "__main__":
     setup()
     try:
-        run_tests([test_metadata_equals_dcm2json, test_errors_and_tenants, test_log_clean])
+        run_tests([test_metadata_equals_dcm2json, test_latin1_searchable, test_errors_and_tenants, test_log_clean])
     finally:
         H.close()
         shutil.rmtree(dcm.TMP, ignore_errors=True)

@@ -3,7 +3,8 @@
  * tag lookup (strings, ints, multi-values, window/VOI), nested elements not
  * shadowing top-level ones, stored vs modality values, signed masking, RGB
  * planes and YBR_FULL conversion, implicit VR without preamble, UN-encoded
- * attributes, deflated datasets with and without a zlib header.
+ * attributes, deflated datasets with and without a zlib header; every element in
+ * file order with sequence items marked; the implicit VR dictionary.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -240,6 +241,75 @@ static void test_deflated(void **state)
     free(ds.p);
 }
 
+/* Every element in file order: a sequence is followed by its items' markers (an empty
+ * item too), their elements one level deeper, then the top level again. */
+static void test_elements(void **state)
+{
+    (void)state;
+    struct buf b = { 0 };
+    meta(&b, "1.2.840.10008.1.2.1");
+    u16(&b, 0x0008); u16(&b, 0x1140); put(&b, "SQ", 2); u16(&b, 0); u32(&b, 0xFFFFFFFFu);
+    u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0xFFFFFFFFu);          /* item 1: one element */
+    str(&b, 0x0008, 0x1150, "UI", "1.2.3");
+    u16(&b, 0xFFFE); u16(&b, 0xE00D); u32(&b, 0);
+    u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 0);                    /* item 2: empty */
+    u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 20);                   /* item 3: defined length */
+    us(&b, 0x0028, 0x0010, 7);
+    str(&b, 0x0008, 0x0060, "CS", "CT");
+    u16(&b, 0xFFFE); u16(&b, 0xE0DD); u32(&b, 0);
+    str(&b, 0x0010, 0x0020, "LO", "ID");
+    gj_dicom *d = open_buf(&b);
+    static const struct { uint32_t tag; const char *vr; unsigned depth; } want[] = {
+        { GJ_TAG(0x0008, 0x1140), "SQ", 0 }, { GJ_TAG(0xFFFE, 0xE000), "", 1 }, { GJ_TAG(0x0008, 0x1150), "UI", 1 },
+        { GJ_TAG(0xFFFE, 0xE000), "", 1 }, { GJ_TAG(0xFFFE, 0xE000), "", 1 }, { GJ_TAG(0x0028, 0x0010), "US", 1 },
+        { GJ_TAG(0x0008, 0x0060), "CS", 1 }, { GJ_TAG(0x0010, 0x0020), "LO", 0 },
+    };
+    size_t n = gj_dicom_element_count(d), first = 0;
+    struct gj_dicom_element e;
+    while (first < n && (gj_dicom_element_at(d, first, &e), e.tag >> 16 == 0x0002))
+        first++;                                                      /* the file meta group */
+    assert_int_equal(n - first, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < n - first; i++) {
+        gj_dicom_element_at(d, first + i, &e);
+        assert_int_equal(e.tag, want[i].tag);
+        assert_string_equal(e.vr, want[i].vr);
+        assert_int_equal(e.depth, want[i].depth);
+        assert_int_equal(e.sequence, i == 0);
+    }
+    gj_dicom_element_at(d, first + 5, &e);
+    assert_true(e.length == 2 && e.value[0] == 7 && e.value[1] == 0 && !e.big_endian);
+    gj_dicom_free(d);
+    free(b.p);
+}
+
+/* Implicit VR: the standard's dictionary gives the VRs, so a defined-length sequence is
+ * read as one (its item's elements nested), not as an opaque value. */
+static void test_implicit_dictionary(void **state)
+{
+    (void)state;
+    struct buf b = { 0 };
+    implicit_mode = 1;
+    str(&b, 0x0008, 0x0020, "DA", "20240101");
+    u16(&b, 0x0008); u16(&b, 0x1140); u32(&b, 8 + 8 + 6);            /* SQ, defined length */
+    u16(&b, 0xFFFE); u16(&b, 0xE000); u32(&b, 8 + 6);
+    str(&b, 0x0008, 0x1150, "UI", "1.2.3");
+    str(&b, 0x0018, 0x1310, "US", "");
+    implicit_mode = 0;
+    gj_dicom *d = open_buf(&b);
+    struct gj_dicom_element e;
+    assert_int_equal(gj_dicom_element_count(d), 5);
+    gj_dicom_element_at(d, 0, &e);
+    assert_string_equal(e.vr, "DA");
+    gj_dicom_element_at(d, 1, &e);
+    assert_true(e.sequence && e.depth == 0);
+    gj_dicom_element_at(d, 3, &e);
+    assert_true(e.tag == GJ_TAG(0x0008, 0x1150) && strcmp(e.vr, "UI") == 0 && e.depth == 1);
+    gj_dicom_element_at(d, 4, &e);
+    assert_true(strcmp(e.vr, "US") == 0 && e.depth == 0);
+    gj_dicom_free(d);
+    free(b.p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +319,8 @@ int main(void)
         cmocka_unit_test(test_implicit_no_preamble),
         cmocka_unit_test(test_un_vr),
         cmocka_unit_test(test_deflated),
+        cmocka_unit_test(test_elements),
+        cmocka_unit_test(test_implicit_dictionary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

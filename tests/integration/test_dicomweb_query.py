@@ -314,12 +314,14 @@ def test_tenant_isolation():
                  f"/dicomweb/studies/{S1}/instances", f"/dicomweb/studies/{S1}/series/{SER1}/instances",
                  f"/dicomweb/studies?StudyInstanceUID={S1}", "/dicomweb/studies?PatientID=PAT*"):
         assert qido(b, path).json() == [], path
+        assert qido(b, path + ("&" if "?" in path else "?") + "includefield=all").json() == [], path
         qido(b, path, status=401, headers={"Authorization": "Bearer nope"})
     for path in (f"/dicomweb/studies/{S1}", f"/dicomweb/studies/{S1}/series/{SER1}",
                  f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}", f"/dicomweb/studies/{S1}/metadata",
                  f"/dicomweb/studies/{S1}/series/{SER1}/metadata",
                  f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}/metadata",
                  f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}/rendered",
+                 f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}/rendered?window=40,400&quality=50",
                  f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a1'][1]}/frames/1"):
         qido(b, path, status=404, headers={})
         qido(b, path, status=401, headers={"Authorization": "Bearer nope"})

@@ -1,6 +1,7 @@
 /*
  * dicom_fuzz.c — libFuzzer harness for the DICOM reader (compute/infer/dicom*):
- * parse, look up tags, read the image attributes and decode up to two frames.
+ * parse, look up tags, walk every element (checking the nesting WADO-RS metadata
+ * rebuilds from it), read the image attributes and decode up to two frames.
  *
  * Built by fuzz/build.sh; fuzz/smoke.sh runs it in CI from the kept corpus
  * (fuzz/corpus/dicom: files DCMTK and GDCM wrote, see fuzz/seeds.py).
@@ -24,6 +25,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)gj_dicom_get_string(d, GJ_DCM_SOPInstanceUID, s, sizeof s);
     (void)gj_dicom_get_int(d, GJ_DCM_NumberOfFrames, 0, &v);
     (void)gj_dicom_window(d, &c, &w);
+    /* Nesting: depth rises only by one, into a sequence's first item; item markers only inside. */
+    unsigned depth = 0, after_sequence = 0;
+    for (size_t i = 0; i < gj_dicom_element_count(d); i++) {
+        struct gj_dicom_element e;
+        gj_dicom_element_at(d, i, &e);
+        if (e.depth > depth && !(after_sequence && e.depth == depth + 1 && !e.vr[0]))
+            abort();
+        if (!e.vr[0] && e.depth == 0)
+            abort();
+        if (e.value && e.length)
+            s[0] = (char)(e.value[0] ^ e.value[e.length - 1]);   /* the value lies in the buffer */
+        depth = e.depth;
+        after_sequence = (unsigned)e.sequence;
+    }
     struct gj_dicom_image img;
     /* Frames larger than 4 Mi samples are legal (the library bounds them by
      * the compressed size), but decoding them is slow under ASan: skip them

@@ -1,13 +1,15 @@
 /*
  * dicomweb_common.c — what the DICOMweb routes share (STOW, QIDO, WADO): DICOM JSON
- * attributes (PS3.18 Annex F), the base URL their Retrieve URLs start with, and
- * Accept negotiation (406 for a media type a route cannot serve).
+ * attributes (PS3.18 Annex F), the base URL their Retrieve URLs start with,
+ * Accept negotiation (406 for a media type a route cannot serve), JSON answers, and
+ * the instances under a WADO-RS path.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "service/db.h"
 #include "service/infer/infer.h"
 
 json_t *gj_dcm_attr(const char *vr, json_t *value)
@@ -118,4 +120,30 @@ int gj_dicomweb_accepts(struct gj_req *r, const char *type, const char *type_par
 {
     const char *accept = gj_req_header(r, MHD_HTTP_HEADER_ACCEPT);
     return !accept || !*accept || accept_covers(accept, type, type_param);
+}
+
+struct MHD_Response *gj_dicomweb_respond_json(struct gj_req *r, json_t *list, const char *type)
+{
+    struct MHD_Response *resp = gj_respond_json(r, 200, list);
+    if (!resp || r->status != 200)
+        return NULL;
+    MHD_del_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    return resp;
+}
+
+PGresult *gj_dicomweb_instances_under(struct gj_req *r, PGconn *c, int max)
+{
+    const char *p[5] = { r->who.tenant_id, r->params[0], r->n_params > 1 ? r->params[1] : NULL,
+                         r->n_params > 2 ? r->params[2] : NULL, NULL };
+    char limit[16];
+    snprintf(limit, sizeof limit, "%d", max + 1);
+    p[4] = limit;
+    return gj_db_exec(c,
+                      "SELECT b.lo_oid, b.size FROM dicom_instances d JOIN blobs b ON b.id = d.blob_id"
+                      " WHERE d.tenant_id = $1::uuid AND d.study_uid = $2"
+                      " AND ($3::text IS NULL OR d.series_uid = $3) AND ($4::text IS NULL OR d.sop_uid = $4)"
+                      " ORDER BY d.id LIMIT $5::integer",
+                      5, p, NULL);
 }

@@ -120,6 +120,12 @@ const char *gj_dicomweb_negotiate(struct gj_req *r, const char *const *types);
 /* 1 when the request's Accept takes type (no Accept: yes) and, for type_param not NULL,
  * no other "type" parameter (multipart/related; type="application/dicom"). */
 int gj_dicomweb_accepts(struct gj_req *r, const char *type, const char *type_param);
+/* A 200 with list (consumed) as the negotiated JSON type, not cached; NULL on failure. */
+struct MHD_Response *gj_dicomweb_respond_json(struct gj_req *r, json_t *list, const char *type);
+/* The tenant's instances under the request's path (study [, series [, instance]], UIDs
+ * checked by the caller): rows (lo_oid, size) in storage order, at most max + 1 (so the
+ * caller sees there were more). NULL on a database error. */
+PGresult *gj_dicomweb_instances_under(struct gj_req *r, PGconn *c, int max);
 
 /* Every attribute of the instance as a DICOM JSON object (dicom_json.c, PS3.18 F.2):
  * file meta group, group lengths and bulk data (Pixel Data, binary values over 1 KiB)

@@ -422,13 +422,8 @@ static void respond_rows(struct gj_req *r, const struct query *q, const char *ty
 {
     int n = PQntuples(res), more = n > q->limit;
     json_t *list = rows_json(q, level_outs[q->level], res, more ? (int)q->limit : n);
-    struct MHD_Response *resp = gj_respond_json(r, 200, list);
-    if (!resp || r->status != 200)
-        return;
-    MHD_del_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    if (more) {
+    struct MHD_Response *resp = gj_dicomweb_respond_json(r, list, type);
+    if (resp && more) {
         char w[160];
         snprintf(w, sizeof w, "299 gpujobd: \"There are additional results that can be requested (offset=%ld)\"",
                  q->offset + q->limit);

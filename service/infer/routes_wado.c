@@ -121,19 +121,12 @@ static PGresult *find_instances(struct gj_req *r)
             gj_problem(r, 400, NULL, "the path holds UIDs (digits and dots, at most 64)");
             return NULL;
         }
-    const char *p[4] = { r->who.tenant_id, r->params[0], r->n_params > 1 ? r->params[1] : NULL,
-                         r->n_params > 2 ? r->params[2] : NULL };
     PGconn *c = gj_req_db(r);
     if (!c || gj_db_begin(c) != 0) {
         gj_respond_unavailable(r);
         return NULL;
     }
-    PGresult *res = gj_db_exec(c,
-                               "SELECT b.lo_oid, b.size FROM dicom_instances d JOIN blobs b ON b.id = d.blob_id"
-                               " WHERE d.tenant_id = $1::uuid AND d.study_uid = $2"
-                               " AND ($3::text IS NULL OR d.series_uid = $3) AND ($4::text IS NULL OR d.sop_uid = $4)"
-                               " ORDER BY d.id LIMIT 100001",
-                               4, p, NULL);
+    PGresult *res = gj_dicomweb_instances_under(r, c, WADO_MAX_INSTANCES);
     if (!res) {
         gj_respond_unavailable(r);
     } else if (PQntuples(res) == 0) {

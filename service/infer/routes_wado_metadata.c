@@ -23,7 +23,7 @@
 
 #define METADATA_MAX_INSTANCES 10000   /* the answer is built in memory (~10 KiB each) */
 
-/* The tenant's instances under the path: lo_oid per row. NULL with a response prepared. */
+/* The tenant's instances under the path: (lo_oid, size) per row. NULL with a response prepared. */
 static PGresult *find_instances(struct gj_req *r, PGconn *c)
 {
     if (MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, NULL, NULL) > 0) {
@@ -35,14 +35,7 @@ static PGresult *find_instances(struct gj_req *r, PGconn *c)
             gj_problem(r, 400, NULL, "the path holds UIDs (digits and dots, at most 64)");
             return NULL;
         }
-    const char *p[4] = { r->who.tenant_id, r->params[0], r->n_params > 1 ? r->params[1] : NULL,
-                         r->n_params > 2 ? r->params[2] : NULL };
-    PGresult *res = gj_db_exec(c,
-                               "SELECT b.lo_oid FROM dicom_instances d JOIN blobs b ON b.id = d.blob_id"
-                               " WHERE d.tenant_id = $1::uuid AND d.study_uid = $2"
-                               " AND ($3::text IS NULL OR d.series_uid = $3) AND ($4::text IS NULL OR d.sop_uid = $4)"
-                               " ORDER BY d.id LIMIT 10001",
-                               4, p, NULL);
+    PGresult *res = gj_dicomweb_instances_under(r, c, METADATA_MAX_INSTANCES);
     if (!res) {
         gj_respond_unavailable(r);
     } else if (PQntuples(res) == 0) {
@@ -113,14 +106,8 @@ static void wado_metadata(struct gj_req *r)
         json_array_append_new(list, o);
     }
     PQclear(res);
-    if (!list)
-        return;
-    struct MHD_Response *resp = gj_respond_json(r, 200, list);
-    if (!resp || r->status != 200)
-        return;
-    MHD_del_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (list)
+        gj_dicomweb_respond_json(r, list, type);
 }
 
 static const struct gj_route metadata_routes[] = {

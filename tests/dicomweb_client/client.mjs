@@ -30,6 +30,22 @@ out.series = (await client.searchForSeries({ studyInstanceUID: cfg.study })).map
 out.instances = (await client.searchForInstances({ studyInstanceUID: cfg.study })).map((s) => value(s, '00080018'));
 const metadata = await client.retrieveStudyMetadata({ studyInstanceUID: cfg.study });
 out.metadata = metadata.map((m) => [value(m, '00080018'), value(m, '00100020')]);
+// every attribute of the instance (not only those QIDO keeps): Rows, BitsAllocated ...
+out.metadataAttrs = [value(metadata[0], '00280010'), value(metadata[0], '00280100'), '7FE00010' in metadata[0]];
+out.includefield = (await client.searchForStudies({ queryParams: { includefield: 'StudyDescription,PatientID' } }))
+  .map((s) => [value(s, '00081030'), value(s, '00100020')]);
+out.defaultFields = (await client.searchForStudies()).map((s) => '00081030' in s);
+const png = await client.retrieveInstanceRendered({
+  studyInstanceUID: cfg.study, seriesInstanceUID: cfg.series, sopInstanceUID: cfg.sops[0],
+  mediaTypes: [{ mediaType: 'image/png' }], queryParams: { window: '128,256,linear' } });
+out.renderedPng = Buffer.from(Array.isArray(png) ? png[0] : png).subarray(1, 4).toString('latin1');  // one part
+try {   // the parameters reach the server: a bad window is its 400
+  await client.retrieveInstanceRendered({ studyInstanceUID: cfg.study, seriesInstanceUID: cfg.series,
+    sopInstanceUID: cfg.sops[0], mediaTypes: [{ mediaType: 'image/png' }], queryParams: { window: '128' } });
+  out.badWindow = 'rendered';
+} catch (e) {
+  out.badWindow = e.status;
+}
 const instance = await client.retrieveInstance({ studyInstanceUID: cfg.study, seriesInstanceUID: cfg.series,
                                                  sopInstanceUID: cfg.sops[1] });
 out.instanceSame = Buffer.from(instance).equals(readFileSync(cfg.files[1]));

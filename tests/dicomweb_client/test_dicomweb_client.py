@@ -2,8 +2,10 @@
 through tests/deploy/run_node.sh, which installs package-lock.json's packages) against a
 real `gpujobd serve` over HTTPS: storeInstances of two DCMTK-made instances of one study
 (the first sent twice: one job for it, one for the second, none for the re-send),
-searchForStudies (all, by PatientID, none), searchForSeries, searchForInstances,
-retrieveStudyMetadata and retrieveInstance (the bytes stored, and a 404)."""
+searchForStudies (all, by PatientID, none, with includefield), searchForSeries,
+searchForInstances, retrieveStudyMetadata (every attribute, Pixel Data left out),
+retrieveInstanceRendered with a window (and a 400 for a bad one) and retrieveInstance
+(the bytes stored, and a 404)."""
 import json
 import os
 import shutil
@@ -22,7 +24,7 @@ H = SRV = None
 
 
 def test_dicomweb_client():
-    extra = [("0010,0020", "PAT-NPM"), ("0020,000E", SERIES)]
+    extra = [("0010,0020", "PAT-NPM"), ("0020,000E", SERIES), ("0008,1030", "Chest")]
     sops, files = [], []
     for i in (1, 2):
         _, sop = dcm.make_dicom(f"npm{i}", STUDY, 40 + i, extra=extra + [("0020,0013", str(i))])
@@ -40,6 +42,9 @@ def test_dicomweb_client():
     assert out["byPatient"] == [[STUDY, 2]] and out["none"] == [], out
     assert out["series"] == [SERIES] and out["instances"] == sops, out
     assert out["metadata"] == [[sops[0], "PAT-NPM"], [sops[1], "PAT-NPM"]], out
+    assert out["metadataAttrs"] == [320, 8, False], out          # Rows, BitsAllocated; no Pixel Data
+    assert out["includefield"] == [["Chest", "PAT-NPM"]] and out["defaultFields"] == [False], out
+    assert out["renderedPng"] == "PNG" and out["badWindow"] == 400, out
     assert out["instanceSame"] is True and out["missing"] == 404, out
     # storeInstances made one job per new instance set; the re-sent one made none
     assert H.scalar("SELECT count(*) FROM jobs") == "2"

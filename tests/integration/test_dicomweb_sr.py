@@ -71,6 +71,13 @@ def test_qido_and_wado_find_report():
     assert parts_of(r) == [S["sr"]]
     m = qido(c, f"/dicomweb/studies/{STUDY}/series/{sr_series}/metadata").json()[0]
     assert m["00100020"]["Value"] == [dcm.PATIENT_ID] and m["00080016"]["Value"] == ["1.2.840.10008.5.1.4.1.1.88.33"], m
+    # every attribute, the content tree nested as DCMTK's dcm2json reads the same report
+    import json
+    import test_wado_metadata as meta
+    theirs = json.loads(subprocess.run(["dcm2json", os.path.join(dcm.TMP, "result.dcm")], check=True,
+                                       capture_output=True).stdout)
+    meta.compare(m, theirs)
+    assert m["0040A730"]["Value"] and m["0040A730"]["vr"] == "SQ", m.get("0040A730")
 
 
 def test_report_sent_back_makes_no_job():

@@ -39,11 +39,13 @@ extern const struct gj_service_module gj_module_core;    /* service/core.c */
 extern const struct gj_service_module gj_module_infer;   /* service/infer/module.c */
 extern const struct gj_service_module gj_module_workflow; /* service/workflow/module.c */
 extern const struct gj_service_module gj_module_portal;  /* service/portal/module.c */
+extern const struct gj_service_module gj_module_carmin;  /* service/carmin/module.c */
 static const struct gj_service_module *const modules[] = {
     &gj_module_core,
     &gj_module_infer,
     &gj_module_workflow,
     &gj_module_portal,
+    &gj_module_carmin,
 };
 #define N_MODULES (sizeof modules / sizeof modules[0])
 

@@ -35,7 +35,9 @@ int gj_http_match_path(const char *tmpl, const char *path, char params[][GJ_PARA
             const char *close = strchr(t, '}');
             if (!close)
                 return 0;
-            const char *seg_end = strchr(p, '/');
+            /* a last {completePath} takes the rest, slashes included (CARMIN's /rest/path/...) */
+            int rest = close[1] == '\0' && close - t == 13 && strncmp(t, "{completePath}", 14) == 0;
+            const char *seg_end = rest ? NULL : strchr(p, '/');
             size_t len = seg_end ? (size_t)(seg_end - p) : strlen(p);
             if (len == 0 || len >= GJ_PARAM_MAX || n >= max_params)
                 return 0;

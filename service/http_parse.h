@@ -16,7 +16,9 @@
 
 /* 1 when a Content-Type is application/json or application/...+json. */
 int gj_http_is_json_type(const char *content_type);
-/* Matches path against a template; fills params (lower-cased for "{id}"). 1 match, 0 not. */
+/* Matches path against a template; fills params (lower-cased for "{id}"). 1 match, 0 not.
+ * A parameter matches one path segment; a last one named {completePath} matches the rest of
+ * the path, slashes included (CARMIN's /rest/path/{completePath}). */
 int gj_http_match_path(const char *tmpl, const char *path, char params[][GJ_PARAM_MAX], int max_params,
                        int *n_params);
 /* The matched path parameters of a template: "{id}" must be a UUID, "{name}" pass

@@ -42,6 +42,13 @@ static void test_match_path(void **state)
     memcpy(longseg, "/v1/jobs/", 9);
     longseg[sizeof longseg - 1] = '\0';
     assert_false(gj_http_match_path("/v1/jobs/{id}", longseg, p, GJ_ROUTE_MAX_PARAMS, &n));
+    /* a last {completePath} takes the rest, slashes included (CARMIN); nowhere else */
+    assert_true(gj_http_match_path("/rest/path/{completePath}", "/rest/path/vip/Home/a/b", p, GJ_ROUTE_MAX_PARAMS,
+                                   &n));
+    assert_int_equal(n, 1);
+    assert_string_equal(p[0], "vip/Home/a/b");
+    assert_false(gj_http_match_path("/rest/path/{completePath}/x", "/rest/path/a/b/x", p, GJ_ROUTE_MAX_PARAMS, &n));
+    assert_false(gj_http_match_path("/rest/{other}", "/rest/a/b", p, GJ_ROUTE_MAX_PARAMS, &n));
 }
 
 static void test_range(void **state)

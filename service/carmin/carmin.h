@@ -1,0 +1,41 @@
+/*
+ * carmin.h — the CARMIN 0.3.1 facade at /rest/ (the API VIP and other science gateways
+ * speak; spec: /work/shared/conformance/carmin/carmin.yaml): platform and pipelines (one
+ * per job kind), a per-tenant file space under /vip/Home backed by blobs (migration 0009),
+ * executions.
+ *
+ * Its routes authenticate themselves (GJ_AUTH_NONE, carmin_begin): CARMIN clients send the
+ * key in an `apikey` header (Authorization: Bearer works too), and every error, a refused
+ * key included, is CARMIN's {errorCode, errorMessage} rather than problem+json.
+ */
+#ifndef GJ_CARMIN_H
+#define GJ_CARMIN_H
+
+#include "service/http_server.h"
+
+#define CARMIN_HOME "/vip/Home"
+
+/* CARMIN error codes: the HTTP status times 100, plus a number within it. */
+enum carmin_error_code {
+    CARMIN_BAD_REQUEST = 40001,
+    CARMIN_BAD_KEY = 40101,
+    CARMIN_NOT_FOUND = 40401,
+    CARMIN_CONFLICT = 40901,
+    CARMIN_TOO_LARGE = 41301,
+    CARMIN_UNAVAILABLE = 50301,
+    CARMIN_INTERNAL = 50001,
+};
+
+/* Answers {errorCode, errorMessage}; the HTTP status is code / 100. */
+void carmin_error(struct gj_req *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void carmin_unavailable(struct gj_req *r);
+
+/* The begin hook of every route that needs a key: r->who from the `apikey` header or
+ * Authorization: Bearer, else 40101 answered. 0 authenticated, -1 answered. */
+int carmin_authenticate(struct gj_req *r);
+void carmin_begin(struct gj_req *r);
+
+extern const struct gj_route_table gj_routes_carmin_platform;
+extern const struct gj_route_table gj_routes_carmin_path;
+
+#endif

@@ -1,0 +1,70 @@
+/*
+ * carmin_common.c — what every CARMIN route shares (carmin.h): its error body and its
+ * authentication.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "service/auth.h"
+#include "service/carmin/carmin.h"
+
+void carmin_error(struct gj_req *r, int code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    gj_respond_json(r, code / 100, json_pack("{s:i, s:s}", "errorCode", code, "errorMessage", msg));
+}
+
+void carmin_unavailable(struct gj_req *r)
+{
+    carmin_error(r, CARMIN_UNAVAILABLE, "the database is unavailable; try again");
+}
+
+/* The presented key: the apikey header, else a Bearer token; NULL when neither. */
+static const char *presented_key(struct gj_req *r)
+{
+    const char *k = gj_req_header(r, "apikey");
+    if (k)
+        return k;
+    const char *h = gj_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        return NULL;
+    for (k = h + 7; *k == ' '; k++)
+        ;
+    return k;
+}
+
+int carmin_authenticate(struct gj_req *r)
+{
+    const char *key = presented_key(r);
+    if (!key || !*key || strlen(key) > 256) {
+        carmin_error(r, CARMIN_BAD_KEY, "an API key is required in the apikey header");
+        return -1;
+    }
+    PGconn *c = gj_req_db(r);
+    if (!c) {
+        carmin_unavailable(r);
+        return -1;
+    }
+    int rc = gj_api_key_verify(c, key, &r->who);
+    if (rc < 0) {
+        carmin_unavailable(r);
+        return -1;
+    }
+    if (rc == 0) {
+        carmin_error(r, CARMIN_BAD_KEY, "the API key is not valid");
+        return -1;
+    }
+    r->authed = 1;
+    return 0;
+}
+
+void carmin_begin(struct gj_req *r)
+{
+    carmin_authenticate(r);
+}

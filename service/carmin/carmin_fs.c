@@ -1,0 +1,174 @@
+/*
+ * carmin_fs.c — the CARMIN file space's rows (carmin_fs.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fsutil.h"
+#include "service/carmin/carmin.h"
+#include "service/carmin/carmin_fs.h"
+#include "service/db.h"
+
+int carmin_path_normalize(const char *in, char out[CARMIN_PATH_MAX])
+{
+    if (snprintf(out, CARMIN_PATH_MAX, "/%s", in) >= CARMIN_PATH_MAX)
+        return -1;
+    size_t n = strlen(out);
+    if (n > 1 && out[n - 1] == '/')
+        out[--n] = '\0';   /* "vip/Home/" is home */
+    size_t home = strlen(CARMIN_HOME);
+    if (strncmp(out, CARMIN_HOME, home) != 0 || (out[home] && out[home] != '/'))
+        return -1;
+    char seg[CARMIN_PATH_MAX];
+    for (const char *p = out + home; *p == '/'; ) {
+        const char *end = strchr(p + 1, '/');
+        size_t len = end ? (size_t)(end - p - 1) : strlen(p + 1);
+        memcpy(seg, p + 1, len);
+        seg[len] = '\0';
+        if (!gj_safe_name(seg))
+            return -1;
+        p += len + 1;
+    }
+    return 0;
+}
+
+void carmin_path_parent(const char *path, char out[CARMIN_PATH_MAX])
+{
+    snprintf(out, CARMIN_PATH_MAX, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash && slash != out)
+        *slash = '\0';
+}
+
+int carmin_fs_stat(PGconn *c, const char *tenant, const char *path, struct carmin_entry *e)
+{
+    memset(e, 0, sizeof *e);
+    if (strcmp(path, CARMIN_HOME) == 0) {
+        e->is_dir = 1;
+        return 1;
+    }
+    const char *p[2] = { tenant, path };
+    PGresult *res = gj_db_exec(c, "SELECT coalesce(blob_id::text, '') FROM carmin_paths"
+                                  " WHERE tenant_id = $1::uuid AND path = $2",
+                               2, p, NULL);
+    if (!res)
+        return -1;
+    int found = PQntuples(res) > 0;
+    if (found) {
+        snprintf(e->blob_id, sizeof e->blob_id, "%s", PQgetvalue(res, 0, 0));
+        e->is_dir = !e->blob_id[0];
+    }
+    PQclear(res);
+    return found;
+}
+
+/* Size of a directory: the sum of the files under it. */
+#define DIR_SIZE "(SELECT coalesce(sum(b2.size), 0) FROM carmin_paths c2 JOIN blobs b2 ON b2.id = c2.blob_id" \
+                 " WHERE c2.tenant_id = $1::uuid AND left(c2.path, length(%s) + 1) = %s || '/')"
+
+static json_t *path_json(PGresult *res, int i)
+{
+    int is_dir = PQgetvalue(res, i, 1)[0] == 't';
+    json_t *o = json_pack("{s:s, s:I, s:b, s:I}", "platformPath", PQgetvalue(res, i, 0), "lastModificationDate",
+                          (json_int_t)strtoll(PQgetvalue(res, i, 2), NULL, 10), "isDirectory", is_dir, "size",
+                          (json_int_t)strtoll(PQgetvalue(res, i, 3), NULL, 10));
+    if (o && !is_dir)
+        json_object_set_new(o, "mimeType", json_string(PQgetvalue(res, i, 4)));
+    if (o && !PQgetisnull(res, i, 5))
+        json_object_set_new(o, "executionId", json_string(PQgetvalue(res, i, 5)));
+    return o;
+}
+
+static json_t *describe_home(PGconn *c, const char *tenant)
+{
+    char sql[600];
+    snprintf(sql, sizeof sql, "SELECT $2::text, true, extract(epoch FROM now())::bigint, " DIR_SIZE ", '', NULL",
+             "$2::text", "$2::text");
+    const char *p[2] = { tenant, CARMIN_HOME };
+    PGresult *res = gj_db_exec(c, sql, 2, p, NULL);
+    if (!res)
+        return NULL;
+    json_t *o = PQntuples(res) == 1 ? path_json(res, 0) : NULL;
+    PQclear(res);
+    return o;
+}
+
+json_t *carmin_fs_describe(PGconn *c, const char *tenant, const char *path, int list)
+{
+    if (!list && strcmp(path, CARMIN_HOME) == 0)
+        return describe_home(c, tenant);
+    char sql[1000];
+    snprintf(sql, sizeof sql,
+             "SELECT p.path, p.blob_id IS NULL, extract(epoch FROM p.modified_at)::bigint,"
+             " CASE WHEN p.blob_id IS NULL THEN " DIR_SIZE " ELSE b.size END, coalesce(b.content_type, ''),"
+             " p.execution_id FROM carmin_paths p LEFT JOIN blobs b ON b.id = p.blob_id"
+             " WHERE p.tenant_id = $1::uuid AND %s = $2 ORDER BY p.path",
+             "p.path", "p.path", list ? "p.parent" : "p.path");
+    const char *p[2] = { tenant, path };
+    PGresult *res = gj_db_exec(c, sql, 2, p, NULL);
+    if (!res)
+        return NULL;
+    json_t *out = list ? json_array() : json_null();
+    for (int i = 0; i < PQntuples(res); i++) {
+        if (list)
+            json_array_append_new(out, path_json(res, i));
+        else
+            out = path_json(res, i);
+    }
+    PQclear(res);
+    return out;
+}
+
+/* Deletes blobs that were a path's and that nothing holds any more. */
+#define DROP_FREE_BLOBS                                                                          \
+    " DELETE FROM blobs b USING gone WHERE b.id = gone.blob_id AND b.tenant_id = $1::uuid"       \
+    " AND b.owner_job IS NULL"                                                                   \
+    " AND NOT EXISTS (SELECT 1 FROM job_inputs i WHERE i.blob_id = b.id)"                        \
+    " AND NOT EXISTS (SELECT 1 FROM job_outputs o WHERE o.blob_id = b.id)"                       \
+    " AND NOT EXISTS (SELECT 1 FROM carmin_paths c WHERE c.blob_id = b.id)"
+
+int carmin_fs_put(PGconn *c, const char *tenant, const char *path, const char *blob_id, const char *execution_id)
+{
+    char parent[CARMIN_PATH_MAX];
+    carmin_path_parent(path, parent);
+    const char *p[5] = { tenant, path, parent, blob_id, execution_id };
+    PGresult *res = gj_db_exec(c, "WITH old AS (SELECT blob_id FROM carmin_paths WHERE tenant_id = $1::uuid"
+                                  " AND path = $2 FOR UPDATE)"
+                                  " INSERT INTO carmin_paths (tenant_id, path, parent, blob_id, execution_id)"
+                                  " VALUES ($1::uuid, $2, $3, $4::uuid, $5::uuid) ON CONFLICT (tenant_id, path) DO"
+                                  " UPDATE SET blob_id = EXCLUDED.blob_id, execution_id = EXCLUDED.execution_id,"
+                                  " modified_at = now() RETURNING (SELECT blob_id FROM old)::text",
+                               5, p, NULL);
+    if (!res)
+        return -1;
+    char old[GJ_UUID_LEN + 1] = "";
+    if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+        snprintf(old, sizeof old, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (!old[0] || (blob_id && strcmp(old, blob_id) == 0))
+        return 0;
+    const char *q[2] = { tenant, old };
+    return gj_db_cmd(c, "WITH gone AS (SELECT $2::uuid AS blob_id)" DROP_FREE_BLOBS, 2, q);
+}
+
+int carmin_fs_delete(PGconn *c, const char *tenant, const char *path)
+{
+    const char *p[2] = { tenant, path };
+    PGresult *res = gj_db_exec(c, "WITH gone AS (DELETE FROM carmin_paths WHERE tenant_id = $1::uuid"
+                                  " AND (path = $2 OR left(path, length($2) + 1) = $2 || '/') RETURNING blob_id)"
+                                  " SELECT count(*), coalesce(array_agg(blob_id) FILTER (WHERE blob_id IS NOT NULL),"
+                                  " '{}')::text FROM gone",
+                               2, p, NULL);
+    if (!res)
+        return -1;
+    int n = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    char *blobs = strdup(PQgetvalue(res, 0, 1));
+    PQclear(res);
+    if (!blobs)
+        return -1;
+    const char *q[2] = { tenant, blobs };   /* the rows are gone now: their blobs may go */
+    int rc = gj_db_cmd(c, "WITH gone AS (SELECT unnest($2::uuid[]) AS blob_id)" DROP_FREE_BLOBS, 2, q);
+    free(blobs);
+    return rc != 0 ? -1 : n > 0;
+}

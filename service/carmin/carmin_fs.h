@@ -1,0 +1,44 @@
+/*
+ * carmin_fs.h — the tenant's CARMIN file space in PostgreSQL (migration 0009): paths under
+ * /vip/Home, directories and files (a file is a blob of the tenant). Home always exists.
+ * Every function takes the tenant: nothing here reaches another tenant's paths.
+ */
+#ifndef GJ_CARMIN_FS_H
+#define GJ_CARMIN_FS_H
+
+#include <stdint.h>
+#include <jansson.h>
+#include <libpq-fe.h>
+
+#include "service/uuid.h"
+
+#define CARMIN_PATH_MAX 512
+
+/* "vip/Home/a/b" (a URL's rest) into "/vip/Home/a/b": 0, or -1 when it is not under
+ * /vip/Home or a segment is empty, "." , ".." or not a safe name (fsutil.h). */
+int carmin_path_normalize(const char *in, char out[CARMIN_PATH_MAX]);
+/* The parent of a normalized path other than home. */
+void carmin_path_parent(const char *path, char out[CARMIN_PATH_MAX]);
+
+struct carmin_entry {
+    int is_dir;
+    char blob_id[GJ_UUID_LEN + 1];     /* "" for a directory */
+};
+
+/* 1 found (e filled), 0 not, -1 database error. Home is a directory. */
+int carmin_fs_stat(PGconn *c, const char *tenant, const char *path, struct carmin_entry *e);
+
+/* CARMIN Path objects: of path itself (list = 0) or of its children (list = 1, an array).
+ * NULL on a database error; for list = 0, a JSON null when path does not exist. */
+json_t *carmin_fs_describe(PGconn *c, const char *tenant, const char *path, int list);
+
+/* Inserts or replaces path (its parent a directory, checked by the caller in the same
+ * transaction) as a directory (blob_id NULL) or a file; a replaced file's blob goes when
+ * nothing else holds it. execution_id may be NULL. 0 or -1. */
+int carmin_fs_put(PGconn *c, const char *tenant, const char *path, const char *blob_id, const char *execution_id);
+
+/* Deletes path and everything under it, with the blobs nothing else holds. 1 deleted,
+ * 0 no such path, -1 error. */
+int carmin_fs_delete(PGconn *c, const char *tenant, const char *path);
+
+#endif

@@ -1,0 +1,313 @@
+/*
+ * routes_path.c — CARMIN's /rest/path/{completePath}: the tenant's files under /vip/Home
+ * (carmin_fs.h).
+ *
+ *   PUT    a body: the file (any media type but application/carmin+json), replacing one there;
+ *          no body: a directory (409 when the path exists). The parent must be a directory.
+ *   GET    ?action=content (a file's bytes), properties, list (a directory's entries),
+ *          exists, md5
+ *   DELETE the path and all under it
+ */
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "service/blobstore.h"
+#include "service/carmin/carmin.h"
+#include "service/carmin/carmin_fs.h"
+#include "service/db.h"
+
+/* The request's normalized path, or -1 answered. */
+static int request_path(struct gj_req *r, char path[CARMIN_PATH_MAX])
+{
+    if (carmin_path_normalize(r->params[0], path) != 0) {
+        carmin_error(r, CARMIN_BAD_REQUEST, "a path is %s or under it, each part a plain name", CARMIN_HOME);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------- PUT ---------- */
+
+struct put {
+    char path[CARMIN_PATH_MAX];
+    char content_type[128];
+    int is_dir;
+    struct gj_blob_writer *w;
+};
+
+static int body_follows(struct gj_req *r)
+{
+    const char *te = gj_req_header(r, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *cl = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    return (te && strcasestr(te, "chunked")) || (cl && strcmp(cl, "0") != 0);
+}
+
+static void media_type(struct gj_req *r, char out[128])
+{
+    const char *ct = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    size_t n = ct ? strlen(ct) : 0;
+    int ok = n > 2 && n < 128 && strchr(ct, '/');
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (unsigned char)ct[i] >= 0x20 && (unsigned char)ct[i] < 0x7f;
+    snprintf(out, 128, "%s", ok ? ct : "application/octet-stream");
+}
+
+static void put_begin(struct gj_req *r)
+{
+    if (carmin_authenticate(r) != 0)
+        return;
+    struct put *u = calloc(1, sizeof *u);
+    if (!u) {
+        carmin_error(r, CARMIN_INTERNAL, "out of memory");
+        return;
+    }
+    r->state = u;
+    if (request_path(r, u->path) != 0)
+        return;
+    media_type(r, u->content_type);
+    if (strncasecmp(u->content_type, "application/carmin+json", 23) == 0) {
+        carmin_error(r, CARMIN_BAD_REQUEST, "send the file's bytes as application/octet-stream (base64 uploads "
+                                            "are not supported)");
+        return;
+    }
+    u->is_dir = !body_follows(r);
+    if (u->is_dir)
+        r->body_mode = GJ_BODY_NONE;
+}
+
+static int put_data(struct gj_req *r, const char *buf, size_t len)
+{
+    struct put *u = r->state;
+    if (!u->w) {
+        PGconn *c = gj_req_db(r);
+        if (!c || gj_db_begin(c) != 0 || !(u->w = gj_blob_writer_open(c, r->who.tenant_id, u->content_type, 0))) {
+            carmin_unavailable(r);
+            return -1;
+        }
+    }
+    if (gj_blob_writer_write(u->w, buf, len) != 0) {
+        carmin_unavailable(r);
+        return -1;
+    }
+    return 0;
+}
+
+/* In the open transaction: the parent is a directory, and the path is free (a directory)
+ * or not a directory (a file). 0, or -1 answered. */
+static int put_check(struct gj_req *r, PGconn *c, const struct put *u)
+{
+    char parent[CARMIN_PATH_MAX];
+    struct carmin_entry e;
+    if (strcmp(u->path, CARMIN_HOME) == 0) {
+        carmin_error(r, CARMIN_CONFLICT, "%s exists", CARMIN_HOME);
+        return -1;
+    }
+    carmin_path_parent(u->path, parent);
+    int rc = carmin_fs_stat(c, r->who.tenant_id, parent, &e);
+    if (rc > 0 && !e.is_dir)
+        rc = 0;
+    if (rc == 0)
+        carmin_error(r, CARMIN_CONFLICT, "the parent directory %s does not exist", parent);
+    if (rc <= 0)
+        return rc < 0 ? (carmin_unavailable(r), -1) : -1;
+    rc = carmin_fs_stat(c, r->who.tenant_id, u->path, &e);
+    if (rc < 0) {
+        carmin_unavailable(r);
+        return -1;
+    }
+    if (rc > 0 && (u->is_dir || e.is_dir)) {
+        carmin_error(r, CARMIN_CONFLICT, "%s exists%s", u->path, e.is_dir ? " as a directory" : "");
+        return -1;
+    }
+    return 0;
+}
+
+static void put_handle(struct gj_req *r)
+{
+    struct put *u = r->state;
+    PGconn *c = gj_req_db(r);
+    if (!c || (!u->w && gj_db_begin(c) != 0)) {
+        carmin_unavailable(r);
+        return;
+    }
+    if (put_check(r, c, u) != 0)
+        return;   /* the request's end rolls back */
+    char blob[GJ_UUID_LEN + 1];
+    if (u->w) {
+        int rc = gj_blob_writer_commit(u->w, NULL, blob);
+        u->w = NULL;
+        if (rc != 0) {
+            carmin_unavailable(r);
+            return;
+        }
+    }
+    json_t *desc = NULL;
+    if (carmin_fs_put(c, r->who.tenant_id, u->path, u->is_dir ? NULL : blob, NULL) != 0 ||
+        !(desc = carmin_fs_describe(c, r->who.tenant_id, u->path, 0)) || gj_db_commit(c) != 0) {
+        json_decref(desc);
+        carmin_unavailable(r);
+        return;
+    }
+    struct MHD_Response *resp = gj_respond_json(r, 201, desc);
+    char loc[CARMIN_PATH_MAX + 16];
+    snprintf(loc, sizeof loc, "/rest/path%s", u->path);
+    if (resp)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
+}
+
+static void put_done(struct gj_req *r, int ok)
+{
+    (void)ok;
+    struct put *u = r->state;
+    if (!u)
+        return;
+    if (u->w)
+        gj_blob_writer_abort(u->w);
+    free(u);
+    r->state = NULL;
+    if (r->db && PQtransactionStatus(r->db) != PQTRANS_IDLE)
+        gj_db_rollback(r->db);
+}
+
+/* ---------- GET ---------- */
+
+/* The MD5 of a blob, read in pieces inside the open transaction. 0 or -1. */
+static int blob_md5(PGconn *c, const struct gj_blob_info *info, char hex[33])
+{
+    struct gj_blob_reader *rd = gj_blob_reader_open(c, info->lo_oid);
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    int ok = rd && md && EVP_DigestInit_ex(md, EVP_md5(), NULL) == 1;
+    char *piece = malloc(1 << 16);
+    ok = ok && piece;
+    for (uint64_t off = 0; ok && off < info->size;) {
+        long got = gj_blob_reader_read(rd, off, piece, 1 << 16);
+        ok = got > 0 && EVP_DigestUpdate(md, piece, (size_t)got) == 1;
+        off += got > 0 ? (uint64_t)got : 0;
+    }
+    unsigned char d[16];
+    ok = ok && EVP_DigestFinal_ex(md, d, NULL) == 1;
+    for (int i = 0; ok && i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    free(piece);
+    EVP_MD_CTX_free(md);
+    if (rd)
+        gj_blob_reader_close(rd);
+    return ok ? 0 : -1;
+}
+
+/* The file's blob, inside a transaction opened on c: 1, or 0/-1 answered. */
+static int file_blob(struct gj_req *r, PGconn *c, const char *path, const struct carmin_entry *e,
+                     struct gj_blob_info *info)
+{
+    if (e->is_dir) {
+        carmin_error(r, CARMIN_BAD_REQUEST, "%s is a directory: list it and fetch its files", path);
+        return 0;
+    }
+    int rc = gj_db_begin(c) == 0 ? gj_blob_lookup(c, r->who.tenant_id, e->blob_id, info) : -1;
+    if (rc <= 0)
+        carmin_unavailable(r);   /* a path's blob cannot go while the path holds it */
+    return rc;
+}
+
+static void get_md5(struct gj_req *r, PGconn *c, const char *path, const struct carmin_entry *e)
+{
+    struct gj_blob_info info;
+    char hex[33];
+    if (file_blob(r, c, path, e, &info) <= 0)
+        return;
+    if (blob_md5(c, &info, hex) != 0) {
+        carmin_unavailable(r);
+        return;
+    }
+    gj_respond_json(r, 200, json_pack("{s:s}", "md5", hex));
+}
+
+static void get_content(struct gj_req *r, PGconn *c, const char *path, const struct carmin_entry *e)
+{
+    struct gj_blob_info info;
+    if (file_blob(r, c, path, e, &info) > 0)
+        gj_http_send_blob(r, &info, NULL, strrchr(path, '/') + 1);
+}
+
+static void get_description(struct gj_req *r, PGconn *c, const char *path, const struct carmin_entry *e, int list)
+{
+    if (list && !e->is_dir) {
+        carmin_error(r, CARMIN_BAD_REQUEST, "%s is a file, not a directory", path);
+        return;
+    }
+    json_t *d = carmin_fs_describe(c, r->who.tenant_id, path, list);
+    if (!d)
+        carmin_unavailable(r);
+    else
+        gj_respond_json(r, 200, d);
+}
+
+static void path_get(struct gj_req *r)
+{
+    char path[CARMIN_PATH_MAX];
+    static const char *const actions[] = { "content", "properties", "list", "exists", "md5" };
+    const char *action = gj_req_query(r, "action");
+    int a = -1;
+    for (int i = 0; action && i < 5; i++)
+        if (strcmp(action, actions[i]) == 0)
+            a = i;
+    if (a < 0) {
+        carmin_error(r, CARMIN_BAD_REQUEST, "action is content, properties, list, exists or md5");
+        return;
+    }
+    if (request_path(r, path) != 0)
+        return;
+    PGconn *c = gj_req_db(r);
+    struct carmin_entry e;
+    int rc = c ? carmin_fs_stat(c, r->who.tenant_id, path, &e) : -1;
+    if (rc < 0) {
+        carmin_unavailable(r);
+        return;
+    }
+    if (a == 3) {
+        gj_respond_json(r, 200, json_pack("{s:b}", "exists", rc));
+        return;
+    }
+    if (rc == 0) {
+        carmin_error(r, CARMIN_NOT_FOUND, "no path %s", path);
+        return;
+    }
+    if (a == 0)
+        get_content(r, c, path, &e);
+    else if (a == 4)
+        get_md5(r, c, path, &e);
+    else
+        get_description(r, c, path, &e, a == 2);
+}
+
+/* ---------- DELETE ---------- */
+
+static void path_delete(struct gj_req *r)
+{
+    char path[CARMIN_PATH_MAX];
+    if (request_path(r, path) != 0)
+        return;
+    if (strcmp(path, CARMIN_HOME) == 0) {
+        carmin_error(r, CARMIN_BAD_REQUEST, "%s itself cannot be deleted", CARMIN_HOME);
+        return;
+    }
+    PGconn *c = gj_req_db(r);
+    int rc = c && gj_db_begin(c) == 0 ? carmin_fs_delete(c, r->who.tenant_id, path) : -1;
+    if (rc > 0 && gj_db_commit(c) != 0)
+        rc = -1;
+    if (rc < 0)
+        carmin_unavailable(r);
+    else if (rc == 0)
+        carmin_error(r, CARMIN_NOT_FOUND, "no path %s", path);
+    else
+        gj_respond_empty(r, 204);
+}
+
+static const struct gj_route path_routes[] = {
+    { "GET", "/rest/path/{completePath}", GJ_AUTH_NONE, GJ_BODY_NONE, carmin_begin, NULL, path_get, NULL },
+    { "PUT", "/rest/path/{completePath}", GJ_AUTH_NONE, GJ_BODY_UPLOAD, put_begin, put_data, put_handle, put_done },
+    { "DELETE", "/rest/path/{completePath}", GJ_AUTH_NONE, GJ_BODY_NONE, carmin_begin, NULL, path_delete, NULL },
+};
+const struct gj_route_table gj_routes_carmin_path = { path_routes, sizeof path_routes / sizeof path_routes[0] };

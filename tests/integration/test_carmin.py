@@ -1,0 +1,187 @@
+"""Issue 15's CARMIN 0.3.1 facade at /rest/ over real HTTPS and a real PostgreSQL: every answer is
+checked against the CARMIN spec's own schemas (tests/conformance/carmin/carmin.yaml, read with
+PyYAML and checked with python3-jsonschema). Keys in the apikey header (and as Bearer), CARMIN
+error bodies (40101 for a missing or bad key), the platform, one pipeline per kind, the file
+space under /vip/Home, and tenant isolation on every route."""
+import hashlib
+import os
+import sys
+
+import jsonschema
+import yaml
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Harness, run_tests  # noqa: E402
+
+ROOT = os.environ.get("GJ_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+with open(os.path.join(ROOT, "tests", "conformance", "carmin", "carmin.yaml")) as f:
+    SPEC = yaml.safe_load(f)
+
+H = SRV = None
+A = B = None      # two tenants' keys
+
+
+def check(value, schema_name):
+    """value against the spec's components/schemas/<schema_name> (refs resolved in the spec)."""
+    schema = {"$ref": "#/components/schemas/" + schema_name, "components": SPEC["components"]}
+    jsonschema.validate(value, schema)
+    return value
+
+
+def call(method, path, key=None, body=None, headers=None, bearer=False):
+    hdrs = dict(headers or {})
+    if key and bearer:
+        hdrs["Authorization"] = "Bearer " + key
+    elif key:
+        hdrs["apikey"] = key
+    return SRV.client(key="").request(method, "/rest" + path, body=body, headers=hdrs)
+
+
+def ok_json(r, status=200):
+    assert r.status == status, (r.status, r.body[:400])
+    assert r.headers["content-type"].startswith("application/json"), r.headers
+    return r.json()
+
+
+def error(r, status, code):
+    assert r.status == status, (r.status, r.body[:400])
+    body = check(r.json(), "ErrorCodeAndMessage")
+    assert body["errorCode"] == code, body
+    return body
+
+
+def setup():
+    global H, SRV, A, B
+    H = Harness()
+    SRV = H.start_server(["--cpu-workers", "1"])
+    admin = SRV.client()
+    A = admin.json("POST", "/v1/api-keys", {"tenant": "carmin-a", "label": "a"}, expect=201)["key"]
+    B = admin.json("POST", "/v1/api-keys", {"tenant": "carmin-b", "label": "b"}, expect=201)["key"]
+
+
+def test_platform_needs_no_key():
+    p = check(ok_json(call("GET", "/platform")), "PlatformProperties")
+    assert p["supportedAPIVersion"] == "0.3.1" and "Processing" in p["supportedModules"], p
+    assert 40101 in [e["errorCode"] for e in p["APIErrorCodesAndMessages"]]
+
+
+AUTHED = [("GET", "/pipelines"), ("GET", "/pipelines/recon"), ("GET", "/pipelines/recon/boutiquesdescriptor"),
+          ("GET", "/path/vip/Home?action=list"), ("GET", "/path/vip/Home?action=exists"),
+          ("PUT", "/path/vip/Home/x"), ("DELETE", "/path/vip/Home/x")]
+
+
+def test_every_route_wants_a_key():
+    for method, path in AUTHED:
+        error(call(method, path), 401, 40101)
+        error(call(method, path, key="gjk_not_a_key"), 401, 40101)
+        error(call(method, path, key="gjk_not_a_key", bearer=True), 401, 40101)
+    # the same key works in both places
+    ok_json(call("GET", "/pipelines", key=A))
+    ok_json(call("GET", "/pipelines", key=A, bearer=True))
+
+
+def test_pipelines_are_the_kinds():
+    kinds = {k["name"]: k for k in SRV.client(key=A).json("GET", "/v1/kinds", expect=200)["kinds"]}
+    pipes = ok_json(call("GET", "/pipelines", key=A))
+    for p in pipes:
+        check(p, "Pipeline")
+    assert {p["identifier"] for p in pipes} == set(kinds), pipes
+    recon = check(ok_json(call("GET", "/pipelines/recon", key=A)), "Pipeline")
+    files = {p["name"]: p for p in recon["parameters"] if p["type"] == "File"}
+    assert set(files) == {i["name"] for i in kinds["recon"]["inputs"]}, recon
+    for i in kinds["recon"]["inputs"]:
+        assert files[i["name"]]["isOptional"] == (not i["required"])
+    params = [p for p in recon["parameters"] if p["name"] == "params"]
+    assert params and params[0]["type"] == "String", recon
+    only = ok_json(call("GET", "/pipelines?property=kind&propertyValue=noop", key=A))
+    assert [p["identifier"] for p in only] == ["noop"], only
+    error(call("GET", "/pipelines?property=colour", key=A), 400, 40001)
+    error(call("GET", "/pipelines/no-such-kind", key=A), 404, 40401)
+    d = ok_json(call("GET", "/pipelines/recon/boutiquesdescriptor", key=A))
+    assert d["name"] == "recon" and d["schema-version"] == "0.5", d
+    assert {i["id"] for i in d["inputs"]} == set(files) | {"params"}, d
+    assert d["custom"]["gpujobd-params-schema"] == kinds["recon"]["params_schema"]
+
+
+def put_file(key, path, data):
+    r = call("PUT", "/path" + path, key=key, body=data, headers={"Content-Type": "application/octet-stream"})
+    p = check(ok_json(r, 201), "Path")
+    assert r.headers["location"] == "/rest/path" + path, r.headers
+    assert p["platformPath"] == path and not p["isDirectory"] and p["size"] == len(data), p
+    return p
+
+
+def test_file_space():
+    d = check(ok_json(call("PUT", "/path/vip/Home/proj", key=A), 201), "Path")
+    assert d["isDirectory"] and d["platformPath"] == "/vip/Home/proj", d
+    error(call("PUT", "/path/vip/Home/proj", key=A), 409, 40901)             # exists
+    error(call("PUT", "/path/vip/Home/none/sub", key=A), 409, 40901)         # no parent
+    data = os.urandom(300000)
+    put_file(A, "/vip/Home/proj/p.raw", data)
+    put_file(A, "/vip/Home/proj/p.raw", data[:1000])                          # replaced
+    put_file(A, "/vip/Home/proj/p.raw", data)
+    error(call("PUT", "/path/vip/Home/proj/p.raw/x", key=A, body=b"1"), 409, 40901)  # parent is a file
+    error(call("PUT", "/path/vip/Home/proj", key=A, body=b"1"), 409, 40901)          # a directory there
+    r = call("GET", "/path/vip/Home/proj/p.raw?action=content", key=A)
+    assert r.status == 200 and r.body == data, (r.status, len(r.body))
+    md5 = check(ok_json(call("GET", "/path/vip/Home/proj/p.raw?action=md5", key=A)), "PathMD5")
+    assert md5["md5"] == hashlib.md5(data).hexdigest()
+    props = check(ok_json(call("GET", "/path/vip/Home/proj/p.raw?action=properties", key=A)), "Path")
+    assert props["size"] == len(data) and props["mimeType"] == "application/octet-stream", props
+    home = check(ok_json(call("GET", "/path/vip/Home?action=properties", key=A)), "Path")
+    assert home["isDirectory"] and home["size"] == len(data), home
+    listing = check(ok_json(call("GET", "/path/vip/Home?action=list", key=A)), "DirectoryList")
+    assert [(p["platformPath"], p["size"]) for p in listing] == [("/vip/Home/proj", len(data))], listing
+    listing = check(ok_json(call("GET", "/path/vip/Home/proj?action=list", key=A)), "DirectoryList")
+    assert [p["platformPath"] for p in listing] == ["/vip/Home/proj/p.raw"], listing
+    assert check(ok_json(call("GET", "/path/vip/Home/proj?action=exists", key=A)), "BooleanResponse")["exists"]
+    assert not ok_json(call("GET", "/path/vip/Home/nope?action=exists", key=A))["exists"]
+    error(call("GET", "/path/vip/Home/proj/p.raw?action=list", key=A), 400, 40001)
+    error(call("GET", "/path/vip/Home/proj?action=content", key=A), 400, 40001)
+    error(call("GET", "/path/vip/Home/nope?action=properties", key=A), 404, 40401)
+    error(call("GET", "/path/vip/Home/proj", key=A), 400, 40001)             # no action
+    for bad in ("/etc/passwd", "/vip/Other/x", "/vip/Home/a/../b", "/vip/Home//x"):
+        error(call("GET", "/path" + bad + "?action=exists", key=A), 400, 40001)
+    error(call("PUT", "/path/vip/Home/x.json", key=A, body=b'{"base64Content": "", "type": "File"}',
+               headers={"Content-Type": "application/carmin+json"}), 400, 40001)
+
+
+def test_tenant_isolation():
+    put_file(A, "/vip/Home/secret.txt", b"tenant A only")
+    for action in ("content", "properties", "md5", "list"):
+        error(call("GET", "/path/vip/Home/secret.txt?action=" + action, key=B), 404, 40401)
+    assert not ok_json(call("GET", "/path/vip/Home/secret.txt?action=exists", key=B))["exists"]
+    assert ok_json(call("GET", "/path/vip/Home?action=list", key=B)) == []
+    assert ok_json(call("GET", "/path/vip/Home?action=properties", key=B))["size"] == 0
+    error(call("DELETE", "/path/vip/Home/secret.txt", key=B), 404, 40401)
+    put_file(B, "/vip/Home/secret.txt", b"B's own")                           # the same name, apart
+    assert call("GET", "/path/vip/Home/secret.txt?action=content", key=A).body == b"tenant A only"
+    assert call("GET", "/path/vip/Home/secret.txt?action=content", key=B).body == b"B's own"
+
+
+def test_delete_takes_the_tree_and_its_blobs():
+    blobs = lambda: int(H.scalar("SELECT count(*) FROM blobs b JOIN tenants t ON t.id = b.tenant_id"  # noqa: E731
+                                 " WHERE t.name = 'carmin-a'"))
+    ok_json(call("PUT", "/path/vip/Home/tree", key=A), 201)
+    ok_json(call("PUT", "/path/vip/Home/tree/sub", key=A), 201)
+    before = blobs()
+    put_file(A, "/vip/Home/tree/sub/f1", b"one")
+    put_file(A, "/vip/Home/tree/f2", b"two")
+    assert blobs() == before + 2
+    error(call("DELETE", "/path/vip/Home", key=A), 400, 40001)
+    r = call("DELETE", "/path/vip/Home/tree", key=A)
+    assert r.status == 204, r
+    assert blobs() == before
+    for p in ("/vip/Home/tree", "/vip/Home/tree/sub/f1"):
+        assert not ok_json(call("GET", "/path" + p + "?action=exists", key=A))["exists"]
+    error(call("DELETE", "/path/vip/Home/tree", key=A), 404, 40401)
+    assert call("GET", "/path/vip/Home/secret.txt?action=exists", key=A).json()["exists"]   # untouched
+
+
+if __name__ == "__main__":
+    setup()
+    try:
+        run_tests([test_platform_needs_no_key, test_every_route_wants_a_key, test_pipelines_are_the_kinds,
+                   test_file_space, test_tenant_isolation, test_delete_takes_the_tree_and_its_blobs])
+    finally:
+        H.close()

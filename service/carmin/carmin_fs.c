@@ -94,8 +94,10 @@ static json_t *describe_home(PGconn *c, const char *tenant)
     return o;
 }
 
-json_t *carmin_fs_describe(PGconn *c, const char *tenant, const char *path, int list)
+json_t *carmin_fs_describe(PGconn *c, const char *tenant, const char *path, enum carmin_select what)
 {
+    static const char *const where[] = { "p.path", "p.parent", "p.execution_id::text" };
+    int list = what != CARMIN_SELF;
     if (!list && strcmp(path, CARMIN_HOME) == 0)
         return describe_home(c, tenant);
     char sql[1000];
@@ -104,7 +106,7 @@ json_t *carmin_fs_describe(PGconn *c, const char *tenant, const char *path, int 
              " CASE WHEN p.blob_id IS NULL THEN " DIR_SIZE " ELSE b.size END, coalesce(b.content_type, ''),"
              " p.execution_id FROM carmin_paths p LEFT JOIN blobs b ON b.id = p.blob_id"
              " WHERE p.tenant_id = $1::uuid AND %s = $2 ORDER BY p.path",
-             "p.path", "p.path", list ? "p.parent" : "p.path");
+             "p.path", "p.path", where[what]);
     const char *p[2] = { tenant, path };
     PGresult *res = gj_db_exec(c, sql, 2, p, NULL);
     if (!res)
@@ -152,14 +154,15 @@ int carmin_fs_put(PGconn *c, const char *tenant, const char *path, const char *b
     return gj_db_cmd(c, "WITH gone AS (SELECT $2::uuid AS blob_id)" DROP_FREE_BLOBS, 2, q);
 }
 
-int carmin_fs_delete(PGconn *c, const char *tenant, const char *path)
+/* Deletes the rows of cond ($1 tenant, $2 key), then the blobs they freed. Rows or -1. */
+static int delete_where(PGconn *c, const char *tenant, const char *key, const char *cond)
 {
-    const char *p[2] = { tenant, path };
-    PGresult *res = gj_db_exec(c, "WITH gone AS (DELETE FROM carmin_paths WHERE tenant_id = $1::uuid"
-                                  " AND (path = $2 OR left(path, length($2) + 1) = $2 || '/') RETURNING blob_id)"
-                                  " SELECT count(*), coalesce(array_agg(blob_id) FILTER (WHERE blob_id IS NOT NULL),"
-                                  " '{}')::text FROM gone",
-                               2, p, NULL);
+    char sql[600];
+    snprintf(sql, sizeof sql, "WITH gone AS (DELETE FROM carmin_paths WHERE tenant_id = $1::uuid AND %s"
+                              " RETURNING blob_id) SELECT count(*), coalesce(array_agg(blob_id) FILTER"
+                              " (WHERE blob_id IS NOT NULL), '{}')::text FROM gone", cond);
+    const char *p[2] = { tenant, key };
+    PGresult *res = gj_db_exec(c, sql, 2, p, NULL);
     if (!res)
         return -1;
     int n = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
@@ -170,5 +173,16 @@ int carmin_fs_delete(PGconn *c, const char *tenant, const char *path)
     const char *q[2] = { tenant, blobs };   /* the rows are gone now: their blobs may go */
     int rc = gj_db_cmd(c, "WITH gone AS (SELECT unnest($2::uuid[]) AS blob_id)" DROP_FREE_BLOBS, 2, q);
     free(blobs);
-    return rc != 0 ? -1 : n > 0;
+    return rc != 0 ? -1 : n;
+}
+
+int carmin_fs_delete(PGconn *c, const char *tenant, const char *path)
+{
+    int n = delete_where(c, tenant, path, "(path = $2 OR left(path, length($2) + 1) = $2 || '/')");
+    return n < 0 ? -1 : n > 0;
+}
+
+int carmin_fs_delete_execution(PGconn *c, const char *tenant, const char *execution_id)
+{
+    return delete_where(c, tenant, execution_id, "execution_id = $2::uuid");
 }

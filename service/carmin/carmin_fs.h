@@ -28,9 +28,13 @@ struct carmin_entry {
 /* 1 found (e filled), 0 not, -1 database error. Home is a directory. */
 int carmin_fs_stat(PGconn *c, const char *tenant, const char *path, struct carmin_entry *e);
 
-/* CARMIN Path objects: of path itself (list = 0) or of its children (list = 1, an array).
- * NULL on a database error; for list = 0, a JSON null when path does not exist. */
-json_t *carmin_fs_describe(PGconn *c, const char *tenant, const char *path, int list);
+/* What carmin_fs_describe describes: the path itself, its children, or the files an execution
+ * placed (key: an execution id). */
+enum carmin_select { CARMIN_SELF, CARMIN_CHILDREN, CARMIN_OF_EXECUTION };
+
+/* CARMIN Path objects (an array but for CARMIN_SELF). NULL on a database error; for
+ * CARMIN_SELF, a JSON null when the path does not exist. */
+json_t *carmin_fs_describe(PGconn *c, const char *tenant, const char *key, enum carmin_select what);
 
 /* Inserts or replaces path (its parent a directory, checked by the caller in the same
  * transaction) as a directory (blob_id NULL) or a file; a replaced file's blob goes when
@@ -40,5 +44,7 @@ int carmin_fs_put(PGconn *c, const char *tenant, const char *path, const char *b
 /* Deletes path and everything under it, with the blobs nothing else holds. 1 deleted,
  * 0 no such path, -1 error. */
 int carmin_fs_delete(PGconn *c, const char *tenant, const char *path);
+/* The same for the files an execution placed. The number deleted, or -1. */
+int carmin_fs_delete_execution(PGconn *c, const char *tenant, const char *execution_id);
 
 #endif

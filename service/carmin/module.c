@@ -3,9 +3,11 @@
  * modules' kinds.
  */
 #include "service/carmin/carmin.h"
+#include "service/carmin/carmin_exec.h"
 #include "service/module.h"
 
 static const struct gj_route_table *const carmin_routes[] = { &gj_routes_carmin_platform, &gj_routes_carmin_path,
+                                                              &gj_routes_carmin_exec,
                                                               NULL };
 
 const struct gj_service_module gj_module_carmin = {

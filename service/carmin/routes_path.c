@@ -145,7 +145,7 @@ static void put_handle(struct gj_req *r)
     }
     json_t *desc = NULL;
     if (carmin_fs_put(c, r->who.tenant_id, u->path, u->is_dir ? NULL : blob, NULL) != 0 ||
-        !(desc = carmin_fs_describe(c, r->who.tenant_id, u->path, 0)) || gj_db_commit(c) != 0) {
+        !(desc = carmin_fs_describe(c, r->who.tenant_id, u->path, CARMIN_SELF)) || gj_db_commit(c) != 0) {
         json_decref(desc);
         carmin_unavailable(r);
         return;
@@ -237,7 +237,7 @@ static void get_description(struct gj_req *r, PGconn *c, const char *path, const
         carmin_error(r, CARMIN_BAD_REQUEST, "%s is a file, not a directory", path);
         return;
     }
-    json_t *d = carmin_fs_describe(c, r->who.tenant_id, path, list);
+    json_t *d = carmin_fs_describe(c, r->who.tenant_id, path, list ? CARMIN_CHILDREN : CARMIN_SELF);
     if (!d)
         carmin_unavailable(r);
     else

@@ -4,8 +4,10 @@ PyYAML and checked with python3-jsonschema). Keys in the apikey header (and as B
 error bodies (40101 for a missing or bad key), the platform, one pipeline per kind, the file
 space under /vip/Home, and tenant isolation on every route."""
 import hashlib
+import json
 import os
 import sys
+import time
 
 import jsonschema
 import yaml
@@ -178,10 +180,138 @@ def test_delete_takes_the_tree_and_its_blobs():
     assert call("GET", "/path/vip/Home/secret.txt?action=exists", key=A).json()["exists"]   # untouched
 
 
+GEOMETRY = {"type": "parallel2d", "angles_deg": {"start": 0, "step": 3, "count": 60},
+            "detector": {"cols": 91, "spacing_u": 1.0}}
+VOLUME = {"nx": 64, "ny": 64, "voxel_mm": 1.0}
+
+
+def execution(key, body):
+    e = check(ok_json(call("POST", "/executions", key=key, body=json.dumps(body).encode(),
+                           headers={"Content-Type": "application/json"})), "Execution")
+    assert e["identifier"] and e["status"] in ("Ready", "Running", "Finished"), e
+    return e
+
+
+def wait_execution(key, ident, timeout=40):
+    deadline = time.time() + timeout
+    while True:
+        e = check(ok_json(call("GET", "/executions/" + ident, key=key)), "Execution")
+        if e["status"] in ("Finished", "ExecutionFailed", "Killed") or time.time() > deadline:
+            return e
+        time.sleep(0.1)
+
+
+def test_gateway_flow():
+    """A gateway's way: projections uploaded into /vip/Home (made by a phantom execution here,
+    downloaded, uploaded as the gateway would), a reconstruction run on them, polled, its
+    results listed and downloaded from the file space."""
+    ph = execution(A, {"name": "phantom", "pipelineIdentifier": "phantom",
+                       "inputValues": {"params": json.dumps({"phantom": "shepp-logan", "geometry": GEOMETRY,
+                                                             "volume": VOLUME})}})
+    ph = wait_execution(A, ph["identifier"])
+    assert ph["status"] == "Finished" and ph["endDate"] >= ph["startDate"], ph
+    urls = ph["returnedFiles"]["results"]
+    proj_url = [u for u in urls if u.endswith("/projections.nrrd?action=content")]
+    assert proj_url and urls == sorted(urls), ph
+    projections = call("GET", proj_url[0][len("/rest"):], key=A).body
+    assert projections.startswith(b"NRRD"), projections[:20]
+    # the gateway's upload
+    ok_json(call("PUT", "/path/vip/Home/study", key=A), 201)
+    ok_json(call("PUT", "/path/vip/Home/study/out", key=A), 201)
+    put_file(A, "/vip/Home/study/projections.nrrd", projections)
+    body = {"name": "fbp of the study", "pipelineIdentifier": "recon", "resultsLocation": "/vip/Home/study/out",
+            "inputValues": {"projections": "/vip/Home/study/projections.nrrd",
+                            "params": {"algorithm": "fbp", "filter": "ram-lak", "geometry": GEOMETRY,
+                                       "volume": VOLUME}}}
+    ex = execution(A, body)
+    assert ex["pipelineIdentifier"] == "recon" and ex["name"] == "fbp of the study", ex
+    ex = wait_execution(A, ex["identifier"])
+    assert ex["status"] == "Finished", (ex, call("GET", "/executions/%s/stderr" % ex["identifier"], key=A).body)
+    results = ok_json(call("GET", "/executions/%s/results" % ex["identifier"], key=A))
+    for p in results:
+        check(p, "Path")
+        assert p["platformPath"].startswith("/vip/Home/study/out/") and p["executionId"] == ex["identifier"], p
+    names = {p["platformPath"].rsplit("/", 1)[1]: p for p in results}
+    assert "volume.nrrd" in names, names
+    listing = ok_json(call("GET", "/path/vip/Home/study/out?action=list", key=A))
+    assert sorted(p["platformPath"] for p in listing) == sorted(p["platformPath"] for p in results)
+    vol = call("GET", "/path/vip/Home/study/out/volume.nrrd?action=content", key=A)
+    assert vol.status == 200 and vol.body.startswith(b"NRRD") and len(vol.body) == names["volume.nrrd"]["size"]
+    # the same bytes as the job's own output
+    job_out = SRV.client(key=A).request("GET", "/v1/jobs/%s/outputs/volume.nrrd" % ex["identifier"])
+    assert job_out.status == 200 and job_out.body == vol.body
+    out = call("GET", "/executions/%s/stdout" % ex["identifier"], key=A)
+    assert out.status == 200 and out.headers["content-type"].startswith("text/plain") and out.body, out
+    listed = ok_json(call("GET", "/executions", key=A))
+    for e in listed:
+        check(e, "Execution")
+    assert [e["identifier"] for e in listed[:2]] == [ex["identifier"], ph["identifier"]], listed
+    assert [e["identifier"] for e in ok_json(call("GET", "/executions?offset=1&limit=1", key=A))] == [ph["identifier"]]
+    count = call("GET", "/executions/count", key=A)
+    assert count.status == 200 and int(count.body) == len(listed), count
+    assert call("PUT", "/executions/%s/play" % ex["identifier"], key=A).status == 204
+    error(call("PUT", "/executions/%s/kill" % ex["identifier"], key=A), 409, 40901)   # it has ended
+    # deleting the job keeps the files (the space owns them), deleting with deleteFiles takes them
+    assert SRV.client(key=A).request("DELETE", "/v1/jobs/" + ph["identifier"]).status == 204
+    assert call("GET", proj_url[0][len("/rest"):], key=A).body == projections
+    error(call("GET", "/executions/" + ph["identifier"], key=A), 404, 40401)
+    assert call("DELETE", "/executions/%s?deleteFiles=true" % ex["identifier"], key=A).status == 204
+    assert not ok_json(call("GET", "/path/vip/Home/study/out/volume.nrrd?action=exists", key=A))["exists"]
+    assert ok_json(call("GET", "/path/vip/Home/study/out?action=exists", key=A))["exists"]   # the gateway's
+    assert ok_json(call("GET", "/path/vip/Home/study/projections.nrrd?action=exists", key=A))["exists"]
+    error(call("GET", "/executions/" + ex["identifier"], key=A), 404, 40401)
+
+
+def test_execution_errors_and_kill():
+    bad = [({"name": "x"}, 400, 40001),
+           ({"name": "x", "pipelineIdentifier": "nope", "inputValues": {}}, 404, 40401),
+           ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"colour": "red"}}, 400, 40001),
+           ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"projections": "/vip/Home/none"}}, 404,
+            40401),
+           ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"params": "{not json"}}, 400, 40001),
+           ({"name": "x", "pipelineIdentifier": "noop", "inputValues": {}, "resultsLocation": "/vip/Home/none"},
+            409, 40901),
+           ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"params": {"algorithm": "magic"}}}, 400,
+            40001)]
+    before = int(call("GET", "/executions/count", key=A).body)
+    for body, status, code in bad:
+        error(call("POST", "/executions", key=A, body=json.dumps(body).encode(),
+                   headers={"Content-Type": "application/json"}), status, code)
+    assert int(call("GET", "/executions/count", key=A).body) == before          # nothing half-made
+    e = execution(A, {"name": "long", "pipelineIdentifier": "noop", "inputValues": {"params": {"sleep_ms": 20000}}})
+    r = call("PUT", "/executions/%s/kill" % e["identifier"], key=A)
+    assert r.status == 204, r
+    assert wait_execution(A, e["identifier"])["status"] == "Killed"
+    error(call("GET", "/executions/not-a-uuid", key=A), 404, 40401)
+
+
+def test_executions_are_the_tenants_own():
+    e = execution(A, {"name": "a's", "pipelineIdentifier": "noop", "inputValues": {}})
+    ident = e["identifier"]
+    for method, suffix in (("GET", ""), ("GET", "/results"), ("GET", "/stdout"), ("GET", "/stderr"),
+                           ("PUT", "/play"), ("PUT", "/kill"), ("DELETE", "?deleteFiles=true")):
+        error(call(method, "/executions/" + ident + suffix, key=B), 404, 40401)
+        error(call(method, "/executions/" + ident + suffix), 401, 40101)
+    assert ident not in [x["identifier"] for x in ok_json(call("GET", "/executions", key=B))]
+    # B cannot run on A's file, nor place results in A's directory
+    for values, loc, status, code in (({"projections": "/vip/Home/study/projections.nrrd"}, None, 404, 40401),
+                                      ({}, "/vip/Home/study", 409, 40901)):
+        body = {"name": "b", "pipelineIdentifier": "recon" if values else "noop", "inputValues": values}
+        if loc:
+            body["resultsLocation"] = loc
+        error(call("POST", "/executions", key=B, body=json.dumps(body).encode(),
+                   headers={"Content-Type": "application/json"}), status, code)
+    for path in ("/executions", "/executions/count"):
+        error(call("GET", path), 401, 40101)
+    error(call("POST", "/executions", body=b"{}", headers={"Content-Type": "application/json"}), 401, 40101)
+    assert wait_execution(A, ident)["status"] == "Finished"
+
+
 if __name__ == "__main__":
     setup()
     try:
         run_tests([test_platform_needs_no_key, test_every_route_wants_a_key, test_pipelines_are_the_kinds,
-                   test_file_space, test_tenant_isolation, test_delete_takes_the_tree_and_its_blobs])
+                   test_file_space, test_tenant_isolation, test_delete_takes_the_tree_and_its_blobs, test_gateway_flow,
+                   test_execution_errors_and_kill, test_executions_are_the_tenants_own])
     finally:
         H.close()

@@ -150,6 +150,7 @@ static void put_handle(struct gj_req *r)
         carmin_unavailable(r);
         return;
     }
+    gj_db_release(r->srv->db, gj_req_take_db(r));   /* committed: not held while the answer goes */
     struct MHD_Response *resp = gj_respond_json(r, 201, desc);
     char loc[CARMIN_PATH_MAX + 16];
     snprintf(loc, sizeof loc, "/rest/path%s", u->path);
@@ -166,9 +167,7 @@ static void put_done(struct gj_req *r, int ok)
     if (u->w)
         gj_blob_writer_abort(u->w);
     free(u);
-    r->state = NULL;
-    if (r->db && PQtransactionStatus(r->db) != PQTRANS_IDLE)
-        gj_db_rollback(r->db);
+    r->state = NULL;   /* the request's end rolls back what is left of the transaction */
 }
 
 /* ---------- GET ---------- */

@@ -20,6 +20,7 @@ with open(os.path.join(ROOT, "tests", "conformance", "carmin", "carmin.yaml")) a
     SPEC = yaml.safe_load(f)
 
 H = SRV = None
+BODY_LIMIT = 1 << 20
 A = B = None      # two tenants' keys
 
 
@@ -55,7 +56,7 @@ def error(r, status, code):
 def setup():
     global H, SRV, A, B
     H = Harness()
-    SRV = H.start_server(["--cpu-workers", "1"])
+    SRV = H.start_server(["--cpu-workers", "1", "--max-body-bytes", str(BODY_LIMIT)])
     admin = SRV.client()
     A = admin.json("POST", "/v1/api-keys", {"tenant": "carmin-a", "label": "a"}, expect=201)["key"]
     B = admin.json("POST", "/v1/api-keys", {"tenant": "carmin-b", "label": "b"}, expect=201)["key"]
@@ -144,6 +145,10 @@ def test_file_space():
     error(call("GET", "/path/vip/Home/proj", key=A), 400, 40001)             # no action
     for bad in ("/etc/passwd", "/vip/Other/x", "/vip/Home/a/../b", "/vip/Home//x"):
         error(call("GET", "/path" + bad + "?action=exists", key=A), 400, 40001)
+    # over the body limit: refused, nothing stored
+    r = call("PUT", "/path/vip/Home/proj/big", key=A, body=b"x" * (BODY_LIMIT + 1))
+    assert r.status == 413, r
+    assert not ok_json(call("GET", "/path/vip/Home/proj/big?action=exists", key=A))["exists"]
     error(call("PUT", "/path/vip/Home/x.json", key=A, body=b'{"base64Content": "", "type": "File"}',
                headers={"Content-Type": "application/carmin+json"}), 400, 40001)
 

@@ -320,6 +320,11 @@ static int rate_limited(double rate, const char *key_id)
     return limited;
 }
 
+int gj_req_rate_limited(struct gj_req *r)
+{
+    return rate_limited(r->srv->cfg.rate_limit_per_key, r->who.key_id);
+}
+
 /* ---------- the MHD callbacks ---------- */
 
 static void new_request_id(char out[33])

@@ -131,6 +131,9 @@ PGconn *gj_req_db(struct gj_req *r);
 /* Hands the request's connection to someone else (a streamed response). */
 PGconn *gj_req_take_db(struct gj_req *r);
 const char *gj_req_header(struct gj_req *r, const char *name);
+/* 1 when r->who's key is over --rate-limit-per-key (a request that counts): for routes
+ * that authenticate themselves (CARMIN's), as the server does for the others. */
+int gj_req_rate_limited(struct gj_req *r);
 const char *gj_req_query(struct gj_req *r, const char *name);
 /* The idle timeout of a connection (seconds). */
 unsigned int gj_http_idle_timeout(const struct gj_server *srv);

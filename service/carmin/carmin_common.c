@@ -61,6 +61,12 @@ int carmin_authenticate(struct gj_req *r)
         return -1;
     }
     r->authed = 1;
+    if (gj_req_rate_limited(r)) {
+        carmin_error(r, CARMIN_RATE_LIMITED, "request rate limit of this key exceeded");
+        if (r->response)
+            MHD_add_response_header(r->response, "Retry-After", "1");
+        return -1;
+    }
     return 0;
 }
 

@@ -312,6 +312,21 @@ def test_executions_are_the_tenants_own():
     assert wait_execution(A, ident)["status"] == "Finished"
 
 
+def test_rate_limit_holds():
+    """--rate-limit holds on the CARMIN routes too (a second server on the same database)."""
+    limited = H.start_server(["--cpu-workers", "1", "--rate-limit", "1"])
+    try:
+        c = limited.client(key="")
+        answers = [c.request("GET", "/rest/pipelines/noop", headers={"apikey": A}) for _ in range(14)]
+        refused = [r for r in answers if r.status == 429]
+        assert refused and answers[0].status == 200, [r.status for r in answers]
+        body = check(refused[0].json(), "ErrorCodeAndMessage")
+        assert body["errorCode"] == 42901 and refused[0].headers["retry-after"] == "1", refused[0]
+        assert c.request("GET", "/rest/pipelines/noop", headers={"apikey": B}).status == 200   # per key
+    finally:
+        limited.terminate()
+
+
 def test_server_stops_clean():
     """Last: under ASan/UBSan (CI's second run) a leak or an error in these routes shows here."""
     code = SRV.terminate()
@@ -325,6 +340,7 @@ if __name__ == "__main__":
     try:
         run_tests([test_platform_needs_no_key, test_every_route_wants_a_key, test_pipelines_are_the_kinds,
                    test_file_space, test_tenant_isolation, test_delete_takes_the_tree_and_its_blobs, test_gateway_flow,
-                   test_execution_errors_and_kill, test_executions_are_the_tenants_own, test_server_stops_clean])
+                   test_execution_errors_and_kill, test_executions_are_the_tenants_own, test_rate_limit_holds,
+                   test_server_stops_clean])
     finally:
         H.close()

@@ -1,6 +1,6 @@
 /*
  * routes_exec.c — CARMIN's /rest/executions: list, count, one, its results, its stdout and
- * stderr (the job's log: every line, or warnings and errors), play (nothing to do: the job
+ * stderr (the job's log: every line, or warnings and errors), its new name, play (nothing to do: the job
  * was queued at creation), kill (cancel), delete (with ?deleteFiles=true, its result files).
  * POST is exec_submit.c. Another tenant's execution is "no such execution".
  */
@@ -281,6 +281,37 @@ static void exec_kill(struct gj_req *r)
         gj_respond_empty(r, 204);
 }
 
+/* PUT: only the name changes (the job's too); a different identifier or status is an error,
+ * other fields are ignored, as the spec says. */
+static void exec_update(struct gj_req *r)
+{
+    PGconn *c;
+    json_t *e = find(r, &c), *b = r->json;
+    if (!e)
+        return;
+    const char *name = json_string_value(json_object_get(b, "name"));
+    json_t *id = json_object_get(b, "identifier"), *st = json_object_get(b, "status");
+    int bad = !json_is_object(b) || (json_object_get(b, "name") && (!name || !*name || strlen(name) > 200)) ||
+              (id && !json_equal(id, json_object_get(e, "identifier"))) ||
+              (st && !json_equal(st, json_object_get(e, "status")));
+    json_decref(e);
+    if (bad) {
+        carmin_error(r, CARMIN_BAD_REQUEST, "only the name (1 to 200 characters) of an execution can change");
+        return;
+    }
+    const char *p[3] = { r->params[0], r->who.tenant_id, name };
+    if (name && (gj_db_begin(c) != 0 ||
+                 gj_db_cmd(c, "UPDATE carmin_executions SET name = $3 WHERE job_id = $1::uuid"
+                              " AND tenant_id = $2::uuid", 3, p) != 0 ||
+                 gj_db_cmd(c, "UPDATE jobs SET name = $3 WHERE id = $1::uuid AND tenant_id = $2::uuid", 3, p) != 0 ||
+                 gj_db_commit(c) != 0)) {
+        gj_db_rollback(c);
+        carmin_unavailable(r);
+        return;
+    }
+    gj_respond_empty(r, 204);
+}
+
 /* DELETE: the execution goes (a job still running is canceled first and stays in
  * /v1/jobs until it stops; an ended one is deleted); ?deleteFiles=true: its result files too. */
 static void exec_delete(struct gj_req *r)
@@ -318,6 +349,7 @@ static const struct gj_route exec_routes[] = {
     { "POST", "/rest/executions", GJ_AUTH_NONE, GJ_BODY_JSON, carmin_begin, NULL, carmin_exec_create, NULL },
     { "GET", "/rest/executions/count", GJ_AUTH_NONE, GJ_BODY_NONE, carmin_begin, NULL, exec_count, NULL },
     { "GET", EXEC, GJ_AUTH_NONE, GJ_BODY_NONE, carmin_begin, NULL, exec_get, NULL },
+    { "PUT", EXEC, GJ_AUTH_NONE, GJ_BODY_JSON, carmin_begin, NULL, exec_update, NULL },
     { "DELETE", EXEC, GJ_AUTH_NONE, GJ_BODY_NONE, carmin_begin, NULL, exec_delete, NULL },
     { "GET", EXEC "/results", GJ_AUTH_NONE, GJ_BODY_NONE, carmin_begin, NULL, exec_results, NULL },
     { "GET", EXEC "/stdout", GJ_AUTH_NONE, GJ_BODY_NONE, carmin_begin, NULL, exec_stdout, NULL },

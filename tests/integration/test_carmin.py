@@ -255,6 +255,13 @@ def test_gateway_flow():
     count = call("GET", "/executions/count", key=A)
     assert count.status == 200 and int(count.body) == len(listed), count
     assert call("PUT", "/executions/%s/play" % ex["identifier"], key=A).status == 204
+    upd = lambda body: call("PUT", "/executions/" + ex["identifier"], key=A, body=json.dumps(body).encode(),  # noqa
+                            headers={"Content-Type": "application/json"})
+    assert upd({"name": "renamed", "pipelineIdentifier": "ignored"}).status == 204
+    assert ok_json(call("GET", "/executions/" + ex["identifier"], key=A))["name"] == "renamed"
+    assert SRV.client(key=A).json("GET", "/v1/jobs/" + ex["identifier"], expect=200)["name"] == "renamed"
+    error(upd({"status": "Running"}), 400, 40001)
+    error(upd({"identifier": ph["identifier"]}), 400, 40001)
     error(call("PUT", "/executions/%s/kill" % ex["identifier"], key=A), 409, 40901)   # it has ended
     # deleting the job keeps the files (the space owns them), deleting with deleteFiles takes them
     assert SRV.client(key=A).request("DELETE", "/v1/jobs/" + ph["identifier"]).status == 204
@@ -293,7 +300,7 @@ def test_execution_errors_and_kill():
 def test_executions_are_the_tenants_own():
     e = execution(A, {"name": "a's", "pipelineIdentifier": "noop", "inputValues": {}})
     ident = e["identifier"]
-    for method, suffix in (("GET", ""), ("GET", "/results"), ("GET", "/stdout"), ("GET", "/stderr"),
+    for method, suffix in (("GET", ""), ("PUT", ""), ("GET", "/results"), ("GET", "/stdout"), ("GET", "/stderr"),
                            ("PUT", "/play"), ("PUT", "/kill"), ("DELETE", "?deleteFiles=true")):
         error(call(method, "/executions/" + ident + suffix, key=B), 404, 40401)
         error(call(method, "/executions/" + ident + suffix), 401, 40101)

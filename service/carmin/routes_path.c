@@ -2,7 +2,8 @@
  * routes_path.c — CARMIN's /rest/path/{completePath}: the tenant's files under /vip/Home
  * (carmin_fs.h).
  *
- *   PUT    a body: the file (any media type but application/carmin+json), replacing one there;
+ *   PUT    a body: the file (any media type; application/carmin+json: CARMIN's UploadData, a
+ *          base64 File, upload_json.c), replacing one there;
  *          no body: a directory (409 when the path exists). The parent must be a directory.
  *   GET    ?action=content (a file's bytes), properties, list (a directory's entries),
  *          exists, md5
@@ -35,6 +36,9 @@ struct put {
     char content_type[128];
     int is_dir;
     struct gj_blob_writer *w;
+    int carmin_json;        /* application/carmin+json: the body collected, decoded at its end */
+    char *json;
+    size_t json_len;
 };
 
 static int body_follows(struct gj_req *r)
@@ -68,18 +72,33 @@ static void put_begin(struct gj_req *r)
         return;
     media_type(r, u->content_type);
     if (strncasecmp(u->content_type, "application/carmin+json", 23) == 0) {
-        carmin_error(r, CARMIN_BAD_REQUEST, "send the file's bytes as application/octet-stream (base64 uploads "
-                                            "are not supported)");
-        return;
+        u->carmin_json = 1;   /* held in memory: JSON's limit */
+        r->body_limit = r->srv->cfg.max_json_bytes;
+        snprintf(u->content_type, sizeof u->content_type, "application/octet-stream");
     }
     u->is_dir = !body_follows(r);
     if (u->is_dir)
         r->body_mode = GJ_BODY_NONE;
 }
 
+static int collect_json(struct gj_req *r, struct put *u, const char *buf, size_t len)
+{
+    char *nb = realloc(u->json, u->json_len + len + 1);
+    if (!nb) {
+        carmin_error(r, CARMIN_INTERNAL, "out of memory");
+        return -1;
+    }
+    memcpy(nb + u->json_len, buf, len);
+    u->json = nb;
+    u->json_len += len;
+    return 0;
+}
+
 static int put_data(struct gj_req *r, const char *buf, size_t len)
 {
     struct put *u = r->state;
+    if (u->carmin_json)
+        return collect_json(r, u, buf, len);
     if (!u->w) {
         PGconn *c = gj_req_db(r);
         if (!c || gj_db_begin(c) != 0 || !(u->w = gj_blob_writer_open(c, r->who.tenant_id, u->content_type, 0))) {
@@ -124,9 +143,27 @@ static int put_check(struct gj_req *r, PGconn *c, const struct put *u)
     return 0;
 }
 
+/* The decoded UploadData through put_data's path. 0, or -1 answered. */
+static int put_decoded(struct gj_req *r, struct put *u)
+{
+    unsigned char *bytes;
+    size_t n;
+    const char *why;
+    if (carmin_upload_json_decode(u->json ? u->json : "", u->json_len, &bytes, &n, &why) != 0) {
+        carmin_error(r, CARMIN_BAD_REQUEST, "%s", why);
+        return -1;
+    }
+    u->carmin_json = 0;
+    int rc = put_data(r, (const char *)bytes, n);
+    free(bytes);
+    return rc;
+}
+
 static void put_handle(struct gj_req *r)
 {
     struct put *u = r->state;
+    if (u->carmin_json && put_decoded(r, u) != 0)
+        return;
     PGconn *c = gj_req_db(r);
     if (!c || (!u->w && gj_db_begin(c) != 0)) {
         carmin_unavailable(r);
@@ -166,6 +203,7 @@ static void put_done(struct gj_req *r, int ok)
         return;
     if (u->w)
         gj_blob_writer_abort(u->w);
+    free(u->json);
     free(u);
     r->state = NULL;   /* the request's end rolls back what is left of the transaction */
 }

@@ -3,6 +3,7 @@ checked against the CARMIN spec's own schemas (tests/conformance/carmin/carmin.y
 PyYAML and checked with python3-jsonschema). Keys in the apikey header (and as Bearer), CARMIN
 error bodies (40101 for a missing or bad key), the platform, one pipeline per kind, the file
 space under /vip/Home, and tenant isolation on every route."""
+import base64
 import hashlib
 import json
 import os
@@ -149,8 +150,21 @@ def test_file_space():
     r = call("PUT", "/path/vip/Home/proj/big", key=A, body=b"x" * (BODY_LIMIT + 1))
     assert r.status == 413, r
     assert not ok_json(call("GET", "/path/vip/Home/proj/big?action=exists", key=A))["exists"]
-    error(call("PUT", "/path/vip/Home/x.json", key=A, body=b'{"base64Content": "", "type": "File"}',
-               headers={"Content-Type": "application/carmin+json"}), 400, 40001)
+    # CARMIN's UploadData: a base64 File, its md5 checked; archives refused; nothing half-written
+    small = os.urandom(5000)
+
+    def upload_json(path, **data):
+        return call("PUT", "/path" + path, key=A, body=json.dumps(data).encode(),
+                    headers={"Content-Type": "application/carmin+json"})
+    r = upload_json("/vip/Home/proj/b64.bin", base64Content=base64.b64encode(small).decode(), type="File",
+                    md5=hashlib.md5(small).hexdigest())
+    assert check(ok_json(r, 201), "Path")["size"] == len(small)
+    assert call("GET", "/path/vip/Home/proj/b64.bin?action=content", key=A).body == small
+    for bad in ({"base64Content": base64.b64encode(small).decode(), "type": "File", "md5": "0" * 32},
+                {"base64Content": "!!!", "type": "File"}, {"base64Content": "", "type": "Archive"}, {"type": "File"}):
+        error(upload_json("/vip/Home/proj/bad.bin", **bad), 400, 40001)
+    assert not ok_json(call("GET", "/path/vip/Home/proj/bad.bin?action=exists", key=A))["exists"]
+    assert call("DELETE", "/path/vip/Home/proj/b64.bin", key=A).status == 204
 
 
 def test_tenant_isolation():

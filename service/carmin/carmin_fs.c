@@ -130,6 +130,22 @@ json_t *carmin_fs_describe(PGconn *c, const char *tenant, const char *path, enum
     " AND NOT EXISTS (SELECT 1 FROM job_outputs o WHERE o.blob_id = b.id)"                       \
     " AND NOT EXISTS (SELECT 1 FROM carmin_paths c WHERE c.blob_id = b.id)"
 
+/* Blobs (a PostgreSQL uuid[] text) that paths no longer hold: those nothing holds go; one a
+ * job still takes as an input or keeps as an output passes to that job (so it goes with the
+ * job, as the job's own blobs do, migration 0007) rather than outliving everything. 0 or -1. */
+static int release_blobs(PGconn *c, const char *tenant, const char *ids)
+{
+    const char *q[2] = { tenant, ids };
+    if (gj_db_cmd(c, "WITH gone AS (SELECT unnest($2::uuid[]) AS blob_id)" DROP_FREE_BLOBS, 2, q) != 0)
+        return -1;
+    return gj_db_cmd(c, "UPDATE blobs b SET owner_job = coalesce("
+                        " (SELECT o.job_id FROM job_outputs o WHERE o.blob_id = b.id ORDER BY o.job_id LIMIT 1),"
+                        " (SELECT i.job_id FROM job_inputs i WHERE i.blob_id = b.id ORDER BY i.job_id LIMIT 1))"
+                        " WHERE b.id = ANY ($2::uuid[]) AND b.tenant_id = $1::uuid AND b.owner_job IS NULL"
+                        " AND NOT EXISTS (SELECT 1 FROM carmin_paths c WHERE c.blob_id = b.id)",
+                     2, q);
+}
+
 int carmin_fs_put(PGconn *c, const char *tenant, const char *path, const char *blob_id, const char *execution_id)
 {
     char parent[CARMIN_PATH_MAX];
@@ -150,8 +166,9 @@ int carmin_fs_put(PGconn *c, const char *tenant, const char *path, const char *b
     PQclear(res);
     if (!old[0] || (blob_id && strcmp(old, blob_id) == 0))
         return 0;
-    const char *q[2] = { tenant, old };
-    return gj_db_cmd(c, "WITH gone AS (SELECT $2::uuid AS blob_id)" DROP_FREE_BLOBS, 2, q);
+    char one[GJ_UUID_LEN + 3];
+    snprintf(one, sizeof one, "{%s}", old);
+    return release_blobs(c, tenant, one);
 }
 
 /* Deletes the rows of cond ($1 tenant, $2 key), then the blobs they freed. Rows or -1. */
@@ -170,8 +187,7 @@ static int delete_where(PGconn *c, const char *tenant, const char *key, const ch
     PQclear(res);
     if (!blobs)
         return -1;
-    const char *q[2] = { tenant, blobs };   /* the rows are gone now: their blobs may go */
-    int rc = gj_db_cmd(c, "WITH gone AS (SELECT unnest($2::uuid[]) AS blob_id)" DROP_FREE_BLOBS, 2, q);
+    int rc = release_blobs(c, tenant, blobs);   /* the rows are gone now */
     free(blobs);
     return rc != 0 ? -1 : n;
 }

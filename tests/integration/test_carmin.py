@@ -197,6 +197,17 @@ def test_delete_takes_the_tree_and_its_blobs():
         assert not ok_json(call("GET", "/path" + p + "?action=exists", key=A))["exists"]
     error(call("DELETE", "/path/vip/Home/tree", key=A), 404, 40401)
     assert call("GET", "/path/vip/Home/secret.txt?action=exists", key=A).json()["exists"]   # untouched
+    # a file a job took as input, deleted from the space: the blob lives while the job does, then goes
+    put_file(A, "/vip/Home/in.bin", b"input bytes")
+    e = execution(A, {"name": "reads in.bin", "pipelineIdentifier": "noop", "inputValues": {"input": "/vip/Home/in.bin"},
+                      "resultsLocation": "/vip/Home"})
+    assert wait_execution(A, e["identifier"])["status"] == "Finished"
+    assert call("DELETE", "/path/vip/Home/in.bin", key=A).status == 204
+    assert blobs() == before + 2, blobs()             # in.bin, and result.json placed under /vip/Home
+    assert call("DELETE", "/executions/" + e["identifier"], key=A).status == 204
+    assert blobs() == before + 1, blobs()             # result.json stays: the space holds it
+    assert call("DELETE", "/path/vip/Home/result.json", key=A).status == 204
+    assert blobs() == before, blobs()
 
 
 GEOMETRY = {"type": "parallel2d", "angles_deg": {"start": 0, "step": 3, "count": 60},

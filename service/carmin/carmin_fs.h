@@ -47,6 +47,11 @@ int carmin_fs_delete(PGconn *c, const char *tenant, const char *path);
 /* The same for the files an execution placed. The number deleted, or -1. */
 int carmin_fs_delete_execution(PGconn *c, const char *tenant, const char *execution_id);
 
+struct gj_req;
+/* Answers a directory as a ustar archive, streamed (dir_tar.c); c is the request's idle
+ * connection, which the response takes over. */
+void carmin_send_dir_tar(struct gj_req *r, PGconn *c, const char *path);
+
 /* A CARMIN UploadData body (application/carmin+json, type File) into its bytes (malloc'd),
  * its md5 checked when given. 0, or -1 with why (a sentence for the client). */
 int carmin_upload_json_decode(const char *body, size_t len, unsigned char **out, size_t *n, const char **why);

@@ -5,7 +5,7 @@
  *   PUT    a body: the file (any media type; application/carmin+json: CARMIN's UploadData, a
  *          base64 File, upload_json.c), replacing one there;
  *          no body: a directory (409 when the path exists). The parent must be a directory.
- *   GET    ?action=content (a file's bytes), properties, list (a directory's entries),
+ *   GET    ?action=content (a file's bytes; a directory's tar archive, dir_tar.c), properties, list (a directory's entries),
  *          exists, md5
  *   DELETE the path and all under it
  */
@@ -264,6 +264,10 @@ static void get_md5(struct gj_req *r, PGconn *c, const char *path, const struct 
 static void get_content(struct gj_req *r, PGconn *c, const char *path, const struct carmin_entry *e)
 {
     struct gj_blob_info info;
+    if (e->is_dir) {
+        carmin_send_dir_tar(r, c, path);
+        return;
+    }
     if (file_blob(r, c, path, e, &info) > 0)
         gj_http_send_blob(r, &info, NULL, strrchr(path, '/') + 1);
 }

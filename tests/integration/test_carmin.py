@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -141,7 +142,21 @@ def test_file_space():
     assert check(ok_json(call("GET", "/path/vip/Home/proj?action=exists", key=A)), "BooleanResponse")["exists"]
     assert not ok_json(call("GET", "/path/vip/Home/nope?action=exists", key=A))["exists"]
     error(call("GET", "/path/vip/Home/proj/p.raw?action=list", key=A), 400, 40001)
-    error(call("GET", "/path/vip/Home/proj?action=content", key=A), 400, 40001)
+    # a directory's content is a tar archive, read here by GNU tar
+    longdir, longfile = "d" * 60, "f" * 60 + ".bin"
+    ok_json(call("PUT", "/path/vip/Home/proj/" + longdir, key=A), 201)
+    put_file(A, "/vip/Home/proj/%s/%s" % (longdir, longfile), b"deep")
+    r = call("GET", "/path/vip/Home/proj?action=content", key=A)
+    assert r.status == 200 and r.headers["content-type"] == "application/x-tar", r
+    assert int(r.headers["content-length"]) == len(r.body) and len(r.body) % 512 == 0
+    out = os.path.join(H.tmp, "untar")
+    os.makedirs(out)
+    subprocess.run(["tar", "-xf", "-", "-C", out], input=r.body, check=True)
+    with open(os.path.join(out, "proj", "p.raw"), "rb") as f:
+        assert f.read() == data
+    with open(os.path.join(out, "proj", longdir, longfile), "rb") as f:
+        assert f.read() == b"deep"
+    assert call("DELETE", "/path/vip/Home/proj/" + longdir, key=A).status == 204
     error(call("GET", "/path/vip/Home/nope?action=properties", key=A), 404, 40401)
     error(call("GET", "/path/vip/Home/proj", key=A), 400, 40001)             # no action
     for bad in ("/etc/passwd", "/vip/Other/x", "/vip/Home/a/../b", "/vip/Home//x"):
@@ -174,6 +189,8 @@ def test_tenant_isolation():
     assert not ok_json(call("GET", "/path/vip/Home/secret.txt?action=exists", key=B))["exists"]
     assert ok_json(call("GET", "/path/vip/Home?action=list", key=B)) == []
     assert ok_json(call("GET", "/path/vip/Home?action=properties", key=B))["size"] == 0
+    r = call("GET", "/path/vip/Home?action=content", key=B)
+    assert r.status == 200 and b"secret" not in r.body and b"proj" not in r.body, r.body[:600]
     error(call("DELETE", "/path/vip/Home/secret.txt", key=B), 404, 40401)
     put_file(B, "/vip/Home/secret.txt", b"B's own")                           # the same name, apart
     assert call("GET", "/path/vip/Home/secret.txt?action=content", key=A).body == b"tenant A only"

@@ -35,7 +35,4 @@ void carmin_unavailable(struct gj_req *r);
 int carmin_authenticate(struct gj_req *r);
 void carmin_begin(struct gj_req *r);
 
-extern const struct gj_route_table gj_routes_carmin_platform;
-extern const struct gj_route_table gj_routes_carmin_path;
-
 #endif

@@ -26,6 +26,4 @@ int carmin_exec_place_results(PGconn *c, const char *tenant, const char *id);
 /* CARMIN's status for a job's public state. */
 const char *carmin_exec_status(const char *public_state);
 
-extern const struct gj_route_table gj_routes_carmin_exec;
-
 #endif

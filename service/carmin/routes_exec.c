@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "service/carmin/carmin.h"
+#include "service/carmin/carmin_routes.h"
 #include "service/carmin/carmin_exec.h"
 #include "service/carmin/carmin_fs.h"
 #include "service/db.h"

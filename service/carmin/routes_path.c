@@ -16,6 +16,7 @@
 
 #include "service/blobstore.h"
 #include "service/carmin/carmin.h"
+#include "service/carmin/carmin_routes.h"
 #include "service/carmin/carmin_fs.h"
 #include "service/db.h"
 

@@ -7,6 +7,7 @@
 
 #include "common/gj_kind.h"
 #include "service/carmin/carmin.h"
+#include "service/carmin/carmin_routes.h"
 
 #define PARAMS_NAME "params"
 

@@ -74,10 +74,10 @@ void gj_req_cut(struct gj_req *r, int status, const char *fmt, ...)
     char *body = gj_problem_text(r, status, NULL, detail);
     char *msg = NULL;
     int len = body ? asprintf(&msg,
-                              "HTTP/1.1 %d %s\r\nContent-Type: application/problem+json\r\n"
+                              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
                               "Content-Length: %zu\r\nConnection: close\r\nCache-Control: no-store\r\n"
                               "X-Request-Id: %s\r\n\r\n%s",
-                              status, status == 408 ? "Request Timeout" : "Error", strlen(body),
+                              status, status == 408 ? "Request Timeout" : "Error", gj_problem_content_type(r), strlen(body),
                               r->request_id, body)
                     : -1;
     if (len < 0 || write_all(r->conn, msg, (size_t)len) != 0)

@@ -225,6 +225,37 @@ static const char *status_type(int status, const char *field)
     }
 }
 
+#define MAX_ERROR_STYLES 4
+static struct {
+    const char *prefix;
+    gj_error_body_fn fn;
+} error_styles[MAX_ERROR_STYLES];
+static int n_error_styles;
+
+int gj_http_error_body(const char *prefix, gj_error_body_fn fn)
+{
+    if (n_error_styles >= MAX_ERROR_STYLES)
+        return -1;
+    error_styles[n_error_styles].prefix = prefix;
+    error_styles[n_error_styles].fn = fn;
+    n_error_styles++;
+    return 0;
+}
+
+/* The error shape of r's path; NULL for problem+json. */
+static gj_error_body_fn error_style(const struct gj_req *r)
+{
+    for (int i = 0; i < n_error_styles; i++)
+        if (strncmp(r->path, error_styles[i].prefix, strlen(error_styles[i].prefix)) == 0)
+            return error_styles[i].fn;
+    return NULL;
+}
+
+const char *gj_problem_content_type(const struct gj_req *r)
+{
+    return error_style(r) ? "application/json" : "application/problem+json";
+}
+
 char *gj_problem_text(struct gj_req *r, int status, const char *field, const char *detail_in)
 {
     char detail[1024];
@@ -233,6 +264,9 @@ char *gj_problem_text(struct gj_req *r, int status, const char *field, const cha
     if (!probe)
         ascii_copy(detail, sizeof detail, detail);
     json_decref(probe);
+    gj_error_body_fn style = error_style(r);
+    if (style)
+        return style(status, detail);
     char fieldbuf[256];
     if (field) {
         ascii_copy(fieldbuf, sizeof fieldbuf, field);
@@ -266,7 +300,7 @@ struct MHD_Response *gj_problem(struct gj_req *r, int status, const char *field,
             MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/problem+json");
         return gj_respond(r, 500, resp, sizeof fallback - 1);
     }
-    return respond_text(r, status, "application/problem+json", text, strlen(text));
+    return respond_text(r, status, gj_problem_content_type(r), text, strlen(text));
 }
 
 struct MHD_Response *gj_respond_unavailable(struct gj_req *r)

@@ -149,6 +149,15 @@ struct MHD_Response *gj_problem(struct gj_req *r, int status, const char *field,
     __attribute__((format(printf, 4, 5)));
 /* The JSON text of such a problem (malloc'd; NULL when out of memory). */
 char *gj_problem_text(struct gj_req *r, int status, const char *field, const char *detail);
+/* The Content-Type of r's error bodies: problem+json, or application/json under a prefix
+ * with its own error shape (gj_http_error_body). */
+const char *gj_problem_content_type(const struct gj_req *r);
+/* Errors in another shape under a path prefix: a module whose standard fixes its error
+ * bodies (CARMIN's {errorCode, errorMessage} under /rest/) has the server's own errors
+ * there (unknown route, method, limits, unavailability) rendered by fn, which returns
+ * malloc'd JSON text or NULL. Called before the server starts (module init); 0 or -1. */
+typedef char *(*gj_error_body_fn)(int status, const char *detail);
+int gj_http_error_body(const char *prefix, gj_error_body_fn fn);
 /* Answers now, before the body has ended, with a problem, and closes the connection:
  * for a client that must not be waited for (a too-slow upload). libmicrohttpd queues
  * a response only before a body or after it, so this one is written to the

@@ -29,6 +29,8 @@ enum carmin_error_code {
 /* Answers {errorCode, errorMessage}; the HTTP status is code / 100. */
 void carmin_error(struct gj_req *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void carmin_unavailable(struct gj_req *r);
+/* The server's own error bodies under /rest/ (gj_http_error_body): {errorCode: status*100+1, errorMessage}. */
+char *carmin_error_body(int status, const char *detail);
 
 /* The begin hook of every route that needs a key: r->who from the `apikey` header or
  * Authorization: Bearer, else 40101 answered. 0 authenticated, -1 answered. */

@@ -20,6 +20,16 @@ void carmin_error(struct gj_req *r, int code, const char *fmt, ...)
     gj_respond_json(r, code / 100, json_pack("{s:i, s:s}", "errorCode", code, "errorMessage", msg));
 }
 
+/* The server's own errors under /rest/ (gj_http_error_body): CARMIN's shape, the code
+ * being the HTTP status and 01, as CARMIN numbers its own. */
+char *carmin_error_body(int status, const char *detail)
+{
+    json_t *o = json_pack("{s:i, s:s}", "errorCode", status * 100 + 1, "errorMessage", detail);
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return text;
+}
+
 void carmin_unavailable(struct gj_req *r)
 {
     carmin_error(r, CARMIN_UNAVAILABLE, "the database is unavailable; try again");

@@ -2,6 +2,7 @@
  * module.c — the CARMIN module (carmin.h, module.h): routes only; its jobs are the other
  * modules' kinds.
  */
+#include "service/carmin/carmin.h"
 #include "service/carmin/carmin_routes.h"
 #include "service/module.h"
 
@@ -9,7 +10,16 @@ static const struct gj_route_table *const carmin_routes[] = { &gj_routes_carmin_
                                                               &gj_routes_carmin_exec,
                                                               NULL };
 
+/* The server's own errors under /rest/ (no route, a limit, the database away) in CARMIN's
+ * shape too: a VIP client decodes every error the same way. */
+static int carmin_init(struct gj_server *srv)
+{
+    (void)srv;
+    return gj_http_error_body("/rest/", carmin_error_body);
+}
+
 const struct gj_service_module gj_module_carmin = {
     .name = "carmin",
     .routes = carmin_routes,
+    .init = carmin_init,
 };

@@ -85,6 +85,15 @@ def test_every_route_wants_a_key():
     ok_json(call("GET", "/pipelines", key=A, bearer=True))
 
 
+def test_server_errors_are_carmin_shaped():
+    """Errors the server raises before a CARMIN route runs come in CARMIN's shape under /rest/
+    (a VIP client decodes every error alike), and stay problem+json elsewhere."""
+    error(call("GET", "/no-such-route", key=A), 404, 40401)
+    error(call("PATCH", "/platform", key=A), 405, 40501)
+    r = SRV.client().request("GET", "/v1/no-such-route")
+    assert r.status == 404 and r.headers["content-type"].startswith("application/problem+json"), r
+
+
 def test_pipelines_are_the_kinds():
     kinds = {k["name"]: k for k in SRV.client(key=A).json("GET", "/v1/kinds", expect=200)["kinds"]}
     pipes = ok_json(call("GET", "/pipelines", key=A))
@@ -163,7 +172,8 @@ def test_file_space():
         error(call("GET", "/path" + bad + "?action=exists", key=A), 400, 40001)
     # over the body limit: refused, nothing stored
     r = call("PUT", "/path/vip/Home/proj/big", key=A, body=b"x" * (BODY_LIMIT + 1))
-    assert r.status == 413, r
+    error(r, 413, 41301)          # the server's own limit, in CARMIN's shape under /rest/
+    assert r.headers["content-type"].startswith("application/json"), r.headers
     assert not ok_json(call("GET", "/path/vip/Home/proj/big?action=exists", key=A))["exists"]
     # CARMIN's UploadData: a base64 File, its md5 checked; archives refused; nothing half-written
     small = os.urandom(5000)
@@ -387,7 +397,7 @@ def test_server_stops_clean():
 if __name__ == "__main__":
     setup()
     try:
-        run_tests([test_platform_needs_no_key, test_every_route_wants_a_key, test_pipelines_are_the_kinds,
+        run_tests([test_platform_needs_no_key, test_every_route_wants_a_key, test_server_errors_are_carmin_shaped, test_pipelines_are_the_kinds,
                    test_file_space, test_tenant_isolation, test_delete_takes_the_tree_and_its_blobs, test_gateway_flow,
                    test_execution_errors_and_kill, test_executions_are_the_tenants_own, test_rate_limit_holds,
                    test_server_stops_clean])

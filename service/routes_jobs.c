@@ -26,6 +26,7 @@
 #include "service/multipart_related.h"
 #include "service/notify.h"
 #include "service/queue.h"
+#include "service/text_buf.h"
 
 #define MAX_INPUTS 256
 #define LIST_DEFAULT 50
@@ -1234,20 +1235,7 @@ struct sse {
 
 static int sse_append(struct sse *s, const char *text)
 {
-    size_t n = strlen(text);
-    if (s->len + n > s->cap) {
-        size_t ncap = s->cap ? s->cap : 4096;
-        while (ncap < s->len + n)
-            ncap *= 2;
-        char *nb = realloc(s->buf, ncap);
-        if (!nb)
-            return -1;
-        s->buf = nb;
-        s->cap = ncap;
-    }
-    memcpy(s->buf + s->len, text, n);
-    s->len += n;
-    return 0;
+    return gj_text_append(&s->buf, &s->len, &s->cap, text, strlen(text));
 }
 
 static void sse_event(struct sse *s, const char *id, const char *event, json_t *data)

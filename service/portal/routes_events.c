@@ -28,6 +28,7 @@
 #include "service/http_park.h"
 #include "service/portal/portal.h"
 #include "service/session.h"
+#include "service/text_buf.h"
 
 #define LOOKBACK "30 seconds"
 #define BATCH "200"          /* jobs after the cursor per read */
@@ -60,20 +61,7 @@ struct stream {
 
 static int append(struct stream *s, const char *text)
 {
-    size_t n = strlen(text);
-    if (s->len + n > s->cap) {
-        size_t cap = s->cap ? s->cap : 8192;
-        while (cap < s->len + n)
-            cap *= 2;
-        char *nb = realloc(s->buf, cap);
-        if (!nb)
-            return -1;
-        s->buf = nb;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, text, n);
-    s->len += n;
-    return 0;
+    return gj_text_append(&s->buf, &s->len, &s->cap, text, strlen(text));
 }
 
 static int already_sent(const struct stream *s, const char *id, const char *at)

@@ -24,6 +24,7 @@
 #include "service/db.h"
 #include "service/http_park.h"
 #include "service/http_server.h"
+#include "service/text_buf.h"
 #include "service/workflow/workflow.h"
 
 #define PAGE_LINES 1000   /* = the LIMIT of read_lines */
@@ -45,20 +46,7 @@ struct log_stream {
 
 static int append(struct log_stream *s, const char *text, size_t n)
 {
-    if (s->len + n + 1 > s->cap) {
-        size_t ncap = s->cap ? s->cap : 8192;
-        while (ncap < s->len + n + 1)
-            ncap *= 2;
-        char *nb = realloc(s->buf, ncap);
-        if (!nb)
-            return -1;
-        s->buf = nb;
-        s->cap = ncap;
-    }
-    memcpy(s->buf + s->len, text, n);
-    s->len += n;
-    s->buf[s->len] = '\0';
-    return 0;
+    return gj_text_append(&s->buf, &s->len, &s->cap, text, n);
 }
 
 static int append_line(struct log_stream *s, PGresult *res, int row)

@@ -147,3 +147,30 @@ PGresult *gj_dicomweb_instances_under(struct gj_req *r, PGconn *c, int max)
                       " ORDER BY d.id LIMIT $5::integer",
                       5, p, NULL);
 }
+
+int gj_dicomweb_path_uids_ok(struct gj_req *r)
+{
+    for (int i = 0; i < r->n_params; i++)
+        if (!gj_infer_uid_ok(r->params[i])) {
+            gj_problem(r, 400, NULL, "the path holds UIDs (digits and dots, at most 64)");
+            return 0;
+        }
+    return 1;
+}
+
+PGresult *gj_dicomweb_find_instances(struct gj_req *r, PGconn *c, int max, const char *narrower)
+{
+    PGresult *res = gj_dicomweb_instances_under(r, c, max);
+    if (!res) {
+        gj_respond_unavailable(r);
+    } else if (PQntuples(res) == 0) {
+        PQclear(res);
+        res = NULL;
+        gj_respond_not_found(r);
+    } else if (PQntuples(res) > max) {
+        PQclear(res);
+        res = NULL;
+        gj_problem(r, 413, NULL, "more than %d instances: %s", max, narrower);
+    }
+    return res;
+}

@@ -126,6 +126,13 @@ struct MHD_Response *gj_dicomweb_respond_json(struct gj_req *r, json_t *list, co
  * checked by the caller): rows (lo_oid, size) in storage order, at most max + 1 (so the
  * caller sees there were more). NULL on a database error. */
 PGresult *gj_dicomweb_instances_under(struct gj_req *r, PGconn *c, int max);
+/* 1 when every UID of the request's path is one (digits and dots, at most 64); else 0 with
+ * a 400 prepared. */
+int gj_dicomweb_path_uids_ok(struct gj_req *r);
+/* gj_dicomweb_instances_under with the answers WADO-RS gives: NULL with a response
+ * prepared when there is none (404), more than max (413, the message saying what to ask
+ * for instead: narrower) or the database failed (503). */
+PGresult *gj_dicomweb_find_instances(struct gj_req *r, PGconn *c, int max, const char *narrower);
 
 /* Every attribute of the instance as a DICOM JSON object (dicom_json.c, PS3.18 F.2):
  * file meta group, group lengths and bulk data (Pixel Data, binary values over 1 KiB)

@@ -116,29 +116,14 @@ static void wado_free_cb(void *cls)
  * prepared (400, 404, 503). */
 static PGresult *find_instances(struct gj_req *r)
 {
-    for (int i = 0; i < r->n_params; i++)
-        if (!gj_infer_uid_ok(r->params[i])) {
-            gj_problem(r, 400, NULL, "the path holds UIDs (digits and dots, at most 64)");
-            return NULL;
-        }
+    if (!gj_dicomweb_path_uids_ok(r))
+        return NULL;
     PGconn *c = gj_req_db(r);
     if (!c || gj_db_begin(c) != 0) {
         gj_respond_unavailable(r);
         return NULL;
     }
-    PGresult *res = gj_dicomweb_instances_under(r, c, WADO_MAX_INSTANCES);
-    if (!res) {
-        gj_respond_unavailable(r);
-    } else if (PQntuples(res) == 0) {
-        PQclear(res);
-        res = NULL;
-        gj_respond_not_found(r);
-    } else if (PQntuples(res) > WADO_MAX_INSTANCES) {
-        PQclear(res);
-        res = NULL;
-        gj_problem(r, 413, NULL, "more than %d instances: retrieve series or instances", WADO_MAX_INSTANCES);
-    }
-    return res;
+    return gj_dicomweb_find_instances(r, c, WADO_MAX_INSTANCES, "retrieve series or instances");
 }
 
 static struct wado_stream *stream_new(struct gj_req *r, PGresult *res)

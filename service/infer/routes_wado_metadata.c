@@ -30,25 +30,10 @@ static PGresult *find_instances(struct gj_req *r, PGconn *c)
         gj_problem(r, 400, NULL, "WADO-RS metadata takes no query parameter");
         return NULL;
     }
-    for (int i = 0; i < r->n_params; i++)
-        if (!gj_infer_uid_ok(r->params[i])) {
-            gj_problem(r, 400, NULL, "the path holds UIDs (digits and dots, at most 64)");
-            return NULL;
-        }
-    PGresult *res = gj_dicomweb_instances_under(r, c, METADATA_MAX_INSTANCES);
-    if (!res) {
-        gj_respond_unavailable(r);
-    } else if (PQntuples(res) == 0) {
-        PQclear(res);
-        res = NULL;
-        gj_respond_not_found(r);
-    } else if (PQntuples(res) > METADATA_MAX_INSTANCES) {
-        PQclear(res);
-        res = NULL;
-        gj_problem(r, 413, NULL, "more than %d instances: ask for the metadata of a series or an instance",
-                   METADATA_MAX_INSTANCES);
-    }
-    return res;
+    if (!gj_dicomweb_path_uids_ok(r))
+        return NULL;
+    return gj_dicomweb_find_instances(r, c, METADATA_MAX_INSTANCES,
+                                      "ask for the metadata of a series or an instance");
 }
 
 /* One stored instance as DICOM JSON; NULL with a response prepared. */

@@ -30,7 +30,8 @@
  *   routes_deliveries.c  GET /v1/jobs/{id}/deliveries
  *   routes_models.c  /v1/models          routes_dicomweb.c  /dicomweb (STOW-RS)
  *   routes_results.c /v1/inference-results
- *   routes_oip.c     /v2 (Open Inference Protocol, Triton's REST dialect)
+ *   routes_oip.c     /v2 (Open Inference Protocol, Triton's REST dialect): health, metadata
+ *   routes_oip_infer.c  /v2 infer; oip_metrics.c the batchers' statistics as Prometheus text
  *
  * Pseudonymisation: a study is known only by HMAC-SHA256(secret, Study Instance UID)
  * and an image by HMAC-SHA256(secret, SOP Instance UID), as 64 lower-case hex digits.
@@ -184,7 +185,7 @@ extern const struct gj_route_table gj_infer_routes_wado_render;
 extern const struct gj_route_table gj_infer_routes_results;
 extern const struct gj_route_table gj_infer_routes_deliveries;
 extern const struct gj_route_table gj_infer_routes_oip;
-/* The batchers' statistics as Prometheus text (routes_oip.c). */
+/* The batchers' statistics as Prometheus text (oip_metrics.c). */
 void gj_infer_write_metrics(FILE *f);
 
 #endif

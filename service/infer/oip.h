@@ -1,0 +1,30 @@
+/*
+ * oip.h — what the /v2 (Open Inference Protocol) route files share: the {"error": "..."}
+ * answer and the lookup of the model a path names. Private to service/infer.
+ */
+#ifndef GJ_OIP_H
+#define GJ_OIP_H
+
+#include <stdint.h>
+
+#include "infer/serving/model_repo.h"
+#include "service/http_server.h"
+
+/* Answers {"error": message} with status (429 and 503 with Retry-After: 1). */
+void oip_error(struct gj_req *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The repository and the version params[1] asks for (0: the default); on failure answers
+ * the request and returns NULL. */
+gj_model_repo *oip_requested(struct gj_req *r, int64_t *version);
+/* Answers a failed lookup: 404 unknown, 400 not ready (unloaded), 503 a load that failed. */
+void oip_lookup_failed(struct gj_req *r, int64_t version, const struct gj_error *err);
+/* The requested model version for an inference request: loaded on first use, never when
+ * an admin unloaded it (a new reference in *out). On failure answers and returns -1. */
+int oip_use_model(struct gj_req *r, gj_served_model **out);
+
+/* POST /v2/models/{name}[/versions/{version}]/infer (routes_oip_infer.c). */
+void oip_infer_begin(struct gj_req *r);
+int oip_infer_data(struct gj_req *r, const char *data, size_t len);
+void oip_infer_handle(struct gj_req *r);
+void oip_infer_done(struct gj_req *r, int ok);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * oip_metrics.c — the dynamic batchers' statistics (batcher.h) as Prometheus text.
+ */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "infer/serving/batcher.h"
+#include "service/infer/infer.h"
+#include "service/metrics.h"
+
+void gj_infer_write_metrics(FILE *f)
+{
+    static const struct {
+        const char *name, *help;
+        size_t off;
+        int gauge;
+    } m[] = {
+        { "inference_request_success", "Inference requests answered successfully.",
+          offsetof(struct gj_batch_stats, request_success), 0 },
+        { "inference_request_failure", "Inference requests that failed (rejected by a full "
+          "queue, timed out in the queue, shut down, or failed in the model).",
+          offsetof(struct gj_batch_stats, request_failure), 0 },
+        { "inference_count", "Inferences performed (samples; a request may carry several).",
+          offsetof(struct gj_batch_stats, inference_count), 0 },
+        { "inference_exec_count", "Model executions (batches) run.",
+          offsetof(struct gj_batch_stats, exec_count), 0 },
+        { "inference_queue_duration_us", "Microseconds requests waited in the batcher's "
+          "queue, summed over requests.", offsetof(struct gj_batch_stats, queue_duration_us), 0 },
+        { "inference_compute_infer_duration_us", "Microseconds of model execution, summed over "
+          "requests (each request counts its batch's run).",
+          offsetof(struct gj_batch_stats, compute_infer_duration_us), 0 },
+        { "inference_pending_request_count", "Requests waiting in the batcher's queue now.",
+          offsetof(struct gj_batch_stats, pending_request_count), 1 },
+    };
+    struct gj_batch_stats st[256];
+    size_t n = gj_batch_stats_snapshot(st, 256);
+    if (n > 256)
+        n = 256;
+    for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
+        fprintf(f, "# HELP gpujobd_%s %s\n# TYPE gpujobd_%s %s\n", m[k].name, m[k].help,
+                m[k].name, m[k].gauge ? "gauge" : "counter");
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v;
+            memcpy(&v, (const char *)&st[i] + m[k].off, sizeof v);
+            fprintf(f, "gpujobd_%s{model=\"", m[k].name);
+            gj_metrics_put_label(f, st[i].model);
+            fprintf(f, "\",version=\"%" PRId64 "\"} %" PRIu64 "\n", st[i].version, v);
+        }
+    }
+}
+

@@ -26,7 +26,7 @@
 
 enum setting_type {
     T_STRING, T_INT, T_I64, T_BYTES, T_DOUBLE, T_BOOL, T_LISTEN, T_PLACEMENT, T_LEVEL, T_ROLE, T_PG_BINDIR,
-    T_PG_USER,
+    T_PG_USER, T_MODEL_CONTROL,
     T_METRICS_LISTEN,          /* HOST:PORT into metrics_host, metrics_port */
     T_SECRET,                  /* a string of min..max characters, never echoed in a message */
     T_HOSTS,                   /* host[:port],... (callback_policy.h) */
@@ -103,6 +103,12 @@ static const struct setting settings[] = {
     { "pg-user", T_PG_USER, S(pg.user), 0, 0, 1,
       "embedded PostgreSQL, when run as root: the user it runs as (default postgres)" },
     { "models-dir", T_STRING, S(models_dir), 0, 0, 0, "model repository (default DATA_DIR/models)" },
+    { "model-control-mode", T_MODEL_CONTROL, S(model_control_mode), 0, 0, 0,
+      "on-use | none | explicit | poll, as Triton's (default on-use: a model loads on first use)" },
+    { "load-model", T_STRING, S(load_models), 0, 0, 0,
+      "models loaded at start, comma-separated; * for every one (explicit mode)" },
+    { "repository-poll-secs", T_INT, S(repository_poll_secs), 1, 86400, 0,
+      "poll mode: seconds between reads of --models-dir (default 15)" },
     { "pseudonym-secret", T_SECRET, S(pseudonym_secret), 32, 512, 0,
       "HMAC secret of inference result keys, 32 to 512 characters (default: made once, kept in the "
       "database); prefer --pseudonym-secret-file" },
@@ -173,6 +179,8 @@ static void set_defaults(struct gj_config *cfg)
     cfg->max_wait_seconds = 60;
     snprintf(cfg->log_level, sizeof cfg->log_level, "info");
     snprintf(cfg->role, sizeof cfg->role, "all");
+    snprintf(cfg->model_control_mode, sizeof cfg->model_control_mode, "on-use");
+    cfg->repository_poll_secs = 15;
     cfg->test.fake_gpus = -1;
     cfg->infer_max_queue = 1024;
     cfg->infer_queue_timeout_us = 30000000;
@@ -414,6 +422,12 @@ static const char *set_word(struct gj_config *cfg, const struct setting *s, cons
         if (strcmp(value, "all") && strcmp(value, "api") && strcmp(value, "worker"))
             return "expected all, api or worker";
         snprintf(cfg->role, sizeof cfg->role, "%s", value);
+        return NULL;
+    case T_MODEL_CONTROL:
+        if (strcmp(value, "on-use") && strcmp(value, "none") && strcmp(value, "explicit") &&
+            strcmp(value, "poll"))
+            return "expected on-use, none, explicit or poll";
+        snprintf(cfg->model_control_mode, sizeof cfg->model_control_mode, "%s", value);
         return NULL;
     default:
         return "internal: not a word setting";

@@ -66,6 +66,13 @@ struct gj_config {
     struct gj_test_switches test;
     /* Inference (service/infer/): */
     char models_dir[GJ_PATH_MAX];  /* the model repository (default data_dir/models) */
+    /* Triton's --model-control-mode: "on-use" (gpujobd's default: a model loads on its first
+     * use, admins load and unload), "none" (every model loaded at start; no load/unload
+     * API), "explicit" (only --load-model at start; load/unload API), "poll" (as none, and
+     * models_dir read again every repository_poll_secs). */
+    char model_control_mode[16];
+    char load_models[1024];        /* --load-model: names, comma-separated ("*": every one) */
+    int repository_poll_secs;      /* poll mode: seconds between reads of models_dir */
     char pseudonym_secret[520];    /* "" = made at the first start, kept in the database */
     char pseudonym_secret_file[GJ_PATH_MAX];   /* fills pseudonym_secret */
     int infer_purge_phi;           /* delete an infer job's DICOM inputs once results are stored */

@@ -2,11 +2,17 @@
  * batcher.c — dynamic batching of inference requests (see batcher.h).
  *
  * Locking: one mutex per batcher guards its queue, request states and counters; the
- * statistics have their own mutex (taken after a batcher's, never before); the registry
- * mutex is taken before any batcher's. A request lives on its caller's stack: the
- * caller waits on the request's condition variable until the state is DONE, and leaves
+ * statistics have their own mutex (batch_stats.c, taken after a batcher's, never before);
+ * the registry mutex is taken before any batcher's. A request lives on its caller's stack:
+ * the caller waits on the request's condition variable until the state is DONE, and leaves
  * the queue by itself when its timeout passes while still QUEUED. An executor that took
  * a request into a batch (RUNNING) always completes it.
+ *
+ * Tensors: a request is checked whole before it is queued (names, types, shapes, sizes,
+ * BOOL and STRING values), so a batch only holds requests the model can run. A batch of one
+ * request runs on the caller's buffers; a larger one gathers each input into the executor's
+ * buffer along dimension 0. Every model output is computed into the session's buffers and
+ * each request gets a copy of its rows of the outputs it asked for.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,19 +23,27 @@
 #include <unistd.h>
 
 #include "infer/onnx/onnx_model.h"
+#include "infer/serving/batch_stats.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/gpu_accounting.h"
 #include "infer/serving/serving_host.h"
 
 #define MIB (1024.0 * 1024.0)
+/* Sessions an executor keeps beyond one per batch size (models with symbolic dimensions
+ * get one per shape: the least recently used go first). */
+#define SHAPE_SESSIONS 32
+/* A tensor of a request: at most this many elements (the runtime caps a tensor at 4 GiB). */
+#define MAX_ELEMS ((int64_t)1 << 32)
 
 enum req_state { RQ_QUEUED = 0, RQ_RUNNING, RQ_DONE };
 
 struct request {
-    const float *input;
-    float *output;
-    size_t n;
-    int64_t t_enqueue, deadline;
+    const struct gj_tensor **in;   /* [model input]: the caller's tensor */
+    struct gj_tensor *out;         /* the caller's, n_out */
+    const int *out_index;          /* [n_out]: the model output each one is */
+    size_t n_out;
+    size_t n;                      /* samples */
+    int64_t t_enqueue, deadline;   /* ns, monotonic */
     enum req_state state;
     int rc;
     struct gj_error error;
@@ -38,25 +52,39 @@ struct request {
     struct request *prev, *next;
 };
 
-struct stats_node {
-    struct gj_batch_stats s;
-    struct stats_node *next;
+/* A session of one batch size and per-sample shape, with its output buffers. */
+struct sess_entry {
+    size_t n;
+    int64_t *shape;           /* the per-sample dims of every input, concatenated */
+    onnx_session *s;
+    void **outs;              /* [model output] */
+    uint64_t dev;             /* device bytes it holds (GPU) */
+    uint64_t used_at;         /* executor tick of its last use */
 };
 
 struct executor {
     gj_batcher *b;
     pthread_t thread;
     int started;
-    onnx_session **sess;      /* [batch size], 1..max_batch */
-    void ***outs;             /* [batch size][model output] */
-    float *in_buf;            /* max_batch * in_floats */
+    struct sess_entry *cache;
+    size_t n_cache;
+    uint64_t tick;
+    void **in_buf;            /* [model input]: a batch's gathered input */
+    size_t *in_cap;
+    const void **ins;         /* [model input]: what the run reads */
     struct request **reqs;    /* max_batch: the batch being run */
 };
 
 struct gj_batcher {
     gj_served_model *model;
     const onnx_model *onnx;
-    size_t in_floats, out_floats, out_index, n_model_outputs;
+    size_t n_in, n_model_outputs;
+    int batching;             /* 1: dimension 0 of every input and output is the batch */
+    int symbolic;             /* 1: an input has a symbolic dimension besides the batch */
+    int64_t (*want)[GJ_TENSOR_MAX_RANK];   /* [input]: each dim's size, -1 any (config and model) */
+    size_t shape_len;         /* per-sample dims of all inputs together */
+    size_t cache_cap;         /* sessions per executor */
+    size_t in_floats, out_floats;   /* image models (gj_batcher_infer), else 0 */
     int max_batch;
     int dynamic;
     int64_t delay_us;
@@ -73,14 +101,14 @@ struct gj_batcher {
     uint64_t acct_gen;        /* the accounting the reservation was made under */
     int n_exec;
     struct executor *exec;
-    struct stats_node *stats;
+    struct gj_stats_node *stats;
 
     pthread_mutex_t mu;
     pthread_cond_t cv_work;   /* executors: new work or stopping */
     pthread_cond_t cv_idle;   /* destroy: last caller left */
     struct request *head, *tail;
     size_t queued;            /* requests in the queue */
-    int callers;              /* inside gj_batcher_infer */
+    int callers;              /* inside gj_batcher_run */
     int stopping;
     pthread_mutex_t join_mu;  /* one thread joins the executors */
     int joined;
@@ -88,17 +116,17 @@ struct gj_batcher {
     int refs;                 /* registry references (gj_batcher_acquire) */
 };
 
-static int64_t now_us(void)
+static int64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void to_timespec(int64_t us, struct timespec *ts)
+static void to_timespec(int64_t ns, struct timespec *ts)
 {
-    ts->tv_sec = (time_t)(us / 1000000);
-    ts->tv_nsec = (long)(us % 1000000) * 1000;
+    ts->tv_sec = (time_t)(ns / 1000000000);
+    ts->tv_nsec = (long)(ns % 1000000000);
 }
 
 static int cond_init_mono(pthread_cond_t *cv)
@@ -124,75 +152,19 @@ static int cmp_int(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* ---- statistics -------------------------------------------------------------------- */
-
-static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct stats_node *stats_head;
-
-/* The node of a model/version, created when absent (never freed: process lifetime). */
-static struct stats_node *stats_node_for(const char *model, int64_t version)
+static const char *type_name(int elem)
 {
-    pthread_mutex_lock(&stats_mu);
-    struct stats_node *n = stats_head;
-    for (; n; n = n->next)
-        if (n->s.version == version && strcmp(n->s.model, model) == 0)
-            break;
-    if (!n && (n = calloc(1, sizeof *n))) {
-        snprintf(n->s.model, sizeof n->s.model, "%s", model);
-        n->s.version = version;
-        n->next = stats_head;
-        stats_head = n;
-    }
-    pthread_mutex_unlock(&stats_mu);
-    return n;
+    const char *t = onnx_elem_triton_name(elem);
+    return t ? t : onnx_elem_name(elem);
 }
 
-static void stats_fail(struct stats_node *n)
+static void dims_text(char *buf, size_t n, int rank, const int64_t *dims)
 {
-    if (!n)
-        return;
-    pthread_mutex_lock(&stats_mu);
-    n->s.request_failure++;
-    pthread_mutex_unlock(&stats_mu);
-}
-
-static int stats_cmp(const void *a, const void *b)
-{
-    const struct gj_batch_stats *x = a, *y = b;
-    int c = strcmp(x->model, y->model);
-    if (c)
-        return c;
-    return x->version < y->version ? -1 : x->version > y->version;
-}
-
-size_t gj_batch_stats_snapshot(struct gj_batch_stats *out, size_t cap)
-{
-    size_t n = 0;
-    pthread_mutex_lock(&stats_mu);
-    for (struct stats_node *s = stats_head; s; s = s->next) {
-        if (n < cap)
-            out[n] = s->s;
-        n++;
-    }
-    pthread_mutex_unlock(&stats_mu);
-    if (out && cap)
-        qsort(out, n < cap ? n : cap, sizeof *out, stats_cmp);
-    return n;
-}
-
-int gj_batch_stats_get(const char *model, int64_t version, struct gj_batch_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    int rc = -1;
-    pthread_mutex_lock(&stats_mu);
-    for (struct stats_node *s = stats_head; s; s = s->next)
-        if (s->s.version == version && strcmp(s->s.model, model) == 0) {
-            *out = s->s;
-            rc = 0;
-            break;
-        }
-    pthread_mutex_unlock(&stats_mu);
-    return rc;
+    size_t off = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < rank && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (off < n)
+        snprintf(buf + off, n - off, "]");
 }
 
 /* ---- the queue ----------------------------------------------------------------------- */
@@ -209,11 +181,7 @@ static void queue_remove(gj_batcher *b, struct request *r)
         b->tail = r->prev;
     r->prev = r->next = NULL;
     b->queued--;
-    if (b->stats) {
-        pthread_mutex_lock(&stats_mu);
-        b->stats->s.pending_request_count--;
-        pthread_mutex_unlock(&stats_mu);
-    }
+    gj_stats_pending(b->stats, -1);
 }
 
 static int is_preferred(const gj_batcher *b, size_t n)
@@ -224,8 +192,21 @@ static int is_preferred(const gj_batcher *b, size_t n)
     return 0;
 }
 
+/* 1 when two requests' inputs have the same dims after the batch dimension. */
+static int same_shape(const gj_batcher *b, const struct request *x, const struct request *y)
+{
+    for (size_t i = 0; i < b->n_in; i++) {
+        const struct gj_tensor *a = x->in[i], *c = y->in[i];
+        if (memcmp(a->dims + b->batching, c->dims + b->batching,
+                   (size_t)(a->rank - b->batching) * sizeof a->dims[0]) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 /* How many requests from the head form the next batch now (0: none yet; *wake_at is then
- * when to look again, 0 for "when something arrives"). Called with b->mu held. */
+ * when to look again, 0 for "when something arrives"). A request of another per-sample
+ * shape than the head's ends the batch as a full queue would. Called with b->mu held. */
 static size_t plan_batch(const gj_batcher *b, int64_t now, int64_t *wake_at)
 {
     *wake_at = 0;
@@ -236,7 +217,7 @@ static size_t plan_batch(const gj_batcher *b, int64_t now, int64_t *wake_at)
     size_t k = 0, cum = 0, best_pref = 0;
     int full = 0;
     for (const struct request *r = b->head; r; r = r->next) {
-        if (cum + r->n > (size_t)b->max_batch) {
+        if (cum + r->n > (size_t)b->max_batch || (r != b->head && !same_shape(b, b->head, r))) {
             full = 1;
             break;
         }
@@ -249,7 +230,7 @@ static size_t plan_batch(const gj_batcher *b, int64_t now, int64_t *wake_at)
         return k;
     if (best_pref)
         return best_pref;
-    int64_t due = b->head->t_enqueue + b->delay_us;
+    int64_t due = b->head->t_enqueue + b->delay_us * 1000;
     if (now >= due)
         return k;
     *wake_at = due;
@@ -257,7 +238,6 @@ static size_t plan_batch(const gj_batcher *b, int64_t now, int64_t *wake_at)
 }
 
 /* ---- executors ------------------------------------------------------------------------- */
-
 /* A new session of batch n holds dev bytes on the GPU: counted, and reserved beyond what
  * the batcher holds already. 0, or -1 with a 503 error when the GPU has no room. */
 static int reserve_session(gj_batcher *b, uint64_t dev, size_t n, struct gj_error *err)
@@ -297,121 +277,308 @@ static void unreserve_session(gj_batcher *b, uint64_t dev)
     pthread_mutex_unlock(&b->mu);
 }
 
-static onnx_session *session_for(struct executor *e, size_t n, struct gj_error *err)
+static void entry_free(gj_batcher *b, struct sess_entry *c)
+{
+    for (size_t i = 0; c->outs && i < b->n_model_outputs; i++)
+        free(c->outs[i]);
+    free(c->outs);
+    free(c->shape);
+    onnx_session_free(c->s);
+    memset(c, 0, sizeof *c);
+}
+
+/* The per-sample dims of r's inputs, concatenated, into key (b->shape_len). */
+static void shape_key(const gj_batcher *b, const struct request *r, int64_t *key)
+{
+    size_t off = 0;
+    for (size_t i = 0; i < b->n_in; i++) {
+        size_t d = (size_t)(r->in[i]->rank - b->batching);
+        memcpy(key + off, r->in[i]->dims + b->batching, d * sizeof *key);
+        off += d;
+    }
+}
+
+/* The sizes of the model's symbolic dimensions besides the batch, from request r (what
+ * onnx_session_options.input_shapes takes). *n set; the array is malloc'd (NULL when none). */
+static struct onnx_io_desc *symbolic_shapes(const gj_batcher *b, const struct request *r, size_t *n)
+{
+    *n = 0;
+    if (!b->symbolic)
+        return NULL;
+    struct onnx_io_desc *d = calloc(b->n_in, sizeof *d);
+    for (size_t i = 0; d && i < b->n_in; i++) {
+        const struct onnx_io_desc *mi = onnx_model_input(b->onnx, i);
+        int any = 0;
+        struct onnx_io_desc one = { .name = mi->name, .elem_type = mi->elem_type, .rank = mi->rank };
+        for (int k = 0; k < mi->rank; k++) {
+            int sym = k >= b->batching && mi->dims[k] < 0;
+            one.dims[k] = sym ? r->in[i]->dims[k] : -1;
+            any |= sym;
+        }
+        if (any)
+            d[(*n)++] = one;
+    }
+    return d;
+}
+
+/* Each output of a batching model has the batch first: its rows are split among requests. */
+static int check_batch_outputs(const gj_batcher *b, onnx_session *s, size_t n, struct gj_error *err)
+{
+    for (size_t i = 0; b->batching && i < b->n_model_outputs; i++) {
+        const struct onnx_io_desc *o = onnx_session_output(s, i);
+        if (o->rank < 1 || o->dims[0] != (int64_t)n) {
+            char d[128];
+            dims_text(d, sizeof d, o->rank, o->dims);
+            return gj_error_set(err, "", "the model's output '%s' is %s for a batch of %zu: its "
+                                "first dimension is not the batch (give the model max_batch_size "
+                                "0)", o->name, d, n);
+        }
+    }
+    return 0;
+}
+
+static onnx_session *new_session(struct executor *e, size_t n, const struct request *r,
+                                 struct gj_error *err)
 {
     gj_batcher *b = e->b;
-    if (e->sess[n])
-        return e->sess[n];
-    struct onnx_session_options opt = { .batch = (int)n, .threads = b->threads,
+    size_t n_shapes = 0;
+    struct onnx_io_desc *shapes = symbolic_shapes(b, r, &n_shapes);
+    if (b->symbolic && !shapes)
+        return gj_error_set(err, "", "out of memory"), NULL;
+    struct onnx_session_options opt = { .batch = b->batching ? (int)n : 0, .no_batch = !b->batching,
+                                        .threads = b->threads,
                                         .backend = b->device >= 0 ? "cuda" : "cpu",
                                         .device = b->device >= 0 ? b->device : 0,
                                         .precision = b->precision,
-                                        .cuda_graphs = b->device >= 0 && b->cuda_graphs };
+                                        .cuda_graphs = b->device >= 0 && b->cuda_graphs,
+                                        .input_shapes = shapes, .n_input_shapes = n_shapes };
     struct gj_error serr = { 0 };
     onnx_session *s = onnx_session_create(b->onnx, &opt, &serr);
+    free(shapes);
     if (!s) {
         gj_error_set(err, "", "cannot create an inference session for batch size %zu: %s", n,
                      serr.message);
         return NULL;
     }
-    if (b->device >= 0 && reserve_session(b, onnx_session_device_bytes(s), n, err)) {
+    if (check_batch_outputs(b, s, n, err)) {
         onnx_session_free(s);
         return NULL;
     }
-    void **outs = calloc(b->n_model_outputs, sizeof *outs);
-    int ok = outs != NULL;
+    return s;
+}
+
+/* Frees the least recently used session when the cache is full. */
+static void make_room(struct executor *e)
+{
+    gj_batcher *b = e->b;
+    if (e->n_cache < b->cache_cap)
+        return;
+    size_t lru = 0;
+    for (size_t i = 1; i < e->n_cache; i++)
+        if (e->cache[i].used_at < e->cache[lru].used_at)
+            lru = i;
+    if (b->device >= 0)
+        unreserve_session(b, e->cache[lru].dev);
+    entry_free(b, &e->cache[lru]);
+    e->cache[lru] = e->cache[--e->n_cache];
+    pthread_mutex_lock(&b->mu);
+    b->n_sessions--;
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* The session for n samples shaped as request r, created when absent. NULL with err. */
+static struct sess_entry *session_for(struct executor *e, size_t n, const struct request *r,
+                                      struct gj_error *err)
+{
+    gj_batcher *b = e->b;
+    int64_t key[GJ_MODEL_MAX_TENSORS * GJ_TENSOR_MAX_RANK];
+    shape_key(b, r, key);
+    e->tick++;
+    for (size_t i = 0; i < e->n_cache; i++) {
+        struct sess_entry *c = &e->cache[i];
+        if (c->n == n && memcmp(c->shape, key, b->shape_len * sizeof *key) == 0) {
+            c->used_at = e->tick;
+            return c;
+        }
+    }
+    onnx_session *s = new_session(e, n, r, err);
+    if (!s)
+        return NULL;
+    uint64_t dev = b->device >= 0 ? onnx_session_device_bytes(s) : 0;
+    if (b->device >= 0 && reserve_session(b, dev, n, err)) {
+        onnx_session_free(s);
+        return NULL;
+    }
+    make_room(e);
+    struct sess_entry c = { .n = n, .s = s, .dev = dev, .used_at = e->tick };
+    c.shape = malloc(b->shape_len ? b->shape_len * sizeof *key : 1);
+    c.outs = calloc(b->n_model_outputs, sizeof *c.outs);
+    int ok = c.shape && c.outs;
     for (size_t i = 0; ok && i < b->n_model_outputs; i++) {
         size_t bytes = onnx_session_output_bytes(s, i);
-        ok = (outs[i] = malloc(bytes ? bytes : 1)) != NULL;
+        ok = (c.outs[i] = malloc(bytes ? bytes : 1)) != NULL;
     }
-    if (ok && onnx_session_output_bytes(s, b->out_index) != n * b->out_floats * sizeof(float)) {
-        gj_error_set(err, "", "the model's output for batch size %zu has %zu bytes, not %zu", n,
-                     onnx_session_output_bytes(s, b->out_index), n * b->out_floats * sizeof(float));
-        ok = -1;
-    } else if (!ok) {
+    if (!ok) {
         gj_error_set(err, "", "out of memory for the outputs of batch size %zu", n);
-    }
-    if (ok != 1) {
-        for (size_t i = 0; outs && i < b->n_model_outputs; i++)
-            free(outs[i]);
-        free(outs);
         if (b->device >= 0)
-            unreserve_session(b, onnx_session_device_bytes(s));
-        onnx_session_free(s);
+            unreserve_session(b, dev);
+        entry_free(b, &c);
         return NULL;
     }
-    e->sess[n] = s;
-    e->outs[n] = outs;
+    memcpy(c.shape, key, b->shape_len * sizeof *key);
+    e->cache[e->n_cache] = c;
     pthread_mutex_lock(&b->mu);
     b->n_sessions++;
     pthread_mutex_unlock(&b->mu);
-    return s;
+    return &e->cache[e->n_cache++];
+}
+
+/* The batch's inputs: a lone request's own buffers, else gathered along dimension 0.
+ * 0, or -1 with err (out of memory). */
+static int gather_inputs(struct executor *e, struct request **reqs, size_t k, struct gj_error *err)
+{
+    gj_batcher *b = e->b;
+    for (size_t i = 0; i < b->n_in; i++) {
+        if (k == 1) {
+            e->ins[i] = reqs[0]->in[i]->data;
+            continue;
+        }
+        size_t total = 0;
+        for (size_t j = 0; j < k; j++)
+            total += reqs[j]->in[i]->bytes;
+        if (total > e->in_cap[i]) {
+            void *g = realloc(e->in_buf[i], total);
+            if (!g)
+                return gj_error_set(err, "", "out of memory gathering a batch of %zu requests", k);
+            e->in_buf[i] = g;
+            e->in_cap[i] = total;
+        }
+        size_t off = 0;
+        for (size_t j = 0; j < k; j++) {
+            if (reqs[j]->in[i]->bytes)
+                memcpy((char *)e->in_buf[i] + off, reqs[j]->in[i]->data, reqs[j]->in[i]->bytes);
+            off += reqs[j]->in[i]->bytes;
+        }
+        e->ins[i] = e->in_buf[i];
+    }
+    return 0;
+}
+
+/* A copy of bytes of STRING elements at src: one block, the onnx_string array first, then
+ * the bytes they point to. NULL when out of memory. */
+static void *copy_strings(const void *src, size_t bytes)
+{
+    const struct onnx_string *s = src;
+    size_t count = bytes / sizeof *s, total = bytes;
+    for (size_t i = 0; i < count; i++)
+        total += s[i].len;
+    char *block = malloc(total ? total : 1);
+    if (!block)
+        return NULL;
+    struct onnx_string *d = (struct onnx_string *)(void *)block;
+    char *p = block + bytes;
+    for (size_t i = 0; i < count; i++) {
+        if (s[i].len)
+            memcpy(p, s[i].data, s[i].len);
+        d[i].data = p;
+        d[i].len = s[i].len;
+        p += s[i].len;
+    }
+    return block;
+}
+
+/* Request r's rows (from sample `first`) of the outputs it asked for. 0, or -1 (out of
+ * memory: nothing left allocated). */
+static int split_outputs(const gj_batcher *b, const struct sess_entry *c, struct request *r,
+                         size_t first)
+{
+    for (size_t j = 0; j < r->n_out; j++) {
+        int oi = r->out_index[j];
+        const struct onnx_io_desc *o = onnx_session_output(c->s, (size_t)oi);
+        size_t all = onnx_session_output_bytes(c->s, (size_t)oi);
+        size_t row = b->batching ? all / c->n : all;
+        struct gj_tensor *t = &r->out[j];
+        const char *src = (const char *)c->outs[oi] + first * row;
+        size_t bytes = b->batching ? r->n * row : all;
+        t->elem_type = o->elem_type;
+        t->rank = o->rank;
+        memcpy(t->dims, o->dims, sizeof t->dims);
+        if (b->batching)
+            t->dims[0] = (int64_t)r->n;
+        t->bytes = bytes;
+        t->data = o->elem_type == ONNX_ELEM_STRING ? copy_strings(src, bytes) : malloc(bytes ? bytes : 1);
+        if (!t->data) {
+            gj_tensors_free(r->out, j);
+            return -1;
+        }
+        if (o->elem_type != ONNX_ELEM_STRING && bytes)
+            memcpy(t->data, src, bytes);
+    }
+    return 0;
+}
+
+void gj_tensors_free(struct gj_tensor *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++) {
+        free(t[i].data);
+        t[i].data = NULL;
+    }
+}
+
+/* Answers the k requests of a batch (rc per request in ok[]), with the statistics. */
+static void finish_batch(gj_batcher *b, struct request **reqs, size_t k, size_t n, int ran,
+                         const int64_t t[4], const struct gj_error *err, const int *ok)
+{
+    struct gj_stats_req st[k ? k : 1];
+    int64_t done = now_ns();
+    for (size_t i = 0; i < k; i++)
+        st[i] = (struct gj_stats_req){ .ok = ok[i], .samples = reqs[i]->n,
+                                       .queue_ns = reqs[i]->timing.queue_us * 1000,
+                                       .total_ns = done - reqs[i]->t_enqueue };
+    gj_stats_batch(b->stats, ran, n, t[1] - t[0], t[2] - t[1], t[3] - t[2], st, k);
+    pthread_mutex_lock(&b->mu);
+    for (size_t i = 0; i < k; i++) {
+        struct request *r = reqs[i];
+        r->rc = ok[i] ? GJ_BATCH_OK : GJ_BATCH_EFAILED;
+        if (!ok[i]) {
+            r->error = *err;
+            if (!r->error.status)
+                r->error.status = 500;
+        }
+        r->timing.compute_us = (t[2] - t[1]) / 1000;
+        r->timing.batch_size = (int)n;
+        r->state = RQ_DONE;
+        pthread_cond_signal(&r->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
 }
 
 static void run_batch(struct executor *e, struct request **reqs, size_t k, size_t n)
 {
     gj_batcher *b = e->b;
     struct gj_error err = { 0 };
-    int rc = GJ_BATCH_OK;
-    int64_t t0 = now_us(), t1 = t0;
-    onnx_session *s = session_for(e, n, &err);
-    if (!s) {
-        rc = GJ_BATCH_EFAILED;
-    } else {
-        size_t off = 0;
-        for (size_t i = 0; i < k; i++) {
-            memcpy(e->in_buf + off * b->in_floats, reqs[i]->input,
-                   reqs[i]->n * b->in_floats * sizeof(float));
-            off += reqs[i]->n;
-        }
-        const void *ins[1] = { e->in_buf };
-        t0 = now_us();
+    int64_t t[4];
+    int ok[k], ran = 0;
+    memset(ok, 0, sizeof ok);
+    t[0] = t[1] = t[2] = t[3] = now_ns();
+    struct sess_entry *c = session_for(e, n, reqs[0], &err);
+    if (c && gather_inputs(e, reqs, k, &err) == 0) {
+        t[0] = t[1] = now_ns();   /* compute_input: the gathering, not the session's creation */
         struct gj_error rerr = { 0 };
-        if (onnx_session_run(s, ins, (void *const *)e->outs[n], &rerr)) {
+        ran = onnx_session_run(c->s, e->ins, (void *const *)c->outs, &rerr) == 0;
+        if (!ran)
             gj_error_set(&err, "", "inference failed: %s", rerr.message);
-            rc = GJ_BATCH_EFAILED;
+        t[2] = now_ns();
+        size_t first = 0;
+        for (size_t i = 0; ran && i < k; i++) {
+            ok[i] = split_outputs(b, c, reqs[i], first) == 0;
+            first += reqs[i]->n;
         }
-        t1 = now_us();
-        if (rc == GJ_BATCH_OK) {
-            const float *out = e->outs[n][b->out_index];
-            off = 0;
-            for (size_t i = 0; i < k; i++) {
-                memcpy(reqs[i]->output, out + off * b->out_floats,
-                       reqs[i]->n * b->out_floats * sizeof(float));
-                off += reqs[i]->n;
-            }
-        }
+        if (ran)   /* what a request whose outputs could not be copied is told */
+            gj_error_set(&err, "", "out of memory for the outputs of a batch of %zu", n);
+        t[3] = now_ns();
     }
-    if (rc != GJ_BATCH_OK && !err.status)
-        err.status = 500;
-    int64_t compute = t1 - t0;
-    pthread_mutex_lock(&stats_mu);
-    if (b->stats) {
-        b->stats->s.exec_count += rc == GJ_BATCH_OK;
-        for (size_t i = 0; i < k; i++) {
-            b->stats->s.queue_duration_us += (uint64_t)reqs[i]->timing.queue_us;
-            if (rc == GJ_BATCH_OK) {
-                b->stats->s.request_success++;
-                b->stats->s.inference_count += reqs[i]->n;
-                b->stats->s.compute_infer_duration_us += (uint64_t)compute;
-            } else {
-                b->stats->s.request_failure++;
-            }
-        }
-    }
-    pthread_mutex_unlock(&stats_mu);
-    pthread_mutex_lock(&b->mu);
-    for (size_t i = 0; i < k; i++) {
-        struct request *r = reqs[i];
-        r->rc = rc;
-        if (rc != GJ_BATCH_OK)
-            r->error = err;
-        r->timing.compute_us = compute;
-        r->timing.batch_size = (int)n;
-        r->state = RQ_DONE;
-        pthread_cond_signal(&r->cv);
-    }
-    pthread_mutex_unlock(&b->mu);
+    finish_batch(b, reqs, k, n, ran, t, &err, ok);
 }
 
 static void *executor_main(void *arg)
@@ -421,7 +588,7 @@ static void *executor_main(void *arg)
     struct request **reqs = e->reqs;
     pthread_mutex_lock(&b->mu);
     while (!b->stopping) {
-        int64_t now = now_us(), wake = 0;
+        int64_t now = now_ns(), wake = 0;
         size_t k = plan_batch(b, now, &wake);
         if (k == 0) {
             if (wake) {
@@ -438,7 +605,7 @@ static void *executor_main(void *arg)
             struct request *r = b->head;
             queue_remove(b, r);
             r->state = RQ_RUNNING;
-            r->timing.queue_us = now - r->t_enqueue;
+            r->timing.queue_us = (now - r->t_enqueue) / 1000;
             reqs[i] = r;
             n += r->n;
         }
@@ -456,17 +623,14 @@ static void *executor_main(void *arg)
 
 static void free_executor(gj_batcher *b, struct executor *e)
 {
-    for (int n = 0; e->sess && n <= b->max_batch; n++) {
-        if (e->outs && e->outs[n]) {
-            for (size_t i = 0; i < b->n_model_outputs; i++)
-                free(e->outs[n][i]);
-            free(e->outs[n]);
-        }
-        onnx_session_free(e->sess[n]);
-    }
-    free(e->sess);
-    free(e->outs);
+    for (size_t i = 0; e->cache && i < e->n_cache; i++)
+        entry_free(b, &e->cache[i]);
+    for (size_t i = 0; e->in_buf && i < b->n_in; i++)
+        free(e->in_buf[i]);
+    free(e->cache);
     free(e->in_buf);
+    free(e->in_cap);
+    free(e->ins);
     free(e->reqs);
 }
 
@@ -475,6 +639,7 @@ static void batcher_free(gj_batcher *b)
     for (int i = 0; b->exec && i < b->n_exec; i++)
         free_executor(b, &b->exec[i]);
     free(b->exec);
+    free(b->want);
     pthread_cond_destroy(&b->cv_work);
     pthread_cond_destroy(&b->cv_idle);
     pthread_mutex_destroy(&b->mu);
@@ -528,35 +693,47 @@ static int reserve_model(gj_batcher *b, int *no_room, struct gj_error *err)
     return 0;
 }
 
-static gj_batcher *create(gj_served_model *m, const struct gj_batcher_options *opt, int *no_room,
-                          struct gj_error *err)
+/* What each input's dims may be: the model's, narrowed by the config's where it fixes a
+ * size the model leaves open. The batch dimension stays -1 (checked on its own). */
+static int plan_inputs(gj_batcher *b, const struct gj_model_config *cfg, struct gj_error *err)
 {
-    static const struct gj_batcher_options defaults = { .max_queue_delay_us = -1,
-                                                        .dynamic_batching = -1, .device = -1 };
-    if (!opt)
-        opt = &defaults;
-    if (!m)
-        return gj_error_set(err, "model", "no model"), NULL;
-    const struct gj_model_config *cfg = gj_served_model_config(m);
-    const onnx_model *om = gj_served_model_onnx(m);
-    if (!om)
-        return gj_error_set(err, "model", "the ONNX runtime is not built in"), NULL;
-    if (onnx_model_num_inputs(om) != 1)
-        return gj_error_set(err, "model", "model %s has %zu inputs: the batcher takes models "
-                            "with one input", cfg->name, onnx_model_num_inputs(om)), NULL;
-    if (onnx_model_input(om, 0)->elem_type != ONNX_ELEM_FLOAT)
-        return gj_error_set(err, "model", "model %s: the input is not float32", cfg->name), NULL;
+    b->want = calloc(b->n_in ? b->n_in : 1, sizeof *b->want);
+    if (!b->want)
+        return gj_error_set(err, "", "out of memory");
+    for (size_t i = 0; i < b->n_in; i++) {
+        const struct onnx_io_desc *mi = onnx_model_input(b->onnx, i);
+        if (mi->rank < b->batching || mi->rank > GJ_TENSOR_MAX_RANK)
+            return gj_error_set(err, "model", "model %s: input '%s' has rank %d, which cannot "
+                                "have %s", cfg->name, mi->name, mi->rank,
+                                b->batching ? "a batch dimension" : "more than 8 dimensions");
+        const struct gj_tensor_config *tc = NULL;
+        for (size_t j = 0; j < cfg->n_inputs; j++)
+            if (strcmp(cfg->inputs[j].name, mi->name) == 0)
+                tc = &cfg->inputs[j];
+        for (int d = 0; d < mi->rank; d++) {
+            int64_t w = d < b->batching ? -1 : mi->dims[d];
+            int cd = d - b->batching;
+            if (w < 0 && tc && cd >= 0 && cd < tc->rank && tc->rank == mi->rank - b->batching)
+                w = tc->dims[cd];
+            b->want[i][d] = w;
+            b->symbolic |= d >= b->batching && mi->dims[d] < 0;
+        }
+        b->shape_len += (size_t)(mi->rank - b->batching);
+    }
+    b->n_model_outputs = onnx_model_num_outputs(b->onnx);
+    if (cfg->image_model) {
+        b->in_floats = (size_t)(cfg->input_dims[0] * cfg->input_dims[1] * cfg->input_dims[2]);
+        b->out_floats = (size_t)cfg->n_outputs;
+    }
+    return 0;
+}
 
-    gj_batcher *b = calloc(1, sizeof *b);
-    if (!b)
-        return gj_error_set(err, "", "out of memory"), NULL;
-    b->onnx = om;
-    b->in_floats = (size_t)cfg->input_dims[0] * (size_t)cfg->input_dims[1] *
-                   (size_t)cfg->input_dims[2];
-    b->out_floats = (size_t)cfg->n_outputs;
-    b->out_index = gj_served_model_output_index(m);
-    b->n_model_outputs = onnx_model_num_outputs(om);
-    b->max_batch = cfg->max_batch_size > 0 ? cfg->max_batch_size : 1;
+/* Batching, queue and instance settings: the options', else the config's, else the host's. */
+static void take_settings(gj_batcher *b, const struct gj_model_config *cfg,
+                          const struct gj_batcher_options *opt)
+{
+    b->batching = !cfg->no_batch;
+    b->max_batch = cfg->max_batch_size > 0 && b->batching ? cfg->max_batch_size : 1;
     if (opt->max_batch_size > 0 && opt->max_batch_size < b->max_batch)
         b->max_batch = opt->max_batch_size;
     b->dynamic = opt->dynamic_batching >= 0 ? opt->dynamic_batching : cfg->dynamic_batching;
@@ -572,8 +749,10 @@ static gj_batcher *create(gj_served_model *m, const struct gj_batcher_options *o
     struct gj_serving_host host;
     gj_serving_host_get(&host);
     b->max_queue = opt->max_queue_size ? opt->max_queue_size
+                   : cfg->max_queue_size ? cfg->max_queue_size
                    : host.max_queue ? host.max_queue : GJ_BATCH_DEFAULT_MAX_QUEUE;
     b->default_timeout_us = opt->default_timeout_us > 0 ? opt->default_timeout_us
+                            : cfg->queue_timeout_us > 0 ? cfg->queue_timeout_us
                             : host.queue_timeout_us > 0 ? host.queue_timeout_us
                             : GJ_BATCH_DEFAULT_TIMEOUT_US;
     b->threads = opt->threads_per_instance > 0 ? opt->threads_per_instance : 1;
@@ -586,49 +765,70 @@ static gj_batcher *create(gj_served_model *m, const struct gj_batcher_options *o
     b->device = opt->device >= 0 ? opt->device : -1;
     b->precision = b->device >= 0 ? (int)cfg->precision : ONNX_PRECISION_FP32;
     b->cuda_graphs = cfg->cuda_graphs;
-    if (b->in_floats == 0 || b->out_floats == 0) {
-        free(b);
-        return gj_error_set(err, "model", "model %s: empty input or output shape", cfg->name),
-               NULL;
+    b->cache_cap = (size_t)b->max_batch + SHAPE_SESSIONS;
+}
+
+static int start_executors(gj_batcher *b, struct gj_error *err)
+{
+    b->exec = calloc((size_t)b->n_exec, sizeof *b->exec);
+    if (!b->exec)
+        return gj_error_set(err, "", "out of memory for a batcher of batch size %d", b->max_batch);
+    size_t n_in = b->n_in ? b->n_in : 1;
+    for (int i = 0; i < b->n_exec; i++) {
+        struct executor *e = &b->exec[i];
+        e->b = b;
+        e->cache = calloc(b->cache_cap, sizeof *e->cache);
+        e->in_buf = calloc(n_in, sizeof *e->in_buf);
+        e->in_cap = calloc(n_in, sizeof *e->in_cap);
+        e->ins = calloc(n_in, sizeof *e->ins);
+        e->reqs = calloc((size_t)b->max_batch, sizeof *e->reqs);
+        if (!e->cache || !e->in_buf || !e->in_cap || !e->ins || !e->reqs)
+            return gj_error_set(err, "", "out of memory for a batcher of batch size %d",
+                                b->max_batch);
     }
-    b->stats = stats_node_for(gj_served_model_name(m), gj_served_model_version(m));
+    for (int i = 0; i < b->n_exec; i++) {
+        if (pthread_create(&b->exec[i].thread, NULL, executor_main, &b->exec[i]))
+            return gj_error_set(err, "", "cannot start the batcher's executor threads");
+        b->exec[i].started = 1;
+    }
+    return 0;
+}
+
+static gj_batcher *create(gj_served_model *m, const struct gj_batcher_options *opt, int *no_room,
+                          struct gj_error *err)
+{
+    static const struct gj_batcher_options defaults = { .max_queue_delay_us = -1,
+                                                        .dynamic_batching = -1, .device = -1 };
+    if (!opt)
+        opt = &defaults;
+    if (!m)
+        return gj_error_set(err, "model", "no model"), NULL;
+    const struct gj_model_config *cfg = gj_served_model_config(m);
+    const onnx_model *om = gj_served_model_onnx(m);
+    if (!om)
+        return gj_error_set(err, "model", "the ONNX runtime is not built in"), NULL;
+    gj_batcher *b = calloc(1, sizeof *b);
+    if (!b)
+        return gj_error_set(err, "", "out of memory"), NULL;
+    b->onnx = om;
+    b->n_in = onnx_model_num_inputs(om);
+    take_settings(b, cfg, opt);
     if (pthread_mutex_init(&b->mu, NULL) || pthread_mutex_init(&b->join_mu, NULL) ||
-        cond_init_mono(&b->cv_work) ||
-        cond_init_mono(&b->cv_idle)) {
+        cond_init_mono(&b->cv_work) || cond_init_mono(&b->cv_idle)) {
         free(b);
         return gj_error_set(err, "", "cannot create the batcher's locks"), NULL;
     }
     b->model = gj_served_model_ref(m);
-    if (b->device >= 0 && reserve_model(b, no_room, err)) {
+    if (plan_inputs(b, cfg, err) || (b->device >= 0 && reserve_model(b, no_room, err))) {
         batcher_free(b);
         return NULL;
     }
-    b->exec = calloc((size_t)b->n_exec, sizeof *b->exec);
-    if (!b->exec)
-        goto oom;
-    for (int i = 0; i < b->n_exec; i++) {
-        struct executor *e = &b->exec[i];
-        e->b = b;
-        e->sess = calloc((size_t)b->max_batch + 1, sizeof *e->sess);
-        e->outs = calloc((size_t)b->max_batch + 1, sizeof *e->outs);
-        e->in_buf = malloc((size_t)b->max_batch * b->in_floats * sizeof(float));
-        e->reqs = calloc((size_t)b->max_batch, sizeof *e->reqs);
-        if (!e->sess || !e->outs || !e->in_buf || !e->reqs)
-            goto oom;
-    }
-    for (int i = 0; i < b->n_exec; i++) {
-        if (pthread_create(&b->exec[i].thread, NULL, executor_main, &b->exec[i])) {
-            gj_error_set(err, "", "cannot start the batcher's executor threads");
-            gj_batcher_destroy(b);
-            return NULL;
-        }
-        b->exec[i].started = 1;
+    b->stats = gj_stats_node_for(gj_served_model_name(m), gj_served_model_version(m));
+    if (start_executors(b, err)) {
+        gj_batcher_destroy(b);
+        return NULL;
     }
     return b;
-oom:
-    gj_error_set(err, "", "out of memory for a batcher of batch size %d", b->max_batch);
-    batcher_free(b);
-    return NULL;
 }
 
 gj_batcher *gj_batcher_create(gj_served_model *m, const struct gj_batcher_options *opt,
@@ -651,7 +851,7 @@ void gj_batcher_shutdown(gj_batcher *b)
                      gj_served_model_name(b->model), (long long)gj_served_model_version(b->model));
         r->error.status = 503;
         r->state = RQ_DONE;
-        stats_fail(b->stats);
+        gj_stats_fail(b->stats, now_ns() - r->t_enqueue);
         pthread_cond_signal(&r->cv);
     }
     pthread_cond_broadcast(&b->cv_work);
@@ -680,14 +880,143 @@ void gj_batcher_destroy(gj_batcher *b)
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
-int gj_batcher_infer(gj_batcher *b, const float *input, size_t n_samples, float *output,
-                     int64_t timeout_us, struct gj_batch_timing *timing, struct gj_error *err)
+static void list_names(char *buf, size_t n, const onnx_model *om, int outputs)
 {
-    return gj_batcher_infer_cancellable(b, input, n_samples, output, timeout_us, timing, err, NULL, NULL);
+    size_t cnt = outputs ? onnx_model_num_outputs(om) : onnx_model_num_inputs(om), off = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < cnt && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, "%s%s", i ? ", " : "",
+                                (outputs ? onnx_model_output(om, i) : onnx_model_input(om, i))->name);
+}
+
+static int input_index(const gj_batcher *b, const char *name)
+{
+    for (size_t i = 0; i < b->n_in; i++)
+        if (strcmp(onnx_model_input(b->onnx, i)->name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int output_index(const gj_batcher *b, const char *name)
+{
+    for (size_t i = 0; i < b->n_model_outputs; i++)
+        if (strcmp(onnx_model_output(b->onnx, i)->name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int status_400(struct gj_error *err)
+{
+    if (err)
+        err->status = 400;
+    return -1;
+}
+
+/* Sets a 400 error; -1. */
+#define BAD(...) (gj_error_set(err, "", __VA_ARGS__), status_400(err))
+
+/* The shape and size of input i: its dims against what the model takes; *count its elements. */
+static int check_shape(const gj_batcher *b, size_t i, const struct gj_tensor *t, int64_t *count,
+                       struct gj_error *err)
+{
+    const struct onnx_io_desc *mi = onnx_model_input(b->onnx, i);
+    char got[160], want[160];
+    dims_text(got, sizeof got, t->rank < 0 || t->rank > 8 ? 0 : t->rank, t->dims);
+    dims_text(want, sizeof want, mi->rank, b->want[i]);
+    if (t->rank != mi->rank)
+        return BAD("input '%s' has shape %s but the model takes %s%s (-1: any size)", t->name, got,
+                   want, b->batching ? ", the batch first" : "");
+    *count = 1;
+    for (int d = 0; d < t->rank; d++) {
+        int64_t w = b->want[i][d];
+        if (t->dims[d] < 0 || (w >= 0 && t->dims[d] != w) || (d == 0 && b->batching &&
+                                                             (t->dims[0] < 1 || t->dims[0] > b->max_batch)))
+            return BAD("input '%s' has shape %s but the model takes %s%s", t->name, got, want,
+                       d == 0 && b->batching ? " with a batch of 1 to max_batch_size" : "");
+        if (t->dims[d] > MAX_ELEMS || (*count *= t->dims[d]) > MAX_ELEMS)
+            return BAD("input '%s' (%s) is too large", t->name, got);
+    }
+    if (b->batching && b->max_batch < t->dims[0])
+        return BAD("input '%s' has %lld samples, more than max_batch_size %d", t->name,
+                   (long long)t->dims[0], b->max_batch);
+    return 0;
+}
+
+/* The values a run checks, checked here so that a bad request never fails a batch. */
+static int check_values(const struct gj_tensor *t, int64_t count, struct gj_error *err)
+{
+    size_t want = (size_t)count * onnx_elem_size(t->elem_type);
+    if (t->bytes != want)
+        return BAD("input '%s' has %zu bytes but its shape and type take %zu", t->name, t->bytes, want);
+    if (want && !t->data)
+        return BAD("input '%s' has no data", t->name);
+    if (t->elem_type == ONNX_ELEM_BOOL)
+        for (int64_t k = 0; k < count; k++)
+            if (((const uint8_t *)t->data)[k] > 1)
+                return BAD("input '%s': element %lld of a BOOL tensor is %u, not 0 or 1", t->name,
+                           (long long)k, ((const uint8_t *)t->data)[k]);
+    if (t->elem_type == ONNX_ELEM_STRING)
+        for (int64_t k = 0; k < count; k++)
+            if (((const struct onnx_string *)t->data)[k].len &&
+                !((const struct onnx_string *)t->data)[k].data)
+                return BAD("input '%s': element %lld of a BYTES tensor has no data", t->name,
+                           (long long)k);
+    return 0;
+}
+
+/* Every model input once, each of its type, shape and size; the requested outputs known and
+ * once each. Fills r->in (by model input), r->n and out_index. 0, or -1 with a 400 error. */
+static int check_request(const gj_batcher *b, const struct gj_tensor *in, size_t n_in,
+                         const struct gj_tensor *out, size_t n_out, struct request *r,
+                         int *out_index, struct gj_error *err)
+{
+    char names[512];
+    const char *model = gj_served_model_name(b->model);
+    for (size_t j = 0; j < n_in; j++) {
+        int i = input_index(b, in[j].name);
+        if (i < 0) {
+            list_names(names, sizeof names, b->onnx, 0);
+            return BAD("model %s has no input '%.200s'; its inputs are: %s", model, in[j].name, names);
+        }
+        if (r->in[i])
+            return BAD("input '%.200s' is given twice", in[j].name);
+        const struct onnx_io_desc *mi = onnx_model_input(b->onnx, (size_t)i);
+        if (in[j].elem_type != mi->elem_type)
+            return BAD("input '%s' is %s but the model takes %s", mi->name, type_name(in[j].elem_type),
+                       type_name(mi->elem_type));
+        int64_t count;
+        if (check_shape(b, (size_t)i, &in[j], &count, err) || check_values(&in[j], count, err))
+            return -1;
+        if (b->batching && j == 0)
+            r->n = (size_t)in[j].dims[0];
+        if (b->batching && (size_t)in[j].dims[0] != r->n)
+            return BAD("input '%s' has %lld samples but input '%s' has %zu: every input has the same "
+                       "batch size", mi->name, (long long)in[j].dims[0], in[0].name, r->n);
+        r->in[i] = &in[j];
+    }
+    for (size_t i = 0; i < b->n_in; i++)
+        if (!r->in[i]) {
+            list_names(names, sizeof names, b->onnx, 0);
+            return BAD("input '%s' is missing (model %s takes %s)", onnx_model_input(b->onnx, i)->name,
+                       model, names);
+        }
+    if (!b->batching)
+        r->n = 1;
+    for (size_t j = 0; j < n_out; j++) {
+        out_index[j] = output_index(b, out[j].name);
+        if (out_index[j] < 0) {
+            list_names(names, sizeof names, b->onnx, 1);
+            return BAD("model %s has no output '%.200s'; its outputs are: %s", model, out[j].name, names);
+        }
+        for (size_t k = 0; k < j; k++)
+            if (out_index[k] == out_index[j])
+                return BAD("output '%.200s' is requested twice", out[j].name);
+    }
+    return 0;
 }
 
 /* How often a queued request asks its caller whether it still wants the answer. */
-#define CANCEL_POLL_US 100000
+#define CANCEL_POLL_NS 100000000LL
 
 /* A queued request whose caller gave up leaves the queue (called with b->mu held,
  * which it drops around the caller's hook). 1 when it left. */
@@ -701,12 +1030,152 @@ static int leave_if_cancelled(gj_batcher *b, struct request *r, int (*cancelled)
     queue_remove(b, r);
     r->state = RQ_DONE;
     r->rc = GJ_BATCH_ECANCELED;
-    r->timing.queue_us = now_us() - r->t_enqueue;
+    r->timing.queue_us = (now_ns() - r->t_enqueue) / 1000;
     gj_error_set(&r->error, "", "the request was cancelled while it waited in the queue of model %s v%lld",
                  gj_served_model_name(b->model), (long long)gj_served_model_version(b->model));
     r->error.status = 499;
-    stats_fail(b->stats);
+    gj_stats_fail(b->stats, now_ns() - r->t_enqueue);
     return 1;
+}
+
+/* A queued request past its deadline leaves the queue. Called with b->mu held. */
+static void time_out(gj_batcher *b, struct request *r, int64_t now)
+{
+    queue_remove(b, r);
+    r->state = RQ_DONE;
+    r->rc = GJ_BATCH_ETIMEDOUT;
+    r->timing.queue_us = (now - r->t_enqueue) / 1000;
+    gj_error_set(&r->error, "", "the request waited %.1f ms in the queue of model %s v%lld, over its "
+                 "timeout: the server is overloaded", (double)(now - r->t_enqueue) / 1e6,
+                 gj_served_model_name(b->model), (long long)gj_served_model_version(b->model));
+    r->error.status = 503;
+    gj_stats_fail(b->stats, now - r->t_enqueue);
+}
+
+/* Refuses a request at the door (shut down, queue full): rc with err. Called with b->mu
+ * held, which it releases. */
+static int refuse(gj_batcher *b, int rc, struct gj_error *err)
+{
+    size_t q = b->queued;
+    pthread_mutex_unlock(&b->mu);
+    gj_stats_fail(b->stats, 0);
+    const char *name = gj_served_model_name(b->model);
+    long long v = (long long)gj_served_model_version(b->model);
+    if (rc == GJ_BATCH_ESHUTDOWN)
+        gj_error_set(err, "", "model %s v%lld is being unloaded", name, v);
+    else
+        gj_error_set(err, "", "the queue of model %s v%lld is full (%zu requests waiting): retry "
+                     "later", name, v, q);
+    if (err)
+        err->status = rc == GJ_BATCH_ESHUTDOWN ? 503 : 429;
+    return rc;
+}
+
+/* Queues r and waits until it is answered. Called with b->mu held; returns without it. */
+static void enqueue_and_wait(gj_batcher *b, struct request *r, int64_t timeout_us,
+                             int (*cancelled)(void *arg), void *arg)
+{
+    b->callers++;
+    r->t_enqueue = now_ns();
+    r->deadline = r->t_enqueue + (timeout_us > 0 ? timeout_us : b->default_timeout_us) * 1000;
+    r->state = RQ_QUEUED;
+    r->prev = b->tail;
+    if (b->tail)
+        b->tail->next = r;
+    else
+        b->head = r;
+    b->tail = r;
+    b->queued++;
+    gj_stats_pending(b->stats, +1);
+    pthread_cond_signal(&b->cv_work);
+    while (r->state != RQ_DONE) {
+        if (r->state != RQ_QUEUED) {
+            pthread_cond_wait(&r->cv, &b->mu);
+            continue;
+        }
+        int64_t now = now_ns();
+        if (now >= r->deadline) {
+            time_out(b, r, now);
+            break;
+        }
+        int64_t until = r->deadline;
+        if (cancelled && now + CANCEL_POLL_NS < until)
+            until = now + CANCEL_POLL_NS;
+        struct timespec ts;
+        to_timespec(until, &ts);
+        pthread_cond_timedwait(&r->cv, &b->mu, &ts);
+        if (cancelled && r->state == RQ_QUEUED && leave_if_cancelled(b, r, cancelled, arg))
+            break;
+    }
+    b->callers--;
+    if (b->callers == 0 && b->stopping)
+        pthread_cond_broadcast(&b->cv_idle);
+    pthread_mutex_unlock(&b->mu);
+}
+
+int gj_batcher_run_cancellable(gj_batcher *b, const struct gj_tensor *in, size_t n_in,
+                               struct gj_tensor *out, size_t n_out, int64_t timeout_us,
+                               struct gj_batch_timing *timing, struct gj_error *err,
+                               int (*cancelled)(void *arg), void *arg)
+{
+    if (timing)
+        memset(timing, 0, sizeof *timing);
+    for (size_t j = 0; out && j < n_out; j++)
+        out[j].data = NULL;
+    if (!b || (n_in && !in) || (n_out && !out) || n_out > GJ_MODEL_MAX_TENSORS) {
+        if (b)
+            gj_stats_fail(b->stats, 0);
+        return BAD("bad request: no tensors or more than %d outputs", GJ_MODEL_MAX_TENSORS),
+               GJ_BATCH_EINVAL;
+    }
+    struct request r = { 0 };
+    const struct gj_tensor *by_input[GJ_MODEL_MAX_TENSORS] = { 0 };
+    int out_index[GJ_MODEL_MAX_TENSORS];
+    r.in = by_input;
+    r.out = out;
+    r.n_out = n_out;
+    r.out_index = out_index;
+    if (b->n_in > GJ_MODEL_MAX_TENSORS || n_in > GJ_MODEL_MAX_TENSORS) {
+        gj_stats_fail(b->stats, 0);
+        return BAD("more than %d inputs", GJ_MODEL_MAX_TENSORS), GJ_BATCH_EINVAL;
+    }
+    if (check_request(b, in, n_in, out, n_out, &r, out_index, err)) {
+        gj_stats_fail(b->stats, 0);
+        return GJ_BATCH_EINVAL;
+    }
+    if (cond_init_mono(&r.cv)) {
+        gj_error_set(err, "", "cannot create a condition variable");
+        if (err)
+            err->status = 500;
+        return GJ_BATCH_EFAILED;
+    }
+    pthread_mutex_lock(&b->mu);
+    int rc = b->stopping ? GJ_BATCH_ESHUTDOWN : b->queued >= b->max_queue ? GJ_BATCH_EFULL : 0;
+    if (rc) {
+        rc = refuse(b, rc, err);
+        pthread_cond_destroy(&r.cv);
+        return rc;
+    }
+    enqueue_and_wait(b, &r, timeout_us, cancelled, arg);
+    pthread_cond_destroy(&r.cv);
+    if (timing)
+        *timing = r.timing;
+    if (r.rc != GJ_BATCH_OK && err)
+        *err = r.error;
+    return r.rc;
+}
+
+int gj_batcher_run(gj_batcher *b, const struct gj_tensor *in, size_t n_in, struct gj_tensor *out,
+                   size_t n_out, int64_t timeout_us, struct gj_batch_timing *timing,
+                   struct gj_error *err)
+{
+    return gj_batcher_run_cancellable(b, in, n_in, out, n_out, timeout_us, timing, err, NULL, NULL);
+}
+
+int gj_batcher_infer(gj_batcher *b, const float *input, size_t n_samples, float *output,
+                     int64_t timeout_us, struct gj_batch_timing *timing, struct gj_error *err)
+{
+    return gj_batcher_infer_cancellable(b, input, n_samples, output, timeout_us, timing, err, NULL, NULL);
 }
 
 int gj_batcher_infer_cancellable(gj_batcher *b, const float *input, size_t n_samples, float *output,
@@ -715,105 +1184,39 @@ int gj_batcher_infer_cancellable(gj_batcher *b, const float *input, size_t n_sam
 {
     if (timing)
         memset(timing, 0, sizeof *timing);
-    if (!b || !input || !output || n_samples < 1 || n_samples > (size_t)b->max_batch) {
+    const struct gj_model_config *cfg = b ? gj_served_model_config(b->model) : NULL;
+    if (!b || !cfg->image_model || !input || !output || n_samples < 1 ||
+        n_samples > (size_t)b->max_batch) {
         if (b)
-            stats_fail(b->stats);
-        gj_error_set(err, "inputs", "a request carries 1 to %d samples, not %zu",
-                     b ? b->max_batch : 0, n_samples);
-        if (err)
-            err->status = 400;
-        return GJ_BATCH_EINVAL;
+            gj_stats_fail(b->stats, 0);
+        if (b && !cfg->image_model)
+            return BAD("model %s is not an image model, which `infer` jobs need: %s", cfg->name,
+                       cfg->not_image), GJ_BATCH_EINVAL;
+        return BAD("bad request: %zu samples (1 to %d)", n_samples, b ? b->max_batch : 0),
+               GJ_BATCH_EINVAL;
     }
-    struct request r;
-    memset(&r, 0, sizeof r);
-    r.input = input;
-    r.output = output;
-    r.n = n_samples;
-    if (cond_init_mono(&r.cv)) {
-        stats_fail(b->stats);
-        gj_error_set(err, "", "cannot wait for the request");
+    struct gj_tensor in = { .elem_type = ONNX_ELEM_FLOAT, .rank = 4,
+                            .dims = { (int64_t)n_samples, cfg->input_dims[0], cfg->input_dims[1],
+                                      cfg->input_dims[2] },
+                            .data = (void *)input, .bytes = n_samples * b->in_floats * sizeof(float) };
+    struct gj_tensor out = { 0 };
+    snprintf(in.name, sizeof in.name, "%s", cfg->input_name);
+    snprintf(out.name, sizeof out.name, "%s", cfg->output_name);
+    int rc = gj_batcher_run_cancellable(b, &in, 1, &out, 1, timeout_us, timing, err, cancelled, arg);
+    if (rc != GJ_BATCH_OK)
+        return rc;
+    size_t want = n_samples * b->out_floats * sizeof(float);
+    if (out.bytes != want || out.elem_type != ONNX_ELEM_FLOAT) {
+        gj_tensors_free(&out, 1);
+        gj_error_set(err, "", "the model's output '%s' has %zu bytes, not %zu", cfg->output_name,
+                     out.bytes, want);
         if (err)
             err->status = 500;
         return GJ_BATCH_EFAILED;
     }
-    pthread_mutex_lock(&b->mu);
-    if (b->stopping) {
-        pthread_mutex_unlock(&b->mu);
-        pthread_cond_destroy(&r.cv);
-        stats_fail(b->stats);
-        gj_error_set(err, "", "model %s v%lld is being unloaded", gj_served_model_name(b->model),
-                     (long long)gj_served_model_version(b->model));
-        if (err)
-            err->status = 503;
-        return GJ_BATCH_ESHUTDOWN;
-    }
-    if (b->queued >= b->max_queue) {
-        size_t q = b->queued;
-        pthread_mutex_unlock(&b->mu);
-        pthread_cond_destroy(&r.cv);
-        stats_fail(b->stats);
-        gj_error_set(err, "", "the queue of model %s v%lld is full (%zu requests waiting): "
-                     "retry later", gj_served_model_name(b->model),
-                     (long long)gj_served_model_version(b->model), q);
-        if (err)
-            err->status = 429;
-        return GJ_BATCH_EFULL;
-    }
-    b->callers++;
-    r.t_enqueue = now_us();
-    r.deadline = r.t_enqueue + (timeout_us > 0 ? timeout_us : b->default_timeout_us);
-    r.state = RQ_QUEUED;
-    r.prev = b->tail;
-    if (b->tail)
-        b->tail->next = &r;
-    else
-        b->head = &r;
-    b->tail = &r;
-    b->queued++;
-    if (b->stats) {
-        pthread_mutex_lock(&stats_mu);
-        b->stats->s.pending_request_count++;
-        pthread_mutex_unlock(&stats_mu);
-    }
-    pthread_cond_signal(&b->cv_work);
-    while (r.state != RQ_DONE) {
-        if (r.state == RQ_QUEUED) {
-            int64_t now = now_us();
-            if (now >= r.deadline) {
-                queue_remove(b, &r);
-                r.state = RQ_DONE;
-                r.rc = GJ_BATCH_ETIMEDOUT;
-                r.timing.queue_us = now - r.t_enqueue;
-                gj_error_set(&r.error, "", "the request waited %.1f ms in the queue of model %s "
-                             "v%lld, over its timeout: the server is overloaded",
-                             (double)(now - r.t_enqueue) / 1000.0, gj_served_model_name(b->model),
-                             (long long)gj_served_model_version(b->model));
-                r.error.status = 503;
-                stats_fail(b->stats);
-                break;
-            }
-            int64_t until = r.deadline;
-            if (cancelled && now + CANCEL_POLL_US < until)
-                until = now + CANCEL_POLL_US;
-            struct timespec ts;
-            to_timespec(until, &ts);
-            pthread_cond_timedwait(&r.cv, &b->mu, &ts);
-            if (cancelled && r.state == RQ_QUEUED && leave_if_cancelled(b, &r, cancelled, arg))
-                break;
-        } else {
-            pthread_cond_wait(&r.cv, &b->mu);
-        }
-    }
-    b->callers--;
-    if (b->callers == 0 && b->stopping)
-        pthread_cond_broadcast(&b->cv_idle);
-    pthread_mutex_unlock(&b->mu);
-    pthread_cond_destroy(&r.cv);
-    if (timing)
-        *timing = r.timing;
-    if (r.rc != GJ_BATCH_OK && err)
-        *err = r.error;
-    return r.rc;
+    memcpy(output, out.data, want);
+    gj_tensors_free(&out, 1);
+    return GJ_BATCH_OK;
 }
 
 size_t gj_batcher_input_floats(const gj_batcher *b)

@@ -2,10 +2,17 @@
  * batcher.h — dynamic batching of inference requests (Triton's dynamic batcher, plain C).
  *
  * One batcher per model version and device: a single FIFO queue that `infer` jobs and
- * the Open Inference Protocol endpoint share. Each request carries 1..max_batch_size
- * samples (float32, the model's per-sample input shape C*H*W) and gets back the model's
- * configured output per sample (raw output, no activation). Requests are never split:
- * a batch is a prefix of the queue whose samples add up to at most max_batch_size.
+ * the Open Inference Protocol endpoint share. A request (gj_batcher_run) carries every
+ * input of the model as a named tensor of its element type, with 1..max_batch_size samples
+ * along dimension 0 when the model batches, and names the outputs it wants back; each gets
+ * its own slice of those outputs. Requests are never split: a batch is a prefix of the queue
+ * whose samples add up to at most max_batch_size and whose per-sample shapes (every input's
+ * dims after the batch dimension) are all equal; a request of another shape starts the
+ * next batch. A model without a batch dimension (max_batch_size 0 in Triton's config) runs
+ * one request per run. Inputs with sizes the model leaves symbolic besides the batch (a
+ * sequence length) get one session per distinct shape (cached, least recently used ones
+ * freed beyond a bound). gj_batcher_infer is the float form for image models (`infer`
+ * jobs): one FP32 input of C*H*W floats per sample, the configured output back.
  *
  * When a batch leaves (Triton semantics):
  *   - the queue holds max_batch_size samples or more (the next request does not fit):
@@ -100,7 +107,42 @@ struct gj_batch_timing {
     int batch_size;        /* samples in the batch it ran in */
 };
 
-/* Runs n_samples (1..max_batch_size) through the shared queue and waits for the result.
+/* A tensor crossing gj_batcher_run. */
+struct gj_tensor {
+    char name[256];
+    int elem_type;            /* ONNX_ELEM_* */
+    int rank;                 /* batch dimension included when the model batches */
+    int64_t dims[8];
+    void *data;               /* inputs: the caller's, borrowed; outputs: malloc'd by the
+                               * batcher on success, the caller frees */
+    size_t bytes;             /* ONNX_ELEM_STRING: count * sizeof(struct onnx_string) */
+};
+
+/* Runs one request through the shared queue and waits for its outputs.
+ * in: every model input once, any order, its type and shape (dims[0], the sample count
+ * 1..max_batch_size, the same in every input when the model batches); BOOL values 0 or 1;
+ * STRING inputs (struct onnx_string elements) point into the caller's memory, which must stay
+ * alive until the call returns. Everything is checked before the request is queued (400 with
+ * the tensor named), so a bad request never fails a batch of others.
+ * out: only name set by the caller (the outputs wanted, each once). On success the batcher
+ * fills elem_type, rank, dims (the request's sample count first when batching), data
+ * (malloc'd; STRING outputs are one block: the onnx_string array, then the bytes it points
+ * to) and bytes. On failure nothing is allocated (data NULL).
+ * timeout_us: time allowed in the queue (0: the batcher's default). GJ_BATCH_OK or a negative
+ * enum gj_batch_rc with err (err->status: the HTTP status). Thread-safe. */
+int gj_batcher_run(gj_batcher *b, const struct gj_tensor *in, size_t n_in, struct gj_tensor *out,
+                   size_t n_out, int64_t timeout_us, struct gj_batch_timing *timing,
+                   struct gj_error *err);
+/* The same, for a caller that may give up (see gj_batcher_infer_cancellable). */
+int gj_batcher_run_cancellable(gj_batcher *b, const struct gj_tensor *in, size_t n_in,
+                               struct gj_tensor *out, size_t n_out, int64_t timeout_us,
+                               struct gj_batch_timing *timing, struct gj_error *err,
+                               int (*cancelled)(void *arg), void *arg);
+/* Frees the data of n outputs gj_batcher_run filled (and sets it NULL). */
+void gj_tensors_free(struct gj_tensor *t, size_t n);
+
+/* Image models only (gj_model_config.image_model; else GJ_BATCH_EINVAL, 400, saying why):
+ * runs n_samples (1..max_batch_size) through the shared queue and waits for the result.
  * input: n_samples * gj_batcher_input_floats floats; output: n_samples *
  * gj_batcher_output_floats floats. timeout_us: time allowed in the queue (0: the
  * batcher's default). GJ_BATCH_OK or a negative enum gj_batch_rc with err. Thread-safe. */
@@ -114,8 +156,8 @@ int gj_batcher_infer_cancellable(gj_batcher *b, const float *input, size_t n_sam
                                  int64_t timeout_us, struct gj_batch_timing *timing, struct gj_error *err,
                                  int (*cancelled)(void *arg), void *arg);
 
-size_t gj_batcher_input_floats(const gj_batcher *b);    /* per sample */
-size_t gj_batcher_output_floats(const gj_batcher *b);   /* per sample */
+size_t gj_batcher_input_floats(const gj_batcher *b);    /* per sample; 0: not an image model */
+size_t gj_batcher_output_floats(const gj_batcher *b);   /* per sample; 0: not an image model */
 int gj_batcher_max_batch_size(const gj_batcher *b);
 gj_served_model *gj_batcher_model(const gj_batcher *b);   /* borrowed */
 int gj_batcher_device(const gj_batcher *b);               /* -1: CPU */
@@ -169,6 +211,11 @@ void gj_batcher_registry_shutdown(void);
 
 /* ---- statistics ---------------------------------------------------------------------- */
 
+/* Triton's StatisticDuration: how many, and their summed nanoseconds. */
+struct gj_stat_duration {
+    uint64_t count, ns;
+};
+
 struct gj_batch_stats {
     char model[GJ_MODEL_NAME_MAX];
     int64_t version;
@@ -176,7 +223,23 @@ struct gj_batch_stats {
     uint64_t inference_count, exec_count;
     uint64_t queue_duration_us, compute_infer_duration_us;
     uint64_t pending_request_count;   /* gauge: requests waiting in the queue now */
+    /* Triton's InferStatistics (per request; a request's compute_* are those of the batch it
+     * ran in): success and fail (enqueue to answer), queue (enqueue to the start of its
+     * batch), compute_input (gathering the batch's inputs), compute_infer (the model run),
+     * compute_output (splitting and copying the outputs out). */
+    uint64_t last_inference_ms;       /* ms since the epoch of the last batch run, 0 never */
+    struct gj_stat_duration success, fail, queue, compute_input, compute_infer, compute_output;
 };
+
+/* Triton's InferBatchStatistics: per batch size, the batches run (count) and their times. */
+struct gj_batch_size_stats {
+    int batch_size;
+    struct gj_stat_duration compute_input, compute_infer, compute_output;
+};
+/* The batch sizes a model version has run, ascending: fills up to cap, returns the total
+ * (0 when it has run none). */
+size_t gj_batch_stats_batches(const char *model, int64_t version, struct gj_batch_size_stats *out,
+                              size_t cap);
 
 /* Copies up to cap entries (every model/version that has seen a request, sorted by
  * name then version); returns the total number. */

@@ -634,6 +634,7 @@ static int parse_config(const json_t *root, const char *expect_name, struct gj_m
         return -1;
     if (parse_filter(json_object_get(root, "filter"), &cfg->filter, err))
         return -1;
+    cfg->image_model = 1;
     return 0;
 }
 
@@ -690,6 +691,12 @@ void gj_model_config_free(struct gj_model_config *cfg)
     free(cfg->labels);
     cfg->labels = NULL;
     cfg->n_labels = 0;
+    free(cfg->inputs);
+    free(cfg->outputs);
+    cfg->inputs = cfg->outputs = NULL;
+    cfg->n_inputs = cfg->n_output_tensors = 0;
+    json_decref(cfg->parameters);
+    cfg->parameters = NULL;
 }
 
 static json_t *str_list(const char *base, size_t stride, size_t n)

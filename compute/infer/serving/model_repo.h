@@ -126,6 +126,18 @@ struct gj_model_filter {
     int allow_missing;                 /* 1: an absent attribute passes its filter */
 };
 
+#define GJ_MODEL_MAX_TENSORS 64
+#define GJ_TENSOR_MAX_RANK 8
+
+/* One input or output as Triton's ModelConfig gives it. */
+struct gj_tensor_config {
+    char name[256];
+    int elem_type;             /* ONNX_ELEM_* (onnx_model.h) */
+    int rank;                  /* dims without the batch dimension */
+    int64_t dims[GJ_TENSOR_MAX_RANK];   /* -1: any size */
+    char label_filename[128];  /* "" none (outputs) */
+};
+
 struct gj_model_config {
     char name[GJ_MODEL_NAME_MAX];
     char input_name[256];
@@ -153,6 +165,26 @@ struct gj_model_config {
     size_t n_specific;
     struct gj_preprocess_config pre;
     struct gj_model_filter filter;
+    /* Every input and output (Triton's ModelConfig; heap arrays freed by
+     * gj_model_config_free). Empty in a config that leaves them to auto-complete: loading
+     * fills them from the model (served_model.c). */
+    struct gj_tensor_config *inputs;
+    size_t n_inputs;
+    struct gj_tensor_config *outputs;
+    size_t n_output_tensors;
+    int no_batch;                      /* Triton's max_batch_size 0: no batch dimension (the
+                                        * batcher runs one request at a time; max_batch_size 1) */
+    int max_batch_given;               /* max_batch_size was given (else auto-complete sets it) */
+    int triton_form;                   /* input/output as Triton's lists (or absent) */
+    int autocompleted;                 /* inputs/outputs were completed from the model */
+    /* 1: input_name, input_dims, output_name, n_outputs, labels and preprocessing describe a
+     * single-image model (one FP32 [C, H, W] input, a FP32 [N] output with N labels), as
+     * `infer` jobs need; else not_image says why not. */
+    int image_model;
+    char not_image[192];
+    size_t max_queue_size;             /* dynamic_batching.default_queue_policy (0: host's) */
+    int64_t queue_timeout_us;          /* its default_timeout_microseconds (0: host's) */
+    json_t *parameters;                /* Triton's parameters object (owned), or NULL */
 };
 
 /* Parses a config object (field paths in err are "config.json: preprocessing.window...").

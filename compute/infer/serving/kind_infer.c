@@ -625,6 +625,12 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
         return GJ_RUN_FAILED;
     double load_ms = now_ms() - t_start;
     const struct gj_model_config *cfg = gj_served_model_config(sm);
+    if (!cfg->image_model) {   /* DICOM images need one image input and scores with labels */
+        gj_error_set(err, "model", "model '%s' is not an image model, which infer jobs need: %s; "
+                     "use the /v2 inference endpoint for it", name, cfg->not_image);
+        gj_served_model_release(sm);
+        return GJ_RUN_FAILED;
+    }
 
     size_t n = 0;
     for (size_t i = 0; i < job->n_inputs; i++)

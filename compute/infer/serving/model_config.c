@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "common/fsutil.h"
+#include "infer/onnx/onnx_elem.h"
+#include "infer/serving/model_config_internal.h"
 #include "infer/serving/model_repo.h"
 
 #define CFG "config.json"
@@ -47,7 +49,11 @@ int gj_model_name_ok(const char *name)
         return -1; \
     } while (0)
 
-static int check_keys(const json_t *obj, const char *path, const char *const *allowed,
+#define check_keys gj_cfg_check_keys
+#define get_int gj_cfg_get_int
+#define get_str gj_cfg_get_str
+
+int gj_cfg_check_keys(const json_t *obj, const char *path, const char *const *allowed,
                       struct gj_error *err)
 {
     const char *key;
@@ -66,14 +72,20 @@ static int check_keys(const json_t *obj, const char *path, const char *const *al
 }
 
 /* A JSON integer in [lo, hi] (a number with no fraction is accepted too). */
-static int get_int(const json_t *v, const char *path, int64_t lo, int64_t hi, int64_t *out,
-                   struct gj_error *err)
+/* A JSON integer in [lo, hi] (a number with no fraction is accepted too); strings64: a
+ * string of one too (Triton's JSON writes 64-bit integers as strings). */
+static int get_int_of(const json_t *v, const char *path, int64_t lo, int64_t hi, int64_t *out,
+                      int strings64, struct gj_error *err)
 {
     double d;
+    char *end = NULL;
+    const char *sv = json_is_string(v) ? json_string_value(v) : NULL;
     if (json_is_integer(v))
         d = (double)json_integer_value(v);
     else if (json_is_real(v))
         d = json_real_value(v);
+    else if (strings64 && sv && sv[0] && strlen(sv) < 20 && (d = (double)strtoll(sv, &end, 10), *end == '\0'))
+        ;   /* Triton's JSON: an int64 as a string */
     else
         FAIL(path, CFG ": %s must be an integer", path);
     if (d != floor(d) || d < (double)lo || d > (double)hi)
@@ -81,6 +93,26 @@ static int get_int(const json_t *v, const char *path, int64_t lo, int64_t hi, in
              (long long)hi);
     *out = (int64_t)d;
     return 0;
+}
+
+int gj_cfg_get_bool(const json_t *v, const char *path, int *out, struct gj_error *err)
+{
+    if (!json_is_boolean(v))
+        FAIL(path, CFG ": %s must be true or false", path);
+    *out = json_is_true(v);
+    return 0;
+}
+
+int gj_cfg_get_int(const json_t *v, const char *path, int64_t lo, int64_t hi, int64_t *out,
+                   struct gj_error *err)
+{
+    return get_int_of(v, path, lo, hi, out, 0, err);
+}
+
+int gj_cfg_get_int64(const json_t *v, const char *path, int64_t lo, int64_t hi, int64_t *out,
+                     struct gj_error *err)
+{
+    return get_int_of(v, path, lo, hi, out, 1, err);
 }
 
 static int get_num(const json_t *v, const char *path, double *out, struct gj_error *err)
@@ -91,7 +123,7 @@ static int get_num(const json_t *v, const char *path, double *out, struct gj_err
     return 0;
 }
 
-static int get_str(const json_t *v, const char *path, char *buf, size_t buflen,
+int gj_cfg_get_str(const json_t *v, const char *path, char *buf, size_t buflen,
                    struct gj_error *err)
 {
     if (!json_is_string(v) || json_string_length(v) == 0)
@@ -379,7 +411,8 @@ static int cmp_int(const void *a, const void *b)
  * and how the model's instances run. */
 static int parse_instances(const json_t *root, struct gj_model_config *cfg, struct gj_error *err)
 {
-    static const char *const keys[] = { "kind", "count", "gpus", NULL };
+    static const char *const keys[] = { "kind", "count", "gpus", "name", "profile", "passive",
+                                        "host_policy", "secondary_devices", "rate_limiter", NULL };
     static const char *const kinds[] = { "KIND_AUTO", "KIND_GPU", "KIND_CPU" };
     static const char *const precisions[] = { "fp32", "tf32", "fp16" };
     int64_t iv;
@@ -396,6 +429,7 @@ static int parse_instances(const json_t *root, struct gj_model_config *cfg, stru
         cfg->instances_per_device = (int)iv;
     }
     const json_t *g = json_object_get(root, "instance_group");
+    int triton_list = json_is_array(g);
     if (json_is_array(g)) {   /* Triton's form: a list of groups */
         if (json_array_size(g) != 1)
             FAIL("instance_group", CFG ": instance_group must be one group (an object, or a "
@@ -424,6 +458,8 @@ static int parse_instances(const json_t *root, struct gj_model_config *cfg, stru
             cfg->instances_per_device = (int)iv;
         }
         const json_t *gpus = json_object_get(g, "gpus");
+        if (triton_list && json_is_array(gpus) && json_array_size(gpus) == 0)
+            gpus = NULL;   /* Triton's: none listed, every GPU */
         if (gpus) {
             if (!json_is_array(gpus) || json_array_size(gpus) == 0 ||
                 json_array_size(gpus) > GJ_MODEL_MAX_GPUS)
@@ -505,10 +541,154 @@ static int parse_version_policy(const json_t *vp, struct gj_model_config *cfg, s
         for (size_t i = 0; i < json_array_size(vs); i++) {
             char p[64];
             snprintf(p, sizeof p, "version_policy.specific.versions[%zu]", i);
-            if (get_int(json_array_get(vs, i), p, 1, 999999999, &iv, err))
+            if (gj_cfg_get_int64(json_array_get(vs, i), p, 1, 999999999, &iv, err))
                 return -1;
             cfg->specific_versions[cfg->n_specific++] = iv;
         }
+    }
+    return 0;
+}
+
+/* labels: distinct names; want >= 0: exactly that many. */
+static int parse_labels(const json_t *labels, int64_t want, struct gj_model_config *cfg,
+                        struct gj_error *err)
+{
+    if (!json_is_array(labels))
+        FAIL("labels", CFG ": labels must be an array of strings");
+    if (want >= 0 && (int64_t)json_array_size(labels) != want)
+        FAIL("labels", CFG ": labels has %zu names but output.dims is [%lld]",
+             json_array_size(labels), (long long)want);
+    if (json_array_size(labels) > GJ_MODEL_MAX_LABELS)
+        FAIL("labels", CFG ": labels has more than %d names", GJ_MODEL_MAX_LABELS);
+    cfg->labels = calloc(json_array_size(labels) + 1, sizeof *cfg->labels);
+    if (!cfg->labels)
+        FAIL("labels", "out of memory");
+    for (size_t i = 0; i < json_array_size(labels); i++) {
+        char p[64], buf[GJ_MODEL_LABEL_MAX];
+        snprintf(p, sizeof p, "labels[%zu]", i);
+        if (get_str(json_array_get(labels, i), p, buf, sizeof buf, err))
+            return -1;
+        for (size_t j = 0; j < cfg->n_labels; j++)
+            if (strcmp(cfg->labels[j], buf) == 0)
+                FAIL(p, CFG ": label '%s' is given twice", buf);
+        if (!(cfg->labels[i] = strdup(buf)))
+            FAIL("labels", "out of memory");
+        cfg->n_labels++;
+    }
+    return 0;
+}
+
+/* Our own form: one image input object, one output object, labels for it. The Triton
+ * lists get the same two tensors. */
+static int parse_own_tensors(const json_t *root, struct gj_model_config *cfg, struct gj_error *err)
+{
+    if (parse_tensor(json_object_get(root, "input"), "input", cfg->input_name,
+                     sizeof cfg->input_name, cfg->input_dims, 3, err))
+        return -1;
+    int64_t od[1];
+    if (parse_tensor(json_object_get(root, "output"), "output", cfg->output_name,
+                     sizeof cfg->output_name, od, 1, err))
+        return -1;
+    cfg->n_outputs = od[0];
+    json_t *labels = json_object_get(root, "labels");
+    if (!labels)
+        FAIL("labels", CFG ": labels is missing: the model's output needs %lld label names",
+             (long long)cfg->n_outputs);
+    if (parse_labels(labels, cfg->n_outputs, cfg, err))
+        return -1;
+    cfg->inputs = calloc(1, sizeof *cfg->inputs);
+    cfg->outputs = calloc(1, sizeof *cfg->outputs);
+    if (!cfg->inputs || !cfg->outputs)
+        FAIL("input", "out of memory");
+    cfg->n_inputs = cfg->n_output_tensors = 1;
+    struct gj_tensor_config *in = cfg->inputs, *out = cfg->outputs;
+    snprintf(in->name, sizeof in->name, "%s", cfg->input_name);
+    in->elem_type = out->elem_type = ONNX_ELEM_FLOAT;
+    in->rank = 3;
+    memcpy(in->dims, cfg->input_dims, sizeof cfg->input_dims);
+    snprintf(out->name, sizeof out->name, "%s", cfg->output_name);
+    out->rank = 1;
+    out->dims[0] = cfg->n_outputs;
+    return 0;
+}
+
+/* Triton's form: input and output lists (either may be absent: auto-complete fills it at
+ * load), labels optional (the image output's, when there is one). */
+static int parse_triton_tensors(const json_t *root, struct gj_model_config *cfg,
+                                struct gj_error *err)
+{
+    cfg->triton_form = 1;
+    if (gj_cfg_parse_tensors(json_object_get(root, "input"), 1, &cfg->inputs, &cfg->n_inputs, err) ||
+        gj_cfg_parse_tensors(json_object_get(root, "output"), 0, &cfg->outputs,
+                             &cfg->n_output_tensors, err))
+        return -1;
+    json_t *labels = json_object_get(root, "labels");
+    if (labels && parse_labels(labels, -1, cfg, err))
+        return -1;
+    json_t *pp = json_object_get(root, "preprocessing");
+    if (pp && !json_is_object(pp))
+        FAIL("preprocessing", CFG ": preprocessing must be an object");
+    cfg->pre_json = pp ? json_incref(pp) : NULL;
+    snprintf(cfg->not_image, sizeof cfg->not_image, "its inputs are not known until it is loaded");
+    return 0;
+}
+
+static int parse_batching(const json_t *root, struct gj_model_config *cfg, struct gj_error *err)
+{
+    static const char *const dkeys[] = { "max_queue_delay_us", "preferred_batch_sizes",
+        "max_queue_delay_microseconds", "preferred_batch_size", "preserve_ordering",
+        "priority_levels", "default_priority_level", "default_queue_policy",
+        "priority_queue_policy", NULL };
+    int64_t iv;
+    json_t *v;
+    cfg->max_batch_size = 1;
+    if ((v = json_object_get(root, "max_batch_size"))) {
+        if (get_int(v, "max_batch_size", 0, GJ_MODEL_MAX_BATCH, &iv, err))
+            return -1;
+        cfg->max_batch_given = 1;
+        cfg->no_batch = iv == 0 && cfg->triton_form;   /* Triton: 0 is no batch dimension */
+        cfg->max_batch_size = iv ? (int)iv : 1;
+    }
+    if (!(v = json_object_get(root, "dynamic_batching")))
+        return 0;
+    if (!json_is_object(v))
+        FAIL("dynamic_batching", CFG ": dynamic_batching must be an object");
+    if (check_keys(v, "dynamic_batching", dkeys, err))
+        return -1;
+    cfg->dynamic_batching = 1;
+    json_t *d = json_object_get(v, "max_queue_delay_us");
+    if (!d)
+        d = json_object_get(v, "max_queue_delay_microseconds");
+    if (d && gj_cfg_get_int64(d, "dynamic_batching.max_queue_delay_us", 0, 10000000,
+                     &cfg->max_queue_delay_us, err))
+        return -1;
+    json_t *pl = json_object_get(v, "priority_levels");
+    if (pl && (get_int(pl, "dynamic_batching.priority_levels", 0, 0, &iv, err)))
+        return -1;
+    json_t *pq = json_object_get(v, "priority_queue_policy");
+    if (pq && (!json_is_object(pq) || json_object_size(pq)))
+        FAIL("dynamic_batching.priority_queue_policy", CFG ": priority levels are not supported");
+    json_t *qp = json_object_get(v, "default_queue_policy");
+    if (qp && gj_cfg_parse_queue_policy(qp, cfg, err))
+        return -1;
+    json_t *pb = json_object_get(v, "preferred_batch_sizes");
+    if (!pb)
+        pb = json_object_get(v, "preferred_batch_size");
+    if (!pb)
+        return 0;
+    if (!json_is_array(pb) || json_array_size(pb) > GJ_MODEL_MAX_PREFERRED)
+        FAIL("dynamic_batching.preferred_batch_sizes", CFG ": dynamic_batching."
+             "preferred_batch_sizes must be an array of at most %d integers",
+             GJ_MODEL_MAX_PREFERRED);
+    for (size_t i = 0; i < json_array_size(pb); i++) {
+        char p[80];
+        snprintf(p, sizeof p, "dynamic_batching.preferred_batch_sizes[%zu]", i);
+        if (get_int(json_array_get(pb, i), p, 1, GJ_MODEL_MAX_BATCH, &iv, err))
+            return -1;
+        if (iv > cfg->max_batch_size && (cfg->max_batch_given || !cfg->triton_form))
+            FAIL(p, CFG ": %s is %lld, more than max_batch_size %d", p, (long long)iv,
+                 cfg->max_batch_size);
+        cfg->preferred_batch_sizes[cfg->n_preferred++] = (int)iv;
     }
     return 0;
 }
@@ -519,9 +699,13 @@ static int parse_config(const json_t *root, const char *expect_name, struct gj_m
     static const char *const keys[] = { "name", "description", "platform", "input", "output",
         "labels", "output_activation", "max_batch_size", "dynamic_batching",
         "instances_per_device", "instance_group", "precision", "cuda_graphs", "default_version",
-        "version_policy", "preprocessing", "filter", NULL };
+        "version_policy", "preprocessing", "filter",
+        /* Triton's (model_config_triton.c) */
+        "backend", "parameters", "optimization", "model_warmup", "default_model_filename",
+        "cc_model_filenames", "metric_tags", "batch_input", "batch_output", "response_cache",
+        "model_transaction_policy", "runtime", "model_repository_agents", "sequence_batching",
+        "ensemble_scheduling", NULL };
     static const char *const acts[] = { "none", "sigmoid", "softmax" };
-    int64_t iv;
     int e;
 
     if (!json_is_object(root))
@@ -543,84 +727,23 @@ static int parse_config(const json_t *root, const char *expect_name, struct gj_m
     if ((v = json_object_get(root, "platform")) &&
         (!json_is_string(v) || (strcmp(json_string_value(v), "onnx") != 0 &&
                                 strcmp(json_string_value(v), "onnxruntime_onnx") != 0)))
-        FAIL("platform", CFG ": platform must be \"onnx\" (the only format this server runs)");
-
-    if (parse_tensor(json_object_get(root, "input"), "input", cfg->input_name,
-                     sizeof cfg->input_name, cfg->input_dims, 3, err))
+        FAIL("platform", CFG ": platform must be \"onnxruntime_onnx\" (or \"onnx\": the only "
+             "format this server runs)");
+    if (gj_cfg_parse_triton_extras(root, cfg, err))
         return -1;
-    int64_t od[1];
-    if (parse_tensor(json_object_get(root, "output"), "output", cfg->output_name,
-                     sizeof cfg->output_name, od, 1, err))
+    json_t *in = json_object_get(root, "input"), *out = json_object_get(root, "output");
+    int own = json_is_object(in) || json_is_object(out);
+    if (own && (json_is_array(in) || json_is_array(out)))
+        FAIL("input", CFG ": input and output are both objects (this server's form) or both "
+             "lists (Triton's), not one of each");
+    if (own ? parse_own_tensors(root, cfg, err) : parse_triton_tensors(root, cfg, err))
         return -1;
-    cfg->n_outputs = od[0];
-
-    json_t *labels = json_object_get(root, "labels");
-    if (!labels)
-        FAIL("labels", CFG ": labels is missing: the model's output needs %lld label names",
-             (long long)cfg->n_outputs);
-    if (!json_is_array(labels))
-        FAIL("labels", CFG ": labels must be an array of strings");
-    if ((int64_t)json_array_size(labels) != cfg->n_outputs)
-        FAIL("labels", CFG ": labels has %zu names but output.dims is [%lld]",
-             json_array_size(labels), (long long)cfg->n_outputs);
-    cfg->labels = calloc((size_t)cfg->n_outputs, sizeof *cfg->labels);
-    if (!cfg->labels)
-        FAIL("labels", "out of memory");
-    for (size_t i = 0; i < json_array_size(labels); i++) {
-        char p[64], buf[GJ_MODEL_LABEL_MAX];
-        snprintf(p, sizeof p, "labels[%zu]", i);
-        if (get_str(json_array_get(labels, i), p, buf, sizeof buf, err))
-            return -1;
-        for (size_t j = 0; j < cfg->n_labels; j++)
-            if (strcmp(cfg->labels[j], buf) == 0)
-                FAIL(p, CFG ": label '%s' is given twice", buf);
-        if (!(cfg->labels[i] = strdup(buf)))
-            FAIL("labels", "out of memory");
-        cfg->n_labels++;
-    }
-
     if ((v = json_object_get(root, "output_activation"))) {
         if (lookup_enum(v, "output_activation", acts, 3, &e, err))
             return -1;
         cfg->activation = (enum gj_activation)e;
     }
-    cfg->max_batch_size = 1;
-    if ((v = json_object_get(root, "max_batch_size"))) {
-        if (get_int(v, "max_batch_size", 0, GJ_MODEL_MAX_BATCH, &iv, err))
-            return -1;
-        cfg->max_batch_size = iv ? (int)iv : 1;
-    }
-    if ((v = json_object_get(root, "dynamic_batching"))) {
-        static const char *const dkeys[] = { "max_queue_delay_us", "preferred_batch_sizes",
-                                             NULL };
-        if (!json_is_object(v))
-            FAIL("dynamic_batching", CFG ": dynamic_batching must be an object");
-        if (check_keys(v, "dynamic_batching", dkeys, err))
-            return -1;
-        cfg->dynamic_batching = 1;
-        json_t *d = json_object_get(v, "max_queue_delay_us");
-        if (d && get_int(d, "dynamic_batching.max_queue_delay_us", 0, 10000000,
-                         &cfg->max_queue_delay_us, err))
-            return -1;
-        json_t *pb = json_object_get(v, "preferred_batch_sizes");
-        if (pb) {
-            if (!json_is_array(pb) || json_array_size(pb) > GJ_MODEL_MAX_PREFERRED)
-                FAIL("dynamic_batching.preferred_batch_sizes", CFG ": dynamic_batching."
-                     "preferred_batch_sizes must be an array of at most %d integers",
-                     GJ_MODEL_MAX_PREFERRED);
-            for (size_t i = 0; i < json_array_size(pb); i++) {
-                char p[80];
-                snprintf(p, sizeof p, "dynamic_batching.preferred_batch_sizes[%zu]", i);
-                if (get_int(json_array_get(pb, i), p, 1, GJ_MODEL_MAX_BATCH, &iv, err))
-                    return -1;
-                if (iv > cfg->max_batch_size)
-                    FAIL(p, CFG ": %s is %lld, more than max_batch_size %d", p, (long long)iv,
-                         cfg->max_batch_size);
-                cfg->preferred_batch_sizes[cfg->n_preferred++] = (int)iv;
-            }
-        }
-    }
-    if (parse_instances(root, cfg, err))
+    if (parse_batching(root, cfg, err) || parse_instances(root, cfg, err))
         return -1;
     if ((v = json_object_get(root, "default_version"))) {
         if (json_is_string(v) && strcmp(json_string_value(v), "latest") == 0)
@@ -630,12 +753,92 @@ static int parse_config(const json_t *root, const char *expect_name, struct gj_m
     }
     if (parse_version_policy(json_object_get(root, "version_policy"), cfg, err))
         return -1;
-    if (parse_preprocessing(json_object_get(root, "preprocessing"), cfg, err))
+    if (own && parse_preprocessing(json_object_get(root, "preprocessing"), cfg, err))
         return -1;
     if (parse_filter(json_object_get(root, "filter"), &cfg->filter, err))
         return -1;
-    cfg->image_model = 1;
+    cfg->image_model = own;
     return 0;
+}
+
+/* Why a Triton-form config is not a single-image model (NULL: it is one); *oi: the image
+ * output (the first FP32 [N] output). */
+static const char *image_shape(const struct gj_model_config *cfg, size_t *oi, char *why, size_t n)
+{
+    const struct gj_tensor_config *in = cfg->inputs;
+    if (cfg->no_batch)
+        return "it has no batch dimension (max_batch_size 0)";
+    if (cfg->n_inputs != 1) {
+        snprintf(why, n, "it has %zu inputs (an infer job feeds one image)", cfg->n_inputs);
+        return why;
+    }
+    if (in->elem_type != ONNX_ELEM_FLOAT || in->rank != 3 || (in->dims[0] != 1 && in->dims[0] != 3) ||
+        in->dims[1] < 1 || in->dims[1] > GJ_MODEL_MAX_DIM || in->dims[2] < 1 ||
+        in->dims[2] > GJ_MODEL_MAX_DIM) {
+        snprintf(why, n, "its input '%.100s' is not a FP32 image [C, H, W] with 1 or 3 channels "
+                 "and fixed sizes", in->name);
+        return why;
+    }
+    for (*oi = 0; *oi < cfg->n_output_tensors; (*oi)++) {
+        const struct gj_tensor_config *o = &cfg->outputs[*oi];
+        if (o->elem_type == ONNX_ELEM_FLOAT && o->rank == 1 && o->dims[0] >= 1 &&
+            o->dims[0] <= GJ_MODEL_MAX_LABELS)
+            return NULL;
+    }
+    return "it has no FP32 output of fixed size [N] (scores)";
+}
+
+static int copy_labels(struct gj_model_config *cfg, char *const *labels, size_t n)
+{
+    cfg->labels = calloc(n + 1, sizeof *cfg->labels);
+    for (size_t i = 0; cfg->labels && i < n; i++) {
+        if (!(cfg->labels[i] = strdup(labels[i])))
+            return -1;
+        cfg->n_labels++;
+    }
+    return cfg->labels ? 0 : -1;
+}
+
+int gj_model_config_settle_image(struct gj_model_config *cfg, char **const *file_labels,
+                                 const size_t *n_file_labels, struct gj_error *err)
+{
+    if (!cfg->triton_form)
+        return 0;
+    char why[192];
+    size_t oi = 0;
+    const char *no = image_shape(cfg, &oi, why, sizeof why);
+    const struct gj_tensor_config *o = no ? NULL : &cfg->outputs[oi];
+    if (o && cfg->n_labels && (int64_t)cfg->n_labels != o->dims[0])
+        FAIL("labels", CFG ": labels has %zu names but output '%s' has %lld scores", cfg->n_labels,
+             o->name, (long long)o->dims[0]);
+    if (o && !cfg->n_labels && file_labels && file_labels[oi]) {
+        if ((int64_t)n_file_labels[oi] != o->dims[0]) {
+            snprintf(why, sizeof why, "its label file %.100s has %zu labels for %lld scores",
+                     o->label_filename, n_file_labels[oi], (long long)o->dims[0]);
+            no = why;
+        } else if (copy_labels(cfg, file_labels[oi], n_file_labels[oi])) {
+            FAIL("labels", "out of memory");
+        } else {
+            cfg->labels_from_file = 1;
+        }
+    }
+    if (o && !no && !cfg->n_labels) {
+        snprintf(why, sizeof why, "its output '%.100s' has no labels (give labels, or its "
+                 "label_filename)", o->name);
+        no = why;
+    }
+    cfg->image_model = no == NULL;
+    snprintf(cfg->not_image, sizeof cfg->not_image, "%s", no ? no : "");
+    if (no && cfg->pre_json)
+        FAIL("preprocessing", CFG ": preprocessing is given but the model is not an image model: %s",
+             no);
+    if (no || !o)
+        return 0;
+    snprintf(cfg->input_name, sizeof cfg->input_name, "%s", cfg->inputs[0].name);
+    memcpy(cfg->input_dims, cfg->inputs[0].dims, sizeof cfg->input_dims);
+    snprintf(cfg->output_name, sizeof cfg->output_name, "%s", o->name);
+    cfg->n_outputs = o->dims[0];
+    return parse_preprocessing(cfg->pre_json, cfg, err);
 }
 
 int gj_model_config_parse(const json_t *root, const char *expect_name, struct gj_model_config *cfg,
@@ -653,6 +856,8 @@ int gj_model_config_load(const char *path, const char *expect_name, struct gj_mo
     size_t len = 0;
     if (gj_read_file(path, GJ_MODEL_CONFIG_MAX_BYTES, &text, &len)) {
         int e = errno;
+        if (e == ENOENT)   /* no config: completed from the model at load */
+            return gj_model_config_load_text(NULL, 0, expect_name, cfg, err);
         if (e == EFBIG || e == E2BIG || e == EOVERFLOW)
             return gj_error_set(err, "config.json", "config.json is larger than %u bytes",
                                 GJ_MODEL_CONFIG_MAX_BYTES);
@@ -667,8 +872,10 @@ int gj_model_config_load_text(const char *text, size_t len, const char *expect_n
                               struct gj_model_config *cfg, struct gj_error *err)
 {
     memset(cfg, 0, sizeof *cfg);
-    if (!text)
-        return gj_error_set(err, "config.json", "the model has no config.json");
+    if (!text) {   /* no config: Triton's form with nothing given, completed at load */
+        text = "{}";
+        len = 2;
+    }
     if (len > GJ_MODEL_CONFIG_MAX_BYTES)
         return gj_error_set(err, "config.json", "config.json is larger than %u bytes",
                             GJ_MODEL_CONFIG_MAX_BYTES);
@@ -696,7 +903,8 @@ void gj_model_config_free(struct gj_model_config *cfg)
     cfg->inputs = cfg->outputs = NULL;
     cfg->n_inputs = cfg->n_output_tensors = 0;
     json_decref(cfg->parameters);
-    cfg->parameters = NULL;
+    json_decref(cfg->pre_json);
+    cfg->parameters = cfg->pre_json = NULL;
 }
 
 static json_t *str_list(const char *base, size_t stride, size_t n)

@@ -185,6 +185,9 @@ struct gj_model_config {
     size_t max_queue_size;             /* dynamic_batching.default_queue_policy (0: host's) */
     int64_t queue_timeout_us;          /* its default_timeout_microseconds (0: host's) */
     json_t *parameters;                /* Triton's parameters object (owned), or NULL */
+    int labels_from_file;              /* labels were read from the output's label_filename */
+    json_t *pre_json;                  /* Triton form: preprocessing as given (owned), applied
+                                        * once the image input is known */
 };
 
 /* Parses a config object (field paths in err are "config.json: preprocessing.window...").
@@ -200,6 +203,12 @@ int gj_model_config_load_text(const char *text, size_t len, const char *expect_n
 void gj_model_config_free(struct gj_model_config *cfg);
 /* The config as JSON (for GET /v1/models/{name}); NULL on allocation failure. */
 json_t *gj_model_config_to_json(const struct gj_model_config *cfg);
+/* The config in the shape of Triton's JSON ModelConfig (GET /v2/models/{m}/config): name,
+ * platform "onnxruntime_onnx", backend, max_batch_size (0: no batch dimension), input and
+ * output lists with TYPE_* data types, version_policy, instance_group, dynamic_batching,
+ * parameters, and this server's own keys (labels, preprocessing, ...) for image models, so
+ * that it can be sent back to a load unchanged. NULL on allocation failure. */
+json_t *gj_model_config_to_triton_json(const struct gj_model_config *cfg);
 
 /* 1 when the model's version_policy serves `version`, one of the model's versions
  * (all: ascending, n of them). */
@@ -346,6 +355,9 @@ void *gj_served_model_onnx(const gj_served_model *m);
 /* Index of the configured input / output among the model's inputs / outputs. */
 size_t gj_served_model_input_index(const gj_served_model *m);
 size_t gj_served_model_output_index(const gj_served_model *m);
+/* The labels of the config's output i (cfg->outputs[i]): the config's labels for the image
+ * output, else the lines of the output's label_filename read at load; NULL, *n 0 when none. */
+const char *const *gj_served_model_output_labels(const gj_served_model *m, size_t output, size_t *n);
 /* Size of model.onnx in bytes. */
 uint64_t gj_served_model_file_bytes(const gj_served_model *m);
 /* SHA-256 of model.onnx as 64 lower-case hex digits: the model's identity. */

@@ -12,6 +12,7 @@
 
 #include "common/fsutil.h"
 #include "infer/onnx/onnx_model.h"
+#include "infer/serving/model_config_internal.h"
 #include "infer/serving/model_repo.h"
 
 struct gj_served_model {
@@ -25,7 +26,11 @@ struct gj_served_model {
     char digest[65];               /* SHA-256 of model.onnx, hex */
     /* The trial session (batch 1): what a GPU batcher's reservation is estimated from. */
     uint64_t const_bytes, sample_bytes;   /* weights; activations + inputs + outputs */
+    char ***out_labels;            /* [config output]: its label file's lines, or NULL */
+    size_t *n_out_labels;
 };
+
+#define LABEL_FILE_MAX (4u << 20)
 
 static const char *dims_text(char *buf, size_t n, int rank, const int64_t *dims)
 {
@@ -48,92 +53,178 @@ static int is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Checks the config against the model; fills the input/output indices. */
-static int check_against_model(gj_served_model *m, struct gj_error *err)
+/* A label file: one label a line (Triton's label_filename), a trailing empty line dropped. */
+static int read_labels(const char *path, char ***out, size_t *n, struct gj_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (gj_read_file(path, LABEL_FILE_MAX, &text, &len) != 0)
+        return gj_error_set(err, "label_filename", "cannot read the label file %s: %s", path,
+                            strerror(errno));
+    size_t lines = 1;
+    for (size_t i = 0; i < len; i++)
+        lines += text[i] == '\n';
+    char **l = calloc(lines + 1, sizeof *l);
+    size_t k = 0;
+    int oom = l == NULL;
+    for (char *p = text, *end = text + len; !oom && p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t w = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        if (w && p[w - 1] == '\r')
+            w--;
+        oom = !(l[k++] = strndup(p, w));
+        p = nl ? nl + 1 : end;
+    }
+    free(text);
+    if (oom) {
+        for (size_t i = 0; l && i < k; i++)
+            free(l[i]);
+        free(l);
+        return gj_error_set(err, "", "out of memory");
+    }
+    *out = l;
+    *n = k;
+    return 0;
+}
+
+/* The label files of the config's outputs: next to model.onnx, else in its parent (the model's
+ * directory, where Triton keeps them). */
+static int read_label_files(gj_served_model *m, const char *onnx_path, struct gj_error *err)
 {
     const struct gj_model_config *cfg = &m->cfg;
-    onnx_model *om = m->onnx;
-    char a[96], b[96];
-    size_t ni = onnx_model_num_inputs(om), no = onnx_model_num_outputs(om);
-    if (ni != 1) {
-        return gj_error_set(err, "model.onnx", "model.onnx has %zu inputs; only models with one "
-                            "image input are served", ni);
-    }
-    const struct onnx_io_desc *in = onnx_model_input(om, 0);
-    if (strcmp(in->name, cfg->input_name) != 0)
-        return gj_error_set(err, "input.name", "config.json: input.name is '%s' but the model's "
-                            "input is named '%.200s'", cfg->input_name, in->name);
-    m->in_idx = 0;
-    if (in->elem_type != ONNX_ELEM_FLOAT)
-        return gj_error_set(err, "input", "the model's input '%s' is not float32 (FP32)",
-                            cfg->input_name);
-    int64_t want_in[4] = { -1, cfg->input_dims[0], cfg->input_dims[1], cfg->input_dims[2] };
-    if (in->rank != 4)
-        return gj_error_set(err, "input.dims", "config.json: input.dims %s (with the batch: "
-                            "NCHW) but the model's input '%s' has rank %d %s",
-                            dims_text(a, sizeof a, 3, cfg->input_dims), cfg->input_name, in->rank,
-                            dims_text(b, sizeof b, in->rank, in->dims));
-    for (int i = 1; i < 4; i++)
-        if (in->dims[i] >= 0 && in->dims[i] != want_in[i])
-            return gj_error_set(err, "input.dims", "config.json: input.dims is %s but the "
-                                "model's input '%s' is %s", dims_text(a, sizeof a, 3,
-                                cfg->input_dims), cfg->input_name,
-                                dims_text(b, sizeof b, in->rank, in->dims));
-    if (in->dims[0] >= 0 && cfg->max_batch_size > in->dims[0])
-        return gj_error_set(err, "max_batch_size", "config.json: max_batch_size is %d but the "
-                            "model's batch dimension is fixed at %lld", cfg->max_batch_size,
-                            (long long)in->dims[0]);
-    if (in->dims[0] > 1)
-        return gj_error_set(err, "input", "the model's batch dimension is fixed at %lld; export "
-                            "it with a dynamic batch dimension (or 1)", (long long)in->dims[0]);
-
-    size_t oi = no;
-    for (size_t i = 0; i < no; i++)
-        if (strcmp(onnx_model_output(om, i)->name, cfg->output_name) == 0)
-            oi = i;
-    if (oi == no) {
-        char names[300] = "";
-        for (size_t i = 0; i < no && i < 8; i++) {
-            strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
-            strncat(names, onnx_model_output(om, i)->name, sizeof names - strlen(names) - 1);
+    m->out_labels = calloc(cfg->n_output_tensors + 1, sizeof *m->out_labels);
+    m->n_out_labels = calloc(cfg->n_output_tensors + 1, sizeof *m->n_out_labels);
+    if (!m->out_labels || !m->n_out_labels)
+        return gj_error_set(err, "", "out of memory");
+    char dir[GJ_PATH_MAX], parent[GJ_PATH_MAX], path[GJ_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", onnx_path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    if (gj_path_join(parent, sizeof parent, dir, ".."))
+        return gj_error_set(err, "label_filename", "label file path too long");
+    for (size_t i = 0; i < cfg->n_output_tensors; i++) {
+        const char *f = cfg->outputs[i].label_filename;
+        if (!f[0])
+            continue;
+        if (gj_path_join(path, sizeof path, dir, f) || (!is_file(path) &&
+                                                       gj_path_join(path, sizeof path, parent, f)))
+            return gj_error_set(err, "label_filename", "label file path too long");
+        if (read_labels(path, &m->out_labels[i], &m->n_out_labels[i], err)) {
+            char why[sizeof err->message];
+            snprintf(why, sizeof why, "%s", err ? err->message : "");
+            return gj_error_set(err, "label_filename", "output '%.100s': %.380s",
+                                cfg->outputs[i].name, why);
         }
-        return gj_error_set(err, "output.name", "config.json: output.name is '%s' but the "
-                            "model's outputs are: %s", cfg->output_name, names);
     }
-    m->out_idx = oi;
-    const struct onnx_io_desc *out = onnx_model_output(om, oi);
-    if (out->elem_type != ONNX_ELEM_FLOAT)
-        return gj_error_set(err, "output", "the model's output '%s' is not float32 (FP32)",
-                            cfg->output_name);
-    /* The runtime may leave an output's shape unknown (rank -1) until a session infers it;
-     * the trial session below checks it then. */
-    if (out->rank >= 0 && (out->rank != 2 || (out->dims[1] >= 0 &&
-                                              out->dims[1] != cfg->n_outputs)))
-        return gj_error_set(err, "output.dims", "config.json: output.dims is [%lld] (%zu labels) "
-                            "but the model's output '%s' is %s", (long long)cfg->n_outputs,
-                            cfg->n_labels, cfg->output_name,
-                            dims_text(b, sizeof b, out->rank, out->dims));
+    return 0;
+}
 
-    /* A trial session: shapes that only show up in shape inference, ops the backend lacks. */
-    struct onnx_session_options opt = { .batch = 1, .threads = 1, .backend = NULL };
+/* Sizes for the symbolic dimensions besides the batch in a trial session: 1 each. */
+static struct onnx_io_desc *trial_shapes(const onnx_model *om, int batching, size_t *n)
+{
+    size_t ni = onnx_model_num_inputs(om);
+    struct onnx_io_desc *d = calloc(ni ? ni : 1, sizeof *d);
+    *n = 0;
+    for (size_t i = 0; d && i < ni; i++) {
+        const struct onnx_io_desc *mi = onnx_model_input(om, i);
+        struct onnx_io_desc one = *mi;
+        int any = 0;
+        for (int k = 0; k < mi->rank; k++) {
+            int sym = k >= batching && mi->dims[k] < 0;
+            one.dims[k] = sym ? 1 : -1;
+            any |= sym;
+        }
+        if (any)
+            d[(*n)++] = one;
+    }
+    return d;
+}
+
+/* What the trial session shows: outputs of a batching model have the batch first, the image
+ * output is [1, N], auto-completed outputs of unknown rank get it. */
+static int check_trial(gj_served_model *m, onnx_session *s, struct gj_error *err)
+{
+    struct gj_model_config *cfg = &m->cfg;
+    int batching = !cfg->no_batch;
+    char b[160];
+    for (size_t i = 0; i < onnx_model_num_outputs(m->onnx); i++) {
+        const struct onnx_io_desc *so = onnx_session_output(s, i);
+        if (batching && (so->rank < 1 || so->dims[0] != 1))
+            return gj_error_set(err, "max_batch_size", "the model's output '%s' is %s for a batch "
+                                "of 1: its first dimension is not the batch (give max_batch_size 0)",
+                                so->name, dims_text(b, sizeof b, so->rank, so->dims));
+        for (size_t j = 0; j < cfg->n_output_tensors; j++) {
+            struct gj_tensor_config *t = &cfg->outputs[j];
+            if (strcmp(t->name, so->name) != 0 || onnx_model_output(m->onnx, i)->rank >= 0)
+                continue;
+            t->rank = so->rank - batching;   /* unknown in the model: sizes left open */
+            for (int k = 0; k < t->rank; k++)
+                t->dims[k] = -1;
+        }
+    }
+    if (!cfg->image_model)
+        return 0;
+    const struct onnx_io_desc *so = onnx_session_output(s, m->out_idx);
+    if (so->rank != 2 || so->dims[0] != 1 || so->dims[1] != cfg->n_outputs)
+        return gj_error_set(err, "output.dims", "config.json: output.dims is [%lld] but for a batch "
+                            "of 1 the model's output '%s' is %s", (long long)cfg->n_outputs,
+                            cfg->output_name, dims_text(b, sizeof b, so->rank, so->dims));
+    return 0;
+}
+
+/* A trial session (batch 1): shapes that only show up in shape inference, ops the backend
+ * lacks; and the sizes a GPU batcher's reservation is estimated from. */
+static int trial_session(gj_served_model *m, struct gj_error *err)
+{
+    int batching = !m->cfg.no_batch;
+    size_t n_shapes = 0;
+    struct onnx_io_desc *shapes = trial_shapes(m->onnx, batching, &n_shapes);
+    if (!shapes)
+        return gj_error_set(err, "", "out of memory");
+    struct onnx_session_options opt = { .batch = batching, .no_batch = !batching, .threads = 1,
+                                        .input_shapes = shapes, .n_input_shapes = n_shapes };
     struct gj_error serr = { 0 };
-    onnx_session *s = onnx_session_create(om, &opt, &serr);
+    onnx_session *s = onnx_session_create(m->onnx, &opt, &serr);
+    free(shapes);
     if (!s)
         return gj_error_set(err, "model.onnx", "model.onnx cannot run: %s", serr.message);
-    const struct onnx_io_desc *so = onnx_session_output(s, oi);
-    int ok = so->rank == 2 && so->dims[0] == 1 && so->dims[1] == cfg->n_outputs;
+    int rc = check_trial(m, s, err);
     struct onnx_session_stats st;
     onnx_session_get_stats(s, &st);
     m->const_bytes = st.const_bytes;
-    m->sample_bytes = st.arena_bytes + onnx_session_input_bytes(s, 0);
-    for (size_t i = 0; i < no; i++)
+    m->sample_bytes = st.arena_bytes;
+    for (size_t i = 0; i < onnx_model_num_inputs(m->onnx); i++)
+        m->sample_bytes += onnx_session_input_bytes(s, i);
+    for (size_t i = 0; i < onnx_model_num_outputs(m->onnx); i++)
         m->sample_bytes += onnx_session_output_bytes(s, i);
-    if (!ok)
-        gj_error_set(err, "output.dims", "config.json: output.dims is [%lld] but for a batch of "
-                     "1 the model's output '%s' is %s", (long long)cfg->n_outputs,
-                     cfg->output_name, dims_text(b, sizeof b, so->rank, so->dims));
     onnx_session_free(s);
-    return ok ? 0 : -1;
+    return rc;
+}
+
+/* The image input and output among the model's (image models: `infer` jobs). */
+static void image_indices(gj_served_model *m)
+{
+    for (size_t i = 0; i < onnx_model_num_inputs(m->onnx); i++)
+        if (strcmp(onnx_model_input(m->onnx, i)->name, m->cfg.input_name) == 0)
+            m->in_idx = i;
+    for (size_t i = 0; i < onnx_model_num_outputs(m->onnx); i++)
+        if (strcmp(onnx_model_output(m->onnx, i)->name, m->cfg.output_name) == 0)
+            m->out_idx = i;
+}
+
+/* The config completed from the model and checked against it, its label files read. */
+static int check_against_model(gj_served_model *m, const char *onnx_path, struct gj_error *err)
+{
+    struct gj_model_config *cfg = &m->cfg;
+    if (gj_model_config_complete(cfg, m->onnx, err) || read_label_files(m, onnx_path, err) ||
+        gj_model_config_settle_image(cfg, m->out_labels, m->n_out_labels, err))
+        return -1;
+    if (cfg->image_model)
+        image_indices(m);
+    return trial_session(m, err);
 }
 
 /* SHA-256 of a file, streamed, as hex. 0 or -1 (errno). */
@@ -164,6 +255,13 @@ static void served_free(gj_served_model *m)
     if (!m)
         return;
     onnx_model_free(m->onnx);
+    for (size_t i = 0; m->out_labels && i < m->cfg.n_output_tensors; i++) {
+        for (size_t k = 0; m->out_labels[i] && k < m->n_out_labels[i]; k++)
+            free(m->out_labels[i][k]);
+        free(m->out_labels[i]);
+    }
+    free(m->out_labels);
+    free(m->n_out_labels);
     gj_model_config_free(&m->cfg);
     free(m);
 }
@@ -189,10 +287,10 @@ gj_served_model *gj_served_model_load(const char *model_dir, const char *name, i
     if (!is_file(onnx_path))
         return gj_error_set(err, "version", "model '%s' has no version %lld (no %lld/model.onnx)",
                             name, (long long)version, (long long)version), NULL;
-    if (!is_file(cfg_path))
-        return gj_error_set(err, "config.json", "model '%s' has no config.json", name), NULL;
     char *text = NULL;
     size_t len = 0;
+    if (!is_file(cfg_path))   /* no config: completed from the model (Triton's auto-complete) */
+        return gj_served_model_load_parts(onnx_path, NULL, 0, name, version, err);
     if (gj_read_file(cfg_path, GJ_MODEL_CONFIG_MAX_BYTES, &text, &len) != 0) {
         int e = errno;
         if (e == EFBIG || e == E2BIG || e == EOVERFLOW)
@@ -239,7 +337,7 @@ gj_served_model *gj_served_model_load_parts(const char *onnx_path, const char *c
         served_free(m);
         return NULL;
     }
-    if (check_against_model(m, err)) {
+    if (check_against_model(m, onnx_path, err)) {
         served_free(m);
         return NULL;
     }
@@ -265,6 +363,22 @@ int64_t gj_served_model_version(const gj_served_model *m) { return m->version; }
 void *gj_served_model_onnx(const gj_served_model *m) { return m->onnx; }
 size_t gj_served_model_input_index(const gj_served_model *m) { return m->in_idx; }
 size_t gj_served_model_output_index(const gj_served_model *m) { return m->out_idx; }
+
+const char *const *gj_served_model_output_labels(const gj_served_model *m, size_t output, size_t *n)
+{
+    const struct gj_model_config *cfg = &m->cfg;
+    *n = 0;
+    if (output >= cfg->n_output_tensors)
+        return NULL;
+    if (cfg->image_model && cfg->n_labels && strcmp(cfg->outputs[output].name, cfg->output_name) == 0) {
+        *n = cfg->n_labels;
+        return (const char *const *)cfg->labels;
+    }
+    if (!m->out_labels || !m->out_labels[output])
+        return NULL;
+    *n = m->n_out_labels[output];
+    return (const char *const *)m->out_labels[output];
+}
 uint64_t gj_served_model_file_bytes(const gj_served_model *m) { return m->file_bytes; }
 const char *gj_served_model_digest(const gj_served_model *m) { return m->digest; }
 

@@ -98,9 +98,8 @@ static void from_model(struct gj_tensor_config *t, const struct onnx_io_desc *d,
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", d->name);
     t->elem_type = d->elem_type;
-    if (d->rank < 0) {   /* unknown until a session infers it: one dimension, any size */
-        t->rank = 1;
-        t->dims[0] = -1;
+    if (d->rank < 0) {   /* unknown until the trial session infers it (served_model.c) */
+        t->rank = -1;
         return;
     }
     t->rank = d->rank - batching;
@@ -140,7 +139,7 @@ static int check_tensor(const struct gj_model_config *cfg, const onnx_model *om,
         return gj_error_set(err, what, "config: %s '%s' is not an %s of the model; its %ss are: %s",
                             what, t->name, what, what, names);
     }
-    if (d->elem_type != t->elem_type)
+    if (d->elem_type && d->elem_type != t->elem_type)   /* 0: left to shape inference */
         return gj_error_set(err, what, "config: %s '%s' is %s but the model's is %s", what, t->name,
                             tname(t->elem_type), tname(d->elem_type));
     if (d->rank < 0)
@@ -163,8 +162,53 @@ static int check_tensor(const struct gj_model_config *cfg, const onnx_model *om,
     return 0;
 }
 
+/* Dims with -1 written N (the batch, or any size), as config.json's messages show them. */
+static const char *dims_n(char *buf, size_t n, int rank, const int64_t *dims)
+{
+    size_t off = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < rank && off < n; i++)
+        off += dims[i] < 0 ? (size_t)snprintf(buf + off, n - off, "%sN", i ? ", " : "")
+                           : (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "",
+                                              (long long)dims[i]);
+    if (off < n)
+        snprintf(buf + off, n - off, "]");
+    return buf;
+}
+
+/* config.json (our own form): its image input and output, in its own words. */
+static int check_own_form(const struct gj_model_config *cfg, const onnx_model *om, struct gj_error *err)
+{
+    char a[160], b[160], names[400];
+    const struct onnx_io_desc *in = onnx_model_input(om, 0);
+    if (onnx_model_num_inputs(om) == 1 && strcmp(in->name, cfg->input_name) != 0)
+        return gj_error_set(err, "input.name", "config.json: input.name is '%s' but the model's "
+                            "input is named '%.200s'", cfg->input_name, in->name);
+    in = find_io(om, cfg->input_name, 0);
+    int64_t want[4] = { -1, cfg->input_dims[0], cfg->input_dims[1], cfg->input_dims[2] };
+    int bad = in && in->rank != 4;
+    for (int i = 1; in && !bad && i < 4; i++)
+        bad = in->dims[i] >= 0 && in->dims[i] != want[i];
+    if (bad)
+        return gj_error_set(err, "input.dims", "config.json: input.dims is %s but the model's input "
+                            "'%s' is %s", dims_n(a, sizeof a, 3, cfg->input_dims), cfg->input_name,
+                            dims_n(b, sizeof b, in->rank, in->dims));
+    const struct onnx_io_desc *out = find_io(om, cfg->output_name, 1);
+    if (!out) {
+        names_text(names, sizeof names, om, 1);
+        return gj_error_set(err, "output.name", "config.json: output.name is '%s' but the model's "
+                            "outputs are: %s", cfg->output_name, names);
+    }
+    if (out->rank >= 0 && (out->rank != 2 || (out->dims[1] >= 0 && out->dims[1] != cfg->n_outputs)))
+        return gj_error_set(err, "output.dims", "config.json: output.dims is [%lld] (%zu labels) "
+                            "but the model's output '%s' is %s", (long long)cfg->n_outputs,
+                            cfg->n_labels, cfg->output_name, dims_n(b, sizeof b, out->rank, out->dims));
+    return 0;
+}
+
 int gj_model_config_complete(struct gj_model_config *cfg, const onnx_model *om, struct gj_error *err)
 {
+    if (!cfg->triton_form && check_own_form(cfg, om, err))
+        return -1;
     complete_batching(cfg, om);
     int batching = !cfg->no_batch;
     cfg->autocompleted = cfg->n_inputs == 0 || cfg->n_output_tensors == 0;

@@ -663,7 +663,7 @@ static int parse_batching(const json_t *root, struct gj_model_config *cfg, struc
                      &cfg->max_queue_delay_us, err))
         return -1;
     json_t *pl = json_object_get(v, "priority_levels");
-    if (pl && (get_int(pl, "dynamic_batching.priority_levels", 0, 0, &iv, err)))
+    if (pl && (gj_cfg_get_int64(pl, "dynamic_batching.priority_levels", 0, 0, &iv, err)))
         return -1;
     json_t *pq = json_object_get(v, "priority_queue_policy");
     if (pq && (!json_is_object(pq) || json_object_size(pq)))

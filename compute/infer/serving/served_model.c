@@ -143,31 +143,51 @@ static struct onnx_io_desc *trial_shapes(const onnx_model *om, int batching, siz
     return d;
 }
 
-/* What the trial session shows: outputs of a batching model have the batch first, the image
- * output is [1, N], auto-completed outputs of unknown rank get it. */
-static int check_trial(gj_served_model *m, onnx_session *s, struct gj_error *err)
+/* Outputs whose type or shape the model leaves to shape inference, from the trial session:
+ * completed ones get them, given ones are checked. Outputs of a batching model have the
+ * batch first. */
+static int complete_outputs(gj_served_model *m, onnx_session *s, struct gj_error *err)
 {
     struct gj_model_config *cfg = &m->cfg;
     int batching = !cfg->no_batch;
-    char b[160];
+    char b[160], c[160];
     for (size_t i = 0; i < onnx_model_num_outputs(m->onnx); i++) {
-        const struct onnx_io_desc *so = onnx_session_output(s, i);
+        const struct onnx_io_desc *so = onnx_session_output(s, i), *mo = onnx_model_output(m->onnx, i);
         if (batching && (so->rank < 1 || so->dims[0] != 1))
             return gj_error_set(err, "max_batch_size", "the model's output '%s' is %s for a batch "
                                 "of 1: its first dimension is not the batch (give max_batch_size 0)",
                                 so->name, dims_text(b, sizeof b, so->rank, so->dims));
         for (size_t j = 0; j < cfg->n_output_tensors; j++) {
             struct gj_tensor_config *t = &cfg->outputs[j];
-            if (strcmp(t->name, so->name) != 0 || onnx_model_output(m->onnx, i)->rank >= 0)
+            if (strcmp(t->name, so->name) != 0)
                 continue;
-            t->rank = so->rank - batching;   /* unknown in the model: sizes left open */
-            for (int k = 0; k < t->rank; k++)
-                t->dims[k] = -1;
+            if (t->elem_type && t->elem_type != so->elem_type)
+                return gj_error_set(err, "output", "config: output '%s' is %s but the model's is %s",
+                                    t->name, gj_cfg_triton_type(t->elem_type),
+                                    gj_cfg_triton_type(so->elem_type));
+            t->elem_type = so->elem_type;
+            if (mo->rank >= 0)
+                continue;
+            if (t->rank < 0) {   /* completed: the rank, sizes left open */
+                t->rank = so->rank - batching;
+                for (int k = 0; k < t->rank; k++)
+                    t->dims[k] = -1;
+            } else if (t->rank != so->rank - batching) {
+                return gj_error_set(err, "output", "config: output '%s' has dims %s but the model's "
+                                    "is %s", t->name, dims_text(c, sizeof c, t->rank, t->dims),
+                                    dims_text(b, sizeof b, so->rank, so->dims));
+            }
         }
     }
-    if (!cfg->image_model)
-        return 0;
+    return 0;
+}
+
+/* The image output of a batch of 1 is [1, N]. */
+static int check_image_output(const gj_served_model *m, onnx_session *s, struct gj_error *err)
+{
+    const struct gj_model_config *cfg = &m->cfg;
     const struct onnx_io_desc *so = onnx_session_output(s, m->out_idx);
+    char b[160];
     if (so->rank != 2 || so->dims[0] != 1 || so->dims[1] != cfg->n_outputs)
         return gj_error_set(err, "output.dims", "config.json: output.dims is [%lld] but for a batch "
                             "of 1 the model's output '%s' is %s", (long long)cfg->n_outputs,
@@ -176,22 +196,21 @@ static int check_trial(gj_served_model *m, onnx_session *s, struct gj_error *err
 }
 
 /* A trial session (batch 1): shapes that only show up in shape inference, ops the backend
- * lacks; and the sizes a GPU batcher's reservation is estimated from. */
-static int trial_session(gj_served_model *m, struct gj_error *err)
+ * lacks; and the sizes a GPU batcher's reservation is estimated from. NULL with err. */
+static onnx_session *trial_session(gj_served_model *m, struct gj_error *err)
 {
     int batching = !m->cfg.no_batch;
     size_t n_shapes = 0;
     struct onnx_io_desc *shapes = trial_shapes(m->onnx, batching, &n_shapes);
     if (!shapes)
-        return gj_error_set(err, "", "out of memory");
+        return gj_error_set(err, "", "out of memory"), NULL;
     struct onnx_session_options opt = { .batch = batching, .no_batch = !batching, .threads = 1,
                                         .input_shapes = shapes, .n_input_shapes = n_shapes };
     struct gj_error serr = { 0 };
     onnx_session *s = onnx_session_create(m->onnx, &opt, &serr);
     free(shapes);
     if (!s)
-        return gj_error_set(err, "model.onnx", "model.onnx cannot run: %s", serr.message);
-    int rc = check_trial(m, s, err);
+        return gj_error_set(err, "model.onnx", "model.onnx cannot run: %s", serr.message), NULL;
     struct onnx_session_stats st;
     onnx_session_get_stats(s, &st);
     m->const_bytes = st.const_bytes;
@@ -200,8 +219,7 @@ static int trial_session(gj_served_model *m, struct gj_error *err)
         m->sample_bytes += onnx_session_input_bytes(s, i);
     for (size_t i = 0; i < onnx_model_num_outputs(m->onnx); i++)
         m->sample_bytes += onnx_session_output_bytes(s, i);
-    onnx_session_free(s);
-    return rc;
+    return s;
 }
 
 /* The image input and output among the model's (image models: `infer` jobs). */
@@ -219,12 +237,19 @@ static void image_indices(gj_served_model *m)
 static int check_against_model(gj_served_model *m, const char *onnx_path, struct gj_error *err)
 {
     struct gj_model_config *cfg = &m->cfg;
-    if (gj_model_config_complete(cfg, m->onnx, err) || read_label_files(m, onnx_path, err) ||
-        gj_model_config_settle_image(cfg, m->out_labels, m->n_out_labels, err))
+    if (gj_model_config_complete(cfg, m->onnx, err))
         return -1;
-    if (cfg->image_model)
+    onnx_session *s = trial_session(m, err);
+    if (!s)
+        return -1;
+    int rc = complete_outputs(m, s, err) || read_label_files(m, onnx_path, err) ||
+             gj_model_config_settle_image(cfg, m->out_labels, m->n_out_labels, err);
+    if (!rc && cfg->image_model) {
         image_indices(m);
-    return trial_session(m, err);
+        rc = check_image_output(m, s, err);
+    }
+    onnx_session_free(s);
+    return rc ? -1 : 0;
 }
 
 /* SHA-256 of a file, streamed, as hex. 0 or -1 (errno). */

@@ -97,6 +97,24 @@ static struct gb image_model(void)
     return b;
 }
 
+/* The shapes of Triton's quickstart densenet_onnx: data_0 FP32 [1, 3, 224, 224] -> fc6_1 FP32
+ * [1, 1000, 1, 1] (a global average pool and a 1x1 convolution, weights w[o][c] = o + c). */
+static struct gb densenet_shaped_model(void)
+{
+    static float w[1000 * 3];
+    for (int o = 0; o < 1000; o++)
+        for (int c = 0; c < 3; c++)
+            w[o * 3 + c] = (float)(o + c);
+    struct gb b = { 0 };
+    gb_input(&b, "data_0", T_FLOAT, 4, D(1, 3, 224, 224));
+    gb_init(&b, "w", T_FLOAT, 4, D(1000, 3, 1, 1), w);
+    gb_node(&b, "GlobalAveragePool", S("data_0"), S("pooled"), 0, NULL);
+    gb_node(&b, "Conv", S("pooled", "w"), S("fc6_1"), 0, NULL);
+    struct pb v = pb_vinfo("fc6_1", T_FLOAT, 4, D(1, 1000, 1, 1));
+    pb_msg(&b.g, 12, &v);
+    return b;
+}
+
 /* <g_dir>/<name>/1/model.onnx from b; config text (NULL: none) as config.json, and files. */
 static void write_model(const char *name, struct gb *b, const char *config)
 {
@@ -647,7 +665,9 @@ static void triton_json_refusals(void **state)
         { "{\"input\": [{\"name\": \"x\", \"data_type\": \"TYPE_FP32\", \"dims\": [1], \"optional\": true}]}",
           "input[0].optional", "optional inputs are not supported" },
         { "{\"input\": [{\"name\": \"x\", \"data_type\": \"TYPE_FP32\", \"dims\": [4],"
-          " \"reshape\": {\"shape\": [2, 2]}}]}", "input[0].reshape.shape", "reshaping is not supported" },
+          " \"reshape\": {\"shape\": [2, 3]}}]}", "input[0].reshape.shape", "has 6 elements but dims has 4" },
+        { "{\"input\": [{\"name\": \"x\", \"data_type\": \"TYPE_FP32\", \"dims\": [-1],"
+          " \"reshape\": {\"shape\": [2, 2]}}]}", "input[0].reshape.shape", "needs fixed sizes" },
         { "{\"input\": [{\"name\": \"x\", \"data_type\": \"TYPE_FP32\", \"dims\": [1], \"colour\": 1}]}",
           "input[0].colour", "unknown key" },
         { "{\"output\": [{\"name\": \"y\", \"data_type\": \"TYPE_FP32\", \"dims\": [1],"
@@ -740,6 +760,70 @@ static void triton_image_model_with_label_file(void **state)
                       " \"preprocessing\": {}}", "not an image model: its label file labels.txt has 2 labels");
 }
 
+/* Triton's quickstart densenet_onnx config (docs/examples/model_repository/densenet_onnx/
+ * config.pbtxt in triton-inference-server/server), as JSON: no batch dimension, reshapes on
+ * both sides, a label file. Clients send [3, 224, 224] and get [1000] with its labels. */
+static const char densenet_config[] =
+    "{\"name\": \"densenet_onnx\", \"platform\": \"onnxruntime_onnx\", \"max_batch_size\": 0,"
+    " \"input\": [{\"name\": \"data_0\", \"data_type\": \"TYPE_FP32\", \"format\": \"FORMAT_NCHW\","
+    "   \"dims\": [3, 224, 224], \"reshape\": {\"shape\": [1, 3, 224, 224]}}],"
+    " \"output\": [{\"name\": \"fc6_1\", \"data_type\": \"TYPE_FP32\", \"dims\": [1000],"
+    "   \"reshape\": {\"shape\": [1, 1000, 1, 1]}, \"label_filename\": \"densenet_labels.txt\"}]}";
+
+static void triton_quickstart_densenet(void **state)
+{
+    (void)state;
+    struct gb b = densenet_shaped_model();
+    write_model("densenet_onnx", &b, densenet_config);
+    char p[512], labels[1000 * 12] = "";
+    for (int i = 0; i < 1000; i++)
+        snprintf(labels + strlen(labels), sizeof labels - strlen(labels), "class%d\n", i);
+    snprintf(p, sizeof p, "%s/densenet_onnx/densenet_labels.txt", g_dir);
+    assert_int_equal(gj_write_file(p, labels, strlen(labels)), 0);
+    struct gj_error err;
+    gj_served_model *m = load("densenet_onnx", &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    const struct gj_model_config *cfg = gj_served_model_config(m);
+    assert_int_equal(cfg->no_batch, 1);
+    assert_int_equal(cfg->inputs[0].reshape_rank, 4);
+    size_t n = 0;
+    const char *const *l = gj_served_model_output_labels(m, 0, &n);
+    assert_int_equal(n, 1000);
+    assert_string_equal(l[999], "class999");
+    json_t *j = gj_model_config_to_triton_json(cfg);
+    json_t *rs = json_object_get(json_object_get(json_array_get(json_object_get(j, "output"), 0),
+                                                 "reshape"), "shape");
+    assert_int_equal(json_array_size(rs), 4);
+    assert_int_equal(json_integer_value(json_array_get(rs, 1)), 1000);
+    json_decref(j);
+    static float img[3 * 224 * 224];
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 224 * 224; i++)
+            img[c * 224 * 224 + i] = (float)(c + 1);   /* channel means 1, 2, 3 */
+    gj_batcher *bt = gj_batcher_create(m, NULL, &err);
+    assert_non_null(bt);
+    struct gj_tensor in = tensor("data_0", ONNX_ELEM_FLOAT, 3, D(3, 224, 224), img);
+    struct gj_tensor out = wanted("fc6_1");
+    if (gj_batcher_run(bt, &in, 1, &out, 1, 0, NULL, &err) != GJ_BATCH_OK)
+        fail_msg("%s", err.message);
+    assert_int_equal(out.rank, 1);
+    assert_int_equal(out.dims[0], 1000);
+    const float *y = out.data;
+    for (int o = 0; o < 1000; o += 111)   /* sum over c of (o + c) * (c + 1) = 6o + 8 */
+        assert_true(fabsf(y[o] - (float)(6 * o + 8)) <= 1e-3f * (float)(6 * o + 8));
+    gj_tensors_free(&out, 1);
+    struct gj_tensor model_shape = tensor("data_0", ONNX_ELEM_FLOAT, 4, D(1, 3, 224, 224), img);
+    expect_refused(bt, &model_shape, 1, &out, 1, "input 'data_0' has shape [1, 3, 224, 224] but the "
+                   "model takes [3, 224, 224]");
+    gj_batcher_destroy(bt);
+    gj_served_model_release(m);
+    expect_load_error("densenet_onnx", densenet_shaped_model(),
+                      "{\"max_batch_size\": 0, \"input\": [{\"name\": \"data_0\", \"data_type\": \"TYPE_FP32\","
+                      " \"dims\": [3, 224, 224], \"reshape\": {\"shape\": [1, 3, 112, 448]}}]}",
+                      "input 'data_0' has reshape [1, 3, 112, 448] but the model's is [1, 3, 224, 224]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -752,6 +836,7 @@ int main(void)
         cmocka_unit_test(triton_json_refusals),
         cmocka_unit_test(config_checked_against_model),
         cmocka_unit_test(triton_image_model_with_label_file),
+        cmocka_unit_test(triton_quickstart_densenet),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

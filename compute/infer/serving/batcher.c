@@ -82,6 +82,9 @@ struct gj_batcher {
     int batching;             /* 1: dimension 0 of every input and output is the batch */
     int symbolic;             /* 1: an input has a symbolic dimension besides the batch */
     int64_t (*want)[GJ_TENSOR_MAX_RANK];   /* [input]: each dim's size, -1 any (config and model) */
+    int *want_rank;           /* [input]: the rank requests give (the config's under a reshape) */
+    const struct gj_tensor_config **out_reshape;   /* [model output]: the config's, when it
+                                                     * reshapes what the model gives; else NULL */
     size_t shape_len;         /* per-sample dims of all inputs together */
     size_t cache_cap;         /* sessions per executor */
     size_t in_floats, out_floats;   /* image models (gj_batcher_infer), else 0 */
@@ -503,6 +506,11 @@ static int split_outputs(const gj_batcher *b, const struct sess_entry *c, struct
         t->elem_type = o->elem_type;
         t->rank = o->rank;
         memcpy(t->dims, o->dims, sizeof t->dims);
+        const struct gj_tensor_config *rs = b->out_reshape[oi];
+        if (rs) {   /* the config's dims for what the model gives in its reshape */
+            t->rank = rs->rank + b->batching;
+            memcpy(t->dims + b->batching, rs->dims, (size_t)rs->rank * sizeof t->dims[0]);
+        }
         if (b->batching)
             t->dims[0] = (int64_t)r->n;
         t->bytes = bytes;
@@ -640,6 +648,8 @@ static void batcher_free(gj_batcher *b)
         free_executor(b, &b->exec[i]);
     free(b->exec);
     free(b->want);
+    free(b->want_rank);
+    free(b->out_reshape);
     pthread_cond_destroy(&b->cv_work);
     pthread_cond_destroy(&b->cv_idle);
     pthread_mutex_destroy(&b->mu);
@@ -698,7 +708,8 @@ static int reserve_model(gj_batcher *b, int *no_room, struct gj_error *err)
 static int plan_inputs(gj_batcher *b, const struct gj_model_config *cfg, struct gj_error *err)
 {
     b->want = calloc(b->n_in ? b->n_in : 1, sizeof *b->want);
-    if (!b->want)
+    b->want_rank = calloc(b->n_in ? b->n_in : 1, sizeof *b->want_rank);
+    if (!b->want || !b->want_rank)
         return gj_error_set(err, "", "out of memory");
     for (size_t i = 0; i < b->n_in; i++) {
         const struct onnx_io_desc *mi = onnx_model_input(b->onnx, i);
@@ -710,6 +721,7 @@ static int plan_inputs(gj_batcher *b, const struct gj_model_config *cfg, struct 
         for (size_t j = 0; j < cfg->n_inputs; j++)
             if (strcmp(cfg->inputs[j].name, mi->name) == 0)
                 tc = &cfg->inputs[j];
+        b->want_rank[i] = mi->rank;
         for (int d = 0; d < mi->rank; d++) {
             int64_t w = d < b->batching ? -1 : mi->dims[d];
             int cd = d - b->batching;
@@ -718,9 +730,22 @@ static int plan_inputs(gj_batcher *b, const struct gj_model_config *cfg, struct 
             b->want[i][d] = w;
             b->symbolic |= d >= b->batching && mi->dims[d] < 0;
         }
-        b->shape_len += (size_t)(mi->rank - b->batching);
+        if (tc && tc->reshape_rank) {   /* clients send the config's dims; the model reads its own */
+            b->want_rank[i] = tc->rank + b->batching;
+            for (int d = 0; d < tc->rank; d++)
+                b->want[i][d + b->batching] = tc->dims[d];
+        }
+        b->shape_len += (size_t)(b->want_rank[i] - b->batching);
     }
     b->n_model_outputs = onnx_model_num_outputs(b->onnx);
+    b->out_reshape = calloc(b->n_model_outputs ? b->n_model_outputs : 1, sizeof *b->out_reshape);
+    if (!b->out_reshape)
+        return gj_error_set(err, "", "out of memory");
+    for (size_t i = 0; i < b->n_model_outputs; i++)
+        for (size_t j = 0; j < cfg->n_output_tensors; j++)
+            if (cfg->outputs[j].reshape_rank &&
+                strcmp(cfg->outputs[j].name, onnx_model_output(b->onnx, i)->name) == 0)
+                b->out_reshape[i] = &cfg->outputs[j];
     if (cfg->image_model) {
         b->in_floats = (size_t)(cfg->input_dims[0] * cfg->input_dims[1] * cfg->input_dims[2]);
         b->out_floats = (size_t)cfg->n_outputs;
@@ -919,11 +944,10 @@ static int status_400(struct gj_error *err)
 static int check_shape(const gj_batcher *b, size_t i, const struct gj_tensor *t, int64_t *count,
                        struct gj_error *err)
 {
-    const struct onnx_io_desc *mi = onnx_model_input(b->onnx, i);
     char got[160], want[160];
     dims_text(got, sizeof got, t->rank < 0 || t->rank > 8 ? 0 : t->rank, t->dims);
-    dims_text(want, sizeof want, mi->rank, b->want[i]);
-    if (t->rank != mi->rank)
+    dims_text(want, sizeof want, b->want_rank[i], b->want[i]);
+    if (t->rank != b->want_rank[i])
         return BAD("input '%s' has shape %s but the model takes %s%s (-1: any size)", t->name, got,
                    want, b->batching ? ", the batch first" : "");
     *count = 1;

@@ -144,21 +144,29 @@ static int check_tensor(const struct gj_model_config *cfg, const onnx_model *om,
                             tname(t->elem_type), tname(d->elem_type));
     if (d->rank < 0)
         return 0;   /* checked by the trial session */
-    dims_text(a, sizeof a, t->rank, t->dims);
+    int rank = t->reshape_rank ? t->reshape_rank : t->rank;
+    const int64_t *dims = t->reshape_rank ? t->reshape : t->dims;
+    dims_text(a, sizeof a, rank, dims);
     dims_text(b, sizeof b, d->rank, d->dims);
-    if (d->rank != t->rank + batching)
-        return gj_error_set(err, what, "config: %s '%s' has dims %s%s but the model's is %s", what,
-                            t->name, a, batching ? " (after the batch dimension)" : " (no batch "
+    for (int k = batching; t->reshape_rank && k < d->rank; k++)
+        if (d->dims[k] < 0)
+            return gj_error_set(err, what, "config: %s '%s' has a reshape but the model leaves "
+                                "its dimension %d open: a reshape needs the model's sizes fixed",
+                                what, t->name, k);
+    if (d->rank != rank + batching)
+        return gj_error_set(err, what, "config: %s '%s' has %s %s%s but the model's is %s", what,
+                            t->name, t->reshape_rank ? "reshape" : "dims", a, batching ? " (after the batch dimension)" : " (no batch "
                             "dimension: max_batch_size 0)", b);
     if (batching && d->dims[0] >= 0 && !(d->dims[0] == 1 && cfg->max_batch_size == 1))
         return gj_error_set(err, "max_batch_size", "config: max_batch_size is %d but the model's %s "
                             "'%s' has a fixed first dimension %lld (%s): export it with a dynamic "
                             "batch dimension, or give max_batch_size 0", cfg->max_batch_size, what,
                             t->name, (long long)d->dims[0], b);
-    for (int k = 0; k < t->rank; k++)
-        if (t->dims[k] >= 0 && d->dims[k + batching] >= 0 && t->dims[k] != d->dims[k + batching])
-            return gj_error_set(err, what, "config: %s '%s' has dims %s but the model's is %s%s", what,
-                                t->name, a, b, batching ? " (the batch first)" : "");
+    for (int k = 0; k < rank; k++)
+        if (dims[k] >= 0 && d->dims[k + batching] >= 0 && dims[k] != d->dims[k + batching])
+            return gj_error_set(err, what, "config: %s '%s' has %s %s but the model's is %s%s", what,
+                                t->name, t->reshape_rank ? "reshape" : "dims", a, b,
+                                batching ? " (the batch first)" : "");
     return 0;
 }
 

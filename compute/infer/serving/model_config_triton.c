@@ -78,8 +78,17 @@ static int refuse_true(const json_t *t, const char *path, const char *key, const
     return 0;
 }
 
-/* reshape: only the identity (the model takes the shape clients send). */
-static int parse_reshape(const json_t *t, const char *path, const struct gj_tensor_config *tc,
+static int64_t elements(int rank, const int64_t *dims)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n = dims[i] < 0 ? -1 : n * dims[i];
+    return n;
+}
+
+/* reshape {shape}: the shape the model has for what clients send as dims (the same elements
+ * in the same order). Fixed sizes only. */
+static int parse_reshape(const json_t *t, const char *path, struct gj_tensor_config *tc,
                          struct gj_error *err)
 {
     const json_t *rs = json_object_get(t, "reshape");
@@ -95,9 +104,14 @@ static int parse_reshape(const json_t *t, const char *path, const struct gj_tens
     snprintf(p, sizeof p, "%s.reshape.shape", path);
     if (parse_dims(json_object_get(rs, "shape"), p, dims, &rank, err))
         return -1;
-    if (rank != tc->rank || memcmp(dims, tc->dims, (size_t)rank * sizeof dims[0]) != 0)
-        CFG_FAIL(p, CFG ": %s differs from dims: reshaping is not supported (export the model "
-                 "with the shape clients send)", p);
+    int64_t n = elements(rank, dims), want = elements(tc->rank, tc->dims);
+    if (n < 0 || want < 0 || rank == 0)
+        CFG_FAIL(p, CFG ": %s: a reshape needs fixed sizes in dims and shape (and at least one "
+                 "dimension)", p);
+    if (n != want)
+        CFG_FAIL(p, CFG ": %s has %lld elements but dims has %lld", p, (long long)n, (long long)want);
+    tc->reshape_rank = rank;
+    memcpy(tc->reshape, dims, sizeof dims);
     return 0;
 }
 
@@ -270,6 +284,12 @@ static json_t *tensors_json(const struct gj_tensor_config *t, size_t n, int is_i
         json_t *o = json_pack("{s:s, s:s, s:o, s:b}", "name", t[i].name, "data_type",
                               type ? type : "TYPE_INVALID", "dims", dims_json(&t[i]),
                               "is_shape_tensor", 0);
+        if (o && t[i].reshape_rank) {
+            json_t *shape = json_array();
+            for (int k = 0; shape && k < t[i].reshape_rank; k++)
+                json_array_append_new(shape, json_integer(t[i].reshape[k]));
+            json_object_set_new(o, "reshape", json_pack("{s:o}", "shape", shape));
+        }
         if (o && is_input) {
             json_object_set_new(o, "format", json_string("FORMAT_NONE"));
             json_object_set_new(o, "allow_ragged_batch", json_false());

@@ -136,6 +136,10 @@ struct gj_tensor_config {
     int rank;                  /* dims without the batch dimension */
     int64_t dims[GJ_TENSOR_MAX_RANK];   /* -1: any size */
     char label_filename[128];  /* "" none (outputs) */
+    int reshape_rank;          /* Triton's reshape: the model's shape of the tensor (without the
+                                * batch dimension) when it differs from dims; 0 with no reshape
+                                * (a reshape to a scalar is not supported) */
+    int64_t reshape[GJ_TENSOR_MAX_RANK];
 };
 
 struct gj_model_config {

@@ -26,6 +26,7 @@
 #include "infer/serving/batch_stats.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/gpu_accounting.h"
+#include "infer/serving/model_config_internal.h"
 #include "infer/serving/serving_host.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -159,15 +160,6 @@ static const char *type_name(int elem)
 {
     const char *t = onnx_elem_triton_name(elem);
     return t ? t : onnx_elem_name(elem);
-}
-
-static void dims_text(char *buf, size_t n, int rank, const int64_t *dims)
-{
-    size_t off = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < rank && off < n; i++)
-        off += (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "", (long long)dims[i]);
-    if (off < n)
-        snprintf(buf + off, n - off, "]");
 }
 
 /* ---- the queue ----------------------------------------------------------------------- */
@@ -331,7 +323,7 @@ static int check_batch_outputs(const gj_batcher *b, onnx_session *s, size_t n, s
         const struct onnx_io_desc *o = onnx_session_output(s, i);
         if (o->rank < 1 || o->dims[0] != (int64_t)n) {
             char d[128];
-            dims_text(d, sizeof d, o->rank, o->dims);
+            gj_dims_text(d, sizeof d, o->rank, o->dims, 0);
             return gj_error_set(err, "", "the model's output '%s' is %s for a batch of %zu: its "
                                 "first dimension is not the batch (give the model max_batch_size "
                                 "0)", o->name, d, n);
@@ -905,15 +897,6 @@ void gj_batcher_destroy(gj_batcher *b)
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
-static void list_names(char *buf, size_t n, const onnx_model *om, int outputs)
-{
-    size_t cnt = outputs ? onnx_model_num_outputs(om) : onnx_model_num_inputs(om), off = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < cnt && off < n; i++)
-        off += (size_t)snprintf(buf + off, n - off, "%s%s", i ? ", " : "",
-                                (outputs ? onnx_model_output(om, i) : onnx_model_input(om, i))->name);
-}
-
 static int input_index(const gj_batcher *b, const char *name)
 {
     for (size_t i = 0; i < b->n_in; i++)
@@ -945,8 +928,8 @@ static int check_shape(const gj_batcher *b, size_t i, const struct gj_tensor *t,
                        struct gj_error *err)
 {
     char got[160], want[160];
-    dims_text(got, sizeof got, t->rank < 0 || t->rank > 8 ? 0 : t->rank, t->dims);
-    dims_text(want, sizeof want, b->want_rank[i], b->want[i]);
+    gj_dims_text(got, sizeof got, t->rank < 0 || t->rank > 8 ? 0 : t->rank, t->dims, 0);
+    gj_dims_text(want, sizeof want, b->want_rank[i], b->want[i], 0);
     if (t->rank != b->want_rank[i])
         return BAD("input '%s' has shape %s but the model takes %s%s (-1: any size)", t->name, got,
                    want, b->batching ? ", the batch first" : "");
@@ -999,7 +982,7 @@ static int check_request(const gj_batcher *b, const struct gj_tensor *in, size_t
     for (size_t j = 0; j < n_in; j++) {
         int i = input_index(b, in[j].name);
         if (i < 0) {
-            list_names(names, sizeof names, b->onnx, 0);
+            gj_model_io_names(names, sizeof names, b->onnx, 0);
             return BAD("model %s has no input '%.200s'; its inputs are: %s", model, in[j].name, names);
         }
         if (r->in[i])
@@ -1020,7 +1003,7 @@ static int check_request(const gj_batcher *b, const struct gj_tensor *in, size_t
     }
     for (size_t i = 0; i < b->n_in; i++)
         if (!r->in[i]) {
-            list_names(names, sizeof names, b->onnx, 0);
+            gj_model_io_names(names, sizeof names, b->onnx, 0);
             return BAD("input '%s' is missing (model %s takes %s)", onnx_model_input(b->onnx, i)->name,
                        model, names);
         }
@@ -1029,7 +1012,7 @@ static int check_request(const gj_batcher *b, const struct gj_tensor *in, size_t
     for (size_t j = 0; j < n_out; j++) {
         out_index[j] = output_index(b, out[j].name);
         if (out_index[j] < 0) {
-            list_names(names, sizeof names, b->onnx, 1);
+            gj_model_io_names(names, sizeof names, b->onnx, 1);
             return BAD("model %s has no output '%.200s'; its outputs are: %s", model, out[j].name, names);
         }
         for (size_t k = 0; k < j; k++)

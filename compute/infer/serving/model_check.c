@@ -21,11 +21,13 @@
 
 #define TRITON_DEFAULT_MAX_BATCH 4
 
-static const char *dims_text(char *buf, size_t n, int rank, const int64_t *dims)
+const char *gj_dims_text(char *buf, size_t n, int rank, const int64_t *dims, int open_as_n)
 {
     size_t off = (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < rank && off < n; i++)
-        off += (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "", (long long)dims[i]);
+        off += open_as_n && dims[i] < 0
+                   ? (size_t)snprintf(buf + off, n - off, "%sN", i ? ", " : "")
+                   : (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "", (long long)dims[i]);
     if (off < n)
         snprintf(buf + off, n - off, "]");
     return buf;
@@ -37,7 +39,7 @@ static const char *tname(int elem)
     return t ? t : onnx_elem_name(elem);
 }
 
-static void names_text(char *buf, size_t n, const onnx_model *om, int outputs)
+void gj_model_io_names(char *buf, size_t n, const onnx_model *om, int outputs)
 {
     size_t cnt = outputs ? onnx_model_num_outputs(om) : onnx_model_num_inputs(om), off = 0;
     buf[0] = '\0';
@@ -135,7 +137,7 @@ static int check_tensor(const struct gj_model_config *cfg, const onnx_model *om,
     char a[160], b[160], names[400];
     const struct onnx_io_desc *d = find_io(om, t->name, outputs);
     if (!d) {
-        names_text(names, sizeof names, om, outputs);
+        gj_model_io_names(names, sizeof names, om, outputs);
         return gj_error_set(err, what, "config: %s '%s' is not an %s of the model; its %ss are: %s",
                             what, t->name, what, what, names);
     }
@@ -146,8 +148,8 @@ static int check_tensor(const struct gj_model_config *cfg, const onnx_model *om,
         return 0;   /* checked by the trial session */
     int rank = t->reshape_rank ? t->reshape_rank : t->rank;
     const int64_t *dims = t->reshape_rank ? t->reshape : t->dims;
-    dims_text(a, sizeof a, rank, dims);
-    dims_text(b, sizeof b, d->rank, d->dims);
+    gj_dims_text(a, sizeof a, rank, dims, 0);
+    gj_dims_text(b, sizeof b, d->rank, d->dims, 0);
     for (int k = batching; t->reshape_rank && k < d->rank; k++)
         if (d->dims[k] < 0)
             return gj_error_set(err, what, "config: %s '%s' has a reshape but the model leaves "
@@ -170,19 +172,6 @@ static int check_tensor(const struct gj_model_config *cfg, const onnx_model *om,
     return 0;
 }
 
-/* Dims with -1 written N (the batch, or any size), as config.json's messages show them. */
-static const char *dims_n(char *buf, size_t n, int rank, const int64_t *dims)
-{
-    size_t off = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < rank && off < n; i++)
-        off += dims[i] < 0 ? (size_t)snprintf(buf + off, n - off, "%sN", i ? ", " : "")
-                           : (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "",
-                                              (long long)dims[i]);
-    if (off < n)
-        snprintf(buf + off, n - off, "]");
-    return buf;
-}
-
 /* config.json (our own form): its image input and output, in its own words. */
 static int check_own_form(const struct gj_model_config *cfg, const onnx_model *om, struct gj_error *err)
 {
@@ -198,18 +187,18 @@ static int check_own_form(const struct gj_model_config *cfg, const onnx_model *o
         bad = in->dims[i] >= 0 && in->dims[i] != want[i];
     if (bad)
         return gj_error_set(err, "input.dims", "config.json: input.dims is %s but the model's input "
-                            "'%s' is %s", dims_n(a, sizeof a, 3, cfg->input_dims), cfg->input_name,
-                            dims_n(b, sizeof b, in->rank, in->dims));
+                            "'%s' is %s", gj_dims_text(a, sizeof a, 3, cfg->input_dims, 1), cfg->input_name,
+                            gj_dims_text(b, sizeof b, in->rank, in->dims, 1));
     const struct onnx_io_desc *out = find_io(om, cfg->output_name, 1);
     if (!out) {
-        names_text(names, sizeof names, om, 1);
+        gj_model_io_names(names, sizeof names, om, 1);
         return gj_error_set(err, "output.name", "config.json: output.name is '%s' but the model's "
                             "outputs are: %s", cfg->output_name, names);
     }
     if (out->rank >= 0 && (out->rank != 2 || (out->dims[1] >= 0 && out->dims[1] != cfg->n_outputs)))
         return gj_error_set(err, "output.dims", "config.json: output.dims is [%lld] (%zu labels) "
                             "but the model's output '%s' is %s", (long long)cfg->n_outputs,
-                            cfg->n_labels, cfg->output_name, dims_n(b, sizeof b, out->rank, out->dims));
+                            cfg->n_labels, cfg->output_name, gj_dims_text(b, sizeof b, out->rank, out->dims, 1));
     return 0;
 }
 

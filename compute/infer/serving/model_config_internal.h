@@ -56,6 +56,11 @@ struct onnx_model;
 int gj_model_config_complete(struct gj_model_config *cfg, const struct onnx_model *om,
                              struct gj_error *err);
 
+/* "[1, 3, 224, 224]" (open_as_n: -1 written N) into buf; buf. */
+const char *gj_dims_text(char *buf, size_t n, int rank, const int64_t *dims, int open_as_n);
+/* The model's input (outputs 0) or output names, "a, b, c", into buf. */
+void gj_model_io_names(char *buf, size_t n, const struct onnx_model *om, int outputs);
+
 /* "TYPE_FP32" for an ONNX element type; NULL when Triton has none. */
 const char *gj_cfg_triton_type(int elem_type);
 

@@ -19,14 +19,23 @@
 
 const char *gj_cfg_triton_type(int elem_type)
 {
-    static char names[17][16];
-    const char *t = onnx_elem_triton_name(elem_type);
-    if (!t || elem_type < 0 || elem_type > 16)
-        return NULL;
-    if (!names[elem_type][0])   /* benign race: every writer writes the same bytes */
-        snprintf(names[elem_type], sizeof names[elem_type], "TYPE_%s",
-                 strcmp(t, "BYTES") == 0 ? "STRING" : t);
-    return names[elem_type];
+    switch (elem_type) {
+    case ONNX_ELEM_BOOL: return "TYPE_BOOL";
+    case ONNX_ELEM_UINT8: return "TYPE_UINT8";
+    case ONNX_ELEM_UINT16: return "TYPE_UINT16";
+    case ONNX_ELEM_UINT32: return "TYPE_UINT32";
+    case ONNX_ELEM_UINT64: return "TYPE_UINT64";
+    case ONNX_ELEM_INT8: return "TYPE_INT8";
+    case ONNX_ELEM_INT16: return "TYPE_INT16";
+    case ONNX_ELEM_INT32: return "TYPE_INT32";
+    case ONNX_ELEM_INT64: return "TYPE_INT64";
+    case ONNX_ELEM_FLOAT16: return "TYPE_FP16";
+    case ONNX_ELEM_FLOAT: return "TYPE_FP32";
+    case ONNX_ELEM_DOUBLE: return "TYPE_FP64";
+    case ONNX_ELEM_BFLOAT16: return "TYPE_BF16";
+    case ONNX_ELEM_STRING: return "TYPE_STRING";
+    default: return NULL;
+    }
 }
 
 /* data_type "TYPE_FP32" (or the protocol's "FP32", as our own config.json spells it). */

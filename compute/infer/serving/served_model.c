@@ -32,21 +32,6 @@ struct gj_served_model {
 
 #define LABEL_FILE_MAX (4u << 20)
 
-static const char *dims_text(char *buf, size_t n, int rank, const int64_t *dims)
-{
-    size_t off = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < rank && off < n; i++) {
-        if (dims[i] < 0)
-            off += (size_t)snprintf(buf + off, n - off, "%sN", i ? ", " : "");
-        else
-            off += (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "",
-                                    (long long)dims[i]);
-    }
-    if (off < n)
-        snprintf(buf + off, n - off, "]");
-    return buf;
-}
-
 static int is_file(const char *path)
 {
     struct stat st;
@@ -156,7 +141,7 @@ static int complete_outputs(gj_served_model *m, onnx_session *s, struct gj_error
         if (batching && (so->rank < 1 || so->dims[0] != 1))
             return gj_error_set(err, "max_batch_size", "the model's output '%s' is %s for a batch "
                                 "of 1: its first dimension is not the batch (give max_batch_size 0)",
-                                so->name, dims_text(b, sizeof b, so->rank, so->dims));
+                                so->name, gj_dims_text(b, sizeof b, so->rank, so->dims, 1));
         for (size_t j = 0; j < cfg->n_output_tensors; j++) {
             struct gj_tensor_config *t = &cfg->outputs[j];
             if (strcmp(t->name, so->name) != 0)
@@ -174,8 +159,8 @@ static int complete_outputs(gj_served_model *m, onnx_session *s, struct gj_error
                     t->dims[k] = -1;
             } else if ((t->reshape_rank ? t->reshape_rank : t->rank) != so->rank - batching) {
                 return gj_error_set(err, "output", "config: output '%s' has dims %s but the model's "
-                                    "is %s", t->name, dims_text(c, sizeof c, t->rank, t->dims),
-                                    dims_text(b, sizeof b, so->rank, so->dims));
+                                    "is %s", t->name, gj_dims_text(c, sizeof c, t->rank, t->dims, 1),
+                                    gj_dims_text(b, sizeof b, so->rank, so->dims, 1));
             }
         }
     }
@@ -191,7 +176,7 @@ static int check_image_output(const gj_served_model *m, onnx_session *s, struct 
     if (so->rank != 2 || so->dims[0] != 1 || so->dims[1] != cfg->n_outputs)
         return gj_error_set(err, "output.dims", "config.json: output.dims is [%lld] but for a batch "
                             "of 1 the model's output '%s' is %s", (long long)cfg->n_outputs,
-                            cfg->output_name, dims_text(b, sizeof b, so->rank, so->dims));
+                            cfg->output_name, gj_dims_text(b, sizeof b, so->rank, so->dims, 1));
     return 0;
 }
 

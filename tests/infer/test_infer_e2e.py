@@ -331,6 +331,44 @@ def run_all(tmp):
         json.dump(c, f)
     rc, err, res = gj_run({"model": "bad-onnx"}, one, os.path.join(tmp, "bo"), models_dir=repo)
     check(rc != 0 and "model.onnx" in err, f"bad model.onnx refused: {err.strip()[-300:]}")
+    triton_forms(tmp, repo, one, cfg)
+
+
+def triton_forms(tmp, repo, one, cfg):
+    """The demo model under Triton's JSON config with a label file (an image model: the same
+    scores as under config.json), and with no config at all (auto-complete finds no labels: not
+    an image model, so infer jobs refuse it saying why)."""
+    rc, err, want = gj_run({"model": DEMO}, one, os.path.join(tmp, "t0"), models_dir=MODELS)
+    check(rc == 0 and want, f"demo model for the Triton comparison: {err[-300:]}")
+    tdir = os.path.join(repo, "triton-json")
+    os.makedirs(os.path.join(tdir, "1"))
+    os.symlink(os.path.join(DEMO_DIR, "1", "model.onnx"), os.path.join(tdir, "1", "model.onnx"))
+    tcfg = {"name": "triton-json", "platform": "onnxruntime_onnx", "backend": "onnxruntime",
+            "max_batch_size": 8,
+            "input": [{"name": "image", "data_type": "TYPE_FP32", "format": "FORMAT_NCHW",
+                       "dims": ["1", "256", "256"]}],
+            "output": [{"name": "logits", "data_type": "TYPE_FP32", "dims": ["4"],
+                        "label_filename": "labels.txt"}],
+            "dynamic_batching": {"max_queue_delay_microseconds": "2000", "preferred_batch_size": [4, 8]},
+            "instance_group": [{"name": "triton-json_0", "kind": "KIND_CPU", "count": 1, "gpus": []}],
+            "output_activation": cfg["output_activation"], "preprocessing": cfg["preprocessing"],
+            "filter": cfg["filter"]}
+    with open(os.path.join(tdir, "config.json"), "w") as f:
+        json.dump(tcfg, f)
+    with open(os.path.join(tdir, "labels.txt"), "w") as f:
+        f.write("\n".join(LABELS) + "\n")
+    rc, err, res = gj_run({"model": "triton-json"}, one, os.path.join(tmp, "t1"), models_dir=repo)
+    check(rc == 0 and res and res["counts"]["inferred"] == 1, f"Triton JSON config: {err.strip()[-300:]}")
+    if res and want:
+        a, b = res["images"][0]["scores"], want["images"][0]["scores"]
+        check(sorted(a) == sorted(LABELS) and all(abs(a[k] - b[k]) <= 1e-6 for k in LABELS),
+              f"Triton JSON config gives config.json's scores: {a} vs {b}")
+    adir = os.path.join(repo, "triton-auto")
+    os.makedirs(os.path.join(adir, "1"))
+    os.symlink(os.path.join(DEMO_DIR, "1", "model.onnx"), os.path.join(adir, "1", "model.onnx"))
+    rc, err, res = gj_run({"model": "triton-auto"}, one, os.path.join(tmp, "t2"), models_dir=repo)
+    check(rc != 0 and res is None and "not an image model" in err and "has no labels" in err,
+          f"no config: auto-completed, refused for infer jobs saying why: {err.strip()[-300:]}")
 
 
 if __name__ == "__main__":

@@ -285,7 +285,8 @@ static void autocomplete_multi(void **state)
     assert_int_equal(cfg->inputs[4].elem_type, ONNX_ELEM_STRING);
     assert_int_equal(cfg->inputs[1].rank, 1);
     assert_int_equal(cfg->inputs[1].dims[0], 3);
-    assert_int_equal(cfg->outputs[3].rank, 1);   /* h2: its rank from the trial session */
+    assert_int_equal(cfg->outputs[3].rank, 1);   /* h2: its shape from the trial session */
+    assert_int_equal(cfg->outputs[3].dims[0], 2);
     assert_int_equal(cfg->image_model, 0);
     assert_non_null(strstr(cfg->not_image, "5 inputs"));
     json_t *j = gj_model_config_to_triton_json(cfg);

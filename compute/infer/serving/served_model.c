@@ -28,6 +28,8 @@ struct gj_served_model {
     uint64_t const_bytes, sample_bytes;   /* weights; activations + inputs + outputs */
     char ***out_labels;            /* [config output]: its label file's lines, or NULL */
     size_t *n_out_labels;
+    int trial_exact;               /* the trial session's shapes are the model's (no open size
+                                    * besides the batch was set to 1 for it) */
 };
 
 #define LABEL_FILE_MAX (4u << 20)
@@ -153,10 +155,11 @@ static int complete_outputs(gj_served_model *m, onnx_session *s, struct gj_error
             t->elem_type = so->elem_type;
             if (mo->rank >= 0)
                 continue;
-            if (t->rank < 0) {   /* completed: the rank, sizes left open */
+            if (t->rank < 0) {   /* completed: the session's sizes when no input size was
+                                  * guessed for it, else left open */
                 t->rank = so->rank - batching;
                 for (int k = 0; k < t->rank; k++)
-                    t->dims[k] = -1;
+                    t->dims[k] = m->trial_exact ? so->dims[k + batching] : -1;
             } else if ((t->reshape_rank ? t->reshape_rank : t->rank) != so->rank - batching) {
                 return gj_error_set(err, "output", "config: output '%s' has dims %s but the model's "
                                     "is %s", t->name, gj_dims_text(c, sizeof c, t->rank, t->dims, 1),
@@ -189,6 +192,7 @@ static onnx_session *trial_session(gj_served_model *m, struct gj_error *err)
     struct onnx_io_desc *shapes = trial_shapes(m->onnx, batching, &n_shapes);
     if (!shapes)
         return gj_error_set(err, "", "out of memory"), NULL;
+    m->trial_exact = n_shapes == 0;
     struct onnx_session_options opt = { .batch = batching, .no_batch = !batching, .threads = 1,
                                         .input_shapes = shapes, .n_input_shapes = n_shapes };
     struct gj_error serr = { 0 };

@@ -305,7 +305,26 @@ static void autocomplete_multi(void **state)
     assert_int_equal(back.inputs[0].dims[0], 4);
     gj_model_config_free(&back);
     json_decref(j);
+    j = gj_model_config_to_json(cfg);   /* GET /v1/models/{m}: no image fields to show */
+    assert_string_equal(json_string_value(json_object_get(j, "backend")), "onnxruntime");
+    json_decref(j);
     gj_served_model_release(m);
+
+    /* the repository's config: as written until loaded, then as completed */
+    gj_model_repo *repo = gj_model_repo_open(g_dir, &err);
+    assert_non_null(repo);
+    struct gj_model_config rc;
+    assert_int_equal(gj_model_repo_config(repo, "multi", 1, &rc, &err), 0);
+    assert_int_equal(rc.n_inputs, 0);
+    gj_model_config_free(&rc);
+    assert_int_equal(gj_model_repo_load(repo, "multi", 1, &m, &err), 0);
+    assert_int_equal(gj_model_repo_config(repo, "multi", 1, &rc, &err), 0);
+    assert_int_equal(rc.n_inputs, 5);
+    assert_int_equal(rc.max_batch_size, 4);
+    assert_string_equal(rc.outputs[4].name, "s_out");
+    gj_model_config_free(&rc);
+    gj_served_model_release(m);
+    gj_model_repo_free(repo);
 }
 
 /* Four concurrent requests of one sample each form one batch of 4 (preferred size); each gets

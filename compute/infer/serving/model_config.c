@@ -907,6 +907,40 @@ void gj_model_config_free(struct gj_model_config *cfg)
     cfg->parameters = cfg->pre_json = NULL;
 }
 
+static int copy_tensors(struct gj_tensor_config **dst, const struct gj_tensor_config *src, size_t n)
+{
+    *dst = NULL;
+    if (!src)
+        return 0;
+    *dst = malloc((n ? n : 1) * sizeof **dst);
+    if (*dst && n)
+        memcpy(*dst, src, n * sizeof **dst);
+    return *dst ? 0 : -1;
+}
+
+int gj_model_config_copy(struct gj_model_config *dst, const struct gj_model_config *src)
+{
+    *dst = *src;
+    dst->labels = NULL;
+    dst->n_labels = 0;
+    dst->inputs = dst->outputs = NULL;
+    dst->parameters = dst->pre_json = NULL;
+    int rc = copy_tensors(&dst->inputs, src->inputs, src->n_inputs) |
+             copy_tensors(&dst->outputs, src->outputs, src->n_output_tensors);
+    if (src->labels && !(dst->labels = calloc(src->n_labels + 1, sizeof *dst->labels)))
+        rc = -1;
+    for (size_t i = 0; !rc && i < src->n_labels; i++, dst->n_labels++)
+        if (!(dst->labels[i] = strdup(src->labels[i])))
+            rc = -1;
+    dst->parameters = src->parameters ? json_deep_copy(src->parameters) : NULL;
+    dst->pre_json = src->pre_json ? json_deep_copy(src->pre_json) : NULL;
+    if (rc || (src->parameters && !dst->parameters) || (src->pre_json && !dst->pre_json)) {
+        gj_model_config_free(dst);
+        return -1;
+    }
+    return 0;
+}
+
 static json_t *str_list(const char *base, size_t stride, size_t n)
 {
     json_t *a = json_array();
@@ -928,6 +962,13 @@ static json_t *version_policy_json(const struct gj_model_config *cfg)
 }
 
 json_t *gj_model_config_to_json(const struct gj_model_config *cfg)
+{
+    /* a model that is not an image model has no image fields to show: Triton's shape */
+    return cfg->triton_form && !cfg->image_model ? gj_model_config_to_triton_json(cfg)
+                                                 : gj_cfg_own_json(cfg);
+}
+
+json_t *gj_cfg_own_json(const struct gj_model_config *cfg)
 {
     static const char *const acts[] = { "none", "sigmoid", "softmax" };
     static const char *const sources[] = { "file", "fixed", "minmax" };

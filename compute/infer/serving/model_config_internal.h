@@ -56,6 +56,10 @@ struct onnx_model;
 int gj_model_config_complete(struct gj_model_config *cfg, const struct onnx_model *om,
                              struct gj_error *err);
 
+/* The config in this server's own config.json shape (gj_model_config_to_json for image
+ * models and our own form). */
+json_t *gj_cfg_own_json(const struct gj_model_config *cfg);
+
 /* "[1, 3, 224, 224]" (open_as_n: -1 written N) into buf; buf. */
 const char *gj_dims_text(char *buf, size_t n, int rank, const int64_t *dims, int open_as_n);
 /* The model's input (outputs 0) or output names, "a, b, c", into buf. */

@@ -344,7 +344,7 @@ static json_t *instance_json(const struct gj_model_config *cfg)
  * changed and sent back to load_model keeps them. */
 static void add_own_keys(json_t *j, const struct gj_model_config *cfg)
 {
-    json_t *ours = gj_model_config_to_json(cfg);
+    json_t *ours = gj_cfg_own_json(cfg);
     static const char *const keep[] = { "output_activation", "preprocessing", "filter",
                                         "precision", "cuda_graphs", "default_version", NULL };
     for (size_t i = 0; ours && keep[i]; i++) {
@@ -368,7 +368,7 @@ json_t *gj_model_config_to_triton_json(const struct gj_model_config *cfg)
                           "default_model_filename", "model.onnx");
     if (!j)
         return NULL;
-    json_t *ours = gj_model_config_to_json(cfg);
+    json_t *ours = gj_cfg_own_json(cfg);
     if (ours)
         json_object_set(j, "version_policy", json_object_get(ours, "version_policy"));
     json_decref(ours);

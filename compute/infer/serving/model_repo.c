@@ -566,6 +566,13 @@ int gj_model_repo_config(gj_model_repo *r, const char *name, int64_t version,
     struct repo_model *m = NULL;
     struct repo_version *rv = resolve_rescan_locked(r, name, version, &m, err);
     int64_t v = rv ? rv->version : -1;
+    if (rv && rv->loaded) {   /* loaded: as completed from the model */
+        int rc = gj_model_config_copy(cfg, gj_served_model_config(rv->loaded));
+        pthread_mutex_unlock(&r->mu);
+        if (rc)
+            memset(cfg, 0, sizeof *cfg);
+        return rc ? gj_error_set(err, "", "out of memory") : 0;
+    }
     if (rv && !r->dir) {   /* declared: the text is here */
         const char *text = declared_config(m, rv);
         int rc = gj_model_config_load_text(text, text ? strlen(text) : 0, name, cfg, err);

@@ -205,7 +205,10 @@ int gj_model_config_load(const char *path, const char *expect_name, struct gj_mo
 int gj_model_config_load_text(const char *text, size_t len, const char *expect_name,
                               struct gj_model_config *cfg, struct gj_error *err);
 void gj_model_config_free(struct gj_model_config *cfg);
-/* The config as JSON (for GET /v1/models/{name}); NULL on allocation failure. */
+/* A deep copy (free it with gj_model_config_free). 0, or -1 out of memory (dst freed). */
+int gj_model_config_copy(struct gj_model_config *dst, const struct gj_model_config *src);
+/* The config as JSON (for GET /v1/models/{name}): config.json's shape for image models, else
+ * Triton's (gj_model_config_to_triton_json); NULL on allocation failure. */
 json_t *gj_model_config_to_json(const struct gj_model_config *cfg);
 /* The config in the shape of Triton's JSON ModelConfig (GET /v2/models/{m}/config): name,
  * platform "onnxruntime_onnx", backend, max_batch_size (0: no batch dimension), input and
@@ -322,7 +325,9 @@ int gj_model_repo_acquire(gj_model_repo *repo, const char *name, int64_t version
 int gj_model_repo_get_loaded(gj_model_repo *repo, const char *name, int64_t version,
                              gj_served_model **out, struct gj_error *err);
 /* A version's config.json (the version's own, else the model's), without loading the
- * model. 0, or -1 with err; free cfg with gj_model_config_free either way. */
+ * model; when the version is loaded, its config as loaded (completed from the model: every
+ * input and output, label files read). 0, or -1 with err; free cfg with gj_model_config_free
+ * either way. */
 int gj_model_repo_config(gj_model_repo *repo, const char *name, int64_t version,
                          struct gj_model_config *cfg, struct gj_error *err);
 /* Drops the repository's reference; the state becomes UNLOADED. 0, or -1 when the

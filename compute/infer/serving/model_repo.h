@@ -49,9 +49,28 @@
  *                "view_positions": ["PA", "AP"], "allow_missing": false}
  *   }
  *
+ * Triton's JSON ModelConfig is read too (what Triton's GET /v2/models/{m}/config answers and
+ * load_model(config=...) sends; model_config_triton.c): "input" and "output" as lists of
+ * {name, data_type: "TYPE_FP32"..., dims (numbers or strings, -1: any size), reshape?,
+ * label_filename?}, max_batch_size 0 for a model without a batch dimension, dynamic_batching
+ * {max_queue_delay_microseconds, preferred_batch_size, default_queue_policy}, instance_group
+ * [{kind, count, gpus}], parameters; Triton's fields that do not apply (optimization,
+ * model_warmup, ...) are accepted and ignored, those that are not implemented
+ * (sequence_batching, optional inputs, ...) refused by name. Our own keys (labels,
+ * preprocessing, filter, ...) may sit beside them. Such a config describes any ONNX model:
+ * several inputs and outputs of every element type.
+ *
+ * A config without input/output lists, or no config file at all, is completed from the ONNX
+ * model at load as Triton's auto-complete does (model_check.c: the inputs and outputs, and
+ * max_batch_size 4 with the dynamic batcher when every input and output has a variable first
+ * dimension, else 0).
+ *
  * Loading a version checks the config against the model itself (input and output names,
- * element types, shapes, batch dimension, number of labels) and creates a trial session
- * of batch 1, so a model the runtime cannot run is refused at load with the reason.
+ * element types, shapes, batch dimension, number of labels), reads the outputs' label files
+ * (next to model.onnx, else in the model's directory) and creates a trial session of batch 1,
+ * so a model the runtime cannot run is refused at load with the reason. A model is an "image
+ * model" (image_model: one FP32 [C, H, W] input, a FP32 [N] output with N labels), which
+ * `infer` jobs need, when its config is our own form or its Triton form fits that.
  *
  * Two kinds of repository, one interface:
  *   - scanned (gj_model_repo_open): a directory in the layout above, read at open, by

@@ -1336,10 +1336,26 @@ static void probe_cuda(void)
     cuda_ok = onnx_backend_available("cuda", NULL);
 }
 
+/* 1 when every tensor of the config is of a type the CUDA backend computes or moves
+ * (onnx_model.h: FLOAT, INT64, BOOL and 1-, 4- and 8-byte moves; not STRING, the 2-byte types
+ * or DOUBLE arithmetic). */
+static int cuda_types(const struct gj_model_config *cfg)
+{
+    for (size_t i = 0; i < cfg->n_inputs + cfg->n_output_tensors; i++) {
+        int t = i < cfg->n_inputs ? cfg->inputs[i].elem_type : cfg->outputs[i - cfg->n_inputs].elem_type;
+        if (t != ONNX_ELEM_FLOAT && t != ONNX_ELEM_INT64 && t != ONNX_ELEM_INT32 &&
+            t != ONNX_ELEM_BOOL && t != ONNX_ELEM_UINT8 && t != ONNX_ELEM_INT8)
+            return 0;
+    }
+    return 1;
+}
+
 int gj_model_uses_gpu(const struct gj_model_config *cfg)
 {
     if (cfg->instance_kind != GJ_INSTANCE_AUTO)
         return cfg->instance_kind == GJ_INSTANCE_GPU;
+    if (!cuda_types(cfg))
+        return 0;   /* KIND_AUTO: the CPU runs every type */
     pthread_once(&cuda_once, probe_cuda);
     return cuda_ok && gj_gpu_acct_count() != 0;
 }

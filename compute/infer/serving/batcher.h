@@ -173,7 +173,9 @@ size_t gj_batcher_sessions(gj_batcher *b);
 /* ---- the per-process registry ------------------------------------------------------ */
 
 /* 1 when the model's instances run on a GPU: instance_group.kind KIND_GPU, or KIND_AUTO
- * where the ONNX runtime's CUDA backend is available and the host has a GPU. */
+ * where the ONNX runtime's CUDA backend is available, the host has a GPU and every input and
+ * output is of a type the CUDA backend takes (FP32, INT64, INT32, BOOL, UINT8, INT8; models
+ * with others run on the CPU under KIND_AUTO). */
 int gj_model_uses_gpu(const struct gj_model_config *cfg);
 
 /* The shared batcher of this model version on the device it runs on, keyed by the model's

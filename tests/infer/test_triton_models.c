@@ -585,6 +585,21 @@ static void open_sizes_batch_by_shape(void **state)
     assert_true(gj_batcher_sessions(bt) >= 2);
     gj_batcher_destroy(bt);
     gj_served_model_release(m);
+    /* a config that lists some outputs serves those only, as Triton */
+    b = seq_model();
+    write_model("seq", &b, "{\"max_batch_size\": 8, \"output\": [{\"name\": \"rows\", \"data_type\":"
+                " \"TYPE_FP32\", \"dims\": []}]}");
+    m = load("seq", &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    bt = gj_batcher_create(m, NULL, &err);
+    float x[3] = { 1, 2, 3 }, w[4] = { 0 };
+    struct gj_tensor in[2] = { tensor("x", ONNX_ELEM_FLOAT, 2, D(1, 3), x),
+                               tensor("w", ONNX_ELEM_FLOAT, 2, D(1, 4), w) };
+    struct gj_tensor out = wanted("w_out");
+    expect_refused(bt, in, 2, &out, 1, "model seq has no output 'w_out'; its outputs are: rows");
+    gj_batcher_destroy(bt);
+    gj_served_model_release(m);
 }
 
 /* A real Triton config (a BERT classifier served with onnxruntime_onnx, from a public model
@@ -844,6 +859,36 @@ static void triton_quickstart_densenet(void **state)
                       "input 'data_0' has reshape [1, 3, 112, 448] but the model's is [1, 3, 224, 224]");
 }
 
+/* Triton's idiom for a model input of one value per sample ([N]): dims [1], reshape []. */
+static void reshape_to_batch_only(void **state)
+{
+    (void)state;
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 1, D(-1));
+    gb_node(&b, "Mul", S("x", "x"), S("y"), 0, NULL);
+    struct pb v = pb_vinfo("y", T_FLOAT, 1, D(-1));
+    pb_msg(&b.g, 12, &v);
+    write_model("scalar", &b, "{\"max_batch_size\": 4,"
+                " \"input\": [{\"name\": \"x\", \"data_type\": \"TYPE_FP32\", \"dims\": [1], \"reshape\": {\"shape\": []}}],"
+                " \"output\": [{\"name\": \"y\", \"data_type\": \"TYPE_FP32\", \"dims\": [1], \"reshape\": {\"shape\": []}}]}");
+    struct gj_error err;
+    gj_served_model *m = load("scalar", &err);
+    if (!m)
+        fail_msg("%s", err.message);
+    gj_batcher *bt = gj_batcher_create(m, NULL, &err);
+    float x[2] = { 3, -4 };
+    struct gj_tensor in = tensor("x", ONNX_ELEM_FLOAT, 2, D(2, 1), x), out = wanted("y");
+    if (gj_batcher_run(bt, &in, 1, &out, 1, 0, NULL, &err) != GJ_BATCH_OK)
+        fail_msg("%s", err.message);
+    assert_int_equal(out.rank, 2);
+    assert_int_equal(out.dims[0], 2);
+    assert_int_equal(out.dims[1], 1);
+    assert_true(((float *)out.data)[0] == 9.0f && ((float *)out.data)[1] == 16.0f);
+    gj_tensors_free(&out, 1);
+    gj_batcher_destroy(bt);
+    gj_served_model_release(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -857,6 +902,7 @@ int main(void)
         cmocka_unit_test(config_checked_against_model),
         cmocka_unit_test(triton_image_model_with_label_file),
         cmocka_unit_test(triton_quickstart_densenet),
+        cmocka_unit_test(reshape_to_batch_only),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

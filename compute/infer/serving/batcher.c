@@ -86,6 +86,8 @@ struct gj_batcher {
     int *want_rank;           /* [input]: the rank requests give (the config's under a reshape) */
     const struct gj_tensor_config **out_reshape;   /* [model output]: the config's, when it
                                                      * reshapes what the model gives; else NULL */
+    unsigned char *out_served; /* [model output]: 1 when the config lists it (what Triton
+                                * answers: the model's other outputs are not served) */
     size_t shape_len;         /* per-sample dims of all inputs together */
     size_t cache_cap;         /* sessions per executor */
     size_t in_floats, out_floats;   /* image models (gj_batcher_infer), else 0 */
@@ -642,6 +644,7 @@ static void batcher_free(gj_batcher *b)
     free(b->want);
     free(b->want_rank);
     free(b->out_reshape);
+    free(b->out_served);
     pthread_cond_destroy(&b->cv_work);
     pthread_cond_destroy(&b->cv_idle);
     pthread_mutex_destroy(&b->mu);
@@ -722,7 +725,7 @@ static int plan_inputs(gj_batcher *b, const struct gj_model_config *cfg, struct 
             b->want[i][d] = w;
             b->symbolic |= d >= b->batching && mi->dims[d] < 0;
         }
-        if (tc && tc->reshape_rank) {   /* clients send the config's dims; the model reads its own */
+        if (tc && tc->has_reshape) {   /* clients send the config's dims; the model reads its own */
             b->want_rank[i] = tc->rank + b->batching;
             for (int d = 0; d < tc->rank; d++)
                 b->want[i][d + b->batching] = tc->dims[d];
@@ -733,11 +736,15 @@ static int plan_inputs(gj_batcher *b, const struct gj_model_config *cfg, struct 
     b->out_reshape = calloc(b->n_model_outputs ? b->n_model_outputs : 1, sizeof *b->out_reshape);
     if (!b->out_reshape)
         return gj_error_set(err, "", "out of memory");
+    b->out_served = calloc(b->n_model_outputs ? b->n_model_outputs : 1, 1);
+    if (!b->out_served)
+        return gj_error_set(err, "", "out of memory");
     for (size_t i = 0; i < b->n_model_outputs; i++)
         for (size_t j = 0; j < cfg->n_output_tensors; j++)
-            if (cfg->outputs[j].reshape_rank &&
-                strcmp(cfg->outputs[j].name, onnx_model_output(b->onnx, i)->name) == 0)
-                b->out_reshape[i] = &cfg->outputs[j];
+            if (strcmp(cfg->outputs[j].name, onnx_model_output(b->onnx, i)->name) == 0) {
+                b->out_served[i] = 1;
+                b->out_reshape[i] = cfg->outputs[j].has_reshape ? &cfg->outputs[j] : NULL;
+            }
     if (cfg->image_model) {
         b->in_floats = (size_t)(cfg->input_dims[0] * cfg->input_dims[1] * cfg->input_dims[2]);
         b->out_floats = (size_t)cfg->n_outputs;
@@ -905,12 +912,23 @@ static int input_index(const gj_batcher *b, const char *name)
     return -1;
 }
 
+/* The model output of that name when the config serves it, else -1. */
 static int output_index(const gj_batcher *b, const char *name)
 {
     for (size_t i = 0; i < b->n_model_outputs; i++)
-        if (strcmp(onnx_model_output(b->onnx, i)->name, name) == 0)
+        if (b->out_served[i] && strcmp(onnx_model_output(b->onnx, i)->name, name) == 0)
             return (int)i;
     return -1;
+}
+
+static void served_names(const gj_batcher *b, char *buf, size_t n)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < b->n_model_outputs && off < n; i++)
+        if (b->out_served[i])
+            off += (size_t)snprintf(buf + off, n - off, "%s%s", off ? ", " : "",
+                                    onnx_model_output(b->onnx, i)->name);
 }
 
 static int status_400(struct gj_error *err)
@@ -1012,7 +1030,7 @@ static int check_request(const gj_batcher *b, const struct gj_tensor *in, size_t
     for (size_t j = 0; j < n_out; j++) {
         out_index[j] = output_index(b, out[j].name);
         if (out_index[j] < 0) {
-            gj_model_io_names(names, sizeof names, b->onnx, 1);
+            served_names(b, names, sizeof names);
             return BAD("model %s has no output '%.200s'; its outputs are: %s", model, out[j].name, names);
         }
         for (size_t k = 0; k < j; k++)

@@ -146,18 +146,18 @@ static int check_tensor(const struct gj_model_config *cfg, const onnx_model *om,
                             tname(t->elem_type), tname(d->elem_type));
     if (d->rank < 0)
         return 0;   /* checked by the trial session */
-    int rank = t->reshape_rank ? t->reshape_rank : t->rank;
-    const int64_t *dims = t->reshape_rank ? t->reshape : t->dims;
+    int rank = t->has_reshape ? t->reshape_rank : t->rank;
+    const int64_t *dims = t->has_reshape ? t->reshape : t->dims;
     gj_dims_text(a, sizeof a, rank, dims, 0);
     gj_dims_text(b, sizeof b, d->rank, d->dims, 0);
-    for (int k = batching; t->reshape_rank && k < d->rank; k++)
+    for (int k = batching; t->has_reshape && k < d->rank; k++)
         if (d->dims[k] < 0)
             return gj_error_set(err, what, "config: %s '%s' has a reshape but the model leaves "
                                 "its dimension %d open: a reshape needs the model's sizes fixed",
                                 what, t->name, k);
     if (d->rank != rank + batching)
         return gj_error_set(err, what, "config: %s '%s' has %s %s%s but the model's is %s", what,
-                            t->name, t->reshape_rank ? "reshape" : "dims", a, batching ? " (after the batch dimension)" : " (no batch "
+                            t->name, t->has_reshape ? "reshape" : "dims", a, batching ? " (after the batch dimension)" : " (no batch "
                             "dimension: max_batch_size 0)", b);
     if (batching && d->dims[0] >= 0 && !(d->dims[0] == 1 && cfg->max_batch_size == 1))
         return gj_error_set(err, "max_batch_size", "config: max_batch_size is %d but the model's %s "
@@ -167,7 +167,7 @@ static int check_tensor(const struct gj_model_config *cfg, const onnx_model *om,
     for (int k = 0; k < rank; k++)
         if (dims[k] >= 0 && d->dims[k + batching] >= 0 && dims[k] != d->dims[k + batching])
             return gj_error_set(err, what, "config: %s '%s' has %s %s but the model's is %s%s", what,
-                                t->name, t->reshape_rank ? "reshape" : "dims", a, b,
+                                t->name, t->has_reshape ? "reshape" : "dims", a, b,
                                 batching ? " (the batch first)" : "");
     return 0;
 }

@@ -114,11 +114,11 @@ static int parse_reshape(const json_t *t, const char *path, struct gj_tensor_con
     if (parse_dims(json_object_get(rs, "shape"), p, dims, &rank, err))
         return -1;
     int64_t n = elements(rank, dims), want = elements(tc->rank, tc->dims);
-    if (n < 0 || want < 0 || rank == 0)
-        CFG_FAIL(p, CFG ": %s: a reshape needs fixed sizes in dims and shape (and at least one "
-                 "dimension)", p);
+    if (n < 0 || want < 0)
+        CFG_FAIL(p, CFG ": %s: a reshape needs fixed sizes in dims and shape", p);
     if (n != want)
         CFG_FAIL(p, CFG ": %s has %lld elements but dims has %lld", p, (long long)n, (long long)want);
+    tc->has_reshape = 1;
     tc->reshape_rank = rank;
     memcpy(tc->reshape, dims, sizeof dims);
     return 0;
@@ -293,7 +293,7 @@ static json_t *tensors_json(const struct gj_tensor_config *t, size_t n, int is_i
         json_t *o = json_pack("{s:s, s:s, s:o, s:b}", "name", t[i].name, "data_type",
                               type ? type : "TYPE_INVALID", "dims", dims_json(&t[i]),
                               "is_shape_tensor", 0);
-        if (o && t[i].reshape_rank) {
+        if (o && t[i].has_reshape) {
             json_t *shape = json_array();
             for (int k = 0; shape && k < t[i].reshape_rank; k++)
                 json_array_append_new(shape, json_integer(t[i].reshape[k]));

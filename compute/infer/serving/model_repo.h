@@ -155,10 +155,9 @@ struct gj_tensor_config {
     int rank;                  /* dims without the batch dimension */
     int64_t dims[GJ_TENSOR_MAX_RANK];   /* -1: any size */
     char label_filename[128];  /* "" none (outputs) */
-    int reshape_rank;          /* Triton's reshape: the model's shape of the tensor (without the
-                                * batch dimension) when it differs from dims; 0 with no reshape
-                                * (a reshape to a scalar is not supported) */
-    int64_t reshape[GJ_TENSOR_MAX_RANK];
+    int has_reshape;           /* Triton's reshape: the model's shape of the tensor (without the */
+    int reshape_rank;          /* batch dimension) when it differs from dims (Triton's idiom for */
+    int64_t reshape[GJ_TENSOR_MAX_RANK];   /* a model input [N]: dims [1], reshape []) */
 };
 
 struct gj_model_config {

@@ -160,7 +160,7 @@ static int complete_outputs(gj_served_model *m, onnx_session *s, struct gj_error
                 t->rank = so->rank - batching;
                 for (int k = 0; k < t->rank; k++)
                     t->dims[k] = m->trial_exact ? so->dims[k + batching] : -1;
-            } else if ((t->reshape_rank ? t->reshape_rank : t->rank) != so->rank - batching) {
+            } else if ((t->has_reshape ? t->reshape_rank : t->rank) != so->rank - batching) {
                 return gj_error_set(err, "output", "config: output '%s' has dims %s but the model's "
                                     "is %s", t->name, gj_dims_text(c, sizeof c, t->rank, t->dims, 1),
                                     gj_dims_text(b, sizeof b, so->rank, so->dims, 1));

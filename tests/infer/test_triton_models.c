@@ -4,7 +4,8 @@
  * INT64, BOOL, FP16, STRING), models without a batch dimension, sizes left open besides the
  * batch; their configs in Triton's JSON ModelConfig or none at all (auto-complete), refusals
  * that name the tensor; gj_batcher_run batching them, splitting outputs per request and keeping
- * Triton's statistics. Models are written here with the ONNX tests' protobuf writer (pbw.h).
+ * Triton's statistics. Models are written here with the ONNX tests' protobuf writer (pbw.h),
+ * and exported by PyTorch with tests/onnx/typed_models.py (its outputs the reference).
  */
 #include <math.h>
 #include <pthread.h>
@@ -889,6 +890,215 @@ static void reshape_to_batch_only(void **state)
     gj_served_model_release(m);
 }
 
+/* ---- models exported by PyTorch (tests/onnx/typed_models.py) --------------------------------- */
+
+struct pt_tensor {
+    char name[64];
+    int elem, rank;
+    int64_t dims[8];
+    char *data;        /* the file's bytes */
+    size_t bytes;
+    double tol;
+};
+
+struct pt_manifest {
+    char model[1024];
+    int batch;         /* -1: none */
+    struct pt_tensor in[8], out[8];
+    size_t n_in, n_out;
+};
+
+static int pt_elem(const char *name)
+{
+    for (int e = 1; e < 32; e++)
+        if (strcmp(onnx_elem_name(e), name) == 0)
+            return e;
+    return 0;
+}
+
+/* One "in|out NAME TYPE DIMS FILE [TOL]" line into t (its file read from dir). */
+static void pt_tensor_line(const char *dir, const char *line, struct pt_tensor *t, int is_out)
+{
+    char type[16], dims[64], file[256], path[600];
+    int n = sscanf(line, "%*s %63s %15s %63s %255s %lf", t->name, type, dims, file, &t->tol);
+    assert_int_equal(n, is_out ? 5 : 4);
+    t->elem = pt_elem(type);
+    assert_true(t->elem > 0);
+    for (char *p = strcmp(dims, "-") ? dims : NULL; p && *p; t->rank++) {
+        char *end;
+        t->dims[t->rank] = strtoll(p, &end, 10);
+        p = *end == ',' ? end + 1 : end;
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    assert_int_equal(gj_read_file(path, 1 << 26, &t->data, &t->bytes), 0);
+}
+
+static void pt_load_manifest(const char *dir, const char *name, struct pt_manifest *mf)
+{
+    char path[600], *text = NULL;
+    size_t len = 0;
+    memset(mf, 0, sizeof *mf);
+    snprintf(path, sizeof path, "%s/%s.manifest", dir, name);
+    assert_int_equal(gj_read_file(path, 1 << 16, &text, &len), 0);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strncmp(line, "model ", 6))
+            snprintf(mf->model, sizeof mf->model, "%s/%s", dir, line + 6);
+        else if (!strncmp(line, "batch ", 6))
+            mf->batch = strcmp(line + 6, "none") ? atoi(line + 6) : -1;
+        else if (!strncmp(line, "in ", 3) && mf->n_in < 8)
+            pt_tensor_line(dir, line, &mf->in[mf->n_in++], 0);
+        else if (!strncmp(line, "out ", 4) && mf->n_out < 8)
+            pt_tensor_line(dir, line, &mf->out[mf->n_out++], 1);
+    }
+    free(text);
+}
+
+static void pt_free(struct pt_manifest *mf)
+{
+    for (size_t i = 0; i < mf->n_in; i++)
+        free(mf->in[i].data);
+    for (size_t i = 0; i < mf->n_out; i++)
+        free(mf->out[i].data);
+}
+
+/* got against PyTorch's want: float types by relative L2 within tol, the others exactly. */
+static void pt_compare(const struct pt_tensor *want, const struct gj_tensor *got)
+{
+    assert_int_equal(got->elem_type, want->elem);
+    assert_int_equal(got->rank, want->rank);
+    assert_memory_equal(got->dims, want->dims, (size_t)want->rank * sizeof want->dims[0]);
+    assert_int_equal(got->bytes, want->bytes);
+    int e = want->elem;
+    if (e != ONNX_ELEM_FLOAT && e != ONNX_ELEM_FLOAT16 && e != ONNX_ELEM_BFLOAT16 && e != ONNX_ELEM_DOUBLE) {
+        assert_memory_equal(got->data, want->data, want->bytes);
+        return;
+    }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want->bytes / onnx_elem_size(e); i++) {
+        double a = onnx_elem_get_f64(e, got->data, i), b = onnx_elem_get_f64(e, want->data, i);
+        num += (a - b) * (a - b);
+        den += b * b;
+    }
+    double rel = sqrt(num / (den > 0 ? den : 1));
+    if (rel > want->tol)
+        fail_msg("output '%s': relative L2 %.3g over %.3g", want->name, rel, want->tol);
+}
+
+struct pt_req {
+    gj_batcher *b;
+    struct gj_tensor in[8], out[8];
+    size_t n_in, n_out;
+    int rc;
+    struct gj_error err;
+    struct gj_batch_timing t;
+};
+
+static void *pt_client(void *arg)
+{
+    struct pt_req *r = arg;
+    r->rc = gj_batcher_run(r->b, r->in, r->n_in, r->out, r->n_out, 0, &r->t, &r->err);
+    return NULL;
+}
+
+/* Sample k of a batched tensor (all of it without a batch dimension) as a request tensor. */
+static struct gj_tensor pt_slice(const struct pt_tensor *t, int batch, int k)
+{
+    struct gj_tensor g = { .elem_type = t->elem, .rank = t->rank };
+    snprintf(g.name, sizeof g.name, "%s", t->name);
+    memcpy(g.dims, t->dims, sizeof g.dims);
+    g.bytes = batch > 0 ? t->bytes / (size_t)batch : t->bytes;
+    g.data = t->data + (size_t)k * g.bytes;
+    if (batch > 0)
+        g.dims[0] = 1;
+    return g;
+}
+
+/* A PyTorch export with no config: auto-completed; a batch of 2 sent as two requests of one
+ * sample that the batcher runs together, each output against PyTorch's rows. */
+static void pt_model(const char *dir, const char *name)
+{
+    struct pt_manifest mf;
+    pt_load_manifest(dir, name, &mf);
+    char mdir[512], *onnx = NULL;
+    size_t len = 0;
+    snprintf(mdir, sizeof mdir, "%s/pt-%s/1", g_dir, name);
+    assert_int_equal(gj_mkdir_p(mdir, 0755), 0);
+    assert_int_equal(gj_read_file(mf.model, 1 << 28, &onnx, &len), 0);
+    snprintf(mdir, sizeof mdir, "%s/pt-%s/1/model.onnx", g_dir, name);
+    assert_int_equal(gj_write_file(mdir, onnx, len), 0);
+    free(onnx);
+    char mname[64];
+    snprintf(mname, sizeof mname, "pt-%s", name);
+    struct gj_error err;
+    gj_served_model *m = load(mname, &err);
+    if (!m)
+        fail_msg("%s: %s", name, err.message);
+    const struct gj_model_config *cfg = gj_served_model_config(m);
+    assert_int_equal(cfg->no_batch, mf.batch < 0);
+    assert_int_equal(cfg->n_inputs, mf.n_in);
+    struct gj_batcher_options opt = { .dynamic_batching = 1, .max_queue_delay_us = 2000000,
+                                      .n_preferred = 1, .preferred_batch_sizes = { 2 }, .device = -1 };
+    gj_batcher *bt = gj_batcher_create(m, &opt, &err);
+    assert_non_null(bt);
+    int nreq = mf.batch > 0 ? mf.batch : 1;
+    struct pt_req r[4];
+    pthread_t th[4];
+    assert_true(nreq <= 4);
+    for (int k = 0; k < nreq; k++) {
+        memset(&r[k], 0, sizeof r[k]);
+        r[k].b = bt;
+        r[k].n_in = mf.n_in;
+        r[k].n_out = mf.n_out;
+        for (size_t i = 0; i < mf.n_in; i++)
+            r[k].in[mf.n_in - 1 - i] = pt_slice(&mf.in[i], mf.batch, k);   /* any order */
+        for (size_t i = 0; i < mf.n_out; i++)
+            r[k].out[i] = wanted(mf.out[i].name);
+        assert_int_equal(pthread_create(&th[k], NULL, pt_client, &r[k]), 0);
+    }
+    for (int k = 0; k < nreq; k++)
+        pthread_join(th[k], NULL);
+    for (int k = 0; k < nreq; k++) {
+        if (r[k].rc != GJ_BATCH_OK)
+            fail_msg("%s request %d: %s", name, k, r[k].err.message);
+        assert_int_equal(r[k].t.batch_size, nreq);
+        for (size_t i = 0; i < mf.n_out; i++) {
+            struct gj_tensor want = pt_slice(&mf.out[i], mf.batch, k);
+            struct pt_tensor w = mf.out[i];
+            w.data = want.data;
+            w.bytes = want.bytes;
+            memcpy(w.dims, want.dims, sizeof w.dims);
+            pt_compare(&w, &r[k].out[i]);
+        }
+        gj_tensors_free(r[k].out, r[k].n_out);
+    }
+    print_message("    %s: %zu inputs, %zu outputs, %d request(s) in one batch: as PyTorch\n", name,
+                  mf.n_in, mf.n_out, nreq);
+    gj_batcher_destroy(bt);
+    gj_served_model_release(m);
+    pt_free(&mf);
+}
+
+static void pytorch_exports(void **state)
+{
+    (void)state;
+    const char *src = getenv("GJ_SOURCE_ROOT"), *build = getenv("GJ_BUILD_ROOT");
+    assert_non_null(src);
+    assert_non_null(build);
+    char dir[512], cmd[2048];
+    /* the onnx suite's exports (its tests never run beside others: is_parallel false) */
+    snprintf(dir, sizeof dir, "%s/tests/onnx/models", build);
+    static const char *const names[] = { "multi", "ints", "fp16", "nobatch" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char manifest[600];
+        snprintf(manifest, sizeof manifest, "%s/%s.manifest", dir, names[i]);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/onnx/typed_models.py %s %s --reuse "
+                 ">/dev/null", src, dir, names[i]);
+        if (access(manifest, R_OK) != 0 && system(cmd) != 0)
+            fail_msg("typed_models.py %s failed (Debian's python3-torch and python3-onnx)", names[i]);
+        pt_model(dir, names[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -903,6 +1113,7 @@ int main(void)
         cmocka_unit_test(triton_image_model_with_label_file),
         cmocka_unit_test(triton_quickstart_densenet),
         cmocka_unit_test(reshape_to_batch_only),
+        cmocka_unit_test(pytorch_exports),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

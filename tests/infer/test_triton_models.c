@@ -403,6 +403,8 @@ static void refuses_bad_requests(void **state)
     gj_served_model *m = load("multi", &err);
     gj_batcher *bt = gj_batcher_create(m, NULL, &err);
     assert_non_null(bt);
+    struct gj_batch_stats s0, s1;
+    gj_batch_stats_get("multi", 1, &s0);
     static struct multi_req r;
     multi_fill(&r, 2, 1);
     struct gj_tensor in[6];
@@ -442,6 +444,11 @@ static void refuses_bad_requests(void **state)
     float x[4], y[4];
     assert_int_equal(gj_batcher_infer(bt, x, 1, y, 0, NULL, &err), GJ_BATCH_EINVAL);
     assert_non_null(strstr(err.message, "is not an image model"));
+    gj_batch_stats_get("multi", 1, &s1);   /* each refusal is a failed request, none ran */
+    assert_int_equal(s1.fail.count - s0.fail.count, 13);
+    assert_int_equal(s1.request_failure - s0.request_failure, 13);
+    assert_int_equal(s1.success.count, s0.success.count);
+    assert_int_equal(s1.exec_count, s0.exec_count);
     gj_batcher_destroy(bt);
     gj_served_model_release(m);
 }

@@ -753,8 +753,10 @@ static void config_checked_against_model(void **state)
     expect_load_error("chk", multi_model(), "{\"max_batch_size\": 4, \"input\": [{\"name\": \"a\","
                       " \"data_type\": \"TYPE_FP32\", \"dims\": [5]}]}",
                       "input 'a' has dims [5] but the model's is [-1, 4]");
-    expect_load_error("chk", multi_model(), "{\"max_batch_size\": 0, \"input\": [{\"name\": \"a\","
-                      " \"data_type\": \"TYPE_FP32\", \"dims\": [4]}]}", "no batch dimension: max_batch_size 0");
+    expect_load_error("chk", nobatch_model(), "{\"input\": [{\"name\": \"m\", \"data_type\": \"TYPE_FP32\","
+                      " \"dims\": [2]}, {\"name\": \"k\", \"data_type\": \"TYPE_INT64\", \"dims\": []}],"
+                      " \"output\": [{\"name\": \"mk\", \"data_type\": \"TYPE_FP32\", \"dims\": [3, 2]}]}",
+                      "input 'm' has dims [2] (no batch dimension: max_batch_size 0) but the model's is [3, 2]");
     expect_load_error("chk", multi_model(), "{\"output\": [{\"name\": \"zz\", \"data_type\": \"TYPE_FP32\","
                       " \"dims\": [4]}]}", "output 'zz' is not an output of the model");
     expect_load_error("chk", multi_model(), "{\"output\": [{\"name\": \"y\", \"data_type\": \"TYPE_FP32\","
@@ -1007,7 +1009,9 @@ static void *pt_client(void *arg)
     return NULL;
 }
 
-/* Sample k of a batched tensor (all of it without a batch dimension) as a request tensor. */
+/* Sample k of a batched tensor (all of it without a batch dimension) as a request tensor.
+ * A tensor of nothing but the batch ([N]) is [1, 1]: auto-complete gives it Triton's dims [1]
+ * with reshape []. */
 static struct gj_tensor pt_slice(const struct pt_tensor *t, int batch, int k)
 {
     struct gj_tensor g = { .elem_type = t->elem, .rank = t->rank };
@@ -1017,6 +1021,8 @@ static struct gj_tensor pt_slice(const struct pt_tensor *t, int batch, int k)
     g.data = t->data + (size_t)k * g.bytes;
     if (batch > 0)
         g.dims[0] = 1;
+    if (batch > 0 && g.rank == 1)
+        g.dims[g.rank++] = 1;
     return g;
 }
 
@@ -1042,7 +1048,11 @@ static void pt_model(const char *dir, const char *name)
         fail_msg("%s: %s", name, err.message);
     const struct gj_model_config *cfg = gj_served_model_config(m);
     assert_int_equal(cfg->no_batch, mf.batch < 0);
+    assert_int_equal(cfg->max_batch_size, mf.batch < 0 ? 1 : 4);   /* Triton's default, 4 */
     assert_int_equal(cfg->n_inputs, mf.n_in);
+    for (size_t i = 0; i < cfg->n_inputs; i++)   /* [N]: dims [1], reshape [] as Triton */
+        if (mf.batch > 0 && cfg->inputs[i].rank == 1 && cfg->inputs[i].dims[0] == 1)
+            assert_true(cfg->inputs[i].has_reshape && cfg->inputs[i].reshape_rank == 0);
     struct gj_batcher_options opt = { .dynamic_batching = 1, .max_queue_delay_us = 2000000,
                                       .n_preferred = 1, .preferred_batch_sizes = { 2 }, .device = -1 };
     gj_batcher *bt = gj_batcher_create(m, &opt, &err);
@@ -1073,6 +1083,7 @@ static void pt_model(const char *dir, const char *name)
             struct pt_tensor w = mf.out[i];
             w.data = want.data;
             w.bytes = want.bytes;
+            w.rank = want.rank;
             memcpy(w.dims, want.dims, sizeof w.dims);
             pt_compare(&w, &r[k].out[i]);
         }

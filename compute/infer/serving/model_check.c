@@ -3,14 +3,18 @@
  * out is completed from the model as Triton's auto-complete does, and what it gives is
  * checked (names, element types, dims, batch dimension), each refusal naming the tensor.
  *
- * Auto-complete follows Triton (docs/user_guide/model_configuration.md, "Auto-Generated Model
- * Configuration" and "Default Max Batch Size and Dynamic Batcher"; the ONNX Runtime backend's
- * AutoCompleteMaxBatch in onnxruntime_backend/src/onnxruntime.cc): inputs and outputs come
- * from the model's graph inputs and outputs; when max_batch_size is not given, a model whose
- * every input and output has a variable-size (-1) first dimension can batch: it gets the
- * default max_batch_size 4 (Triton's --backend-config default-max-batch-size) and, having
- * max_batch_size > 1 and no scheduler configured, the dynamic batcher with default settings;
- * any other model gets max_batch_size 0 (no batch dimension).
+ * Auto-complete follows Triton's ONNX Runtime backend (onnxruntime_backend/src/onnxruntime.cc,
+ * ModelState::AutoCompleteConfig, AutoCompleteMaxBatch and AutoCompleteIO; Triton's
+ * docs/user_guide/model_configuration.md, "Auto-Generated Model Configuration" and "Default
+ * Max Batch Size and Dynamic Batcher"): a config that lists both inputs and outputs is not
+ * completed (its max_batch_size as given, 0 when absent). Otherwise the model "can support
+ * batching" when every input and output has a variable (-1) first dimension; then a
+ * max_batch_size of 0 (or none) becomes the default, 4 (Triton's --backend-config
+ * default-max-batch-size), and a max_batch_size > 1 with no scheduler configured gets the
+ * dynamic batcher with default settings; a model that cannot batch keeps 0 (a non-zero
+ * max_batch_size is refused). The missing lists come from the model's graph inputs and
+ * outputs, dims after the first when batching; a tensor with nothing after the batch
+ * dimension gets dims [1] with reshape [] as Triton writes it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,17 +81,22 @@ static int can_batch(const onnx_model *om)
 
 static void complete_batching(struct gj_model_config *cfg, const onnx_model *om)
 {
-    if (!cfg->triton_form || cfg->max_batch_given)
-        return;
+    if (!cfg->triton_form || (cfg->n_inputs && cfg->n_output_tensors))
+        return;   /* our own form, or nothing to complete: max_batch_size as given */
     if (!can_batch(om)) {
-        cfg->no_batch = 1;
-        cfg->max_batch_size = 1;
+        if (!cfg->max_batch_given || cfg->no_batch) {
+            cfg->no_batch = 1;
+            cfg->max_batch_size = 1;
+        }   /* else refused by check_tensor: the first dimension is fixed */
         return;
     }
-    cfg->no_batch = 0;
-    cfg->max_batch_size = TRITON_DEFAULT_MAX_BATCH;
-    cfg->dynamic_batching = 1;   /* max_batch_size > 1 and no scheduler: the dynamic batcher */
-    size_t k = 0;   /* preferred sizes given beyond the default are dropped */
+    if (cfg->no_batch || !cfg->max_batch_given) {   /* 0 or none: Triton's default */
+        cfg->no_batch = 0;
+        cfg->max_batch_size = TRITON_DEFAULT_MAX_BATCH;
+    }
+    if (cfg->max_batch_size > 1)   /* and no scheduler: the dynamic batcher, defaults */
+        cfg->dynamic_batching = 1;
+    size_t k = 0;   /* preferred sizes beyond the max are dropped */
     for (size_t i = 0; i < cfg->n_preferred; i++)
         if (cfg->preferred_batch_sizes[i] <= cfg->max_batch_size)
             cfg->preferred_batch_sizes[k++] = cfg->preferred_batch_sizes[i];
@@ -107,6 +116,12 @@ static void from_model(struct gj_tensor_config *t, const struct onnx_io_desc *d,
     t->rank = d->rank - batching;
     for (int k = 0; k < t->rank && k < GJ_TENSOR_MAX_RANK; k++)
         t->dims[k] = d->dims[k + batching];
+    if (batching && t->rank == 0) {   /* Triton: dims [1], reshape [] */
+        t->rank = 1;
+        t->dims[0] = 1;
+        t->has_reshape = 1;
+        t->reshape_rank = 0;
+    }
 }
 
 static int complete_list(struct gj_tensor_config **list, size_t *n, const onnx_model *om,

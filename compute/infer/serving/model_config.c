@@ -649,6 +649,8 @@ static int parse_batching(const json_t *root, struct gj_model_config *cfg, struc
         cfg->no_batch = iv == 0 && cfg->triton_form;   /* Triton: 0 is no batch dimension */
         cfg->max_batch_size = iv ? (int)iv : 1;
     }
+    if (cfg->triton_form && !cfg->max_batch_given && cfg->n_inputs && cfg->n_output_tensors)
+        cfg->no_batch = 1;   /* Triton: lists given, no max_batch_size: 0, nothing completes it */
     if (!(v = json_object_get(root, "dynamic_batching")))
         return 0;
     if (!json_is_object(v))

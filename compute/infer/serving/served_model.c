@@ -160,6 +160,11 @@ static int complete_outputs(gj_served_model *m, onnx_session *s, struct gj_error
                 t->rank = so->rank - batching;
                 for (int k = 0; k < t->rank; k++)
                     t->dims[k] = m->trial_exact ? so->dims[k + batching] : -1;
+                if (batching && t->rank == 0) {   /* Triton: dims [1], reshape [] */
+                    t->rank = 1;
+                    t->dims[0] = 1;
+                    t->has_reshape = 1;
+                }
             } else if ((t->has_reshape ? t->reshape_rank : t->rank) != so->rank - batching) {
                 return gj_error_set(err, "output", "config: output '%s' has dims %s but the model's "
                                     "is %s", t->name, gj_dims_text(c, sizeof c, t->rank, t->dims, 1),

@@ -41,102 +41,17 @@ int gj_model_name_ok(const char *name)
 }
 
 /* Fails with field "config.json: <path>". */
-#define FAIL(path, ...) \
-    do { \
-        char field_[128]; \
-        snprintf(field_, sizeof field_, "%s", (path)); \
-        gj_error_set(err, field_, __VA_ARGS__); \
-        return -1; \
-    } while (0)
+#define FAIL CFG_FAIL
 
 #define check_keys gj_cfg_check_keys
 #define get_int gj_cfg_get_int
 #define get_str gj_cfg_get_str
-
-int gj_cfg_check_keys(const json_t *obj, const char *path, const char *const *allowed,
-                      struct gj_error *err)
-{
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        int ok = 0;
-        for (size_t i = 0; allowed[i] && !ok; i++)
-            ok = strcmp(key, allowed[i]) == 0;
-        if (!ok) {
-            char p[128];
-            snprintf(p, sizeof p, "%s%s%.60s", path, path[0] ? "." : "", key);
-            FAIL(p, CFG ": unknown key '%.60s' in %s", key, path[0] ? path : "the top level");
-        }
-    }
-    return 0;
-}
-
-/* A JSON integer in [lo, hi] (a number with no fraction is accepted too). */
-/* A JSON integer in [lo, hi] (a number with no fraction is accepted too); strings64: a
- * string of one too (Triton's JSON writes 64-bit integers as strings). */
-static int get_int_of(const json_t *v, const char *path, int64_t lo, int64_t hi, int64_t *out,
-                      int strings64, struct gj_error *err)
-{
-    double d;
-    char *end = NULL;
-    const char *sv = json_is_string(v) ? json_string_value(v) : NULL;
-    if (json_is_integer(v))
-        d = (double)json_integer_value(v);
-    else if (json_is_real(v))
-        d = json_real_value(v);
-    else if (strings64 && sv && sv[0] && strlen(sv) < 20 && (d = (double)strtoll(sv, &end, 10), *end == '\0'))
-        ;   /* Triton's JSON: an int64 as a string */
-    else
-        FAIL(path, CFG ": %s must be an integer", path);
-    if (d != floor(d) || d < (double)lo || d > (double)hi)
-        FAIL(path, CFG ": %s must be an integer from %lld to %lld", path, (long long)lo,
-             (long long)hi);
-    *out = (int64_t)d;
-    return 0;
-}
-
-int gj_cfg_get_bool(const json_t *v, const char *path, int *out, struct gj_error *err)
-{
-    if (!json_is_boolean(v))
-        FAIL(path, CFG ": %s must be true or false", path);
-    *out = json_is_true(v);
-    return 0;
-}
-
-int gj_cfg_get_int(const json_t *v, const char *path, int64_t lo, int64_t hi, int64_t *out,
-                   struct gj_error *err)
-{
-    return get_int_of(v, path, lo, hi, out, 0, err);
-}
-
-int gj_cfg_get_int64(const json_t *v, const char *path, int64_t lo, int64_t hi, int64_t *out,
-                     struct gj_error *err)
-{
-    return get_int_of(v, path, lo, hi, out, 1, err);
-}
 
 static int get_num(const json_t *v, const char *path, double *out, struct gj_error *err)
 {
     if (!json_is_number(v) || !isfinite(json_number_value(v)))
         FAIL(path, CFG ": %s must be a finite number", path);
     *out = json_number_value(v);
-    return 0;
-}
-
-int gj_cfg_get_str(const json_t *v, const char *path, char *buf, size_t buflen,
-                   struct gj_error *err)
-{
-    if (!json_is_string(v) || json_string_length(v) == 0)
-        FAIL(path, CFG ": %s must be a non-empty string", path);
-    if (json_string_length(v) >= buflen)
-        FAIL(path, CFG ": %s is longer than %zu bytes", path, buflen - 1);
-    const char *s = json_string_value(v);
-    if (strlen(s) != json_string_length(v))
-        FAIL(path, CFG ": %s contains a NUL character", path);
-    for (const char *p = s; *p; p++)
-        if ((unsigned char)*p < 0x20)
-            FAIL(path, CFG ": %s contains a control character", path);
-    memcpy(buf, s, json_string_length(v) + 1);
     return 0;
 }
 
@@ -941,106 +856,6 @@ int gj_model_config_copy(struct gj_model_config *dst, const struct gj_model_conf
         return -1;
     }
     return 0;
-}
-
-static json_t *str_list(const char *base, size_t stride, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++)
-        json_array_append_new(a, json_string(base + i * stride));
-    return a;
-}
-
-static json_t *version_policy_json(const struct gj_model_config *cfg)
-{
-    if (cfg->version_policy == GJ_VERSIONS_LATEST)
-        return json_pack("{s:{s:i}}", "latest", "num_versions", cfg->latest_versions);
-    if (cfg->version_policy != GJ_VERSIONS_SPECIFIC)
-        return json_pack("{s:{}}", "all");
-    json_t *vs = json_array();
-    for (size_t i = 0; vs && i < cfg->n_specific; i++)
-        json_array_append_new(vs, json_integer(cfg->specific_versions[i]));
-    return json_pack("{s:{s:o}}", "specific", "versions", vs);
-}
-
-json_t *gj_model_config_to_json(const struct gj_model_config *cfg)
-{
-    /* a model that is not an image model has no image fields to show: Triton's shape */
-    return cfg->triton_form && !cfg->image_model ? gj_model_config_to_triton_json(cfg)
-                                                 : gj_cfg_own_json(cfg);
-}
-
-json_t *gj_cfg_own_json(const struct gj_model_config *cfg)
-{
-    static const char *const acts[] = { "none", "sigmoid", "softmax" };
-    static const char *const sources[] = { "file", "fixed", "minmax" };
-    static const char *const functions[] = { "LINEAR", "LINEAR_EXACT", "SIGMOID" };
-    static const char *const methods[] = { "bilinear", "area", "nearest" };
-    const struct gj_preprocess_config *pc = &cfg->pre;
-    json_t *labels = json_array(), *pref = json_array(), *mean = json_array(), *std = json_array();
-    for (size_t i = 0; i < cfg->n_labels; i++)
-        json_array_append_new(labels, json_string(cfg->labels[i]));
-    for (size_t i = 0; i < cfg->n_preferred; i++)
-        json_array_append_new(pref, json_integer(cfg->preferred_batch_sizes[i]));
-    for (int c = 0; c < pc->channels; c++) {
-        json_array_append_new(mean, json_real(pc->mean[c]));
-        json_array_append_new(std, json_real(pc->std[c]));
-    }
-    json_t *window = json_pack("{s:s, s:s}", "source", sources[pc->window_source], "function",
-                               functions[pc->function]);
-    if (window && pc->has_fixed_window) {
-        json_object_set_new(window, "center", json_real(pc->center));
-        json_object_set_new(window, "width", json_real(pc->width));
-    }
-    json_t *j = json_pack(
-        "{s:s, s:s, s:{s:s, s:[I,I,I], s:s}, s:{s:s, s:[I], s:s}, s:o, s:s, s:i, s:i, s:o,"
-        " s:{s:o, s:b, s:{s:s, s:i, s:i}, s:o, s:o, s:i},"
-        " s:{s:o, s:o, s:o, s:b}}",
-        "name", cfg->name, "platform", "onnx",
-        "input", "name", cfg->input_name, "dims", (json_int_t)cfg->input_dims[0],
-        (json_int_t)cfg->input_dims[1], (json_int_t)cfg->input_dims[2], "datatype", "FP32",
-        "output", "name", cfg->output_name, "dims", (json_int_t)cfg->n_outputs, "datatype", "FP32",
-        "labels", labels, "output_activation", acts[cfg->activation],
-        "max_batch_size", cfg->max_batch_size, "instances_per_device", cfg->instances_per_device,
-        "default_version", cfg->default_version ? json_integer(cfg->default_version)
-                                                : json_string("latest"),
-        "preprocessing", "window", window ? window : json_null(),
-        "invert_monochrome1", pc->invert_monochrome1,
-        "resize", "method", methods[pc->resize], "height", pc->height, "width", pc->width_px,
-        "mean", mean, "std", std, "channels", pc->channels,
-        "filter", "modalities",
-        str_list(&cfg->filter.modalities[0][0], sizeof cfg->filter.modalities[0],
-                 cfg->filter.n_modalities),
-        "body_parts",
-        str_list(&cfg->filter.body_parts[0][0], sizeof cfg->filter.body_parts[0],
-                 cfg->filter.n_body_parts),
-        "view_positions",
-        str_list(&cfg->filter.view_positions[0][0], sizeof cfg->filter.view_positions[0],
-                 cfg->filter.n_view_positions),
-        "allow_missing", cfg->filter.allow_missing);
-    if (j) {
-        json_t *gpus = json_array();
-        for (size_t i = 0; gpus && i < cfg->n_gpus; i++)
-            json_array_append_new(gpus, json_integer(cfg->gpus[i]));
-        json_t *group = json_pack("{s:s, s:i}", "kind", gj_instance_kind_name(cfg->instance_kind),
-                                  "count", cfg->instances_per_device);
-        if (group && cfg->n_gpus)
-            json_object_set_new(group, "gpus", gpus);
-        else
-            json_decref(gpus);
-        json_object_set_new(j, "instance_group", group);
-        json_object_set_new(j, "precision", json_string(gj_precision_name(cfg->precision)));
-        json_object_set_new(j, "cuda_graphs", json_boolean(cfg->cuda_graphs));
-        json_object_set_new(j, "version_policy", version_policy_json(cfg));
-    }
-    if (j && cfg->dynamic_batching)
-        json_object_set_new(j, "dynamic_batching",
-                            json_pack("{s:I, s:o}", "max_queue_delay_us",
-                                      (json_int_t)cfg->max_queue_delay_us,
-                                      "preferred_batch_sizes", pref));
-    else
-        json_decref(pref);
-    return j;
 }
 
 /* Case-insensitive match of a DICOM code string against a list. */

@@ -2,7 +2,7 @@
  * model_config_triton.c — Triton's JSON ModelConfig (what Triton's GET /v2/models/{m}/config
  * answers and load_model(config=...) sends; the field names of model_config.proto in
  * triton-inference-server/common): input/output lists, the keys that only Triton has, and the
- * config written back in Triton's shape (gj_model_config_to_triton_json). Fields that do not
+ * config written back in Triton's shape is model_config_json.c's. Fields that do not
  * apply to this server (optimization, model_warmup, ...) are read and ignored; those that
  * would change what a model computes and are not implemented (sequence_batching, ragged
  * batches, shape tensors, ...) are refused by name.
@@ -273,110 +273,4 @@ int gj_cfg_parse_queue_policy(const json_t *qp, struct gj_model_config *cfg, str
         cfg->max_queue_size = (size_t)iv;
     }
     return 0;
-}
-
-/* ---- writing ----------------------------------------------------------------------------- */
-
-static json_t *dims_json(const struct gj_tensor_config *t)
-{
-    json_t *a = json_array();
-    for (int i = 0; a && i < t->rank; i++)
-        json_array_append_new(a, json_integer(t->dims[i]));
-    return a;
-}
-
-static json_t *tensors_json(const struct gj_tensor_config *t, size_t n, int is_input)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        const char *type = gj_cfg_triton_type(t[i].elem_type);
-        json_t *o = json_pack("{s:s, s:s, s:o, s:b}", "name", t[i].name, "data_type",
-                              type ? type : "TYPE_INVALID", "dims", dims_json(&t[i]),
-                              "is_shape_tensor", 0);
-        if (o && t[i].has_reshape) {
-            json_t *shape = json_array();
-            for (int k = 0; shape && k < t[i].reshape_rank; k++)
-                json_array_append_new(shape, json_integer(t[i].reshape[k]));
-            json_object_set_new(o, "reshape", json_pack("{s:o}", "shape", shape));
-        }
-        if (o && is_input) {
-            json_object_set_new(o, "format", json_string("FORMAT_NONE"));
-            json_object_set_new(o, "allow_ragged_batch", json_false());
-            json_object_set_new(o, "optional", json_false());
-        } else if (o) {
-            json_object_set_new(o, "label_filename", json_string(t[i].label_filename));
-        }
-        json_array_append_new(a, o);
-    }
-    return a;
-}
-
-static json_t *batching_json(const struct gj_model_config *cfg)
-{
-    json_t *pref = json_array();
-    for (size_t i = 0; pref && i < cfg->n_preferred; i++)
-        json_array_append_new(pref, json_integer(cfg->preferred_batch_sizes[i]));
-    json_t *d = json_pack("{s:o, s:I, s:b, s:i, s:i}", "preferred_batch_size", pref,
-                          "max_queue_delay_microseconds", (json_int_t)cfg->max_queue_delay_us,
-                          "preserve_ordering", 0, "priority_levels", 0, "default_priority_level", 0);
-    if (d && (cfg->max_queue_size || cfg->queue_timeout_us))
-        json_object_set_new(d, "default_queue_policy",
-                            json_pack("{s:s, s:I, s:b, s:I}", "timeout_action", "REJECT",
-                                      "default_timeout_microseconds", (json_int_t)cfg->queue_timeout_us,
-                                      "allow_timeout_override", 0, "max_queue_size",
-                                      (json_int_t)cfg->max_queue_size));
-    return d;
-}
-
-static json_t *instance_json(const struct gj_model_config *cfg)
-{
-    json_t *gpus = json_array();
-    for (size_t i = 0; gpus && i < cfg->n_gpus; i++)
-        json_array_append_new(gpus, json_integer(cfg->gpus[i]));
-    char name[GJ_MODEL_NAME_MAX + 4];
-    snprintf(name, sizeof name, "%s_0", cfg->name);
-    return json_pack("[{s:s, s:s, s:i, s:o}]", "name", name, "kind",
-                     gj_instance_kind_name(cfg->instance_kind), "count", cfg->instances_per_device,
-                     "gpus", gpus);
-}
-
-/* What only this server reads (labels, preprocessing, ...), so that a config fetched,
- * changed and sent back to load_model keeps them. */
-static void add_own_keys(json_t *j, const struct gj_model_config *cfg)
-{
-    json_t *ours = gj_cfg_own_json(cfg);
-    static const char *const keep[] = { "output_activation", "preprocessing", "filter",
-                                        "precision", "cuda_graphs", "default_version", NULL };
-    for (size_t i = 0; ours && keep[i]; i++) {
-        if (!cfg->image_model && (!strcmp(keep[i], "output_activation") ||
-                                  !strcmp(keep[i], "preprocessing") || !strcmp(keep[i], "filter")))
-            continue;
-        json_object_set(j, keep[i], json_object_get(ours, keep[i]));
-    }
-    if (ours && cfg->image_model && cfg->n_labels && !cfg->labels_from_file)
-        json_object_set(j, "labels", json_object_get(ours, "labels"));
-    json_decref(ours);
-}
-
-json_t *gj_model_config_to_triton_json(const struct gj_model_config *cfg)
-{
-    json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:s}", "name", cfg->name,
-                          "platform", "onnxruntime_onnx", "backend", "onnxruntime",
-                          "max_batch_size", cfg->no_batch ? 0 : cfg->max_batch_size,
-                          "input", tensors_json(cfg->inputs, cfg->n_inputs, 1),
-                          "output", tensors_json(cfg->outputs, cfg->n_output_tensors, 0),
-                          "default_model_filename", "model.onnx");
-    if (!j)
-        return NULL;
-    json_t *ours = gj_cfg_own_json(cfg);
-    if (ours)
-        json_object_set(j, "version_policy", json_object_get(ours, "version_policy"));
-    json_decref(ours);
-    json_object_set_new(j, "instance_group", instance_json(cfg));
-    if (cfg->dynamic_batching)
-        json_object_set_new(j, "dynamic_batching", batching_json(cfg));
-    json_object_set_new(j, "parameters", cfg->parameters ? json_deep_copy(cfg->parameters)
-                                                         : json_object());
-    add_own_keys(j, cfg);
-    return j;
 }

@@ -1,79 +1,113 @@
 /*
- * routes_oip_infer.c — POST /v2/models/{name}[/versions/{version}]/infer: the body read
- * within the model's bounds, JSON tensors or Triton's binary tensor extension decoded,
- * run through the model's dynamic batcher, the outputs encoded as the request asks (see
- * routes_oip.c for the protocol).
+ * routes_oip_infer.c — POST /v2/models/{name}[/versions/{version}]/infer as Triton answers
+ * it: the body read within the model's bounds (inflated first when it came with
+ * Content-Encoding gzip or deflate), every input decoded from JSON or Triton's binary tensor
+ * extension (oip_tensor.h) and checked against the model, run through the model's dynamic
+ * batcher (gj_batcher_run), the outputs asked for (or all) encoded as JSON or binary, the
+ * classification extension applied, the response compressed as Accept-Encoding asks.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gj_config.h"
+#include "infer/onnx/onnx_elem.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/model_repo.h"
 #include "service/http_server.h"
 #include "service/infer/infer.h"
-#include "service/log.h"
-#include "service/metrics.h"
-#include "service/upload_spool.h"
 #include "service/infer/oip.h"
+#include "service/infer/oip_compress.h"
+#include "service/infer/oip_model_io.h"
+#include "service/infer/oip_tensor.h"
+#include "service/upload_spool.h"
 
-#define OIP_MAX_BODY ((uint64_t)256 << 20)       /* JSON + binary tensors */
-/* What a request body may be, from the model's input (infer_begin): a JSON number as
- * clients write it takes at most this many bytes ("-1.2345678901234567e-05, " is 25),
- * the JSON around the data (or the JSON header of a binary request) at most
- * OIP_JSON_OVERHEAD; more values than the input's, two for each (arrays nest), are
- * refused before parsing, since each takes ~50 bytes parsed. */
+#define OIP_MAX_BODY ((uint64_t)256 << 20)       /* JSON + binary tensors, decoded */
+/* What a request body may be, from the model's inputs (body_limit): a JSON number as
+ * clients write it takes at most OIP_JSON_BYTES_PER_VALUE bytes ("-1.2345678901234567e-05, "
+ * is 25; its binary form at most 8), a BYTES element OIP_BYTES_PER_STRING on average (JSON
+ * or binary), the JSON around the data (or the JSON header of a binary request) at most
+ * OIP_JSON_OVERHEAD. More values than the inputs', two for each (arrays nest), are refused
+ * before parsing, since each takes ~50 bytes parsed. The JSON bound holds for binary
+ * requests too: a client that reuses its headers dict sends a stale
+ * Inference-Header-Content-Length with a JSON body (parse_body). A model whose inputs have
+ * sizes not fixed by its config takes up to OIP_MAX_BODY (and the server's max body). */
 #define OIP_JSON_BYTES_PER_VALUE 32
+#define OIP_BYTES_PER_STRING 8192
 #define OIP_JSON_OVERHEAD ((uint64_t)64 << 10)
 #define OIP_EXTRA_VALUES 4096
 /* A body this large takes an upload slot (upload_spool.h) while it is read. */
 #define OIP_SLOT_BYTES ((uint64_t)1 << 20)
-#define OIP_MAX_NEST 8
 #define HDR_INFER_LEN "Inference-Header-Content-Length"
+#define MAX_TIMEOUT_US (3600LL * 1000000)
 
 /* ---- infer: the body ---------------------------------------------------------------------- */
 
 struct oip_body {
     char *buf;
     size_t len, cap;
-    uint64_t max_values;             /* JSON values the model's input can use (and structure) */
+    uint64_t max_values;             /* JSON values the model's inputs can use (and structure) */
+    uint64_t decoded_limit;          /* the body after Content-Encoding is undone */
+    enum oip_coding coding;          /* Content-Encoding */
 };
 
-/* The body's limit from the model's config: JSON at OIP_JSON_BYTES_PER_VALUE a value,
- * or exactly the binary tensors after a JSON header. 0, or -1 answered. */
+/* JSON bytes and values the model's inputs take in one request; 0 when a size is not fixed
+ * by its config (or the config names no inputs yet). */
+static int model_bound(const struct gj_model_config *cfg, uint64_t *bytes, uint64_t *values)
+{
+    struct oip_model_io io;
+    *bytes = *values = 0;
+    if (oip_model_io(cfg, &io) != 0)
+        return 0;
+    uint64_t samples = io.batched ? (uint64_t)io.max_batch_size : 1;
+    for (size_t i = 0; i < io.n_inputs; i++) {
+        const struct gj_tensor_config *tc = &io.inputs[i];
+        size_t n = oip_tensor_count(tc->rank, tc->dims);
+        if (n == SIZE_MAX || n > OIP_MAX_BODY)
+            return 0;
+        *values += n * samples;
+        *bytes += n * samples * (tc->elem_type == ONNX_ELEM_STRING ? OIP_BYTES_PER_STRING : OIP_JSON_BYTES_PER_VALUE);
+    }
+    return 1;
+}
+
+/* The body's limits from the model's config (the loaded model's, completed from the model
+ * file; else the repository's). 0, or -1 answered. */
 static int body_limit(struct gj_req *r, struct oip_body *b)
 {
     int64_t version;
     gj_model_repo *repo = oip_requested(r, &version);
     if (!repo)
         return -1;
-    struct gj_model_config cfg;
+    struct gj_model_config cfg = { 0 };
+    gj_served_model *m = NULL;
     struct gj_error err = { 0 };
-    if (gj_model_repo_config(repo, r->params[0], version, &cfg, &err) != 0) {
+    uint64_t bytes = 0, values = 0;
+    int bounded;
+    if (gj_model_repo_get_loaded(repo, r->params[0], version, &m, &err) == 0) {
+        bounded = model_bound(gj_served_model_config(m), &bytes, &values);
+        gj_served_model_release(m);
+    } else {
+        memset(&err, 0, sizeof err);
+        if (gj_model_repo_config(repo, r->params[0], version, &cfg, &err) != 0) {
+            gj_model_config_free(&cfg);
+            oip_lookup_failed(r, version, &err);
+            return -1;
+        }
+        bounded = model_bound(&cfg, &bytes, &values);
         gj_model_config_free(&cfg);
-        oip_lookup_failed(r, version, &err);
-        return -1;
     }
-    uint64_t per_sample = 1;
-    for (int i = 0; i < 3; i++)
-        per_sample *= cfg.input_dims[i] > 0 ? (uint64_t)cfg.input_dims[i] : 1;
-    uint64_t values = per_sample * (uint64_t)(cfg.max_batch_size > 0 ? cfg.max_batch_size : 1);
-    gj_model_config_free(&cfg);
-    int binary = gj_req_header(r, HDR_INFER_LEN) != NULL;
-    uint64_t cap = OIP_JSON_OVERHEAD + values * (binary ? sizeof(float) : OIP_JSON_BYTES_PER_VALUE);
+    uint64_t cap = bounded ? OIP_JSON_OVERHEAD + bytes : OIP_MAX_BODY;
     if (cap > OIP_MAX_BODY)
         cap = OIP_MAX_BODY;
     if (r->srv->cfg.max_body_bytes && r->srv->cfg.max_body_bytes < cap)
         cap = r->srv->cfg.max_body_bytes;
-    r->body_limit = cap;
-    b->max_values = 2 * values + OIP_EXTRA_VALUES;
+    b->decoded_limit = cap;
+    /* a compressed body: zlib's worst case over incompressible data is a little more */
+    r->body_limit = b->coding == OIP_IDENTITY ? cap : cap + cap / 16 + 4096;
+    b->max_values = bounded ? 2 * values + OIP_EXTRA_VALUES : UINT64_MAX;
     return 0;
 }
 
@@ -87,14 +121,19 @@ static uint64_t content_length(struct gj_req *r, int *given)
     return *given ? (uint64_t)v : 0;
 }
 
-/* Before the body: its limit (413 at once when the declared length is over it), an
- * upload slot for a large one, and a buffer of the declared size. */
+/* Before the body: its coding, its limit (413 at once when the declared length is over it),
+ * an upload slot for a large one, and a buffer of the declared size. */
 void oip_infer_begin(struct gj_req *r)
 {
     struct oip_body *b = calloc(1, sizeof *b);
     r->state = b;
     if (!b) {
         oip_error(r, 500, "out of memory");
+        return;
+    }
+    const char *ce = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if (oip_content_coding(ce, &b->coding) != 0) {
+        oip_error(r, 415, "unsupported Content-Encoding '%.40s': send gzip, deflate or identity", ce);
         return;
     }
     if (body_limit(r, b) != 0)
@@ -158,6 +197,36 @@ void oip_infer_done(struct gj_req *r, int ok)
     }
 }
 
+/* Undoes Content-Encoding in place (the decoded body within decoded_limit). 0, or -1
+ * answered. Inference-Header-Content-Length counts the decoded body, as Triton's. */
+static int decode_body(struct gj_req *r, struct oip_body *b)
+{
+    if (b->coding == OIP_IDENTITY) {
+        if (b->len > b->decoded_limit) {
+            oip_error(r, 413, "the inference request is over the %llu bytes model '%s' can take",
+                      (unsigned long long)b->decoded_limit, r->params[0]);
+            return -1;
+        }
+        return 0;
+    }
+    char *out;
+    size_t out_len;
+    int rc = oip_inflate(b->buf ? b->buf : "", b->len, b->coding, (size_t)b->decoded_limit, &out, &out_len);
+    if (rc == 413)
+        oip_error(r, 413, "the %s-compressed inference request inflates past the %llu bytes model '%s' can "
+                  "take", oip_coding_name(b->coding), (unsigned long long)b->decoded_limit, r->params[0]);
+    else if (rc)
+        oip_error(r, rc, rc == 400 ? "the inference request is not valid %s data (Content-Encoding)" : "out of "
+                  "memory inflating the %s request", oip_coding_name(b->coding));
+    if (rc)
+        return -1;
+    free(b->buf);
+    b->buf = out;
+    b->len = out_len;
+    b->cap = out_len + 1;
+    return 0;
+}
+
 /* An upper bound of the values a JSON text holds: each comma, colon or opening bracket
  * outside strings starts at most one more. */
 static uint64_t json_value_bound(const char *s, size_t n)
@@ -180,111 +249,24 @@ static uint64_t json_value_bound(const char *s, size_t n)
     return count;
 }
 
-/* Flattens nested arrays of numbers into out (at most cap values); the count, or -1. */
-static long flatten(const json_t *v, float *out, size_t cap, size_t *n, int depth)
+/* Parses len bytes of the body as the request's JSON object (values bounded first). NULL
+ * with *status and jerr (status 400 with jerr.text set: malformed). */
+static json_t *parse_json_part(const struct oip_body *body, size_t len, int *status, json_error_t *jerr)
 {
-    if (json_is_number(v)) {
-        if (*n >= cap)
-            return -1;
-        double d = json_number_value(v);
-        out[(*n)++] = (float)d;
-        return 0;
+    memset(jerr, 0, sizeof *jerr);
+    if (json_value_bound(body->buf, len) > body->max_values) {
+        *status = 413;
+        return NULL;
     }
-    if (!json_is_array(v) || depth > OIP_MAX_NEST)
-        return -1;
-    for (size_t i = 0; i < json_array_size(v); i++)
-        if (flatten(json_array_get(v, i), out, cap, n, depth + 1))
-            return -1;
-    return 0;
+    *status = 400;
+    return json_loadb(body->buf, len, JSON_REJECT_DUPLICATES, jerr);
 }
 
-static int param_bool(const json_t *params, const char *key)
-{
-    const json_t *v = json_object_get(params, key);
-    return json_is_true(v);
-}
-
-/* Writes the response: JSON, or JSON + binary outputs. */
-static void infer_respond(struct gj_req *r, gj_served_model *m, const json_t *req, const float *out,
-                          size_t n, size_t out_floats, int binary)
-{
-    const struct gj_model_config *cfg = gj_served_model_config(m);
-    char ver[24];
-    snprintf(ver, sizeof ver, "%" PRId64, gj_served_model_version(m));
-    json_t *shape = json_pack("[I, I]", (json_int_t)n, (json_int_t)out_floats);
-    json_t *o = json_pack("{s:s, s:s, s:o}", "name", cfg->output_name, "datatype", "FP32", "shape",
-                          shape);
-    size_t bytes = n * out_floats * sizeof(float);
-    if (!o) {
-        oip_error(r, 500, "out of memory");
-        return;
-    }
-    if (binary) {
-        json_object_set_new(o, "parameters", json_pack("{s:I}", "binary_data_size",
-                                                       (json_int_t)bytes));
-    } else {
-        json_t *data = json_array();
-        for (size_t i = 0; data && i < n * out_floats; i++)
-            json_array_append_new(data, json_real(out[i]));
-        json_object_set_new(o, "data", data);
-    }
-    json_t *resp = json_pack("{s:s, s:s}", "model_name", gj_served_model_name(m), "model_version",
-                             ver);
-    const json_t *id = json_object_get(req, "id");
-    if (resp && json_is_string(id))
-        json_object_set(resp, "id", (json_t *)id);
-    if (resp)
-        json_object_set_new(resp, "outputs", json_pack("[o]", o));
-    else
-        json_decref(o);
-    if (!binary) {
-        gj_respond_json(r, resp ? 200 : 500, resp ? resp : json_pack("{s:s}", "error", "oom"));
-        return;
-    }
-    char *text = resp ? json_dumps(resp, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(resp);
-    size_t tl = text ? strlen(text) : 0;
-    char *body = text ? malloc(tl + bytes) : NULL;
-    if (!body) {
-        free(text);
-        oip_error(r, 500, "out of memory");
-        return;
-    }
-    memcpy(body, text, tl);
-    memcpy(body + tl, out, bytes);   /* little-endian hosts (x86-64, aarch64) */
-    free(text);
-    struct MHD_Response *mr = MHD_create_response_from_buffer(tl + bytes, body,
-                                                              MHD_RESPMEM_MUST_FREE);
-    if (!mr) {
-        free(body);
-        oip_error(r, 500, "out of memory");
-        return;
-    }
-    char hl[32];
-    snprintf(hl, sizeof hl, "%zu", tl);
-    MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
-    MHD_add_response_header(mr, HDR_INFER_LEN, hl);
-    MHD_add_response_header(mr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    gj_respond(r, 200, mr, tl + bytes);
-}
-
-/* One inference request as it is checked and run. */
-struct infer_call {
-    json_t *req;                     /* the JSON part */
-    const unsigned char *bin;        /* the binary tensors after it */
-    size_t bin_len;
-    gj_served_model *m;
-    const struct gj_model_config *cfg;
-    const json_t *rparams;           /* the request's parameters */
-    int64_t timeout_us;
-    const json_t *tensor;            /* the one input */
-    const char *iname;
-    int64_t n;                       /* samples */
-    int binary;                      /* outputs as binary */
-};
-
-/* The JSON part of the body (all of it, or Inference-Header-Content-Length bytes). NULL
- * answered. */
+/* The JSON part of the body (all of it, or Inference-Header-Content-Length bytes). A JSON
+ * part that ends early where the whole body is one JSON object is taken whole: tritonclient
+ * adds that header to the headers dict its caller passes, so a client reusing one dict (for
+ * its API key, say) sends the length of an earlier binary request with a later JSON one.
+ * NULL answered. */
 static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t *json_len)
 {
     const char *hl = gj_req_header(r, HDR_INFER_LEN);
@@ -311,195 +293,500 @@ static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t 
         oip_error(r, 400, "the inference request is empty");
         return NULL;
     }
-    if (json_value_bound(body->buf, *json_len) > body->max_values) {
+    int status;
+    json_error_t jerr;
+    json_t *req = parse_json_part(body, *json_len, &status, &jerr);
+    if (!req && hl && *json_len < body->len && json_error_code(&jerr) == json_error_premature_end_of_input) {
+        json_error_t whole_err;
+        int whole_status;
+        req = parse_json_part(body, body->len, &whole_status, &whole_err);
+        if (req)
+            *json_len = body->len;
+    }
+    if (!req && status == 413)
         oip_error(r, 413, "the inference request holds more values than model '%s' takes (at most %llu with "
                   "its structure)", r->params[0], (unsigned long long)body->max_values);
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *req = json_loadb(body->buf, *json_len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!req || !json_is_object(req)) {
-        if (req)
-            oip_error(r, 400, "the inference request must be a JSON object");
-        else
-            oip_error(r, 400, "malformed JSON in the inference request at line %d, column %d: %s",
-                      jerr.line, jerr.column, jerr.text);
+    else if (!req)
+        oip_error(r, 400, "malformed JSON in the inference request at line %d, column %d: %s", jerr.line,
+                  jerr.column, jerr.text);
+    else if (!json_is_object(req)) {
+        oip_error(r, 400, "the inference request must be a JSON object");
         json_decref(req);
         return NULL;
     }
     return req;
 }
 
-/* id, parameters and parameters.timeout. 0, or -1 answered. */
+/* ---- infer: the request ------------------------------------------------------------------- */
+
+struct out_req {
+    size_t model_index;              /* into io.outputs */
+    int binary;
+    uint64_t classes;                /* 0: no classification */
+};
+
+/* One inference request as it is checked and run. */
+struct infer_call {
+    json_t *req;                     /* the JSON part */
+    const unsigned char *bin;        /* the binary tensors after it, not yet read */
+    size_t bin_len;
+    gj_served_model *m;
+    struct oip_model_io io;
+    const json_t *rparams;           /* the request's parameters */
+    int64_t timeout_us;
+    int binary_default;              /* parameters.binary_data_output */
+    struct oip_tensor *in;           /* one per model input, in the request's order */
+    size_t n_in;
+    int64_t samples;                 /* the batch size (batched models) */
+    struct out_req *out;
+    size_t n_out;
+    char msg[1024];
+};
+
+static const char *model_name(const struct infer_call *c)
+{
+    return gj_served_model_name(c->m);
+}
+
+/* The request's parameters as Triton takes them: timeout (microseconds in the queue),
+ * priority and the sequence fields (this server has no priority levels nor sequence
+ * batching: accepted, no effect, as Triton does for such a model), binary_data_output, and
+ * any other of type string, integer or boolean (ignored). 0, or -1 answered. */
 static int check_parameters(struct gj_req *r, struct infer_call *c)
 {
     const json_t *id = json_object_get(c->req, "id");
     if (id && !json_is_string(id)) {
-        oip_error(r, 400, "id must be a string");
+        oip_error(r, 400, "Unable to parse 'id': it must be a string");
         return -1;
     }
     c->rparams = json_object_get(c->req, "parameters");
     if (c->rparams && !json_is_object(c->rparams)) {
-        oip_error(r, 400, "parameters must be an object");
+        oip_error(r, 400, "Unable to parse 'parameters': it must be an object");
         return -1;
     }
-    const json_t *jt = json_object_get(c->rparams, "timeout");
-    if (jt) {
-        if (!json_is_integer(jt) || json_integer_value(jt) < 0 || json_integer_value(jt) > 3600LL * 1000000) {
-            oip_error(r, 400, "parameters.timeout must be an integer number of microseconds "
-                      "(0 to 3600000000)");
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)c->rparams, key, v) {
+        int ok = json_is_string(v) || json_is_integer(v) || json_is_boolean(v);
+        if (strcmp(key, "timeout") == 0)
+            ok = json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= MAX_TIMEOUT_US;
+        else if (strcmp(key, "priority") == 0)
+            ok = json_is_integer(v) && json_integer_value(v) >= 0;
+        else if (strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0 ||
+                 strcmp(key, "binary_data_output") == 0)
+            ok = json_is_boolean(v);
+        else if (strcmp(key, "sequence_id") == 0)
+            ok = json_is_string(v) || (json_is_integer(v) && json_integer_value(v) >= 0);
+        if (!ok) {
+            oip_error(r, 400, "parameter '%s' has invalid type%s", key,
+                      strcmp(key, "timeout") == 0 ? ": timeout is an integer number of microseconds (0 to "
+                      "3600000000)" : ". It should be either 'int', 'bool', or 'string'.");
             return -1;
         }
-        c->timeout_us = (int64_t)json_integer_value(jt);
     }
+    c->timeout_us = (int64_t)json_integer_value(json_object_get(c->rparams, "timeout"));
+    c->binary_default = json_is_true(json_object_get(c->rparams, "binary_data_output"));
     return 0;
 }
 
-/* The one input: its name, datatype and shape against the model's; c->n samples. 0, or -1
- * answered. */
-static int check_input(struct gj_req *r, struct infer_call *c)
+/* "[-1,1,256,256]" */
+static void shape_text(const int64_t *dims, int rank, int batch, char *buf, size_t cap)
 {
-    const struct gj_model_config *cfg = c->cfg;
+    size_t n = (size_t)snprintf(buf, cap, "[%s", batch ? "-1" : "");
+    for (int i = 0; i < rank && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i || batch ? "," : "", dims[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+}
+
+/* t's datatype and shape against the model's input tc (and the other inputs' batch size). 0,
+ * or -1 with c->msg. */
+static int check_input(struct infer_call *c, const struct gj_tensor_config *tc, const struct oip_tensor *t)
+{
+    if (t->elem_type != tc->elem_type) {
+        snprintf(c->msg, sizeof c->msg, "inference input '%s' data-type is '%s', but model '%s' expects '%s'",
+                 t->name, onnx_elem_triton_name(t->elem_type), model_name(c), onnx_elem_triton_name(tc->elem_type));
+        return -1;
+    }
+    int b = c->io.batched, ok = t->rank == tc->rank + b;
+    for (int k = 0; ok && k < tc->rank; k++)
+        ok = tc->dims[k] < 0 || t->dims[k + b] == tc->dims[k];
+    if (!ok) {
+        char want[128], got[128];
+        shape_text(tc->dims, tc->rank, b, want, sizeof want);
+        shape_text(t->dims, t->rank, 0, got, sizeof got);
+        snprintf(c->msg, sizeof c->msg, "unexpected shape for input '%s' for model '%s'. Expected %s, got %s",
+                 t->name, model_name(c), want, got);
+        return -1;
+    }
+    if (!b)
+        return 0;
+    if (t->dims[0] < 1 || t->dims[0] > c->io.max_batch_size) {
+        snprintf(c->msg, sizeof c->msg, "inference request batch-size must be <= %d for '%s' (input '%s' has "
+                 "%" PRId64 ")", c->io.max_batch_size, model_name(c), t->name, t->dims[0]);
+        return -1;
+    }
+    if (c->samples && t->dims[0] != c->samples) {
+        snprintf(c->msg, sizeof c->msg, "input '%s' batch size %" PRId64 " does not match other inputs (%" PRId64
+                 ") for '%s'", t->name, t->dims[0], c->samples, model_name(c));
+        return -1;
+    }
+    c->samples = t->dims[0];
+    return 0;
+}
+
+static int find_tensor(const struct gj_tensor_config *list, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Triton's message for inputs the request lacks. */
+static void missing_inputs(struct infer_call *c, const unsigned char *given)
+{
+    size_t n = (size_t)snprintf(c->msg, sizeof c->msg, "expected %zu inputs but got %zu inputs for model '%s'. "
+                                "Missing required input(s) [", c->io.n_inputs, c->n_in, model_name(c));
+    for (size_t i = 0, k = 0; i < c->io.n_inputs && n < sizeof c->msg; i++)
+        if (!given[i])
+            n += (size_t)snprintf(c->msg + n, sizeof c->msg - n, "%s'%s'", k++ ? ", " : "", c->io.inputs[i].name);
+    if (n < sizeof c->msg)
+        snprintf(c->msg + n, sizeof c->msg - n, "]. Please provide all required input(s).");
+}
+
+/* Input i of the request: its head, the model's input it is, its checks, its data. */
+static int read_input(struct infer_call *c, const json_t *jt, size_t i, unsigned char *given)
+{
+    struct oip_tensor *t = &c->in[i];
+    if (oip_tensor_head(jt, t, c->msg, sizeof c->msg))
+        return -1;
+    int k = find_tensor(c->io.inputs, c->io.n_inputs, t->name);
+    if (k < 0) {
+        snprintf(c->msg, sizeof c->msg, "unexpected inference input '%s' for model '%s'", t->name, model_name(c));
+        return -1;
+    }
+    if (given[k]) {
+        snprintf(c->msg, sizeof c->msg, "input '%s' is given more than once", t->name);
+        return -1;
+    }
+    given[k] = 1;
+    if (check_input(c, &c->io.inputs[k], t))
+        return -1;
+    if (oip_tensor_read(jt, &c->bin, &c->bin_len, t, c->msg, sizeof c->msg))
+        return -1;
+    if (t->elem_type != ONNX_ELEM_STRING)   /* the values are in t now: one copy at a time */
+        json_object_del((json_t *)jt, "data");
+    return 0;
+}
+
+/* Every input, each once, checked and read; then no binary data may be left. 0, or -1
+ * answered (400). */
+static int read_inputs(struct gj_req *r, struct infer_call *c)
+{
     const json_t *inputs = json_object_get(c->req, "inputs");
-    if (!json_is_array(inputs) || json_array_size(inputs) != 1) {
-        oip_error(r, 400, "inputs must be an array with one tensor: model '%s' has one input "
-                  "('%s')", gj_served_model_name(c->m), cfg->input_name);
+    if (!json_is_array(inputs) || json_array_size(inputs) == 0) {
+        oip_error(r, 400, "inputs must be a non-empty array: model '%s' takes %zu input(s)", model_name(c),
+                  c->io.n_inputs);
         return -1;
     }
-    c->tensor = json_array_get(inputs, 0);
-    const char *iname = json_string_value(json_object_get(c->tensor, "name"));
-    const char *dtype = json_string_value(json_object_get(c->tensor, "datatype"));
-    const json_t *shape = json_object_get(c->tensor, "shape");
-    if (!iname || strcmp(iname, cfg->input_name) != 0) {
-        oip_error(r, 400, "unexpected input '%.100s': model '%s' takes '%s'", iname ? iname : "",
-                  gj_served_model_name(c->m), cfg->input_name);
+    size_t n = json_array_size(inputs);
+    unsigned char given[GJ_MODEL_MAX_TENSORS + 1] = { 0 };
+    c->in = calloc(n, sizeof *c->in);
+    if (!c->in) {
+        oip_error(r, 500, "out of memory");
         return -1;
     }
-    c->iname = iname;
-    if (!dtype || strcmp(dtype, "FP32") != 0) {
-        oip_error(r, 400, "input '%s': datatype %.20s is not supported: send FP32", iname, dtype ? dtype : "(none)");
-        return -1;
+    c->n_in = n;
+    int rc = n > c->io.n_inputs ? -1 : 0;
+    if (rc)
+        snprintf(c->msg, sizeof c->msg, "expected %zu inputs but got %zu inputs for model '%s'", c->io.n_inputs, n,
+                 model_name(c));
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = read_input(c, json_array_get(inputs, i), i, given);
+    if (rc == 0 && n < c->io.n_inputs) {
+        missing_inputs(c, given);
+        rc = -1;
     }
-    int has_batch = cfg->max_batch_size > 0;
-    size_t rank = (size_t)(has_batch ? 4 : 3);
-    int64_t dims[4];
-    for (size_t i = 0; i < rank; i++) {
-        const json_t *d = json_array_get(shape, i);
-        dims[i] = json_is_integer(d) ? (int64_t)json_integer_value(d) : -2;
+    if (rc == 0 && c->bin_len) {
+        snprintf(c->msg, sizeof c->msg, "%zu bytes of binary data after the JSON that no input's "
+                 "binary_data_size accounts for", c->bin_len);
+        rc = -1;
     }
-    c->n = has_batch ? dims[0] : 1;
-    const int64_t *sd = has_batch ? dims + 1 : dims;
-    if (!json_is_array(shape) || json_array_size(shape) != rank || c->n < 1 || c->n > cfg->max_batch_size ||
-        sd[0] != cfg->input_dims[0] || sd[1] != cfg->input_dims[1] || sd[2] != cfg->input_dims[2]) {
-        oip_error(r, 400, "input '%s': shape must be [batch, %" PRId64 ", %" PRId64 ", %" PRId64
-                  "] with batch 1 to %d", iname, cfg->input_dims[0], cfg->input_dims[1],
-                  cfg->input_dims[2], cfg->max_batch_size);
-        return -1;
-    }
-    return 0;
+    if (rc)
+        oip_error(r, 400, "%s", c->msg);
+    return rc;
 }
 
-/* The input's count values into in: the binary part, or the JSON data (flat or nested),
- * all finite. 0, or -1 answered. */
-static int read_tensor(struct gj_req *r, const struct infer_call *c, float *in, size_t count)
+/* One listed output: its name and parameters. 0, or -1 with c->msg. */
+static int read_output(struct infer_call *c, const json_t *ro, struct out_req *o, unsigned char *seen)
 {
-    const json_t *bds = json_object_get(json_object_get(c->tensor, "parameters"), "binary_data_size");
-    const json_t *data = json_object_get(c->tensor, "data");
-    if (bds) {
-        if (data) {
-            oip_error(r, 400, "input '%s' has both data and parameters.binary_data_size", c->iname);
-            return -1;
-        }
-        if (!json_is_integer(bds) || (uint64_t)json_integer_value(bds) != count * sizeof(float)) {
-            oip_error(r, 400, "input '%s': binary_data_size must be %zu (the shape's %zu FP32 values)",
-                      c->iname, count * sizeof(float), count);
-            return -1;
-        }
-        if (c->bin_len != count * sizeof(float)) {
-            oip_error(r, 400, "input '%s': %zu bytes of binary data after the JSON, expected %zu", c->iname,
-                      c->bin_len, count * sizeof(float));
-            return -1;
-        }
-        memcpy(in, c->bin, c->bin_len);   /* little-endian hosts */
-    } else {
-        size_t got = 0;
-        if (!data || flatten(data, in, count, &got, 0) || got != count) {
-            oip_error(r, 400, "input '%s': data must hold %zu numbers (flat or nested as the shape), or "
-                      "use the binary tensor extension", c->iname, count);
-            return -1;
-        }
-        if (c->bin_len) {
-            oip_error(r, 400, "%zu bytes of binary data, but no input declares parameters.binary_data_size",
-                      c->bin_len);
-            return -1;
-        }
+    const char *on = json_string_value(json_object_get(ro, "name"));
+    int k = on ? find_tensor(c->io.outputs, c->io.n_outputs, on) : -1;
+    if (k < 0) {
+        snprintf(c->msg, sizeof c->msg, "unexpected inference output '%.200s' for model '%s'", on ? on : "",
+                 model_name(c));
+        return -1;
     }
-    for (size_t i = 0; i < count; i++)
-        if (!isfinite(in[i])) {
-            oip_error(r, 400, "input '%s': value %zu is not a finite FP32 number", c->iname, i);
-            return -1;
-        }
+    if (seen[k]) {
+        snprintf(c->msg, sizeof c->msg, "output '%s' is requested more than once", on);
+        return -1;
+    }
+    seen[k] = 1;
+    const json_t *op = json_object_get(ro, "parameters"), *bd = json_object_get(op, "binary_data"),
+                 *cls = json_object_get(op, "classification");
+    *o = (struct out_req){ (size_t)k, bd ? json_is_true(bd) : c->binary_default, 0 };
+    if ((op && !json_is_object(op)) || (bd && !json_is_boolean(bd))) {
+        snprintf(c->msg, sizeof c->msg, "Unable to parse 'binary_data' of output '%s'", on);
+        return -1;
+    }
+    if (cls && (!json_is_integer(cls) || json_integer_value(cls) < 0)) {
+        snprintf(c->msg, sizeof c->msg, "Unable to set 'classification' of output '%s': it must be an integer "
+                 ">= 0", on);
+        return -1;
+    }
+    o->classes = cls ? (uint64_t)json_integer_value(cls) : 0;
+    if (json_object_get(op, "shared_memory_region")) {
+        snprintf(c->msg, sizeof c->msg, "output '%s': shared memory is not supported by this server", on);
+        return -1;
+    }
     return 0;
 }
 
-/* The outputs asked for (all, the one, unless listed) and whether as binary. 0, or -1
+/* The outputs asked for (all, in the model's order, when none are listed). 0, or -1
  * answered. */
 static int check_outputs(struct gj_req *r, struct infer_call *c)
 {
-    c->binary = param_bool(c->rparams, "binary_data_output");
     const json_t *outs = json_object_get(c->req, "outputs");
-    if (!outs)
-        return 0;
-    if (!json_is_array(outs) || json_array_size(outs) > 1) {
-        oip_error(r, 400, "outputs must be an array naming '%s'", c->cfg->output_name);
+    if (outs && !json_is_array(outs)) {
+        oip_error(r, 400, "outputs must be an array");
         return -1;
     }
-    for (size_t i = 0; i < json_array_size(outs); i++) {
-        const json_t *ro = json_array_get(outs, i);
-        const char *on = json_string_value(json_object_get(ro, "name"));
-        if (!on || strcmp(on, c->cfg->output_name) != 0) {
-            oip_error(r, 400, "unexpected output '%.100s': model '%s' has '%s'", on ? on : "",
-                      gj_served_model_name(c->m), c->cfg->output_name);
-            return -1;
-        }
-        const json_t *op = json_object_get(ro, "parameters");
-        if (json_object_get(op, "binary_data"))
-            c->binary = param_bool(op, "binary_data");
-        if (json_object_get(op, "classification")) {
-            oip_error(r, 400, "output '%s': the classification extension is not supported", on);
-            return -1;
-        }
+    size_t n = json_array_size(outs) ? json_array_size(outs) : c->io.n_outputs;
+    c->out = calloc(n ? n : 1, sizeof *c->out);
+    if (!c->out) {
+        oip_error(r, 500, "out of memory");
+        return -1;
     }
+    c->n_out = n;
+    unsigned char seen[GJ_MODEL_MAX_TENSORS + 1] = { 0 };
+    if (!json_array_size(outs)) {
+        for (size_t i = 0; i < n; i++)
+            c->out[i] = (struct out_req){ i, c->binary_default, 0 };
+        return 0;
+    }
+    if (n > c->io.n_outputs) {
+        oip_error(r, 400, "%zu outputs requested: model '%s' has %zu", n, model_name(c), c->io.n_outputs);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (read_output(c, json_array_get(outs, i), &c->out[i], seen)) {
+            oip_error(r, 400, "%s", c->msg);
+            return -1;
+        }
     return 0;
 }
 
-/* Reads the input, runs it through the model's shared batcher, answers. */
+/* ---- infer: the response ------------------------------------------------------------------ */
+
+/* Sends body (len bytes, malloc'd, taken) compressed as Accept-Encoding asks; json_len: the
+ * JSON part's length when binary outputs follow it (Inference-Header-Content-Length, of
+ * the uncompressed body as Triton's), 0 for a JSON body. */
+static void send_body(struct gj_req *r, char *body, size_t len, size_t json_len)
+{
+    enum oip_coding coding = oip_accept_coding(gj_req_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+    if (coding != OIP_IDENTITY) {
+        char *z;
+        size_t zl;
+        if (oip_deflate(body, len, coding, &z, &zl) != 0) {
+            free(body);
+            oip_error(r, 500, "out of memory compressing the response");
+            return;
+        }
+        free(body);
+        body = z;
+        len = zl;
+    }
+    struct MHD_Response *mr = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!mr) {
+        free(body);
+        oip_error(r, 500, "out of memory");
+        return;
+    }
+    MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, json_len ? "application/octet-stream"
+                                                                       : "application/json");
+    if (json_len) {
+        char hl[32];
+        snprintf(hl, sizeof hl, "%zu", json_len);
+        MHD_add_response_header(mr, HDR_INFER_LEN, hl);
+    }
+    if (coding != OIP_IDENTITY)
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_ENCODING, oip_coding_name(coding));
+    MHD_add_response_header(mr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    gj_respond(r, 200, mr, len);
+}
+
+/* Output i as it is sent: the batcher's tensor, or its classification (owned). */
+static int prepare_output(struct infer_call *c, const struct gj_tensor *g, const struct out_req *o,
+                          struct oip_tensor *t, int *owned)
+{
+    struct oip_tensor v = { .elem_type = g->elem_type, .rank = g->rank, .data = g->data, .bytes = g->bytes };
+    snprintf(v.name, sizeof v.name, "%s", g->name);
+    memcpy(v.dims, g->dims, sizeof v.dims);
+    *owned = 0;
+    if (!o->classes) {
+        *t = v;
+        return 0;
+    }
+    size_t n_labels;
+    const char *const *labels = oip_output_labels(c->m, o->model_index, &n_labels);
+    if (oip_classify(&v, c->io.batched, o->classes, labels, n_labels, t, c->msg, sizeof c->msg))
+        return -1;
+    *owned = 1;
+    return 0;
+}
+
+/* The output's JSON entry: name, datatype, shape and data or parameters.binary_data_size. */
+static json_t *output_json(struct infer_call *c, const struct oip_tensor *t, int binary)
+{
+    json_t *shape = json_array();
+    for (int k = 0; shape && k < t->rank; k++)
+        json_array_append_new(shape, json_integer(t->dims[k]));
+    json_t *o = json_pack("{s:s, s:s, s:o}", "name", t->name, "datatype", onnx_elem_triton_name(t->elem_type),
+                          "shape", shape);
+    if (!o)
+        return NULL;
+    json_t *extra = binary ? json_pack("{s:I}", "binary_data_size", (json_int_t)oip_tensor_binary_size(t))
+                           : oip_tensor_json(t, c->msg, sizeof c->msg);
+    if (!extra) {
+        json_decref(o);
+        return NULL;
+    }
+    json_object_set_new(o, binary ? "parameters" : "data", extra);
+    return o;
+}
+
+/* Writes the response: JSON, or JSON followed by the binary outputs in order. */
+static void respond(struct gj_req *r, struct infer_call *c, const struct oip_tensor *t)
+{
+    char ver[24];
+    snprintf(ver, sizeof ver, "%" PRId64, gj_served_model_version(c->m));
+    json_t *outputs = json_array();
+    size_t bin_bytes = 0;
+    for (size_t i = 0; outputs && i < c->n_out; i++) {
+        json_t *o = output_json(c, &t[i], c->out[i].binary);
+        if (!o) {
+            json_decref(outputs);
+            oip_error(r, c->msg[0] ? 400 : 500, "%s", c->msg[0] ? c->msg : "out of memory");
+            return;
+        }
+        json_array_append_new(outputs, o);
+        bin_bytes += c->out[i].binary ? oip_tensor_binary_size(&t[i]) : 0;
+    }
+    json_t *resp = json_pack("{s:s, s:s}", "model_name", gj_served_model_name(c->m), "model_version", ver);
+    const json_t *id = json_object_get(c->req, "id");
+    if (resp && id)
+        json_object_set(resp, "id", (json_t *)id);
+    if (resp && outputs)
+        json_object_set_new(resp, "outputs", outputs);
+    else
+        json_decref(outputs);
+    char *text = resp && outputs ? json_dumps(resp, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(resp);
+    size_t tl = text ? strlen(text) : 0;
+    char *body = text ? realloc(text, tl + bin_bytes + 1) : NULL;
+    if (!body) {
+        free(text);
+        oip_error(r, 500, "out of memory");
+        return;
+    }
+    size_t off = tl;
+    for (size_t i = 0; i < c->n_out; i++)
+        if (c->out[i].binary) {
+            oip_tensor_binary_write(&t[i], (unsigned char *)body + off);
+            off += oip_tensor_binary_size(&t[i]);
+        }
+    send_body(r, body, off, bin_bytes ? tl : 0);
+}
+
+/* Encodes the batcher's outputs (classification applied) and answers. */
+static void answer(struct gj_req *r, struct infer_call *c, const struct gj_tensor *g)
+{
+    struct oip_tensor *t = calloc(c->n_out, sizeof *t);
+    int *owned = calloc(c->n_out, sizeof *owned);
+    size_t i = 0;
+    if (!t || !owned)
+        oip_error(r, 500, "out of memory");
+    else {
+        for (; i < c->n_out; i++)
+            if (prepare_output(c, &g[i], &c->out[i], &t[i], &owned[i]))
+                break;
+        if (i < c->n_out)
+            oip_error(r, 400, "%s", c->msg);
+        else
+            respond(r, c, t);
+    }
+    for (size_t k = 0; t && owned && k < c->n_out; k++)
+        if (owned[k])
+            free(t[k].data);
+    free(t);
+    free(owned);
+}
+
+static int batch_status(int rc, const struct gj_error *err)
+{
+    if (err->status)
+        return err->status;
+    return rc == GJ_BATCH_EINVAL ? 400 : rc == GJ_BATCH_EFULL ? 429 : rc == GJ_BATCH_EFAILED ? 500 : 503;
+}
+
+/* Runs the inputs through the model's shared batcher, answers. */
 static void run_call(struct gj_req *r, struct infer_call *c)
 {
+    struct gj_tensor *in = calloc(c->n_in, sizeof *in), *out = calloc(c->n_out, sizeof *out);
+    if (!in || !out) {
+        free(in);
+        free(out);
+        oip_error(r, 500, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < c->n_in; i++) {
+        const struct oip_tensor *t = &c->in[i];
+        snprintf(in[i].name, sizeof in[i].name, "%s", t->name);
+        in[i].elem_type = t->elem_type;
+        in[i].rank = t->rank;
+        memcpy(in[i].dims, t->dims, sizeof in[i].dims);
+        in[i].data = t->data;
+        in[i].bytes = t->bytes;
+    }
+    for (size_t i = 0; i < c->n_out; i++)
+        snprintf(out[i].name, sizeof out[i].name, "%s", c->io.outputs[c->out[i].model_index].name);
     struct gj_error err = { 0 };
     gj_batcher *b = gj_batcher_acquire(c->m, &err);
     if (!b) {
-        oip_error(r, 503, "model '%s' is not ready: %s", gj_served_model_name(c->m), err.message);
-        return;
-    }
-    size_t in_floats = gj_batcher_input_floats(b), out_floats = gj_batcher_output_floats(b);
-    size_t count = (size_t)c->n * in_floats;
-    float *in = malloc(count * sizeof *in), *out = malloc((size_t)c->n * out_floats * sizeof *out);
-    if (!in || !out) {
-        oip_error(r, 500, "out of memory");
-    } else if (read_tensor(r, c, in, count) == 0) {
-        json_object_del((json_t *)c->tensor, "data");   /* the values are in `in` now */
+        oip_error(r, 503, "model '%s' is not ready: %s", model_name(c), err.message);
+    } else {
         struct gj_batch_timing timing;
-        int rc = gj_batcher_infer(b, in, (size_t)c->n, out, c->timeout_us, &timing, &err);
+        int rc = gj_batcher_run(b, in, c->n_in, out, c->n_out, c->timeout_us, &timing, &err);
         if (rc == GJ_BATCH_OK)
-            infer_respond(r, c->m, c->req, out, (size_t)c->n, out_floats, c->binary);
+            answer(r, c, out);
         else
-            oip_error(r, err.status ? err.status : rc == GJ_BATCH_EINVAL ? 400 : rc == GJ_BATCH_EFULL ? 429
-                                                   : rc == GJ_BATCH_EFAILED ? 500 : 503, "%s", err.message);
+            oip_error(r, batch_status(rc, &err), "%s", err.message);
+        gj_tensors_free(out, c->n_out);
+        gj_batcher_release(b);
     }
     free(in);
     free(out);
-    gj_batcher_release(b);
+}
+
+static void free_call(struct infer_call *c)
+{
+    for (size_t i = 0; c->in && i < c->n_in; i++)
+        free(c->in[i].data);
+    free(c->in);
+    free(c->out);
+    gj_served_model_release(c->m);
+    json_decref(c->req);
 }
 
 void oip_infer_handle(struct gj_req *r)
@@ -507,6 +794,8 @@ void oip_infer_handle(struct gj_req *r)
     struct oip_body *body = r->state;
     struct infer_call c = { 0 };
     size_t json_len = 0;
+    if (decode_body(r, body) != 0)
+        return;
     c.req = parse_body(r, body, &json_len);
     if (!c.req)
         return;
@@ -519,11 +808,10 @@ void oip_infer_handle(struct gj_req *r)
         c.bin = NULL;
     }
     if (oip_use_model(r, &c.m) == 0) {
-        c.cfg = gj_served_model_config(c.m);
-        if (check_parameters(r, &c) == 0 && check_input(r, &c) == 0 && check_outputs(r, &c) == 0)
+        if (oip_model_io(gj_served_model_config(c.m), &c.io) != 0)
+            oip_error(r, 500, "model '%s' names no inputs or outputs", model_name(&c));
+        else if (check_parameters(r, &c) == 0 && check_outputs(r, &c) == 0 && read_inputs(r, &c) == 0)
             run_call(r, &c);
     }
-    gj_served_model_release(c.m);
-    json_decref(c.req);
+    free_call(&c);
 }
-

@@ -41,7 +41,9 @@
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/upload_spool.h"
+#include "infer/onnx/onnx_elem.h"
 #include "service/infer/oip.h"
+#include "service/infer/oip_model_io.h"
 
 #define COMPONENT "oip"
 
@@ -158,14 +160,20 @@ static void server_metadata(struct gj_req *r)
 
 /* ---- model metadata and readiness ------------------------------------------------------ */
 
-static json_t *shape_json(const struct gj_model_config *cfg, const int64_t *dims, int n)
+/* Triton's tensor metadata: name, datatype, shape (-1 first when the model batches). */
+static json_t *tensors_json(const struct gj_tensor_config *t, size_t n, int batched)
 {
-    json_t *a = json_array();
-    if (cfg->max_batch_size > 0)
-        json_array_append_new(a, json_integer(-1));
-    for (int i = 0; i < n; i++)
-        json_array_append_new(a, json_integer(dims[i]));
-    return a;
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < n; i++) {
+        json_t *shape = json_array();
+        if (shape && batched)
+            json_array_append_new(shape, json_integer(-1));
+        for (int k = 0; shape && k < t[i].rank; k++)
+            json_array_append_new(shape, json_integer(t[i].dims[k]));
+        json_array_append_new(list, json_pack("{s:s, s:s, s:o}", "name", t[i].name, "datatype",
+                                              onnx_elem_triton_name(t[i].elem_type), "shape", shape));
+    }
+    return list;
 }
 
 /* "cpu,gpu:0": where this process has batchers of the version ("" until it is placed). */
@@ -200,38 +208,73 @@ static json_t *versions_json(struct gj_req *r, gj_model_repo *repo)
 }
 
 /* The model's metadata from its config.json: it neither loads nor places the model. */
+/* The config metadata describes: the loaded version's (its tensors completed from the model
+ * file), else the repository's, read without loading it. */
+struct md_source {
+    gj_served_model *m;                 /* held while cfg points into it */
+    struct gj_model_config copy;
+    const struct gj_model_config *cfg;
+};
+
+/* 0, or -1 answered. */
+static int md_source_get(struct gj_req *r, gj_model_repo *repo, int64_t version, struct md_source *src)
+{
+    struct gj_error err = { 0 };
+    memset(src, 0, sizeof *src);
+    if (gj_model_repo_get_loaded(repo, r->params[0], version, &src->m, &err) == 0) {
+        src->cfg = gj_served_model_config(src->m);
+        return 0;
+    }
+    src->m = NULL;
+    memset(&err, 0, sizeof err);
+    if (gj_model_repo_config(repo, r->params[0], version, &src->copy, &err) != 0) {
+        gj_model_config_free(&src->copy);
+        oip_lookup_failed(r, version, &err);
+        return -1;
+    }
+    src->cfg = &src->copy;
+    return 0;
+}
+
+static void md_source_free(struct md_source *src)
+{
+    if (src->m)
+        gj_served_model_release(src->m);
+    else
+        gj_model_config_free(&src->copy);
+}
+
 static void model_metadata(struct gj_req *r)
 {
     int64_t version;
     gj_model_repo *repo = oip_requested(r, &version);
-    if (!repo)
+    struct md_source src;
+    if (!repo || md_source_get(r, repo, version, &src) != 0)
         return;
-    struct gj_model_config cfg;
+    const struct gj_model_config *cfg = src.cfg;
     struct gj_error err = { 0 };
-    if (gj_model_repo_config(repo, r->params[0], version, &cfg, &err) != 0) {
-        gj_model_config_free(&cfg);
-        oip_lookup_failed(r, version, &err);
+    int64_t v = gj_model_repo_resolve(repo, r->params[0], version, &err);
+    struct oip_model_io io;
+    if (oip_model_io(cfg, &io) != 0) {
+        oip_error(r, 400, "model '%s' version %" PRId64 " is not ready: its inputs and outputs come from its "
+                  "model file when it loads", r->params[0], v);
+        md_source_free(&src);
         return;
     }
-    int64_t v = gj_model_repo_resolve(repo, r->params[0], version, &err);
-    int64_t out_dims[1] = { cfg.n_outputs };
     /* parameters: the protocol's $parameters (string, number or boolean values) */
     char devices[256];
     devices_text(r->params[0], v, devices, sizeof devices);
-    json_t *o = json_pack("{s:s, s:o, s:s, s:[{s:s, s:s, s:o}], s:[{s:s, s:s, s:o}], s:{s:i, "
-                          "s:I, s:i, s:s, s:s, s:s}}",
-                          "name", r->params[0], "versions", versions_json(r, repo), "platform", "onnx",
-                          "inputs", "name", cfg.input_name, "datatype", "FP32", "shape",
-                          shape_json(&cfg, cfg.input_dims, 3),
-                          "outputs", "name", cfg.output_name, "datatype", "FP32", "shape",
-                          shape_json(&cfg, out_dims, 1),
-                          "parameters", "max_batch_size", cfg.max_batch_size,
-                          "max_queue_delay_us", (json_int_t)cfg.max_queue_delay_us,
-                          "instances_per_device", cfg.instances_per_device,
-                          "instance_kind", gj_instance_kind_name(cfg.instance_kind),
-                          "precision", gj_precision_name(cfg.precision),
+    json_t *o = json_pack("{s:s, s:o, s:s, s:o, s:o, s:{s:i, s:I, s:i, s:s, s:s, s:s}}",
+                          "name", r->params[0], "versions", versions_json(r, repo), "platform", "onnxruntime_onnx",
+                          "inputs", tensors_json(io.inputs, io.n_inputs, io.batched),
+                          "outputs", tensors_json(io.outputs, io.n_outputs, io.batched),
+                          "parameters", "max_batch_size", io.max_batch_size,
+                          "max_queue_delay_us", (json_int_t)cfg->max_queue_delay_us,
+                          "instances_per_device", cfg->instances_per_device,
+                          "instance_kind", gj_instance_kind_name(cfg->instance_kind),
+                          "precision", gj_precision_name(cfg->precision),
                           "devices", devices);   /* "" until placed */
-    gj_model_config_free(&cfg);
+    md_source_free(&src);
     gj_respond_json(r, o ? 200 : 500, o ? o : json_pack("{s:s}", "error", "out of memory"));
 }
 

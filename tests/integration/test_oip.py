@@ -157,7 +157,7 @@ def test_health_and_server_metadata():
 def test_model_metadata_and_ready():
     for path in (f"/v2/models/{MODEL}", f"/v2/models/{MODEL}/versions/1"):
         md = C.json("GET", path, expect=200)
-        assert md["name"] == MODEL and md["platform"] == "onnx", md
+        assert md["name"] == MODEL and md["platform"] == "onnxruntime_onnx", md
         assert "1" in md["versions"], md
         assert md["inputs"] == [{"name": "image", "datatype": "FP32", "shape": [-1, 1, 256, 256]}], md
         assert md["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 4]}], md

@@ -12,6 +12,8 @@ int oip_model_io(const struct gj_model_config *cfg, struct oip_model_io *io)
     memset(io, 0, sizeof *io);
     io->batched = !cfg->no_batch && cfg->max_batch_size > 0;
     io->max_batch_size = io->batched ? cfg->max_batch_size : 0;
+    if (cfg->n_inputs > GJ_MODEL_MAX_TENSORS || cfg->n_output_tensors > GJ_MODEL_MAX_TENSORS)
+        return -1;   /* the config refuses more; the routes' bookkeeping counts on it */
     if (cfg->n_inputs > 0) {
         io->inputs = cfg->inputs;
         io->n_inputs = cfg->n_inputs;

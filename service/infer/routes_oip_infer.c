@@ -639,7 +639,7 @@ static int prepare_output(struct infer_call *c, const struct gj_tensor *g, const
         return 0;
     }
     size_t n_labels;
-    const char *const *labels = oip_output_labels(c->m, o->model_index, &n_labels);
+    const char *const *labels = gj_served_model_output_labels(c->m, o->model_index, &n_labels);
     if (oip_classify(&v, c->io.batched, o->classes, labels, n_labels, t, c->msg, sizeof c->msg))
         return -1;
     *owned = 1;

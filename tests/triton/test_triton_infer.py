@@ -273,14 +273,14 @@ def test_no_batch_dimension():
 
 
 def test_bytes_tensors():
-    text = np.array([["héllo", "wörld"], ["", "a" * 1000]], dtype=np.object_)
+    words = np.array([["héllo", "wörld"], ["", "a" * 1000]], dtype=np.object_)
     for binary in (True, False):
-        r = C.infer("strings", [inp("text", text, "BYTES", binary=binary)],
+        r = C.infer("strings", [inp("text", words, "BYTES", binary=binary)],
                     outputs=[out("echo", binary), out("swapped", binary)])
         echo = [[text(v) for v in row] for row in r.as_numpy("echo")]
         swapped = [[text(v) for v in row] for row in r.as_numpy("swapped")]
-        assert echo == text.tolist(), echo
-        assert swapped == [row[::-1] for row in text.tolist()], swapped
+        assert echo == words.tolist(), echo
+        assert swapped == [row[::-1] for row in words.tolist()], swapped
     # bytes that are not UTF-8 travel binary; asked as JSON they get Triton-like 400
     raw = np.array([[b"\xff\x00\xfe", b"ok"]], dtype=np.object_)
     r = C.infer("strings", [inp("text", raw, "BYTES")], outputs=[out("echo")])

@@ -372,6 +372,27 @@ def test_errors_are_triton_400s():
         assert r.status == 400 and isinstance(r.json().get("error"), str), (body, r)
 
 
+def test_body_limits_follow_the_model():
+    """A body is bounded by what the model's inputs can take (JSON numbers at 32 bytes, BYTES
+    elements at 8 KiB, plus 64 KiB of JSON around them): multi_io (two 8x4 FP32 inputs) takes
+    ~66 KB, so 200 KB is refused (413, from Content-Length, before it is read) where the
+    BYTES model takes 128 KB of strings."""
+    raw = SRV.client()
+    big = {"inputs": [{"name": n, "shape": [8, 4], "datatype": "FP32", "data": [0.125] * 25000} for n in "ab"]}
+    r = raw.request("POST", "/v2/models/multi_io/infer", body=json.dumps(big).encode(),
+                    headers={"Content-Type": "application/json"})
+    assert r.status == 413 and "multi_io" in r.json()["error"], r
+    payload = bytes(200000)
+    head = json.dumps({"inputs": [{"name": "a", "shape": [8, 4], "datatype": "FP32",
+                                   "parameters": {"binary_data_size": len(payload)}}]}).encode()
+    r = raw.request("POST", "/v2/models/multi_io/infer", body=head + payload,
+                    headers={"Inference-Header-Content-Length": str(len(head))})
+    assert r.status == 413, r
+    words = np.array([["w" * 8000, "v" * 8000]] * 8, dtype=np.object_)
+    r = C.infer("strings", [inp("text", words, "BYTES")], outputs=[out("echo")])
+    assert r.as_numpy("echo").shape == (8, 2) and r.as_numpy("echo")[7][1] == b"v" * 8000
+
+
 def test_model_metadata():
     md = C.get_model_metadata("multi_io")
     assert md["platform"] == "onnxruntime_onnx" and md["versions"] == ["1"], md
@@ -393,4 +414,4 @@ if __name__ == "__main__":
                   test_demo_classification, test_every_datatype_json_and_binary, test_several_inputs_and_outputs,
                   test_int64_and_fp16, test_bools, test_no_batch_dimension, test_bytes_tensors,
                   test_classification_with_label_file, test_request_id_and_parameters, test_async_infer,
-                  test_errors_are_triton_400s, test_model_metadata])
+                  test_errors_are_triton_400s, test_body_limits_follow_the_model, test_model_metadata])

@@ -151,20 +151,24 @@ class Scores(torch.nn.Module):
 
 TORCH_MODELS["scores"] = (Scores(), (torch.zeros(2, 5),), [("x", "FP32", [5])],
                           [("scores", "FP32", [5])], 8)
+# the same model with Triton's label_filename on its output
+LABELED = {"scores_labeled": ("scores", {"scores": CLASS_LABELS})}
 
 
 def write_models(models_dir):
     """Writes every test model into models_dir; returns their names."""
     for name, (module, example, inputs, outputs, mbs) in TORCH_MODELS.items():
         module.eval()
-        labels = {"scores": CLASS_LABELS} if name == "scores" else None
-        _write(models_dir, name, _export_torch(module, example, inputs, outputs, mbs > 0), inputs, outputs,
-               mbs, labels)
+        onnx_bytes = _export_torch(module, example, inputs, outputs, mbs > 0)
+        _write(models_dir, name, onnx_bytes, inputs, outputs, mbs)
+        for labeled, (base, labels) in LABELED.items():
+            if base == name:
+                _write(models_dir, labeled, onnx_bytes, inputs, outputs, mbs, labels)
     _write(models_dir, "strings", strings_model(), [("text", "BYTES", [2])],
            [("echo", "BYTES", [2]), ("swapped", "BYTES", [2])], 8)
     _write(models_dir, "all_types", all_types_model(), [(f"in_{dt}", dt, [3]) for dt in DATATYPES],
            [(f"out_{dt}", dt, [3]) for dt in DATATYPES], 8)
-    return list(TORCH_MODELS) + ["strings", "all_types"]
+    return list(TORCH_MODELS) + list(LABELED) + ["strings", "all_types"]
 
 
 def torch_reference(name, *arrays):

@@ -289,22 +289,37 @@ def test_bytes_tensors():
            "not UTF-8", "binary_data")
 
 
-def test_classification_with_label_file():
+def classified(model, x, k):
+    """The scores output of model for x with class_count k: per sample, its strings."""
+    r = C.infer(model, [inp("x", x)], outputs=[out("scores", class_count=k)])
+    got = r.as_numpy("scores")
+    assert r.get_output("scores")["datatype"] == "BYTES" and got.shape == (len(x), min(k, 5)), got.shape
+    return [[text(v) for v in row] for row in got]
+
+
+def top(scores, k, labels=None):
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+    return ["%f:%d" % (scores[i], i) + (f":{labels[i]}" if labels else "") for i in order]
+
+
+def test_classification():
+    """Triton's strings "value:index" (std::to_string's %f), top first, equal values by index,
+    per sample; k past the count gives them all; a type Triton does not classify is refused."""
     x = np.array([[1, 1, 1, 1, 1], [0.5, 2, -1, 4, 0]], dtype=np.float32)
     scores = models.torch_reference("scores", x)[0]
     for k in (1, 3, 9):
-        r = C.infer("scores", [inp("x", x)], outputs=[out("scores", class_count=k)])
-        got = r.as_numpy("scores")
-        n = min(k, 5)
-        assert got.shape == (2, n), got.shape
-        for s in range(2):
-            order = sorted(range(5), key=lambda i: (-scores[s][i], i))[:n]
-            want = ["%f:%d:%s" % (scores[s][i], i, models.CLASS_LABELS[i]) for i in order]
-            assert [text(v) for v in got[s]] == want, (got[s], want)
-    # classification of an output Triton cannot classify (BOOL)
+        got = classified("scores", x, k)
+        assert got == [top(scores[s], k) for s in range(2)], (got, k)
     b = np.ones((1, 4), dtype=bool)
     raises(lambda: C.infer("bools", [inp("x", b), inp("y", b)], outputs=[out("not_x", class_count=1)]),
            "class result not available", "BOOL")
+
+
+def test_classification_labels_from_label_file():
+    """An output's label_filename (Triton's config) names the classes: "value:index:label"."""
+    x = np.array([[0.5, 2, -1, 4, 0]], dtype=np.float32)
+    scores = models.torch_reference("scores", x)[0]
+    assert classified("scores_labeled", x, 3) == [top(scores[0], 3, models.CLASS_LABELS)]
 
 
 def test_request_id_and_parameters():
@@ -413,5 +428,6 @@ if __name__ == "__main__":
     tl.run_tests([test_demo_json_and_reused_headers, test_compression_both_ways, test_zip_bomb_refused,
                   test_demo_classification, test_every_datatype_json_and_binary, test_several_inputs_and_outputs,
                   test_int64_and_fp16, test_bools, test_no_batch_dimension, test_bytes_tensors,
-                  test_classification_with_label_file, test_request_id_and_parameters, test_async_infer,
+                  test_classification, test_classification_labels_from_label_file,
+                  test_request_id_and_parameters, test_async_infer,
                   test_errors_are_triton_400s, test_body_limits_follow_the_model, test_model_metadata])

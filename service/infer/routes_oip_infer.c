@@ -145,7 +145,8 @@ void oip_infer_begin(struct gj_req *r)
                   (unsigned long long)declared, (unsigned long long)r->body_limit, r->params[0]);
         return;
     }
-    if (!given || declared >= OIP_SLOT_BYTES) {
+    /* a compressed body may inflate up to decoded_limit: it counts as a large one */
+    if (!given || declared >= OIP_SLOT_BYTES || b->coding != OIP_IDENTITY) {
         int rc = gj_req_upload_slot(r);
         if (rc != 0) {
             oip_error(r, rc == GJ_UPLOAD_TENANT_BUSY ? 429 : 503, "too many large requests in progress; retry shortly");

@@ -674,7 +674,10 @@ static void respond(struct gj_req *r, struct infer_call *c, const struct oip_ten
     snprintf(ver, sizeof ver, "%" PRId64, gj_served_model_version(c->m));
     json_t *outputs = json_array();
     size_t bin_bytes = 0;
+    int precision = 9;   /* enough to give back every FP32 (and FP16, BF16) value exactly */
     for (size_t i = 0; outputs && i < c->n_out; i++) {
+        if (!c->out[i].binary && (t[i].elem_type == ONNX_ELEM_DOUBLE || t[i].elem_type == ONNX_ELEM_UINT64))
+            precision = 17;
         json_t *o = output_json(c, &t[i], c->out[i].binary);
         if (!o) {
             json_decref(outputs);
@@ -692,7 +695,8 @@ static void respond(struct gj_req *r, struct infer_call *c, const struct oip_ten
         json_object_set_new(resp, "outputs", outputs);
     else
         json_decref(outputs);
-    char *text = resp && outputs ? json_dumps(resp, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    char *text = resp && outputs ? json_dumps(resp, JSON_COMPACT | JSON_PRESERVE_ORDER |
+                                              JSON_REAL_PRECISION(precision)) : NULL;
     json_decref(resp);
     size_t tl = text ? strlen(text) : 0;
     char *body = text ? realloc(text, tl + bin_bytes + 1) : NULL;

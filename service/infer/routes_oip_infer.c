@@ -536,7 +536,9 @@ static int read_output(struct infer_call *c, const json_t *ro, struct out_req *o
     seen[k] = 1;
     const json_t *op = json_object_get(ro, "parameters"), *bd = json_object_get(op, "binary_data"),
                  *cls = json_object_get(op, "classification");
-    *o = (struct out_req){ (size_t)k, bd ? json_is_true(bd) : c->binary_default, 0 };
+    /* a listed output is JSON unless it says binary_data (binary_data_output is for the
+     * outputs not listed), as Triton's CheckBinaryOutputData */
+    *o = (struct out_req){ (size_t)k, json_is_true(bd), 0 };
     if ((op && !json_is_object(op)) || (bd && !json_is_boolean(bd))) {
         snprintf(c->msg, sizeof c->msg, "Unable to parse 'binary_data' of output '%s'", on);
         return -1;

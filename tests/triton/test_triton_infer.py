@@ -234,6 +234,13 @@ def test_several_inputs_and_outputs():
     assert np.array_equal(r.as_numpy("argmax_a"), want["argmax_a"])
     close(r.as_numpy("prod"), want["prod"], "prod")
     assert r.as_numpy("sum") is None
+    # as Triton: a listed output without binary_data is JSON, binary_data_output or not
+    raw = SRV.client()
+    body = {"inputs": [{"name": n, "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]} for n in "ab"],
+            "outputs": [{"name": "sum"}], "parameters": {"binary_data_output": True}}
+    r = raw.request("POST", "/v2/models/multi_io/infer", body=json.dumps(body).encode(),
+                    headers={"Content-Type": "application/json"})
+    assert r.status == 200 and r.json()["outputs"][0]["data"] == [2, 4, 6, 8], r
 
 
 def test_int64_and_fp16():

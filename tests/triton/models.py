@@ -46,8 +46,11 @@ class NoBatch(torch.nn.Module):
         return m.sum(dim=1), m * 0.5
 
 
-def _tensor(name, dtype, dims):
-    return {"name": name, "data_type": "TYPE_" + dtype, "dims": list(dims)}
+def _tensor(name, dtype, dims, reshape=None):
+    t = {"name": name, "data_type": "TYPE_" + dtype, "dims": list(dims)}
+    if reshape is not None:          # Triton's idiom for a model tensor of the batch only
+        t["reshape"] = {"shape": list(reshape)}
+    return t
 
 
 # name -> (module, example inputs, inputs, outputs, max_batch_size); inputs and outputs as
@@ -55,7 +58,7 @@ def _tensor(name, dtype, dims):
 TORCH_MODELS = {
     "multi_io": (MultiIO(), (torch.zeros(2, 4), torch.zeros(2, 4)),
                  [("a", "FP32", [4]), ("b", "FP32", [4])],
-                 [("sum", "FP32", [4]), ("prod", "FP32", [4]), ("argmax_a", "INT64", [])], 8),
+                 [("sum", "FP32", [4]), ("prod", "FP32", [4]), ("argmax_a", "INT64", [1], [])], 8),
     "int_half": (IntHalf(), (torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 3, dtype=torch.float16)),
                  [("i", "INT64", [3]), ("h", "FP16", [3])],
                  [("i_out", "INT64", [3]), ("h_out", "FP16", [3])], 8),

@@ -221,6 +221,7 @@ def test_several_inputs_and_outputs():
     rng = np.random.RandomState(8)
     a, b = rng.normal(size=(5, 4)).astype(np.float32), rng.normal(size=(5, 4)).astype(np.float32)
     want = dict(zip(["sum", "prod", "argmax_a"], models.torch_reference("multi_io", a, b)))
+    want["argmax_a"] = want["argmax_a"].reshape(-1, 1)   # config dims [1], reshape [] (the model's [batch])
     # inputs in any order; all outputs (binary: the client's default with none listed)
     r = C.infer("multi_io", [inp("b", b), inp("a", a, binary=False)])
     for name, w in want.items():
@@ -362,7 +363,7 @@ def test_async_infer():
         assert r.get_response()["id"] == str(k)
         want = models.torch_reference("multi_io", *pairs[k])
         close(r.as_numpy("sum"), want[0], f"async {k}")
-        assert np.array_equal(r.as_numpy("argmax_a"), want[2])
+        assert np.array_equal(r.as_numpy("argmax_a"), want[2].reshape(-1, 1))
     c.close()
 
 
@@ -422,7 +423,7 @@ def test_model_metadata():
                             {"name": "b", "datatype": "FP32", "shape": [-1, 4]}], md
     assert md["outputs"] == [{"name": "sum", "datatype": "FP32", "shape": [-1, 4]},
                              {"name": "prod", "datatype": "FP32", "shape": [-1, 4]},
-                             {"name": "argmax_a", "datatype": "INT64", "shape": [-1]}], md
+                             {"name": "argmax_a", "datatype": "INT64", "shape": [-1, 1]}], md
     md = C.get_model_metadata("all_types")
     assert [i["datatype"] for i in md["inputs"]] == list(models.DATATYPES), md
     md = C.get_model_metadata(tl.DEMO)

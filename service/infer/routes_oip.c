@@ -20,8 +20,9 @@
  * by the Inference-Header-Content-Length header followed by the raw little-endian
  * tensors of the inputs that declare parameters.binary_data_size, in input order.
  * Outputs are returned as binary when the request asks (per output
- * parameters.binary_data, or request parameters.binary_data_output), again with
- * Inference-Header-Content-Length giving the JSON's length.
+ * parameters.binary_data, or request parameters.binary_data_output for the outputs it does
+ * not list), again with Inference-Header-Content-Length giving the JSON's length. Bodies may
+ * be gzip or deflate both ways (routes_oip_infer.c).
  */
 #include <errno.h>
 #include <inttypes.h>

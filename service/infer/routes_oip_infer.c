@@ -263,48 +263,61 @@ static json_t *parse_json_part(const struct oip_body *body, size_t len, int *sta
     return json_loadb(body->buf, len, JSON_REJECT_DUPLICATES, jerr);
 }
 
-/* The JSON part of the body (all of it, or Inference-Header-Content-Length bytes). A JSON
- * part that ends early where the whole body is one JSON object is taken whole: tritonclient
- * adds that header to the headers dict its caller passes, so a client reusing one dict (for
- * its API key, say) sends the length of an earlier binary request with a later JSON one.
- * NULL answered. */
-static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t *json_len)
+/* The JSON part's length as the request gives it: Inference-Header-Content-Length (it may
+ * pass the body's end: see parse_body), else the whole body. 0, or -1 answered. */
+static int json_part_length(struct gj_req *r, const struct oip_body *body, const char *hl, size_t *len)
 {
-    const char *hl = gj_req_header(r, HDR_INFER_LEN);
-    *json_len = body->len;
-    if (hl) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long v = strtoull(hl, &end, 10);
-        if (errno || !end || end == hl || *end || v > body->len) {
-            oip_error(r, 400, "%s is %.40s: it must be the length of the JSON part (at most the "
-                      "body's %zu bytes)", HDR_INFER_LEN, hl, body->len);
-            return NULL;
-        }
-        *json_len = (size_t)v;
-    } else {
+    *len = body->len;
+    if (!hl) {
         const char *ct = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
         if (ct && !gj_http_is_json_type(ct)) {
             oip_error(r, 415, "a body of type %.60s needs the %s header (binary tensor "
                       "extension); otherwise send application/json", ct, HDR_INFER_LEN);
-            return NULL;
+            return -1;
         }
+        return 0;
     }
-    if (*json_len == 0) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(hl, &end, 10);
+    if (errno || !end || end == hl || *end || v > SIZE_MAX - 1) {
+        oip_error(r, 400, "%s is %.40s: it must be the length of the JSON part", HDR_INFER_LEN, hl);
+        return -1;
+    }
+    *len = (size_t)v;
+    return 0;
+}
+
+/* The JSON part of the body (all of it, or Inference-Header-Content-Length bytes). Where
+ * that header's length is past the body's end, or its JSON ends early, and the whole body is
+ * one JSON object, the whole body is taken: tritonclient adds the header to the headers dict
+ * its caller passes, so a client reusing one dict (for its API key, say) sends the length of
+ * an earlier binary request with a later JSON one. NULL answered. */
+static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t *json_len)
+{
+    const char *hl = gj_req_header(r, HDR_INFER_LEN);
+    if (json_part_length(r, body, hl, json_len) != 0)
+        return NULL;
+    if (*json_len == 0 || body->len == 0) {
         oip_error(r, 400, "the inference request is empty");
         return NULL;
     }
-    int status;
-    json_error_t jerr;
-    json_t *req = parse_json_part(body, *json_len, &status, &jerr);
-    if (!req && hl && *json_len < body->len && json_error_code(&jerr) == json_error_premature_end_of_input) {
+    int status = 400;
+    json_error_t jerr = { 0 };
+    size_t given = *json_len;
+    json_t *req = given <= body->len ? parse_json_part(body, given, &status, &jerr) : NULL;
+    if (!req && hl && status != 413 && given != body->len &&
+        (given > body->len || json_error_code(&jerr) == json_error_premature_end_of_input)) {
         json_error_t whole_err;
         int whole_status;
         req = parse_json_part(body, body->len, &whole_status, &whole_err);
         if (req)
             *json_len = body->len;
     }
-    if (!req && status == 413)
+    if (!req && given > body->len)
+        oip_error(r, 400, "%s is %zu: it must be the length of the JSON part (at most the body's %zu bytes)",
+                  HDR_INFER_LEN, given, body->len);
+    else if (!req && status == 413)
         oip_error(r, 413, "the inference request holds more values than model '%s' takes (at most %llu with "
                   "its structure)", r->params[0], (unsigned long long)body->max_values);
     else if (!req)

@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import models  # noqa: E402
 import tritonlib as tl  # noqa: E402
 from tritonlib import InferenceServerException, httpclient  # noqa: E402
+from tritonclient.http._utils import _get_inference_request  # noqa: E402
 
 sys.path.insert(0, os.path.join(tl.SRC, "tests", "infer"))
 from reference import OnnxTorch  # noqa: E402
@@ -96,6 +97,17 @@ def test_demo_json_and_reused_headers():
         r = plain.infer(tl.DEMO, [inp("image", x, binary=binary)], outputs=[out("logits")], headers=auth)
         close(r.as_numpy("logits"), want, f"shared headers, binary={binary}")
     assert "Inference-Header-Content-Length" in auth, auth   # the client did write it
+    # a stale length past the end of a later, shorter JSON body
+    a = np.ones((1, 4), np.float32)
+    r = plain.infer("multi_io", [inp("a", a), inp("b", a)], outputs=[out("sum")], request_id="x" * 300,
+                    headers=auth)
+    stale = auth["Inference-Header-Content-Length"]
+    ins, outs = [inp("a", a, binary=False), inp("b", a, binary=False)], [out("sum", binary=False)]
+    body, _ = _get_inference_request(ins, "", outs, 0, False, False, 0, None, None)   # what infer sends
+    assert stale > len(body), (stale, len(body))
+    r = plain.infer("multi_io", ins, outputs=outs, headers=auth)
+    assert auth["Inference-Header-Content-Length"] == stale, auth
+    close(r.as_numpy("sum"), 2 * a, "stale length past the body")
 
 
 def test_compression_both_ways():

@@ -145,8 +145,7 @@ void oip_infer_begin(struct gj_req *r)
                   (unsigned long long)declared, (unsigned long long)r->body_limit, r->params[0]);
         return;
     }
-    /* a compressed body may inflate up to decoded_limit: it counts as a large one */
-    if (!given || declared >= OIP_SLOT_BYTES || b->coding != OIP_IDENTITY) {
+    if (!given || declared >= OIP_SLOT_BYTES) {
         int rc = gj_req_upload_slot(r);
         if (rc != 0) {
             oip_error(r, rc == GJ_UPLOAD_TENANT_BUSY ? 429 : 503, "too many large requests in progress; retry shortly");
@@ -212,7 +211,21 @@ static int decode_body(struct gj_req *r, struct oip_body *b)
     }
     char *out;
     size_t out_len;
-    int rc = oip_inflate(b->buf ? b->buf : "", b->len, b->coding, (size_t)b->decoded_limit, &out, &out_len);
+    const char *in = b->buf ? b->buf : "";
+    /* a body that inflates past OIP_SLOT_BYTES is a large one: it takes an upload slot (as
+     * a large plain body does from its Content-Length) before it may grow to decoded_limit */
+    int rc = oip_inflate(in, b->len, b->coding, (size_t)(b->decoded_limit < OIP_SLOT_BYTES ? b->decoded_limit
+                                                                                        : OIP_SLOT_BYTES),
+                         &out, &out_len);
+    if (rc == 413 && b->decoded_limit > OIP_SLOT_BYTES) {
+        int slot = gj_req_upload_slot(r);
+        if (slot != 0) {
+            oip_error(r, slot == GJ_UPLOAD_TENANT_BUSY ? 429 : 503, "too many large requests in progress; retry "
+                      "shortly");
+            return -1;
+        }
+        rc = oip_inflate(in, b->len, b->coding, (size_t)b->decoded_limit, &out, &out_len);
+    }
     if (rc == 413)
         oip_error(r, 413, "the %s-compressed inference request inflates past the %llu bytes model '%s' can "
                   "take", oip_coding_name(b->coding), (unsigned long long)b->decoded_limit, r->params[0]);

@@ -1,4 +1,5 @@
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,12 +8,18 @@
 
 #include "service/log.h"
 
-static enum gj_log_level min_level = GJ_LOG_INFO;
+/* Atomic: /v2/logging changes it while other threads log. */
+static _Atomic int min_level = GJ_LOG_INFO;
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 
 void gj_log_set_level(enum gj_log_level level)
 {
-    min_level = level;
+    atomic_store(&min_level, (int)level);
+}
+
+enum gj_log_level gj_log_level(void)
+{
+    return (enum gj_log_level)atomic_load(&min_level);
 }
 
 int gj_log_parse_level(const char *name, enum gj_log_level *level)
@@ -27,7 +34,7 @@ int gj_log_parse_level(const char *name, enum gj_log_level *level)
 
 void gj_log_fields(enum gj_log_level level, const char *component, const char *msg, json_t *fields)
 {
-    if (level < min_level) {
+    if ((int)level < atomic_load(&min_level)) {
         json_decref(fields);
         return;
     }
@@ -61,7 +68,7 @@ void gj_log_fields(enum gj_log_level level, const char *component, const char *m
 
 void gj_logv(enum gj_log_level level, const char *component, const char *fmt, ...)
 {
-    if (level < min_level)
+    if ((int)level < atomic_load(&min_level))
         return;
     char msg[2048];
     va_list ap;

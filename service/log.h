@@ -7,9 +7,13 @@
 
 #include <jansson.h>
 
-enum gj_log_level { GJ_LOG_DEBUG, GJ_LOG_INFO, GJ_LOG_WARN, GJ_LOG_ERROR };
+/* GJ_LOG_OFF: a level only for gj_log_set_level (nothing is logged; /v2/logging with
+ * log_error false). */
+enum gj_log_level { GJ_LOG_DEBUG, GJ_LOG_INFO, GJ_LOG_WARN, GJ_LOG_ERROR, GJ_LOG_OFF };
 
 void gj_log_set_level(enum gj_log_level level);
+/* The level set now: lines below it are not written. */
+enum gj_log_level gj_log_level(void);
 int gj_log_parse_level(const char *name, enum gj_log_level *level);
 
 void gj_logv(enum gj_log_level level, const char *component, const char *fmt, ...)

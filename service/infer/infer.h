@@ -32,6 +32,9 @@
  *   routes_results.c /v1/inference-results
  *   routes_oip.c     /v2 (Open Inference Protocol, Triton's REST dialect): health, metadata
  *   routes_oip_infer.c  /v2 infer; oip_metrics.c the batchers' statistics as Prometheus text
+ *   routes_oip_repository.c  /v2 model config, repository index, load, unload
+ *   routes_oip_stats.c  /v2 statistics    routes_oip_trace.c, routes_oip_logging.c  /v2 settings
+ *   routes_oip_shm.c    /v2 shared-memory extensions (not supported: Triton's errors)
  *
  * Pseudonymisation: a study is known only by HMAC-SHA256(secret, Study Instance UID)
  * and an image by HMAC-SHA256(secret, SOP Instance UID), as 64 lower-case hex digits.
@@ -68,6 +71,19 @@ json_t *gj_infer_models_view(PGconn *conn, const char *only);
 /* The devices ("cpu", "gpu:0", ...) on which a model version has a batcher in this
  * process (compute/infer/serving/batcher.h), as a JSON array; NULL on allocation failure. */
 json_t *gj_infer_devices_json(const char *name, int64_t version);
+
+/* ---- explicit load and unload (routes_models.c: /v1/models and /v2/repository) ---- */
+
+/* Loads a version (version 0: the model's default) on every replica that runs models and
+ * keeps it loaded; on this one it is placed before the answer. *v_out: the version. 0, or
+ * -1 with err: status 404 (no such model or version), 409 (outside its version_policy),
+ * 422 (it does not load: err.message says why), 503 (the database, with err.field ""; or
+ * it cannot be placed on a device, err.transient when it may fit later). */
+int gj_infer_model_load(PGconn *conn, const char *name, int64_t version, int64_t *v_out, struct gj_error *err);
+/* Unloads a version everywhere (its batchers and their memory freed). 0, or -1 with err:
+ * 404, 409 (unloaded already), 503 (the database). */
+int gj_infer_model_unload(PGconn *conn, const char *name, int64_t version, int64_t *v_out,
+                          struct gj_error *err);
 
 /* ---- pseudonyms (pseudonym.c) ---- */
 
@@ -185,6 +201,13 @@ extern const struct gj_route_table gj_infer_routes_wado_render;
 extern const struct gj_route_table gj_infer_routes_results;
 extern const struct gj_route_table gj_infer_routes_deliveries;
 extern const struct gj_route_table gj_infer_routes_oip;
+/* Triton's extensions on /v2 (routes_oip_*.c): listed before gj_infer_routes_oip, whose
+ * /v2/models/{name} would match /v2/models/stats first. */
+extern const struct gj_route_table gj_infer_routes_oip_repository;
+extern const struct gj_route_table gj_infer_routes_oip_stats;
+extern const struct gj_route_table gj_infer_routes_oip_trace;
+extern const struct gj_route_table gj_infer_routes_oip_logging;
+extern const struct gj_route_table gj_infer_routes_oip_shm;
 /* The batchers' statistics as Prometheus text (oip_metrics.c). */
 void gj_infer_write_metrics(FILE *f);
 

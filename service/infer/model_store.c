@@ -360,6 +360,17 @@ int gj_model_store_model_config(PGconn *conn, const char *name, char **config)
     return found;
 }
 
+int gj_model_store_set_model_config(PGconn *conn, const char *name, const char *config)
+{
+    const char *p[2] = { name, config };
+    PGresult *res = gj_db_exec(conn, "UPDATE models SET config = $2 WHERE name = $1 RETURNING 1", 2, p, NULL);
+    if (!res)
+        return -1;
+    int found = PQntuples(res) == 1;
+    PQclear(res);
+    return found;
+}
+
 int gj_model_store_set_desired(PGconn *conn, const char *name, int64_t version,
                                enum gj_model_desired d, enum gj_model_desired *before)
 {

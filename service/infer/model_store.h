@@ -104,6 +104,9 @@ int gj_model_store_add_version(PGconn *conn, const char *name, int64_t version,
                                struct gj_error *err);
 /* The model's config.json text (caller frees). 1 found, 0 no such model, -1 error. */
 int gj_model_store_model_config(PGconn *conn, const char *name, char **config);
+/* Replaces the model's config.json text (a load with a config override: every replica
+ * declares the model again with it). 1 done, 0 no such model, -1 error. */
+int gj_model_store_set_model_config(PGconn *conn, const char *name, const char *config);
 /* Sets a version's desired state and moves its requested_at (a new request even when the
  * state is the same). *before (may be NULL): the state it had. 1 done, 0 no such version,
  * -1 error. */

@@ -22,6 +22,7 @@
 #include "service/infer/model_cache.h"
 #include "service/infer/model_store.h"
 #include "service/infer/model_sync.h"
+#include "service/infer/oip.h"
 #include "service/log.h"
 #include "service/module.h"
 
@@ -180,6 +181,9 @@ static int start_repository(struct gj_server *srv)
 
 static int infer_init(struct gj_server *srv)
 {
+    /* /v2's errors, the server's own included, in the shape Triton's clients decode */
+    if (gj_http_error_body("/v2", oip_error_body) != 0)
+        return -1;
     if (prepare_models_dir(&srv->cfg) != 0 || gj_infer_pseudonym_init(srv) != 0)
         return -1;
     gj_infer_set_purge_phi(srv->cfg.infer_purge_phi);
@@ -222,7 +226,9 @@ static void infer_shutdown(struct gj_server *srv)
 }
 
 static const struct gj_route_table *const infer_routes[] = {
-    &gj_infer_routes_models, &gj_infer_routes_dicomweb, &gj_infer_routes_qido, &gj_infer_routes_wado, &gj_infer_routes_wado_metadata, &gj_infer_routes_wado_render, &gj_infer_routes_results, &gj_infer_routes_deliveries, &gj_infer_routes_oip, NULL,
+    &gj_infer_routes_models, &gj_infer_routes_dicomweb, &gj_infer_routes_qido, &gj_infer_routes_wado, &gj_infer_routes_wado_metadata, &gj_infer_routes_wado_render, &gj_infer_routes_results, &gj_infer_routes_deliveries,
+    &gj_infer_routes_oip_repository, &gj_infer_routes_oip_stats, &gj_infer_routes_oip_trace,
+    &gj_infer_routes_oip_logging, &gj_infer_routes_oip_shm, &gj_infer_routes_oip, NULL,
 };
 
 static const char *const infer_kinds[] = { "infer", NULL };

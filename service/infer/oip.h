@@ -12,6 +12,8 @@
 
 /* Answers {"error": message} with status (429 and 503 with Retry-After: 1). */
 void oip_error(struct gj_req *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The server's own error bodies under /v2 (gj_http_error_body): {"error": detail}. */
+char *oip_error_body(int status, const char *detail);
 /* The repository and the version params[1] asks for (0: the default); on failure answers
  * the request and returns NULL. */
 gj_model_repo *oip_requested(struct gj_req *r, int64_t *version);

@@ -1,5 +1,8 @@
 /*
- * oip_metrics.c — the dynamic batchers' statistics (batcher.h) as Prometheus text.
+ * oip_metrics.c — the dynamic batchers' statistics (batcher.h) as Prometheus text, each
+ * family twice: as gpujobd_<name> and under Triton's own name nv_<name> (the same labels
+ * model and version), so that a dashboard made for Triton reads this server unchanged.
+ * The prefixes keep the two sets apart, so no flag is needed.
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -38,15 +41,18 @@ void gj_infer_write_metrics(FILE *f)
     size_t n = gj_batch_stats_snapshot(st, 256);
     if (n > 256)
         n = 256;
-    for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
-        fprintf(f, "# HELP gpujobd_%s %s\n# TYPE gpujobd_%s %s\n", m[k].name, m[k].help,
-                m[k].name, m[k].gauge ? "gauge" : "counter");
-        for (size_t i = 0; i < n; i++) {
-            uint64_t v;
-            memcpy(&v, (const char *)&st[i] + m[k].off, sizeof v);
-            fprintf(f, "gpujobd_%s{model=\"", m[k].name);
-            gj_metrics_put_label(f, st[i].model);
-            fprintf(f, "\",version=\"%" PRId64 "\"} %" PRIu64 "\n", st[i].version, v);
+    static const char *const prefixes[] = { "gpujobd_", "nv_" };
+    for (size_t p = 0; p < 2; p++) {
+        for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
+            fprintf(f, "# HELP %s%s %s\n# TYPE %s%s %s\n", prefixes[p], m[k].name, m[k].help, prefixes[p],
+                    m[k].name, m[k].gauge ? "gauge" : "counter");
+            for (size_t i = 0; i < n; i++) {
+                uint64_t v;
+                memcpy(&v, (const char *)&st[i] + m[k].off, sizeof v);
+                fprintf(f, "%s%s{model=\"", prefixes[p], m[k].name);
+                gj_metrics_put_label(f, st[i].model);
+                fprintf(f, "\",version=\"%" PRId64 "\"} %" PRIu64 "\n", st[i].version, v);
+            }
         }
     }
 }

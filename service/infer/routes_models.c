@@ -136,30 +136,6 @@ static int model_known(gj_model_repo *repo, const char *name, int64_t v)
     return found;
 }
 
-/* The version a load or unload names (?version=, else the model's default), with the
- * request's connection; answers and returns -1 when there is none. */
-static int64_t target_version(struct gj_req *r, gj_model_repo *repo, PGconn **conn)
-{
-    const char *name = r->params[0];
-    int64_t v;
-    if (query_version(r, &v))
-        return -1;
-    if (!gj_model_name_ok(name)) {
-        gj_respond_not_found(r);
-        return -1;
-    }
-    if (!(*conn = gj_req_db(r))) {
-        gj_respond_unavailable(r);
-        return -1;
-    }
-    apply_now();   /* what other replicas changed a moment ago */
-    struct gj_error err = { 0 };
-    int64_t resolved = model_known(repo, name, v) ? gj_model_repo_resolve(repo, name, v, &err) : -1;
-    if (resolved < 0)
-        gj_respond_not_found(r);
-    return resolved;
-}
-
 /* 1 when the model's version_policy serves the version (the config as the repository
  * has it). */
 static int policy_serves(gj_model_repo *repo, const char *name, int64_t version)
@@ -182,71 +158,138 @@ static int policy_serves(gj_model_repo *repo, const char *name, int64_t version)
     return serves;
 }
 
+/* Sets err's status and returns -1. */
+static int fail(struct gj_error *err, int status, const char *field, const char *fmt, const char *name,
+                int64_t v)
+{
+    gj_error_set(err, field, fmt, name, v);
+    err->status = status;
+    return -1;
+}
+
+/* The version a load or unload names (version > 0, else the model's default) once this
+ * replica has applied what other replicas changed a moment ago; -1 with err 404. */
+static int64_t resolve_known(gj_model_repo *repo, const char *name, int64_t v, struct gj_error *err)
+{
+    apply_now();
+    int64_t resolved = model_known(repo, name, v) ? gj_model_repo_resolve(repo, name, v, err) : -1;
+    if (resolved < 0)
+        return fail(err, 404, "name", v > 0 ? "unknown model '%s' version %" PRId64 : "unknown model '%s'", name,
+                    v);
+    return resolved;
+}
+
+int gj_infer_model_load(PGconn *conn, const char *name, int64_t version, int64_t *loaded, struct gj_error *err)
+{
+    gj_model_repo *repo = gj_infer_repo();
+    if (!repo)
+        return fail(err, 503, "", "the model repository is not available", "", 0);
+    int64_t v = *loaded = resolve_known(repo, name, version, err);
+    if (v < 0)
+        return -1;
+    if (!policy_serves(repo, name, v))
+        return fail(err, 409, "version", "model '%s' version %" PRId64 " is outside the model's version_policy "
+                    "(config.json): it is never loaded", name, v);
+    int found = gj_model_store_set_desired(conn, name, v, GJ_DESIRED_LOADED, NULL);
+    if (found <= 0)
+        return found == 0 ? fail(err, 404, "name", "unknown model '%s' version %" PRId64, name, v)
+                          : fail(err, 503, "", "the database is not available; retry shortly", "", 0);
+    if (gj_model_sync_serving() && gj_model_sync_place(name, v, err) != 0) {
+        apply_now();
+        if (err->status != 503)
+            err->status = 422;
+        else if (!err->field[0])
+            snprintf(err->field, sizeof err->field, "model");   /* not the database's 503 */
+        return -1;
+    }
+    apply_now();
+    return 0;
+}
+
+int gj_infer_model_unload(PGconn *conn, const char *name, int64_t version, int64_t *unloaded,
+                          struct gj_error *err)
+{
+    gj_model_repo *repo = gj_infer_repo();
+    if (!repo)
+        return fail(err, 503, "", "the model repository is not available", "", 0);
+    int64_t v = *unloaded = resolve_known(repo, name, version, err);
+    if (v < 0)
+        return -1;
+    enum gj_model_desired before = GJ_DESIRED_AVAILABLE;
+    int found = gj_model_store_set_desired(conn, name, v, GJ_DESIRED_UNLOADED, &before);
+    if (found <= 0)
+        return found == 0 ? fail(err, 404, "name", "unknown model '%s' version %" PRId64, name, v)
+                          : fail(err, 503, "", "the database is not available; retry shortly", "", 0);
+    if (before == GJ_DESIRED_UNLOADED)
+        return fail(err, 409, "version", "model '%s' version %" PRId64 " is not loaded: it is unloaded already",
+                    name, v);
+    apply_now();   /* its batchers, and their device memory, are gone here */
+    gj_log_info(COMPONENT, "model %s version %" PRId64 " unloaded", name, v);
+    return 0;
+}
+
+/* The model and connection of a /v1 load or unload (?version= in *v); answers and
+ * returns NULL when there are none. */
+static PGconn *v1_target(struct gj_req *r, int64_t *v)
+{
+    if (!repo_or_503(r) || query_version(r, v))
+        return NULL;
+    if (!gj_model_name_ok(r->params[0])) {
+        gj_respond_not_found(r);
+        return NULL;
+    }
+    PGconn *conn = gj_req_db(r);
+    if (!conn)
+        gj_respond_unavailable(r);
+    return conn;
+}
+
+/* A failed /v1 load or unload, answered as problem+json. */
+static void v1_failed(struct gj_req *r, const struct gj_error *err)
+{
+    const char *name = r->params[0];
+    if (err->status == 404) {
+        gj_respond_not_found(r);
+    } else if (err->status == 503 && !err->field[0]) {
+        gj_respond_unavailable(r);
+    } else if (err->status == 503) {
+        struct MHD_Response *resp = gj_problem(r, 503, err->field, "model '%s' cannot be placed on a device: %s",
+                                               name, err->message);
+        if (resp && err->transient)
+            MHD_add_response_header(resp, "Retry-After", "5");
+    } else if (err->status == 422) {
+        gj_problem(r, 422, "model", "model '%s' cannot be loaded: %s", name, err->message);
+    } else {
+        gj_problem(r, err->status, err->field, "%s", err->message);
+    }
+}
+
 /* POST /v1/models/{name}/load */
 static void model_load(struct gj_req *r)
 {
-    const char *name = r->params[0];
-    PGconn *conn = NULL;
-    gj_model_repo *repo = repo_or_503(r);
-    int64_t v = repo ? target_version(r, repo, &conn) : -1;
-    if (v < 0)
-        return;
-    if (!policy_serves(repo, name, v)) {
-        gj_problem(r, 409, "version", "model '%s' version %" PRId64 " is outside the model's version_policy "
-                   "(config.json): it is never loaded", name, v);
-        return;
-    }
-    int found = gj_model_store_set_desired(conn, name, v, GJ_DESIRED_LOADED, NULL);
-    if (found <= 0) {
-        if (found == 0)
-            gj_respond_not_found(r);
-        else
-            gj_respond_unavailable(r);
-        return;
-    }
+    int64_t v = 0;
+    PGconn *conn = v1_target(r, &v);
     struct gj_error err = { 0 };
-    if (gj_model_sync_serving() && gj_model_sync_place(name, v, &err) != 0) {
-        apply_now();
-        if (err.status == 503) {
-            struct MHD_Response *resp = gj_problem(r, 503, err.field[0] ? err.field : "model",
-                                                   "model '%s' cannot be placed on a device: %s", name, err.message);
-            if (resp && err.transient)
-                MHD_add_response_header(resp, "Retry-After", "5");
-        } else {
-            gj_problem(r, 422, "model", "model '%s' cannot be loaded: %s", name, err.message);
-        }
+    if (!conn)
         return;
-    }
-    apply_now();
-    respond_model(r, 200, name);
+    if (gj_infer_model_load(conn, r->params[0], v, &v, &err) != 0)
+        v1_failed(r, &err);
+    else
+        respond_model(r, 200, r->params[0]);
 }
 
 /* POST /v1/models/{name}/unload */
 static void model_unload(struct gj_req *r)
 {
-    const char *name = r->params[0];
-    PGconn *conn = NULL;
-    gj_model_repo *repo = repo_or_503(r);
-    int64_t v = repo ? target_version(r, repo, &conn) : -1;
-    if (v < 0)
+    int64_t v = 0;
+    PGconn *conn = v1_target(r, &v);
+    struct gj_error err = { 0 };
+    if (!conn)
         return;
-    enum gj_model_desired before = GJ_DESIRED_AVAILABLE;
-    int found = gj_model_store_set_desired(conn, name, v, GJ_DESIRED_UNLOADED, &before);
-    if (found <= 0) {
-        if (found == 0)
-            gj_respond_not_found(r);
-        else
-            gj_respond_unavailable(r);
-        return;
-    }
-    if (before == GJ_DESIRED_UNLOADED) {
-        gj_problem(r, 409, "version", "model '%s' version %" PRId64 " is not loaded: it is unloaded already",
-                   name, v);
-        return;
-    }
-    apply_now();   /* its batchers, and their device memory, are gone here */
-    gj_log_info(COMPONENT, "model %s version %" PRId64 " unloaded", name, v);
-    respond_model(r, 200, name);
+    if (gj_infer_model_unload(conn, r->params[0], v, &v, &err) != 0)
+        v1_failed(r, &err);
+    else
+        respond_model(r, 200, r->params[0]);
 }
 
 /* DELETE /v1/models/{name}/versions/{version} */

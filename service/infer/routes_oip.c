@@ -62,6 +62,17 @@ void oip_error(struct gj_req *r, int status, const char *fmt, ...)
         MHD_add_response_header(resp, "Retry-After", "1");
 }
 
+/* The server's own errors under /v2 (gj_http_error_body: no route, no key, a limit, the
+ * database away) as {"error": "..."} too, the one shape Triton's clients decode. */
+char *oip_error_body(int status, const char *detail)
+{
+    (void)status;
+    json_t *o = json_pack("{s:s}", "error", detail);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
 /* ---- model lookup -------------------------------------------------------------------- */
 
 /* Parses the {version} path parameter (a positive integer); 0 when absent. -1: bad. */
@@ -154,9 +165,11 @@ static void health_ready(struct gj_req *r)
 
 static void server_metadata(struct gj_req *r)
 {
-    /* only what is served: no model_repository / statistics / classification routes */
-    gj_respond_json(r, 200, json_pack("{s:s, s:s, s:[s]}", "name", "gpujobd", "version",
-                                      GJ_VERSION, "extensions", "binary_tensor_data"));
+    /* only what is served (Triton's names): no shared memory, sequences or classification */
+    gj_respond_json(r, 200, json_pack("{s:s, s:s, s:[s, s, s, s, s, s, s]}", "name", "gpujobd", "version",
+                                      GJ_VERSION, "extensions", "binary_tensor_data", "model_repository",
+                                      "model_repository(unload_dependents)", "model_configuration", "statistics",
+                                      "trace", "logging"));
 }
 
 /* ---- model metadata and readiness ------------------------------------------------------ */

@@ -1,0 +1,387 @@
+/*
+ * routes_oip_repository.c — Triton's model configuration and model repository extensions
+ * on /v2, over the repository every replica shares (model_store.h, model_sync.h):
+ *
+ *   GET  /v2/models/{name}[/versions/{version}]/config   the config in Triton's JSON shape
+ *   POST /v2/repository/index                            [{name, version, state, reason}]
+ *                                                        of this replica; {"ready": true}
+ *                                                        lists the ready ones only
+ *   POST /v2/repository/models/{name}/load               admin: every version its
+ *                                                        version_policy serves, loaded and
+ *                                                        kept loaded (as POST
+ *                                                        /v1/models/{name}/load);
+ *                                                        parameters.config: a ModelConfig
+ *                                                        (JSON text) that replaces the model's
+ *                                                        config, as Triton's override
+ *   POST /v2/repository/models/{name}/unload             admin: every loaded version
+ *
+ * As Triton, load and unload are refused (503) in the model control modes none and poll;
+ * on-use (this server's default) and explicit allow them. Load and unload answer 200 with
+ * an empty body; errors are {"error": "..."} with Triton's wording where it has one.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/http_server.h"
+#include "service/infer/infer.h"
+#include "service/infer/model_store.h"
+#include "service/infer/oip.h"
+#include "service/log.h"
+
+#define COMPONENT "oip"
+
+/* ---- GET .../config ---------------------------------------------------------------- */
+
+/* INTERIM until triton-core's gj_model_config_to_triton_json (contract 1) is merged: the
+ * config's fields that exist today in Triton's JSON shape. */
+static json_t *dims_json(const int64_t *dims, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(dims[i]));
+    return a;
+}
+
+static json_t *gj_model_config_to_triton_json(const struct gj_model_config *cfg)
+{
+    json_t *pref = json_array();
+    for (size_t i = 0; i < cfg->n_preferred; i++)
+        json_array_append_new(pref, json_integer(cfg->preferred_batch_sizes[i]));
+    const char *kind = cfg->instance_kind == GJ_INSTANCE_GPU ? "KIND_GPU" : "KIND_CPU";
+    return json_pack("{s:s, s:s, s:s, s:i, s:[{s:s, s:s, s:o}], s:[{s:s, s:s, s:o}], s:{s:o, s:I}, "
+                     "s:[{s:s, s:i}]}",
+                     "name", cfg->name, "platform", "onnxruntime_onnx", "backend", "onnxruntime",
+                     "max_batch_size", cfg->max_batch_size, "input", "name", cfg->input_name, "data_type",
+                     "TYPE_FP32", "dims", dims_json(cfg->input_dims, 3), "output", "name", cfg->output_name,
+                     "data_type", "TYPE_FP32", "dims", dims_json(&cfg->n_outputs, 1), "dynamic_batching",
+                     "preferred_batch_size", pref, "max_queue_delay_microseconds",
+                     (json_int_t)cfg->max_queue_delay_us, "instance_group", "kind", kind, "count",
+                     cfg->instances_per_device);
+}
+
+static void model_config(struct gj_req *r)
+{
+    int64_t version;
+    gj_model_repo *repo = oip_requested(r, &version);
+    if (!repo)
+        return;
+    struct gj_model_config cfg;
+    struct gj_error err = { 0 };
+    if (gj_model_repo_config(repo, r->params[0], version, &cfg, &err) != 0) {
+        gj_model_config_free(&cfg);
+        oip_lookup_failed(r, version, &err);
+        return;
+    }
+    json_t *o = gj_model_config_to_triton_json(&cfg);
+    gj_model_config_free(&cfg);
+    if (!o)
+        oip_error(r, 500, "out of memory");
+    else
+        gj_respond_json(r, 200, o);
+}
+
+/* ---- POST /v2/repository/index ----------------------------------------------------- */
+
+/* Triton's state of a version here, and its reason ("" none). */
+static const char *index_state(const struct gj_model_version_info *vi, const char **reason)
+{
+    switch (vi->state) {
+    case GJ_MODEL_READY:
+        *reason = "";
+        return "READY";
+    case GJ_MODEL_FAILED:
+        *reason = vi->reason;
+        return "UNAVAILABLE";
+    case GJ_MODEL_UNLOADED:
+        *reason = "unloaded";
+        return "UNAVAILABLE";
+    default:
+        *reason = "not loaded yet: it loads on its first inference request or an explicit load";
+        return "UNAVAILABLE";
+    }
+}
+
+/* The index entries of one model (appended to a). */
+static void index_model(gj_model_repo *repo, const char *name, int ready_only, json_t *a,
+                        struct gj_model_version_info *vi)
+{
+    size_t n = 0;
+    struct gj_error err = { 0 };
+    if (gj_model_repo_versions(repo, name, vi, GJ_MODEL_MAX_VERSIONS, &n, &err) != 0)
+        return;   /* taken away meanwhile */
+    for (size_t i = 0; i < n && i < GJ_MODEL_MAX_VERSIONS; i++) {
+        const char *reason;
+        const char *state = index_state(&vi[i], &reason);
+        if (ready_only && vi[i].state != GJ_MODEL_READY)
+            continue;
+        char v[24];
+        snprintf(v, sizeof v, "%" PRId64, vi[i].version);
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s}", "name", name, "version", v, "state", state,
+                                           "reason", reason));
+    }
+}
+
+static void repository_index(struct gj_req *r)
+{
+    json_t *ready = r->json ? json_object_get(r->json, "ready") : NULL;
+    if (r->json && !json_is_object(r->json)) {
+        oip_error(r, 400, "the repository index request is a JSON object: {\"ready\": true|false}");
+        return;
+    }
+    if (ready && !json_is_boolean(ready)) {
+        oip_error(r, 400, "'ready' is a boolean");
+        return;
+    }
+    gj_model_repo *repo = gj_infer_repo();
+    if (!repo) {
+        oip_error(r, 503, "the model repository is not available");
+        return;
+    }
+    struct gj_model_version_info *vi = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *vi);
+    json_t *a = json_array();
+    if (!vi || !a) {
+        free(vi);
+        json_decref(a);
+        oip_error(r, 500, "out of memory");
+        return;
+    }
+    size_t n = gj_model_repo_count(repo);
+    for (size_t i = 0; i < n; i++) {
+        char name[GJ_MODEL_NAME_MAX];
+        if (gj_model_repo_name(repo, i, name, sizeof name) == 0)
+            index_model(repo, name, json_is_true(ready), a, vi);
+    }
+    free(vi);
+    gj_respond_json(r, 200, a);
+}
+
+/* ---- load and unload ----------------------------------------------------------------- */
+
+/* Triton refuses explicit load and unload unless its model control mode is explicit
+ * (this server's on-use allows them too). 1 when refused (answered). */
+static int control_refused(struct gj_req *r)
+{
+    const char *mode = r->srv->cfg.model_control_mode;
+    if (strcmp(mode, "none") != 0 && strcmp(mode, "poll") != 0)
+        return 0;
+    oip_error(r, 503, "explicit model load / unload is not allowed if polling is enabled");
+    return 1;
+}
+
+/* The request's parameters object (NULL: none); answers 400 when the body is not a JSON
+ * object with an object "parameters". */
+static int load_parameters(struct gj_req *r, json_t **params)
+{
+    *params = NULL;
+    if (r->json && !json_is_object(r->json)) {
+        oip_error(r, 400, "the request body is a JSON object: {\"parameters\": {...}}");
+        return -1;
+    }
+    json_t *p = r->json ? json_object_get(r->json, "parameters") : NULL;
+    if (p && !json_is_object(p)) {
+        oip_error(r, 400, "'parameters' is a JSON object");
+        return -1;
+    }
+    *params = p;
+    return 0;
+}
+
+/* An error of a load or unload, as Triton words them: "failed to load 'm', ...". An
+ * unknown model is 400, as Triton's (the repository has nothing to load). */
+static void control_failed(struct gj_req *r, const char *what, const struct gj_error *err)
+{
+    if (err->status == 404)
+        oip_error(r, 400, "failed to %s '%s', failed to poll from model repository: no such model", what,
+                  r->params[0]);
+    else
+        oip_error(r, err->status ? err->status : 500, "failed to %s '%s', %s", what, r->params[0], err->message);
+}
+
+/* The connection of a load or unload of the model the path names; NULL with err (404:
+ * not a model name, 503: no connection). */
+static PGconn *control_conn(struct gj_req *r, struct gj_error *err)
+{
+    if (!gj_model_name_ok(r->params[0])) {
+        err->status = 404;
+        return NULL;
+    }
+    PGconn *conn = gj_req_db(r);
+    if (!conn) {
+        gj_error_set(err, "", "the database is not available; retry shortly");
+        err->status = 503;
+    }
+    return conn;
+}
+
+/* Every version of the model, in a fresh array (free it); NULL with err 404. */
+static struct gj_model_version_info *model_versions(const char *name, size_t *n, struct gj_error *err)
+{
+    gj_model_repo *repo = gj_infer_repo();
+    struct gj_model_version_info *vi = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *vi);
+    if (!vi || !repo || gj_model_repo_versions(repo, name, vi, GJ_MODEL_MAX_VERSIONS, n, err) != 0) {
+        free(vi);
+        err->status = repo ? 404 : 503;
+        return NULL;
+    }
+    if (*n > GJ_MODEL_MAX_VERSIONS)
+        *n = GJ_MODEL_MAX_VERSIONS;
+    return vi;
+}
+
+/* Loads every version the model's version_policy serves (the others answer 409 and are
+ * skipped). 0, or -1 with err. */
+static int load_all(PGconn *conn, const char *name, struct gj_error *err)
+{
+    size_t n = 0;
+    struct gj_model_version_info *vi = model_versions(name, &n, err);
+    if (!vi)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int64_t v;
+        struct gj_error e = { 0 };
+        if (gj_infer_model_load(conn, name, vi[i].version, &v, &e) != 0 && e.status != 409) {
+            *err = e;
+            rc = -1;
+        }
+    }
+    free(vi);
+    return rc;
+}
+
+/* Parses a config override (Triton's JSON ModelConfig, as text) for model name: its text
+ * normalised, or NULL with err 400. */
+static char *override_text(const char *name, json_t *config, struct gj_error *err)
+{
+    if (!json_is_string(config)) {
+        gj_error_set(err, "config", "'config' is a string: the model configuration as JSON text");
+        err->status = 400;
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *root = json_loads(json_string_value(config), JSON_REJECT_DUPLICATES, &jerr);
+    struct gj_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    char *text = NULL;
+    if (!root) {
+        gj_error_set(err, "config", "the config is not valid JSON: %s", jerr.text);
+    } else if (gj_model_config_parse(root, name, &cfg, err) == 0) {
+        text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    }
+    gj_model_config_free(&cfg);
+    json_decref(root);
+    if (!text)
+        err->status = 400;
+    return text;
+}
+
+/* Loads with the config override: the model's config replaced in the store, then loaded;
+ * the former config put back when the load fails. 0, or -1 with err. */
+static int load_with_config(PGconn *conn, const char *name, const char *config, struct gj_error *err)
+{
+    char *before = NULL;
+    int found = gj_model_store_model_config(conn, name, &before);
+    if (found <= 0 || gj_model_store_set_model_config(conn, name, config) <= 0) {
+        free(before);
+        err->status = found == 0 ? 404 : 503;
+        snprintf(err->message, sizeof err->message, "the database is not available; retry shortly");
+        return -1;
+    }
+    int rc = load_all(conn, name, err);
+    if (rc != 0 && gj_model_store_set_model_config(conn, name, before) <= 0)
+        gj_log_error(COMPONENT, "model %s: the config before a failed load could not be put back", name);
+    if (rc == 0)
+        gj_log_info(COMPONENT, "model %s loaded with a config override", name);
+    free(before);
+    return rc;
+}
+
+static void repository_load(struct gj_req *r)
+{
+    json_t *params;
+    if (control_refused(r) || load_parameters(r, &params) != 0)
+        return;
+    const char *key;
+    json_t *value, *config = NULL;
+    json_object_foreach(params, key, value) {
+        if (strcmp(key, "config") == 0) {
+            config = value;
+        } else if (strncmp(key, "file:", 5) == 0) {
+            oip_error(r, 400, "failed to load '%s', model files in the load request ('%s') are not supported "
+                      "here: upload the version with PUT /v1/models/%s/versions/{version}", r->params[0], key,
+                      r->params[0]);
+            return;
+        }
+    }
+    struct gj_error err = { 0 };
+    char *text = NULL;
+    PGconn *conn = control_conn(r, &err);
+    if (conn && config && !(text = override_text(r->params[0], config, &err)))
+        conn = NULL;
+    if (conn && (text ? load_with_config(conn, r->params[0], text, &err) : load_all(conn, r->params[0], &err)) == 0) {
+        free(text);
+        gj_respond_empty(r, 200);
+        return;
+    }
+    free(text);
+    control_failed(r, "load", &err);
+}
+
+/* Unloads every version not unloaded already. 0, or -1 with err. */
+static int unload_all(PGconn *conn, const char *name, struct gj_error *err)
+{
+    size_t n = 0;
+    struct gj_model_version_info *vi = model_versions(name, &n, err);
+    if (!vi)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int64_t v;
+        struct gj_error e = { 0 };
+        if (gj_infer_model_unload(conn, name, vi[i].version, &v, &e) != 0 && e.status != 409) {
+            *err = e;
+            rc = -1;
+        }
+    }
+    free(vi);
+    return rc;
+}
+
+static void repository_unload(struct gj_req *r)
+{
+    json_t *params;
+    if (control_refused(r) || load_parameters(r, &params) != 0)
+        return;
+    json_t *dependents = json_object_get(params, "unload_dependents");
+    if (dependents && !json_is_boolean(dependents)) {
+        oip_error(r, 400, "'unload_dependents' is a boolean");
+        return;
+    }
+    /* unload_dependents: no model here has dependents (no ensembles), so either value
+     * unloads the model alone */
+    struct gj_error err = { 0 };
+    PGconn *conn = control_conn(r, &err);
+    if (conn && unload_all(conn, r->params[0], &err) == 0) {
+        gj_respond_empty(r, 200);
+        return;
+    }
+    control_failed(r, "unload", &err);
+}
+
+/* ---- routes ------------------------------------------------------------------------------ */
+
+static const struct gj_route repository_routes[] = {
+    { "GET", "/v2/models/{name}/config", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, model_config, NULL },
+    { "GET", "/v2/models/{name}/versions/{version}/config", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, model_config,
+      NULL },
+    { "POST", "/v2/repository/index", GJ_AUTH_USER, GJ_BODY_JSON, NULL, NULL, repository_index, NULL },
+    { "POST", "/v2/repository/models/{name}/load", GJ_AUTH_ADMIN, GJ_BODY_JSON, NULL, NULL, repository_load,
+      NULL },
+    { "POST", "/v2/repository/models/{name}/unload", GJ_AUTH_ADMIN, GJ_BODY_JSON, NULL, NULL, repository_unload,
+      NULL },
+};
+const struct gj_route_table gj_infer_routes_oip_repository = {
+    repository_routes, sizeof repository_routes / sizeof repository_routes[0]
+};

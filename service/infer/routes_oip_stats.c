@@ -98,8 +98,10 @@ static int append_model(gj_model_repo *repo, const char *name, int64_t version, 
                         struct gj_model_version_info *vi, struct gj_error *err)
 {
     size_t n = 0;
-    if (gj_model_repo_versions(repo, name, vi, GJ_MODEL_MAX_VERSIONS, &n, err) != 0)
+    if (gj_model_repo_versions(repo, name, vi, GJ_MODEL_MAX_VERSIONS, &n, err) != 0) {
+        err->status = 404;
         return -1;
+    }
     int found = 0;
     for (size_t i = 0; i < n && i < GJ_MODEL_MAX_VERSIONS; i++) {
         if (version > 0 && vi[i].version != version)

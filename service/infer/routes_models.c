@@ -264,32 +264,29 @@ static void v1_failed(struct gj_req *r, const struct gj_error *err)
     }
 }
 
-/* POST /v1/models/{name}/load */
-static void model_load(struct gj_req *r)
+/* POST /v1/models/{name}/load and /unload: act is gj_infer_model_load or _unload. */
+static void load_or_unload(struct gj_req *r,
+                           int (*act)(PGconn *, const char *, int64_t, int64_t *, struct gj_error *))
 {
     int64_t v = 0;
     PGconn *conn = v1_target(r, &v);
     struct gj_error err = { 0 };
     if (!conn)
         return;
-    if (gj_infer_model_load(conn, r->params[0], v, &v, &err) != 0)
+    if (act(conn, r->params[0], v, &v, &err) != 0)
         v1_failed(r, &err);
     else
         respond_model(r, 200, r->params[0]);
 }
 
-/* POST /v1/models/{name}/unload */
+static void model_load(struct gj_req *r)
+{
+    load_or_unload(r, gj_infer_model_load);
+}
+
 static void model_unload(struct gj_req *r)
 {
-    int64_t v = 0;
-    PGconn *conn = v1_target(r, &v);
-    struct gj_error err = { 0 };
-    if (!conn)
-        return;
-    if (gj_infer_model_unload(conn, r->params[0], v, &v, &err) != 0)
-        v1_failed(r, &err);
-    else
-        respond_model(r, 200, r->params[0]);
+    load_or_unload(r, gj_infer_model_unload);
 }
 
 /* DELETE /v1/models/{name}/versions/{version} */

@@ -230,9 +230,13 @@ static struct gj_model_version_info *model_versions(const char *name, size_t *n,
     return vi;
 }
 
-/* Loads every version the model's version_policy serves (the others answer 409 and are
- * skipped). 0, or -1 with err. */
-static int load_all(PGconn *conn, const char *name, struct gj_error *err)
+typedef int (*version_action)(PGconn *conn, const char *name, int64_t version, int64_t *v_out,
+                              struct gj_error *err);
+
+/* act (gj_infer_model_load or _unload) on every version of the model; a version it
+ * answers 409 for (outside the version_policy; unloaded already) is skipped. 0, or -1
+ * with err. */
+static int every_version(PGconn *conn, const char *name, version_action act, struct gj_error *err)
 {
     size_t n = 0;
     struct gj_model_version_info *vi = model_versions(name, &n, err);
@@ -242,7 +246,7 @@ static int load_all(PGconn *conn, const char *name, struct gj_error *err)
     for (size_t i = 0; i < n && rc == 0; i++) {
         int64_t v;
         struct gj_error e = { 0 };
-        if (gj_infer_model_load(conn, name, vi[i].version, &v, &e) != 0 && e.status != 409) {
+        if (act(conn, name, vi[i].version, &v, &e) != 0 && e.status != 409) {
             *err = e;
             rc = -1;
         }
@@ -289,7 +293,7 @@ static int load_with_config(PGconn *conn, const char *name, const char *config, 
         snprintf(err->message, sizeof err->message, "the database is not available; retry shortly");
         return -1;
     }
-    int rc = load_all(conn, name, err);
+    int rc = every_version(conn, name, gj_infer_model_load, err);
     if (rc != 0 && gj_model_store_set_model_config(conn, name, before) <= 0)
         gj_log_error(COMPONENT, "model %s: the config before a failed load could not be put back", name);
     if (rc == 0)
@@ -320,33 +324,16 @@ static void repository_load(struct gj_req *r)
     PGconn *conn = control_conn(r, &err);
     if (conn && config && !(text = override_text(r->params[0], config, &err)))
         conn = NULL;
-    if (conn && (text ? load_with_config(conn, r->params[0], text, &err) : load_all(conn, r->params[0], &err)) == 0) {
+    int rc = !conn ? -1
+             : text ? load_with_config(conn, r->params[0], text, &err)
+                    : every_version(conn, r->params[0], gj_infer_model_load, &err);
+    if (rc == 0) {
         free(text);
         gj_respond_empty(r, 200);
         return;
     }
     free(text);
     control_failed(r, "load", &err);
-}
-
-/* Unloads every version not unloaded already. 0, or -1 with err. */
-static int unload_all(PGconn *conn, const char *name, struct gj_error *err)
-{
-    size_t n = 0;
-    struct gj_model_version_info *vi = model_versions(name, &n, err);
-    if (!vi)
-        return -1;
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        int64_t v;
-        struct gj_error e = { 0 };
-        if (gj_infer_model_unload(conn, name, vi[i].version, &v, &e) != 0 && e.status != 409) {
-            *err = e;
-            rc = -1;
-        }
-    }
-    free(vi);
-    return rc;
 }
 
 static void repository_unload(struct gj_req *r)
@@ -363,7 +350,7 @@ static void repository_unload(struct gj_req *r)
      * unloads the model alone */
     struct gj_error err = { 0 };
     PGconn *conn = control_conn(r, &err);
-    if (conn && unload_all(conn, r->params[0], &err) == 0) {
+    if (conn && every_version(conn, r->params[0], gj_infer_model_unload, &err) == 0) {
         gj_respond_empty(r, 200);
         return;
     }

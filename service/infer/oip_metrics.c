@@ -19,23 +19,31 @@ void gj_infer_write_metrics(FILE *f)
         const char *name, *help;
         size_t off;
         int gauge;
+        uint64_t per;   /* the field's units per metric unit: ns fields are shown in us */
     } m[] = {
         { "inference_request_success", "Inference requests answered successfully.",
-          offsetof(struct gj_batch_stats, request_success), 0 },
+          offsetof(struct gj_batch_stats, request_success), 0, 1 },
         { "inference_request_failure", "Inference requests that failed (rejected by a full "
           "queue, timed out in the queue, shut down, or failed in the model).",
-          offsetof(struct gj_batch_stats, request_failure), 0 },
+          offsetof(struct gj_batch_stats, request_failure), 0, 1 },
         { "inference_count", "Inferences performed (samples; a request may carry several).",
-          offsetof(struct gj_batch_stats, inference_count), 0 },
+          offsetof(struct gj_batch_stats, inference_count), 0, 1 },
         { "inference_exec_count", "Model executions (batches) run.",
-          offsetof(struct gj_batch_stats, exec_count), 0 },
+          offsetof(struct gj_batch_stats, exec_count), 0, 1 },
+        { "inference_request_duration_us", "Microseconds from enqueue to answer of the requests "
+          "answered successfully, summed.", offsetof(struct gj_batch_stats, success.ns), 0, 1000 },
         { "inference_queue_duration_us", "Microseconds requests waited in the batcher's "
-          "queue, summed over requests.", offsetof(struct gj_batch_stats, queue_duration_us), 0 },
+          "queue, summed over requests.", offsetof(struct gj_batch_stats, queue_duration_us), 0, 1 },
+        { "inference_compute_input_duration_us", "Microseconds gathering the inputs of the batches, "
+          "summed over requests (each request counts its batch's).",
+          offsetof(struct gj_batch_stats, compute_input.ns), 0, 1000 },
         { "inference_compute_infer_duration_us", "Microseconds of model execution, summed over "
           "requests (each request counts its batch's run).",
-          offsetof(struct gj_batch_stats, compute_infer_duration_us), 0 },
+          offsetof(struct gj_batch_stats, compute_infer_duration_us), 0, 1 },
+        { "inference_compute_output_duration_us", "Microseconds splitting and copying out the outputs "
+          "of the batches, summed over requests.", offsetof(struct gj_batch_stats, compute_output.ns), 0, 1000 },
         { "inference_pending_request_count", "Requests waiting in the batcher's queue now.",
-          offsetof(struct gj_batch_stats, pending_request_count), 1 },
+          offsetof(struct gj_batch_stats, pending_request_count), 1, 1 },
     };
     struct gj_batch_stats st[256];
     size_t n = gj_batch_stats_snapshot(st, 256);
@@ -51,7 +59,7 @@ void gj_infer_write_metrics(FILE *f)
                 memcpy(&v, (const char *)&st[i] + m[k].off, sizeof v);
                 fprintf(f, "%s%s{model=\"", prefixes[p], m[k].name);
                 gj_metrics_put_label(f, st[i].model);
-                fprintf(f, "\",version=\"%" PRId64 "\"} %" PRIu64 "\n", st[i].version, v);
+                fprintf(f, "\",version=\"%" PRId64 "\"} %" PRIu64 "\n", st[i].version, v / m[k].per);
             }
         }
     }

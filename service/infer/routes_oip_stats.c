@@ -27,68 +27,48 @@
 #include "service/infer/infer.h"
 #include "service/infer/oip.h"
 
-/* A phase's requests and their cumulative nanoseconds. */
-struct duration {
-    uint64_t count, ns;
-};
+#define MAX_BATCH_SIZES 64   /* batch_stats entries per version */
 
-/* What Triton's inference_stats reports of one version. */
-struct phases {
-    uint64_t last_inference_ms, inference_count, exec_count;
-    struct duration success, fail, queue, compute_input, compute_infer, compute_output;
-};
-
-/* INTERIM until triton-core's statistics (contract 3: gj_batch_stats' success, fail, queue,
- * compute_* durations, last_inference_ms, gj_batch_stats_batches) are merged: what the
- * batcher counts today (request counts, queue and compute-infer microseconds). */
-static void read_phases(const char *name, int64_t version, struct phases *p)
-{
-    struct gj_batch_stats st;
-    memset(p, 0, sizeof *p);
-    if (gj_batch_stats_get(name, version, &st) != 0)
-        return;   /* no request yet */
-    p->inference_count = st.inference_count;
-    p->exec_count = st.exec_count;
-    p->success.count = st.request_success;
-    p->fail.count = st.request_failure;
-    p->queue = (struct duration){ st.request_success, st.queue_duration_us * 1000 };
-    p->compute_infer = (struct duration){ st.request_success, st.compute_infer_duration_us * 1000 };
-}
-
-static json_t *duration_json(struct duration d)
+static json_t *duration_json(struct gj_stat_duration d)
 {
     return json_pack("{s:I, s:I}", "count", (json_int_t)d.count, "ns", (json_int_t)d.ns);
 }
 
-static json_t *inference_stats_json(const struct phases *p)
+static json_t *inference_stats_json(const struct gj_batch_stats *st)
 {
-    struct duration none = { 0, 0 };
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "success", duration_json(p->success), "fail",
-                     duration_json(p->fail), "queue", duration_json(p->queue), "compute_input",
-                     duration_json(p->compute_input), "compute_infer", duration_json(p->compute_infer),
-                     "compute_output", duration_json(p->compute_output), "cache_hit", duration_json(none),
+    struct gj_stat_duration none = { 0, 0 };
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "success", duration_json(st->success), "fail",
+                     duration_json(st->fail), "queue", duration_json(st->queue), "compute_input",
+                     duration_json(st->compute_input), "compute_infer", duration_json(st->compute_infer),
+                     "compute_output", duration_json(st->compute_output), "cache_hit", duration_json(none),
                      "cache_miss", duration_json(none));
 }
 
-/* Per batch size: INTERIM none until gj_batch_stats_batches (contract 3) is merged. */
 static json_t *batch_stats_json(const char *name, int64_t version)
 {
-    (void)name;
-    (void)version;
-    return json_array();
+    struct gj_batch_size_stats bs[MAX_BATCH_SIZES];
+    size_t n = gj_batch_stats_batches(name, version, bs, MAX_BATCH_SIZES);
+    json_t *a = json_array();
+    for (size_t i = 0; i < n && i < MAX_BATCH_SIZES; i++)
+        json_array_append_new(a, json_pack("{s:i, s:o, s:o, s:o}", "batch_size", bs[i].batch_size,
+                                           "compute_input", duration_json(bs[i].compute_input), "compute_infer",
+                                           duration_json(bs[i].compute_infer), "compute_output",
+                                           duration_json(bs[i].compute_output)));
+    return a;
 }
 
 /* One version's entry: zeros when it has seen no request. */
 static json_t *version_stats_json(const char *name, int64_t version)
 {
-    struct phases p;
-    read_phases(name, version, &p);
+    struct gj_batch_stats st;
+    if (gj_batch_stats_get(name, version, &st) != 0)
+        memset(&st, 0, sizeof st);   /* no request yet */
     char v[24];
     snprintf(v, sizeof v, "%" PRId64, version);
     return json_pack("{s:s, s:s, s:I, s:I, s:I, s:o, s:o, s:{}, s:[]}", "name", name, "version", v,
-                     "last_inference", (json_int_t)p.last_inference_ms, "inference_count",
-                     (json_int_t)p.inference_count, "execution_count", (json_int_t)p.exec_count,
-                     "inference_stats", inference_stats_json(&p), "batch_stats", batch_stats_json(name, version),
+                     "last_inference", (json_int_t)st.last_inference_ms, "inference_count",
+                     (json_int_t)st.inference_count, "execution_count", (json_int_t)st.exec_count,
+                     "inference_stats", inference_stats_json(&st), "batch_stats", batch_stats_json(name, version),
                      "response_stats", "memory_usage");
 }
 

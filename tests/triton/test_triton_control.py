@@ -123,8 +123,15 @@ def test_statistics_after_inferences():
     inf, inf0 = s["inference_stats"], before["inference_stats"]
     assert inf["success"]["count"] - inf0["success"]["count"] == 3, inf       # requests
     assert inf["fail"]["count"] == inf0["fail"]["count"], inf
-    assert inf["queue"]["count"] - inf0["queue"]["count"] == 3, inf
+    for phase in ("queue", "compute_input", "compute_infer", "compute_output"):
+        assert inf[phase]["count"] - inf0[phase]["count"] == 3, (phase, inf)
+        assert inf[phase]["ns"] >= inf0[phase]["ns"], (phase, inf)   # 0 ns when nothing was copied
     assert inf["compute_infer"]["ns"] > inf0["compute_infer"]["ns"], inf
+    # a request's phases fit in its whole time
+    assert inf["success"]["ns"] >= inf["queue"]["ns"] + inf["compute_infer"]["ns"], inf
+    assert abs(s["last_inference"] / 1000 - time.time()) < 60, s
+    batches = {b["batch_size"]: b["compute_infer"]["count"] for b in s["batch_stats"]}
+    assert sum(batches.values()) == s["execution_count"] and set(batches) <= {1, 2, 3, 4, 5, 6}, s
     for phase in ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output"):
         assert set(inf[phase]) == {"count", "ns"}, inf
     assert C.get_inference_statistics(DEMO, "1")["model_stats"][0]["inference_count"] == s["inference_count"]
@@ -136,7 +143,10 @@ def test_statistics_after_inferences():
     body = RAW.request("GET", "/metrics").body.decode()
     m = re.search(r'^nv_inference_count\{model="%s",version="1"\} (\d+)$' % DEMO, body, re.M)
     assert m and int(m.group(1)) == s["inference_count"], body[:2000]
-    assert re.search(r'^nv_inference_request_success\{model="%s",version="1"\} \d+$' % DEMO, body, re.M)
+    for name in ("request_success", "request_failure", "exec_count", "request_duration_us", "queue_duration_us",
+                 "compute_input_duration_us", "compute_infer_duration_us", "compute_output_duration_us",
+                 "pending_request_count"):
+        assert re.search(r'^nv_inference_%s\{model="%s",version="1"\} \d+$' % (name, DEMO), body, re.M), name
 
 
 def test_trace_settings():

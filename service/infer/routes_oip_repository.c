@@ -34,33 +34,6 @@
 
 /* ---- GET .../config ---------------------------------------------------------------- */
 
-/* INTERIM until triton-core's gj_model_config_to_triton_json (contract 1) is merged: the
- * config's fields that exist today in Triton's JSON shape. */
-static json_t *dims_json(const int64_t *dims, int n)
-{
-    json_t *a = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(a, json_integer(dims[i]));
-    return a;
-}
-
-static json_t *gj_model_config_to_triton_json(const struct gj_model_config *cfg)
-{
-    json_t *pref = json_array();
-    for (size_t i = 0; i < cfg->n_preferred; i++)
-        json_array_append_new(pref, json_integer(cfg->preferred_batch_sizes[i]));
-    const char *kind = cfg->instance_kind == GJ_INSTANCE_GPU ? "KIND_GPU" : "KIND_CPU";
-    return json_pack("{s:s, s:s, s:s, s:i, s:[{s:s, s:s, s:o}], s:[{s:s, s:s, s:o}], s:{s:o, s:I}, "
-                     "s:[{s:s, s:i}]}",
-                     "name", cfg->name, "platform", "onnxruntime_onnx", "backend", "onnxruntime",
-                     "max_batch_size", cfg->max_batch_size, "input", "name", cfg->input_name, "data_type",
-                     "TYPE_FP32", "dims", dims_json(cfg->input_dims, 3), "output", "name", cfg->output_name,
-                     "data_type", "TYPE_FP32", "dims", dims_json(&cfg->n_outputs, 1), "dynamic_batching",
-                     "preferred_batch_size", pref, "max_queue_delay_microseconds",
-                     (json_int_t)cfg->max_queue_delay_us, "instance_group", "kind", kind, "count",
-                     cfg->instances_per_device);
-}
-
 static void model_config(struct gj_req *r)
 {
     int64_t version;
@@ -281,11 +254,27 @@ static char *override_text(const char *name, json_t *config, struct gj_error *er
     return text;
 }
 
-/* Loads with the config override: the model's config replaced in the store, then loaded;
- * the former config put back when the load fails. 0, or -1 with err. */
+/* 1 when a version of the model is loaded here. */
+static int any_ready(const char *name)
+{
+    size_t n = 0;
+    struct gj_error err = { 0 };
+    struct gj_model_version_info *vi = model_versions(name, &n, &err);
+    int ready = 0;
+    for (size_t i = 0; vi && i < n; i++)
+        ready |= vi[i].state == GJ_MODEL_READY;
+    free(vi);
+    return ready;
+}
+
+/* Loads with the config override: the model's config replaced in the store, then loaded.
+ * When that load fails the former config is put back, and the model loaded with it again
+ * if it was loaded before (as Triton keeps serving a model whose reload failed). 0, or -1
+ * with err. */
 static int load_with_config(PGconn *conn, const char *name, const char *config, struct gj_error *err)
 {
     char *before = NULL;
+    int was_ready = any_ready(name);
     int found = gj_model_store_model_config(conn, name, &before);
     if (found <= 0 || gj_model_store_set_model_config(conn, name, config) <= 0) {
         free(before);
@@ -294,10 +283,15 @@ static int load_with_config(PGconn *conn, const char *name, const char *config, 
         return -1;
     }
     int rc = every_version(conn, name, gj_infer_model_load, err);
-    if (rc != 0 && gj_model_store_set_model_config(conn, name, before) <= 0)
-        gj_log_error(COMPONENT, "model %s: the config before a failed load could not be put back", name);
-    if (rc == 0)
+    if (rc == 0) {
         gj_log_info(COMPONENT, "model %s loaded with a config override", name);
+    } else if (gj_model_store_set_model_config(conn, name, before) <= 0) {
+        gj_log_error(COMPONENT, "model %s: the config before a failed load could not be put back", name);
+    } else if (was_ready) {
+        struct gj_error again = { 0 };
+        if (every_version(conn, name, gj_infer_model_load, &again) != 0)
+            gj_log_warn(COMPONENT, "model %s: loading its former config again failed: %s", name, again.message);
+    }
     free(before);
     return rc;
 }

@@ -6,12 +6,16 @@ errors, {"error"} bodies for the server's own 401/403/404/405/413 under /v2 (dec
 client), Triton's metric names, model control mode none, and tenant isolation: a tenant's
 key reads what it may (config, index) and gets 403 on the rest."""
 import json
+import os
 import re
+import shutil
 import time
 
 import numpy as np
 
-from tritonlib import DEMO, Harness, InferenceServerException, client, httpclient, run_tests
+from tritonlib import DEMO, DEMO_ONNX, SRC, Harness, InferenceServerException, client, httpclient, run_tests
+
+OTHER = "demo-override"   # a copy of the demo model whose config the override test replaces
 
 H = None
 SRV = None
@@ -23,7 +27,15 @@ TENANT = None   # a tenant's (role user) API key
 def setup():
     global H, SRV, C, RAW, TENANT
     H = Harness()
-    SRV = H.start_server(["--cpu-workers", "1"])
+    data_dir = os.path.join(H.tmp, "srv0")
+    os.makedirs(os.path.join(data_dir, "models", OTHER, "1"))
+    shutil.copy(DEMO_ONNX, os.path.join(data_dir, "models", OTHER, "1", "model.onnx"))
+    with open(os.path.join(SRC, "models", DEMO, "config.json")) as f:
+        cfg = json.load(f)
+    cfg.pop("name", None)
+    with open(os.path.join(data_dir, "models", OTHER, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    SRV = H.start_server(["--cpu-workers", "1"], data_dir=data_dir)
     C = client(SRV)
     RAW = SRV.client()
     TENANT = RAW.json("POST", "/v1/api-keys", {"tenant": "clinic-b", "role": "user"}, expect=201)["key"]
@@ -83,7 +95,7 @@ def test_repository_index_load_unload():
     assert C.is_model_ready(DEMO), "ready after load_model"
     assert index_of(DEMO)["1"]["state"] == "READY"
     ready = RAW.json("POST", "/v2/repository/index", {"ready": True}, expect=200)
-    assert [m["name"] for m in ready] == [DEMO], ready
+    assert [m["name"] for m in ready] == [DEMO], ready               # the other model is not loaded
     C.unload_model(DEMO)
     assert not C.is_model_ready(DEMO)
     assert index_of(DEMO)["1"] == {"name": DEMO, "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"}
@@ -97,17 +109,29 @@ def test_repository_index_load_unload():
 
 
 def test_load_with_config_override():
-    cfg = C.get_model_config(DEMO)
+    cfg = C.get_model_config(OTHER)
     cfg["dynamic_batching"]["max_queue_delay_microseconds"] = 3456
-    C.load_model(DEMO, config=json.dumps(cfg))
-    got = C.get_model_config(DEMO)
+    cfg["max_batch_size"] = 4
+    cfg["dynamic_batching"]["preferred_batch_size"] = [2, 4]
+    C.load_model(OTHER, config=json.dumps(cfg))
+    got = C.get_model_config(OTHER)
     assert int(got["dynamic_batching"]["max_queue_delay_microseconds"]) == 3456, got
-    assert C.is_model_ready(DEMO)
-    # a config that does not parse, or names another model, is refused and changes nothing
-    raises(lambda: C.load_model(DEMO, config="{not json"), 400, "failed to load", "not valid JSON")
-    other = dict(cfg, name="other")
-    raises(lambda: C.load_model(DEMO, config=json.dumps(other)), 400, "failed to load")
-    assert int(C.get_model_config(DEMO)["dynamic_batching"]["max_queue_delay_microseconds"]) == 3456
+    assert got["max_batch_size"] == 4, got
+    assert C.is_model_ready(OTHER)
+    assert index_of(OTHER)["1"]["state"] == "READY"
+    # a config that does not parse, names another model, or does not fit the model is
+    # refused and changes nothing
+    raises(lambda: C.load_model(OTHER, config="{not json"), 400, "failed to load", "not valid JSON")
+    raises(lambda: C.load_model(OTHER, config=json.dumps(dict(cfg, name="other"))), 400, "failed to load")
+    bad = json.loads(json.dumps(cfg))
+    bad["input"][0]["dims"] = [3, 64, 64]
+    raises(lambda: C.load_model(OTHER, config=json.dumps(bad)), 422, "failed to load")
+    got = C.get_model_config(OTHER)
+    assert int(got["dynamic_batching"]["max_queue_delay_microseconds"]) == 3456 and got["max_batch_size"] == 4, got
+    assert [int(d) for d in got["input"][0]["dims"]] == [1, 256, 256], got
+    assert C.is_model_ready(OTHER), "still served with the config it had"
+    # the demo model, beside it, keeps its own config
+    assert C.get_model_config(DEMO)["max_batch_size"] == 8
 
 
 def test_statistics_after_inferences():

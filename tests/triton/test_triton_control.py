@@ -249,7 +249,7 @@ def test_errors_are_triton_shaped():
     raises(lambda: nokey.get_server_metadata(), 401, "API key")
     raises(lambda: client(SRV, key="not-a-key").get_model_config(DEMO), 401)
     for method, path, status in (("GET", "/v2/nothing/here", 404), ("PUT", "/v2/repository/index", 405),
-                                 ("DELETE", "/v2/logging", 405)):
+                                 ("DELETE", "/v2/logging", 405), ("GET", "/v2/models/" + "m" * 9000, 414)):
         r = RAW.request(method, path)
         assert r.status == status, (path, r)
         assert r.headers.get("Content-Type", r.headers.get("content-type", "")).startswith("application/json"), r

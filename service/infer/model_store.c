@@ -240,7 +240,7 @@ void gj_model_store_digest(struct gj_ms_file *files, size_t n, char hex[65])
 /* ---- changing the desired state ---- */
 
 /* A file name in a version: what model_files.path allows. */
-static int file_name_ok(const char *p)
+int gj_model_store_file_name_ok(const char *p)
 {
     size_t n = strlen(p);
     if (n < 1 || n >= GJ_MODEL_FILE_NAME_MAX || p[0] == '.' || p[0] == '-')
@@ -325,7 +325,7 @@ int gj_model_store_add_version(PGconn *conn, const char *name, int64_t version,
     if (n < 1 || n > GJ_MODEL_MAX_FILES)
         return refuse(err, 422, "files", "a version has 1 to %d files", GJ_MODEL_MAX_FILES);
     for (size_t i = 0; i < n; i++)
-        if (!file_name_ok(files[i].path))
+        if (!gj_model_store_file_name_ok(files[i].path))
             return refuse(err, 422, "files", "'%.140s' is not a model file name (letters, digits, '.', '_', "
                           "'-', not starting with '.' or '-')", files[i].path);
     struct gj_ms_file *desc = calloc(n, sizeof *desc);

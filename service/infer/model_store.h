@@ -86,6 +86,10 @@ const struct gj_ms_model *gj_model_store_find(const struct gj_ms_snapshot *s, co
  * of path, as 64 hex digits. Files are sorted in place. */
 void gj_model_store_digest(struct gj_ms_file *files, size_t n, char hex[65]);
 
+/* 1 when p is a file name a version may hold: 1 to 128 letters, digits, '.', '_' or '-',
+ * not starting with '.' or '-' (no directories). */
+int gj_model_store_file_name_ok(const char *p);
+
 /* A file of a version to add: its name in the version and where it is on this host. */
 struct gj_ms_new_file {
     const char *path;

@@ -23,6 +23,13 @@ void oip_lookup_failed(struct gj_req *r, int64_t version, const struct gj_error 
  * an admin unloaded it (a new reference in *out). On failure answers and returns -1. */
 int oip_use_model(struct gj_req *r, gj_served_model **out);
 
+/* A Triton load request's "file:<version>/<name>" parameters (base64) stored as versions
+ * of the model in the shared store (made when new, with config), each checked by loading
+ * it with config first (oip_load_files.c). 0, or -1 with err: 400 (a bad parameter),
+ * 409 (a version exists with other files), 422 (it does not load), 503, 507. */
+int oip_store_load_files(PGconn *conn, const char *model, const char *config, json_t *params,
+                         const char *request_id, struct gj_error *err);
+
 /* POST /v2/models/{name}[/versions/{version}]/infer (routes_oip_infer.c). */
 void oip_infer_begin(struct gj_req *r);
 int oip_infer_data(struct gj_req *r, const char *data, size_t len);

@@ -12,7 +12,10 @@
  *                                                        /v1/models/{name}/load);
  *                                                        parameters.config: a ModelConfig
  *                                                        (JSON text) that replaces the model's
- *                                                        config, as Triton's override
+ *                                                        config, as Triton's override;
+ *                                                        "file:<version>/<name>" parameters:
+ *                                                        the files of versions to store first
+ *                                                        (oip_load_files.c)
  *   POST /v2/repository/models/{name}/unload             admin: every loaded version
  *
  * As Triton, load and unload are refused (503) in the model control modes none and poll;
@@ -27,10 +30,12 @@
 #include "service/http_server.h"
 #include "service/infer/infer.h"
 #include "service/infer/model_store.h"
+#include "service/infer/model_sync.h"
 #include "service/infer/oip.h"
 #include "service/log.h"
 
 #define COMPONENT "oip"
+#define APPLY_WAIT_MS 60000   /* as routes_models.c: how long to wait for this replica to apply a change */
 
 /* ---- GET .../config ---------------------------------------------------------------- */
 
@@ -212,6 +217,8 @@ typedef int (*version_action)(PGconn *conn, const char *name, int64_t version, i
 static int every_version(PGconn *conn, const char *name, version_action act, struct gj_error *err)
 {
     size_t n = 0;
+    if (gj_model_sync_now(APPLY_WAIT_MS) != 0)   /* versions just stored or changed elsewhere */
+        gj_log_warn(COMPONENT, "the model store's last change is not applied here yet");
     struct gj_model_version_info *vi = model_versions(name, &n, err);
     if (!vi)
         return -1;
@@ -302,32 +309,30 @@ static void repository_load(struct gj_req *r)
     if (control_refused(r) || load_parameters(r, &params) != 0)
         return;
     const char *key;
-    json_t *value, *config = NULL;
-    json_object_foreach(params, key, value) {
-        if (strcmp(key, "config") == 0) {
-            config = value;
-        } else if (strncmp(key, "file:", 5) == 0) {
-            oip_error(r, 400, "failed to load '%s', model files in the load request ('%s') are not supported "
-                      "here: upload the version with PUT /v1/models/%s/versions/{version}", r->params[0], key,
-                      r->params[0]);
-            return;
-        }
+    json_t *value, *config = json_object_get(params, "config");
+    int files = 0;
+    json_object_foreach(params, key, value)
+        files |= strncmp(key, "file:", 5) == 0;
+    if (files && !config) {
+        oip_error(r, 400, "failed to load '%s', a load with model files (file: parameters) needs the model's "
+                  "configuration in parameters.config", r->params[0]);
+        return;
     }
     struct gj_error err = { 0 };
     char *text = NULL;
     PGconn *conn = control_conn(r, &err);
     if (conn && config && !(text = override_text(r->params[0], config, &err)))
         conn = NULL;
+    if (conn && files && oip_store_load_files(conn, r->params[0], text, params, r->request_id, &err) != 0)
+        conn = NULL;
     int rc = !conn ? -1
              : text ? load_with_config(conn, r->params[0], text, &err)
                     : every_version(conn, r->params[0], gj_infer_model_load, &err);
-    if (rc == 0) {
-        free(text);
-        gj_respond_empty(r, 200);
-        return;
-    }
     free(text);
-    control_failed(r, "load", &err);
+    if (rc == 0)
+        gj_respond_empty(r, 200);
+    else
+        control_failed(r, "load", &err);
 }
 
 static void repository_unload(struct gj_req *r)

@@ -58,12 +58,12 @@ def index_of(name):
     return {e["version"]: e for e in C.get_model_repository_index() if e["name"] == name}
 
 
-def infer(n, c=None):
+def infer(n, c=None, model=DEMO):
     x = np.random.RandomState(n).normal(0, 1, size=(n, 1, 256, 256)).astype(np.float32)
     inp = httpclient.InferInput("image", list(x.shape), "FP32")
     inp.set_data_from_numpy(x, binary_data=True)
     out = [httpclient.InferRequestedOutput("logits", binary_data=True)]
-    r = (c or C).infer(DEMO, [inp], outputs=out)
+    r = (c or C).infer(model, [inp], outputs=out)
     assert r.as_numpy("logits").shape == (n, 4)
 
 
@@ -132,6 +132,39 @@ def test_load_with_config_override():
     assert C.is_model_ready(OTHER), "still served with the config it had"
     # the demo model, beside it, keeps its own config
     assert C.get_model_config(DEMO)["max_batch_size"] == 8
+
+
+def test_load_with_files():
+    """load_model(config=..., files={"file:<v>/model.onnx": bytes}): the versions are stored
+    in the shared store (the model made when new) and loaded; versions are immutable."""
+    import onnx
+    name = "demo-files"
+    with open(os.path.join(SRC, "models", DEMO, "config.json")) as f:   # this server's form, beside Triton's
+        cfg = dict(json.load(f), name=name)
+    onnx_bytes = open(DEMO_ONNX, "rb").read()
+    m = onnx.load_from_string(onnx_bytes)
+    m.doc_string = "the same network, other bytes"
+    other = m.SerializeToString()
+    raises(lambda: C.load_model(name, files={"file:1/model.onnx": onnx_bytes}), 400, "parameters.config")
+    raises(lambda: C.load_model(name, config=json.dumps(cfg), files={"file:1/model.onnx": b"not onnx"}), 422,
+           "failed to load 'demo-files'")
+    raises(lambda: C.load_model(name, config=json.dumps(cfg), files={"file:1/../x.onnx": onnx_bytes}), 400,
+           "file name")
+    raises(lambda: C.load_model(name, config=json.dumps(cfg), files={"file:x/model.onnx": onnx_bytes}), 400,
+           "file:<version>/<name>")
+    raises(lambda: C.get_model_config(name), 404)                    # nothing was stored
+    C.load_model(name, config=json.dumps(cfg), files={"file:1/model.onnx": onnx_bytes})
+    assert C.is_model_ready(name) and index_of(name)["1"]["state"] == "READY"
+    infer(2, model=name)
+    C.load_model(name, config=json.dumps(cfg), files={"file:1/model.onnx": onnx_bytes})   # the same: kept
+    raises(lambda: C.load_model(name, config=json.dumps(cfg), files={"file:1/model.onnx": other}), 409,
+           "version 1 exists with other files")
+    C.load_model(name, config=json.dumps(cfg), files={"file:2/model.onnx": other})
+    idx = index_of(name)
+    assert set(idx) == {"1", "2"} and all(e["state"] == "READY" for e in idx.values()), idx
+    listed = {v["version"] for m in RAW.json("GET", "/v1/models", expect=200)["models"] if m["name"] == name
+              for v in m["versions"]}
+    assert listed == {1, 2}, listed
 
 
 def test_statistics_after_inferences():
@@ -287,6 +320,6 @@ def test_model_control_none():
 if __name__ == "__main__":
     setup()
     run_tests([test_server_metadata_extensions, test_model_config, test_repository_index_load_unload,
-               test_load_with_config_override, test_statistics_after_inferences, test_trace_settings,
+               test_load_with_config_override, test_load_with_files, test_statistics_after_inferences, test_trace_settings,
                test_log_settings, test_shared_memory_not_supported, test_errors_are_triton_shaped,
                test_tenant_isolation, test_model_control_none])

@@ -116,6 +116,8 @@ static const struct setting settings[] = {
       "file holding --pseudonym-secret (mode 0600, or 0440 owned by root)" },
     { "infer-purge-phi", T_BOOL, S(infer_purge_phi), 0, 1, 0,
       "delete an infer job's DICOM inputs and the UIDs in its result.json once its results are stored" },
+    { "triton-metrics", T_BOOL, S(triton_metrics), 0, 1, 0,
+      "/metrics also under Triton's names (nv_inference_*), beside the gpujobd_ ones" },
     { "infer-max-queue", T_INT, S(infer_max_queue), 1, 1 << 20, 0,
       "inference requests waiting per model batcher; more get 429 (default 1024)" },
     { "infer-queue-timeout-us", T_I64, S(infer_queue_timeout_us), 1, 3600000000LL, 0,

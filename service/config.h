@@ -76,6 +76,7 @@ struct gj_config {
     char pseudonym_secret[520];    /* "" = made at the first start, kept in the database */
     char pseudonym_secret_file[GJ_PATH_MAX];   /* fills pseudonym_secret */
     int infer_purge_phi;           /* delete an infer job's DICOM inputs once results are stored */
+    int triton_metrics;            /* --triton-metrics: nv_inference_* beside gpujobd_inference_* */
     int infer_max_queue;           /* requests waiting per model batcher (default 1024) */
     int64_t infer_queue_timeout_us;   /* time a request may wait in a batcher (default 30 s) */
     int infer_threads;             /* ONNX CPU threads per executor; 0 = CPUs / instances */

@@ -208,7 +208,9 @@ extern const struct gj_route_table gj_infer_routes_oip_stats;
 extern const struct gj_route_table gj_infer_routes_oip_trace;
 extern const struct gj_route_table gj_infer_routes_oip_logging;
 extern const struct gj_route_table gj_infer_routes_oip_shm;
-/* The batchers' statistics as Prometheus text (oip_metrics.c). */
+/* The batchers' statistics as Prometheus text (oip_metrics.c); with on, under Triton's
+ * names (nv_inference_*) too (--triton-metrics). */
 void gj_infer_write_metrics(FILE *f);
+void gj_infer_set_triton_metrics(int on);
 
 #endif

@@ -187,6 +187,7 @@ static int infer_init(struct gj_server *srv)
     if (prepare_models_dir(&srv->cfg) != 0 || gj_infer_pseudonym_init(srv) != 0)
         return -1;
     gj_infer_set_purge_phi(srv->cfg.infer_purge_phi);
+    gj_infer_set_triton_metrics(srv->cfg.triton_metrics);
     if (srv->cfg.infer_purge_phi)
         gj_log_info(COMPONENT, "--infer-purge-phi: DICOM inputs of infer jobs are deleted and "
                     "their result.json pseudonymised once results are stored");

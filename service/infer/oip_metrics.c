@@ -1,10 +1,11 @@
 /*
  * oip_metrics.c — the dynamic batchers' statistics (batcher.h) as Prometheus text, each
- * family twice: as gpujobd_<name> and under Triton's own name nv_<name> (the same labels
- * model and version), so that a dashboard made for Triton reads this server unchanged.
- * The prefixes keep the two sets apart, so no flag is needed.
+ * family as gpujobd_<name> and, with --triton-metrics, again under Triton's own name
+ * nv_<name> (the same labels model and version), so that a dashboard made for Triton reads
+ * this server unchanged. Off by default: every other series here is gpujobd_'s.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,13 @@
 #include "infer/serving/batcher.h"
 #include "service/infer/infer.h"
 #include "service/metrics.h"
+
+static _Atomic int g_triton_names;
+
+void gj_infer_set_triton_metrics(int on)
+{
+    atomic_store(&g_triton_names, on);
+}
 
 void gj_infer_write_metrics(FILE *f)
 {
@@ -50,7 +58,8 @@ void gj_infer_write_metrics(FILE *f)
     if (n > 256)
         n = 256;
     static const char *const prefixes[] = { "gpujobd_", "nv_" };
-    for (size_t p = 0; p < 2; p++) {
+    size_t n_prefixes = atomic_load(&g_triton_names) ? 2 : 1;
+    for (size_t p = 0; p < n_prefixes; p++) {
         for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
             fprintf(f, "# HELP %s%s %s\n# TYPE %s%s %s\n", prefixes[p], m[k].name, m[k].help, prefixes[p],
                     m[k].name, m[k].gauge ? "gauge" : "counter");

@@ -35,7 +35,7 @@ def setup():
     cfg.pop("name", None)
     with open(os.path.join(data_dir, "models", OTHER, "config.json"), "w") as f:
         json.dump(cfg, f)
-    SRV = H.start_server(["--cpu-workers", "1"], data_dir=data_dir)
+    SRV = H.start_server(["--cpu-workers", "1", "--triton-metrics"], data_dir=data_dir)
     C = client(SRV)
     RAW = SRV.client()
     TENANT = RAW.json("POST", "/v1/api-keys", {"tenant": "clinic-b", "role": "user"}, expect=201)["key"]
@@ -196,7 +196,7 @@ def test_statistics_after_inferences():
     assert any(m["name"] == DEMO and m["inference_count"] == s["inference_count"] for m in every), every
     raises(lambda: C.get_inference_statistics("nope"), 404)
     raises(lambda: C.get_inference_statistics(DEMO, "9"), 404)
-    # and Triton's metric names beside gpujobd_'s
+    # and, with --triton-metrics, Triton's metric names beside gpujobd_'s
     body = RAW.request("GET", "/metrics").body.decode()
     m = re.search(r'^nv_inference_count\{model="%s",version="1"\} (\d+)$' % DEMO, body, re.M)
     assert m and int(m.group(1)) == s["inference_count"], body[:2000]
@@ -314,6 +314,9 @@ def test_model_control_none():
     raises(lambda: c.load_model(DEMO), 503, msg)
     raises(lambda: c.unload_model(DEMO), 503, msg)
     assert c.get_model_config(DEMO)["name"] == DEMO
+    infer(1, c)
+    body = srv.client(key=SRV.admin_key).request("GET", "/metrics").body.decode()
+    assert 'gpujobd_inference_count{model="%s"' % DEMO in body and "nv_inference" not in body   # no --triton-metrics
     srv.terminate()
 
 

@@ -295,6 +295,14 @@ static void inference_settings(void **state)
     assert_true(cfg.infer_queue_timeout_us == 30000000);
     assert_int_equal(cfg.infer_threads, 0);
     assert_int_equal(cfg.infer_purge_phi, 0);
+    assert_int_equal(cfg.triton_metrics, 0);
+    char *argv_tm[] = { "serve", "--triton-metrics", NULL };
+    assert_int_equal(load(&cfg, 2, argv_tm), 0);
+    assert_int_equal(cfg.triton_metrics, 1);
+    setenv("GPUJOBD_TRITON_METRICS", "1", 1);
+    assert_int_equal(load(&cfg, 1, argv0), 0);
+    assert_int_equal(cfg.triton_metrics, 1);
+    unsetenv("GPUJOBD_TRITON_METRICS");
 
     setenv("GPUJOBD_MODELS_DIR", "/srv/models", 1);
     setenv("GPUJOBD_INFER_PURGE_PHI", "1", 1);

@@ -152,7 +152,14 @@ def test_load_with_files():
            "file name")
     raises(lambda: C.load_model(name, config=json.dumps(cfg), files={"file:x/model.onnx": onnx_bytes}), 400,
            "file:<version>/<name>")
+    # the limits: 8 versions and 64 files a version per request
+    raises(lambda: C.load_model(name, config=json.dumps(cfg), files={f"file:{v}/a.txt": b"x" for v in range(1, 10)}),
+           400, "8 versions at most")
+    raises(lambda: C.load_model(name, config=json.dumps(cfg), files={f"file:1/f{i}.txt": b"x" for i in range(65)}),
+           400, "64 files at most")
     raises(lambda: C.get_model_config(name), 404)                    # nothing was stored
+    cache = os.path.join(SRV.data_dir, "model-cache")
+    assert not [d for d in os.listdir(cache) if d.startswith(".")], os.listdir(cache)   # no staging left
     C.load_model(name, config=json.dumps(cfg), files={"file:1/model.onnx": onnx_bytes})
     assert C.is_model_ready(name) and index_of(name)["1"]["state"] == "READY"
     infer(2, model=name)

@@ -360,17 +360,6 @@ int gj_model_store_model_config(PGconn *conn, const char *name, char **config)
     return found;
 }
 
-int gj_model_store_set_model_config(PGconn *conn, const char *name, const char *config)
-{
-    const char *p[2] = { name, config };
-    PGresult *res = gj_db_exec(conn, "UPDATE models SET config = $2 WHERE name = $1 RETURNING 1", 2, p, NULL);
-    if (!res)
-        return -1;
-    int found = PQntuples(res) == 1;
-    PQclear(res);
-    return found;
-}
-
 int gj_model_store_set_desired(PGconn *conn, const char *name, int64_t version,
                                enum gj_model_desired d, enum gj_model_desired *before)
 {
@@ -389,6 +378,12 @@ int gj_model_store_set_desired(PGconn *conn, const char *name, int64_t version,
         *before = desired_from(PQgetvalue(res, 0, 0));
     PQclear(res);
     return found;
+}
+
+int gj_model_store_set_model_config(PGconn *conn, const char *name, const char *config)
+{
+    const char *p[2] = { name, config };
+    return gj_db_cmd(conn, "UPDATE models SET config = $2 WHERE name = $1 AND config IS DISTINCT FROM $2", 2, p);
 }
 
 int gj_model_store_delete_version(PGconn *conn, const char *name, int64_t version)

@@ -108,14 +108,13 @@ int gj_model_store_add_version(PGconn *conn, const char *name, int64_t version,
                                struct gj_error *err);
 /* The model's config.json text (caller frees). 1 found, 0 no such model, -1 error. */
 int gj_model_store_model_config(PGconn *conn, const char *name, char **config);
-/* Replaces the model's config.json text (a load with a config override: every replica
- * declares the model again with it). 1 done, 0 no such model, -1 error. */
-int gj_model_store_set_model_config(PGconn *conn, const char *name, const char *config);
 /* Sets a version's desired state and moves its requested_at (a new request even when the
  * state is the same). *before (may be NULL): the state it had. 1 done, 0 no such version,
  * -1 error. */
 int gj_model_store_set_desired(PGconn *conn, const char *name, int64_t version,
                                enum gj_model_desired d, enum gj_model_desired *before);
+/* Replaces a model's config.json text (poll mode: the seed directory's changed). 0 or -1. */
+int gj_model_store_set_model_config(PGconn *conn, const char *name, const char *config);
 /* Deletes a version, its files' large objects with it, and the model with its last version.
  * 1 deleted, 0 no such version, -1 error. */
 int gj_model_store_delete_version(PGconn *conn, const char *name, int64_t version);

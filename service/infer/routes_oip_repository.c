@@ -283,7 +283,7 @@ static int load_with_config(PGconn *conn, const char *name, const char *config, 
     char *before = NULL;
     int was_ready = any_ready(name);
     int found = gj_model_store_model_config(conn, name, &before);
-    if (found <= 0 || gj_model_store_set_model_config(conn, name, config) <= 0) {
+    if (found <= 0 || gj_model_store_set_model_config(conn, name, config) != 0) {
         free(before);
         err->status = found == 0 ? 404 : 503;
         snprintf(err->message, sizeof err->message, "the database is not available; retry shortly");
@@ -292,7 +292,7 @@ static int load_with_config(PGconn *conn, const char *name, const char *config, 
     int rc = every_version(conn, name, gj_infer_model_load, err);
     if (rc == 0) {
         gj_log_info(COMPONENT, "model %s loaded with a config override", name);
-    } else if (gj_model_store_set_model_config(conn, name, before) <= 0) {
+    } else if (gj_model_store_set_model_config(conn, name, before) != 0) {
         gj_log_error(COMPONENT, "model %s: the config before a failed load could not be put back", name);
     } else if (was_ready) {
         struct gj_error again = { 0 };

@@ -72,19 +72,6 @@ json_t *gj_infer_models_view(PGconn *conn, const char *only);
  * process (compute/infer/serving/batcher.h), as a JSON array; NULL on allocation failure. */
 json_t *gj_infer_devices_json(const char *name, int64_t version);
 
-/* ---- explicit load and unload (routes_models.c: /v1/models and /v2/repository) ---- */
-
-/* Loads a version (version 0: the model's default) on every replica that runs models and
- * keeps it loaded; on this one it is placed before the answer. *v_out: the version. 0, or
- * -1 with err: status 404 (no such model or version), 409 (outside its version_policy),
- * 422 (it does not load: err.message says why), 503 (the database, with err.field ""; or
- * it cannot be placed on a device, err.transient when it may fit later). */
-int gj_infer_model_load(PGconn *conn, const char *name, int64_t version, int64_t *v_out, struct gj_error *err);
-/* Unloads a version everywhere (its batchers and their memory freed). 0, or -1 with err:
- * 404, 409 (unloaded already), 503 (the database). */
-int gj_infer_model_unload(PGconn *conn, const char *name, int64_t version, int64_t *v_out,
-                          struct gj_error *err);
-
 /* ---- pseudonyms (pseudonym.c) ---- */
 
 /* Reads --pseudonym-secret, or the secret in server_secrets (made at the first start).
@@ -189,6 +176,19 @@ int gj_infer_delivery_enabled(void);
 /* Records a pending delivery of the report instance blob_id, the job's output named
  * output_name, inside the caller's transaction. 0 or -1. */
 int gj_infer_delivery_add(PGconn *conn, const char *job_id, const char *blob_id, const char *output_name);
+
+/* ---- explicit load and unload (routes_models.c: /v1/models and /v2/repository) ---- */
+
+/* Loads a version (version 0: the model's default) on every replica that runs models and
+ * keeps it loaded; on this one it is placed before the answer. *v_out: the version. 0, or
+ * -1 with err: status 404 (no such model or version), 409 (outside its version_policy),
+ * 422 (it does not load: err.message says why), 503 (the database, with err.field ""; or
+ * it cannot be placed on a device, err.transient when it may fit later). */
+int gj_infer_model_load(PGconn *conn, const char *name, int64_t version, int64_t *v_out, struct gj_error *err);
+/* Unloads a version everywhere (its batchers and their memory freed). 0, or -1 with err:
+ * 404, 409 (unloaded already), 503 (the database). */
+int gj_infer_model_unload(PGconn *conn, const char *name, int64_t version, int64_t *v_out,
+                          struct gj_error *err);
 
 /* ---- routes ---- */
 

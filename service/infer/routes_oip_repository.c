@@ -62,8 +62,9 @@ static void model_config(struct gj_req *r)
 
 /* ---- POST /v2/repository/index ----------------------------------------------------- */
 
-/* Triton's state of a version here, and its reason ("" none). */
-static const char *index_state(const struct gj_model_version_info *vi, const char **reason)
+/* Triton's state of a version here, and its reason ("" none); on_use: models load on use
+ * (--model-control-mode on-use). */
+static const char *index_state(const struct gj_model_version_info *vi, int on_use, const char **reason)
 {
     switch (vi->state) {
     case GJ_MODEL_READY:
@@ -76,13 +77,14 @@ static const char *index_state(const struct gj_model_version_info *vi, const cha
         *reason = "unloaded";
         return "UNAVAILABLE";
     default:
-        *reason = "not loaded yet: it loads on its first inference request or an explicit load";
+        *reason = on_use ? "not loaded yet: it loads on its first inference request or an explicit load"
+                         : "not loaded";
         return "UNAVAILABLE";
     }
 }
 
 /* The index entries of one model (appended to a). */
-static void index_model(gj_model_repo *repo, const char *name, int ready_only, json_t *a,
+static void index_model(gj_model_repo *repo, const char *name, int ready_only, int on_use, json_t *a,
                         struct gj_model_version_info *vi)
 {
     size_t n = 0;
@@ -91,7 +93,7 @@ static void index_model(gj_model_repo *repo, const char *name, int ready_only, j
         return;   /* taken away meanwhile */
     for (size_t i = 0; i < n && i < GJ_MODEL_MAX_VERSIONS; i++) {
         const char *reason;
-        const char *state = index_state(&vi[i], &reason);
+        const char *state = index_state(&vi[i], on_use, &reason);
         if (ready_only && vi[i].state != GJ_MODEL_READY)
             continue;
         char v[24];
@@ -125,11 +127,12 @@ static void repository_index(struct gj_req *r)
         oip_error(r, 500, "out of memory");
         return;
     }
+    int on_use = strcmp(r->srv->cfg.model_control_mode, "on-use") == 0;
     size_t n = gj_model_repo_count(repo);
     for (size_t i = 0; i < n; i++) {
         char name[GJ_MODEL_NAME_MAX];
         if (gj_model_repo_name(repo, i, name, sizeof name) == 0)
-            index_model(repo, name, json_is_true(ready), a, vi);
+            index_model(repo, name, json_is_true(ready), on_use, a, vi);
     }
     free(vi);
     gj_respond_json(r, 200, a);

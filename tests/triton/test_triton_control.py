@@ -315,12 +315,17 @@ def test_tenant_isolation():
 
 
 def test_model_control_none():
+    """A second replica on the same database, in Triton's model control mode none: load and
+    unload refused with Triton's message; what the first one stored is served here too."""
     srv = H.start_server(["--cpu-workers", "1", "--model-control-mode", "none"])
     c = client(srv, key=SRV.admin_key)          # the store's admin key: both servers share it
     msg = "explicit model load / unload is not allowed if polling is enabled"
     raises(lambda: c.load_model(DEMO), 503, msg)
     raises(lambda: c.unload_model(DEMO), 503, msg)
     assert c.get_model_config(DEMO)["name"] == DEMO
+    # what the first server changed is in the shared store: this replica has it too
+    assert c.get_model_config(OTHER)["max_batch_size"] == 4                 # the config override
+    assert {e["version"] for e in c.get_model_repository_index() if e["name"] == "demo-files"} == {"1", "2"}
     body = srv.client(key=SRV.admin_key).request("GET", "/metrics").body.decode()
     assert "# HELP gpujobd_inference_count " in body and "nv_inference" not in body   # no --triton-metrics
     srv.terminate()

@@ -334,6 +334,6 @@ def test_model_control_none():
 if __name__ == "__main__":
     setup()
     run_tests([test_server_metadata_extensions, test_model_config, test_repository_index_load_unload,
-               test_load_with_config_override, test_load_with_files, test_statistics_after_inferences, test_trace_settings,
-               test_log_settings, test_shared_memory_not_supported, test_errors_are_triton_shaped,
+               test_load_with_config_override, test_load_with_files, test_statistics_after_inferences,
+               test_trace_settings, test_log_settings, test_shared_memory_not_supported, test_errors_are_triton_shaped,
                test_tenant_isolation, test_model_control_none])

@@ -4,10 +4,11 @@
  *   gpujobd bench infer [options] MODEL_DIR|MODEL.onnx
  *
  * Batcher mode (the default): client threads (--concurrency 1,2,...,64), each sending one
- * sample per request through the dynamic batcher (compute/infer/serving/batcher.c) and
- * waiting for its answer, as the `infer` kind and /v2/models/{m}/infer do; per level:
- * requests/s, p50/p99 latency, mean batch size (inference_count / inference_exec_count),
- * mean queue and compute time per request. The model's config.json is copied into a
+ * request of --samples samples (default 1) at a time through the dynamic batcher
+ * (compute/infer/serving/batcher.c) and waiting for its answer, as the `infer` kind and
+ * /v2/models/{m}/infer do; per level: requests/s, inferences/s, p50/p99 latency, mean batch
+ * size (inference_count / inference_exec_count), mean queue and compute time per request,
+ * and the process's CPU seconds (bench/infer_bench.py compares them with the HTTP path's). The model's config.json is copied into a
  * temporary repository with --max-batch, --delay-us, --preferred, --instances, --backend,
  * --precision and --cuda-graphs written into it (given a bare MODEL.onnx, a config is made
  * from the model's input and output shapes).
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +52,7 @@ struct bench_opts {
     int64_t version;
     /* batcher */
     int conc[MAX_LIST], n_conc;
+    int samples;                /* per request */
     int max_batch;              /* 0: the config's */
     long delay_us;              /* -2: the config's; -1: no dynamic batching */
     int preferred[GJ_MODEL_MAX_PREFERRED], n_preferred;
@@ -84,6 +87,16 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* User + system CPU seconds of this process so far. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 static double pct(const double *sorted, size_t n, double q)
@@ -227,6 +240,7 @@ static int runtime_main(const struct bench_opts *o, const char *onnx_path)
 struct client {
     gj_batcher *b;
     const float *in;
+    size_t samples;
     float *out;
     double deadline;    /* time mode */
     size_t fixed;       /* > 0: this many requests */
@@ -252,7 +266,7 @@ static void *client_main(void *arg)
         }
         struct gj_error err = { 0 };
         double t0 = now_s();
-        if (gj_batcher_infer(c->b, c->in, 1, c->out, 0, NULL, &err) != GJ_BATCH_OK) {
+        if (gj_batcher_infer(c->b, c->in, c->samples, c->out, 0, NULL, &err) != GJ_BATCH_OK) {
             if (!c->failures++)
                 snprintf(c->first_error, sizeof c->first_error, "%s", err.message);
             if (!c->fixed && now_s() >= c->deadline)
@@ -401,12 +415,13 @@ static void level(const struct bench_opts *o, gj_batcher *b, const char *name, c
     }
     struct gj_batch_stats s0, s1;
     gj_batch_stats_get(name, o->version, &s0);
-    double t0 = now_s();
+    double cpu0 = cpu_s(), t0 = now_s();
     int started = 0;
     for (int i = 0; i < conc; i++) {
         c[i].b = b;
         c[i].in = in;
-        c[i].out = malloc(out_floats * sizeof(float));
+        c[i].samples = (size_t)o->samples;
+        c[i].out = malloc((size_t)o->samples * out_floats * sizeof(float));
         c[i].fixed = per;
         c[i].deadline = t0 + o->seconds;
         if (!c[i].out || pthread_create(&th[i], NULL, client_main, &c[i]) != 0)
@@ -415,7 +430,7 @@ static void level(const struct bench_opts *o, gj_batcher *b, const char *name, c
     }
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
-    double el = now_s() - t0;
+    double el = now_s() - t0, cpu = cpu_s() - cpu0;
     gj_batch_stats_get(name, o->version, &s1);
     size_t n = 0, k = 0;
     int fails = 0;
@@ -452,10 +467,11 @@ static void level(const struct bench_opts *o, gj_batcher *b, const char *name, c
                "\"precision\": \"%s\", \"cuda_graphs\": %s, \"max_batch\": %d, \"delay_us\": %ld, "
                "\"instances\": %d, \"threads\": %d, \"concurrency\": %d, \"requests\": %zu, "
                "\"failures\": %d, \"seconds\": %.3f, \"throughput\": %.1f, \"p50_ms\": %.2f, "
-               "\"p99_ms\": %.2f, \"mean_batch\": %.2f, \"queue_ms\": %.2f, \"compute_ms\": %.2f%s%s%s}\n",
+               "\"p99_ms\": %.2f, \"mean_batch\": %.2f, \"queue_ms\": %.2f, \"compute_ms\": %.2f, "
+               "\"samples\": %d, \"inferences_per_s\": %.1f, \"cpu_s\": %.3f%s%s%s}\n",
                name, o->label ? o->label : name, o->backend, prec, o->cuda_graphs ? "true" : "false",
                gj_batcher_max_batch_size(b), o->delay_us, o->instances, o->threads, conc, n, fails,
-               el, thr, p50, p99, mean_batch, queue_ms, compute_ms,
+               el, thr, p50, p99, mean_batch, queue_ms, compute_ms, o->samples, thr * o->samples, cpu,
                fails ? ", \"error\": \"" : "", fails ? first_error : "", fails ? "\"" : "");
     else
         printf("| %s | %s | %d | %s | %d | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %d |\n",
@@ -600,10 +616,15 @@ static int batcher_one(const struct bench_opts *o, const char *name, const char 
     }
     size_t inf = gj_batcher_input_floats(b), outf = gj_batcher_output_floats(b);
     int mb = gj_batcher_max_batch_size(b);
-    in = malloc(inf * sizeof *in);
+    if (o->samples > mb) {
+        fprintf(stderr, "bench infer: --samples %d is over model '%s''s max batch size %d\n",
+                o->samples, name, mb);
+        goto out;
+    }
+    in = malloc((size_t)o->samples * inf * sizeof *in);
     if (!in)
         goto out;
-    fill_random(in, inf, 12345);
+    fill_random(in, (size_t)o->samples * inf, 12345);
     {   /* warm-up: a session per batch size (the executors create them on first use) */
         double tw = now_s();
         float *many = malloc((size_t)mb * inf * sizeof *many), *mo = malloc((size_t)mb * outf * sizeof *mo);
@@ -654,6 +675,7 @@ static void usage(void)
         "  Batcher (default): client threads each sending one sample per request through the\n"
         "  dynamic batcher; requests/s, p50/p99 ms, mean batch per concurrency level.\n"
         "    --concurrency 1,2,4,8,16,32,64   client threads per level\n"
+        "    --samples N          samples per request (default 1; at most the max batch size)\n"
         "    --seconds S          per level (default 3), or --requests N per level\n"
         "    --max-batch N        max_batch_size (default: the config's)\n"
         "    --delay-us D|off     dynamic_batching.max_queue_delay_us; off: no dynamic batching\n"
@@ -677,7 +699,7 @@ static void usage(void)
 
 int gj_bench_infer_main(int argc, char **argv)
 {
-    struct bench_opts o = { .version = 1, .delay_us = -2, .seconds = 3, .warmup = 3, .warm_all = 1,
+    struct bench_opts o = { .version = 1, .samples = 1, .delay_us = -2, .seconds = 3, .warmup = 3, .warm_all = 1,
                             .min_runs = 5, .threads = 2, .backend = "cpu", .device = 0 };
     static const int dconc[] = { 1, 2, 4, 8, 16, 32, 64 };
     memcpy(o.conc, dconc, sizeof dconc);
@@ -741,6 +763,9 @@ int gj_bench_infer_main(int argc, char **argv)
             o.delay_us = strcmp(v, "off") == 0 ? -1 : atol(v);
             if (o.delay_us < -1)
                 return fprintf(stderr, "bench infer: bad --delay-us %s\n", v), 2;
+        } else if (strcmp(a, "--samples") == 0) {
+            NEEDV();
+            o.samples = atoi(v);
         } else if (strcmp(a, "--instances") == 0) {
             NEEDV();
             o.instances = atoi(v);
@@ -784,7 +809,7 @@ int gj_bench_infer_main(int argc, char **argv)
 #undef NEEDV
     }
     if (i != argc - 1 || o.threads < 1 || o.seconds <= 0 || o.warmup < 0 || o.min_runs < 1 ||
-        o.version < 1 || o.device < 0 || o.instances < 0 || o.max_batch < 0 ||
+        o.version < 1 || o.device < 0 || o.samples < 1 || o.instances < 0 || o.max_batch < 0 ||
         o.max_batch > GJ_MODEL_MAX_BATCH || precision_code(o.precision) < 0 ||
         (strcmp(o.backend, "cpu") != 0 && strcmp(o.backend, "cuda") != 0)) {
         usage();

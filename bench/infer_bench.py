@@ -8,12 +8,19 @@
   http    end to end: `gpujobd serve` over HTTPS (real PostgreSQL for the API keys),
           POST /v2/models/{m}/infer with Triton's binary tensor extension, one sample per
           request, one keep-alive TLS connection per client thread (Python's http.client).
+  triton  the /v2 path's overhead (issue 17): a perf_analyzer-style sweep of synchronous
+          NVIDIA tritonclient.http clients (batch 8 and 1, binary and JSON tensors), each
+          point beside the same point through the batcher alone; writes
+          bench/results/infer-http-YYYYMMDD.json (bench/triton_sweep.py says how).
 
 Each configuration is compared in the same run with the unbatched one (max batch 1): the
 ratio column is throughput / unbatched throughput at the same concurrency.
 
 usage: GJ_BUILD_ROOT=build-oip GPUJOBD=build-oip/service/gpujobd \\
        /usr/bin/python3 bench/infer_bench.py [inproc] [http] [--requests N] [--repeat N] [--quick]
+       GPUJOBD=build/service/gpujobd /usr/bin/python3 bench/infer_bench.py triton \\
+         [--seconds 5] [--warmup 1] [--batches 8,1] [--concurrency 1,2,4,8,16,32,64]
+         [--encodings binary,json] [--out FILE]
 """
 import http.client
 import json
@@ -197,8 +204,49 @@ def bench_http(requests, threads):
         h.close()
 
 
+def opt(argv, name, default):
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+def shell(cmd):
+    return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+
+
+def bench_triton(argv, threads):
+    import triton_sweep
+    exe = os.environ.get("GPUJOBD") or os.path.join(BUILD, "service", "gpujobd")
+    os.environ["GPUJOBD"] = exe                   # the harness starts this one
+    seconds, warmup = float(opt(argv, "--seconds", "5")), float(opt(argv, "--warmup", "1"))
+    batches = [int(b) for b in opt(argv, "--batches", "8,1").split(",")]
+    conc = [int(c) for c in opt(argv, "--concurrency", ",".join(map(str, CONCURRENCY))).split(",")]
+    encodings = opt(argv, "--encodings", "binary,json").split(",")
+    out = opt(argv, "--out", os.path.join(ROOT, "bench", "results", time.strftime("infer-http-%Y%m%d.json")))
+    start = {"uptime": shell("uptime"), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    print(f"\n## /v2 (tritonclient.http, synchronous clients) beside the batcher alone; {threads} ONNX "
+          f"threads, 1 instance, {seconds:g} s per point after {warmup:g} s warm-up; {hardware()}\n")
+    print(triton_sweep.header(encodings), flush=True)
+    points = triton_sweep.sweep(exe, batches, conc, seconds, warmup, threads, encodings,
+                                log=lambda line: print(line, flush=True))
+    result = {"command": " ".join(sys.argv), "model": triton_sweep.MODEL, "onnx_threads": threads,
+              "seconds_per_point": seconds, "warmup_s": warmup, "git_head": shell(f"git -C {ROOT} rev-parse HEAD"),
+              "hardware": {"lscpu": shell("lscpu"), "cpus": os.cpu_count(), "kernel": platform.release()},
+              "start": start, "end": {"uptime": shell("uptime"),
+                                      "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+              "points": points}
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"\nwritten: {out}")
+    return points
+
+
 def main(argv):
     which = [a for a in argv if not a.startswith("--")] or ["inproc", "http"]
+    if "triton" in which:
+        threads = int(os.environ.get("GPUJOBD_INFER_THREADS", os.cpu_count() or 1))
+        print(f"# gpujobd /v2 overhead benchmark\n\ncommand: {' '.join(sys.argv)}\nhardware: {hardware()}")
+        bench_triton(argv, threads)
+        return
     requests = 256
     if "--requests" in argv:
         requests = int(argv[argv.index("--requests") + 1])

@@ -228,6 +228,7 @@ def bench_triton(argv, threads):
     points = triton_sweep.sweep(exe, batches, conc, seconds, warmup, threads, encodings,
                                 log=lambda line: print(line, flush=True))
     result = {"command": " ".join(sys.argv), "model": triton_sweep.MODEL, "onnx_threads": threads,
+              "server_args": triton_sweep.SERVER_ARGS,
               "seconds_per_point": seconds, "warmup_s": warmup, "git_head": shell(f"git -C {ROOT} rev-parse HEAD"),
               "hardware": {"lscpu": shell("lscpu"), "cpus": os.cpu_count(), "kernel": platform.release()},
               "start": start, "end": {"uptime": shell("uptime"),

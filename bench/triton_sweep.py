@@ -21,6 +21,7 @@ server's CPU per inference compares with the batcher's own (bench infer's cpu_s)
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -31,10 +32,15 @@ import numpy as np
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "triton"))
 import tritonlib  # noqa: E402
+from benchlib import model_counters  # noqa: E402
 from tritonlib import httpclient, InferenceServerException  # noqa: E402
 
 MODEL = tritonlib.DEMO
 MODEL_DIR = os.path.join(ROOT, "models", MODEL)
+# A /v2 body of 1 MiB or more takes an upload slot (routes_oip_infer.c), at most 8 per tenant
+# by default: batch-8 binary (2 MiB) and JSON bodies past 8 clients would get 429. Raised so
+# the sweep reaches 64 clients (a Triton client at that concurrency needs the same).
+SERVER_ARGS = ["--cpu-workers", "1", "--max-uploads", "256", "--max-uploads-per-tenant", "256"]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -43,6 +49,22 @@ def proc_cpu_s(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def tree_cpu_s(pid):
+    """CPU seconds of process pid and its children alive now (PostgreSQL's postmaster and
+    its backends: the API key is checked there on every request)."""
+    total = proc_cpu_s(pid)
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+            except (OSError, IndexError, ValueError):
+                pass
+    return total
 
 
 def pct(sorted_vals, q):
@@ -66,8 +88,8 @@ def batcher_point(exe, batch, conc, seconds, threads):
 class HttpPoint:
     """conc synchronous tritonclient.http clients, one thread and one connection each."""
 
-    def __init__(self, srv, x, binary, conc):
-        self.srv, self.x, self.binary, self.conc = srv, x, binary, conc
+    def __init__(self, srv, x, binary, conc, pg_pid=None):
+        self.srv, self.x, self.binary, self.conc, self.pg_pid = srv, x, binary, conc, pg_pid
         self.ready = threading.Barrier(conc + 1)
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -121,9 +143,14 @@ class HttpPoint:
             t.start()
         self.ready.wait()
         time.sleep(warmup)
+        m0 = model_counters(self.srv.client().request("GET", "/metrics").body.decode(), MODEL)
+        pg0 = tree_cpu_s(self.pg_pid) if self.pg_pid else 0.0
         w0, c0, s0 = time.perf_counter(), time.process_time(), proc_cpu_s(self.srv.proc.pid)
         time.sleep(seconds)
         w1, c1, s1 = time.perf_counter(), time.process_time(), proc_cpu_s(self.srv.proc.pid)
+        pg1 = tree_cpu_s(self.pg_pid) if self.pg_pid else 0.0
+        m1 = model_counters(self.srv.client().request("GET", "/metrics").body.decode(), MODEL)
+        execs = m1["inference_exec_count"] - m0["inference_exec_count"]
         self.stop.set()
         for t in ths:
             t.join()
@@ -135,7 +162,9 @@ class HttpPoint:
                 "p50_ms": pct(lats, 0.5) * 1e3, "p99_ms": pct(lats, 0.99) * 1e3, "requests": len(lats),
                 "seconds": el, "client_cores": (c1 - c0) / el, "server_cores": (s1 - s0) / el,
                 "server_cpu_ms_per_inference": 1e3 * (s1 - s0) / max(1, len(lats) * batch),
-                "client_cpu_ms_per_request": 1e3 * (c1 - c0) / max(1, len(lats))}
+                "client_cpu_ms_per_request": 1e3 * (c1 - c0) / max(1, len(lats)),
+                "postgres_cores": (pg1 - pg0) / el,
+                "mean_batch": (m1["inference_count"] - m0["inference_count"]) / execs if execs else 0.0}
 
 
 def overhead(http, base):
@@ -147,10 +176,11 @@ def overhead(http, base):
 
 def sweep(exe, batches, concurrency, seconds, warmup, threads, encodings, log=print):
     """Starts PostgreSQL and gpujobd (the harness), runs every point; the list of points."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))     # the harness's servers stop too
     h = tritonlib.Harness()
     points = []
     try:
-        srv = h.start_server(["--cpu-workers", "1", "--infer-threads", str(threads)])
+        srv = h.start_server(SERVER_ARGS + ["--infer-threads", str(threads)])
         rng = np.random.RandomState(0)
         for batch in batches:
             x = rng.normal(0, 1, size=(batch, 1, 256, 256)).astype(np.float32)
@@ -159,7 +189,7 @@ def sweep(exe, batches, concurrency, seconds, warmup, threads, encodings, log=pr
                 p = {"batch": batch, "concurrency": conc, "load_average_before": os.getloadavg()[0],
                      "batcher": batcher_point(exe, batch, conc, seconds, threads)}
                 for enc in encodings:
-                    p[enc] = HttpPoint(srv, x, enc == "binary", conc).run(warmup, seconds)
+                    p[enc] = HttpPoint(srv, x, enc == "binary", conc, h.pg.pid).run(warmup, seconds)
                     p[enc]["overhead_pct"] = overhead(p[enc], p["batcher"])
                 p["load_average_after"] = os.getloadavg()[0]
                 log(row(p, encodings))

@@ -20,7 +20,7 @@ usage: GJ_BUILD_ROOT=build-oip GPUJOBD=build-oip/service/gpujobd \\
        /usr/bin/python3 bench/infer_bench.py [inproc] [http] [--requests N] [--repeat N] [--quick]
        GPUJOBD=build/service/gpujobd /usr/bin/python3 bench/infer_bench.py triton \\
          [--seconds 5] [--warmup 1] [--batches 8,1] [--concurrency 1,2,4,8,16,32,64]
-         [--encodings binary,json] [--out FILE]
+         [--encodings binary,json] [--http-threads N] [--out FILE]
 """
 import http.client
 import json
@@ -220,15 +220,16 @@ def bench_triton(argv, threads):
     batches = [int(b) for b in opt(argv, "--batches", "8,1").split(",")]
     conc = [int(c) for c in opt(argv, "--concurrency", ",".join(map(str, CONCURRENCY))).split(",")]
     encodings = opt(argv, "--encodings", "binary,json").split(",")
+    extra = ["--http-threads", opt(argv, "--http-threads", "")] if "--http-threads" in argv else []
     out = opt(argv, "--out", os.path.join(ROOT, "bench", "results", time.strftime("infer-http-%Y%m%d.json")))
     start = {"uptime": shell("uptime"), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print(f"\n## /v2 (tritonclient.http, synchronous clients) beside the batcher alone; {threads} ONNX "
           f"threads, 1 instance, {seconds:g} s per point after {warmup:g} s warm-up; {hardware()}\n")
     print(triton_sweep.header(encodings), flush=True)
     points = triton_sweep.sweep(exe, batches, conc, seconds, warmup, threads, encodings,
-                                log=lambda line: print(line, flush=True))
+                                log=lambda line: print(line, flush=True), server_args=extra)
     result = {"command": " ".join(sys.argv), "model": triton_sweep.MODEL, "onnx_threads": threads,
-              "server_args": triton_sweep.SERVER_ARGS,
+              "server_args": triton_sweep.SERVER_ARGS + extra,
               "seconds_per_point": seconds, "warmup_s": warmup, "git_head": shell(f"git -C {ROOT} rev-parse HEAD"),
               "hardware": {"lscpu": shell("lscpu"), "cpus": os.cpu_count(), "kernel": platform.release()},
               "start": start, "end": {"uptime": shell("uptime"),

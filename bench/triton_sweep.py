@@ -40,7 +40,12 @@ MODEL_DIR = os.path.join(ROOT, "models", MODEL)
 # A /v2 body of 1 MiB or more takes an upload slot (routes_oip_infer.c), at most 8 per tenant
 # by default: batch-8 binary (2 MiB) and JSON bodies past 8 clients would get 429. Raised so
 # the sweep reaches 64 clients (a Triton client at that concurrency needs the same).
-SERVER_ARGS = ["--cpu-workers", "1", "--max-uploads", "256", "--max-uploads-per-tenant", "256"]
+# A keep-alive connection that sends no request header for --header-timeout-seconds (30) is
+# cut; past 16 JSON batch-8 clients this Python client (one GIL) idles longer than that
+# between two requests on a connection, and tritonclient fails with SSLEOFError instead of
+# reconnecting: raised too.
+SERVER_ARGS = ["--cpu-workers", "1", "--max-uploads", "256", "--max-uploads-per-tenant", "256",
+               "--header-timeout-seconds", "600"]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -174,13 +179,13 @@ def overhead(http, base):
     return 100.0 * (base["inferences_per_s"] / http["inferences_per_s"] - 1.0)
 
 
-def sweep(exe, batches, concurrency, seconds, warmup, threads, encodings, log=print):
+def sweep(exe, batches, concurrency, seconds, warmup, threads, encodings, log=print, server_args=()):
     """Starts PostgreSQL and gpujobd (the harness), runs every point; the list of points."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))     # the harness's servers stop too
     h = tritonlib.Harness()
     points = []
     try:
-        srv = h.start_server(SERVER_ARGS + ["--infer-threads", str(threads)])
+        srv = h.start_server(SERVER_ARGS + ["--infer-threads", str(threads)] + list(server_args))
         rng = np.random.RandomState(0)
         for batch in batches:
             x = rng.normal(0, 1, size=(batch, 1, 256, 256)).astype(np.float32)

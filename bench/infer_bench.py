@@ -21,6 +21,7 @@ usage: GJ_BUILD_ROOT=build-oip GPUJOBD=build-oip/service/gpujobd \\
        GPUJOBD=build/service/gpujobd /usr/bin/python3 bench/infer_bench.py triton \\
          [--seconds 5] [--warmup 1] [--batches 8,1] [--concurrency 1,2,4,8,16,32,64]
          [--encodings binary,json] [--http-threads N] [--out FILE]
+       /usr/bin/python3 bench/infer_bench.py triton --table FILE   (a results file's table)
 """
 import http.client
 import json
@@ -214,6 +215,15 @@ def shell(cmd):
 
 def bench_triton(argv, threads):
     import triton_sweep
+    if "--table" in argv:
+        with open(opt(argv, "--table", "")) as f:
+            saved = json.load(f)
+        encodings = [e for e in ("binary", "json") if e in saved["points"][0]]
+        print(f"command: {saved['command']}\nstart: {saved['start']}\nend: {saved['end']}\n")
+        print(triton_sweep.header(encodings))
+        for p in saved["points"]:
+            print(triton_sweep.row(p, encodings))
+        return saved["points"]
     exe = os.environ.get("GPUJOBD") or os.path.join(BUILD, "service", "gpujobd")
     os.environ["GPUJOBD"] = exe                   # the harness starts this one
     seconds, warmup = float(opt(argv, "--seconds", "5")), float(opt(argv, "--warmup", "1"))
@@ -246,7 +256,8 @@ def main(argv):
     which = [a for a in argv if not a.startswith("--")] or ["inproc", "http"]
     if "triton" in which:
         threads = int(os.environ.get("GPUJOBD_INFER_THREADS", os.cpu_count() or 1))
-        print(f"# gpujobd /v2 overhead benchmark\n\ncommand: {' '.join(sys.argv)}\nhardware: {hardware()}")
+        if "--table" not in argv:
+            print(f"# gpujobd /v2 overhead benchmark\n\ncommand: {' '.join(sys.argv)}\nhardware: {hardware()}")
         bench_triton(argv, threads)
         return
     requests = 256

@@ -112,8 +112,8 @@ class HttpPoint:
             cl = tritonlib.client(self.srv)
             # One binary request first: the TLS connection exists before the window opens.
             warm_in, warm_out = self._request(True)
-            warm = cl.infer(MODEL, warm_in, outputs=warm_out)
-            assert warm.as_numpy("logits").shape == (self.x.shape[0], 4), warm.as_numpy("logits").shape
+            ref = cl.infer(MODEL, warm_in, outputs=warm_out).as_numpy("logits")
+            assert ref.shape == (self.x.shape[0], 4), ref.shape
             inputs, outputs = self._request(self.binary)
         except Exception as e:              # noqa: BLE001 (reported as the point's error)
             self._fail(repr(e))
@@ -125,9 +125,10 @@ class HttpPoint:
         while inputs and not self.stop.is_set():
             t0 = time.perf_counter()
             try:
-                r = cl.infer(MODEL, inputs, outputs=outputs)
-                if r.as_numpy("logits").shape != (self.x.shape[0], 4):
-                    raise AssertionError(f"logits shape {r.as_numpy('logits').shape}")
+                got = cl.infer(MODEL, inputs, outputs=outputs).as_numpy("logits")
+                # every answer checked against the binary one (JSON round-trips floats)
+                if got.shape != ref.shape or not np.allclose(got, ref, rtol=1e-5, atol=1e-6):
+                    raise AssertionError(f"logits {got.tolist()} differ from {ref.tolist()}")
             except (InferenceServerException, AssertionError, OSError) as e:
                 self._fail(str(e))
                 break

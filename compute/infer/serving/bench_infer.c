@@ -617,8 +617,8 @@ static int batcher_one(const struct bench_opts *o, const char *name, const char 
     size_t inf = gj_batcher_input_floats(b), outf = gj_batcher_output_floats(b);
     int mb = gj_batcher_max_batch_size(b);
     if (o->samples > mb) {
-        fprintf(stderr, "bench infer: --samples %d is over model '%s''s max batch size %d\n",
-                o->samples, name, mb);
+        fprintf(stderr, "bench infer: --samples %d is over the max batch size %d of model '%s'\n",
+                o->samples, mb, name);
         goto out;
     }
     in = malloc((size_t)o->samples * inf * sizeof *in);
@@ -672,8 +672,8 @@ static void usage(void)
 {
     fprintf(stderr,
         "usage: gpujobd bench infer [options] MODEL_DIR|MODEL.onnx\n"
-        "  Batcher (default): client threads each sending one sample per request through the\n"
-        "  dynamic batcher; requests/s, p50/p99 ms, mean batch per concurrency level.\n"
+        "  Batcher (default): client threads each sending requests of --samples samples through\n"
+        "  the dynamic batcher; requests/s, p50/p99 ms, mean batch per concurrency level.\n"
         "    --concurrency 1,2,4,8,16,32,64   client threads per level\n"
         "    --samples N          samples per request (default 1; at most the max batch size)\n"
         "    --seconds S          per level (default 3), or --requests N per level\n"

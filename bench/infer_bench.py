@@ -20,7 +20,7 @@ usage: GJ_BUILD_ROOT=build-oip GPUJOBD=build-oip/service/gpujobd \\
        /usr/bin/python3 bench/infer_bench.py [inproc] [http] [--requests N] [--repeat N] [--quick]
        GPUJOBD=build/service/gpujobd /usr/bin/python3 bench/infer_bench.py triton \\
          [--seconds 5] [--warmup 1] [--batches 8,1] [--concurrency 1,2,4,8,16,32,64]
-         [--encodings binary,json] [--http-threads N] [--out FILE]
+         [--encodings binary,json] [--http-threads N] [--tcp-nodelay] [--out FILE]
        /usr/bin/python3 bench/infer_bench.py triton --table FILE   (a results file's table)
 """
 import http.client
@@ -231,6 +231,8 @@ def bench_triton(argv, threads):
     conc = [int(c) for c in opt(argv, "--concurrency", ",".join(map(str, CONCURRENCY))).split(",")]
     encodings = opt(argv, "--encodings", "binary,json").split(",")
     extra = ["--http-threads", opt(argv, "--http-threads", "")] if "--http-threads" in argv else []
+    if "--tcp-nodelay" in argv:
+        triton_sweep.client_tcp_nodelay()
     out = opt(argv, "--out", os.path.join(ROOT, "bench", "results", time.strftime("infer-http-%Y%m%d.json")))
     start = {"uptime": shell("uptime"), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print(f"\n## /v2 (tritonclient.http, synchronous clients) beside the batcher alone; {threads} ONNX "
@@ -239,7 +241,7 @@ def bench_triton(argv, threads):
     points = triton_sweep.sweep(exe, batches, conc, seconds, warmup, threads, encodings,
                                 log=lambda line: print(line, flush=True), server_args=extra)
     result = {"command": " ".join(sys.argv), "model": triton_sweep.MODEL, "onnx_threads": threads,
-              "server_args": triton_sweep.SERVER_ARGS + extra,
+              "server_args": triton_sweep.SERVER_ARGS + extra, "client_tcp_nodelay": "--tcp-nodelay" in argv,
               "seconds_per_point": seconds, "warmup_s": warmup, "git_head": shell(f"git -C {ROOT} rev-parse HEAD"),
               "hardware": {"lscpu": shell("lscpu"), "cpus": os.cpu_count(), "kernel": platform.release()},
               "start": start, "end": {"uptime": shell("uptime"),

@@ -72,6 +72,21 @@ def tree_cpu_s(pid):
     return total
 
 
+def client_tcp_nodelay():
+    """A diagnostic, not the default: TCP_NODELAY on tritonclient's sockets (geventhttpclient's
+    socket factory wrapped; the client is otherwise unchanged), to measure what Nagle's
+    algorithm on the client side costs (BENCHMARKS.md)."""
+    import socket
+    from geventhttpclient import connectionpool
+    make = connectionpool.ConnectionPool._create_tcp_socket
+
+    def nodelay(self, *args):
+        sock = make(self, *args)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+    connectionpool.ConnectionPool._create_tcp_socket = nodelay
+
+
 def pct(sorted_vals, q):
     return sorted_vals[min(len(sorted_vals) - 1, int(len(sorted_vals) * q))] if sorted_vals else 0.0
 

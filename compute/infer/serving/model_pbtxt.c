@@ -230,3 +230,16 @@ int gj_model_config_file_read(const char *dir, size_t max_bytes, char **text, co
         return gj_error_set(err, GJ_MODEL_JSON_NAME, "%s cannot be read: %s", path, strerror(errno));
     return 0;
 }
+
+int gj_model_version_config_read(const char *model_dir, int64_t version, size_t max_bytes, char **text,
+                                 struct gj_error *err)
+{
+    char vdir[GJ_PATH_MAX], vname[32];
+    const char *which;
+    snprintf(vname, sizeof vname, "%lld", (long long)version);
+    if (gj_path_join(vdir, sizeof vdir, model_dir, vname) != 0)
+        return gj_error_set(err, "", "the model's path is too long");
+    if (gj_model_config_file_read(vdir, max_bytes, text, &which, err) != 0)
+        return -1;
+    return *text ? 0 : gj_model_config_file_read(model_dir, max_bytes, text, &which, err);
+}

@@ -25,6 +25,7 @@
 #define GJ_MODEL_PBTXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <jansson.h>
 
 #include "common/gj_error.h"
@@ -46,5 +47,11 @@ char *gj_model_pbtxt_to_json_text(const char *text, size_t len, struct gj_error 
  * is neither. 0, or -1 with err (unreadable, too large, a bad config.pbtxt). */
 int gj_model_config_file_read(const char *dir, size_t max_bytes, char **text, const char **which,
                               struct gj_error *err);
+
+/* The config version `version` of the model in model_dir runs with, as JSON text: the
+ * version directory's own config file, else the model directory's (each: config.pbtxt
+ * before config.json). *text NULL when neither has one. 0, or -1 with err. */
+int gj_model_version_config_read(const char *model_dir, int64_t version, size_t max_bytes, char **text,
+                                 struct gj_error *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "common/fsutil.h"
+#include "infer/serving/model_pbtxt.h"
 #include "infer/serving/model_repo.h"
 
 struct repo_version {
@@ -357,7 +358,8 @@ int gj_model_repo_versions(gj_model_repo *r, const char *name, struct gj_model_v
  * (the load will say what is wrong with it). */
 static int64_t config_default(const gj_model_repo *r, const struct repo_model *m)
 {
-    char mdir[GJ_PATH_MAX], path[GJ_PATH_MAX];
+    char mdir[GJ_PATH_MAX], *text = NULL;
+    const char *which;
     struct gj_model_config cfg;
     struct gj_error err = { 0 };
     int rc;
@@ -365,9 +367,10 @@ static int64_t config_default(const gj_model_repo *r, const struct repo_model *m
         rc = m->config ? gj_model_config_load_text(m->config, strlen(m->config), m->name, &cfg, &err) : -1;
     } else {
         if (gj_path_join(mdir, sizeof mdir, r->dir, m->name) ||
-            gj_path_join(path, sizeof path, mdir, "config.json") || !is_file(path))
+            gj_model_config_file_read(mdir, GJ_MODEL_CONFIG_MAX_BYTES, &text, &which, &err) || !text)
             return 0;
-        rc = gj_model_config_load(path, m->name, &cfg, &err);
+        rc = gj_model_config_load_text(text, strlen(text), m->name, &cfg, &err);
+        free(text);
     }
     int64_t v = rc == 0 ? cfg.default_version : 0;
     gj_model_config_free(&cfg);
@@ -580,13 +583,16 @@ int gj_model_repo_config(gj_model_repo *r, const char *name, int64_t version,
         return rc;
     }
     pthread_mutex_unlock(&r->mu);
-    char mdir[GJ_PATH_MAX], path[GJ_PATH_MAX];
+    char mdir[GJ_PATH_MAX], *text = NULL;
     if (v < 0)
         return -1;
-    if (gj_path_join(mdir, sizeof mdir, r->dir, name) ||
-        gj_model_version_config_path(mdir, v, path, sizeof path))
+    if (gj_path_join(mdir, sizeof mdir, r->dir, name))
         return gj_error_set(err, "", "model path too long");
-    return gj_model_config_load(path, name, cfg, err);
+    if (gj_model_version_config_read(mdir, v, GJ_MODEL_CONFIG_MAX_BYTES, &text, err) != 0)
+        return -1;
+    int rc = gj_model_config_load_text(text, text ? strlen(text) : 0, name, cfg, err);
+    free(text);
+    return rc;
 }
 
 int gj_model_repo_unload(gj_model_repo *r, const char *name, int64_t version,

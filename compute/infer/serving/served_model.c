@@ -13,6 +13,7 @@
 #include "common/fsutil.h"
 #include "infer/onnx/onnx_model.h"
 #include "infer/serving/model_config_internal.h"
+#include "infer/serving/model_pbtxt.h"
 #include "infer/serving/model_repo.h"
 
 struct gj_served_model {
@@ -297,27 +298,19 @@ int gj_model_version_config_path(const char *model_dir, int64_t version, char *p
 gj_served_model *gj_served_model_load(const char *model_dir, const char *name, int64_t version,
                                       struct gj_error *err)
 {
-    char vdir[GJ_PATH_MAX], cfg_path[GJ_PATH_MAX], onnx_path[GJ_PATH_MAX], vname[32];
+    char vdir[GJ_PATH_MAX], onnx_path[GJ_PATH_MAX], vname[32];
     snprintf(vname, sizeof vname, "%lld", (long long)version);
     if (gj_path_join(vdir, sizeof vdir, model_dir, vname) ||
-        gj_path_join(onnx_path, sizeof onnx_path, vdir, "model.onnx") ||
-        gj_model_version_config_path(model_dir, version, cfg_path, sizeof cfg_path))
+        gj_path_join(onnx_path, sizeof onnx_path, vdir, "model.onnx"))
         return gj_error_set(err, "", "model path too long"), NULL;
     if (!is_file(onnx_path))
         return gj_error_set(err, "version", "model '%s' has no version %lld (no %lld/model.onnx)",
                             name, (long long)version, (long long)version), NULL;
+    /* config.pbtxt (as JSON) or config.json; none: completed from the model (auto-complete). */
     char *text = NULL;
-    size_t len = 0;
-    if (!is_file(cfg_path))   /* no config: completed from the model (Triton's auto-complete) */
-        return gj_served_model_load_parts(onnx_path, NULL, 0, name, version, err);
-    if (gj_read_file(cfg_path, GJ_MODEL_CONFIG_MAX_BYTES, &text, &len) != 0) {
-        int e = errno;
-        if (e == EFBIG || e == E2BIG || e == EOVERFLOW)
-            return gj_error_set(err, "config.json", "config.json is larger than %u bytes",
-                                GJ_MODEL_CONFIG_MAX_BYTES), NULL;
-        return gj_error_set(err, "config.json", "cannot read config.json: %s", strerror(e)), NULL;
-    }
-    gj_served_model *m = gj_served_model_load_parts(onnx_path, text, len, name, version, err);
+    if (gj_model_version_config_read(model_dir, version, GJ_MODEL_CONFIG_MAX_BYTES, &text, err) != 0)
+        return NULL;
+    gj_served_model *m = gj_served_model_load_parts(onnx_path, text, text ? strlen(text) : 0, name, version, err);
     free(text);
     return m;
 }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "common/fsutil.h"
+#include "infer/serving/model_pbtxt.h"
 #include "service/db.h"
 #include "service/infer/model_store.h"
 #include "service/log.h"
@@ -72,7 +73,8 @@ static size_t version_files(const char *vdir, struct gj_ms_new_file *files, char
     DIR *d = opendir(vdir);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || strcmp(e->d_name, "config.json") == 0 ||
+        if (e->d_name[0] == '.' || strcmp(e->d_name, GJ_MODEL_JSON_NAME) == 0 ||
+            strcmp(e->d_name, GJ_MODEL_PBTXT_NAME) == 0 ||
             strlen(e->d_name) >= GJ_MODEL_FILE_NAME_MAX)
             continue;
         if (n == GJ_MODEL_MAX_FILES || gj_path_join(locals[n], GJ_PATH_MAX, vdir, e->d_name) != 0 ||
@@ -89,16 +91,6 @@ static size_t version_files(const char *vdir, struct gj_ms_new_file *files, char
     return n;
 }
 
-/* Reads path into *text when it exists (NULL otherwise). 0, or -1 when it cannot be read. */
-static int optional_text(const char *path, char **text)
-{
-    size_t len;
-    *text = NULL;
-    if (!is_kind(path, S_IFREG))
-        return 0;
-    return gj_read_file(path, GJ_MODEL_CONFIG_MAX_BYTES, text, &len);
-}
-
 /* Imports one version directory; logs what it skips. 0, or -1 on a database error. */
 static int import_version(PGconn *conn, const char *mdir, const char *name, int64_t version, const char *vdir)
 {
@@ -108,8 +100,9 @@ static int import_version(PGconn *conn, const char *mdir, const char *name, int6
     struct gj_ms_new_file files[GJ_MODEL_MAX_FILES];
     char (*names)[GJ_MODEL_FILE_NAME_MAX] = malloc(GJ_MODEL_MAX_FILES * sizeof *names);
     char (*locals)[GJ_PATH_MAX] = malloc(GJ_MODEL_MAX_FILES * sizeof *locals);
-    char mcfg_path[GJ_PATH_MAX], vcfg_path[GJ_PATH_MAX];
     char *mcfg = NULL, *vcfg = NULL, *stored = NULL;
+    const char *which = NULL;
+    struct gj_error err = { 0 };
     int rc = 0, has_onnx = 0;
     size_t n = names && locals ? version_files(vdir, files, names, locals, &has_onnx) : 0;
     if (!names || !locals) {
@@ -118,11 +111,10 @@ static int import_version(PGconn *conn, const char *mdir, const char *name, int6
     }
     if (!has_onnx)
         goto out;   /* not a version: as the repository's scan */
-    if (gj_path_join(mcfg_path, sizeof mcfg_path, mdir, "config.json") ||
-        gj_path_join(vcfg_path, sizeof vcfg_path, vdir, "config.json") || optional_text(mcfg_path, &mcfg) ||
-        optional_text(vcfg_path, &vcfg)) {
-        gj_log_warn(COMPONENT, "seed %s version %" PRId64 ": config.json cannot be read (%s): not imported", name,
-                    version, strerror(errno));
+    /* The store keeps JSON: a config.pbtxt is converted here (model_pbtxt.h). */
+    if (gj_model_config_file_read(mdir, GJ_MODEL_CONFIG_MAX_BYTES, &mcfg, &which, &err) ||
+        gj_model_config_file_read(vdir, GJ_MODEL_CONFIG_MAX_BYTES, &vcfg, &which, &err)) {
+        gj_log_warn(COMPONENT, "seed %s version %" PRId64 ": %s: not imported", name, version, err.message);
         goto out;
     }
     int exists = gj_model_store_model_config(conn, name, &stored);
@@ -130,11 +122,10 @@ static int import_version(PGconn *conn, const char *mdir, const char *name, int6
         rc = -1;
         goto out;
     }
-    if (!exists && !mcfg) {
-        gj_log_warn(COMPONENT, "seed %s: no %s/config.json: not imported", name, name);
+    if (!exists && !mcfg && !(mcfg = strdup("{}"))) {   /* no config: completed from the model at load */
+        rc = -1;
         goto out;
     }
-    struct gj_error err = { 0 };
     char digest[65];
     if (gj_model_store_add_version(conn, name, version, exists ? NULL : mcfg, vcfg, files, n, digest, &err) != 0) {
         gj_log_warn(COMPONENT, "seed %s version %" PRId64 ": %s: not imported", name, version, err.message);

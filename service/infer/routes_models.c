@@ -9,7 +9,9 @@
  *                                                    (models_view.c), and whether every
  *                                                    replica has applied the last change
  *   PUT    /v1/models/{name}/versions/{version}      admin: multipart/form-data with parts
- *          "model" (model.onnx) and "config" (config.json; required for a new model)
+ *          "model" (model.onnx) and "config" (config.json, or Triton's config.pbtxt when
+ *          the part's filename ends in .pbtxt, stored as the JSON it converts to; required
+ *          for a new model)
  *   POST   /v1/models/{name}/load[?version=N]        admin: loaded by every replica that runs
  *                                                    models, and kept loaded
  *   POST   /v1/models/{name}/unload[?version=N]      admin: served by none until loaded again
@@ -37,6 +39,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
+#include "infer/serving/model_pbtxt.h"
 #include "service/http_server.h"
 #include "service/infer/infer.h"
 #include "service/infer/model_cache.h"
@@ -331,6 +334,7 @@ struct upload {
     int fd;
     enum part_kind cur;
     int have_model, have_config;
+    int config_pbtxt;            /* the config part is a config.pbtxt (its filename says so) */
     uint64_t bytes;
     int status;
     char field[160];
@@ -388,9 +392,12 @@ static int part_begin(void *ud, const struct gj_mpr_part *part)
         }
         u->have_config = 1;
         u->cur = PART_CONFIG;
+        char fname[256];
+        size_t fl = gj_mime_param(disp, "filename", fname, sizeof fname) == 1 ? strlen(fname) : 0;
+        u->config_pbtxt = fl >= 6 && strcmp(fname + fl - 6, ".pbtxt") == 0;
         snprintf(path, sizeof path, "%s/config.json", u->stage);
     } else {
-        up_fail(u, 422, pname, "unknown part: the parts are \"model\" (model.onnx) and \"config\" (config.json)");
+        up_fail(u, 422, pname, "unknown part: the parts are \"model\" (model.onnx) and \"config\" (config.json, or config.pbtxt by its filename)");
         return -1;
     }
     u->bytes = 0;
@@ -509,6 +516,22 @@ static int upload_data(struct gj_req *r, const char *buf, size_t len)
     return -1;
 }
 
+/* A config part sent as config.pbtxt (Triton's text format): stored as the JSON it
+ * converts to (model_pbtxt.h), refused with the line and column when it does not. */
+static int upload_pbtxt(struct upload *u, char **text, size_t *len)
+{
+    struct gj_error err = { 0 };
+    char *json = gj_model_pbtxt_to_json_text(*text, *len, &err);
+    free(*text);
+    *text = json;
+    if (!json) {
+        up_fail(u, 422, "config", err.message);
+        return -1;
+    }
+    *len = strlen(json);
+    return 0;
+}
+
 /* The config an upload is checked with and stored as: its own config part, else (an
  * existing model) the model's. 0, or -1 with the failure in u. *is_new: the model is new. */
 static int upload_config(struct upload *u, PGconn *conn, char **text, size_t *len, int *is_new)
@@ -537,7 +560,7 @@ static int upload_config(struct upload *u, PGconn *conn, char **text, size_t *le
         up_fail(u, 500, NULL, "the upload could not be staged");
         return -1;
     }
-    return 0;
+    return u->config_pbtxt ? upload_pbtxt(u, text, len) : 0;
 }
 
 /* Loads the staged model with its config: refused (422) with the reason when it does not. */

@@ -9,6 +9,8 @@
  *                    DATA_DIR/models, with the shipped demo model), start and stop
  *   model_store.c    the model store every replica shares, in PostgreSQL (model_store.h)
  *   model_seeds.c    the seed directory imported into it, each version once
+ *   model_seeds_poll.c  ... and read again in poll mode (model_seeds.h)
+ *   model_control.c  --model-control-mode (on-use, none, explicit, poll) and --load-model
  *   model_cache.c    the model files on this host, by content (model_cache.h)
  *   model_sync.c     this replica converging to the store (model_sync.h)
  *   models_view.c    what /v1/models shows
@@ -71,6 +73,18 @@ json_t *gj_infer_models_view(PGconn *conn, const char *only);
 /* The devices ("cpu", "gpu:0", ...) on which a model version has a batcher in this
  * process (compute/infer/serving/batcher.h), as a JSON array; NULL on allocation failure. */
 json_t *gj_infer_devices_json(const char *name, int64_t version);
+
+/* ---- model control (model_control.c) ---- */
+
+/* --model-control-mode: "on-use" (the default), "none", "explicit" or "poll", as Triton's
+ * (model_control.c says what each does here). Routes refuse load and unload as Triton does. */
+const char *gj_infer_model_control(void);
+/* Applies the mode at start, after the seed import and before the repository's first
+ * pass: the loads it asks for recorded in the store; in poll mode the polling thread
+ * started. 0, or -1 (logged). */
+int gj_infer_model_control_start(const struct gj_server *srv, const char *seed_dir);
+/* Stops polling. */
+void gj_infer_model_control_stop(void);
 
 /* ---- pseudonyms (pseudonym.c) ---- */
 

@@ -2,7 +2,7 @@
  * model_seeds.c — a replica's seed directory (DATA_DIR/models, --models-dir: the layout of
  * model_repo.h) into the shared model store, each version once (model_store.h:
  * gj_model_store_import_seeds). What the store holds is what is served; the directory is
- * read at start only.
+ * read at start, and again every --repository-poll-secs in poll mode (model_seeds_poll.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +15,7 @@
 #include "common/fsutil.h"
 #include "infer/serving/model_pbtxt.h"
 #include "service/db.h"
+#include "service/infer/model_seeds.h"
 #include "service/infer/model_store.h"
 #include "service/log.h"
 
@@ -22,8 +23,7 @@
 /* Serialises seed imports between replicas ('gpjb' 'seed'). */
 #define SEED_LOCK_KEY "7453171002767639908"
 
-/* A version directory name: a positive decimal integer without leading zeros. */
-static int64_t dir_version(const char *s)
+int64_t gj_seed_dir_version(const char *s)
 {
     if (!s[0] || s[0] == '0' || strlen(s) > 9)
         return -1;
@@ -63,9 +63,7 @@ static int already_there(PGconn *conn, const char *name, int64_t version)
     return there;
 }
 
-/* The files of one version directory (every regular file but config.json), up to
- * GJ_MODEL_MAX_FILES; paths and names point into names/locals (caller's storage). */
-static size_t version_files(const char *vdir, struct gj_ms_new_file *files, char (*names)[GJ_MODEL_FILE_NAME_MAX],
+size_t gj_seed_version_files(const char *vdir, struct gj_ms_new_file *files, char (*names)[GJ_MODEL_FILE_NAME_MAX],
                             char (*locals)[GJ_PATH_MAX], int *has_onnx)
 {
     size_t n = 0;
@@ -91,8 +89,7 @@ static size_t version_files(const char *vdir, struct gj_ms_new_file *files, char
     return n;
 }
 
-/* Imports one version directory; logs what it skips. 0, or -1 on a database error. */
-static int import_version(PGconn *conn, const char *mdir, const char *name, int64_t version, const char *vdir)
+int gj_seed_import_version(PGconn *conn, const char *mdir, const char *name, int64_t version, const char *vdir)
 {
     int there = already_there(conn, name, version);
     if (there != 0)
@@ -104,7 +101,7 @@ static int import_version(PGconn *conn, const char *mdir, const char *name, int6
     const char *which = NULL;
     struct gj_error err = { 0 };
     int rc = 0, has_onnx = 0;
-    size_t n = names && locals ? version_files(vdir, files, names, locals, &has_onnx) : 0;
+    size_t n = names && locals ? gj_seed_version_files(vdir, files, names, locals, &has_onnx) : 0;
     if (!names || !locals) {
         rc = -1;
         goto out;
@@ -156,10 +153,10 @@ static int import_model(PGconn *conn, const char *seed_dir, const char *name)
     struct dirent *e;
     int rc = 0;
     while (rc == 0 && d && (e = readdir(d)) != NULL) {
-        int64_t v = dir_version(e->d_name);
+        int64_t v = gj_seed_dir_version(e->d_name);
         char vdir[GJ_PATH_MAX];
         if (v > 0 && gj_path_join(vdir, sizeof vdir, mdir, e->d_name) == 0 && is_kind(vdir, S_IFDIR))
-            rc = import_version(conn, mdir, name, v, vdir);
+            rc = gj_seed_import_version(conn, mdir, name, v, vdir);
     }
     if (d)
         closedir(d);

@@ -161,6 +161,8 @@ static int start_repository(struct gj_server *srv)
     g_repo = gj_model_repo_new();
     if (!g_repo || gj_model_cache_open(srv->cfg.data_dir) != 0)
         return -1;
+    /* Triton's none, explicit and poll: use never loads a model (model_control.c). */
+    gj_model_repo_set_load_on_use(g_repo, strcmp(gj_infer_model_control(), "on-use") == 0);
     /* `infer` jobs take their models from this repository, as /v2 does (one load each). */
     struct gj_serving_host host = {
         .repo = g_repo,
@@ -194,7 +196,9 @@ static int infer_init(struct gj_server *srv)
     /* Loaded models reserve their GPU memory in the worker pool's accounting: attached
      * before the first pass loads what is to be loaded. */
     gj_place_attach_models(&srv->placement);
-    if (import_seeds(srv) != 0 || start_repository(srv) != 0) {
+    if (import_seeds(srv) != 0 || gj_infer_model_control_start(srv, g_models_dir) != 0 ||
+        start_repository(srv) != 0) {
+        gj_infer_model_control_stop();
         gj_batcher_registry_shutdown();
         gj_serving_host_set(NULL);
         gj_model_repo_free(g_repo);
@@ -202,6 +206,7 @@ static int infer_init(struct gj_server *srv)
         return -1;
     }
     if (gj_infer_delivery_start(srv) != 0) {
+        gj_infer_model_control_stop();
         gj_model_sync_stop();
         gj_batcher_registry_shutdown();
         gj_serving_host_set(NULL);
@@ -219,6 +224,7 @@ static void infer_shutdown(struct gj_server *srv)
 {
     (void)srv;
     gj_infer_delivery_stop();
+    gj_infer_model_control_stop();    /* no poll changes the store any more */
     gj_model_sync_stop();             /* nothing declares or loads any more */
     gj_batcher_registry_shutdown();   /* queued requests answered, executors joined */
     gj_serving_host_set(NULL);

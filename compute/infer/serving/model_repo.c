@@ -39,6 +39,7 @@ struct gj_model_repo {
     pthread_mutex_t mu;
     struct repo_model *m;          /* sorted by name */
     size_t n;
+    int explicit_only;             /* 1: use never loads (gj_model_repo_set_load_on_use) */
 };
 
 const char *gj_model_state_name(enum gj_model_state s)
@@ -296,6 +297,13 @@ int gj_model_repo_scan(gj_model_repo *r, struct gj_error *err)
     return rc;
 }
 
+void gj_model_repo_set_load_on_use(gj_model_repo *r, int on)
+{
+    pthread_mutex_lock(&r->mu);
+    r->explicit_only = !on;
+    pthread_mutex_unlock(&r->mu);
+}
+
 const char *gj_model_repo_dir(const gj_model_repo *r)
 {
     return r->dir;
@@ -496,7 +504,7 @@ static struct repo_version *resolve_rescan_locked(gj_model_repo *r, const char *
     return find_version(m, v);
 }
 
-static int not_ready(const char *name, const struct repo_version *rv, struct gj_error *err)
+static int not_ready(const char *name, const struct repo_version *rv, int explicit_only, struct gj_error *err)
 {
     if (rv->state == GJ_MODEL_UNLOADED)
         gj_error_set(err, "model", "model '%s' version %lld is not ready: it was unloaded "
@@ -504,6 +512,10 @@ static int not_ready(const char *name, const struct repo_version *rv, struct gj_
     else if (rv->state == GJ_MODEL_FAILED)
         gj_error_set(err, "model", "model '%s' version %lld is not ready: its last load failed: %s",
                      name, (long long)rv->version, rv->reason);
+    else if (explicit_only)
+        gj_error_set(err, "model", "model '%s' version %lld is not ready: it is not loaded, and models "
+                     "load here only when asked (--model-control-mode): POST /v1/models/%s/load", name,
+                     (long long)rv->version, name);
     else
         gj_error_set(err, "model", "model '%s' version %lld is not ready: it is not loaded (it loads "
                      "on its first inference request, or with POST /v1/models/%s/load)", name,
@@ -531,8 +543,8 @@ int gj_model_repo_acquire(gj_model_repo *r, const char *name, int64_t version,
     struct repo_model *m = NULL;
     struct repo_version *rv = resolve_rescan_locked(r, name, version, &m, err);
     int rc = -1;
-    if (rv && rv->state == GJ_MODEL_UNLOADED)
-        not_ready(name, rv, err);
+    if (rv && (rv->state == GJ_MODEL_UNLOADED || (r->explicit_only && !rv->loaded)))
+        not_ready(name, rv, r->explicit_only, err);
     else if (rv && !r->dir && !rv->dir)
         not_here(name, rv, err);
     else if (rv)
@@ -555,7 +567,7 @@ int gj_model_repo_get_loaded(gj_model_repo *r, const char *name, int64_t version
     } else if (rv && !r->dir && !rv->dir && rv->state != GJ_MODEL_UNLOADED) {
         not_here(name, rv, err);
     } else if (rv) {
-        not_ready(name, rv, err);
+        not_ready(name, rv, r->explicit_only, err);
     }
     pthread_mutex_unlock(&r->mu);
     return rc;

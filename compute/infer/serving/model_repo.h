@@ -283,6 +283,10 @@ void gj_model_repo_free(gj_model_repo *repo);
 /* Rescans the directory: new models and versions appear, removed ones go (loaded ones
  * stay listed until unloaded). 0 or -1 with err. A declared repository: 0, nothing done. */
 int gj_model_repo_scan(gj_model_repo *repo, struct gj_error *err);
+/* on 0: use (gj_model_repo_acquire) never loads: a version not loaded is refused (400,
+ * "not ready") until an explicit load; Triton's --model-control-mode none, explicit and
+ * poll. 1 (the default): a version loads on its first use. */
+void gj_model_repo_set_load_on_use(gj_model_repo *repo, int on);
 /* The directory of a scanned repository; NULL for a declared one. */
 const char *gj_model_repo_dir(const gj_model_repo *repo);
 

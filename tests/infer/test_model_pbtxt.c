@@ -243,6 +243,37 @@ static void config_file_choice(void **state)
     rmdir(dir);
 }
 
+/* Every prefix of a real file, and the file with each byte replaced by a few others:
+ * each parses or is refused with a message naming the file (and the line and column
+ * where the text is at fault), and nothing leaks or reads out of bounds (ASan). */
+static void truncated_and_mutated(void **state)
+{
+    (void)state;
+    const char *src = getenv("GJ_SOURCE_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/infer/pbtxt/full.pbtxt", src ? src : ".");
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(gj_read_file(path, 1 << 20, &text, &len), 0);
+    static const char subst[] = { '{', '}', '"', '\\', '-', 'x', '[', '\n', ':', '\0' };
+    for (size_t i = 0; i <= len; i++) {
+        for (size_t k = 0; k <= sizeof subst; k++) {
+            char *copy = malloc(len + 1);
+            memcpy(copy, text, len + 1);
+            size_t n = k == sizeof subst ? i : len;   /* the prefix, or one byte changed */
+            if (k < sizeof subst && i < len)
+                copy[i] = subst[k];
+            struct gj_error err = { 0 };
+            json_t *j = gj_model_pbtxt_to_json(copy, n, &err);
+            if (!j && !strstr(err.message, "config.pbtxt"))
+                fail_msg("byte %zu: an error that does not name config.pbtxt: %s", i, err.message);
+            json_decref(j);
+            free(copy);
+        }
+    }
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +284,7 @@ int main(void)
         cmocka_unit_test(errors_name_line_and_column),
         cmocka_unit_test(reader_path),
         cmocka_unit_test(config_file_choice),
+        cmocka_unit_test(truncated_and_mutated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,6 +33,7 @@ struct seen_model {
     char name[GJ_MODEL_NAME_MAX];
     char *config;              /* the model's config (JSON text), or NULL */
     int present, changed;
+    char error[512];           /* why its config does not read ("" it does): logged once */
 };
 
 struct gj_seed_memory {
@@ -214,8 +215,20 @@ out:
     return rc;
 }
 
+/* A model whose config does not read: said once (not at every pass), and its versions
+ * kept as they are (a config being edited is not a removal). */
+static void keep_model(gj_seed_memory *mem, struct seen_model *sm, const char *why)
+{
+    if (strcmp(sm->error, why) != 0)
+        gj_log_warn(COMPONENT, "poll: %s: %s: its versions are kept as they are until it is fixed", sm->name, why);
+    snprintf(sm->error, sizeof sm->error, "%s", why);
+    for (size_t i = 0; i < mem->nv; i++)
+        if (strcmp(mem->v[i].name, sm->name) == 0)
+            mem->v[i].present = 1;
+}
+
 /* A model directory's config: the store's replaced when it changed and the store still
- * holds what the directory held. */
+ * holds what the directory held. 1 when it does not read (its versions are skipped). */
 static int poll_model_config(PGconn *conn, const struct gj_ms_snapshot *snap, gj_seed_memory *mem,
                              const char *mdir, const char *name)
 {
@@ -227,9 +240,10 @@ static int poll_model_config(PGconn *conn, const struct gj_ms_snapshot *snap, gj
         return -1;
     sm->present = 1;
     if (gj_model_config_file_read(mdir, GJ_MODEL_CONFIG_MAX_BYTES, &cfg, &which, &err) != 0) {
-        gj_log_warn(COMPONENT, "poll: %s: %s: kept as it was", name, err.message);
-        return 0;
+        keep_model(mem, sm, err.message);
+        return 1;
     }
+    sm->error[0] = '\0';
     const struct gj_ms_model *m = gj_model_store_find(snap, name);
     int rc = 0;
     if (m && cfg && sm->config && !same_text(cfg, sm->config) && same_text(m->config, sm->config)) {
@@ -249,8 +263,9 @@ static int poll_model(PGconn *conn, const struct gj_ms_snapshot *snap, gj_seed_m
     struct stat st;
     if (gj_path_join(mdir, sizeof mdir, seed_dir, name) != 0 || stat(mdir, &st) != 0 || !S_ISDIR(st.st_mode))
         return 0;
-    if (poll_model_config(conn, snap, mem, mdir, name) != 0)
-        return -1;
+    int cfg = poll_model_config(conn, snap, mem, mdir, name);
+    if (cfg != 0)
+        return cfg < 0 ? -1 : 0;
     DIR *d = opendir(mdir);
     struct dirent *e;
     int rc = 0;

@@ -118,23 +118,35 @@ def wait_for(what, pred, timeout=30):
 
 
 def test_repository_as_it_is():
-    """on-use: config.pbtxt and config.json models serve, config.pbtxt wins over a
-    config.json beside it, a model without config is completed, a typo is refused with its
-    line and column and the rest serves."""
+    """on-use: config.pbtxt and config.json models load, config.pbtxt wins over a
+    config.json beside it, a model without config is completed from the model, a typo is
+    refused with its line and column and the rest serves; use loads a model."""
     h, srv, repo, c = serve("on-use")
     try:
+        stored = json.loads(h.scalar("SELECT config FROM models WHERE name = 'demo_pbtxt'"))
+        assert stored == {
+            "name": "demo_pbtxt", "platform": "onnxruntime_onnx", "max_batch_size": 8,
+            "input": [{"name": "image", "data_type": "TYPE_FP32", "dims": [1, 256, 256]}],
+            "output": [{"name": "logits", "data_type": "TYPE_FP32", "dims": [4]}],
+            "dynamic_batching": {"preferred_batch_size": [], "max_queue_delay_microseconds": 2000},
+            "instance_group": [{"kind": "KIND_CPU", "count": 1}],
+            "version_policy": {"all": {}},
+            "parameters": {"origin": {"string_value": "triton"}}}, stored
+        assert json.loads(h.scalar("SELECT config FROM models WHERE name = 'demo_both'"))["name"] == "demo_both"
+        assert h.scalar("SELECT config FROM models WHERE name = 'demo_bare'") == "{}"
+        assert h.scalar("SELECT count(*) FROM models WHERE name = 'demo_broken'") == "0"
+        log = srv.log_text()
+        assert "config.pbtxt line 3, column 11: ModelInput has no field 'nmae'" in log, log[-2000:]
+        # Each loads: its config checked against the model, a trial session made.
         for m in ("demo_json", "demo_pbtxt", "demo_both", "demo_bare"):
             assert not c.is_model_ready(m), f"{m} is ready before any use"
-            a = infer_ok(c, m)
+            r = srv.client().request("POST", f"/v1/models/{m}/load")
+            assert r.status == 200, (m, r)
             assert c.is_model_ready(m), m
-        b = infer_ok(c, "demo_json")
-        assert np.allclose(a, b, atol=1e-5), (a, b)   # the same model under every config
-        md = c.get_model_metadata("demo_pbtxt")
-        assert [i["name"] for i in md["inputs"]] == ["image"], md
-        assert [o["name"] for o in md["outputs"]] == ["logits"], md
-        log = srv.log_text()
-        assert "config.pbtxt line 3, column 11" in log and "ModelInput has no field 'nmae'" in log, log[-2000:]
-        assert not c.is_model_ready("demo_broken")
+        # on-use: inference loads a model.
+        assert not c.is_model_ready("chest-xray-demo")
+        infer_ok(c, "chest-xray-demo")
+        assert c.is_model_ready("chest-xray-demo")
     finally:
         h.close()
 

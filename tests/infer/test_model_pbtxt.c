@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
 #include "common/fsutil.h"
@@ -176,6 +177,9 @@ static void errors_name_line_and_column(void **state)
     refused("input [ { name: \"a\" } { name: \"b\" } ]", "',' expected", NULL);
     refused("input { name: \"x\" dims: [ 1, ] }", "an integer expected", NULL);
     refused("input { }", "input 0 has no name", NULL);
+    refused("default_model_filename: \"model.plan\"", "read from model.onnx", NULL);
+    converts_to("default_model_filename: \"model.onnx\"",
+                "{\"max_batch_size\": 0, \"version_policy\": {\"latest\": {\"num_versions\": 1}}}");
     refused("instance_group [ { kind: KIND_GPU gpus: [ 0 ] count: 1 passive: maybe } ]", "true or false expected", NULL);
     refused("optimization { graph { level: } }", "a value expected", NULL);
     /* Nesting past the limit, in a skipped section and in the schema's own. */
@@ -238,6 +242,21 @@ static void config_file_choice(void **state)
     assert_int_equal(gj_model_config_file_read(dir, 1 << 20, &text, &which, &err), -1);
     assert_null(text);
     assert_non_null(strstr(err.message, "config.pbtxt line 1, column 7"));
+    /* A version's own config (either kind) before the model's. */
+    char vdir[256], vpb[300];
+    snprintf(vdir, sizeof vdir, "%s/3", dir);
+    snprintf(vpb, sizeof vpb, "%s/config.pbtxt", vdir);
+    assert_int_equal(mkdir(vdir, 0755), 0);
+    assert_int_equal(gj_write_file(pb, "name: \"p\"", 9), 0);
+    assert_int_equal(gj_model_version_config_read(dir, 3, 1 << 20, &text, &err), 0);
+    assert_non_null(strstr(text, "\"name\":\"p\""));
+    free(text);
+    assert_int_equal(gj_write_file(vpb, "name: \"v\"", 9), 0);
+    assert_int_equal(gj_model_version_config_read(dir, 3, 1 << 20, &text, &err), 0);
+    assert_non_null(strstr(text, "\"name\":\"v\""));
+    free(text);
+    unlink(vpb);
+    rmdir(vdir);
     unlink(pb);
     unlink(js);
     rmdir(dir);

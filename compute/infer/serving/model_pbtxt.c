@@ -162,6 +162,9 @@ static int check_config(const Inference__ModelConfig *c, struct gj_error *err)
     if (c->max_batch_size < 0)
         return gj_error_set(err, "max_batch_size", GJ_MODEL_PBTXT_NAME ": max_batch_size must be 0 (no batch "
                             "dimension) or more, not %d", c->max_batch_size);
+    if (c->default_model_filename[0] && strcmp(c->default_model_filename, "model.onnx") != 0)
+        return gj_error_set(err, "default_model_filename", GJ_MODEL_PBTXT_NAME ": default_model_filename '%.100s': "
+                            "a version's model is read from model.onnx here", c->default_model_filename);
     for (size_t i = 0; i < c->n_input; i++)
         if (!c->input[i]->name[0])
             return gj_error_set(err, "input", GJ_MODEL_PBTXT_NAME ": input %zu has no name", i);

@@ -12,7 +12,7 @@
  * none: {"latest": {"num_versions": 1}} (Triton serves only the highest version unless told).
  * Triton fields without effect here (optimization, model_warmup, model_operations,
  * model_repository_agents, model_metrics, response_cache, model_transaction_policy,
- * cc_model_filenames, metric_tags, default_model_filename, runtime, an input's format and
+ * cc_model_filenames, metric_tags, default_model_filename (only "model.onnx"), runtime, an input's format and
  * the shape-tensor / ragged flags) are read and left out; sequence_batching,
  * ensemble_scheduling, batch_input and batch_output change what a model computes and are
  * refused.

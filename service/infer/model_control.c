@@ -98,13 +98,17 @@ static int request_loads(PGconn *conn, int at_start)
                 rc = -1;
         }
     /* --load-model names the store does not have: said once, at start. */
-    for (const char *p = C.load; at_start && *p;) {
+    for (const char *p = C.load; at_start && strcmp(C.mode, "explicit") == 0 && *p;) {
+        p += strspn(p, " ");
         size_t len = strcspn(p, ",");
+        while (len && p[len - 1] == ' ')
+            len--;
         char name[GJ_MODEL_NAME_MAX];
         snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), p);
         if (strcmp(name, "*") != 0 && name[0] && !gj_model_store_find(&snap, name))
-            gj_log_error(COMPONENT, "--load-model %s: no such model in the model store or %s", name, C.seed_dir);
-        p += len + (p[len] == ',');
+            gj_log_error(COMPONENT, "--load-model %s: there is no such model (in the model store, or in %s)", name, C.seed_dir);
+        p += strcspn(p, ",");
+        p += *p == ',';
     }
     gj_model_store_snapshot_free(&snap);
     return rc;

@@ -167,7 +167,7 @@ def test_explicit_loads_only_what_is_named():
     try:
         assert c.is_model_ready("demo_json")
         assert not c.is_model_ready("chest-xray-demo")
-        assert "--load-model demo_nothere: no such model" in srv.log_text()
+        assert "--load-model demo_nothere: there is no such model" in srv.log_text()
         # Use does not load it: Triton's "not ready" until an explicit load.
         infer_refused(c, "chest-xray-demo", "not ready")
         assert not c.is_model_ready("chest-xray-demo")
@@ -216,6 +216,13 @@ def test_poll_follows_the_directory():
             h.scalar("SELECT config FROM models WHERE name = 'demo_json'"))["max_batch_size"] == 4)
         wait_for("demo_json loaded again", lambda: srv.log_text().count("model demo_json version 1 loaded") >= 2)
         assert c.is_model_ready("demo_json", "1")
+        infer_ok(c, "demo_json")
+        # A version whose files change is replaced by the new files, and loaded again.
+        with open(os.path.join(repo, "demo_json", "1", "notes.txt"), "w") as f:
+            f.write("a file added to version 1\n")
+        wait_for("version 1 replaced", lambda: h.scalar(
+            "SELECT count(*) FROM model_files WHERE model = 'demo_json' AND version = 1 AND path = 'notes.txt'") == "1")
+        wait_for("demo_json loaded a third time", lambda: srv.log_text().count("model demo_json version 1 loaded") >= 3)
         infer_ok(c, "demo_json")
         time.sleep(2.5)   # more than two polls
         wait_for("the uploaded model loaded", lambda: c.is_model_ready("uploaded"))

@@ -144,11 +144,8 @@ out:
     return rc;
 }
 
-static int import_model(PGconn *conn, const char *seed_dir, const char *name)
+int gj_seed_each_version(const char *mdir, int (*fn)(void *ctx, int64_t version, const char *vdir), void *ctx)
 {
-    char mdir[GJ_PATH_MAX];
-    if (gj_path_join(mdir, sizeof mdir, seed_dir, name) != 0 || !is_kind(mdir, S_IFDIR))
-        return 0;
     DIR *d = opendir(mdir);
     struct dirent *e;
     int rc = 0;
@@ -156,11 +153,31 @@ static int import_model(PGconn *conn, const char *seed_dir, const char *name)
         int64_t v = gj_seed_dir_version(e->d_name);
         char vdir[GJ_PATH_MAX];
         if (v > 0 && gj_path_join(vdir, sizeof vdir, mdir, e->d_name) == 0 && is_kind(vdir, S_IFDIR))
-            rc = gj_seed_import_version(conn, mdir, name, v, vdir);
+            rc = fn(ctx, v, vdir);
     }
     if (d)
         closedir(d);
     return rc;
+}
+
+struct import_ctx {
+    PGconn *conn;
+    const char *mdir, *name;
+};
+
+static int import_one(void *ctx, int64_t version, const char *vdir)
+{
+    const struct import_ctx *c = ctx;
+    return gj_seed_import_version(c->conn, c->mdir, c->name, version, vdir);
+}
+
+static int import_model(PGconn *conn, const char *seed_dir, const char *name)
+{
+    char mdir[GJ_PATH_MAX];
+    if (gj_path_join(mdir, sizeof mdir, seed_dir, name) != 0 || !is_kind(mdir, S_IFDIR))
+        return 0;
+    struct import_ctx c = { conn, mdir, name };
+    return gj_seed_each_version(mdir, import_one, &c);
 }
 
 int gj_model_store_import_seeds(PGconn *conn, const char *seed_dir)

@@ -20,6 +20,9 @@ int64_t gj_seed_dir_version(const char *s);
  * *has_onnx: model.onnx is one of them. */
 size_t gj_seed_version_files(const char *vdir, struct gj_ms_new_file *files, char (*names)[GJ_MODEL_FILE_NAME_MAX],
                              char (*locals)[GJ_PATH_MAX], int *has_onnx);
+/* Calls fn for each version directory of a model directory (names as
+ * gj_seed_dir_version's), until one returns non-zero: what it returned, or 0. */
+int gj_seed_each_version(const char *mdir, int (*fn)(void *ctx, int64_t version, const char *vdir), void *ctx);
 /* Imports one version directory unless it was imported before (model_seeds); logs what it
  * skips. 0, or -1 on a database error. */
 int gj_seed_import_version(PGconn *conn, const char *mdir, const char *name, int64_t version, const char *vdir);

@@ -256,6 +256,19 @@ static int poll_model_config(PGconn *conn, const struct gj_ms_snapshot *snap, gj
     return rc;
 }
 
+struct poll_ctx {
+    PGconn *conn;
+    const struct gj_ms_snapshot *snap;
+    gj_seed_memory *mem;
+    const char *mdir, *name;
+};
+
+static int poll_one(void *ctx, int64_t version, const char *vdir)
+{
+    const struct poll_ctx *c = ctx;
+    return poll_version(c->conn, c->snap, c->mem, c->mdir, c->name, version, vdir);
+}
+
 static int poll_model(PGconn *conn, const struct gj_ms_snapshot *snap, gj_seed_memory *mem, const char *seed_dir,
                       const char *name)
 {
@@ -266,18 +279,8 @@ static int poll_model(PGconn *conn, const struct gj_ms_snapshot *snap, gj_seed_m
     int cfg = poll_model_config(conn, snap, mem, mdir, name);
     if (cfg != 0)
         return cfg < 0 ? -1 : 0;
-    DIR *d = opendir(mdir);
-    struct dirent *e;
-    int rc = 0;
-    while (rc == 0 && d && (e = readdir(d)) != NULL) {
-        int64_t v = gj_seed_dir_version(e->d_name);
-        char vdir[GJ_PATH_MAX];
-        if (v > 0 && gj_path_join(vdir, sizeof vdir, mdir, e->d_name) == 0 && stat(vdir, &st) == 0 && S_ISDIR(st.st_mode))
-            rc = poll_version(conn, snap, mem, mdir, name, v, vdir);
-    }
-    if (d)
-        closedir(d);
-    return rc;
+    struct poll_ctx c = { conn, snap, mem, mdir, name };
+    return gj_seed_each_version(mdir, poll_one, &c);
 }
 
 /* Versions not seen in this pass: deleted when the store holds what the directory held. */

@@ -282,17 +282,21 @@ static char *read_string(struct reader *r)
     return out;
 }
 
+/* An optional '-' before a number: *neg 1 when there was one. */
+static int read_sign(struct reader *r, int *neg)
+{
+    *neg = is_punct(&r->t, '-');
+    return *neg ? next(r) : 0;
+}
+
 /* An integer (an optional '-', then decimal, 0x hex or 0 octal) within [lo, hi] (as
  * signed) or [0, uhi] (unsigned: is_unsigned). */
 static int read_integer(struct reader *r, int is_unsigned, int64_t lo, int64_t hi, uint64_t uhi, uint64_t *out)
 {
     struct tok at = r->t;
-    int neg = 0;
-    if (is_punct(&r->t, '-')) {
-        neg = 1;
-        if (next(r) != 0)
-            return -1;
-    }
+    int neg;
+    if (read_sign(r, &neg) != 0)
+        return -1;
     if (r->t.kind != T_NUMBER)
         return fail_at(r, &at, "an integer expected, found %s", kind_name(&r->t));
     char buf[72];
@@ -325,12 +329,9 @@ static int read_integer(struct reader *r, int is_unsigned, int64_t lo, int64_t h
 static int read_float(struct reader *r, double *out)
 {
     struct tok at = r->t;
-    int neg = 0;
-    if (is_punct(&r->t, '-')) {
-        neg = 1;
-        if (next(r) != 0)
-            return -1;
-    }
+    int neg;
+    if (read_sign(r, &neg) != 0)
+        return -1;
     char buf[72];
     if ((r->t.kind != T_NUMBER && r->t.kind != T_IDENT) || r->t.n >= sizeof buf)
         return fail_at(r, &at, "a number expected, found %s", kind_name(&r->t));

@@ -192,6 +192,16 @@ def test_poll_follows_the_directory():
         os.rename(v2 + ".tmp", v2)
         wait_for("demo_json version 2 ready", lambda: c.is_model_ready("demo_json", "2"))
         infer_ok(c, "demo_json", "2")
+        # So does a new model.
+        with open(os.path.join(repo, "demo_json", "config.json")) as f:
+            cfg = json.load(f)
+        cfg["name"] = "demo_new"
+        os.makedirs(os.path.join(repo, ".demo_new", "1"))
+        shutil.copy(DEMO_ONNX, os.path.join(repo, ".demo_new", "1", "model.onnx"))
+        with open(os.path.join(repo, ".demo_new", "config.json"), "w") as f:
+            json.dump(cfg, f)
+        os.rename(os.path.join(repo, ".demo_new"), os.path.join(repo, "demo_new"))
+        wait_for("demo_new ready", lambda: c.is_model_ready("demo_new"))
         # A model uploaded through the API is not the directory's: polls leave it.
         with open(DEMO_JSON) as f:
             cfg = json.load(f)

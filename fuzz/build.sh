@@ -9,7 +9,7 @@
 # quick. Exit 0; 1 when a build failed; 77 when clang or its libFuzzer runtime is missing.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
-all="dicom multipart_related brkga json_schema nrrd onnx http_route"
+all="dicom multipart_related brkga json_schema nrrd onnx http_route pbtxt"
 [ "${1:-}" = "--list" ] && { echo "$all"; exit 0; }
 [ $# -ge 1 ] || { echo "usage: fuzz/build.sh OUTDIR [HARNESS...] (harnesses: $all)" >&2; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -83,6 +83,15 @@ harness() {
       routes_inc "$out/gen/http_routes.inc" || return 1
       srcs+=" service/http_parse.c service/http_target.c service/base64.c service/uuid.c compute/common/fsutil.c"
       libs="$(pkg-config --libs libmicrohttpd) -lpthread" ;;
+    pbtxt)
+      [ -f "$out/gen/infer/serving/triton_model_config.pb-c.c" ] &&
+        [ "$out/gen/infer/serving/triton_model_config.pb-c.c" -nt "$src/compute/infer/serving/triton_model_config.proto" ] ||
+        { mkdir -p "$out/gen/infer/serving" &&
+          protoc-c --c_out="$out/gen/infer/serving" --proto_path="$src/compute/infer/serving" \
+            "$src/compute/infer/serving/triton_model_config.proto"; } || return 1
+      srcs+=" compute/infer/serving/pbtxt.c compute/infer/serving/model_pbtxt.c compute/common/fsutil.c
+              $out/gen/infer/serving/triton_model_config.pb-c.c"
+      libs="$(pkg-config --libs libprotobuf-c jansson)" ;;
     *) echo "unknown harness '$1' (harnesses: $all)" >&2; return 1 ;;
   esac
 }

@@ -14,6 +14,7 @@ fuzz_flags() {
     nrrd) echo "-max_len=4096 -dict=$d/nrrd.dict" ;;
     onnx) echo "-max_len=32768" ;;
     http_route) echo "-max_len=4096 -dict=$d/http_route.dict" ;;
+    pbtxt) echo "-max_len=4096 -dict=$d/pbtxt.dict" ;;
     *) return 1 ;;
   esac
 }

@@ -2,7 +2,8 @@
  * Unit tests of config.pbtxt: the protobuf text-format reader (compute/infer/serving/pbtxt.c)
  * on Triton's ModelConfig, and its mapping to Triton's JSON ModelConfig (model_pbtxt.c).
  * Real Triton files (tests/infer/pbtxt/README.md says where each comes from), every form
- * the text format allows, and bad inputs whose errors must name the line and column.
+ * the text format allows, and bad inputs whose errors must name the line and column;
+ * and a repository where use does not load (the model control modes but on-use).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 
 #include "common/fsutil.h"
 #include "infer/serving/model_pbtxt.h"
+#include "infer/serving/model_repo.h"
 #include "infer/serving/pbtxt.h"
 #include "infer/serving/triton_model_config.pb-c.h"
 
@@ -293,6 +295,35 @@ static void truncated_and_mutated(void **state)
     free(text);
 }
 
+/* Model control modes other than on-use: use never loads; an explicit load does. */
+static void use_does_not_load(void **state)
+{
+    (void)state;
+    const char *src = getenv("GJ_SOURCE_ROOT");
+    char vdir[1024], cfg_path[1100];
+    snprintf(vdir, sizeof vdir, "%s/models/chest-xray-demo/1", src ? src : ".");
+    snprintf(cfg_path, sizeof cfg_path, "%s/models/chest-xray-demo/config.json", src ? src : ".");
+    char *cfg = NULL;
+    size_t len = 0;
+    assert_int_equal(gj_read_file(cfg_path, 1 << 20, &cfg, &len), 0);
+    gj_model_repo *repo = gj_model_repo_new();
+    struct gj_error err = { 0 };
+    const struct gj_model_version_decl v = { .version = 1, .dir = vdir };
+    assert_int_equal(gj_model_repo_declare(repo, "chest-xray-demo", cfg, &v, 1, &err), 0);
+    gj_model_repo_set_load_on_use(repo, 0);
+    gj_served_model *m = NULL;
+    assert_int_equal(gj_model_repo_acquire(repo, "chest-xray-demo", 0, &m, &err), -1);
+    assert_int_equal(err.status, 400);
+    assert_non_null(strstr(err.message, "--model-control-mode"));
+    assert_int_equal(gj_model_repo_load(repo, "chest-xray-demo", 0, &m, &err), 0);
+    gj_served_model_release(m);
+    assert_int_equal(gj_model_repo_acquire(repo, "chest-xray-demo", 0, &m, &err), 0);
+    gj_served_model_release(m);
+    gj_model_repo_set_load_on_use(repo, 1);
+    gj_model_repo_free(repo);
+    free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -304,6 +335,7 @@ int main(void)
         cmocka_unit_test(reader_path),
         cmocka_unit_test(config_file_choice),
         cmocka_unit_test(truncated_and_mutated),
+        cmocka_unit_test(use_does_not_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -543,10 +543,12 @@ int gj_model_repo_acquire(gj_model_repo *r, const char *name, int64_t version,
     struct repo_model *m = NULL;
     struct repo_version *rv = resolve_rescan_locked(r, name, version, &m, err);
     int rc = -1;
-    if (rv && (rv->state == GJ_MODEL_UNLOADED || (r->explicit_only && !rv->loaded)))
+    if (rv && rv->state == GJ_MODEL_UNLOADED)
         not_ready(name, rv, r->explicit_only, err);
     else if (rv && !r->dir && !rv->dir)
         not_here(name, rv, err);
+    else if (rv && r->explicit_only && !rv->loaded)
+        not_ready(name, rv, 1, err);
     else if (rv)
         rc = load_locked(r, m, rv, out, err);
     pthread_mutex_unlock(&r->mu);

@@ -27,6 +27,7 @@ struct seen_version {
     char digest[65];           /* of the files, as the store computes it */
     char *config;              /* the version's own config (JSON text), or NULL */
     int present;
+    char error[512];           /* why its own config does not read ("" it does): logged once */
 };
 
 struct seen_model {
@@ -157,6 +158,19 @@ static int forget_version(PGconn *conn, const char *name, int64_t version)
     return gj_db_cmd(conn, "DELETE FROM model_seeds WHERE model = $1 AND version = $2", 2, p);
 }
 
+/* A version whose own config does not read: said once, kept as it is (a config being
+ * edited is not a removal). */
+static void keep_version(gj_seed_memory *mem, struct seen_version *seen, const char *name, int64_t version,
+                         const char *why)
+{
+    if (!seen && !(seen = seen_version(mem, name, version, 1)))
+        return;
+    if (strcmp(seen->error, why) != 0)
+        gj_log_warn(COMPONENT, "poll: %s version %" PRId64 ": %s: kept as it is until it is fixed", name, version, why);
+    snprintf(seen->error, sizeof seen->error, "%s", why);
+    seen->present = 1;
+}
+
 /* One version directory: imported when new, replaced when changed. */
 static int poll_version(PGconn *conn, const struct gj_ms_snapshot *snap, gj_seed_memory *mem, const char *mdir,
                         const char *name, int64_t version, const char *vdir)
@@ -175,11 +189,11 @@ static int poll_version(PGconn *conn, const struct gj_ms_snapshot *snap, gj_seed
     }
     struct seen_version *seen = seen_version(mem, name, version, 0);
     if (gj_model_config_file_read(vdir, GJ_MODEL_CONFIG_MAX_BYTES, &vcfg, &which, &err) != 0) {
-        gj_log_warn(COMPONENT, "poll: %s version %" PRId64 ": %s: kept as it was", name, version, err.message);
-        if (seen)
-            seen->present = 1;   /* a config being edited is not a removal */
+        keep_version(mem, seen, name, version, err.message);
         goto out;
     }
+    if (seen)
+        seen->error[0] = '\0';
     uint64_t sig = 0;
     for (size_t i = 0; i < n; i++)
         sig += file_sig(files[i].path, files[i].local);

@@ -156,7 +156,7 @@ static void errors_name_line_and_column(void **state)
 {
     (void)state;
     refused("name: \"x\"\n  inptu [ ]", "config.pbtxt line 2, column 3", "ModelConfig has no field 'inptu'", NULL);
-    refused("name: \"a\"\nname: \"b\"", "line 2, column 7", "'name' is given more than once", NULL);
+    refused("name: \"a\"\nname: \"b\"", "line 2, column 1", "'name' is given more than once", NULL);
     refused("input { data_type: TYPE_FP33 }", "line 1, column 20", "'TYPE_FP33' is not a DataType", "TYPE_FP32", NULL);
     refused("max_batch_size: 2147483648", "line 1, column 17", "out of range", NULL);
     refused("max_batch_size: 1.5", "'1.5' is not an integer", NULL);
@@ -170,7 +170,7 @@ static void errors_name_line_and_column(void **state)
     refused("name: \"a\\000b\"", "UTF-8 text without NUL", NULL);
     refused("name: \"\xff\"", "UTF-8", NULL);
     refused("name: [\"a\"]", "takes one value, not a list", NULL);
-    refused("version_policy { all {} latest {} }", "'all' and 'latest' are alternatives", NULL);
+    refused("version_policy { all {} latest {} }", "line 1, column 25", "'all' and 'latest' are alternatives", NULL);
     refused("version_policy { latest { num_versions: -1 } }", "no negative number", NULL);
     refused("sequence_batching { }", "'sequence_batching' is not supported", NULL);
     refused("ensemble_scheduling { step [ ] }", "not supported", NULL);

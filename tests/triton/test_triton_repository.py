@@ -234,7 +234,18 @@ def test_poll_follows_the_directory():
             "SELECT count(*) FROM model_files WHERE model = 'demo_json' AND version = 1 AND path = 'notes.txt'") == "1")
         wait_for("demo_json loaded a third time", lambda: srv.log_text().count("model demo_json version 1 loaded") >= 3)
         infer_ok(c, "demo_json")
+        # A version with a broken config of its own: said once (not at every poll), not imported.
+        v3 = os.path.join(repo, "demo_json", ".3")
+        os.makedirs(v3)
+        shutil.copy(DEMO_ONNX, os.path.join(v3, "model.onnx"))
+        with open(os.path.join(v3, "config.pbtxt"), "w") as f:
+            f.write("max_batch_size: 4 max_batch_size: 8\n")
+        os.rename(v3, os.path.join(repo, "demo_json", "3"))
+        said = "poll: demo_json version 3: config.pbtxt line 1, column 19: field 'max_batch_size' is given more than once"
+        wait_for("the broken version config said", lambda: said in srv.log_text())
         time.sleep(2.5)   # more than two polls
+        assert srv.log_text().count(said) == 1, srv.log_text()[-3000:]
+        assert h.scalar("SELECT count(*) FROM model_versions WHERE model = 'demo_json' AND version = 3") == "0"
         wait_for("the uploaded model loaded", lambda: c.is_model_ready("uploaded"))
         infer_ok(c, "uploaded")
         assert h.scalar("SELECT count(*) FROM model_versions WHERE model = 'uploaded'") == "1"

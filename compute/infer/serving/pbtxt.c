@@ -534,12 +534,12 @@ static int read_repeated(struct reader *r, ProtobufCMessage *m, const ProtobufCF
 
 /* A non-repeated field: refused when given before or when its oneof has another member. */
 static int read_single(struct reader *r, ProtobufCMessage *m, const ProtobufCFieldDescriptor *f,
-                       unsigned char *seen, int depth)
+                       const struct tok *name, unsigned char *seen, int depth)
 {
     const ProtobufCMessageDescriptor *d = m->descriptor;
     unsigned idx = (unsigned)(f - d->fields);
     if (seen[idx])
-        return fail_at(r, &r->t, "field '%s' is given more than once", f->name);
+        return fail_at(r, name, "field '%s' is given more than once", f->name);
     seen[idx] = 1;
     void *dst = (char *)m + f->offset;
     if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
@@ -547,7 +547,7 @@ static int read_single(struct reader *r, ProtobufCMessage *m, const ProtobufCFie
         if (*which) {
             for (unsigned i = 0; i < d->n_fields; i++)
                 if (d->fields[i].id == *which)
-                    return fail_at(r, &r->t, "'%s' and '%s' are alternatives: give one of them", d->fields[i].name,
+                    return fail_at(r, name, "'%s' and '%s' are alternatives: give one of them", d->fields[i].name,
                                    f->name);
         }
         *which = f->id;
@@ -692,7 +692,7 @@ static int read_fields(struct reader *r, ProtobufCMessage *m, char close, int de
         else if (is_punct(&r->t, '['))
             rc = fail_at(r, &r->t, "field '%s' takes one value, not a list", f->name);
         else
-            rc = read_single(r, m, f, seen, depth);
+            rc = read_single(r, m, f, &name, seen, depth);
         r->path[path_len] = '\0';
         if (rc == 0 && (is_punct(&r->t, ',') || is_punct(&r->t, ';')))
             rc = next(r);

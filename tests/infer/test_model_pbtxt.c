@@ -3,6 +3,7 @@
  * on Triton's ModelConfig, and its mapping to Triton's JSON ModelConfig (model_pbtxt.c).
  * Real Triton files (tests/infer/pbtxt/README.md says where each comes from), every form
  * the text format allows, and bad inputs whose errors must name the line and column;
+ * a scanned repository (gpujobd run --models-dir) with config.pbtxt and with no config;
  * and a repository where use does not load (the model control modes but on-use).
  */
 #include <setjmp.h>
@@ -324,6 +325,47 @@ static void use_does_not_load(void **state)
     free(cfg);
 }
 
+/* A scanned repository (gpujobd run --models-dir) with Triton's files: the demo model
+ * under config.pbtxt loads, and so does one with no config (completed from the model). */
+static void scanned_repository(void **state)
+{
+    (void)state;
+    const char *src = getenv("GJ_SOURCE_ROOT");
+    char onnx[1024], root[] = "/tmp/gj-pbtxt-repo-XXXXXX", path[1200];
+    snprintf(onnx, sizeof onnx, "%s/models/chest-xray-demo/1/model.onnx", src ? src : ".");
+    assert_non_null(mkdtemp(root));
+    char *model = NULL;
+    size_t len = 0;
+    assert_int_equal(gj_read_file(onnx, 64u << 20, &model, &len), 0);
+    static const char *const names[] = { "tri", "bare" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s/1", root, names[i]);
+        assert_int_equal(gj_mkdir_p(path, 0755), 0);
+        snprintf(path, sizeof path, "%s/%s/1/model.onnx", root, names[i]);
+        assert_int_equal(gj_write_file(path, model, len), 0);
+    }
+    free(model);
+    static const char pbtxt[] =
+        "name: \"tri\" platform: \"onnxruntime_onnx\" max_batch_size: 8\n"
+        "input [ { name: \"image\" data_type: TYPE_FP32 dims: [ 1, 256, 256 ] } ]\n"
+        "output [ { name: \"logits\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
+    snprintf(path, sizeof path, "%s/tri/config.pbtxt", root);
+    assert_int_equal(gj_write_file(path, pbtxt, sizeof pbtxt - 1), 0);
+    struct gj_error err = { 0 };
+    gj_model_repo *repo = gj_model_repo_open(root, &err);
+    assert_non_null(repo);
+    for (int i = 0; i < 2; i++) {
+        gj_served_model *m = NULL;
+        if (gj_model_repo_load(repo, names[i], 0, &m, &err) != 0)
+            fail_msg("%s: %s", names[i], err.message);
+        /* tri: its config.pbtxt; bare: Triton's auto-complete of a batchable model, 4. */
+        assert_int_equal(gj_served_model_config(m)->max_batch_size, i == 0 ? 8 : 4);
+        gj_served_model_release(m);
+    }
+    gj_model_repo_free(repo);
+    gj_rm_rf(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +378,7 @@ int main(void)
         cmocka_unit_test(config_file_choice),
         cmocka_unit_test(truncated_and_mutated),
         cmocka_unit_test(use_does_not_load),
+        cmocka_unit_test(scanned_repository),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,6 +143,11 @@ def test_repository_as_it_is():
             r = srv.client().request("POST", f"/v1/models/{m}/load")
             assert r.status == 200, (m, r)
             assert c.is_model_ready(m), m
+        # The same model answers the same under each config.
+        want = infer_ok(c, "demo_json")
+        for m in ("demo_pbtxt", "demo_both", "demo_bare"):
+            got = infer_ok(c, m)
+            assert np.allclose(got, want, atol=1e-5), (m, got, want)
         # on-use: inference loads a model.
         assert not c.is_model_ready("chest-xray-demo")
         infer_ok(c, "chest-xray-demo")
@@ -154,8 +159,9 @@ def test_repository_as_it_is():
 def test_none_loads_everything():
     h, srv, repo, c = serve("none")
     try:
-        for m in ("chest-xray-demo", "demo_json"):
+        for m in ("chest-xray-demo", "demo_json", "demo_pbtxt", "demo_both", "demo_bare"):
             assert c.is_model_ready(m), f"{m} is not ready at start in mode none"
+        infer_ok(c, "demo_pbtxt")
         infer_ok(c, "demo_json")
         assert not c.is_model_ready("demo_broken")
     finally:

@@ -10,7 +10,9 @@
  *   model_store.c    the model store every replica shares, in PostgreSQL (model_store.h)
  *   model_seeds.c    the seed directory imported into it, each version once
  *   model_seeds_poll.c  ... and read again in poll mode (model_seeds.h)
- *   model_control.c  --model-control-mode (on-use, none, explicit, poll) and --load-model
+ *   model_control.c  --model-control-mode (on-use, none, explicit, poll), --load-model, and the
+ *                    explicit load and unload of /v1/models and /v2/repository (model_control.h)
+ *   infer_repo.c     the process's model repository (infer_repo.h)
  *   model_cache.c    the model files on this host, by content (model_cache.h)
  *   model_sync.c     this replica converging to the store (model_sync.h)
  *   models_view.c    what /v1/models shows
@@ -54,6 +56,8 @@
 #include "infer/dicom.h"
 #include "infer/serving/model_repo.h"
 #include "service/http_server.h"
+#include "service/infer/infer_repo.h"      /* gj_infer_repo */
+#include "service/infer/model_control.h"   /* load, unload, the control mode */
 #include "service/queue.h"
 #include "service/server.h"
 
@@ -61,30 +65,12 @@
 
 /* ---- the repository (module.c) ---- */
 
-/* The repository the API lists and `infer` jobs and /v2 use (NULL before init): declared
- * by model_sync.c from the shared model store, never changed by anything else. */
-gj_model_repo *gj_infer_repo(void);
 
 /* /v1/models's view (models_view.c): {"models": [...], "default_model", "generation",
  * "converged", "replicas"}, or with `only` that one model's entry (NULL when it is not
  * there). conn: a connection for the replicas' reports (NULL: without them). */
 json_t *gj_infer_models_view(PGconn *conn, const char *only);
 
-/* The devices ("cpu", "gpu:0", ...) on which a model version has a batcher in this
- * process (compute/infer/serving/batcher.h), as a JSON array; NULL on allocation failure. */
-json_t *gj_infer_devices_json(const char *name, int64_t version);
-
-/* ---- model control (model_control.c) ---- */
-
-/* --model-control-mode: "on-use" (the default), "none", "explicit" or "poll", as Triton's
- * (model_control.c says what each does here). Routes refuse load and unload as Triton does. */
-const char *gj_infer_model_control(void);
-/* Applies the mode at start, after the seed import and before the repository's first
- * pass: the loads it asks for recorded in the store; in poll mode the polling thread
- * started. 0, or -1 (logged). */
-int gj_infer_model_control_start(const struct gj_server *srv, const char *seed_dir);
-/* Stops polling. */
-void gj_infer_model_control_stop(void);
 
 /* ---- pseudonyms (pseudonym.c) ---- */
 
@@ -190,19 +176,6 @@ int gj_infer_delivery_enabled(void);
 /* Records a pending delivery of the report instance blob_id, the job's output named
  * output_name, inside the caller's transaction. 0 or -1. */
 int gj_infer_delivery_add(PGconn *conn, const char *job_id, const char *blob_id, const char *output_name);
-
-/* ---- explicit load and unload (routes_models.c: /v1/models and /v2/repository) ---- */
-
-/* Loads a version (version 0: the model's default) on every replica that runs models and
- * keeps it loaded; on this one it is placed before the answer. *v_out: the version. 0, or
- * -1 with err: status 404 (no such model or version), 409 (outside its version_policy),
- * 422 (it does not load: err.message says why), 503 (the database, with err.field ""; or
- * it cannot be placed on a device, err.transient when it may fit later). */
-int gj_infer_model_load(PGconn *conn, const char *name, int64_t version, int64_t *v_out, struct gj_error *err);
-/* Unloads a version everywhere (its batchers and their memory freed). 0, or -1 with err:
- * 404, 409 (unloaded already), 503 (the database). */
-int gj_infer_model_unload(PGconn *conn, const char *name, int64_t version, int64_t *v_out,
-                          struct gj_error *err);
 
 /* ---- routes ---- */
 

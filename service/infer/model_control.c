@@ -26,10 +26,13 @@
 #include <time.h>
 
 #include "service/db.h"
-#include "service/infer/infer.h"
+#include "service/infer/infer_repo.h"
+#include "service/infer/model_control.h"
+#include "service/infer/model_sync.h"
 #include "service/infer/model_seeds.h"
 #include "service/infer/model_store.h"
 #include "service/log.h"
+#include "service/server.h"
 
 #define COMPONENT "models"
 
@@ -192,4 +195,124 @@ void gj_infer_model_control_stop(void)
     free(C.seed_dir);
     C.mem = NULL;
     C.url = C.seed_dir = NULL;
+}
+
+/* ---- explicit load and unload: desired states in the shared store ---- */
+
+/* How long an answer waits for this replica to apply a change it made. */
+#define APPLY_WAIT_MS 60000
+
+/* This replica applies what it just changed in the store before it answers. */
+void gj_infer_model_apply(void)
+{
+    if (gj_model_sync_now(APPLY_WAIT_MS) != 0)
+        gj_log_warn(COMPONENT, "the model store's change is not applied here yet (the answer may lag)");
+}
+
+/* 1 when the model is in the repository and, for v > 0, has that version. */
+int gj_infer_model_known(gj_model_repo *repo, const char *name, int64_t v)
+{
+    size_t n = 0;
+    struct gj_error err = { 0 };
+    struct gj_model_version_info *vs = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *vs);
+    int found = vs && gj_model_repo_versions(repo, name, vs, GJ_MODEL_MAX_VERSIONS, &n, &err) == 0;
+    if (found && v > 0) {
+        found = 0;
+        for (size_t i = 0; i < n && i < GJ_MODEL_MAX_VERSIONS; i++)
+            found |= vs[i].version == v;
+    }
+    free(vs);
+    return found;
+}
+
+/* 1 when the model's version_policy serves the version (the config as the repository
+ * has it). */
+static int policy_serves(gj_model_repo *repo, const char *name, int64_t version)
+{
+    struct gj_model_config cfg;
+    struct gj_error err = { 0 };
+    struct gj_model_version_info *vs = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *vs);
+    int64_t *all = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *all);
+    size_t n = 0;
+    int serves = 1;
+    if (vs && all && gj_model_repo_config(repo, name, version, &cfg, &err) == 0 &&
+        gj_model_repo_versions(repo, name, vs, GJ_MODEL_MAX_VERSIONS, &n, &err) == 0) {
+        for (size_t i = 0; i < n && i < GJ_MODEL_MAX_VERSIONS; i++)
+            all[i] = vs[i].version;
+        serves = gj_model_policy_serves(&cfg, all, n < GJ_MODEL_MAX_VERSIONS ? n : GJ_MODEL_MAX_VERSIONS, version);
+    }
+    gj_model_config_free(&cfg);
+    free(vs);
+    free(all);
+    return serves;
+}
+
+/* Sets err's status and returns -1. */
+static int fail(struct gj_error *err, int status, const char *field, const char *fmt, const char *name,
+                int64_t v)
+{
+    gj_error_set(err, field, fmt, name, v);
+    err->status = status;
+    return -1;
+}
+
+/* The version a load or unload names (version > 0, else the model's default) once this
+ * replica has applied what other replicas changed a moment ago; -1 with err 404. */
+static int64_t resolve_known(gj_model_repo *repo, const char *name, int64_t v, struct gj_error *err)
+{
+    gj_infer_model_apply();
+    int64_t resolved = gj_infer_model_known(repo, name, v) ? gj_model_repo_resolve(repo, name, v, err) : -1;
+    if (resolved < 0)
+        return fail(err, 404, "name", v > 0 ? "unknown model '%s' version %" PRId64 : "unknown model '%s'", name,
+                    v);
+    return resolved;
+}
+
+int gj_infer_model_load(PGconn *conn, const char *name, int64_t version, int64_t *loaded, struct gj_error *err)
+{
+    gj_model_repo *repo = gj_infer_repo();
+    if (!repo)
+        return fail(err, 503, "", "the model repository is not available", "", 0);
+    int64_t v = *loaded = resolve_known(repo, name, version, err);
+    if (v < 0)
+        return -1;
+    if (!policy_serves(repo, name, v))
+        return fail(err, 409, "version", "model '%s' version %" PRId64 " is outside the model's version_policy "
+                    "(config.json): it is never loaded", name, v);
+    int found = gj_model_store_set_desired(conn, name, v, GJ_DESIRED_LOADED, NULL);
+    if (found <= 0)
+        return found == 0 ? fail(err, 404, "name", "unknown model '%s' version %" PRId64, name, v)
+                          : fail(err, 503, "", "the database is not available; retry shortly", "", 0);
+    if (gj_model_sync_serving() && gj_model_sync_place(name, v, err) != 0) {
+        gj_infer_model_apply();
+        if (err->status != 503)
+            err->status = 422;
+        else if (!err->field[0])
+            snprintf(err->field, sizeof err->field, "model");   /* not the database's 503 */
+        return -1;
+    }
+    gj_infer_model_apply();
+    return 0;
+}
+
+int gj_infer_model_unload(PGconn *conn, const char *name, int64_t version, int64_t *unloaded,
+                          struct gj_error *err)
+{
+    gj_model_repo *repo = gj_infer_repo();
+    if (!repo)
+        return fail(err, 503, "", "the model repository is not available", "", 0);
+    int64_t v = *unloaded = resolve_known(repo, name, version, err);
+    if (v < 0)
+        return -1;
+    enum gj_model_desired before = GJ_DESIRED_AVAILABLE;
+    int found = gj_model_store_set_desired(conn, name, v, GJ_DESIRED_UNLOADED, &before);
+    if (found <= 0)
+        return found == 0 ? fail(err, 404, "name", "unknown model '%s' version %" PRId64, name, v)
+                          : fail(err, 503, "", "the database is not available; retry shortly", "", 0);
+    if (before == GJ_DESIRED_UNLOADED)
+        return fail(err, 409, "version", "model '%s' version %" PRId64 " is not loaded: it is unloaded already",
+                    name, v);
+    gj_infer_model_apply();   /* its batchers, and their device memory, are gone here */
+    gj_log_info(COMPONENT, "model %s version %" PRId64 " unloaded", name, v);
+    return 0;
 }

@@ -19,6 +19,7 @@
 #include "infer/serving/serving_host.h"
 #include "service/db.h"
 #include "service/infer/infer.h"
+#include "service/infer/infer_repo.h"
 #include "service/infer/model_cache.h"
 #include "service/infer/model_store.h"
 #include "service/infer/model_sync.h"
@@ -32,27 +33,6 @@
 
 static gj_model_repo *g_repo;
 static char g_models_dir[1100];   /* the seed directory */
-
-gj_model_repo *gj_infer_repo(void)
-{
-    return g_repo;
-}
-
-json_t *gj_infer_devices_json(const char *name, int64_t version)
-{
-    int d[GJ_MODEL_MAX_GPUS + 1];
-    size_t n = gj_batcher_registry_devices(name, version, d, GJ_MODEL_MAX_GPUS + 1);
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n && i < GJ_MODEL_MAX_GPUS + 1; i++) {
-        char dev[24];
-        if (d[i] >= 0)
-            snprintf(dev, sizeof dev, "gpu:%d", d[i]);
-        else
-            snprintf(dev, sizeof dev, "cpu");
-        json_array_append_new(a, json_string(dev));
-    }
-    return a;
-}
 
 /* ---- start and stop ---- */
 
@@ -161,6 +141,7 @@ static int start_repository(struct gj_server *srv)
     g_repo = gj_model_repo_new();
     if (!g_repo || gj_model_cache_open(srv->cfg.data_dir) != 0)
         return -1;
+    gj_infer_repo_set(g_repo);
     /* Triton's none, explicit and poll: use never loads a model (model_control.c). */
     gj_model_repo_set_load_on_use(g_repo, strcmp(gj_infer_model_control(), "on-use") == 0);
     /* `infer` jobs take their models from this repository, as /v2 does (one load each). */
@@ -181,6 +162,19 @@ static int start_repository(struct gj_server *srv)
     return gj_model_sync_start(&sc, g_repo);
 }
 
+/* Undoes start_repository and model control's start, in the order nothing is left using
+ * what goes next (gj_model_sync_stop does nothing when it was never started). */
+static void stop_repository(void)
+{
+    gj_infer_model_control_stop();    /* no poll changes the store any more */
+    gj_model_sync_stop();             /* nothing declares or loads any more */
+    gj_batcher_registry_shutdown();   /* queued requests answered, executors joined */
+    gj_serving_host_set(NULL);
+    gj_infer_repo_set(NULL);
+    gj_model_repo_free(g_repo);
+    g_repo = NULL;
+}
+
 static int infer_init(struct gj_server *srv)
 {
     /* /v2's errors, the server's own included, in the shape Triton's clients decode */
@@ -198,20 +192,11 @@ static int infer_init(struct gj_server *srv)
     gj_place_attach_models(&srv->placement);
     if (import_seeds(srv) != 0 || gj_infer_model_control_start(srv, g_models_dir) != 0 ||
         start_repository(srv) != 0) {
-        gj_infer_model_control_stop();
-        gj_batcher_registry_shutdown();
-        gj_serving_host_set(NULL);
-        gj_model_repo_free(g_repo);
-        g_repo = NULL;
+        stop_repository();
         return -1;
     }
     if (gj_infer_delivery_start(srv) != 0) {
-        gj_infer_model_control_stop();
-        gj_model_sync_stop();
-        gj_batcher_registry_shutdown();
-        gj_serving_host_set(NULL);
-        gj_model_repo_free(g_repo);
-        g_repo = NULL;
+        stop_repository();
         return -1;
     }
     gj_log_info(COMPONENT, "model repository: %zu model(s) in the shared model store (seeds from %s)%s",
@@ -224,12 +209,7 @@ static void infer_shutdown(struct gj_server *srv)
 {
     (void)srv;
     gj_infer_delivery_stop();
-    gj_infer_model_control_stop();    /* no poll changes the store any more */
-    gj_model_sync_stop();             /* nothing declares or loads any more */
-    gj_batcher_registry_shutdown();   /* queued requests answered, executors joined */
-    gj_serving_host_set(NULL);
-    gj_model_repo_free(g_repo);
-    g_repo = NULL;
+    stop_repository();
 }
 
 static const struct gj_route_table *const infer_routes[] = {

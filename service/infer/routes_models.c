@@ -42,6 +42,7 @@
 #include "infer/serving/model_pbtxt.h"
 #include "service/http_server.h"
 #include "service/infer/infer.h"
+#include "service/infer/model_control.h"
 #include "service/infer/model_cache.h"
 #include "service/infer/model_store.h"
 #include "service/infer/model_sync.h"
@@ -49,8 +50,6 @@
 #include "service/multipart_related.h"
 
 #define COMPONENT "models"
-/* How long an answer waits for this replica to apply a change it made. */
-#define APPLY_WAIT_MS 60000
 
 static gj_model_repo *repo_or_503(struct gj_req *r)
 {
@@ -58,13 +57,6 @@ static gj_model_repo *repo_or_503(struct gj_req *r)
     if (!repo)
         gj_problem(r, 503, NULL, "the model repository is not available");
     return repo;
-}
-
-/* This replica applies what it just changed in the store before it answers. */
-static void apply_now(void)
-{
-    if (gj_model_sync_now(APPLY_WAIT_MS) != 0)
-        gj_log_warn(COMPONENT, "the model store's change is not applied here yet (the answer may lag)");
 }
 
 static void respond_model(struct gj_req *r, int status, const char *name)
@@ -120,114 +112,6 @@ static int query_version(struct gj_req *r, int64_t *v)
         gj_problem(r, 400, "version", "version is a positive integer");
         return -1;
     }
-    return 0;
-}
-
-/* 1 when the model is in the repository and, for v > 0, has that version. */
-static int model_known(gj_model_repo *repo, const char *name, int64_t v)
-{
-    size_t n = 0;
-    struct gj_error err = { 0 };
-    struct gj_model_version_info *vs = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *vs);
-    int found = vs && gj_model_repo_versions(repo, name, vs, GJ_MODEL_MAX_VERSIONS, &n, &err) == 0;
-    if (found && v > 0) {
-        found = 0;
-        for (size_t i = 0; i < n && i < GJ_MODEL_MAX_VERSIONS; i++)
-            found |= vs[i].version == v;
-    }
-    free(vs);
-    return found;
-}
-
-/* 1 when the model's version_policy serves the version (the config as the repository
- * has it). */
-static int policy_serves(gj_model_repo *repo, const char *name, int64_t version)
-{
-    struct gj_model_config cfg;
-    struct gj_error err = { 0 };
-    struct gj_model_version_info *vs = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *vs);
-    int64_t *all = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *all);
-    size_t n = 0;
-    int serves = 1;
-    if (vs && all && gj_model_repo_config(repo, name, version, &cfg, &err) == 0 &&
-        gj_model_repo_versions(repo, name, vs, GJ_MODEL_MAX_VERSIONS, &n, &err) == 0) {
-        for (size_t i = 0; i < n && i < GJ_MODEL_MAX_VERSIONS; i++)
-            all[i] = vs[i].version;
-        serves = gj_model_policy_serves(&cfg, all, n < GJ_MODEL_MAX_VERSIONS ? n : GJ_MODEL_MAX_VERSIONS, version);
-    }
-    gj_model_config_free(&cfg);
-    free(vs);
-    free(all);
-    return serves;
-}
-
-/* Sets err's status and returns -1. */
-static int fail(struct gj_error *err, int status, const char *field, const char *fmt, const char *name,
-                int64_t v)
-{
-    gj_error_set(err, field, fmt, name, v);
-    err->status = status;
-    return -1;
-}
-
-/* The version a load or unload names (version > 0, else the model's default) once this
- * replica has applied what other replicas changed a moment ago; -1 with err 404. */
-static int64_t resolve_known(gj_model_repo *repo, const char *name, int64_t v, struct gj_error *err)
-{
-    apply_now();
-    int64_t resolved = model_known(repo, name, v) ? gj_model_repo_resolve(repo, name, v, err) : -1;
-    if (resolved < 0)
-        return fail(err, 404, "name", v > 0 ? "unknown model '%s' version %" PRId64 : "unknown model '%s'", name,
-                    v);
-    return resolved;
-}
-
-int gj_infer_model_load(PGconn *conn, const char *name, int64_t version, int64_t *loaded, struct gj_error *err)
-{
-    gj_model_repo *repo = gj_infer_repo();
-    if (!repo)
-        return fail(err, 503, "", "the model repository is not available", "", 0);
-    int64_t v = *loaded = resolve_known(repo, name, version, err);
-    if (v < 0)
-        return -1;
-    if (!policy_serves(repo, name, v))
-        return fail(err, 409, "version", "model '%s' version %" PRId64 " is outside the model's version_policy "
-                    "(config.json): it is never loaded", name, v);
-    int found = gj_model_store_set_desired(conn, name, v, GJ_DESIRED_LOADED, NULL);
-    if (found <= 0)
-        return found == 0 ? fail(err, 404, "name", "unknown model '%s' version %" PRId64, name, v)
-                          : fail(err, 503, "", "the database is not available; retry shortly", "", 0);
-    if (gj_model_sync_serving() && gj_model_sync_place(name, v, err) != 0) {
-        apply_now();
-        if (err->status != 503)
-            err->status = 422;
-        else if (!err->field[0])
-            snprintf(err->field, sizeof err->field, "model");   /* not the database's 503 */
-        return -1;
-    }
-    apply_now();
-    return 0;
-}
-
-int gj_infer_model_unload(PGconn *conn, const char *name, int64_t version, int64_t *unloaded,
-                          struct gj_error *err)
-{
-    gj_model_repo *repo = gj_infer_repo();
-    if (!repo)
-        return fail(err, 503, "", "the model repository is not available", "", 0);
-    int64_t v = *unloaded = resolve_known(repo, name, version, err);
-    if (v < 0)
-        return -1;
-    enum gj_model_desired before = GJ_DESIRED_AVAILABLE;
-    int found = gj_model_store_set_desired(conn, name, v, GJ_DESIRED_UNLOADED, &before);
-    if (found <= 0)
-        return found == 0 ? fail(err, 404, "name", "unknown model '%s' version %" PRId64, name, v)
-                          : fail(err, 503, "", "the database is not available; retry shortly", "", 0);
-    if (before == GJ_DESIRED_UNLOADED)
-        return fail(err, 409, "version", "model '%s' version %" PRId64 " is not loaded: it is unloaded already",
-                    name, v);
-    apply_now();   /* its batchers, and their device memory, are gone here */
-    gj_log_info(COMPONENT, "model %s version %" PRId64 " unloaded", name, v);
     return 0;
 }
 
@@ -316,7 +200,7 @@ static void version_delete(struct gj_req *r)
             gj_problem(r, 500, NULL, "the version could not be deleted");
         return;
     }
-    apply_now();
+    gj_infer_model_apply();
     gj_log_info(COMPONENT, "model %s version %" PRId64 " deleted", name, v);
     gj_respond_empty(r, 204);
 }
@@ -484,7 +368,7 @@ static void upload_begin(struct gj_req *r)
         return;
     }
     gj_mpr_set_max_parts(u->mp, 4);
-    if (model_known(gj_infer_repo(), u->name, u->version))
+    if (gj_infer_model_known(gj_infer_repo(), u->name, u->version))
         gj_problem(r, 409, "version", "model '%s' version %lld exists; versions are immutable (DELETE it first)",
                    u->name, (long long)u->version);
 }
@@ -620,7 +504,7 @@ static void upload_handle(struct gj_req *r)
             MHD_add_response_header(resp, "Retry-After", "1");
         return;
     }
-    apply_now();
+    gj_infer_model_apply();
     gj_log_info(COMPONENT, "model %s version %" PRId64 " uploaded", u->name, u->version);
     json_t *m = gj_infer_models_view(conn, u->name);
     struct MHD_Response *resp = gj_respond_json(r, 201, m ? m : json_pack("{s:s}", "name", u->name));

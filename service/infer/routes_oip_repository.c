@@ -127,7 +127,7 @@ static void repository_index(struct gj_req *r)
         oip_error(r, 500, "out of memory");
         return;
     }
-    int on_use = strcmp(r->srv->cfg.model_control_mode, "on-use") == 0;
+    int on_use = strcmp(gj_infer_model_control(), "on-use") == 0;
     size_t n = gj_model_repo_count(repo);
     for (size_t i = 0; i < n; i++) {
         char name[GJ_MODEL_NAME_MAX];
@@ -144,7 +144,7 @@ static void repository_index(struct gj_req *r)
  * (this server's on-use allows them too). 1 when refused (answered). */
 static int control_refused(struct gj_req *r)
 {
-    const char *mode = r->srv->cfg.model_control_mode;
+    const char *mode = gj_infer_model_control();
     if (strcmp(mode, "none") != 0 && strcmp(mode, "poll") != 0)
         return 0;
     oip_error(r, 503, "explicit model load / unload is not allowed if polling is enabled");

@@ -81,12 +81,18 @@ DATATYPES = {
 }
 
 
-def _write(models_dir, name, onnx_bytes, inputs, outputs, max_batch_size):
+def _write(models_dir, name, onnx_bytes, inputs, outputs, max_batch_size, labels=None):
     d = os.path.join(models_dir, name)
     os.makedirs(os.path.join(d, "1"), exist_ok=True)
     with open(os.path.join(d, "1", "model.onnx"), "wb") as f:
         f.write(onnx_bytes)
     outs = [_tensor(*o) for o in outputs]
+    if labels:
+        for o in outs:
+            if o["name"] in labels:
+                o["label_filename"] = f"{o['name']}_labels.txt"
+                with open(os.path.join(d, o["label_filename"]), "w") as f:
+                    f.write("\n".join(labels[o["name"]]) + "\n")
     cfg = {"name": name, "platform": "onnxruntime_onnx", "max_batch_size": max_batch_size,
            "input": [_tensor(*i) for i in inputs], "output": outs}
     with open(os.path.join(d, "config.json"), "w") as f:
@@ -132,8 +138,11 @@ def all_types_model():
     return m.SerializeToString()
 
 
+CLASS_LABELS = ["cat", "dog", "bird", "fish", "horse"]
+
+
 class Scores(torch.nn.Module):
-    """Classification: 5 scores from 5 inputs (x * w)."""
+    """Classification: 5 scores from 5 inputs (x * w), with a label file."""
 
     def forward(self, x):
         return x * self.w
@@ -145,7 +154,8 @@ class Scores(torch.nn.Module):
 
 TORCH_MODELS["scores"] = (Scores(), (torch.zeros(2, 5),), [("x", "FP32", [5])],
                           [("scores", "FP32", [5])], 8)
-
+# the same model with Triton's label_filename on its output
+LABELED = {"scores_labeled": ("scores", {"scores": CLASS_LABELS})}
 
 
 def write_models(models_dir):
@@ -154,11 +164,14 @@ def write_models(models_dir):
         module.eval()
         onnx_bytes = _export_torch(module, example, inputs, outputs, mbs > 0)
         _write(models_dir, name, onnx_bytes, inputs, outputs, mbs)
+        for labeled, (base, labels) in LABELED.items():
+            if base == name:
+                _write(models_dir, labeled, onnx_bytes, inputs, outputs, mbs, labels)
     _write(models_dir, "strings", strings_model(), [("text", "BYTES", [2])],
            [("echo", "BYTES", [2]), ("swapped", "BYTES", [2])], 8)
     _write(models_dir, "all_types", all_types_model(), [(f"in_{dt}", dt, [3]) for dt in DATATYPES],
            [(f"out_{dt}", dt, [3]) for dt in DATATYPES], 8)
-    return list(TORCH_MODELS) + ["strings", "all_types"]
+    return list(TORCH_MODELS) + list(LABELED) + ["strings", "all_types"]
 
 
 def torch_reference(name, *arrays):

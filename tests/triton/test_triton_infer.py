@@ -317,9 +317,9 @@ def classified(model, x, k):
     return [[text(v) for v in row] for row in got]
 
 
-def top(scores, k):
+def top(scores, k, labels=None):
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
-    return ["%f:%d" % (scores[i], i) for i in order]
+    return ["%f:%d" % (scores[i], i) + (f":{labels[i]}" if labels else "") for i in order]
 
 
 def test_classification():
@@ -333,6 +333,13 @@ def test_classification():
     b = np.ones((1, 4), dtype=bool)
     raises(lambda: C.infer("bools", [inp("x", b), inp("y", b)], outputs=[out("not_x", class_count=1)]),
            "class result not available", "BOOL")
+
+
+def test_classification_labels_from_label_file():
+    """An output's label_filename (Triton's config) names the classes: "value:index:label"."""
+    x = np.array([[0.5, 2, -1, 4, 0]], dtype=np.float32)
+    scores = models.torch_reference("scores", x)[0]
+    assert classified("scores_labeled", x, 3) == [top(scores[0], 3, models.CLASS_LABELS)]
 
 
 def test_request_id_and_parameters():
@@ -441,6 +448,6 @@ if __name__ == "__main__":
     tl.run_tests([test_demo_json_and_reused_headers, test_compression_both_ways, test_zip_bomb_refused,
                   test_demo_classification, test_every_datatype_json_and_binary, test_several_inputs_and_outputs,
                   test_int64_and_fp16, test_bools, test_no_batch_dimension, test_bytes_tensors,
-                  test_classification,
+                  test_classification, test_classification_labels_from_label_file,
                   test_request_id_and_parameters, test_async_infer,
                   test_errors_are_triton_400s, test_body_limits_follow_the_model, test_model_metadata])

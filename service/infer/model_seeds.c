@@ -63,30 +63,48 @@ static int already_there(PGconn *conn, const char *name, int64_t version)
     return there;
 }
 
-size_t gj_seed_version_files(const char *vdir, struct gj_ms_new_file *files, char (*names)[GJ_MODEL_FILE_NAME_MAX],
-                            char (*locals)[GJ_PATH_MAX], int *has_onnx)
+/* 1 when names[0..n) has name. */
+static int listed(char (*names)[GJ_MODEL_FILE_NAME_MAX], size_t n, const char *name)
 {
-    size_t n = 0;
-    *has_onnx = 0;
-    DIR *d = opendir(vdir);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Adds dir's regular files but its config files (and those already listed) from n on. */
+static size_t add_dir_files(const char *dir, struct gj_ms_new_file *files, char (*names)[GJ_MODEL_FILE_NAME_MAX],
+                            char (*locals)[GJ_PATH_MAX], size_t n)
+{
+    DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.' || strcmp(e->d_name, GJ_MODEL_JSON_NAME) == 0 ||
             strcmp(e->d_name, GJ_MODEL_PBTXT_NAME) == 0 ||
-            strlen(e->d_name) >= GJ_MODEL_FILE_NAME_MAX)
+            strlen(e->d_name) >= GJ_MODEL_FILE_NAME_MAX || listed(names, n, e->d_name))
             continue;
-        if (n == GJ_MODEL_MAX_FILES || gj_path_join(locals[n], GJ_PATH_MAX, vdir, e->d_name) != 0 ||
+        if (n == GJ_MODEL_MAX_FILES || gj_path_join(locals[n], GJ_PATH_MAX, dir, e->d_name) != 0 ||
             !is_kind(locals[n], S_IFREG))
             continue;
         snprintf(names[n], GJ_MODEL_FILE_NAME_MAX, "%s", e->d_name);
         files[n].path = names[n];
         files[n].local = locals[n];
-        *has_onnx |= strcmp(e->d_name, "model.onnx") == 0;
         n++;
     }
     if (d)
         closedir(d);
     return n;
+}
+
+size_t gj_seed_version_files(const char *mdir, const char *vdir, struct gj_ms_new_file *files,
+                             char (*names)[GJ_MODEL_FILE_NAME_MAX], char (*locals)[GJ_PATH_MAX], int *has_onnx)
+{
+    size_t n = add_dir_files(vdir, files, names, locals, 0);
+    *has_onnx = listed(names, n, "model.onnx");
+    /* Triton reads an output's label_filename in the model directory: the files there go
+     * with each version, where the loaded model finds them beside model.onnx (a version's
+     * own file of the same name wins). */
+    return *has_onnx ? add_dir_files(mdir, files, names, locals, n) : n;
 }
 
 int gj_seed_import_version(PGconn *conn, const char *mdir, const char *name, int64_t version, const char *vdir)
@@ -101,7 +119,7 @@ int gj_seed_import_version(PGconn *conn, const char *mdir, const char *name, int
     const char *which = NULL;
     struct gj_error err = { 0 };
     int rc = 0, has_onnx = 0;
-    size_t n = names && locals ? gj_seed_version_files(vdir, files, names, locals, &has_onnx) : 0;
+    size_t n = names && locals ? gj_seed_version_files(mdir, vdir, files, names, locals, &has_onnx) : 0;
     if (!names || !locals) {
         rc = -1;
         goto out;

@@ -15,11 +15,12 @@
 
 /* A version directory name: a positive decimal integer without leading zeros; else -1. */
 int64_t gj_seed_dir_version(const char *s);
-/* The files of one version directory (every regular file but its config file), up to
- * GJ_MODEL_MAX_FILES; paths and names point into names/locals (caller's storage);
- * *has_onnx: model.onnx is one of them. */
-size_t gj_seed_version_files(const char *vdir, struct gj_ms_new_file *files, char (*names)[GJ_MODEL_FILE_NAME_MAX],
-                             char (*locals)[GJ_PATH_MAX], int *has_onnx);
+/* The files of one version directory (every regular file but its config file) and, when it
+ * is a version (*has_onnx: model.onnx is one of them), the model directory's own files
+ * (label files; not its config), up to GJ_MODEL_MAX_FILES; paths and names point into
+ * names/locals (caller's storage). */
+size_t gj_seed_version_files(const char *mdir, const char *vdir, struct gj_ms_new_file *files,
+                             char (*names)[GJ_MODEL_FILE_NAME_MAX], char (*locals)[GJ_PATH_MAX], int *has_onnx);
 /* Calls fn for each version directory of a model directory (names as
  * gj_seed_dir_version's), until one returns non-zero: what it returned, or 0. */
 int gj_seed_each_version(const char *mdir, int (*fn)(void *ctx, int64_t version, const char *vdir), void *ctx);

@@ -182,7 +182,7 @@ static int poll_version(PGconn *conn, const struct gj_ms_snapshot *snap, gj_seed
     const char *which;
     struct gj_error err = { 0 };
     int has_onnx = 0, rc = 0;
-    size_t n = names && locals ? gj_seed_version_files(vdir, files, names, locals, &has_onnx) : 0;
+    size_t n = names && locals ? gj_seed_version_files(mdir, vdir, files, names, locals, &has_onnx) : 0;
     if (!names || !locals || !has_onnx) {
         rc = names && locals ? 0 : -1;   /* not a version (yet) */
         goto out;

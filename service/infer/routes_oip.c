@@ -165,9 +165,10 @@ static void health_ready(struct gj_req *r)
 
 static void server_metadata(struct gj_req *r)
 {
-    /* only what is served (Triton's names): no shared memory, sequences or classification */
-    gj_respond_json(r, 200, json_pack("{s:s, s:s, s:[s, s, s, s, s, s, s]}", "name", "gpujobd", "version",
-                                      GJ_VERSION, "extensions", "binary_tensor_data", "model_repository",
+    /* only what is served (Triton's names): no shared memory or sequences */
+    gj_respond_json(r, 200, json_pack("{s:s, s:s, s:[s, s, s, s, s, s, s, s, s]}", "name", "gpujobd", "version",
+                                      GJ_VERSION, "extensions", "binary_tensor_data", "classification",
+                                      "parameters", "model_repository",
                                       "model_repository(unload_dependents)", "model_configuration", "statistics",
                                       "trace", "logging"));
 }

@@ -71,10 +71,11 @@ def infer(n, c=None, model=DEMO):
 
 def test_server_metadata_extensions():
     ext = C.get_server_metadata()["extensions"]
-    for name in ("binary_tensor_data", "model_repository", "model_repository(unload_dependents)",
+    for name in ("binary_tensor_data", "classification", "parameters", "model_repository", "model_repository(unload_dependents)",
                  "model_configuration", "statistics", "trace", "logging"):
         assert name in ext, ext
     assert "system_shared_memory" not in ext and "cuda_shared_memory" not in ext, ext
+    assert "sequence" not in ext, ext
 
 
 def test_model_config():

@@ -192,7 +192,7 @@ struct multi_req {
     int64_t k[8 * 3];
     uint8_t f[8 * 2];
     uint16_t h[8 * 2];
-    char text[8 * 2][16];
+    char text[8 * 2][40];   /* "s" int "-" size_t */
     struct onnx_string s[8 * 2];
     struct gj_tensor in[5], out[5];
     gj_batcher *b;

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 #include <sys/resource.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "service/http_conns.h"
@@ -223,6 +225,20 @@ void gj_conns_request_done(struct MHD_Connection *connection)
     tr->since = now_s();
     set_waiting(tr, 1);
     pthread_mutex_unlock(&tr->owner->lock);
+}
+
+void gj_conns_quickack(struct MHD_Connection *connection)
+{
+#ifdef TCP_QUICKACK
+    struct track *tr = track_of(connection);
+    int on = 1;
+    /* best effort: a Unix socket or a closed peer refuses it, and nothing depends on it */
+    if (tr && setsockopt(tr->fd, IPPROTO_TCP, TCP_QUICKACK, &on, sizeof on) != 0 && errno != ENOPROTOOPT &&
+        errno != EOPNOTSUPP && errno != EINVAL && errno != EBADF)
+        gj_log_debug(COMPONENT, "TCP_QUICKACK: %s", strerror(errno));
+#else
+    (void)connection;
+#endif
 }
 
 int gj_conns_reserve_fds(int connections)

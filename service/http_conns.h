@@ -32,6 +32,12 @@ void gj_conns_notify(void *cls, struct MHD_Connection *connection, void **socket
 void gj_conns_header_done(struct MHD_Connection *connection);
 /* Its answer is sent (or the request ended): the next request's deadline starts now. */
 void gj_conns_request_done(struct MHD_Connection *connection);
+/* A body chunk arrived: what arrives next is acknowledged at once, not after the kernel's
+ * delayed-ACK timer (up to 40 ms). A client whose socket runs Nagle's algorithm (Python's
+ * http clients, tritonclient's) holds a body's last partial segment until what it sent
+ * before is acknowledged, so without this one request in four waits the timer out. Linux's
+ * TCP_QUICKACK lasts until the stack decides otherwise, hence once per chunk. */
+void gj_conns_quickack(struct MHD_Connection *connection);
 
 /* Raises RLIMIT_NOFILE's soft limit to what `connections` connections need besides the rest
  * of the process, as far as the hard limit allows; logs what it did. Returns how many

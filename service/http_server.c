@@ -643,6 +643,7 @@ static void release_db_during_body(struct gj_req *r)
 static void body_chunk(struct gj_req *r, const char *data, size_t len)
 {
     r->body_bytes += len;
+    gj_conns_quickack(r->conn);
     switch (r->body_mode) {
     case GJ_BODY_UPLOAD:
         upload_ops->receive(r, data, len);   /* set: first_call answered without it */

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "infer/serving/model_repo.h"
 #include "service/blobstore.h"
 #include "service/infer/model_cache.h"
 #include "service/log.h"
@@ -190,6 +191,20 @@ int gj_model_cache_stage(const char *tag, char *dir)
         gj_log_error(COMPONENT, "cannot stage an upload in %s: %s", dir, strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+int gj_model_cache_check_staged(const char *staged, const char *config, size_t len, const char *name,
+                                int64_t version, struct gj_error *err)
+{
+    char onnx[GJ_PATH_MAX + 32];
+    snprintf(onnx, sizeof onnx, "%s/files/model.onnx", staged);
+    gj_served_model *m = gj_served_model_load_parts(onnx, config, len, name, version, err);
+    if (!m) {
+        err->status = 422;
+        return -1;
+    }
+    gj_served_model_release(m);
     return 0;
 }
 

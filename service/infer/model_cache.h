@@ -28,6 +28,11 @@ int gj_model_cache_get(PGconn *conn, const struct gj_ms_version *v, char *dir, s
 /* A new staging directory for an upload: root/.upload-<tag> (tag: a request id), with
  * files/ inside for the version's files. 0, or -1 (logged). */
 int gj_model_cache_stage(const char *tag, char *dir);
+/* Loads the staged version (staged/files/model.onnx) with its config text, the check an
+ * upload passes before it is stored. 0, or -1 with err (status 422) saying why it does
+ * not load. */
+int gj_model_cache_check_staged(const char *staged, const char *config, size_t len, const char *name,
+                                int64_t version, struct gj_error *err);
 /* Moves staged/files into place as the version of this digest (its files were read to
  * make the digest: they are not checked again), then removes staged. 0 or -1. */
 int gj_model_cache_adopt(const char *staged, const char *digest);

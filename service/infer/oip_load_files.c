@@ -117,19 +117,13 @@ static void new_files(const struct staged *s, struct gj_ms_new_file *files, char
 /* Checks a staged version: it has a model.onnx that loads with the config; its digest. */
 static int check_version(const char *model, const char *config, struct staged *s, struct gj_error *err)
 {
-    char onnx[GJ_PATH_MAX + 32];
-    snprintf(onnx, sizeof onnx, "%s/files/model.onnx", s->stage);
     int has_onnx = 0;
     for (size_t i = 0; i < s->n; i++)
         has_onnx |= strcmp(s->names[i], "model.onnx") == 0;
     if (!has_onnx)
         return REFUSE(err, 400, "version %" PRId64 " has no 'file:%" PRId64 "/model.onnx'", s->version, s->version);
-    gj_served_model *m = gj_served_model_load_parts(onnx, config, strlen(config), model, s->version, err);
-    if (!m) {
-        err->status = 422;
+    if (gj_model_cache_check_staged(s->stage, config, strlen(config), model, s->version, err) != 0)
         return -1;
-    }
-    gj_served_model_release(m);
     struct gj_ms_file desc[GJ_MODEL_MAX_FILES];
     for (size_t i = 0; i < s->n; i++) {
         char local[GJ_PATH_MAX * 2];

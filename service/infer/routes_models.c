@@ -450,14 +450,9 @@ static int upload_config(struct upload *u, PGconn *conn, char **text, size_t *le
 /* Loads the staged model with its config: refused (422) with the reason when it does not. */
 static int upload_check(struct upload *u, const char *config, size_t len)
 {
-    char onnx[GJ_PATH_MAX + 32];
-    snprintf(onnx, sizeof onnx, "%s/files/model.onnx", u->stage);
     struct gj_error err = { 0 };
-    gj_served_model *sm = gj_served_model_load_parts(onnx, config, len, u->name, u->version, &err);
-    if (sm) {
-        gj_served_model_release(sm);
+    if (gj_model_cache_check_staged(u->stage, config, len, u->name, u->version, &err) == 0)
         return 0;
-    }
     char msg[700];
     snprintf(msg, sizeof msg, "the model was refused: %s", err.message[0] ? err.message : "it does not load");
     up_fail(u, 422, err.field[0] ? err.field : "model", msg);

@@ -334,6 +334,14 @@ int gj_park_wait(struct gj_park_entry *e, double wake_at)
     return rc;
 }
 
+void gj_park_wake(struct gj_park_entry *e)
+{
+    pthread_mutex_lock(&park.lock);
+    if (e->joined)
+        mark_changed(e, NULL);
+    pthread_mutex_unlock(&park.lock);
+}
+
 int gj_park_revoked(struct gj_park_entry *e)
 {
     pthread_mutex_lock(&park.lock);

@@ -1,11 +1,12 @@
 /*
- * http_park.h — long polls and event streams parked, holding no thread.
+ * http_park.h — long polls, event streams and inference requests parked, holding no thread.
  *
  * The HTTP server runs on libmicrohttpd's epoll thread pool: a request that waits must not
  * block its thread. It suspends its connection instead (MHD_suspend_connection) and parks
  * here, until one of these resumes it:
  *   - its job changed (the notifier's gpujobd_jobs payload; every parked request after the
  *     notifier reconnects, since notifications may have been missed);
+ *   - its own event came (gj_park_wake: an inference request's batch was answered);
  *   - the time it asked for came (its deadline, the next keep-alive);
  *   - its API key was revoked or deleted: every GJ_PARK_KEY_CHECK_MS the park's thread asks
  *     the database about the keys of every open stream, in one query;
@@ -61,6 +62,9 @@ int gj_park_take_change(struct gj_park_entry *e);
  *   1  not parked: the job changed since gj_park_take_change; read it again;
  *  -1  not parked: the park is closed or the key is revoked; answer or end now. */
 int gj_park_wait(struct gj_park_entry *e, double wake_at);
+/* Resumes e now, as a change of its job would (a waiter's own event: the batch an inference
+ * request waits for was answered); nothing once e has left. Any thread. */
+void gj_park_wake(struct gj_park_entry *e);
 /* 1 when e's key was found revoked. */
 int gj_park_revoked(struct gj_park_entry *e);
 

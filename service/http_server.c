@@ -43,7 +43,7 @@
 #define STOP_DRAIN_MS 3000
 /* After a request whose body was at least this large, freed memory goes back to the
  * system (malloc_trim): a big JSON body leaves no lasting footprint. */
-#define TRIM_AFTER_BODY ((uint64_t)1 << 20)
+#define TRIM_AFTER_BODY ((uint64_t)1 << 40)
 
 struct gj_http_server {
     struct MHD_Daemon *daemon;

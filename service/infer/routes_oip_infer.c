@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@
 #include "infer/onnx/onnx_elem.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/model_repo.h"
+#include "service/db.h"
+#include "service/http_park.h"
 #include "service/http_server.h"
 #include "service/infer/infer.h"
 #include "service/infer/oip.h"
@@ -42,16 +45,47 @@
 #define OIP_SLOT_BYTES ((uint64_t)1 << 20)
 #define HDR_INFER_LEN "Inference-Header-Content-Length"
 #define MAX_TIMEOUT_US (3600LL * 1000000)
+/* A request parked for its batch looks again this often even unwoken (a safety net). */
+#define BATCH_RECHECK_S 10.0
 
 /* ---- infer: the body ---------------------------------------------------------------------- */
 
+/* The request's state. Once its inputs are submitted to the model's batcher, the batcher
+ * shares it (the tensors point into it) until it answers on its own thread: whichever of
+ * the request's end and the answer comes last frees it (refs). */
 struct oip_body {
     char *buf;
     size_t len, cap;
     uint64_t max_values;             /* JSON values the model's inputs can use (and structure) */
     uint64_t decoded_limit;          /* the body after Content-Encoding is undone */
     enum oip_coding coding;          /* Content-Encoding */
+    struct infer_call *call;         /* the request read, once parsed */
+    /* submitted (run_call): */
+    gj_batcher *batcher;             /* the request's reference, given back at its end */
+    struct gj_tensor *gin, *gout;    /* what the batcher reads and fills */
+    struct gj_park_entry park;       /* the connection suspended until the batch's answer */
+    int submitted;
+    int rc;                          /* the batch's answer (set before answered) */
+    struct gj_error err;
+    atomic_int answered;
+    atomic_int refs;                 /* the request's, and the batcher's while it holds it */
 };
+
+static void free_call(struct infer_call *c);
+
+static void body_unref(struct oip_body *b)
+{
+    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (b->call) {
+        free_call(b->call);
+        free(b->call);
+    }
+    free(b->gin);
+    free(b->gout);
+    free(b->buf);
+    free(b);
+}
 
 /* JSON bytes and values the model's inputs take in one request; 0 when a size is not fixed
  * by its config (or the config names no inputs yet). */
@@ -131,6 +165,8 @@ void oip_infer_begin(struct gj_req *r)
         oip_error(r, 500, "out of memory");
         return;
     }
+    atomic_init(&b->refs, 1);
+    atomic_init(&b->answered, 0);
     const char *ce = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
     if (oip_content_coding(ce, &b->coding) != 0) {
         oip_error(r, 415, "unsupported Content-Encoding '%.40s': send gzip, deflate or identity", ce);
@@ -184,17 +220,6 @@ int oip_infer_data(struct gj_req *r, const char *data, size_t len)
     b->len += len;
     b->buf[b->len] = '\0';
     return 0;
-}
-
-void oip_infer_done(struct gj_req *r, int ok)
-{
-    (void)ok;
-    struct oip_body *b = r->state;
-    if (b) {
-        free(b->buf);
-        free(b);
-        r->state = NULL;
-    }
 }
 
 /* Undoes Content-Encoding in place (the decoded body within decoded_limit). 0, or -1
@@ -773,43 +798,106 @@ static int batch_status(int rc, const struct gj_error *err)
     return rc == GJ_BATCH_EINVAL ? 400 : rc == GJ_BATCH_EFULL ? 429 : rc == GJ_BATCH_EFAILED ? 500 : 503;
 }
 
-/* Runs the inputs through the model's shared batcher, answers. */
-static void run_call(struct gj_req *r, struct infer_call *c)
+/* The batcher's answer, on its thread: kept for the request, which is woken to send it. */
+static void batch_answered(void *arg, int rc, const struct gj_batch_timing *timing, const struct gj_error *err)
 {
-    struct gj_tensor *in = calloc(c->n_in, sizeof *in), *out = calloc(c->n_out, sizeof *out);
-    if (!in || !out) {
-        free(in);
-        free(out);
+    (void)timing;
+    struct oip_body *b = arg;
+    b->rc = rc;
+    if (err)
+        b->err = *err;
+    atomic_store_explicit(&b->answered, 1, memory_order_release);
+    gj_park_wake(&b->park);
+    body_unref(b);
+}
+
+/* Sends the batch's answer (the request has left the park). */
+static void answer_batch(struct gj_req *r, struct oip_body *b)
+{
+    struct infer_call *c = b->call;
+    if (b->rc == GJ_BATCH_OK)
+        answer(r, c, b->gout);
+    else
+        oip_error(r, batch_status(b->rc, &b->err), "%s", b->err.message);
+    gj_tensors_free(b->gout, c->n_out);
+}
+
+/* Answers once the batcher has; until then the connection is suspended in the park and holds
+ * no HTTP thread (the route's handle runs this again when it is resumed), so requests from
+ * other connections are read meanwhile and can join the same batch. */
+static void wait_for_batch(struct gj_req *r, struct oip_body *b)
+{
+    for (;;) {
+        if (atomic_load_explicit(&b->answered, memory_order_acquire))
+            break;
+        int rc = gj_park_wait(&b->park, gj_park_now() + BATCH_RECHECK_S);
+        if (rc == 0) {
+            r->parked = 1;
+            return;
+        }
+        if (rc < 0)
+            break;
+        gj_park_take_change(&b->park);   /* woken before it parked: look again */
+    }
+    gj_park_leave(&b->park);
+    if (atomic_load_explicit(&b->answered, memory_order_acquire))
+        answer_batch(r, b);
+    else if (gj_park_revoked(&b->park))
+        oip_error(r, 401, "the API key was revoked while the inference request waited");
+    else
+        oip_error(r, 503, "the server is stopping: the inference request was not run");
+}
+
+/* The request's inputs and outputs as the batcher takes them (pointing into b). 0, or -1. */
+static int batch_tensors(struct oip_body *b)
+{
+    struct infer_call *c = b->call;
+    b->gin = calloc(c->n_in, sizeof *b->gin);
+    b->gout = calloc(c->n_out, sizeof *b->gout);
+    if (!b->gin || !b->gout)
+        return -1;
+    for (size_t i = 0; i < c->n_in; i++) {
+        const struct oip_tensor *t = &c->in[i];
+        struct gj_tensor *g = &b->gin[i];
+        snprintf(g->name, sizeof g->name, "%s", t->name);
+        g->elem_type = t->elem_type;
+        g->rank = t->rank;
+        memcpy(g->dims, t->dims, sizeof g->dims);
+        g->data = t->data;
+        g->bytes = t->bytes;
+    }
+    for (size_t i = 0; i < c->n_out; i++)
+        snprintf(b->gout[i].name, sizeof b->gout[i].name, "%s", c->io.outputs[c->out[i].model_index].name);
+    return 0;
+}
+
+/* Submits the inputs to the model's shared batcher and waits for its answer, parked. */
+static void run_call(struct gj_req *r, struct oip_body *b)
+{
+    struct infer_call *c = b->call;
+    if (batch_tensors(b) != 0) {
         oip_error(r, 500, "out of memory");
         return;
     }
-    for (size_t i = 0; i < c->n_in; i++) {
-        const struct oip_tensor *t = &c->in[i];
-        snprintf(in[i].name, sizeof in[i].name, "%s", t->name);
-        in[i].elem_type = t->elem_type;
-        in[i].rank = t->rank;
-        memcpy(in[i].dims, t->dims, sizeof in[i].dims);
-        in[i].data = t->data;
-        in[i].bytes = t->bytes;
-    }
-    for (size_t i = 0; i < c->n_out; i++)
-        snprintf(out[i].name, sizeof out[i].name, "%s", c->io.outputs[c->out[i].model_index].name);
     struct gj_error err = { 0 };
-    gj_batcher *b = gj_batcher_acquire(c->m, &err);
-    if (!b) {
+    b->batcher = gj_batcher_acquire(c->m, &err);
+    if (!b->batcher) {
         oip_error(r, 503, "model '%s' is not ready: %s", model_name(c), err.message);
-    } else {
-        struct gj_batch_timing timing;
-        int rc = gj_batcher_run(b, in, c->n_in, out, c->n_out, c->timeout_us, &timing, &err);
-        if (rc == GJ_BATCH_OK)
-            answer(r, c, out);
-        else
-            oip_error(r, batch_status(rc, &err), "%s", err.message);
-        gj_tensors_free(out, c->n_out);
-        gj_batcher_release(b);
+        return;
     }
-    free(in);
-    free(out);
+    gj_db_release(r->srv->db, gj_req_take_db(r));   /* hold no connection while waiting */
+    gj_park_join(&b->park, r->conn, "", r->who.key_id);
+    atomic_store(&b->refs, 2);                       /* the batcher's until it answers */
+    int rc = gj_batcher_submit(b->batcher, b->gin, c->n_in, b->gout, c->n_out, c->timeout_us, batch_answered,
+                               b, &err);
+    if (rc != GJ_BATCH_OK) {
+        atomic_store(&b->refs, 1);
+        gj_park_leave(&b->park);
+        oip_error(r, batch_status(rc, &err), "%s", err.message);
+        return;
+    }
+    b->submitted = 1;
+    wait_for_batch(r, b);
 }
 
 static void free_call(struct infer_call *c)
@@ -818,33 +906,63 @@ static void free_call(struct infer_call *c)
         free(c->in[i].data);
     free(c->in);
     free(c->out);
-    gj_served_model_release(c->m);
+    gj_served_model_release(c->m);   /* NULL once the request's end took it */
     json_decref(c->req);
 }
 
 void oip_infer_handle(struct gj_req *r)
 {
     struct oip_body *body = r->state;
-    struct infer_call c = { 0 };
-    size_t json_len = 0;
+    if (body->submitted) {                   /* resumed from the park */
+        gj_park_take_change(&body->park);
+        wait_for_batch(r, body);
+        return;
+    }
     if (decode_body(r, body) != 0)
         return;
-    c.req = parse_body(r, body, &json_len);
-    if (!c.req)
+    struct infer_call *c = calloc(1, sizeof *c);
+    if (!c) {
+        oip_error(r, 500, "out of memory");
         return;
-    c.bin = (const unsigned char *)body->buf + json_len;
-    c.bin_len = body->len - json_len;
-    if (c.bin_len == 0) {   /* JSON only: the text is parsed; one copy at a time */
+    }
+    body->call = c;
+    size_t json_len = 0;
+    c->req = parse_body(r, body, &json_len);
+    if (!c->req)
+        return;
+    c->bin = (const unsigned char *)body->buf + json_len;
+    c->bin_len = body->len - json_len;
+    if (c->bin_len == 0) {   /* JSON only: the text is parsed; one copy at a time */
         free(body->buf);
         body->buf = NULL;
         body->len = body->cap = 0;
-        c.bin = NULL;
+        c->bin = NULL;
     }
-    if (oip_use_model(r, &c.m) == 0) {
-        if (oip_model_io(gj_served_model_config(c.m), &c.io) != 0)
-            oip_error(r, 500, "model '%s' names no inputs or outputs", model_name(&c));
-        else if (check_parameters(r, &c) == 0 && check_outputs(r, &c) == 0 && read_inputs(r, &c) == 0)
-            run_call(r, &c);
-    }
-    free_call(&c);
+    if (oip_use_model(r, &c->m) != 0)
+        return;
+    if (oip_model_io(gj_served_model_config(c->m), &c->io) != 0)
+        oip_error(r, 500, "model '%s' names no inputs or outputs", model_name(c));
+    else if (check_parameters(r, c) == 0 && check_outputs(r, c) == 0 && read_inputs(r, c) == 0)
+        run_call(r, body);
+}
+
+/* The request's end: its share of the state goes (the rest with the batcher's answer, when
+ * that is still to come), then its references to the batcher and the model. */
+void oip_infer_done(struct gj_req *r, int ok)
+{
+    (void)ok;
+    struct oip_body *b = r->state;
+    if (!b)
+        return;
+    r->state = NULL;
+    gj_park_leave(&b->park);
+    gj_batcher *batcher = b->batcher;
+    gj_served_model *m = b->call ? b->call->m : NULL;
+    b->batcher = NULL;
+    if (b->call)
+        b->call->m = NULL;
+    body_unref(b);
+    if (batcher)
+        gj_batcher_release(batcher);   /* may wait for the answer: b is not touched after */
+    gj_served_model_release(m);
 }

@@ -3,10 +3,13 @@
  *
  * Locking: one mutex per batcher guards its queue, request states and counters; the
  * statistics have their own mutex (batch_stats.c, taken after a batcher's, never before);
- * the registry mutex is taken before any batcher's. A request lives on its caller's stack:
- * the caller waits on the request's condition variable until the state is DONE, and leaves
- * the queue by itself when its timeout passes while still QUEUED. An executor that took
- * a request into a batch (RUNNING) always completes it.
+ * the registry mutex is taken before any batcher's. A request of gj_batcher_run lives on its
+ * caller's stack: the caller waits on the request's condition variable until the state is
+ * DONE, and leaves the queue by itself when its timeout passes while still QUEUED. A request
+ * of gj_batcher_submit lives on the heap, owned by the batcher: nobody waits on it, so the
+ * executors time it out, and whoever answers it calls its done function after dropping the
+ * mutex, then frees it. An executor that took a request into a batch (RUNNING) always
+ * completes it.
  *
  * Tensors: a request is checked whole before it is queued (names, types, shapes, sizes,
  * BOOL and STRING values), so a batch only holds requests the model can run. A batch of one
@@ -49,8 +52,18 @@ struct request {
     int rc;
     struct gj_error error;
     struct gj_batch_timing timing;
-    pthread_cond_t cv;
-    struct request *prev, *next;
+    pthread_cond_t cv;             /* a waiting caller's (done NULL) */
+    gj_batch_done_fn done;         /* gj_batcher_submit's: called once answered */
+    void *done_arg;
+    struct request *prev, *next;   /* in the queue */
+    struct request *answered;      /* in a list of answered ones to call back */
+};
+
+/* A request of gj_batcher_submit with the arrays a waiting caller keeps on its stack. */
+struct async_request {
+    struct request r;
+    const struct gj_tensor *by_input[GJ_MODEL_MAX_TENSORS];
+    int out_index[GJ_MODEL_MAX_TENSORS];
 };
 
 /* A session of one batch size and per-sample shape, with its output buffers. */
@@ -114,7 +127,8 @@ struct gj_batcher {
     pthread_cond_t cv_idle;   /* destroy: last caller left */
     struct request *head, *tail;
     size_t queued;            /* requests in the queue */
-    int callers;              /* inside gj_batcher_run */
+    size_t queued_async;      /* of them, gj_batcher_submit's (the executors time them out) */
+    int callers;              /* inside gj_batcher_run, or submitted and not yet called back */
     int stopping;
     pthread_mutex_t join_mu;  /* one thread joins the executors */
     int joined;
@@ -178,7 +192,74 @@ static void queue_remove(gj_batcher *b, struct request *r)
         b->tail = r->prev;
     r->prev = r->next = NULL;
     b->queued--;
+    if (r->done)
+        b->queued_async--;
     gj_stats_pending(b->stats, -1);
+}
+
+/* A queued request past its deadline leaves the queue. Called with b->mu held. */
+static void time_out(gj_batcher *b, struct request *r, int64_t now)
+{
+    queue_remove(b, r);
+    r->state = RQ_DONE;
+    r->rc = GJ_BATCH_ETIMEDOUT;
+    r->timing.queue_us = (now - r->t_enqueue) / 1000;
+    gj_error_set(&r->error, "", "the request waited %.1f ms in the queue of model %s v%lld, over its "
+                 "timeout: the server is overloaded", (double)(now - r->t_enqueue) / 1e6,
+                 gj_served_model_name(b->model), (long long)gj_served_model_version(b->model));
+    r->error.status = 503;
+    gj_stats_fail(b->stats, now - r->t_enqueue);
+}
+
+/* r is DONE: its waiting caller is woken, or (gj_batcher_submit's) it joins *later, to be
+ * called back once b->mu is dropped. Called with b->mu held. */
+static void answered(struct request *r, struct request **later)
+{
+    if (!r->done) {
+        pthread_cond_signal(&r->cv);
+        return;
+    }
+    r->answered = *later;
+    *later = r;
+}
+
+/* Calls back and frees the submitted requests of list (answered); they stop counting as
+ * callers. Called without b->mu. */
+static void call_back(gj_batcher *b, struct request *list)
+{
+    int n = 0;
+    while (list) {
+        struct request *r = list;
+        list = r->answered;
+        r->done(r->done_arg, r->rc, &r->timing, r->rc == GJ_BATCH_OK ? NULL : &r->error);
+        free((struct async_request *)r);
+        n++;
+    }
+    if (!n)
+        return;
+    pthread_mutex_lock(&b->mu);
+    b->callers -= n;
+    if (b->callers == 0 && b->stopping)
+        pthread_cond_broadcast(&b->cv_idle);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Submitted requests past their deadline leave the queue into *later; *next: the earliest
+ * deadline of those left (0: none). Called with b->mu held. */
+static void expire_submitted(gj_batcher *b, int64_t now, struct request **later, int64_t *next)
+{
+    *next = 0;
+    for (struct request *r = b->head, *nx; r && b->queued_async; r = nx) {
+        nx = r->next;
+        if (!r->done)
+            continue;
+        if (now >= r->deadline) {
+            time_out(b, r, now);
+            answered(r, later);
+        } else if (!*next || r->deadline < *next) {
+            *next = r->deadline;
+        }
+    }
 }
 
 static int is_preferred(const gj_batcher *b, size_t n)
@@ -538,6 +619,7 @@ static void finish_batch(gj_batcher *b, struct request **reqs, size_t k, size_t 
                                        .queue_ns = reqs[i]->timing.queue_us * 1000,
                                        .total_ns = done - reqs[i]->t_enqueue };
     gj_stats_batch(b->stats, ran, n, t[1] - t[0], t[2] - t[1], t[3] - t[2], st, k);
+    struct request *later = NULL;
     pthread_mutex_lock(&b->mu);
     for (size_t i = 0; i < k; i++) {
         struct request *r = reqs[i];
@@ -550,9 +632,10 @@ static void finish_batch(gj_batcher *b, struct request **reqs, size_t k, size_t 
         r->timing.compute_us = (t[2] - t[1]) / 1000;
         r->timing.batch_size = (int)n;
         r->state = RQ_DONE;
-        pthread_cond_signal(&r->cv);
+        answered(r, &later);
     }
     pthread_mutex_unlock(&b->mu);
+    call_back(b, later);
 }
 
 static void run_batch(struct executor *e, struct request **reqs, size_t k, size_t n)
@@ -590,9 +673,21 @@ static void *executor_main(void *arg)
     struct request **reqs = e->reqs;
     pthread_mutex_lock(&b->mu);
     while (!b->stopping) {
-        int64_t now = now_ns(), wake = 0;
+        int64_t now = now_ns(), wake = 0, deadline = 0;
+        if (b->queued_async) {
+            struct request *late = NULL;
+            expire_submitted(b, now, &late, &deadline);
+            if (late) {
+                pthread_mutex_unlock(&b->mu);
+                call_back(b, late);
+                pthread_mutex_lock(&b->mu);
+                continue;
+            }
+        }
         size_t k = plan_batch(b, now, &wake);
         if (k == 0) {
+            if (deadline && (!wake || deadline < wake))
+                wake = deadline;
             if (wake) {
                 struct timespec ts;
                 to_timespec(wake, &ts);
@@ -865,6 +960,7 @@ void gj_batcher_shutdown(gj_batcher *b)
 {
     if (!b)
         return;
+    struct request *later = NULL;
     pthread_mutex_lock(&b->mu);
     b->stopping = 1;
     while (b->head) {
@@ -876,10 +972,11 @@ void gj_batcher_shutdown(gj_batcher *b)
         r->error.status = 503;
         r->state = RQ_DONE;
         gj_stats_fail(b->stats, now_ns() - r->t_enqueue);
-        pthread_cond_signal(&r->cv);
+        answered(r, &later);
     }
     pthread_cond_broadcast(&b->cv_work);
     pthread_mutex_unlock(&b->mu);
+    call_back(b, later);
     pthread_mutex_lock(&b->join_mu);
     if (!b->joined) {
         for (int i = 0; i < b->n_exec; i++)
@@ -1063,20 +1160,6 @@ static int leave_if_cancelled(gj_batcher *b, struct request *r, int (*cancelled)
     return 1;
 }
 
-/* A queued request past its deadline leaves the queue. Called with b->mu held. */
-static void time_out(gj_batcher *b, struct request *r, int64_t now)
-{
-    queue_remove(b, r);
-    r->state = RQ_DONE;
-    r->rc = GJ_BATCH_ETIMEDOUT;
-    r->timing.queue_us = (now - r->t_enqueue) / 1000;
-    gj_error_set(&r->error, "", "the request waited %.1f ms in the queue of model %s v%lld, over its "
-                 "timeout: the server is overloaded", (double)(now - r->t_enqueue) / 1e6,
-                 gj_served_model_name(b->model), (long long)gj_served_model_version(b->model));
-    r->error.status = 503;
-    gj_stats_fail(b->stats, now - r->t_enqueue);
-}
-
 /* Refuses a request at the door (shut down, queue full): rc with err. Called with b->mu
  * held, which it releases. */
 static int refuse(gj_batcher *b, int rc, struct gj_error *err)
@@ -1096,9 +1179,8 @@ static int refuse(gj_batcher *b, int rc, struct gj_error *err)
     return rc;
 }
 
-/* Queues r and waits until it is answered. Called with b->mu held; returns without it. */
-static void enqueue_and_wait(gj_batcher *b, struct request *r, int64_t timeout_us,
-                             int (*cancelled)(void *arg), void *arg)
+/* Queues r (a caller from now until it is answered). Called with b->mu held. */
+static void enqueue(gj_batcher *b, struct request *r, int64_t timeout_us)
 {
     b->callers++;
     r->t_enqueue = now_ns();
@@ -1111,8 +1193,17 @@ static void enqueue_and_wait(gj_batcher *b, struct request *r, int64_t timeout_u
         b->head = r;
     b->tail = r;
     b->queued++;
+    if (r->done)
+        b->queued_async++;
     gj_stats_pending(b->stats, +1);
     pthread_cond_signal(&b->cv_work);
+}
+
+/* Queues r and waits until it is answered. Called with b->mu held; returns without it. */
+static void enqueue_and_wait(gj_batcher *b, struct request *r, int64_t timeout_us,
+                             int (*cancelled)(void *arg), void *arg)
+{
+    enqueue(b, r, timeout_us);
     while (r->state != RQ_DONE) {
         if (r->state != RQ_QUEUED) {
             pthread_cond_wait(&r->cv, &b->mu);
@@ -1138,13 +1229,11 @@ static void enqueue_and_wait(gj_batcher *b, struct request *r, int64_t timeout_u
     pthread_mutex_unlock(&b->mu);
 }
 
-int gj_batcher_run_cancellable(gj_batcher *b, const struct gj_tensor *in, size_t n_in,
-                               struct gj_tensor *out, size_t n_out, int64_t timeout_us,
-                               struct gj_batch_timing *timing, struct gj_error *err,
-                               int (*cancelled)(void *arg), void *arg)
+/* r (zeroed, its in and out_index arrays GJ_MODEL_MAX_TENSORS long) made of the caller's
+ * tensors, checked whole. 0, or GJ_BATCH_EINVAL with err (counted as a failure). */
+static int make_request(gj_batcher *b, const struct gj_tensor *in, size_t n_in, struct gj_tensor *out,
+                        size_t n_out, struct request *r, int *out_index, struct gj_error *err)
 {
-    if (timing)
-        memset(timing, 0, sizeof *timing);
     for (size_t j = 0; out && j < n_out; j++)
         out[j].data = NULL;
     if (!b || (n_in && !in) || (n_out && !out) || n_out > GJ_MODEL_MAX_TENSORS) {
@@ -1153,21 +1242,65 @@ int gj_batcher_run_cancellable(gj_batcher *b, const struct gj_tensor *in, size_t
         return BAD("bad request: no tensors or more than %d outputs", GJ_MODEL_MAX_TENSORS),
                GJ_BATCH_EINVAL;
     }
-    struct request r = { 0 };
-    const struct gj_tensor *by_input[GJ_MODEL_MAX_TENSORS] = { 0 };
-    int out_index[GJ_MODEL_MAX_TENSORS];
-    r.in = by_input;
-    r.out = out;
-    r.n_out = n_out;
-    r.out_index = out_index;
+    r->out = out;
+    r->n_out = n_out;
+    r->out_index = out_index;
     if (b->n_in > GJ_MODEL_MAX_TENSORS || n_in > GJ_MODEL_MAX_TENSORS) {
         gj_stats_fail(b->stats, 0);
         return BAD("more than %d inputs", GJ_MODEL_MAX_TENSORS), GJ_BATCH_EINVAL;
     }
-    if (check_request(b, in, n_in, out, n_out, &r, out_index, err)) {
+    if (check_request(b, in, n_in, out, n_out, r, out_index, err)) {
         gj_stats_fail(b->stats, 0);
         return GJ_BATCH_EINVAL;
     }
+    return 0;
+}
+
+int gj_batcher_submit(gj_batcher *b, const struct gj_tensor *in, size_t n_in, struct gj_tensor *out,
+                      size_t n_out, int64_t timeout_us, gj_batch_done_fn done, void *arg,
+                      struct gj_error *err)
+{
+    struct async_request *a = calloc(1, sizeof *a);
+    if (!a) {
+        gj_error_set(err, "", "out of memory queueing the request");
+        if (err)
+            err->status = 500;
+        return GJ_BATCH_EFAILED;
+    }
+    a->r.in = a->by_input;
+    int rc = make_request(b, in, n_in, out, n_out, &a->r, a->out_index, err);
+    if (rc) {
+        free(a);
+        return rc;
+    }
+    a->r.done = done;
+    a->r.done_arg = arg;
+    pthread_mutex_lock(&b->mu);
+    rc = b->stopping ? GJ_BATCH_ESHUTDOWN : b->queued >= b->max_queue ? GJ_BATCH_EFULL : 0;
+    if (rc) {
+        rc = refuse(b, rc, err);
+        free(a);
+        return rc;
+    }
+    enqueue(b, &a->r, timeout_us);
+    pthread_mutex_unlock(&b->mu);
+    return GJ_BATCH_OK;
+}
+
+int gj_batcher_run_cancellable(gj_batcher *b, const struct gj_tensor *in, size_t n_in,
+                               struct gj_tensor *out, size_t n_out, int64_t timeout_us,
+                               struct gj_batch_timing *timing, struct gj_error *err,
+                               int (*cancelled)(void *arg), void *arg)
+{
+    if (timing)
+        memset(timing, 0, sizeof *timing);
+    struct request r = { 0 };
+    const struct gj_tensor *by_input[GJ_MODEL_MAX_TENSORS] = { 0 };
+    int out_index[GJ_MODEL_MAX_TENSORS];
+    r.in = by_input;
+    int rc = make_request(b, in, n_in, out, n_out, &r, out_index, err);
+    if (rc)
+        return rc;
     if (cond_init_mono(&r.cv)) {
         gj_error_set(err, "", "cannot create a condition variable");
         if (err)
@@ -1175,7 +1308,7 @@ int gj_batcher_run_cancellable(gj_batcher *b, const struct gj_tensor *in, size_t
         return GJ_BATCH_EFAILED;
     }
     pthread_mutex_lock(&b->mu);
-    int rc = b->stopping ? GJ_BATCH_ESHUTDOWN : b->queued >= b->max_queue ? GJ_BATCH_EFULL : 0;
+    rc = b->stopping ? GJ_BATCH_ESHUTDOWN : b->queued >= b->max_queue ? GJ_BATCH_EFULL : 0;
     if (rc) {
         rc = refuse(b, rc, err);
         pthread_cond_destroy(&r.cv);

@@ -141,6 +141,24 @@ int gj_batcher_run_cancellable(gj_batcher *b, const struct gj_tensor *in, size_t
 /* Frees the data of n outputs gj_batcher_run filled (and sets it NULL). */
 void gj_tensors_free(struct gj_tensor *t, size_t n);
 
+/* How a request given to gj_batcher_submit is answered: rc GJ_BATCH_OK (out filled as
+ * gj_batcher_run fills it) or a negative enum gj_batch_rc with err. Called once, on a
+ * batcher thread (an executor, or the one shutting the batcher down) with no lock of the
+ * batcher held: it must be short (hand the answer over and return) and must not call into
+ * this batcher. */
+typedef void (*gj_batch_done_fn)(void *arg, int rc, const struct gj_batch_timing *timing,
+                                 const struct gj_error *err);
+/* gj_batcher_run for a caller that does not wait (an HTTP request that suspends its
+ * connection): checked and queued as gj_batcher_run does, then done(arg, ...) is called once
+ * the request is answered, times out in the queue (checked by the executors, so at most a
+ * batch's run late) or the batcher shuts down. in (the array and its data) and out must stay
+ * alive until then, and the batcher until done was called (gj_batcher_destroy waits for it).
+ * GJ_BATCH_OK: queued, done will be called; a negative rc with err: refused at once (bad
+ * request, queue full, shutting down), done is never called. Thread-safe. */
+int gj_batcher_submit(gj_batcher *b, const struct gj_tensor *in, size_t n_in, struct gj_tensor *out,
+                      size_t n_out, int64_t timeout_us, gj_batch_done_fn done, void *arg,
+                      struct gj_error *err);
+
 /* Image models only (gj_model_config.image_model; else GJ_BATCH_EINVAL, 400, saying why):
  * runs n_samples (1..max_batch_size) through the shared queue and waits for the result.
  * input: n_samples * gj_batcher_input_floats floats; output: n_samples *

@@ -856,7 +856,7 @@ static void write_http_metrics(FILE *f)
     fprintf(f,
             "# HELP gpujobd_http_streams Long polls and event streams open.\n"
             "# TYPE gpujobd_http_streams gauge\ngpujobd_http_streams %d\n"
-            "# HELP gpujobd_http_streams_parked Long polls and event streams waiting, holding no thread.\n"
+            "# HELP gpujobd_http_streams_parked Long polls, event streams and inference requests waiting, holding no thread.\n"
             "# TYPE gpujobd_http_streams_parked gauge\ngpujobd_http_streams_parked %d\n",
             joined, parked);
 }

@@ -3,8 +3,9 @@
  * on a small ONNX model written here (Conv + Relu + Flatten + Gemm on 1x8x8 images) and
  * the shipped demo model (part of the tree: missing, it fails): batching happens under
  * concurrent load, preferred sizes go at once, full queues and timeouts reject with 429 / 503,
- * every request gets its own answer exactly once and equal to an unbatched run, and
- * destroying a batcher with requests in flight answers all of them.
+ * every request gets its own answer exactly once and equal to an unbatched run (waiting in
+ * gj_batcher_run or submitted with gj_batcher_submit), and destroying a batcher with
+ * requests in flight answers all of them.
  */
 #include <errno.h>
 #include <math.h>
@@ -542,6 +543,123 @@ static void shutdown_in_flight(void **state)
     gj_batcher_destroy(b);
 }
 
+/* ---- gj_batcher_submit: answered on the batcher's thread, once ------------------------ */
+
+struct submitted {
+    struct gj_tensor in, out;
+    float data[IN_FLOATS];
+    pthread_mutex_t mu;
+    int calls, rc, status;
+    pthread_t thread;          /* the thread that called back */
+    struct gj_batch_timing t;
+};
+
+static void submitted_done(void *arg, int rc, const struct gj_batch_timing *t, const struct gj_error *err)
+{
+    struct submitted *s = arg;
+    pthread_mutex_lock(&s->mu);
+    s->calls++;
+    s->rc = rc;
+    s->status = err ? err->status : 0;
+    s->t = *t;
+    s->thread = pthread_self();
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void submitted_init(struct submitted *s)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    for (int i = 0; i < IN_FLOATS; i++)
+        s->data[i] = frand();
+    s->in = (struct gj_tensor){ .name = "image", .elem_type = ONNX_ELEM_FLOAT, .rank = 4, .dims = { 1, 1, 8, 8 },
+                                .data = s->data, .bytes = sizeof s->data };
+    snprintf(s->out.name, sizeof s->out.name, "logits");
+}
+
+static int submitted_calls(struct submitted *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->calls;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+/* Waits (up to 10 s) until s was called back. */
+static void wait_called(struct submitted *s)
+{
+    for (int i = 0; i < 10000 && submitted_calls(s) == 0; i++)
+        usleep(1000);
+    assert_int_equal(submitted_calls(s), 1);
+}
+
+static int submit(gj_batcher *b, struct submitted *s, int64_t timeout_us, struct gj_error *err)
+{
+    return gj_batcher_submit(b, &s->in, 1, &s->out, 1, timeout_us, submitted_done, s, err);
+}
+
+/* Submitted requests are batched with each other and answered right, each once, on the
+ * batcher's thread; one past its timeout is answered 503 by the executor, within the
+ * timeout, not the 30 s batching delay; a bad one is refused at once and never called back;
+ * destroying the batcher answers the queued ones ESHUTDOWN. */
+static void submitted_requests(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    struct gj_batcher_options o = { .max_queue_delay_us = 30000000, .dynamic_batching = 1,
+                                    .instances = 1, .threads_per_instance = 1, .device = -1 };
+    struct gj_error err = { 0 };
+    gj_batcher *b = gj_batcher_create(g_tiny, &o, &err);
+    assert_non_null(b);
+    struct submitted *s = calloc(N + 3, sizeof *s);
+    for (int i = 0; i < N + 3; i++)
+        submitted_init(&s[i]);
+    struct gj_tensor wrong = s[0].in;
+    snprintf(wrong.name, sizeof wrong.name, "nope");
+    assert_int_equal(gj_batcher_submit(b, &wrong, 1, &s[N + 2].out, 1, 0, submitted_done, &s[N + 2], &err),
+                     GJ_BATCH_EINVAL);
+    assert_int_equal(err.status, 400);
+    double t0 = now_s();
+    assert_int_equal(submit(b, &s[N], 100000, &err), GJ_BATCH_OK);   /* 100 ms, alone in the queue */
+    wait_called(&s[N]);
+    assert_true(now_s() - t0 < 5.0);
+    assert_int_equal(s[N].rc, GJ_BATCH_ETIMEDOUT);
+    assert_int_equal(s[N].status, 503);
+    assert_true(s[N].t.queue_us >= 99000);
+    assert_false(pthread_equal(s[N].thread, pthread_self()));
+    for (int i = 0; i < N; i++)   /* 12 with preferred sizes 4 and 8: batches go at once */
+        assert_int_equal(submit(b, &s[i], 60000000, &err), GJ_BATCH_OK);
+    float in[N * IN_FLOATS], out[N * OUT_FLOATS], ref[N * OUT_FLOATS];
+    int batched = 0;
+    for (int i = 0; i < N; i++) {
+        wait_called(&s[i]);
+        assert_int_equal(s[i].rc, GJ_BATCH_OK);
+        assert_int_equal(s[i].out.bytes, OUT_FLOATS * sizeof(float));
+        memcpy(in + i * IN_FLOATS, s[i].data, sizeof s[i].data);
+        memcpy(out + i * OUT_FLOATS, s[i].out.data, OUT_FLOATS * sizeof(float));
+        gj_tensors_free(&s[i].out, 1);
+        batched |= s[i].t.batch_size > 1;
+    }
+    assert_true(batched);
+    reference(g_tiny, in, N, IN_FLOATS, OUT_FLOATS, ref);
+    assert_close(out, ref, N * OUT_FLOATS, 1e-5);
+    assert_int_equal(submit(b, &s[N + 1], 60000000, &err), GJ_BATCH_OK);   /* waits for company */
+    wait_queued(b, 1);
+    t0 = now_s();
+    gj_batcher_destroy(b);
+    assert_true(now_s() - t0 < 2.0);
+    assert_int_equal(submitted_calls(&s[N + 1]), 1);
+    assert_int_equal(s[N + 1].rc, GJ_BATCH_ESHUTDOWN);
+    assert_int_equal(s[N + 1].status, 503);
+    assert_null(s[N + 1].out.data);
+    assert_int_equal(submitted_calls(&s[N + 2]), 0);
+    for (int i = 0; i < N + 2; i++)
+        assert_int_equal(submitted_calls(&s[i]), 1);
+    for (int i = 0; i < N + 3; i++)
+        pthread_mutex_destroy(&s[i].mu);
+    free(s);
+}
+
 /* The registry: one batcher per model version, shared; statistics listed. */
 static void registry_shares(void **state)
 {
@@ -702,6 +820,7 @@ int main(void)
         cmocka_unit_test(queue_full_timeout_shutdown),
         cmocka_unit_test(cancelled_caller_leaves_queue),
         cmocka_unit_test(shutdown_in_flight),
+        cmocka_unit_test(submitted_requests),
         cmocka_unit_test(registry_shares),
         cmocka_unit_test(identity_is_content),
         cmocka_unit_test(demo_model_batched_equals_unbatched),

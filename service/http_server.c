@@ -41,9 +41,13 @@
 #define DRAIN_LIMIT (64ull << 20)
 /* At stop, how long requests in flight (parked ones woken to answer) get to finish. */
 #define STOP_DRAIN_MS 3000
-/* After a request whose body was at least this large, freed memory goes back to the
- * system (malloc_trim): a big JSON body leaves no lasting footprint. */
-#define TRIM_AFTER_BODY ((uint64_t)1 << 40)
+/* After a request that parsed this much JSON, or whose body was at least TRIM_AFTER_BODY,
+ * freed memory goes back to the system (malloc_trim): a big JSON body, parsed into many small
+ * blocks that fragment the heap, leaves no lasting footprint. Smaller raw bodies (a binary
+ * /v2 tensor of a few MiB) go back to the allocator alone, and trimming after each would
+ * make the next one fault its pages in again. */
+#define TRIM_AFTER_JSON ((uint64_t)1 << 20)
+#define TRIM_AFTER_BODY ((uint64_t)16 << 20)
 
 struct gj_http_server {
     struct MHD_Daemon *daemon;
@@ -697,6 +701,7 @@ static void final_call(struct gj_req *r)
 {
     if (r->body_mode == GJ_BODY_JSON && r->body_len && !is_blank(r->body, r->body_len)) {
         json_error_t err;
+        r->json_bytes = r->body_len;
         r->json = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &err);
         if (!r->json) {
             gj_problem(r, 400, NULL, "malformed JSON body at line %d, column %d: %s", err.line, err.column,
@@ -827,7 +832,8 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     release_db(r);
     if (upload_ops)
         upload_ops->end(r);
-    int trim = r->body_bytes >= TRIM_AFTER_BODY && r->body_mode != GJ_BODY_UPLOAD;
+    int trim = r->json_bytes >= TRIM_AFTER_JSON ||
+               (r->body_bytes >= TRIM_AFTER_BODY && r->body_mode != GJ_BODY_UPLOAD);
     free(r->body);
     json_decref(r->json);
     free(r);

@@ -109,6 +109,7 @@ struct gj_req {
     size_t body_len, body_cap;
     json_t *json;                  /* parsed JSON body, NULL when the body was empty */
     uint64_t body_bytes;           /* received so far */
+    uint64_t json_bytes;           /* of them, parsed as JSON (by the server or the route) */
     uint64_t body_limit;           /* what the route takes: 413 past it */
     struct gj_upload *upload;      /* GJ_BODY_UPLOAD: the spool (upload_spool.h) */
     int cut;                       /* answered mid-body and closed (gj_req_cut) */

@@ -222,6 +222,11 @@ static int read_binary(const unsigned char *p, size_t size, struct oip_tensor *t
         return -1;
     }
     t->bytes = size;
+    if (t->elem_type != ONNX_ELEM_BOOL && size && (uintptr_t)p % es == 0) {
+        t->data = (void *)p;   /* read in place: a batch of 8 images is 2 MiB not copied */
+        t->borrowed = 1;
+        return 0;
+    }
     t->data = malloc(size ? size : 1);
     if (!t->data) {
         snprintf(msg, msglen, "out of memory");
@@ -288,11 +293,18 @@ int oip_tensor_read(const json_t *jt, const unsigned char **bin, size_t *bin_lef
         rc = read_json_data(data, t, count, msg, msglen);
     }
     if (rc) {
-        free(t->data);
-        t->data = NULL;
+        oip_tensor_free_data(t);
         t->bytes = 0;
     }
     return rc;
+}
+
+void oip_tensor_free_data(struct oip_tensor *t)
+{
+    if (!t->borrowed)
+        free(t->data);
+    t->data = NULL;
+    t->borrowed = 0;
 }
 
 /* ---- writing ------------------------------------------------------------------------- */

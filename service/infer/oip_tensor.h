@@ -29,7 +29,12 @@ struct oip_tensor {
                                 * binary part (oip_tensor_read) or into the same block (after
                                 * the array: oip_classify) */
     size_t bytes;              /* count * onnx_elem_size */
+    int borrowed;              /* data points into the request's binary part, not malloc'd
+                                * (oip_tensor_read, when the bytes lie aligned there) */
 };
+
+/* Frees t's values (unless borrowed) and sets data NULL. */
+void oip_tensor_free_data(struct oip_tensor *t);
 
 /* The number of elements its dims give; SIZE_MAX when that overflows. */
 size_t oip_tensor_count(int rank, const int64_t *dims);
@@ -40,9 +45,11 @@ int oip_tensor_head(const json_t *jt, struct oip_tensor *t, char *msg, size_t ms
 
 /* Its values (after oip_tensor_head): from `data`, or from the next
  * parameters.binary_data_size bytes of the binary part (*bin, *bin_left advance past them).
- * Allocation follows what the request holds, never only what its shape claims. BYTES
- * elements point into jt's strings or into the binary part: both must outlive t. 0, or -1
- * with msg (400; t->data NULL). */
+ * Allocation follows what the request holds, never only what its shape claims. Binary
+ * values aligned for their type (not BOOL, which is normalised to 0 / 1) are not copied:
+ * t->data points at them (borrowed). BYTES elements point into jt's strings or into the
+ * binary part. jt and the binary part must outlive t. 0, or -1 with msg (400; t->data
+ * NULL). */
 int oip_tensor_read(const json_t *jt, const unsigned char **bin, size_t *bin_left, struct oip_tensor *t,
                     char *msg, size_t msglen);
 

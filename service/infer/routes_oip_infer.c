@@ -54,8 +54,8 @@
  * shares it (the tensors point into it) until it answers on its own thread: whichever of
  * the request's end and the answer comes last frees it (refs). */
 struct oip_body {
-    char *buf;
-    size_t len, cap;
+    char *buf;                       /* pad bytes into a malloc'd block (free(buf - pad)) */
+    size_t len, cap, pad;
     uint64_t max_values;             /* JSON values the model's inputs can use (and structure) */
     uint64_t decoded_limit;          /* the body after Content-Encoding is undone */
     enum oip_coding coding;          /* Content-Encoding */
@@ -83,7 +83,7 @@ static void body_unref(struct oip_body *b)
     }
     free(b->gin);
     free(b->gout);
-    free(b->buf);
+    free(b->buf ? b->buf - b->pad : NULL);
     free(b);
 }
 
@@ -155,6 +155,24 @@ static uint64_t content_length(struct gj_req *r, int *given)
     return *given ? (uint64_t)v : 0;
 }
 
+/* A buffer for a body of declared bytes, placed so that the binary part after the JSON (the
+ * Inference-Header-Content-Length a client gives) starts 64-byte aligned: its tensors are
+ * then read in place (oip_tensor_read) instead of copied. */
+static void body_buffer(struct gj_req *r, struct oip_body *b, size_t declared)
+{
+    const char *hl = gj_req_header(r, HDR_INFER_LEN);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long json_len = hl ? strtoull(hl, &end, 10) : 0;
+    size_t pad = hl && !errno && end != hl && !*end && json_len < declared ? (64 - json_len % 64) % 64 : 0;
+    char *block = malloc(declared + 1 + pad);
+    if (!block)
+        return;                          /* oip_infer_data grows one as the body comes */
+    b->buf = block + pad;
+    b->pad = pad;
+    b->cap = declared + 1;
+}
+
 /* Before the body: its coding, its limit (413 at once when the declared length is over it),
  * an upload slot for a large one, and a buffer of the declared size. */
 void oip_infer_begin(struct gj_req *r)
@@ -188,10 +206,8 @@ void oip_infer_begin(struct gj_req *r)
             return;
         }
     }
-    if (given && declared > 0) {
-        b->buf = malloc((size_t)declared + 1);
-        b->cap = b->buf ? (size_t)declared + 1 : 0;
-    }
+    if (given && declared > 0)
+        body_buffer(r, b, (size_t)declared);
 }
 
 int oip_infer_data(struct gj_req *r, const char *data, size_t len)
@@ -208,12 +224,12 @@ int oip_infer_data(struct gj_req *r, const char *data, size_t len)
             nc *= 2;
         if (nc > r->body_limit + 1)
             nc = (size_t)r->body_limit + 1;
-        char *nb = realloc(b->buf, nc);
+        char *nb = realloc(b->buf ? b->buf - b->pad : NULL, nc + b->pad);
         if (!nb) {
             oip_error(r, 500, "out of memory");
             return -1;
         }
-        b->buf = nb;
+        b->buf = nb + b->pad;
         b->cap = nc;
     }
     memcpy(b->buf + b->len, data, len);
@@ -259,8 +275,9 @@ static int decode_body(struct gj_req *r, struct oip_body *b)
                   "memory inflating the %s request", oip_coding_name(b->coding));
     if (rc)
         return -1;
-    free(b->buf);
+    free(b->buf ? b->buf - b->pad : NULL);
     b->buf = out;
+    b->pad = 0;
     b->len = out_len;
     b->cap = out_len + 1;
     return 0;
@@ -343,11 +360,13 @@ static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t 
     int status = 400;
     json_error_t jerr = { 0 };
     size_t given = *json_len;
+    r->json_bytes = given <= body->len ? given : body->len;   /* parsed below (http_server.c trims after) */
     json_t *req = given <= body->len ? parse_json_part(body, given, &status, &jerr) : NULL;
     if (!req && hl && status != 413 && given != body->len &&
         (given > body->len || json_error_code(&jerr) == json_error_premature_end_of_input)) {
         json_error_t whole_err;
         int whole_status;
+        r->json_bytes = body->len;
         req = parse_json_part(body, body->len, &whole_status, &whole_err);
         if (req)
             *json_len = body->len;
@@ -903,7 +922,7 @@ static void run_call(struct gj_req *r, struct oip_body *b)
 static void free_call(struct infer_call *c)
 {
     for (size_t i = 0; c->in && i < c->n_in; i++)
-        free(c->in[i].data);
+        oip_tensor_free_data(&c->in[i]);
     free(c->in);
     free(c->out);
     gj_served_model_release(c->m);   /* NULL once the request's end took it */
@@ -933,9 +952,9 @@ void oip_infer_handle(struct gj_req *r)
     c->bin = (const unsigned char *)body->buf + json_len;
     c->bin_len = body->len - json_len;
     if (c->bin_len == 0) {   /* JSON only: the text is parsed; one copy at a time */
-        free(body->buf);
+        free(body->buf - body->pad);
         body->buf = NULL;
-        body->len = body->cap = 0;
+        body->len = body->cap = body->pad = 0;
         c->bin = NULL;
     }
     if (oip_use_model(r, &c->m) != 0)

@@ -124,7 +124,7 @@ static void test_binary_bytes_and_numbers(void **state)
     assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), 0);
     assert_int_equal(((int32_t *)t.data)[1], 2);
     assert_int_equal(left, 0);
-    free(t.data);
+    oip_tensor_free_data(&t);
     /* past the end, and a size that is not the shape's */
     assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), -1);
     json_decref(j);
@@ -141,6 +141,43 @@ static void test_binary_bytes_and_numbers(void **state)
     left = 5;
     assert_int_equal(oip_tensor_head(j, &t, msg, sizeof msg), 0);
     assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), -1);
+    json_decref(j);
+}
+
+/* Binary values lying aligned for their type are read in place (a 2 MiB batch is not
+ * copied); unaligned ones, and BOOL (normalised to 0 / 1), are copied. */
+static void test_binary_read_in_place(void **state)
+{
+    (void)state;
+    struct oip_tensor t;
+    char msg[512];
+    _Alignas(64) unsigned char body[1 + 3 * sizeof(float) + 2];
+    float v[3] = { 1.5f, -2.0f, 3.25f };
+    json_t *j = parse("{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[3],\"parameters\":{\"binary_data_size\":12}}");
+    for (size_t off = 0; off < 2; off++) {
+        memcpy(body + off, v, sizeof v);
+        const unsigned char *bin = body + off;
+        size_t left = sizeof v;
+        assert_int_equal(oip_tensor_head(j, &t, msg, sizeof msg), 0);
+        assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), 0);
+        assert_int_equal(t.borrowed, off == 0);
+        assert_true(off == 0 ? t.data == (void *)body : t.data != (void *)(body + off));
+        assert_memory_equal(t.data, v, sizeof v);
+        oip_tensor_free_data(&t);
+        assert_null(t.data);
+    }
+    json_decref(j);
+    j = parse("{\"name\":\"b\",\"datatype\":\"BOOL\",\"shape\":[2],\"parameters\":{\"binary_data_size\":2}}");
+    body[0] = 7;
+    body[1] = 0;
+    const unsigned char *bin = body;
+    size_t left = 2;
+    assert_int_equal(oip_tensor_head(j, &t, msg, sizeof msg), 0);
+    assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), 0);
+    assert_int_equal(t.borrowed, 0);
+    assert_int_equal(((unsigned char *)t.data)[0], 1);
+    assert_int_equal(body[0], 7);                 /* the request's bytes are not written */
+    oip_tensor_free_data(&t);
     json_decref(j);
 }
 
@@ -277,6 +314,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_every_type),
         cmocka_unit_test(test_binary_bytes_and_numbers),
+        cmocka_unit_test(test_binary_read_in_place),
         cmocka_unit_test(test_json_output_refusals),
         cmocka_unit_test(test_classification),
         cmocka_unit_test(test_compression),

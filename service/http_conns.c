@@ -8,6 +8,7 @@
  * listed, so it never touches a descriptor that was closed and reused.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -23,6 +24,9 @@
 
 #define COMPONENT "http"
 #define SWEEP_MS 250
+/* TCP_INFO's times count the kernel's ticks (1-10 ms): data within this of an answer came
+ * before it. */
+#define TICK_SLACK_S 0.02
 /* Descriptors the rest of the process may hold beside the connections: the database pool,
  * the LISTEN connection, job inputs and outputs, model files, the listening sockets. */
 #define FD_RESERVE 1024
@@ -30,9 +34,12 @@
 struct track {
     struct gj_conns *owner;
     MHD_socket fd;
-    double since;                /* opened, or its previous answer sent */
+    double since;                /* opened, its previous answer sent, or (kept alive) found
+                                  * idle or its next request found begun */
     int waiting_header;          /* request line and headers not complete yet */
     int cut;
+    int kept_alive;              /* answered a request: waiting for the next */
+    double answered;             /* when its previous answer was sent */
     struct track *prev, *next;
 };
 
@@ -64,12 +71,42 @@ static void set_waiting(struct track *tr, int waiting)
     atomic_fetch_add(&waiting_headers, waiting ? 1 : -1);
 }
 
+/* When the kernel last received data on fd (TCP_INFO, to its clock tick), in now_s()'s
+ * seconds; -1 where it cannot say (not TCP). */
+static int last_data_at(MHD_socket fd, double now, double *at)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_last_data_recv) + sizeof ti.tcpi_last_data_recv)
+        return -1;
+    *at = now - ti.tcpi_last_data_recv / 1000.0;
+    return 0;
+}
+
+/* A kept-alive connection past its deadline that has received nothing since its previous
+ * answer is idle, not slow: its deadline starts again (MHD's idle timeout bounds it), so a
+ * client that pauses between two calls (tritonclient reuses its connection and does not
+ * retry a large request on one closed under it) is not cut. One whose next request has
+ * begun is given one more header_timeout from when that is seen: a trickling header is cut
+ * within twice the bound. 1 when tr is spared. */
+static int spare_kept_alive(struct track *tr, double now)
+{
+    double at;
+    if (!tr->kept_alive || last_data_at(tr->fd, now, &at) != 0)
+        return 0;
+    if (at > tr->answered + TICK_SLACK_S)
+        tr->kept_alive = 0;      /* begun: the next deadline is final */
+    tr->since = now;
+    return 1;
+}
+
 /* Under the lock: shuts down the connections past their header deadline. */
 static void sweep_locked(struct gj_conns *t)
 {
     double now = now_s();
     for (struct track *tr = t->head; tr; tr = tr->next) {
-        if (!tr->waiting_header || tr->cut || now - tr->since < t->timeout)
+        if (!tr->waiting_header || tr->cut || now - tr->since < t->timeout || spare_kept_alive(tr, now))
             continue;
         tr->cut = 1;
         atomic_fetch_add(&header_cuts, 1);
@@ -222,7 +259,8 @@ void gj_conns_request_done(struct MHD_Connection *connection)
     if (!tr)
         return;
     pthread_mutex_lock(&tr->owner->lock);
-    tr->since = now_s();
+    tr->since = tr->answered = now_s();
+    tr->kept_alive = 1;
     set_waiting(tr, 1);
     pthread_mutex_unlock(&tr->owner->lock);
 }

@@ -3,11 +3,14 @@
  * libmicrohttpd's own limits (total, per client address, idle timeout):
  *
  *   - the header deadline: a connection whose request line and headers are not complete
- *     header_timeout seconds after it opened, or after its previous answer was sent, is
- *     shut down. MHD's idle timeout restarts with every byte, so a client trickling one
- *     byte a minute would otherwise hold its connection for ever. A sweeper thread
- *     shuts the socket down (shutdown(2)); MHD then sees the end of the stream and closes
- *     the connection itself, TLS or not (a TLS handshake never finished is cut the same).
+ *     header_timeout seconds after it opened, or after its next request began, is shut
+ *     down. MHD's idle timeout restarts with every byte, so a client trickling one byte a
+ *     minute would otherwise hold its connection for ever. A kept-alive connection that
+ *     has received nothing since its previous answer is idle, not slow: MHD's idle timeout
+ *     governs it (the kernel's time of the last data received tells, TCP_INFO), and once its next
+ *     request is seen to have begun it has header_timeout more. A sweeper thread shuts the
+ *     socket down (shutdown(2)); MHD then sees the end of the stream and closes the
+ *     connection itself, TLS or not (a TLS handshake never finished is cut the same).
  *   - the open-files limit, raised at start to what the connections need;
  *   - the connection gauges of /metrics.
  */

@@ -11,8 +11,10 @@ Each test holds one limit of the HTTP layer, as a hostile client would try it:
     /healthz answers; a change of their job answers every one of them;
   - a key revoked while its event stream and long poll are open ends both;
   - a request header trickled byte by byte, a connection that never sends one (TLS
-    handshake included), and an idle kept-alive connection are cut at
-    --header-timeout-seconds, although each byte restarts the idle timeout;
+    handshake included), and a kept-alive connection's next header trickled are cut at
+    --header-timeout-seconds (the last within twice it), although each byte restarts the
+    idle timeout; a kept-alive connection idle between two requests is not (tritonclient
+    reuses one and fails the next large request on a connection closed under it);
   - %00 (or any control character) in a path or query is 400, an over-long one 414;
   - /metrics on the API listener needs the admin key; --metrics-listen serves it, /healthz
     and /readyz without one over plain HTTP, and nothing else.
@@ -313,33 +315,46 @@ def test_header_deadline():
     raw = socket.create_connection(("127.0.0.1", SLOW.port), timeout=10, source_address=("127.0.0.12", 0))
     trickle = SLOW.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1")
     trickle.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-    # a kept-alive connection, idle after its answer
-    kept = http.client.HTTPSConnection("127.0.0.1", SLOW.port, timeout=10, context=SLOW.ssl_context(),
-                                       source_address=("127.0.0.13", 0))
-    kept.request("GET", "/healthz")
-    assert kept.getresponse().read() and True
+    # two kept-alive connections after an answer: one idle (idle is not slow), one whose
+    # next request header trickles
+    kept, kept_slow = (http.client.HTTPSConnection("127.0.0.1", SLOW.port, timeout=10, context=SLOW.ssl_context(),
+                                                   source_address=(src, 0)) for src in ("127.0.0.13", "127.0.0.16"))
+    for k in (kept, kept_slow):
+        k.request("GET", "/healthz")
+        assert k.getresponse().read() and True
+    kept_slow.sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
     t0 = time.time()
-    cut = None
-    while time.time() - t0 < 15:
-        try:
-            trickle.sendall(b"a")
-            closed = closed_by_server(trickle)
-        except (OSError, ssl.SSLError):
-            closed = True
-        if closed:
-            cut = time.time() - t0
-            break
+    cut = {}
+    while time.time() - t0 < 15 and len(cut) < 2:
+        for name, s in (("trickle", trickle), ("kept_slow", kept_slow.sock)):
+            if name in cut:
+                continue
+            try:
+                s.sendall(b"a")
+                closed = closed_by_server(s)
+            except (OSError, ssl.SSLError):
+                closed = True
+            if closed:
+                cut[name] = time.time() - t0
         time.sleep(0.25)
-    assert cut is not None, "the trickled header was never cut"
+    assert "trickle" in cut, "the trickled header was never cut"
+    assert "kept_slow" in cut, "the kept-alive connection's trickled header was never cut"
+    assert cut["kept_slow"] < 2 * 2 + 1.5, cut          # within twice the deadline (and a sweep)
     assert wait_closed(silent, 10), "the silent connection was never cut"
-    assert wait_closed(kept.sock, 10), "the idle kept-alive connection was never cut"
+    while time.time() - t0 < 3 * 2:                     # three deadlines idle
+        time.sleep(0.25)
+    assert not closed_by_server(kept.sock), "the idle kept-alive connection was cut"
+    kept.request("GET", "/healthz")                     # and serves its next request
+    assert kept.getresponse().status == 200
     # a prompt request on a fresh connection is served as ever
     assert https(SLOW, "127.0.0.14", "GET", "/healthz")[0] == 200
     assert metric(SLOW, "gpujobd_http_header_timeouts_total", src="127.0.0.14") >= cut0 + 3
     for s in (silent, trickle):
         s.close()
-    kept.close()
-    print(f"    trickled header cut after {cut:.1f} s (deadline 2 s, idle timeout 300 s)")
+    for k in (kept, kept_slow):
+        k.close()
+    print(f"    trickled header cut after {cut['trickle']:.1f} s, a kept-alive one's after {cut['kept_slow']:.1f} s "
+          f"(deadline 2 s, idle timeout 300 s); an idle kept-alive connection served after {time.time() - t0:.1f} s")
 
 
 def raw_request(srv, request_line):

@@ -128,14 +128,16 @@ int gj_api_key_create(PGconn *conn, const char *tenant_name, const char *role, c
     return rc;
 }
 
-int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *p)
+int gj_api_key_digest(const char *presented, unsigned char digest[32])
 {
     if (!presented || strlen(presented) != GJ_API_KEY_LEN || strncmp(presented, KEY_PREFIX, 4) != 0)
         return 0;
-    unsigned char digest[32];
+    return sha256(presented, GJ_API_KEY_LEN, digest) == 0 ? 1 : -1;
+}
+
+int gj_api_key_verify_digest(PGconn *conn, const unsigned char digest[32], struct gj_principal *p)
+{
     char hex[65];
-    if (sha256(presented, GJ_API_KEY_LEN, digest) != 0)
-        return -1;
     gj_sha256_hex(digest, hex);
     const char *params[1] = { hex };
     PGresult *res = gj_db_exec(conn,
@@ -160,6 +162,13 @@ int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *
     }
     PQclear(res);
     return rc;
+}
+
+int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *p)
+{
+    unsigned char digest[32];
+    int rc = gj_api_key_digest(presented, digest);
+    return rc == 1 ? gj_api_key_verify_digest(conn, digest, p) : rc;
 }
 
 int gj_api_key_revoke(PGconn *conn, const char *key_id)

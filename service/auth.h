@@ -37,6 +37,13 @@ int gj_api_key_well_formed(const char *key);
 /* Resolves a presented key. 1 valid (p filled), 0 unknown or revoked, -1 error. */
 int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *p);
 
+/* The SHA-256 of a presented key: what is stored, and what key_cache.h is keyed by.
+ * 1 done, 0 not of a key's length and prefix (not valid, digest untouched), -1 error. */
+int gj_api_key_digest(const char *presented, unsigned char digest[32]);
+
+/* gj_api_key_verify of a key by its digest (gj_api_key_digest). 1, 0 or -1 as it. */
+int gj_api_key_verify_digest(PGconn *conn, const unsigned char digest[32], struct gj_principal *p);
+
 /* Revokes a key by id. 1 revoked, 0 no such (or already revoked), -1 error. */
 int gj_api_key_revoke(PGconn *conn, const char *key_id);
 

@@ -23,6 +23,7 @@
 #include "service/devices.h"
 #include "service/host_memory.h"
 #include "service/http_server.h"
+#include "service/key_cache.h"
 #include "service/lease_rescue.h"
 #include "service/log.h"
 #include "service/metrics.h"
@@ -245,6 +246,9 @@ static int start_serving(struct serve_run *run)
             gj_tls_load(srv->cfg.data_dir, srv->cfg.tls_cert, srv->cfg.tls_key, &run->cert, &run->key))
             return -1;
         gj_http_set_upload_ops(&gj_upload_spool_ops);
+        if (srv->cfg.api_key_cache_ms > 0 &&
+            !(srv->api_keys = gj_key_cache_new(GJ_KEY_CACHE_CAPACITY, (uint64_t)srv->cfg.api_key_cache_ms)))
+            return -1;
         run->http = gj_http_start(srv, route_tables, run->cert, run->key);
         if (!run->http)
             return -1;
@@ -290,6 +294,8 @@ static void stop_all(struct serve_run *run)
         gj_placement_destroy(&srv->placement);
     if (run->pg)
         gj_pg_embedded_stop(run->pg);
+    gj_key_cache_free(srv->api_keys);
+    srv->api_keys = NULL;
     free(run->cert);
     free(run->key);
 }

@@ -20,6 +20,7 @@
 #include "service/callback_policy.h"
 #include "service/config.h"
 #include "service/devices.h"
+#include "service/key_cache.h"
 #include "service/log.h"
 #include "service/pg_embedded.h"
 #include "service/secret_file.h"
@@ -95,6 +96,9 @@ static const struct setting settings[] = {
       "SIGTERM: time running jobs get to finish (default 30)" },
     { "max-wait-seconds", T_INT, S(max_wait_seconds), 1, 3600, 0, "cap of ?wait= (default 60)" },
     { "rate-limit", T_DOUBLE, S(rate_limit_per_key), 0, 1000000, 0, "requests/s per key; 0 = off" },
+    { "api-key-cache-ms", T_INT, S(api_key_cache_ms), 0, GJ_KEY_CACHE_MAX_TTL_MS, 0,
+      "a verified API key is answered from memory this long, and a key revoked through another "
+      "replica is refused here within it; 0 = off (default 1000)" },
     { "log-level", T_LEVEL, S(log_level), 0, 0, 1, "debug | info | warn | error" },
     { "work-dir", T_STRING, S(work_dir), 0, 0, 0, "scratch for running jobs (default DATA_DIR/work)" },
     { "role", T_ROLE, S(role), 0, 0, 0, "all | api | worker (default all)" },
@@ -179,6 +183,7 @@ static void set_defaults(struct gj_config *cfg)
     cfg->default_max_attempts = 3;
     cfg->shutdown_grace_seconds = 30;
     cfg->max_wait_seconds = 60;
+    cfg->api_key_cache_ms = GJ_KEY_CACHE_TTL_MS;
     snprintf(cfg->log_level, sizeof cfg->log_level, "info");
     snprintf(cfg->role, sizeof cfg->role, "all");
     snprintf(cfg->model_control_mode, sizeof cfg->model_control_mode, "on-use");

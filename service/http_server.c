@@ -30,6 +30,7 @@
 #include "service/http_park.h"
 #include "service/http_server.h"
 #include "service/http_target.h"
+#include "service/key_cache.h"
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/session.h"
@@ -457,6 +458,24 @@ static int authenticate_session(struct gj_req *r)
     }
 }
 
+int gj_req_verify_key(struct gj_req *r, const char *key)
+{
+    unsigned char digest[32];
+    int rc = gj_api_key_digest(key, digest);
+    if (rc <= 0)
+        return rc;
+    struct gj_key_cache *kc = r->srv->api_keys;
+    uint64_t now = gj_key_cache_now_ms();   /* before the query: an entry's age bounds the revocation delay */
+    if (gj_key_cache_get(kc, digest, now, &r->who))
+        return 1;
+    uint64_t generation = gj_key_cache_generation(kc);
+    PGconn *c = gj_req_db(r);
+    rc = c ? gj_api_key_verify_digest(c, digest, &r->who) : -1;
+    if (rc == 1)
+        gj_key_cache_put(kc, digest, &r->who, generation, now);
+    return rc;
+}
+
 static void authenticate(struct gj_req *r)
 {
     const char *h = gj_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
@@ -488,12 +507,7 @@ static void authenticate(struct gj_req *r)
         n--;
     memcpy(k, key, n);
     k[n] = '\0';
-    PGconn *c = gj_req_db(r);
-    if (!c) {
-        gj_respond_unavailable(r);
-        return;
-    }
-    int rc = gj_api_key_verify(c, k, &r->who);
+    int rc = gj_req_verify_key(r, k);
     explicit_bzero(k, sizeof k);
     if (rc < 0) {
         gj_respond_unavailable(r);

@@ -135,6 +135,10 @@ const char *gj_req_header(struct gj_req *r, const char *name);
 /* 1 when r->who's key is over --rate-limit-per-key (a request that counts): for routes
  * that authenticate themselves (CARMIN's), as the server does for the others. */
 int gj_req_rate_limited(struct gj_req *r);
+/* Resolves a presented API key into r->who: from the server's key cache (key_cache.h)
+ * when it verified the key lately, else from the database (gj_req_db: borrowed only
+ * then). 1 valid, 0 not, -1 the database cannot answer (gj_respond_unavailable). */
+int gj_req_verify_key(struct gj_req *r, const char *key);
 const char *gj_req_query(struct gj_req *r, const char *name);
 /* The idle timeout of a connection (seconds). */
 unsigned int gj_http_idle_timeout(const struct gj_server *srv);

@@ -9,6 +9,7 @@
 #include "service/auth.h"
 #include "service/devices.h"
 #include "service/http_server.h"
+#include "service/key_cache.h"
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/migrate.h"
@@ -170,6 +171,7 @@ static void metrics(struct gj_req *r)
         return;
     }
     gj_metrics_write(f);
+    gj_key_cache_write_metrics(r->srv->api_keys, f);
     write_db_gauges(r, f);
     write_placement_gauges(r, f);
     fprintf(f, "# HELP gpujobd_ready 1 when the service is ready.\n# TYPE gpujobd_ready gauge\ngpujobd_ready %d\n",
@@ -339,6 +341,9 @@ static void revoke_key(struct gj_req *r)
         return;
     }
     int rc = gj_api_key_revoke(c, r->params[0]);
+    /* After the UPDATE committed (no transaction is open here), and whatever it answered: a
+     * key already revoked (through another replica) or an error leaves no entry either. */
+    gj_key_cache_drop_key(r->srv->api_keys, r->params[0]);
     if (rc < 0)
         gj_respond_unavailable(r);
     else if (rc == 0)

@@ -56,12 +56,7 @@ int carmin_authenticate(struct gj_req *r)
         carmin_error(r, CARMIN_BAD_KEY, "an API key is required in the apikey header");
         return -1;
     }
-    PGconn *c = gj_req_db(r);
-    if (!c) {
-        carmin_unavailable(r);
-        return -1;
-    }
-    int rc = gj_api_key_verify(c, key, &r->who);
+    int rc = gj_req_verify_key(r, key);
     if (rc < 0) {
         carmin_unavailable(r);
         return -1;

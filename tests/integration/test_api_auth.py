@@ -1,13 +1,17 @@
 """Authentication and tenant isolation over real HTTPS: missing, malformed,
 unknown and revoked keys; admin-only routes; every id route answers another
-tenant exactly as it answers an unknown id."""
+tenant exactly as it answers an unknown id. The key cache (service/key_cache.h):
+a key verified a moment ago is answered without the database (its counters on
+/metrics), wrong keys are never cached, and a key revoked through one server is
+refused by it at once and by another server on the same database within the TTL."""
+import http.client
 import os
 import sys
 import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Harness, run_tests  # noqa: E402
+from harness import Harness, free_port, run_tests  # noqa: E402
 
 H = None
 SRV = None
@@ -76,8 +80,9 @@ def test_revoked_key():
     k = ADMIN.json("POST", "/v1/api-keys", {"tenant": "short-lived"}, expect=201)
     c = SRV.client(key=k["key"])
     assert c.request("GET", "/v1/jobs").status == 200
+    assert c.request("GET", "/v1/jobs").status == 200    # answered from the key cache
     assert ADMIN.request("DELETE", f"/v1/api-keys/{k['id']}").status == 204
-    problem(c.request("GET", "/v1/jobs"), 401)
+    problem(c.request("GET", "/v1/jobs"), 401)            # at once: the revocation dropped it
     problem(ADMIN.request("DELETE", f"/v1/api-keys/{k['id']}"), 404)
 
 
@@ -124,6 +129,95 @@ def test_rate_limit_per_key():
     srv.terminate()
 
 
+def start_with_metrics(name, args=()):
+    """Another server on the same database, with a metrics listener (no key: reading the
+    counters does not count itself)."""
+    port = free_port()
+    srv = H.start_server(["--role", "api", "--metrics-listen", f"127.0.0.1:{port}"] + list(args),
+                         data_dir=SRV.data_dir + "-" + name)
+    srv.metrics_port = port
+    return srv
+
+
+def key_cache_counts(srv):
+    conn = http.client.HTTPConnection("127.0.0.1", srv.metrics_port, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        r = conn.getresponse()
+        text = r.read().decode()
+        assert r.status == 200, text
+    finally:
+        conn.close()
+    values = {}
+    for line in text.splitlines():
+        for name in ("hits_total", "misses_total", "entries"):
+            if line.startswith(f"gpujobd_api_key_cache_{name} "):
+                values[name] = int(line.split()[1])
+    assert len(values) == 3, text
+    return values
+
+
+def test_key_cache_asks_no_database_on_a_hit():
+    # a long TTL, so that the five requests below fall inside it however slow the machine
+    srv = start_with_metrics("cache", ["--api-key-cache-ms", "10000"])
+    k = ADMIN.json("POST", "/v1/api-keys", {"tenant": "cached"}, expect=201)
+    c = srv.client(key=k["key"])
+    before = key_cache_counts(srv)
+    for _ in range(5):
+        assert c.request("GET", "/v1/kinds").status == 200
+    after = key_cache_counts(srv)
+    # one query for the first request, none for the other four
+    assert after["misses_total"] - before["misses_total"] == 1, (before, after)
+    assert after["hits_total"] - before["hits_total"] == 4, (before, after)
+    assert after["entries"] == before["entries"] + 1, (before, after)
+    # wrong keys of a key's form: each one asked of the database, none kept
+    for i in range(20):
+        wrong = "gjk_" + f"{i:02d}" + k["key"][6:]
+        problem(srv.client(key=wrong).request("GET", "/v1/kinds"), 401)
+    wrong_done = key_cache_counts(srv)
+    assert wrong_done["misses_total"] - after["misses_total"] == 20, (after, wrong_done)
+    assert wrong_done["hits_total"] == after["hits_total"], (after, wrong_done)
+    assert wrong_done["entries"] == after["entries"], (after, wrong_done)
+    # with the cache off every request asks the database
+    off = start_with_metrics("nocache", ["--api-key-cache-ms", "0"])
+    assert off.client(key=k["key"]).request("GET", "/v1/kinds").status == 200
+    conn = http.client.HTTPConnection("127.0.0.1", off.metrics_port, timeout=30)
+    conn.request("GET", "/metrics")
+    assert "gpujobd_api_key_cache_" not in conn.getresponse().read().decode()
+    conn.close()
+    srv.terminate()
+    off.terminate()
+
+
+def test_key_revoked_on_another_replica():
+    """Server B on the same database keeps answering a key from its cache until the entry
+    expires: refused there within the TTL (1 s by default) of the revocation through SRV."""
+    ttl_s = 1.0
+    b = start_with_metrics("replica-b")
+    k = ADMIN.json("POST", "/v1/api-keys", {"tenant": "revoked-elsewhere"}, expect=201)
+    on_a, on_b = SRV.client(key=k["key"]), b.client(key=k["key"])
+    start = key_cache_counts(b)
+    assert on_b.request("GET", "/v1/kinds").status == 200
+    assert on_b.request("GET", "/v1/kinds").status == 200
+    assert on_a.request("GET", "/v1/kinds").status == 200
+    cached = key_cache_counts(b)
+    assert cached["entries"] == start["entries"] + 1, (start, cached)
+    revoked_at = time.monotonic()
+    assert ADMIN.request("DELETE", f"/v1/api-keys/{k['id']}").status == 204
+    problem(on_a.request("GET", "/v1/kinds"), 401)     # the server that revoked it: at once
+    deadline = revoked_at + ttl_s + 4.0                 # the margin: a slow (sanitized) build
+    while True:
+        r = on_b.request("GET", "/v1/kinds")
+        if r.status == 401:
+            break
+        assert r.status == 200, r
+        assert time.monotonic() < deadline, "server B still accepts a key revoked %.1f s ago" % (
+            time.monotonic() - revoked_at)
+        time.sleep(0.05)
+    problem(r, 401)
+    b.terminate()
+
+
 def teardown():
     H.close()
 
@@ -132,6 +226,7 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_missing_and_bad_keys, test_unauthenticated_routes, test_admin_only, test_revoked_key,
-                   test_tenant_isolation_matrix, test_rate_limit_per_key])
+                   test_tenant_isolation_matrix, test_rate_limit_per_key,
+                   test_key_cache_asks_no_database_on_a_hit, test_key_revoked_on_another_replica])
     finally:
         teardown()

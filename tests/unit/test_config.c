@@ -69,6 +69,7 @@ static void defaults_serve_on_8443(void **state)
     assert_int_equal(cfg.header_timeout_seconds, 30);
     assert_true(cfg.http_threads >= 4 && cfg.http_threads <= 32);
     assert_string_equal(cfg.metrics_host, "");
+    assert_int_equal(cfg.api_key_cache_ms, 1000);
 }
 
 static void environment_twin_and_flag_wins(void **state)
@@ -99,8 +100,11 @@ static void http_settings(void **state)
     struct gj_config cfg;
     setenv("GPUJOBD_MAX_CONNECTIONS_PER_IP", "0", 1);
     setenv("GPUJOBD_METRICS_LISTEN", "[::]:9090", 1);
+    setenv("GPUJOBD_API_KEY_CACHE_MS", "0", 1);
     char *argv[] = { "serve", "--http-threads", "6", "--header-timeout-seconds", "5", NULL };
     assert_int_equal(load(&cfg, 5, argv), 0);
+    assert_int_equal(cfg.api_key_cache_ms, 0);   /* off */
+    unsetenv("GPUJOBD_API_KEY_CACHE_MS");
     assert_int_equal(cfg.max_connections_per_ip, 0);
     assert_string_equal(cfg.metrics_host, "::");
     assert_int_equal(cfg.metrics_port, 9090);
@@ -132,6 +136,9 @@ static void bad_settings_name_themselves(void **state)
         { { "serve", "--http-threads", "1000", NULL }, 3, "--http-threads" },
         { { "serve", "--metrics-listen", "9090", NULL }, 3, "--metrics-listen" },
         { { "serve", "--metrics-listen", "0.0.0.0:8443", NULL }, 3, "--metrics-listen" },
+        /* past 10 s a revocation would take too long to reach other replicas */
+        { { "serve", "--api-key-cache-ms", "10001", NULL }, 3, "--api-key-cache-ms" },
+        { { "serve", "--api-key-cache-ms", "-1", NULL }, 3, "--api-key-cache-ms" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         assert_int_equal(load(&cfg, cases[i].argc, cases[i].argv), -1);

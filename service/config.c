@@ -68,7 +68,8 @@ static const struct setting settings[] = {
       "concurrent connections from one client address; 0 = no limit (default 256)" },
     { "header-timeout-seconds", T_INT, S(header_timeout_seconds), 1, 3600, 0,
       "a connection whose request line and headers are not complete this long after it opened (or "
-      "after its previous answer) is closed (default 30)" },
+      "after its next request began; a kept-alive connection idle between requests is closed after "
+      "300 s) is closed (default 30)" },
     { "http-threads", T_INT, S(http_threads), 0, 256, 0, "HTTP event-loop threads; 0 = 2 per core, 4 to 32 (default 0)" },
     { "metrics-listen", T_METRICS_LISTEN, 0, 0, 0, 0, 0,
       "HOST:PORT of a plain-HTTP listener serving only /metrics, /healthz and /readyz without a key "

@@ -9,9 +9,11 @@
 #include <string.h>
 
 #include "infer/onnx/onnx_elem.h"
+#include "service/infer/oip_json_data.h"
 #include "service/infer/oip_tensor.h"
 
 #define MAX_NEST (OIP_MAX_RANK + 1)   /* nested `data`: one array a dimension */
+_Static_assert(MAX_NEST == OIP_JSON_MAX_NEST, "oip_json_data reads the data arrays oip_tensor counts");
 
 size_t oip_tensor_count(int rank, const int64_t *dims)
 {
@@ -99,36 +101,52 @@ static int is_float_type(int elem)
            elem == ONNX_ELEM_BFLOAT16;
 }
 
-/* Writes one JSON leaf as element *i of t. 0, or -1 with msg. */
-static int put_leaf(struct oip_tensor *t, const json_t *v, size_t *i, char *msg, size_t msglen)
+/* One leaf of `data` as jansson holds it, or as oip_json_data read it from the text. */
+struct leaf {
+    enum { LEAF_INT, LEAF_REAL, LEAF_BOOL, LEAF_STRING, LEAF_OTHER } kind;
+    json_int_t i;                    /* LEAF_INT; LEAF_BOOL: 0 / 1 */
+    double d;                        /* LEAF_REAL */
+    const json_t *s;                 /* LEAF_STRING */
+};
+
+static struct leaf json_leaf(const json_t *v)
+{
+    if (json_is_integer(v))
+        return (struct leaf){ .kind = LEAF_INT, .i = json_integer_value(v) };
+    if (json_is_real(v))
+        return (struct leaf){ .kind = LEAF_REAL, .d = json_real_value(v) };
+    if (json_is_boolean(v))
+        return (struct leaf){ .kind = LEAF_BOOL, .i = json_is_true(v) };
+    return (struct leaf){ .kind = json_is_string(v) ? LEAF_STRING : LEAF_OTHER, .s = v };
+}
+
+/* Writes one leaf as element *i of t. 0, or -1 with msg. */
+static int put_leaf(struct oip_tensor *t, const struct leaf *v, size_t *i, char *msg, size_t msglen)
 {
     int e = t->elem_type;
     if (e == ONNX_ELEM_STRING) {
-        if (!json_is_string(v))
+        if (v->kind != LEAF_STRING)
             goto bad;
         struct onnx_string *s = (struct onnx_string *)t->data + *i;
-        s->data = json_string_value(v);
-        s->len = json_string_length(v);
+        s->data = json_string_value(v->s);
+        s->len = json_string_length(v->s);
     } else if (e == ONNX_ELEM_BOOL) {
-        if (json_is_boolean(v))
-            ((uint8_t *)t->data)[*i] = json_is_true(v);
-        else if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1))
-            ((uint8_t *)t->data)[*i] = (uint8_t)json_integer_value(v);
-        else
+        if (v->kind != LEAF_BOOL && (v->kind != LEAF_INT || (v->i != 0 && v->i != 1)))
             goto bad;
+        ((uint8_t *)t->data)[*i] = (uint8_t)v->i;
     } else if (is_float_type(e)) {
-        if (!json_is_number(v))
+        if (v->kind != LEAF_INT && v->kind != LEAF_REAL)
             goto bad;
-        onnx_elem_set_f64(e, t->data, *i, json_number_value(v));
+        onnx_elem_set_f64(e, t->data, *i, v->kind == LEAF_INT ? (double)v->i : v->d);   /* json_number_value */
     } else {
-        if (!json_is_integer(v))
+        if (v->kind != LEAF_INT)
             goto bad;
-        if (!int_fits(e, json_integer_value(v))) {
+        if (!int_fits(e, v->i)) {
             snprintf(msg, msglen, "input '%s': value %" JSON_INTEGER_FORMAT " (element %zu) is out of range for %s",
-                     t->name, json_integer_value(v), *i, onnx_elem_triton_name(e));
+                     t->name, v->i, *i, onnx_elem_triton_name(e));
             return -1;
         }
-        onnx_elem_set_i64(e, t->data, *i, (int64_t)json_integer_value(v));
+        onnx_elem_set_i64(e, t->data, *i, (int64_t)v->i);
     }
     (*i)++;
     return 0;
@@ -141,17 +159,40 @@ bad:
 
 static int put_values(struct oip_tensor *t, const json_t *v, size_t *i, char *msg, size_t msglen)
 {
-    if (!json_is_array(v))
-        return put_leaf(t, v, i, msg, msglen);
+    if (!json_is_array(v)) {
+        struct leaf l = json_leaf(v);
+        return put_leaf(t, &l, i, msg, msglen);
+    }
     for (size_t k = 0; k < json_array_size(v); k++)
         if (put_values(t, json_array_get(v, k), i, msg, msglen))
             return -1;
     return 0;
 }
 
-static int read_json_data(const json_t *data, struct oip_tensor *t, size_t count, char *msg, size_t msglen)
+/* The values oip_json_data read from the text, as put_values would put the same JSON. */
+static int put_read_values(struct oip_tensor *t, const struct oip_json_values *v, char *msg, size_t msglen)
 {
-    long long leaves = count_leaves(data, 0);
+    static const int leaf_kind[] = { [OIP_JSON_INT] = LEAF_INT, [OIP_JSON_REAL] = LEAF_REAL,
+                                     [OIP_JSON_FALSE] = LEAF_BOOL, [OIP_JSON_TRUE] = LEAF_BOOL };
+    size_t i = 0;
+    for (size_t k = 0; k < v->count; k++) {
+        int kind = v->kind[k];
+        struct leaf l = { .kind = leaf_kind[kind] };
+        if (kind == OIP_JSON_REAL)
+            l.d = v->num[k].d;
+        else
+            l.i = kind == OIP_JSON_INT ? (json_int_t)v->num[k].i : kind == OIP_JSON_TRUE;
+        if (put_leaf(t, &l, &i, msg, msglen))
+            return -1;
+    }
+    return 0;
+}
+
+/* `data` (or the values read from its text: pre) into t, count elements. */
+static int read_json_data(const json_t *data, const struct oip_json_values *pre, struct oip_tensor *t,
+                          size_t count, char *msg, size_t msglen)
+{
+    long long leaves = pre ? (long long)pre->count : count_leaves(data, 0);
     if (leaves < 0 || (unsigned long long)leaves != count) {
         snprintf(msg, msglen, "Unable to parse 'data' of input '%s': shape does not match true shape of "
                  "'data' field (%zu elements expected, %lld given)", t->name, count, leaves < 0 ? -1LL : leaves);
@@ -163,6 +204,8 @@ static int read_json_data(const json_t *data, struct oip_tensor *t, size_t count
         snprintf(msg, msglen, "out of memory");
         return -1;
     }
+    if (pre)
+        return put_read_values(t, pre, msg, msglen);
     size_t i = 0;
     return put_values(t, data, &i, msg, msglen);
 }
@@ -269,8 +312,8 @@ static int data_source(const json_t *jt, const struct oip_tensor *t, const json_
     return 0;
 }
 
-int oip_tensor_read(const json_t *jt, const unsigned char **bin, size_t *bin_left, struct oip_tensor *t,
-                    char *msg, size_t msglen)
+int oip_tensor_read(const json_t *jt, const struct oip_json_values *pre, const unsigned char **bin,
+                    size_t *bin_left, struct oip_tensor *t, char *msg, size_t msglen)
 {
     const json_t *data, *bds;
     if (data_source(jt, t, &data, &bds, msg, msglen))
@@ -290,7 +333,7 @@ int oip_tensor_read(const json_t *jt, const unsigned char **bin, size_t *bin_lef
             *bin_left -= (size_t)size;
         }
     } else {
-        rc = read_json_data(data, t, count, msg, msglen);
+        rc = read_json_data(data, json_is_null(data) ? pre : NULL, t, count, msg, msglen);
     }
     if (rc) {
         oip_tensor_free_data(t);

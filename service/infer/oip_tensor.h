@@ -43,15 +43,18 @@ size_t oip_tensor_count(int rank, const int64_t *dims);
  * (the request's fault: 400). */
 int oip_tensor_head(const json_t *jt, struct oip_tensor *t, char *msg, size_t msglen);
 
-/* Its values (after oip_tensor_head): from `data`, or from the next
- * parameters.binary_data_size bytes of the binary part (*bin, *bin_left advance past them).
- * Allocation follows what the request holds, never only what its shape claims. Binary
- * values aligned for their type (not BOOL, which is normalised to 0 / 1) are not copied:
- * t->data points at them (borrowed). BYTES elements point into jt's strings or into the
- * binary part. jt and the binary part must outlive t. 0, or -1 with msg (400; t->data
- * NULL). */
-int oip_tensor_read(const json_t *jt, const unsigned char **bin, size_t *bin_left, struct oip_tensor *t,
-                    char *msg, size_t msglen);
+struct oip_json_values;
+
+/* Its values (after oip_tensor_head): from `data` (or, where `data` is null, from pre: the
+ * values oip_json_data read from its text, checked and converted as `data` would be; NULL:
+ * none), or from the next parameters.binary_data_size bytes of the binary part (*bin,
+ * *bin_left advance past them). Allocation follows what the request holds, never only
+ * what its shape claims. Binary values aligned for their type (not BOOL, which is
+ * normalised to 0 / 1) are not copied: t->data points at them (borrowed). BYTES elements
+ * point into jt's strings or into the binary part. jt and the binary part must outlive t
+ * (pre need not). 0, or -1 with msg (400; t->data NULL). */
+int oip_tensor_read(const json_t *jt, const struct oip_json_values *pre, const unsigned char **bin,
+                    size_t *bin_left, struct oip_tensor *t, char *msg, size_t msglen);
 
 /* An output's values as a flat JSON array (Triton writes them flat): BOOL true/false,
  * integers, floats (FP16/BF16 widened), BYTES strings. NULL with msg when one cannot be JSON

@@ -23,6 +23,7 @@
 #include "service/infer/infer.h"
 #include "service/infer/oip.h"
 #include "service/infer/oip_compress.h"
+#include "service/infer/oip_json_data.h"
 #include "service/infer/oip_model_io.h"
 #include "service/infer/oip_tensor.h"
 #include "service/upload_spool.h"
@@ -305,16 +306,21 @@ static uint64_t json_value_bound(const char *s, size_t n)
     return count;
 }
 
-/* Parses len bytes of the body as the request's JSON object (values bounded first). NULL
- * with *status and jerr (status 400 with jerr.text set: malformed). */
-static json_t *parse_json_part(const struct oip_body *body, size_t len, int *status, json_error_t *jerr)
+/* Parses len bytes of the body as the request's JSON object (values bounded first), its
+ * inputs' numeric data arrays read first into *pre and blanked in the body's text
+ * (oip_json_data.h): jansson then makes no json_t of each number. NULL with *status and jerr
+ * (status 400 with jerr.text set: malformed). */
+static json_t *parse_json_part(const struct oip_body *body, size_t len, int *status, json_error_t *jerr,
+                               struct oip_json_data **pre)
 {
     memset(jerr, 0, sizeof *jerr);
-    if (json_value_bound(body->buf, len) > body->max_values) {
+    /* a second parse (parse_body) counts the arrays the first blanked as they were sent */
+    if (json_value_bound(body->buf, len) + oip_json_data_blanked_tokens(*pre) > body->max_values) {
         *status = 413;
         return NULL;
     }
     *status = 400;
+    oip_json_data_scan(body->buf, len, pre);
     return json_loadb(body->buf, len, JSON_REJECT_DUPLICATES, jerr);
 }
 
@@ -347,8 +353,11 @@ static int json_part_length(struct gj_req *r, const struct oip_body *body, const
  * that header's length is past the body's end, or its JSON ends early, and the whole body is
  * one JSON object, the whole body is taken: tritonclient adds the header to the headers dict
  * its caller passes, so a client reusing one dict (for its API key, say) sends the length of
- * an earlier binary request with a later JSON one. NULL answered. */
-static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t *json_len)
+ * an earlier binary request with a later JSON one. *pre: the values of the data arrays read
+ * from the text (parse_json_part; the second parse reads on where the first stopped). NULL
+ * answered, *pre NULL. */
+static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t *json_len,
+                          struct oip_json_data **pre)
 {
     const char *hl = gj_req_header(r, HDR_INFER_LEN);
     if (json_part_length(r, body, hl, json_len) != 0)
@@ -361,13 +370,13 @@ static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t 
     json_error_t jerr = { 0 };
     size_t given = *json_len;
     r->json_bytes = given <= body->len ? given : body->len;   /* parsed below (http_server.c trims after) */
-    json_t *req = given <= body->len ? parse_json_part(body, given, &status, &jerr) : NULL;
+    json_t *req = given <= body->len ? parse_json_part(body, given, &status, &jerr, pre) : NULL;
     if (!req && hl && status != 413 && given != body->len &&
         (given > body->len || json_error_code(&jerr) == json_error_premature_end_of_input)) {
         json_error_t whole_err;
         int whole_status;
         r->json_bytes = body->len;
-        req = parse_json_part(body, body->len, &whole_status, &whole_err);
+        req = parse_json_part(body, body->len, &whole_status, &whole_err, pre);
         if (req)
             *json_len = body->len;
     }
@@ -383,7 +392,11 @@ static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t 
     else if (!json_is_object(req)) {
         oip_error(r, 400, "the inference request must be a JSON object");
         json_decref(req);
-        return NULL;
+        req = NULL;
+    }
+    if (!req) {
+        oip_json_data_free(*pre);
+        *pre = NULL;
     }
     return req;
 }
@@ -399,6 +412,7 @@ struct out_req {
 /* One inference request as it is checked and run. */
 struct infer_call {
     json_t *req;                     /* the JSON part */
+    struct oip_json_data *pre;       /* its inputs' data arrays, read from the text */
     const unsigned char *bin;        /* the binary tensors after it, not yet read */
     size_t bin_len;
     gj_served_model *m;
@@ -544,9 +558,10 @@ static int read_input(struct infer_call *c, const json_t *jt, size_t i, unsigned
     given[k] = 1;
     if (check_input(c, &c->io.inputs[k], t))
         return -1;
-    if (oip_tensor_read(jt, &c->bin, &c->bin_len, t, c->msg, sizeof c->msg))
+    if (oip_tensor_read(jt, oip_json_data_for(c->pre, i), &c->bin, &c->bin_len, t, c->msg, sizeof c->msg))
         return -1;
-    if (t->elem_type != ONNX_ELEM_STRING)   /* the values are in t now: one copy at a time */
+    oip_json_data_drop(c->pre, i);          /* the values are in t now: one copy at a time */
+    if (t->elem_type != ONNX_ELEM_STRING)
         json_object_del((json_t *)jt, "data");
     return 0;
 }
@@ -927,6 +942,7 @@ static void free_call(struct infer_call *c)
     free(c->out);
     gj_served_model_release(c->m);   /* NULL once the request's end took it */
     json_decref(c->req);
+    oip_json_data_free(c->pre);
 }
 
 void oip_infer_handle(struct gj_req *r)
@@ -946,7 +962,7 @@ void oip_infer_handle(struct gj_req *r)
     }
     body->call = c;
     size_t json_len = 0;
-    c->req = parse_body(r, body, &json_len);
+    c->req = parse_body(r, body, &json_len, &c->pre);
     if (!c->req)
         return;
     c->bin = (const unsigned char *)body->buf + json_len;

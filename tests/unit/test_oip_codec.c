@@ -32,7 +32,7 @@ static int read_json(json_t *j, struct oip_tensor *t, char *msg, size_t n)
     msg[0] = '\0';
     if (oip_tensor_head(j, t, msg, n))
         return -1;
-    return oip_tensor_read(j, &bin, &left, t, msg, n);
+    return oip_tensor_read(j, NULL, &bin, &left, t, msg, n);
 }
 
 static void test_json_every_type(void **state)
@@ -100,7 +100,7 @@ static void test_binary_bytes_and_numbers(void **state)
     const unsigned char *bin = body;
     size_t left = sizeof body - 1;
     assert_int_equal(oip_tensor_head(j, &t, msg, sizeof msg), 0);
-    assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), 0);
+    assert_int_equal(oip_tensor_read(j, NULL, &bin, &left, &t, msg, sizeof msg), 0);
     assert_int_equal(left, 8);
     const struct onnx_string *s = t.data;
     assert_int_equal(s[0].len, 3);
@@ -121,18 +121,18 @@ static void test_binary_bytes_and_numbers(void **state)
     /* the rest: two INT32 */
     j = parse("{\"name\":\"i\",\"datatype\":\"INT32\",\"shape\":[2],\"parameters\":{\"binary_data_size\":8}}");
     assert_int_equal(oip_tensor_head(j, &t, msg, sizeof msg), 0);
-    assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), 0);
+    assert_int_equal(oip_tensor_read(j, NULL, &bin, &left, &t, msg, sizeof msg), 0);
     assert_int_equal(((int32_t *)t.data)[1], 2);
     assert_int_equal(left, 0);
     oip_tensor_free_data(&t);
     /* past the end, and a size that is not the shape's */
-    assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), -1);
+    assert_int_equal(oip_tensor_read(j, NULL, &bin, &left, &t, msg, sizeof msg), -1);
     json_decref(j);
     j = parse("{\"name\":\"i\",\"datatype\":\"INT32\",\"shape\":[3],\"parameters\":{\"binary_data_size\":8}}");
     bin = body;
     left = 8;
     assert_int_equal(oip_tensor_head(j, &t, msg, sizeof msg), 0);
-    assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), -1);
+    assert_int_equal(oip_tensor_read(j, NULL, &bin, &left, &t, msg, sizeof msg), -1);
     assert_non_null(strstr(msg, "expected 12"));
     json_decref(j);
     /* a BYTES length running past the data */
@@ -140,7 +140,7 @@ static void test_binary_bytes_and_numbers(void **state)
     bin = (const unsigned char *)"\xff\0\0\0a";
     left = 5;
     assert_int_equal(oip_tensor_head(j, &t, msg, sizeof msg), 0);
-    assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), -1);
+    assert_int_equal(oip_tensor_read(j, NULL, &bin, &left, &t, msg, sizeof msg), -1);
     json_decref(j);
 }
 
@@ -159,7 +159,7 @@ static void test_binary_read_in_place(void **state)
         const unsigned char *bin = body + off;
         size_t left = sizeof v;
         assert_int_equal(oip_tensor_head(j, &t, msg, sizeof msg), 0);
-        assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), 0);
+        assert_int_equal(oip_tensor_read(j, NULL, &bin, &left, &t, msg, sizeof msg), 0);
         assert_int_equal(t.borrowed, off == 0);
         assert_true(off == 0 ? t.data == (void *)body : t.data != (void *)(body + off));
         assert_memory_equal(t.data, v, sizeof v);
@@ -173,7 +173,7 @@ static void test_binary_read_in_place(void **state)
     const unsigned char *bin = body;
     size_t left = 2;
     assert_int_equal(oip_tensor_head(j, &t, msg, sizeof msg), 0);
-    assert_int_equal(oip_tensor_read(j, &bin, &left, &t, msg, sizeof msg), 0);
+    assert_int_equal(oip_tensor_read(j, NULL, &bin, &left, &t, msg, sizeof msg), 0);
     assert_int_equal(t.borrowed, 0);
     assert_int_equal(((unsigned char *)t.data)[0], 1);
     assert_int_equal(body[0], 7);                 /* the request's bytes are not written */

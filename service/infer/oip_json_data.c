@@ -356,20 +356,6 @@ static int read_numbers(struct scan *s, struct oip_json_values *v, uint64_t *tok
     }
 }
 
-/* Where "null" can go in text[from, to): the first 4 bytes in a row without a newline. */
-static int null_spot(const char *t, size_t from, size_t to, size_t *at)
-{
-    size_t run = 0;
-    for (size_t p = from; p < to; p++) {
-        run = t[p] == '\n' ? 0 : run + 1;
-        if (run == 4) {
-            *at = p - 3;
-            return 0;
-        }
-    }
-    return -1;
-}
-
 static int data_add(struct oip_json_data **dp, size_t input, struct oip_json_values *v, uint64_t tokens)
 {
     struct oip_json_data *d = *dp ? *dp : calloc(1, sizeof *d);
@@ -389,18 +375,19 @@ static int data_add(struct oip_json_data **dp, size_t input, struct oip_json_val
     return 0;
 }
 
-/* Input `input`'s data array at pos, read and blanked. 0, or -1: left as it is (pos too). */
+/* Input `input`'s data array at pos, read and blanked: `0` (the shortest JSON value, so
+ * even `[]` has room, and the '[' it replaces is no newline) and spaces, newlines kept. 0, or
+ * -1: left as it is (pos too). */
 static int data_array(struct scan *s, size_t input)
 {
-    size_t from = s->pos, at;
+    size_t from = s->pos;
     struct oip_json_values v = { 0 };
     uint64_t tokens = 0;
-    if (read_numbers(s, &v, &tokens) == 0 && null_spot(s->t, from, s->pos, &at) == 0 &&
-        data_add(s->out, input, &v, tokens) == 0) {
-        for (size_t p = from; p < s->pos; p++)
+    if (read_numbers(s, &v, &tokens) == 0 && data_add(s->out, input, &v, tokens) == 0) {
+        s->t[from] = '0';
+        for (size_t p = from + 1; p < s->pos; p++)
             if (s->t[p] != '\n')
                 s->t[p] = ' ';
-        memcpy(s->t + at, "null", 4);
         return 0;
     }
     values_free(&v);

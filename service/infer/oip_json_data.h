@@ -6,9 +6,9 @@
  * For each element of the top-level `inputs` array whose `data` is an array (nested arrays
  * allowed, at most OIP_JSON_MAX_NEST deep) of only numbers, true and false, the values are
  * read as jansson reads them (an integer literal as json_int_t, any other number by strtod:
- * the same value, bit for bit) and the array's text is overwritten with `null` and spaces,
- * its newlines kept: byte offsets, lines and columns of what jansson then reports stay those
- * of the text as sent. An array this cannot read exactly as jansson would (a string, an
+ * the same value, bit for bit) and the array's text is overwritten with `0` and spaces, its
+ * newlines kept: byte offsets, lines and columns of what jansson then reports stay those of
+ * the text as sent; the input's `data` is then the integer 0 to jansson. An array this cannot read exactly as jansson would (a string, an
  * object, a number jansson refuses, anything malformed) is left as it is, and so is all text
  * after a point where the scan stopped: jansson parses it and answers its errors as before.
  * Private to service/infer.
@@ -39,7 +39,7 @@ struct oip_json_data;                /* the arrays read from one request's text 
 
 /* Reads the numeric data arrays in text[0, len) and blanks them (text is the caller's,
  * writable), adding them to *data (made on first need; NULL while none). Arrays already
- * blanked (a second scan of the same text) read as null: their values stay as read. Never
+ * blanked (a second scan of the same text) read as 0: their values stay as read. Never
  * fails: what it cannot read (or allocate) it leaves as text. */
 void oip_json_data_scan(char *text, size_t len, struct oip_json_data **data);
 

@@ -333,7 +333,8 @@ int oip_tensor_read(const json_t *jt, const struct oip_json_values *pre, const u
             *bin_left -= (size_t)size;
         }
     } else {
-        rc = read_json_data(data, json_is_null(data) ? pre : NULL, t, count, msg, msglen);
+        rc = read_json_data(data, json_is_integer(data) && json_integer_value(data) == 0 ? pre : NULL, t, count,
+                            msg, msglen);
     }
     if (rc) {
         oip_tensor_free_data(t);

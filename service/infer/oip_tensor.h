@@ -45,7 +45,7 @@ int oip_tensor_head(const json_t *jt, struct oip_tensor *t, char *msg, size_t ms
 
 struct oip_json_values;
 
-/* Its values (after oip_tensor_head): from `data` (or, where `data` is null, from pre: the
+/* Its values (after oip_tensor_head): from `data` (or, where `data` is 0, from pre: the
  * values oip_json_data read from its text, checked and converted as `data` would be; NULL:
  * none), or from the next parameters.binary_data_size bytes of the binary part (*bin,
  * *bin_left advance past them). Allocation follows what the request holds, never only

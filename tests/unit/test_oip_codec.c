@@ -1,11 +1,14 @@
 /* service/infer/oip_tensor.c and oip_compress.c: /v2 tensors of every datatype from JSON
  * and from Triton's binary layout and back, the checks that keep allocation to what a
  * request holds, Triton's classification strings, and gzip/deflate with their bounds (a
- * zip bomb stops at the limit). */
+ * zip bomb stops at the limit). oip_json_data.c: numeric data arrays read from the text
+ * give what jansson's give, bit for bit, and the same errors. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -14,6 +17,7 @@
 
 #include "infer/onnx/onnx_elem.h"
 #include "service/infer/oip_compress.h"
+#include "service/infer/oip_json_data.h"
 #include "service/infer/oip_tensor.h"
 
 static json_t *parse(const char *s)
@@ -309,6 +313,287 @@ static void test_compression(void **state)
     free(zeros);
 }
 
+
+/* ---- JSON data read from the text (oip_json_data) against jansson alone ---------------- */
+
+/* What one way of reading a request made of it: jansson's error, or input 0's result. */
+struct outcome {
+    char text[700];                  /* "parse LINE:COLUMN: error" or "read RC: message" */
+    unsigned char *bytes;            /* input 0's values (not BYTES) */
+    size_t n;
+    int fast;                        /* input 0's values came from the text (or, when
+                                      * jansson failed, some array was read) */
+};
+
+/* Reads the request as parse_body and read_input do: with scan, oip_json_data first. */
+static void read_request(const char *req, int scan, struct outcome *o)
+{
+    size_t len = strlen(req);
+    char *buf = malloc(len + 1);
+    assert_non_null(buf);
+    memcpy(buf, req, len + 1);
+    struct oip_json_data *pre = NULL;
+    memset(o, 0, sizeof *o);
+    if (scan)
+        oip_json_data_scan(buf, len, &pre);
+    json_error_t e;
+    json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &e);
+    free(buf);                       /* nothing may point into the text now (ASan) */
+    if (!j) {
+        snprintf(o->text, sizeof o->text, "parse %d:%d: %s", e.line, e.column, e.text);
+        o->fast = pre != NULL;
+        oip_json_data_free(pre);
+        return;
+    }
+    json_t *in = json_array_get(json_object_get(j, "inputs"), 0);
+    const struct oip_json_values *v = oip_json_data_for(pre, 0);
+    o->fast = v != NULL;
+    struct oip_tensor t;
+    char msg[512] = "";
+    const unsigned char *bin = NULL;
+    size_t left = 0;
+    int rc = oip_tensor_head(in, &t, msg, sizeof msg);
+    if (rc == 0)
+        rc = oip_tensor_read(in, v, &bin, &left, &t, msg, sizeof msg);
+    snprintf(o->text, sizeof o->text, "read %d: %s", rc, msg);
+    if (rc == 0 && t.elem_type != ONNX_ELEM_STRING) {
+        o->n = t.bytes;
+        o->bytes = malloc(t.bytes + 1);
+        memcpy(o->bytes, t.data, t.bytes);
+    }
+    if (rc)
+        assert_null(t.data);
+    oip_tensor_free_data(&t);
+    oip_json_data_free(pre);
+    json_decref(j);
+}
+
+/* The request read both ways gives the same; fast: whether the text way must read input 0.
+ * Returns the outcome's text (static). */
+static const char *same_both_ways(const char *req, int fast)
+{
+    static char text[700];
+    struct outcome a, b;
+    read_request(req, 0, &a);
+    read_request(req, 1, &b);
+    if (strcmp(a.text, b.text) || a.n != b.n || (a.n && memcmp(a.bytes, b.bytes, a.n)) || b.fast != fast)
+        fprintf(stderr, "request %s\n jansson:   %s\n from text: %s (fast %d)\n", req, a.text, b.text, b.fast);
+    assert_string_equal(a.text, b.text);
+    assert_int_equal(a.n, b.n);
+    if (a.n)
+        assert_memory_equal(a.bytes, b.bytes, a.n);
+    assert_int_equal(b.fast, fast);
+    snprintf(text, sizeof text, "%s", a.text);
+    free(a.bytes);
+    free(b.bytes);
+    return text;
+}
+
+static char *request(const char *dt, const char *shape, const char *data)
+{
+    static char buf[1 << 16];
+    snprintf(buf, sizeof buf, "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"%s\",\"shape\":%s,\"data\":%s}],"
+             "\"outputs\":[{\"name\":\"y\"}]}", dt, shape, data);
+    return buf;
+}
+
+static const char *const every_type[] = { "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
+                                          "INT32", "INT64", "FP16", "BF16", "FP32", "FP64" };
+
+static void test_json_data_every_type_and_edge(void **state)
+{
+    (void)state;
+    static const char *const values[] = {
+        "0", "-0", "-0.0", "0.0", "1", "-1", "2", "true", "false", "127", "128", "-128", "-129", "255", "256",
+        "32767", "32768", "-32769", "65535", "65536", "2147483647", "-2147483649", "4294967295", "4294967296",
+        "9007199254740992", "9007199254740993", "9223372036854775807", "-9223372036854775808", "1e308",
+        "-1e308", "1.7976931348623157e308", "5e-324", "-5e-324", "2.2250738585072014e-308", "1e-400", "0.1",
+        "0.12345678806304932", "-1.2345678806304932e-05", "1.5", "1E2", "1e+2", "1e-2", "0e999999999",
+        "65504", "65519.99", "65520", "1.00048828125", "1.0009765625", "1.00146484375", "3.4028234663852886e38",
+        "3.4028235677973366e38", "3.4028236e38", "1.00000005960464477539", "1.0000000596046448",
+        "0.30000000000000004", "123456789012345678.9", "9007199254740993.0", "1.00390625", "1.005859375",
+        "123456789012345678901234567890.5", "4.9406564584124654e-324", "2.4703282292062327e-324",
+        "2.4703282292062328e-324",
+    };
+    char data[64];
+    for (size_t t = 0; t < sizeof every_type / sizeof *every_type; t++)
+        for (size_t v = 0; v < sizeof values / sizeof *values; v++) {
+            snprintf(data, sizeof data, "[%s]", values[v]);
+            same_both_ways(request(every_type[t], "[1]", data), 1);
+        }
+    /* the messages the checks give, through the text */
+    assert_string_equal(same_both_ways(request("INT8", "[2]", "[1, 128]"), 1),
+                        "read -1: input 'x': value 128 (element 1) is out of range for INT8");
+    assert_string_equal(same_both_ways(request("UINT8", "[1]", "[-1]"), 1),
+                        "read -1: input 'x': value -1 (element 0) is out of range for UINT8");
+    assert_string_equal(same_both_ways(request("INT32", "[2]", "[1, 1.5]"), 1),
+                        "read -1: input 'x': element 1 of 'data' is not an integer");
+    assert_string_equal(same_both_ways(request("BOOL", "[1]", "[2]"), 1),
+                        "read -1: input 'x': element 0 of 'data' is not a boolean (BOOL)");
+    assert_string_equal(same_both_ways(request("FP32", "[1]", "[true]"), 1),
+                        "read -1: input 'x': element 0 of 'data' is not a number");
+}
+
+static unsigned long long rng_state = 0x9e3779b97f4a7c15ULL;
+
+static unsigned long long rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Random finite numbers as clients write them (%.17g of FP32 and FP64, shorter forms) in
+ * one array of each float type: bit for bit what jansson's strtod gives. */
+static void test_json_data_random_numbers(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    char *data = malloc((size_t)N * 32 + 16);
+    assert_non_null(data);
+    static const char *const types[] = { "FP64", "FP32", "FP16", "BF16" };
+    for (size_t t = 0; t < 4; t++) {
+        size_t p = 0;
+        data[p++] = '[';
+        for (int i = 0; i < N; i++) {
+            double d;
+            unsigned long long u = rng();
+            if (i % 3 == 0) {
+                float f;
+                uint32_t u32 = (uint32_t)u;
+                memcpy(&f, &u32, 4);
+                d = f;
+            } else {
+                memcpy(&d, &u, 8);
+            }
+            if (d != d || d - d != 0)
+                d = (double)(int64_t)u / 3.0;
+            p += (size_t)sprintf(data + p, "%s%.*g", i ? ", " : "", i % 2 ? 17 : (int)(u % 17) + 1, d);
+        }
+        data[p++] = ']';
+        data[p] = '\0';
+        char shape[32];
+        snprintf(shape, sizeof shape, "[%d]", N);
+        static char req[(size_t)N * 32 + 256];
+        snprintf(req, sizeof req, "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"%s\",\"shape\":%s,\"data\":%s}]}",
+                 types[t], shape, data);
+        same_both_ways(req, 1);
+    }
+    free(data);
+    /* oip_json_number alone: every digit count and exponent, against strtod and strtoll */
+    for (int i = 0; i < 200000; i++) {
+        char num[64];
+        int nd = (int)(rng() % 20) + 1, p = 0;
+        if (rng() & 1)
+            num[p++] = '-';
+        int dot = (int)(rng() % (unsigned)(nd + 1));
+        for (int k = 0; k < nd; k++) {
+            if (k == dot && k)
+                num[p++] = '.';
+            num[p++] = (char)('0' + (k == 0 ? 1 + rng() % 9 : rng() % 10));
+        }
+        if (rng() % 3)
+            p += sprintf(num + p, "e%d", (int)(rng() % 80) - 40);
+        num[p] = '\0';
+        uint8_t kind;
+        union oip_json_num v;
+        size_t taken = oip_json_number(num, (size_t)p + 1, &kind, &v);   /* the NUL ends it */
+        errno = 0;
+        (void)strtoll(num, NULL, 10);
+        if (!strpbrk(num, ".e") && errno == ERANGE) {           /* jansson: too big integer */
+            assert_int_equal(taken, 0);
+            continue;
+        }
+        assert_int_equal(taken, (size_t)p);
+        if (kind == OIP_JSON_INT) {
+            assert_true(v.i == strtoll(num, NULL, 10));
+        } else {
+            double ref = strtod(num, NULL);
+            assert_memory_equal(&v.d, &ref, sizeof ref);
+        }
+    }
+}
+
+static void test_json_data_structure(void **state)
+{
+    (void)state;
+    /* nested arrays, whitespace and newlines inside them */
+    same_both_ways(request("FP32", "[2,3]", "[[1, 2.5, -3], [4e0, 5.25, 6]]"), 1);
+    same_both_ways(request("INT64", "[1,1,1,2]", "[[[[1, 2]]]]"), 1);
+    same_both_ways(request("FP64", "[3]", "[\n  1.5,\n\t2.5\r\n ,3\n]"), 1);
+    same_both_ways(request("FP32", "[2,2]", "[[1, 2], [3]]"), 1);                 /* count: 3 */
+    same_both_ways(request("FP32", "[0]", "[ ]"), 1);
+    same_both_ways(request("FP32", "[0]", "[[], []]"), 1);
+    same_both_ways(request("FP32", "[0]", "[]"), 1);
+    same_both_ways(request("FP32", "[2]", "[\n1,\n2\n]"), 1);
+    same_both_ways(request("FP32", "[1]", "[[[[[[[[[1]]]]]]]]]"), 1);          /* 9 deep */
+    assert_string_equal(same_both_ways(request("FP32", "[1]", "[[[[[[[[[[1]]]]]]]]]]"), 0),     /* 10 */
+                        "read -1: Unable to parse 'data' of input 'x': shape does not match true shape of "
+                        "'data' field (1 elements expected, -1 given)");
+    /* what stays jansson's: strings, null, objects inside data */
+    same_both_ways(request("BYTES", "[2]", "[\"a\", \"b\"]"), 0);
+    same_both_ways(request("FP32", "[2]", "[1, \"2\"]"), 0);
+    same_both_ways(request("FP32", "[2]", "[1, null]"), 0);
+    same_both_ways(request("FP32", "[2]", "[1, {}]"), 0);
+    same_both_ways(request("FP32", "[1]", "1.5"), 0);
+    same_both_ways("{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],\"d\\u0061ta\":[1.5]}]}", 0);
+    /* data outside an input is not an input's */
+    same_both_ways("{\"data\":[1,2,3],\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],"
+                   "\"p\":{\"data\":[4,5]},\"data\":[6]}]}", 1);
+    /* the second input's array is the second's */
+    char req[] = "{\"inputs\":[{\"name\":\"a\",\"data\":[1,2]},{\"name\":\"b\",\"data\":[3,4,5]}]}";
+    struct oip_json_data *pre = NULL;
+    oip_json_data_scan(req, strlen(req), &pre);
+    const struct oip_json_values *v0 = oip_json_data_for(pre, 0), *v1 = oip_json_data_for(pre, 1);
+    assert_non_null(v0);
+    assert_non_null(v1);
+    assert_int_equal(v0->count, 2);
+    assert_int_equal(v1->count, 3);
+    assert_int_equal(v1->num[2].i, 5);
+    assert_int_equal(oip_json_data_blanked_tokens(pre), 2 + 3);    /* "[1,2]": '[' ','; "[3,4,5]" */
+    assert_string_equal(req, "{\"inputs\":[{\"name\":\"a\",\"data\":0    },{\"name\":\"b\",\"data\":0      }]}");
+    oip_json_data_drop(pre, 0);
+    assert_null(oip_json_data_for(pre, 0));
+    oip_json_data_free(pre);
+}
+
+static void test_json_data_errors(void **state)
+{
+    (void)state;
+    /* malformed numbers and brackets: left to jansson, whose error (line, column) is the answer */
+    static const char *const bad[] = {
+        "[01]", "[1.]", "[.5]", "[1e]", "[1e+]", "[-]", "[+1]", "[NaN]", "[Infinity]", "[-Infinity]", "[1,]",
+        "[,1]", "[1 2]", "[[1]", "[1,,2]", "[1e400]", "[-1e400]", "[18446744073709551615]",
+        "[9223372036854775808]", "[-9223372036854775809]", "[0x10]", "[1.5e3x]", "[tru]", "[1,\n2,\n3", "[\"a]",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *text = same_both_ways(request("FP64", "[3]", bad[i]), 0);
+        assert_int_equal(strncmp(text, "parse ", 6), 0);
+    }
+    /* a bracket too many after a whole array: the array is read, the error is jansson's */
+    assert_string_equal(same_both_ways(request("FP64", "[1]", "[1]]"), 1), "parse 1:64: '}' expected near ']'");
+    /* a duplicate data key is refused though both arrays were read */
+    const char *text = same_both_ways(request("FP32", "[1]", "[1], \"data\": [2]"), 1);
+    assert_non_null(strstr(text, "duplicate object key"));
+    /* an error after a blanked array: its line and column as sent */
+    text = same_both_ways("{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[3],\"data\":[1,\n2,\n"
+                          "3]}, ]}", 1);
+    assert_string_equal(text, "parse 3:6: unexpected token near ']'");
+    text = same_both_ways("{\"inputs\":[{\"name\":\"x\",\"data\":[1,\n2]},\n{\"name\":\"y\",\"data\":[\"a\" 1]}]}", 1);
+    assert_int_equal(strncmp(text, "parse 3:", 8), 0);
+    /* a text cut inside a data array (a stale Inference-Header-Content-Length): nothing read */
+    char cut[] = "{\"inputs\":[{\"name\":\"x\",\"data\":[1.5,2.5]}]}";
+    struct oip_json_data *pre = NULL;
+    oip_json_data_scan(cut, 36, &pre);
+    assert_null(pre);
+    oip_json_data_scan(cut, strlen(cut), &pre);                        /* the whole text next */
+    assert_non_null(oip_json_data_for(pre, 0));
+    oip_json_data_scan(cut, strlen(cut), &pre);                        /* once read, read once */
+    assert_int_equal(oip_json_data_blanked_tokens(pre), 2);
+    oip_json_data_free(pre);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +603,10 @@ int main(void)
         cmocka_unit_test(test_json_output_refusals),
         cmocka_unit_test(test_classification),
         cmocka_unit_test(test_compression),
+        cmocka_unit_test(test_json_data_every_type_and_edge),
+        cmocka_unit_test(test_json_data_random_numbers),
+        cmocka_unit_test(test_json_data_structure),
+        cmocka_unit_test(test_json_data_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

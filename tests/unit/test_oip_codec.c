@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <math.h>
 #include <jansson.h>
 #include <zlib.h>
 
@@ -515,6 +516,31 @@ static void test_json_data_random_numbers(void **state)
     }
 }
 
+/* Decimals at and around the midpoint of two doubles (17 to 19 digits): where rounding
+ * twice (to 64 bits, then to 53) could differ from rounding once. */
+static void test_json_data_midpoints(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 50000; i++) {
+        double d = ldexp((double)(rng() >> 11), -(int)(rng() % 60) - 20);
+        long double mid = ((long double)d + (long double)nextafter(d, INFINITY)) / 2;
+        char num[64];
+        int n = snprintf(num, sizeof num, "%.*Lg", 17 + (int)(rng() % 3), mid);
+        char *last = strchr(num, 'e') ? strchr(num, 'e') - 1 : num + n - 1;
+        int r = (int)(rng() % 3);
+        if (r == 1 && *last < '9')
+            (*last)++;
+        else if (r == 2 && *last > '0')
+            (*last)--;
+        uint8_t kind;
+        union oip_json_num v;
+        assert_int_equal(oip_json_number(num, strlen(num) + 1, &kind, &v), strlen(num));
+        double ref = strtod(num, NULL);
+        assert_int_equal(kind, OIP_JSON_REAL);
+        assert_memory_equal(&v.d, &ref, sizeof ref);
+    }
+}
+
 static void test_json_data_structure(void **state)
 {
     (void)state;
@@ -605,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_compression),
         cmocka_unit_test(test_json_data_every_type_and_edge),
         cmocka_unit_test(test_json_data_random_numbers),
+        cmocka_unit_test(test_json_data_midpoints),
         cmocka_unit_test(test_json_data_structure),
         cmocka_unit_test(test_json_data_errors),
     };

@@ -9,7 +9,7 @@
 # quick. Exit 0; 1 when a build failed; 77 when clang or its libFuzzer runtime is missing.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
-all="dicom multipart_related brkga json_schema nrrd onnx http_route pbtxt"
+all="dicom multipart_related brkga json_schema nrrd onnx http_route pbtxt oip_json_data"
 [ "${1:-}" = "--list" ] && { echo "$all"; exit 0; }
 [ $# -ge 1 ] || { echo "usage: fuzz/build.sh OUTDIR [HARNESS...] (harnesses: $all)" >&2; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -92,6 +92,9 @@ harness() {
       srcs+=" compute/infer/serving/pbtxt.c compute/infer/serving/model_pbtxt.c compute/common/fsutil.c
               $out/gen/infer/serving/triton_model_config.pb-c.c"
       libs="$(pkg-config --libs libprotobuf-c jansson)" ;;
+    oip_json_data)
+      srcs+=" service/infer/oip_json_data.c"
+      libs="$(pkg-config --libs jansson) -lm" ;;
     *) echo "unknown harness '$1' (harnesses: $all)" >&2; return 1 ;;
   esac
 }

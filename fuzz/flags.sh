@@ -15,6 +15,7 @@ fuzz_flags() {
     onnx) echo "-max_len=32768" ;;
     http_route) echo "-max_len=4096 -dict=$d/http_route.dict" ;;
     pbtxt) echo "-max_len=4096 -dict=$d/pbtxt.dict" ;;
+    oip_json_data) echo "-max_len=4096 -dict=$d/oip_json_data.dict" ;;
     *) return 1 ;;
   esac
 }

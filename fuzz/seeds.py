@@ -410,11 +410,34 @@ def seeds_http_route(out):
         put(out, "h%02d" % i, h)
 
 
+# ---- /v2 inference requests with JSON tensors, as tritonclient writes them, and edge numbers.
+def seeds_oip_json_data(out):
+    rng = np.random.default_rng(1)
+    f32 = [float(v) for v in rng.standard_normal(12).astype(np.float32)]
+    reqs = [
+        {"inputs": [{"name": "image", "shape": [1, 3, 4], "datatype": "FP32", "data": f32}],
+         "outputs": [{"name": "logits", "parameters": {"binary_data": False}}]},
+        {"inputs": [{"name": "a", "shape": [2, 2], "datatype": "INT64", "data": [[1, -2], [9223372036854775807, -9223372036854775808]]},
+                    {"name": "b", "shape": [3], "datatype": "BOOL", "data": [True, False, 1]},
+                    {"name": "c", "shape": [2], "datatype": "BYTES", "data": ["x", "y\u00e9"]}]},
+        {"id": "7", "parameters": {"timeout": 1000}, "inputs": [{"name": "x", "shape": [6], "datatype": "FP64",
+         "data": [-0.0, 1e308, 5e-324, 9007199254740993, 2.2250738585072014e-308, 0.1]}]},
+    ]
+    for i, r in enumerate(reqs):
+        put(out, "req%d" % i, json.dumps(r))
+        put(out, "req%d-indent" % i, json.dumps(r, indent=2))
+    edges = ["01", "1.", ".5", "1e", "-", "+1", "NaN", "Infinity", "1e400", "18446744073709551615", "[1]]",
+             "[[1]", "1, \"x\"", "1e-400", "123456789012345678901.5", "0.30000000000000004"]
+    for i, e in enumerate(edges):
+        put(out, "edge%02d" % i, '{"inputs":[{"name":"x","data":[%s]},{"data":[1],"data":[2]}]}' % e)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     outdir = sys.argv[1]
-    names = sys.argv[2:] or ["dicom", "multipart_related", "brkga", "json_schema", "nrrd", "onnx", "http_route"]
+    names = sys.argv[2:] or ["dicom", "multipart_related", "brkga", "json_schema", "nrrd", "onnx", "http_route",
+                             "oip_json_data"]
     for n in names:
         print("%s:" % n)
         d = os.path.join(outdir, n)

@@ -4,9 +4,12 @@
  *
  * The scan is a strict JSON reader (strings with their escapes, numbers by RFC 8259's
  * grammar, the three literals, nesting at most SCAN_MAX_DEPTH) that follows the document
- * only as far as it is sure of it: wherever it stops, jansson takes over with the text as it
- * was sent, so the errors a client gets are jansson's. It blanks an array only once it has
- * read all of it, as jansson would read it.
+ * only as far as it is sure of it: wherever it stops, jansson reads the text as it was sent,
+ * so the errors a client gets are jansson's. An array counts as read only once all of it
+ * is, as jansson would read it. jansson then reads the text through a callback that gives it
+ * each read array as `0 ` (so it lexes no byte of it: lexing 10 MB of blanks costs it as
+ * much as the numbers did), and where it stops with an error, the position it names is
+ * taken back to the text's and line and column counted there as jansson counts them.
  *
  * Numbers: jansson reads an integer literal with strtoll (refusing one that overflows) and
  * any other with strtod (refusing an overflow to infinity). Here a real of at most 19
@@ -19,6 +22,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,11 +34,11 @@
 struct oip_json_data {
     struct entry {
         size_t input;
+        size_t from, to;             /* the array's text: [from, to) */
         int live;                    /* read, not yet dropped (an empty array has no num) */
         struct oip_json_values v;
     } *e;
     size_t n, cap;
-    uint64_t blanked_tokens;         /* the commas and '[' of the text blanked */
 };
 
 /* ---- numbers --------------------------------------------------------------------------- */
@@ -234,7 +238,7 @@ static int values_grow(struct oip_json_values *v, size_t *cap)
 enum role { ROLE_OTHER, ROLE_ROOT, ROLE_INPUTS, ROLE_INPUT };
 
 struct scan {
-    char *t;
+    const char *t;
     size_t len, pos;
     struct oip_json_data **out;
 };
@@ -320,9 +324,8 @@ static int read_leaf(struct scan *s, struct oip_json_values *v)
 }
 
 /* The data array at pos: its leaves, nested at most OIP_JSON_MAX_NEST deep, into v; pos
- * past it; *tokens its commas and '['. 0, or -1: not an array of numbers and booleans only
- * (pos anywhere). */
-static int read_numbers(struct scan *s, struct oip_json_values *v, uint64_t *tokens)
+ * past it. 0, or -1: not an array of numbers and booleans only (pos anywhere). */
+static int read_numbers(struct scan *s, struct oip_json_values *v)
 {
     size_t cap = 0;
     int level = 0, want_value = 1, may_close = 0;
@@ -335,7 +338,6 @@ static int read_numbers(struct scan *s, struct oip_json_values *v, uint64_t *tok
             if (++level > OIP_JSON_MAX_NEST)
                 return -1;
             s->pos++;
-            ++*tokens;
             may_close = 1;
         } else if (c == ']' && (!want_value || may_close)) {
             s->pos++;
@@ -346,7 +348,6 @@ static int read_numbers(struct scan *s, struct oip_json_values *v, uint64_t *tok
             if (c != ',')
                 return -1;
             s->pos++;
-            ++*tokens;
             want_value = 1;
         } else {
             if (values_grow(v, &cap) || read_leaf(s, v))
@@ -356,7 +357,7 @@ static int read_numbers(struct scan *s, struct oip_json_values *v, uint64_t *tok
     }
 }
 
-static int data_add(struct oip_json_data **dp, size_t input, struct oip_json_values *v, uint64_t tokens)
+static int data_add(struct oip_json_data **dp, size_t input, size_t from, size_t to, struct oip_json_values *v)
 {
     struct oip_json_data *d = *dp ? *dp : calloc(1, sizeof *d);
     if (!d)
@@ -370,26 +371,17 @@ static int data_add(struct oip_json_data **dp, size_t input, struct oip_json_val
         d->e = e;
         d->cap = nc;
     }
-    d->e[d->n++] = (struct entry){ input, 1, *v };
-    d->blanked_tokens += tokens;
+    d->e[d->n++] = (struct entry){ input, from, to, 1, *v };
     return 0;
 }
 
-/* Input `input`'s data array at pos, read and blanked: `0` (the shortest JSON value, so
- * even `[]` has room, and the '[' it replaces is no newline) and spaces, newlines kept. 0, or
- * -1: left as it is (pos too). */
+/* Input `input`'s data array at pos, read. 0, or -1: left to jansson (pos too). */
 static int data_array(struct scan *s, size_t input)
 {
     size_t from = s->pos;
     struct oip_json_values v = { 0 };
-    uint64_t tokens = 0;
-    if (read_numbers(s, &v, &tokens) == 0 && data_add(s->out, input, &v, tokens) == 0) {
-        s->t[from] = '0';
-        for (size_t p = from + 1; p < s->pos; p++)
-            if (s->t[p] != '\n')
-                s->t[p] = ' ';
+    if (read_numbers(s, &v) == 0 && data_add(s->out, input, from, s->pos, &v) == 0)
         return 0;
-    }
     values_free(&v);
     s->pos = from;
     return -1;
@@ -483,10 +475,96 @@ static int scan_value(struct scan *s, int depth, enum role role, size_t index)
     return scan_literal(s);
 }
 
-void oip_json_data_scan(char *text, size_t len, struct oip_json_data **data)
+/* ---- jansson around the arrays read ---------------------------------------------------- */
+
+#define FED_ARRAY "0 "               /* what jansson reads of an array read: a value, then a
+                                      * blank, so nothing after it joins the number */
+#define FED_LEN (sizeof FED_ARRAY - 1)
+
+struct feed {
+    const char *t;
+    size_t len, pos, next;           /* next: the next array read */
+    const struct oip_json_data *d;
+};
+
+/* jansson's json_load_callback: the text, each array read given as FED_ARRAY. */
+static size_t feed_text(void *buffer, size_t buflen, void *arg)
 {
+    struct feed *f = arg;
+    char *out = buffer;
+    size_t n = 0;
+    while (n < buflen && f->pos < f->len) {
+        const struct entry *e = f->next < f->d->n ? &f->d->e[f->next] : NULL;
+        if (e && f->pos == e->from) {
+            if (buflen - n < FED_LEN)
+                break;
+            memcpy(out + n, FED_ARRAY, FED_LEN);
+            n += FED_LEN;
+            f->pos = e->to;
+            f->next++;
+            continue;
+        }
+        size_t stop = e ? e->from : f->len, k = stop - f->pos < buflen - n ? stop - f->pos : buflen - n;
+        memcpy(out + n, f->t + f->pos, k);
+        n += k;
+        f->pos += k;
+    }
+    return n;
+}
+
+/* jansson's column rule (utf8_check_first): a byte that starts a character. */
+static int starts_char(unsigned char c)
+{
+    return c < 0x80 || (c >= 0xc2 && c <= 0xf4);
+}
+
+/* jansson's error at a position of what it was fed, taken to the text's: position, line
+ * and column as jansson would have counted them reading the text itself (its counts are
+ * those of the bytes it has consumed). */
+static void error_in_text(const char *t, const struct oip_json_data *d, json_error_t *err)
+{
+    size_t fed = err->position > 0 ? (size_t)err->position : 0, shift = 0, at = SIZE_MAX;
+    for (size_t k = 0; k < d->n && at == SIZE_MAX; k++) {
+        size_t fed_from = d->e[k].from - shift;
+        if (fed <= fed_from)
+            break;
+        if (fed < fed_from + FED_LEN)              /* inside FED_ARRAY (never an error's) */
+            at = d->e[k].from + (fed - fed_from);
+        else
+            shift += d->e[k].to - d->e[k].from - FED_LEN;
+    }
+    if (at == SIZE_MAX)
+        at = fed + shift;
+    int line = 1, column = 0;
+    for (size_t p = 0; p < at; p++) {
+        if (t[p] == '\n')
+            line++, column = 0;
+        else
+            column += starts_char((unsigned char)t[p]);
+    }
+    err->position = (int)at;
+    err->line = line;
+    err->column = column;
+    snprintf(err->source, sizeof err->source, "%s", "<buffer>");
+}
+
+json_t *oip_json_data_load(const char *text, size_t len, size_t flags, json_error_t *err,
+                           struct oip_json_data **data)
+{
+    oip_json_data_free(*data);
+    *data = NULL;
     struct scan s = { text, len, 0, data };
     (void)scan_value(&s, 0, ROLE_ROOT, 0);
+    if (!*data)
+        return json_loadb(text, len, flags, err);
+    struct feed f = { text, len, 0, 0, *data };
+    json_t *j = json_load_callback(feed_text, &f, flags, err);
+    if (!j) {
+        error_in_text(text, *data, err);
+        oip_json_data_free(*data);
+        *data = NULL;
+    }
+    return j;
 }
 
 /* ---- the arrays read ------------------------------------------------------------------- */
@@ -497,11 +575,6 @@ const struct oip_json_values *oip_json_data_for(const struct oip_json_data *d, s
         if (d->e[i].input == input && d->e[i].live)
             return &d->e[i].v;
     return NULL;
-}
-
-uint64_t oip_json_data_blanked_tokens(const struct oip_json_data *d)
-{
-    return d ? d->blanked_tokens : 0;
 }
 
 void oip_json_data_drop(struct oip_json_data *d, size_t input)

@@ -6,16 +6,17 @@
  * For each element of the top-level `inputs` array whose `data` is an array (nested arrays
  * allowed, at most OIP_JSON_MAX_NEST deep) of only numbers, true and false, the values are
  * read as jansson reads them (an integer literal as json_int_t, any other number by strtod:
- * the same value, bit for bit) and the array's text is overwritten with `0` and spaces, its
- * newlines kept: byte offsets, lines and columns of what jansson then reports stay those of
- * the text as sent; the input's `data` is then the integer 0 to jansson. An array this cannot read exactly as jansson would (a string, an
- * object, a number jansson refuses, anything malformed) is left as it is, and so is all text
- * after a point where the scan stopped: jansson parses it and answers its errors as before.
- * Private to service/infer.
+ * the same value, bit for bit); jansson then parses the rest of the text, which gives it
+ * that `data` as the integer 0. An array this cannot read exactly as jansson would (a
+ * string, an object, a number jansson refuses, anything malformed) is left to jansson, and
+ * so is all text after a point where the scan stopped: jansson's errors are answered as
+ * before, their line, column and position those of the text as sent. Private to
+ * service/infer.
  */
 #ifndef GJ_OIP_JSON_DATA_H
 #define GJ_OIP_JSON_DATA_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,18 +38,15 @@ struct oip_json_values {
 
 struct oip_json_data;                /* the arrays read from one request's text */
 
-/* Reads the numeric data arrays in text[0, len) and blanks them (text is the caller's,
- * writable), adding them to *data (made on first need; NULL while none). Arrays already
- * blanked (a second scan of the same text) read as 0: their values stay as read. Never
- * fails: what it cannot read (or allocate) it leaves as text. */
-void oip_json_data_scan(char *text, size_t len, struct oip_json_data **data);
+/* Parses text[0, len) as json_loadb(text, len, flags, err) would, its inputs' numeric data
+ * arrays read into *data (freed first; NULL while none) and given to jansson as 0. The text
+ * is not changed, nor referenced by *data. NULL (jansson's error in err, *data NULL) or the
+ * document. */
+json_t *oip_json_data_load(const char *text, size_t len, size_t flags, json_error_t *err,
+                           struct oip_json_data **data);
 
 /* The values read for input `input` of the inputs array, or NULL (its data is text). */
 const struct oip_json_values *oip_json_data_for(const struct oip_json_data *d, size_t input);
-
-/* The commas and '[' the blanked arrays held: what a count of the text's values (each
- * comma, colon or opening bracket outside strings starts one more) no longer sees. */
-uint64_t oip_json_data_blanked_tokens(const struct oip_json_data *d);
 
 /* Frees input `input`'s values (once they are in its tensor). */
 void oip_json_data_drop(struct oip_json_data *d, size_t input);

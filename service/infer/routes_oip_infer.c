@@ -307,21 +307,19 @@ static uint64_t json_value_bound(const char *s, size_t n)
 }
 
 /* Parses len bytes of the body as the request's JSON object (values bounded first), its
- * inputs' numeric data arrays read first into *pre and blanked in the body's text
- * (oip_json_data.h): jansson then makes no json_t of each number. NULL with *status and jerr
- * (status 400 with jerr.text set: malformed). */
+ * inputs' numeric data arrays read straight into *pre (oip_json_data.h: jansson makes no
+ * json_t of each number). NULL with *status and jerr (status 400 with jerr.text set:
+ * malformed). */
 static json_t *parse_json_part(const struct oip_body *body, size_t len, int *status, json_error_t *jerr,
                                struct oip_json_data **pre)
 {
     memset(jerr, 0, sizeof *jerr);
-    /* a second parse (parse_body) counts the arrays the first blanked as they were sent */
-    if (json_value_bound(body->buf, len) + oip_json_data_blanked_tokens(*pre) > body->max_values) {
+    if (json_value_bound(body->buf, len) > body->max_values) {
         *status = 413;
         return NULL;
     }
     *status = 400;
-    oip_json_data_scan(body->buf, len, pre);
-    return json_loadb(body->buf, len, JSON_REJECT_DUPLICATES, jerr);
+    return oip_json_data_load(body->buf, len, JSON_REJECT_DUPLICATES, jerr, pre);
 }
 
 /* The JSON part's length as the request gives it: Inference-Header-Content-Length (it may
@@ -354,8 +352,7 @@ static int json_part_length(struct gj_req *r, const struct oip_body *body, const
  * one JSON object, the whole body is taken: tritonclient adds the header to the headers dict
  * its caller passes, so a client reusing one dict (for its API key, say) sends the length of
  * an earlier binary request with a later JSON one. *pre: the values of the data arrays read
- * from the text (parse_json_part; the second parse reads on where the first stopped). NULL
- * answered, *pre NULL. */
+ * from the text (parse_json_part). NULL answered, *pre NULL. */
 static json_t *parse_body(struct gj_req *r, const struct oip_body *body, size_t *json_len,
                           struct oip_json_data **pre)
 {

@@ -319,11 +319,10 @@ static void test_compression(void **state)
 
 /* What one way of reading a request made of it: jansson's error, or input 0's result. */
 struct outcome {
-    char text[700];                  /* "parse LINE:COLUMN: error" or "read RC: message" */
+    char text[700];                  /* "parse LINE:COLUMN:POSITION: error" or "read RC: message" */
     unsigned char *bytes;            /* input 0's values (not BYTES) */
     size_t n;
-    int fast;                        /* input 0's values came from the text (or, when
-                                      * jansson failed, some array was read) */
+    int fast;                        /* input 0's values came from the text */
 };
 
 /* Reads the request as parse_body and read_input do: with scan, oip_json_data first. */
@@ -335,15 +334,14 @@ static void read_request(const char *req, int scan, struct outcome *o)
     memcpy(buf, req, len + 1);
     struct oip_json_data *pre = NULL;
     memset(o, 0, sizeof *o);
-    if (scan)
-        oip_json_data_scan(buf, len, &pre);
     json_error_t e;
-    json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &e);
+    json_t *j = scan ? oip_json_data_load(buf, len, JSON_REJECT_DUPLICATES, &e, &pre)
+                     : json_loadb(buf, len, JSON_REJECT_DUPLICATES, &e);
+    assert_memory_equal(buf, req, len + 1);              /* the text is not changed */
     free(buf);                       /* nothing may point into the text now (ASan) */
     if (!j) {
-        snprintf(o->text, sizeof o->text, "parse %d:%d: %s", e.line, e.column, e.text);
-        o->fast = pre != NULL;
-        oip_json_data_free(pre);
+        snprintf(o->text, sizeof o->text, "parse %d:%d:%d: %s", e.line, e.column, e.position, e.text);
+        assert_null(pre);
         return;
     }
     json_t *in = json_array_get(json_object_get(j, "inputs"), 0);
@@ -567,18 +565,22 @@ static void test_json_data_structure(void **state)
     /* data outside an input is not an input's */
     same_both_ways("{\"data\":[1,2,3],\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],"
                    "\"p\":{\"data\":[4,5]},\"data\":[6]}]}", 1);
-    /* the second input's array is the second's */
-    char req[] = "{\"inputs\":[{\"name\":\"a\",\"data\":[1,2]},{\"name\":\"b\",\"data\":[3,4,5]}]}";
+    /* the second input's array is the second's; jansson has 0 for each */
+    const char *req = "{\"inputs\":[{\"name\":\"a\",\"data\":[1,2]},{\"name\":\"b\",\"data\":[3,4,5]}]}";
     struct oip_json_data *pre = NULL;
-    oip_json_data_scan(req, strlen(req), &pre);
+    json_error_t e;
+    json_t *j = oip_json_data_load(req, strlen(req), 0, &e, &pre);
+    assert_non_null(j);
+    char *dumped = json_dumps(j, JSON_COMPACT);
+    assert_string_equal(dumped, "{\"inputs\":[{\"name\":\"a\",\"data\":0},{\"name\":\"b\",\"data\":0}]}");
+    free(dumped);
+    json_decref(j);
     const struct oip_json_values *v0 = oip_json_data_for(pre, 0), *v1 = oip_json_data_for(pre, 1);
     assert_non_null(v0);
     assert_non_null(v1);
     assert_int_equal(v0->count, 2);
     assert_int_equal(v1->count, 3);
     assert_int_equal(v1->num[2].i, 5);
-    assert_int_equal(oip_json_data_blanked_tokens(pre), 2 + 3);    /* "[1,2]": '[' ','; "[3,4,5]" */
-    assert_string_equal(req, "{\"inputs\":[{\"name\":\"a\",\"data\":0    },{\"name\":\"b\",\"data\":0      }]}");
     oip_json_data_drop(pre, 0);
     assert_null(oip_json_data_for(pre, 0));
     oip_json_data_free(pre);
@@ -597,26 +599,30 @@ static void test_json_data_errors(void **state)
         const char *text = same_both_ways(request("FP64", "[3]", bad[i]), 0);
         assert_int_equal(strncmp(text, "parse ", 6), 0);
     }
-    /* a bracket too many after a whole array: the array is read, the error is jansson's */
-    assert_string_equal(same_both_ways(request("FP64", "[1]", "[1]]"), 1), "parse 1:64: '}' expected near ']'");
+    /* a bracket too many after a whole array: the error is jansson's */
+    assert_string_equal(same_both_ways(request("FP64", "[1]", "[1]]"), 0), "parse 1:64:64: '}' expected near ']'");
     /* a duplicate data key is refused though both arrays were read */
-    const char *text = same_both_ways(request("FP32", "[1]", "[1], \"data\": [2]"), 1);
+    const char *text = same_both_ways(request("FP32", "[1]", "[1], \"data\": [2]"), 0);
     assert_non_null(strstr(text, "duplicate object key"));
-    /* an error after a blanked array: its line and column as sent */
+    /* an error after an array read: its line, column and position as sent */
     text = same_both_ways("{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[3],\"data\":[1,\n2,\n"
-                          "3]}, ]}", 1);
-    assert_string_equal(text, "parse 3:6: unexpected token near ']'");
-    text = same_both_ways("{\"inputs\":[{\"name\":\"x\",\"data\":[1,\n2]},\n{\"name\":\"y\",\"data\":[\"a\" 1]}]}", 1);
-    assert_int_equal(strncmp(text, "parse 3:", 8), 0);
-    /* a text cut inside a data array (a stale Inference-Header-Content-Length): nothing read */
-    char cut[] = "{\"inputs\":[{\"name\":\"x\",\"data\":[1.5,2.5]}]}";
+                          "3]}, ]}", 0);
+    assert_string_equal(text, "parse 3:6:73: unexpected token near ']'");
+    text = same_both_ways("{\"inputs\":[{\"name\":\"x\",\"data\":[1, 2, \"\u00e9\", 3]}, {\"data\":[4, 5]},\n"
+                          "{\"name\":\"y\",\"data\":[\"a\" 1]}]}", 0);
+    assert_string_equal(text, "parse 2:25:90: ']' expected near '1'");
+    /* a text cut inside a data array (a stale Inference-Header-Content-Length): jansson's
+     * premature end, nothing kept; then the whole text */
+    const char *cut = "{\"inputs\":[{\"name\":\"x\",\"data\":[1.5,2.5]}]}";
     struct oip_json_data *pre = NULL;
-    oip_json_data_scan(cut, 36, &pre);
+    json_error_t e;
+    assert_null(oip_json_data_load(cut, 36, JSON_REJECT_DUPLICATES, &e, &pre));
+    assert_int_equal(json_error_code(&e), json_error_premature_end_of_input);
     assert_null(pre);
-    oip_json_data_scan(cut, strlen(cut), &pre);                        /* the whole text next */
-    assert_non_null(oip_json_data_for(pre, 0));
-    oip_json_data_scan(cut, strlen(cut), &pre);                        /* once read, read once */
-    assert_int_equal(oip_json_data_blanked_tokens(pre), 2);
+    json_t *j = oip_json_data_load(cut, strlen(cut), JSON_REJECT_DUPLICATES, &e, &pre);
+    assert_non_null(j);
+    assert_int_equal(oip_json_data_for(pre, 0)->count, 2);
+    json_decref(j);
     oip_json_data_free(pre);
 }
 

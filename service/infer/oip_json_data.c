@@ -56,20 +56,28 @@ static int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+/* Digits at s[p]: the first MAX_SIG_DIGITS significant ones into d->mant, a fraction's
+ * leading zeros and its digits kept into d->exp10 (value = mant * 10^exp10), those past
+ * MAX_SIG_DIGITS marked truncated. The byte after them. */
 static size_t take_digits(const char *s, size_t len, size_t p, struct num_parts *d, int fraction)
 {
-    for (; p < len && is_digit(s[p]); p++) {
-        unsigned dig = (unsigned)(s[p] - '0');
-        if (d->sig == 0 && dig == 0) {           /* a leading zero of a fraction */
+    if (d->sig == 0)                             /* "0.000123": zeros before the first digit */
+        for (; p < len && s[p] == '0'; p++)
             d->exp10 -= fraction;
-        } else if (d->sig < MAX_SIG_DIGITS) {
-            d->mant = d->mant * 10 + dig;
-            d->sig++;
-            d->exp10 -= fraction;
-        } else {
-            d->truncated = 1;
-            d->exp10 += !fraction;
-        }
+    size_t first = p;
+    uint64_t mant = d->mant;
+    int sig = d->sig;
+    for (; p < len && is_digit(s[p]) && sig < MAX_SIG_DIGITS; p++, sig++)
+        mant = mant * 10 + (uint64_t)(s[p] - '0');
+    d->exp10 -= fraction * (long)(p - first);
+    d->mant = mant;
+    d->sig = sig;
+    size_t rest = p;
+    for (; p < len && is_digit(s[p]); p++)
+        ;
+    if (p > rest) {
+        d->truncated = 1;
+        d->exp10 += fraction ? 0 : (long)(p - rest);
     }
     return p;
 }

@@ -285,23 +285,18 @@ static int decode_body(struct gj_req *r, struct oip_body *b)
 }
 
 /* An upper bound of the values a JSON text holds: each comma, colon or opening bracket
- * outside strings starts at most one more. */
+ * outside strings starts at most one more. One table look-up a byte (10 MB of numbers:
+ * this ran as long as reading them). */
 static uint64_t json_value_bound(const char *s, size_t n)
 {
+    static const unsigned char starts[256] = { [','] = 1, [':'] = 1, ['['] = 1, ['{'] = 1, ['"'] = 2 };
     uint64_t count = 1;
-    int in_str = 0;
     for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (in_str) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                in_str = 0;
-        } else if (ch == '"') {
-            in_str = 1;
-        } else if (ch == ',' || ch == ':' || ch == '[' || ch == '{') {
-            count++;
-        }
+        unsigned char k = starts[(unsigned char)s[i]];
+        count += k & 1;
+        if (k == 2)                                  /* a string: to its closing quote */
+            for (i++; i < n && s[i] != '"'; i++)
+                i += s[i] == '\\';
     }
     return count;
 }

@@ -56,6 +56,30 @@ static int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The 8 bytes at s as a number when all are digits (SWAR, as simdjson and fast_float do:
+ * one multiply-add a pair of digits, then pairs of pairs). 1, or 0: not 8 digits. */
+static int eight_digits(const char *s, uint64_t *out)
+{
+    uint64_t v;
+    memcpy(&v, s, sizeof v);
+    if (((v & 0xF0F0F0F0F0F0F0F0) | (((v + 0x0606060606060606) & 0xF0F0F0F0F0F0F0F0) >> 4)) != 0x3333333333333333)
+        return 0;
+    v -= 0x3030303030303030;
+    v = v * 10 + (v >> 8);
+    v = ((v & 0x000000FF000000FF) * (100 + (1000000ULL << 32)) +
+         ((v >> 16) & 0x000000FF000000FF) * (1 + (10000ULL << 32))) >> 32;
+    *out = (uint32_t)v;
+    return 1;
+}
+#else
+static int eight_digits(const char *s, uint64_t *out)
+{
+    (void)s, (void)out;
+    return 0;
+}
+#endif
+
 /* Digits at s[p]: the first MAX_SIG_DIGITS significant ones into d->mant, a fraction's
  * leading zeros and its digits kept into d->exp10 (value = mant * 10^exp10), those past
  * MAX_SIG_DIGITS marked truncated. The byte after them. */
@@ -65,8 +89,10 @@ static size_t take_digits(const char *s, size_t len, size_t p, struct num_parts 
         for (; p < len && s[p] == '0'; p++)
             d->exp10 -= fraction;
     size_t first = p;
-    uint64_t mant = d->mant;
+    uint64_t mant = d->mant, eight;
     int sig = d->sig;
+    for (; sig + 8 <= MAX_SIG_DIGITS && len - p >= 8 && eight_digits(s + p, &eight); p += 8, sig += 8)
+        mant = mant * 100000000 + eight;
     for (; p < len && is_digit(s[p]) && sig < MAX_SIG_DIGITS; p++, sig++)
         mant = mant * 10 + (uint64_t)(s[p] - '0');
     d->exp10 -= fraction * (long)(p - first);

@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "infer/onnx/onnx_elem.h"
 #include "infer/serving/batcher.h"
@@ -284,14 +287,43 @@ static int decode_body(struct gj_req *r, struct oip_body *b)
     return 0;
 }
 
+#ifdef __SSE2__
+/* From s, 16 bytes at a time while no '"' is among them: the ',', ':', '[' and '{' in them
+ * added to *count. The bytes done (a multiple of 16). */
+static size_t count_starts_16(const char *s, size_t n, uint64_t *count)
+{
+    const __m128i quote = _mm_set1_epi8('"'), comma = _mm_set1_epi8(','), colon = _mm_set1_epi8(':'),
+                  bracket = _mm_set1_epi8('['), brace = _mm_set1_epi8('{');
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)))
+            break;
+        __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, comma), _mm_cmpeq_epi8(v, colon)),
+                                 _mm_or_si128(_mm_cmpeq_epi8(v, bracket), _mm_cmpeq_epi8(v, brace)));
+        *count += (uint64_t)__builtin_popcount((unsigned)_mm_movemask_epi8(m));
+    }
+    return i;
+}
+#else
+static size_t count_starts_16(const char *s, size_t n, uint64_t *count)
+{
+    (void)s, (void)n, (void)count;
+    return 0;
+}
+#endif
+
 /* An upper bound of the values a JSON text holds: each comma, colon or opening bracket
- * outside strings starts at most one more. One table look-up a byte (10 MB of numbers:
- * this ran as long as reading them). */
+ * outside strings starts at most one more. 16 bytes at a time outside strings (10 MB of
+ * numbers: a byte at a time, this ran as long as reading them). */
 static uint64_t json_value_bound(const char *s, size_t n)
 {
     static const unsigned char starts[256] = { [','] = 1, [':'] = 1, ['['] = 1, ['{'] = 1, ['"'] = 2 };
     uint64_t count = 1;
     for (size_t i = 0; i < n; i++) {
+        i += count_starts_16(s + i, n - i, &count);
+        if (i >= n)
+            break;
         unsigned char k = starts[(unsigned char)s[i]];
         count += k & 1;
         if (k == 2)                                  /* a string: to its closing quote */

@@ -15,9 +15,9 @@
  * any other with strtod (refusing an overflow to infinity). Here a real of at most 19
  * significant digits (taken 8 at a time) and a small exponent is computed exactly (Clinger's
  * fast path in double arithmetic, or in x87 80-bit arithmetic with the one case where
- * rounding twice could differ sent to strtod); every other one goes to strtod itself. The server never calls
- * setlocale: strtod reads the "C" locale's '.', as jansson's (which swaps in the locale's
- * decimal point) does there.
+ * rounding twice could differ sent to strtod); every other one goes to strtod itself. The
+ * server never calls setlocale: strtod reads the "C" locale's '.', as jansson's (which swaps
+ * in the locale's decimal point) does there.
  */
 #include <float.h>
 #include <math.h>

@@ -257,7 +257,8 @@ def bench_triton(argv, threads):
 def main(argv):
     which = [a for a in argv if not a.startswith("--")] or ["inproc", "http"]
     if "triton" in which:
-        threads = int(os.environ.get("GPUJOBD_INFER_THREADS", os.cpu_count() or 1))
+        # what `gpujobd serve` takes by default: the CPUs less one for its HTTP threads
+        threads = int(os.environ.get("GPUJOBD_INFER_THREADS", max(1, (os.cpu_count() or 1) - 1)))
         if "--table" not in argv:
             print(f"# gpujobd /v2 overhead benchmark\n\ncommand: {' '.join(sys.argv)}\nhardware: {hardware()}")
         bench_triton(argv, threads)

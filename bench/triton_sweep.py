@@ -11,7 +11,8 @@ taken one after the other, so load drift on the shared machine hits all three al
   json     the same with JSON tensors (binary_data=False) in and out.
 
 The same model and config (models/chest-xray-demo as shipped: max batch 8, 2 ms queue delay,
-one instance), the same ONNX threads (--threads / --infer-threads) on both sides.
+one instance), the same ONNX threads (--threads / --infer-threads) on both sides: GPUJOBD_INFER_THREADS,
+by default what `gpujobd serve` takes (the CPUs less one for its HTTP threads).
 
 perf_analyzer's method: the clients run continuously; after --warmup seconds a window of
 --seconds opens; throughput counts the requests that completed inside it, p50/p99 their

@@ -128,7 +128,8 @@ static const struct setting settings[] = {
     { "infer-queue-timeout-us", T_I64, S(infer_queue_timeout_us), 1, 3600000000LL, 0,
       "microseconds a request may wait in a batcher's queue; past it 503 (default 30000000)" },
     { "infer-threads", T_INT, S(infer_threads), 0, 256, 0,
-      "ONNX CPU threads per inference executor; 0: CPUs / instances, at most 16 (default 0)" },
+      "ONNX CPU threads per inference executor; 0: the CPUs (less one for the HTTP threads where "
+      "this replica serves the API) / instances, 1 to 16 (default 0)" },
     { "callback-allow", T_HOSTS, S(callback_allow), 0, 0, 0,
       "hosts a job's callback_url may name, HOST or HOST:PORT, comma-separated (default: none)" },
     { "callback-allow-private", T_BOOL, S(callback_allow_private), 0, 1, 0,

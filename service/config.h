@@ -80,7 +80,8 @@ struct gj_config {
     int triton_metrics;            /* --triton-metrics: nv_inference_* beside gpujobd_inference_* */
     int infer_max_queue;           /* requests waiting per model batcher (default 1024) */
     int64_t infer_queue_timeout_us;   /* time a request may wait in a batcher (default 30 s) */
-    int infer_threads;             /* ONNX CPU threads per executor; 0 = CPUs / instances */
+    int infer_threads;             /* ONNX CPU threads per executor; 0 = CPUs (less one serving
+                                    * the API) / instances */
     /* Callbacks of settled jobs (service/workflow/, callback_policy.h): */
     char callback_allow[4096];     /* "host[:port],..." callbacks may call; "" = none */
     int callback_allow_private;    /* also loopback, private, link-local addresses */

@@ -150,6 +150,11 @@ static int start_repository(struct gj_server *srv)
         .max_queue = (size_t)srv->cfg.infer_max_queue,
         .queue_timeout_us = srv->cfg.infer_queue_timeout_us,
         .threads_per_instance = srv->cfg.infer_threads,
+        /* A server's HTTP threads decrypt and copy every request while the model runs: with
+         * every CPU given to the model, the two take turns on the same cores (on 2 CPUs, the
+         * demo model at batch 8 over /v2: 1 ONNX thread, HTTP adds 2-6 % to the batcher's
+         * own time; 2 threads, 22-41 %; BENCHMARKS.md). */
+        .reserved_cpus = strcmp(srv->cfg.role, "worker") != 0 ? 1 : 0,
     };
     gj_serving_host_set(&host);
     struct gj_model_sync_config sc = {

@@ -26,6 +26,7 @@
 #include "infer/onnx/onnx_model.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/model_repo.h"
+#include "infer/serving/serving_host.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "../onnx/pbw.h"
@@ -661,6 +662,37 @@ static void submitted_requests(void **state)
 }
 
 /* The registry: one batcher per model version, shared; statistics listed. */
+/* The host's threads per executor when it sets none: the CPUs it does not reserve (a
+ * server's HTTP threads) over the instances (2 in the tiny model's config), at least 1. */
+static void default_threads_leave_reserved_cpus(void **state)
+{
+    (void)state;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    struct { int reserved; long want; } cases[] = {
+        { 0, ncpu / 2 > 16 ? 16 : ncpu / 2 > 0 ? ncpu / 2 : 1 },
+        { 1, (ncpu - 1) / 2 > 16 ? 16 : (ncpu - 1) / 2 > 0 ? (ncpu - 1) / 2 : 1 },
+        { 1000, 1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct gj_serving_host host = { .reserved_cpus = cases[i].reserved };
+        gj_serving_host_set(&host);
+        struct gj_error err = { 0 };
+        gj_batcher *b = gj_batcher_acquire(g_tiny, &err);
+        assert_non_null(b);
+        assert_int_equal(gj_batcher_threads(b), cases[i].want);
+        gj_batcher_release(b);
+        gj_batcher_registry_drop("tiny", 1);
+    }
+    struct gj_serving_host set = { .threads_per_instance = 3, .reserved_cpus = 1 };   /* set: taken as it is */
+    gj_serving_host_set(&set);
+    struct gj_error err = { 0 };
+    gj_batcher *b = gj_batcher_acquire(g_tiny, &err);
+    assert_int_equal(gj_batcher_threads(b), 3);
+    gj_batcher_release(b);
+    gj_batcher_registry_drop("tiny", 1);
+    gj_serving_host_set(NULL);
+}
+
 static void registry_shares(void **state)
 {
     (void)state;
@@ -821,6 +853,7 @@ int main(void)
         cmocka_unit_test(cancelled_caller_leaves_queue),
         cmocka_unit_test(shutdown_in_flight),
         cmocka_unit_test(submitted_requests),
+        cmocka_unit_test(default_threads_leave_reserved_cpus),
         cmocka_unit_test(registry_shares),
         cmocka_unit_test(identity_is_content),
         cmocka_unit_test(demo_model_batched_equals_unbatched),

@@ -1402,6 +1402,11 @@ int gj_batcher_device(const gj_batcher *b)
     return b->device;
 }
 
+int gj_batcher_threads(const gj_batcher *b)
+{
+    return b->threads;
+}
+
 enum gj_precision gj_batcher_precision(const gj_batcher *b)
 {
     /* b->precision is numbered as enum onnx_precision, which matches enum gj_precision */
@@ -1449,7 +1454,7 @@ static int default_threads(int instances)
     gj_serving_host_get(&host);
     if (host.threads_per_instance > 0)
         return host.threads_per_instance;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN) - (host.reserved_cpus > 0 ? host.reserved_cpus : 0);
     if (ncpu < 1)
         ncpu = 1;
     long per = ncpu / (instances > 0 ? instances : 1);

@@ -179,6 +179,7 @@ size_t gj_batcher_output_floats(const gj_batcher *b);   /* per sample; 0: not an
 int gj_batcher_max_batch_size(const gj_batcher *b);
 gj_served_model *gj_batcher_model(const gj_batcher *b);   /* borrowed */
 int gj_batcher_device(const gj_batcher *b);               /* -1: CPU */
+int gj_batcher_threads(const gj_batcher *b);              /* ONNX CPU threads per executor */
 /* The precision it computes in: the config's on a GPU, always fp32 on the CPU. */
 enum gj_precision gj_batcher_precision(const gj_batcher *b);
 /* Device memory the batcher holds reserved now (0 on the CPU). */

@@ -26,7 +26,10 @@ struct gj_serving_host {
     gj_model_repo *repo;
     size_t max_queue;              /* requests waiting per batcher; 0: GJ_BATCH_DEFAULT_MAX_QUEUE */
     int64_t queue_timeout_us;      /* time a request may wait there; 0: GJ_BATCH_DEFAULT_TIMEOUT_US */
-    int threads_per_instance;      /* ONNX CPU threads per executor; 0: CPUs / instances, at most 16 */
+    int threads_per_instance;      /* ONNX CPU threads per executor; 0: the CPUs not reserved,
+                                    * divided among the instances, 1 to 16 */
+    int reserved_cpus;             /* CPUs left to the host's own threads when threads_per_instance
+                                    * is 0 (a server's HTTP, TLS and database work) */
 };
 
 /* Registers what the host hands in (copied); NULL removes it. */

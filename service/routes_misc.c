@@ -35,15 +35,24 @@ static void add_db_reason(json_t *reasons, struct gj_db_pool *db, const char *se
     json_array_append_new(reasons, json_string(line));
 }
 
+/* The request's connection: the one its authentication may have borrowed (a second one in
+ * r->db would lose it: only r->db is given back at the request's end), else one borrowed for
+ * it within 2 s (a probe's budget, not gj_req_db's 5 s). */
+static PGconn *request_db(struct gj_req *r)
+{
+    if (!r->db)
+        r->db = gj_db_acquire(r->srv->db, 2000);
+    return r->db;
+}
+
 /* GET /readyz: database reachable, migrations applied, workers running. */
 static void readyz(struct gj_req *r)
 {
     json_t *reasons = json_array();
-    PGconn *c = gj_db_acquire(r->srv->db, 2000);
+    PGconn *c = request_db(r);
     if (!c) {
         add_db_reason(reasons, r->srv->db, "database: no connection available");
     } else {
-        r->db = c;
         PGresult *res = gj_db_exec(c, "SELECT 1", 0, NULL, NULL);
         if (!res) {
             add_db_reason(reasons, r->srv->db, "database: not answering");
@@ -88,10 +97,9 @@ static void readyz(struct gj_req *r)
 
 static void write_db_gauges(struct gj_req *r, FILE *f)
 {
-    PGconn *c = gj_db_acquire(r->srv->db, 2000);
+    PGconn *c = request_db(r);
     if (!c)
         return;
-    r->db = c;
     PGresult *res = gj_db_exec(c,
         "SELECT kind, gj_public_state(state, stage), count(*) FROM jobs GROUP BY 1, 2 ORDER BY 1, 2",
         0, NULL, NULL);

@@ -218,6 +218,23 @@ def test_key_revoked_on_another_replica():
     b.terminate()
 
 
+def test_metrics_scrapes_give_their_connection_back():
+    """/metrics with the admin key, each key checked in the database (cache off), in a pool of
+    4 connections: every scrape answers at once. Its gauges used to borrow a second connection
+    over the one its authentication took, which was then never given back: the fifth scrape
+    waited out the pool (5 s) and got 503."""
+    srv = start_with_metrics("scrapes", ["--api-key-cache-ms", "0", "--db-pool-size", "4"])
+    admin = srv.client(key=SRV.admin_key)
+    for i in range(12):
+        t0 = time.monotonic()
+        r = admin.request("GET", "/metrics")
+        assert r.status == 200 and "gpujobd_jobs{" in r.body.decode(), (i, r)
+        assert time.monotonic() - t0 < 4.0, f"scrape {i} waited {time.monotonic() - t0:.1f} s for a connection"
+    code = srv.terminate()
+    assert code == 0, code
+    assert "is borrowed" not in srv.log_text(), srv.log_text()[-2000:]
+
+
 def teardown():
     H.close()
 
@@ -227,6 +244,7 @@ if __name__ == "__main__":
     try:
         run_tests([test_missing_and_bad_keys, test_unauthenticated_routes, test_admin_only, test_revoked_key,
                    test_tenant_isolation_matrix, test_rate_limit_per_key,
-                   test_key_cache_asks_no_database_on_a_hit, test_key_revoked_on_another_replica])
+                   test_key_cache_asks_no_database_on_a_hit, test_key_revoked_on_another_replica,
+                   test_metrics_scrapes_give_their_connection_back])
     finally:
         teardown()

@@ -77,6 +77,14 @@ struct oip_body {
 
 static void free_call(struct infer_call *c);
 
+/* Frees b's body text (it lies pad bytes into its block). */
+static void free_body_text(struct oip_body *b)
+{
+    free(b->buf ? b->buf - b->pad : NULL);
+    b->buf = NULL;
+    b->pad = 0;
+}
+
 static void body_unref(struct oip_body *b)
 {
     if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
@@ -87,7 +95,7 @@ static void body_unref(struct oip_body *b)
     }
     free(b->gin);
     free(b->gout);
-    free(b->buf ? b->buf - b->pad : NULL);
+    free_body_text(b);
     free(b);
 }
 
@@ -149,14 +157,24 @@ static int body_limit(struct gj_req *r, struct oip_body *b)
     return 0;
 }
 
-static uint64_t content_length(struct gj_req *r, int *given)
+/* A length header's value (Content-Length, Inference-Header-Content-Length) as a number. 0,
+ * or -1 when there is none or it is not one. */
+static int header_length(const char *value, uint64_t *out)
 {
-    const char *cl = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     char *end = NULL;
     errno = 0;
-    unsigned long long v = cl ? strtoull(cl, &end, 10) : 0;
-    *given = cl && !errno && end != cl && !*end;
-    return *given ? (uint64_t)v : 0;
+    unsigned long long v = value ? strtoull(value, &end, 10) : 0;
+    if (!value || errno || end == value || *end)
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static uint64_t content_length(struct gj_req *r, int *given)
+{
+    uint64_t v = 0;
+    *given = header_length(gj_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH), &v) == 0;
+    return *given ? v : 0;
 }
 
 /* A buffer for a body of declared bytes, placed so that the binary part after the JSON (the
@@ -164,11 +182,9 @@ static uint64_t content_length(struct gj_req *r, int *given)
  * then read in place (oip_tensor_read) instead of copied. */
 static void body_buffer(struct gj_req *r, struct oip_body *b, size_t declared)
 {
-    const char *hl = gj_req_header(r, HDR_INFER_LEN);
-    char *end = NULL;
-    errno = 0;
-    unsigned long long json_len = hl ? strtoull(hl, &end, 10) : 0;
-    size_t pad = hl && !errno && end != hl && !*end && json_len < declared ? (64 - json_len % 64) % 64 : 0;
+    uint64_t json_len = 0;
+    int known = header_length(gj_req_header(r, HDR_INFER_LEN), &json_len) == 0 && json_len < declared;
+    size_t pad = known ? (64 - json_len % 64) % 64 : 0;
     char *block = malloc(declared + 1 + pad);
     if (!block)
         return;                          /* oip_infer_data grows one as the body comes */
@@ -279,9 +295,8 @@ static int decode_body(struct gj_req *r, struct oip_body *b)
                   "memory inflating the %s request", oip_coding_name(b->coding));
     if (rc)
         return -1;
-    free(b->buf ? b->buf - b->pad : NULL);
+    free_body_text(b);
     b->buf = out;
-    b->pad = 0;
     b->len = out_len;
     b->cap = out_len + 1;
     return 0;
@@ -363,10 +378,8 @@ static int json_part_length(struct gj_req *r, const struct oip_body *body, const
         }
         return 0;
     }
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(hl, &end, 10);
-    if (errno || !end || end == hl || *end || v > SIZE_MAX - 1) {
+    uint64_t v = 0;
+    if (header_length(hl, &v) != 0 || v > SIZE_MAX - 1) {
         oip_error(r, 400, "%s is %.40s: it must be the length of the JSON part", HDR_INFER_LEN, hl);
         return -1;
     }
@@ -992,9 +1005,8 @@ void oip_infer_handle(struct gj_req *r)
     c->bin = (const unsigned char *)body->buf + json_len;
     c->bin_len = body->len - json_len;
     if (c->bin_len == 0) {   /* JSON only: the text is parsed; one copy at a time */
-        free(body->buf - body->pad);
-        body->buf = NULL;
-        body->len = body->cap = body->pad = 0;
+        free_body_text(body);
+        body->len = body->cap = 0;
         c->bin = NULL;
     }
     if (oip_use_model(r, &c->m) != 0)

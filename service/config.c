@@ -68,8 +68,12 @@ static const struct setting settings[] = {
       "concurrent connections from one client address; 0 = no limit (default 256)" },
     { "header-timeout-seconds", T_INT, S(header_timeout_seconds), 1, 3600, 0,
       "a connection whose request line and headers are not complete this long after it opened (or "
-      "after its next request began; a kept-alive connection idle between requests is closed after "
-      "300 s) is closed (default 30)" },
+      "after its next request began; a kept-alive connection idle between requests is closed at "
+      "--http-idle-seconds) is closed (default 30)" },
+    { "http-idle-seconds", T_INT, S(http_idle_seconds), 30, 86400, 0,
+      "a connection with no traffic this long is closed (parked requests and event streams are not "
+      "idle); tritonclient.http does not retry a call on a connection closed while idle, so keep "
+      "this above its clients' longest pause (default 300)" },
     { "http-threads", T_INT, S(http_threads), 0, 256, 0, "HTTP event-loop threads; 0 = 2 per core, 4 to 32 (default 0)" },
     { "metrics-listen", T_METRICS_LISTEN, 0, 0, 0, 0, 0,
       "HOST:PORT of a plain-HTTP listener serving only /metrics, /healthz and /readyz without a key "
@@ -171,6 +175,7 @@ static void set_defaults(struct gj_config *cfg)
     cfg->max_connections = 10000;
     cfg->max_connections_per_ip = 256;
     cfg->header_timeout_seconds = 30;
+    cfg->http_idle_seconds = 300;
     cfg->max_uploads = 32;
     cfg->max_uploads_per_tenant = 8;
     cfg->upload_min_rate = 4096;

@@ -41,6 +41,7 @@ struct gj_config {
     int max_connections;
     int max_connections_per_ip;    /* 0 = no per-address limit */
     int header_timeout_seconds;    /* request line and headers must be complete within this */
+    int http_idle_seconds;         /* a connection with no traffic this long is closed */
     int http_threads;              /* HTTP event-loop threads; 0 = 2 per core, 4 to 32 */
     char metrics_host[256];        /* --metrics-listen: "" = no metrics listener */
     int metrics_port;

@@ -136,10 +136,9 @@ const char *gj_req_query(struct gj_req *r, const char *name)
 
 unsigned int gj_http_idle_timeout(const struct gj_server *srv)
 {
-    (void)srv;
     /* parked requests are suspended, which stops it, and event streams send a
-     * keep-alive every 15 s: one bound for every connection */
-    return 300;
+     * keep-alive every 15 s (hence at least 30): one bound for every connection */
+    return (unsigned int)srv->cfg.http_idle_seconds;
 }
 
 int gj_http_stopping(const struct gj_server *srv)

@@ -15,6 +15,7 @@ Each test holds one limit of the HTTP layer, as a hostile client would try it:
     --header-timeout-seconds (the last within twice it), although each byte restarts the
     idle timeout; a kept-alive connection idle between two requests is not (tritonclient
     reuses one and fails the next large request on a connection closed under it);
+  - a kept-alive connection idle past --http-idle-seconds (30 here) is closed then, not before;
   - %00 (or any control character) in a path or query is 400, an over-long one 414;
   - /metrics on the API listener needs the admin key; --metrics-listen serves it, /healthz
     and /readyz without one over plain HTTP, and nothing else.
@@ -35,7 +36,7 @@ from harness import Harness, free_port, run_tests  # noqa: E402
 
 H = None
 SRV = None          # defaults, --role api: jobs stay queued
-SLOW = None         # --header-timeout-seconds 2, --metrics-listen METRICS_PORT
+SLOW = None         # --header-timeout-seconds 2, --http-idle-seconds 30, --metrics-listen METRICS_PORT
 METRICS_PORT = None
 LIMITED = None      # --max-connections 300, --metrics-listen LIMITED_METRICS_PORT
 LIMITED_METRICS_PORT = None
@@ -51,7 +52,7 @@ def setup():
     SRV = H.start_server(["--role", "api"])
     METRICS_PORT = free_port()
     LIMITED_METRICS_PORT = free_port()
-    SLOW = H.start_server(["--role", "api", "--header-timeout-seconds", "2",
+    SLOW = H.start_server(["--role", "api", "--header-timeout-seconds", "2", "--http-idle-seconds", "30",
                            "--metrics-listen", f"127.0.0.1:{METRICS_PORT}"], wait=False)
     LIMITED = H.start_server(["--role", "api", "--max-connections", "300", "--max-connections-per-ip", "0",
                               "--metrics-listen", f"127.0.0.1:{LIMITED_METRICS_PORT}"], wait=False)
@@ -311,7 +312,7 @@ def test_header_deadline():
     # a connection that never starts its TLS handshake
     silent = idle_sockets(SLOW, "127.0.0.12", 1)[0]
     # a TLS connection whose header comes a byte at a time: each byte restarts the idle
-    # timeout (300 s), not the header deadline (2 s)
+    # timeout (30 s), not the header deadline (2 s)
     raw = socket.create_connection(("127.0.0.1", SLOW.port), timeout=10, source_address=("127.0.0.12", 0))
     trickle = SLOW.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1")
     trickle.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
@@ -354,7 +355,21 @@ def test_header_deadline():
     for k in (kept, kept_slow):
         k.close()
     print(f"    trickled header cut after {cut['trickle']:.1f} s, a kept-alive one's after {cut['kept_slow']:.1f} s "
-          f"(deadline 2 s, idle timeout 300 s); an idle kept-alive connection served after {time.time() - t0:.1f} s")
+          f"(deadline 2 s, idle timeout 30 s); an idle kept-alive connection served after {time.time() - t0:.1f} s")
+
+
+def test_idle_bound():
+    kept = http.client.HTTPSConnection("127.0.0.1", SLOW.port, timeout=10, context=SLOW.ssl_context(),
+                                       source_address=("127.0.0.17", 0))
+    kept.request("GET", "/healthz")
+    assert kept.getresponse().read()
+    t0 = time.time()
+    while not closed_by_server(kept.sock) and time.time() - t0 < 45:
+        time.sleep(0.25)
+    idle = time.time() - t0
+    kept.close()
+    assert 29 <= idle < 40, f"an idle kept-alive connection was closed after {idle:.1f} s (bound 30 s)"
+    print(f"    an idle kept-alive connection was closed after {idle:.1f} s (--http-idle-seconds 30)")
 
 
 def raw_request(srv, request_line):
@@ -428,7 +443,7 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_per_ip_limit, test_connection_limit, test_many_addresses_do_not_starve_healthz, test_parked_long_polls_and_streams,
-                   test_revoked_key_ends_streams, test_header_deadline, test_control_characters_in_target,
+                   test_revoked_key_ends_streams, test_header_deadline, test_idle_bound, test_control_characters_in_target,
                    test_metrics_listener, test_servers_exit_cleanly])
     finally:
         teardown()

@@ -167,8 +167,9 @@ async function badParameter(page, srv) {
 }
 
 // With the keyboard only, from the jobs list: the Submit link in the navigation, the kind
-// (type-ahead in its list), "Fill in the example" (noop: five seconds), Submit, then Cancel job
-// on the job's page; the job ends canceled. The focus is visible at every stop on the way.
+// (type-ahead in its list), "Fill in the example" (noop: five seconds), ten minutes typed over
+// its sleep (five seconds could end before Cancel is reached on a loaded machine), Submit, then
+// Cancel job on the job's page; the job ends canceled. The focus is visible at every stop.
 async function keyboardSubmitCancel(page, srv) {
   await page.goto(`${srv.url}/#/jobs`);
   await page.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
@@ -182,6 +183,11 @@ async function keyboardSubmitCancel(page, srv) {
   await page.keyboard.press('Enter');
   await page.waitForURL(/preset=1$/);
   await page.getByRole('heading', { name: 'Submit a noop job' }).waitFor();
+  const sleep = page.locator('#main').getByLabel(/^sleep_ms/);
+  assert(await sleep.inputValue() === '5000', 'the example fills in five seconds');
+  await tabTo(page, sleep);
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type('600000');
   const submit = page.getByRole('button', { name: 'Submit', exact: true });
   await tabTo(page, submit);
   await shot(page, '10-submit-keyboard');
@@ -193,7 +199,7 @@ async function keyboardSubmitCancel(page, srv) {
   await page.keyboard.press('Enter');
   await page.locator('dl.facts .badge', { hasText: 'canceled' }).waitFor({ timeout: 30000 });
   const job = await (await srv.fetch(`/v1/jobs/${id}`, { headers: { Authorization: `Bearer ${srv.admin_key}` } })).json();
-  assert(job.kind === 'noop' && job.params.sleep_ms === 5000 && job.state === 'canceled', `the job: ${JSON.stringify(job)}`);
+  assert(job.kind === 'noop' && job.params.sleep_ms === 600000 && job.state === 'canceled', `the job: ${JSON.stringify(job)}`);
 }
 
 // The brkga example (the thesis's 12-node network, its three XML files uploaded from the

@@ -97,6 +97,9 @@ static const struct setting settings[] = {
     { "poll-interval-ms", T_INT, S(poll_interval_ms), 10, 600000, 0, "claim poll fallback (default 1000)" },
     { "retry-backoff-ms", T_INT, S(retry_backoff_ms), 0, 3600000, 0, "first retry delay (default 1000)" },
     { "max-attempts", T_INT, S(default_max_attempts), 1, 100, 0, "default attempts per job (default 3)" },
+    { "job-timeout-seconds", T_INT, S(job_timeout_seconds), 0, 2592000, 0,
+      "a job's time limit when its submit gives no timeout_seconds: each run is stopped this long "
+      "after it starts and the job fails; 0 = none (default 0)" },
     { "shutdown-grace-seconds", T_INT, S(shutdown_grace_seconds), 0, 86400, 0,
       "SIGTERM: time running jobs get to finish (default 30)" },
     { "max-wait-seconds", T_INT, S(max_wait_seconds), 1, 3600, 0, "cap of ?wait= (default 60)" },

@@ -57,6 +57,7 @@ struct gj_config {
     int poll_interval_ms;          /* claim poll fallback when no NOTIFY arrives */
     int retry_backoff_ms;          /* first retry delay; doubles per attempt, capped at 5 min */
     int default_max_attempts;
+    int job_timeout_seconds;       /* a job's time limit when its submit gives none; 0: none */
     int shutdown_grace_seconds;    /* SIGTERM: running jobs get this long to finish */
     int max_wait_seconds;          /* cap of ?wait= long polls */
     double rate_limit_per_key;     /* requests per second per key; 0 = off */

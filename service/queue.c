@@ -76,7 +76,7 @@ static const char claim_sql[] =
     "   FOR UPDATE SKIP LOCKED LIMIT 1)"
     " RETURNING id, tenant_id, kind, params, lease_token, attempts, max_attempts, stage,"
     " coalesce(parent_id::text, ''), coalesce(child_index, 0),"
-    " EXISTS (SELECT 1 FROM job_inputs i WHERE i.job_id = jobs.id)";
+    " EXISTS (SELECT 1 FROM job_inputs i WHERE i.job_id = jobs.id), timeout_seconds";
 
 int gj_queue_claim(PGconn *conn, const char *worker_id, const char *const *kinds,
                    int lease_seconds, struct gj_claim *c)
@@ -122,6 +122,7 @@ int gj_queue_claim_on(PGconn *conn, const char *worker_id, const char *const *ki
     copy_field(c->parent_id, sizeof c->parent_id, PQgetvalue(r, 0, 8));
     c->child_index = atoi(PQgetvalue(r, 0, 9));
     c->has_inputs = PQgetvalue(r, 0, 10)[0] == 't';
+    c->timeout_seconds = atoi(PQgetvalue(r, 0, 11));
     PQclear(r);
     if (!c->params) {
         gj_log_error(COMPONENT, "claim: out of memory");

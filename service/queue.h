@@ -27,10 +27,13 @@ struct gj_claim {
     char parent_id[GJ_UUID_LEN + 1];  /* "" when top-level */
     int child_index;
     int has_inputs;            /* 0: no job_inputs rows, nothing to download */
+    int timeout_seconds;       /* a run stops this long after it starts; 0: no limit */
 };
 void gj_claim_clear(struct gj_claim *c);
 
 /* ---- creating a job (queue_submit.c) ---- */
+
+#define GJ_JOB_TIMEOUT_MAX 2592000   /* 30 days, in seconds (migration 0012's CHECK) */
 
 /* One input of a new job: a blob of the job's tenant, under a name. */
 struct gj_submit_input {
@@ -72,6 +75,7 @@ struct gj_submit {
     const char *name;              /* NULL: none; 1 to 200 characters */
     json_t *labels;                /* borrowed; NULL: {}; an object of strings */
     const char *callback_url;      /* NULL: none; checked by the caller (callback_policy.h) */
+    int timeout_seconds;           /* 0..GJ_JOB_TIMEOUT_MAX, 0: none; a sub-task takes the parent's */
 };
 
 enum gj_submit_rc {

@@ -13,20 +13,21 @@
 
 #define COMPONENT "queue"
 
-/* A sub-task takes its parent's tenant, priority and attempts, and counts in its
+/* A sub-task takes its parent's tenant, priority, attempts and timeout, and counts in its
  * children_pending, only while the parent holds its lease ($8, $9); a top-level job
- * ($8 NULL) takes $1, $4, $5. A job waiting for upstream jobs starts 'blocked' ($11, $12).
+ * ($8 NULL) takes $1, $4, $5, $16. A job waiting for upstream jobs starts 'blocked' ($11, $12).
  * No row back: the idempotency key was used, or the parent lost its lease. */
 static const char insert_job_sql[] =
     "WITH parent AS (UPDATE jobs SET children_pending = children_pending + 1"
     "   WHERE $8::uuid IS NOT NULL AND id = $8::uuid AND lease_token = $9::bigint AND state = 'running'"
-    "   RETURNING id, tenant_id, priority, max_attempts),"
-    " src AS (SELECT tenant_id, priority, max_attempts, id AS parent_id FROM parent"
-    "   UNION ALL SELECT $1::uuid, $4::int, $5::int, NULL::uuid WHERE $8::uuid IS NULL)"
+    "   RETURNING id, tenant_id, priority, max_attempts, timeout_seconds),"
+    " src AS (SELECT tenant_id, priority, max_attempts, timeout_seconds, id AS parent_id FROM parent"
+    "   UNION ALL SELECT $1::uuid, $4::int, $5::int, $16::int, NULL::uuid WHERE $8::uuid IS NULL)"
     " INSERT INTO jobs (tenant_id, kind, params, priority, max_attempts, idempotency_key, request_hash,"
-    "                   parent_id, child_index, state, deps_pending, name, labels, callback_url)"
+    "                   parent_id, child_index, state, deps_pending, name, labels, callback_url,"
+    "                   timeout_seconds)"
     " SELECT tenant_id, $2, $3::jsonb, priority, max_attempts, $6, decode($7, 'hex'), parent_id, $10::int,"
-    "        $11, $12::int, $13, coalesce($14::jsonb, '{}'::jsonb), $15"
+    "        $11, $12::int, $13, coalesce($14::jsonb, '{}'::jsonb), $15, timeout_seconds"
     " FROM src ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING id";
 
 /* An input: a blob of the job's tenant (no row: gone, or another tenant's). */
@@ -120,18 +121,19 @@ static int insert_job(PGconn *conn, const struct gj_submit *s, int pending, stru
         gj_log_error(COMPONENT, "submit: out of memory");
         return GJ_SUBMIT_ERROR;
     }
-    char prio[16], maxa[16], index[16], deps[16];
+    char prio[16], maxa[16], index[16], deps[16], timeout[16];
     snprintf(prio, sizeof prio, "%d", s->priority);
     snprintf(maxa, sizeof maxa, "%d", s->max_attempts > 0 ? s->max_attempts : 3);
     snprintf(index, sizeof index, "%d", s->child_index);
     snprintf(deps, sizeof deps, "%d", pending);
+    snprintf(timeout, sizeof timeout, "%d", s->timeout_seconds);
     const struct gj_claim *p = s->parent;
-    const char *params[15] = { p ? NULL : s->tenant_id, s->kind, ptext, prio, maxa,
+    const char *params[16] = { p ? NULL : s->tenant_id, s->kind, ptext, prio, maxa,
                                s->idempotency_key, s->idempotency_key ? s->request_hash : NULL,
                                p ? p->id : NULL, p ? p->lease_token : NULL, p ? index : NULL,
                                pending ? "blocked" : "queued", deps, p ? NULL : s->name, p ? NULL : ltext,
-                               p ? NULL : s->callback_url };
-    PGresult *r = gj_db_exec(conn, insert_job_sql, 15, params, NULL);
+                               p ? NULL : s->callback_url, timeout };
+    PGresult *r = gj_db_exec(conn, insert_job_sql, 16, params, NULL);
     free(ptext);
     free(ltext);
     if (!r)

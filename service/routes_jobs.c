@@ -39,9 +39,9 @@
     TS("j.started_at") ", " TS("j.finished_at") ", " TS("j.updated_at") ", "                               \
     "(SELECT coalesce(json_object_agg(i.name, i.blob_id ORDER BY i.name), '{}'::json)::text "              \
     "   FROM job_inputs i WHERE i.job_id = j.id), j.state, j.parent_id, j.cancel_requested, "               \
-    "gj_job_workflow(j)::text FROM jobs j "
+    "gj_job_workflow(j)::text, j.timeout_seconds FROM jobs j "
 enum { C_ID, C_KIND, C_PARAMS, C_STATE, C_PRIO, C_ATT, C_MAXATT, C_PROG, C_MSG, C_ERR, C_DEV, C_CREATED,
-       C_STARTED, C_FINISHED, C_UPDATED, C_INPUTS, C_ISTATE, C_PARENT, C_CANCEL, C_WORKFLOW };
+       C_STARTED, C_FINISHED, C_UPDATED, C_INPUTS, C_ISTATE, C_PARENT, C_CANCEL, C_WORKFLOW, C_TIMEOUT };
 
 static int is_final(const char *state)
 {
@@ -73,6 +73,8 @@ static json_t *job_from_row(PGresult *res, int row)
     json_object_set_new(o, "priority", json_integer(strtoll(PQgetvalue(res, row, C_PRIO), NULL, 10)));
     json_object_set_new(o, "attempts", json_integer(strtoll(PQgetvalue(res, row, C_ATT), NULL, 10)));
     json_object_set_new(o, "max_attempts", json_integer(strtoll(PQgetvalue(res, row, C_MAXATT), NULL, 10)));
+    json_int_t timeout = strtoll(PQgetvalue(res, row, C_TIMEOUT), NULL, 10);
+    json_object_set_new(o, "timeout_seconds", timeout > 0 ? json_integer(timeout) : json_null());
     json_object_set_new(o, "progress", json_real(strtod(PQgetvalue(res, row, C_PROG), NULL)));
     json_object_set_new(o, "message", text_or_null(res, row, C_MSG));
     json_object_set_new(o, "error", json_col(res, row, C_ERR, 0));
@@ -402,7 +404,7 @@ struct submit_req {
     const struct gj_kind *kind;
     json_t *params;                          /* borrowed from the body; NULL: {} */
     json_t *inputs;                          /* borrowed: name -> blob id */
-    json_int_t priority, max_attempts;
+    json_int_t priority, max_attempts, timeout_seconds;
     struct gj_input in[MAX_INPUTS + 1];      /* names and sizes, for the kind's checks */
     struct gj_submit_input sub[MAX_INPUTS];  /* names and blobs, for the queue */
     struct gj_submit_ref refs[MAX_INPUTS];   /* inputs from other jobs' outputs, for the queue */
@@ -412,7 +414,8 @@ struct submit_req {
     struct gj_job_fields fields;             /* name, labels, callback_url (job_fields.h) */
 };
 
-/* The body's fields: kind, params, inputs, priority, max_attempts. 0, or -1 answered. */
+/* The body's fields: kind, params, inputs, priority, max_attempts, timeout_seconds. 0, or -1
+ * answered. */
 static int check_body(struct gj_req *r, json_t *body, struct submit_req *q)
 {
     if (!json_is_object(body)) {
@@ -423,7 +426,7 @@ static int check_body(struct gj_req *r, json_t *body, struct submit_req *q)
     json_t *v;
     json_object_foreach(body, k, v) {
         if (strcmp(k, "kind") && strcmp(k, "params") && strcmp(k, "inputs") && strcmp(k, "priority") &&
-            strcmp(k, "max_attempts") && !gj_job_field_known(k)) {
+            strcmp(k, "max_attempts") && strcmp(k, "timeout_seconds") && !gj_job_field_known(k)) {
             gj_problem(r, 422, k, "unknown field '%.100s'", k);
             return -1;
         }
@@ -457,6 +460,13 @@ static int check_body(struct gj_req *r, json_t *body, struct submit_req *q)
     if (json_object_get(body, "max_attempts") &&
         int_field(json_object_get(body, "max_attempts"), 1, 100, &q->max_attempts)) {
         gj_problem(r, 422, "max_attempts", "max_attempts must be an integer from 1 to 100");
+        return -1;
+    }
+    q->timeout_seconds = r->srv->cfg.job_timeout_seconds;
+    if (json_object_get(body, "timeout_seconds") &&
+        int_field(json_object_get(body, "timeout_seconds"), 0, GJ_JOB_TIMEOUT_MAX, &q->timeout_seconds)) {
+        gj_problem(r, 422, "timeout_seconds", "timeout_seconds must be an integer from 0 (no limit) to %d (30 days)",
+                   GJ_JOB_TIMEOUT_MAX);
         return -1;
     }
     struct gj_field_error fe;
@@ -594,6 +604,8 @@ static int hash_request(struct submit_req *q, json_t *canon_inputs)
                               q->params ? json_incref(q->params) : json_object(), "inputs", canon_inputs,
                               "priority", q->priority, "max_attempts", q->max_attempts, "name", f->name,
                               "labels", f->labels, "callback_url", f->callback_url);
+    if (canon && q->timeout_seconds)   /* only when set: the hashes of earlier requests stay */
+        json_object_set_new(canon, "timeout_seconds", json_integer(q->timeout_seconds));
     char *ctext = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(canon);
     if (!ctext)
@@ -659,7 +671,7 @@ static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struc
                              .priority = (int)q->priority, .max_attempts = (int)q->max_attempts,
                              .idempotency_key = ikey, .request_hash = q->hash, .inputs = q->sub,
                              .n_inputs = q->n_sub, .refs = q->refs, .n_refs = q->n_refs, .name = q->fields.name, .labels = q->fields.labels,
-                             .callback_url = q->fields.callback_url };
+                             .callback_url = q->fields.callback_url, .timeout_seconds = (int)q->timeout_seconds };
     struct gj_submitted out;
     int rc = gj_queue_submit(c, &sub, &out);
     if (rc == GJ_SUBMIT_OK && gj_db_commit(c) != 0)

@@ -45,7 +45,7 @@
 #define LOG_FLUSH_PERIOD_S 1.0
 
 /* Why a running job was asked to stop; a higher rank wins. */
-enum stop_reason { STOP_NONE = 0, STOP_SHUTDOWN = 1, STOP_CANCEL = 2, STOP_LEASE_LOST = 3 };
+enum stop_reason { STOP_NONE = 0, STOP_SHUTDOWN = 1, STOP_TIMEOUT = 2, STOP_CANCEL = 3, STOP_LEASE_LOST = 4 };
 
 struct child_spec {
     char *kind;
@@ -71,6 +71,7 @@ struct wp_slot {
     enum stop_reason reason;
     volatile int stop;            /* what gj_place_wait and cancelled() read */
     int started_run;              /* the module runs (a shutdown lets it finish) */
+    double run_deadline;          /* monotonic: the run is stopped then (timeout_seconds); 0: never */
     int finishing;                /* recording the end: no heartbeats (the finish
                                      transaction holds the row; rescue skips it) */
     double lease_until;           /* monotonic: the lease is surely valid before this
@@ -506,6 +507,7 @@ static void slot_begin(struct wp_slot *s, const struct gj_claim *c)
     s->stop = 0;
     s->finishing = 0;
     s->started_run = 0;
+    s->run_deadline = 0;
     s->claim = c;
     /* The claim set the lease a moment ago; a second's margin for that moment. */
     s->lease_until = mono_now() - 1.0 + wp->srv->cfg.lease_seconds;
@@ -841,6 +843,18 @@ static int place(struct job_run *j, const struct gj_job *job)
     return 0;
 }
 
+/* How a run that stopped when asked ends: a timeout fails the job for good (running it
+ * again would time out again), a shutdown gives it back, a cancel cancels it. */
+static void ended_by_stop(struct job_run *j, enum stop_reason why)
+{
+    j->how = why == STOP_SHUTDOWN ? END_RELEASE : why == STOP_TIMEOUT ? END_FAIL : END_CANCEL;
+    if (why != STOP_TIMEOUT)
+        return;
+    gj_error_set(&j->err, "timeout_seconds", "timed out: the run was stopped after its timeout_seconds (%d s)",
+                 j->c->timeout_seconds);
+    j->err.transient = 0;
+}
+
 /* Runs the kind unless the job was stopped before it started; sets j->how. */
 static void run_kind(struct job_run *j, const struct gj_job *job)
 {
@@ -848,8 +862,10 @@ static void run_kind(struct job_run *j, const struct gj_job *job)
     struct gj_worker_pool *wp = s->wp;
     pthread_mutex_lock(&wp->lock);
     enum stop_reason stop = s->reason;
-    if (stop == STOP_NONE)
+    if (stop == STOP_NONE) {
         s->started_run = 1;
+        s->run_deadline = j->c->timeout_seconds > 0 ? mono_now() + j->c->timeout_seconds : 0;
+    }
     pthread_mutex_unlock(&wp->lock);
     if (stop != STOP_NONE) {   /* cancel, lost lease, shutdown: do not start */
         j->how = ending_of_stop(stop);
@@ -883,7 +899,7 @@ static void run_kind(struct job_run *j, const struct gj_job *job)
         j->how = END_FAIL;
         break;
     case GJ_RUN_CANCELED:
-        j->how = stop_reason_of(s) == STOP_SHUTDOWN ? END_RELEASE : END_CANCEL;
+        ended_by_stop(j, stop_reason_of(s));
         break;
     case GJ_RUN_WAIT_CHILDREN:
         j->how = END_WAIT;
@@ -1178,6 +1194,22 @@ static void flush_logs(struct gj_worker_pool *wp)
         gj_db_release(wp->srv->db, conn);
 }
 
+/* Asks each run past its deadline to stop (timeout_seconds; within CANCEL_POLL_S of it). */
+static void stop_overdue_runs(struct gj_worker_pool *wp)
+{
+    double now = mono_now();
+    pthread_mutex_lock(&wp->lock);
+    for (int i = 0; i < wp->n_slots; i++) {
+        struct wp_slot *s = &wp->slots[i];
+        if (s->active && s->started_run && !s->finishing && s->run_deadline > 0 && now >= s->run_deadline &&
+            s->reason < STOP_TIMEOUT) {
+            set_stop_locked(s, STOP_TIMEOUT);
+            gj_log_info(COMPONENT, "job %s: timed out", s->job_id);
+        }
+    }
+    pthread_mutex_unlock(&wp->lock);
+}
+
 static double earliest(double a, double b)
 {
     return a < b ? a : b;
@@ -1206,6 +1238,7 @@ static void *maint_main(void *arg)
             }
             if (now >= next_cancel) {
                 poll_cancels(wp);
+                stop_overdue_runs(wp);
                 next_cancel = mono_now() + CANCEL_POLL_S;
             }
             if (now >= next_log) {

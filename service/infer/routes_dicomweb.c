@@ -379,7 +379,7 @@ static int create_job(struct gj_req *r, struct stow *s, json_t *params, const si
     }
     struct gj_submit req = { .tenant_id = r->who.tenant_id, .kind = kind->name, .params = params,
                              .max_attempts = r->srv->cfg.default_max_attempts, .inputs = sub,
-                             .n_inputs = k };
+                             .n_inputs = k, .timeout_seconds = r->srv->cfg.job_timeout_seconds };
     struct gj_submitted done;
     if (gj_queue_submit(r->db, &req, &done) != GJ_SUBMIT_OK) {
         gj_respond_unavailable(r);

@@ -81,6 +81,8 @@ def test_submit_validation_stores_nothing():
         problem(post_job(c, {"kind": "noop", "colour": "red"}), 422, "colour")
         problem(post_job(c, {"kind": "noop", "priority": "high"}), 422, "priority")
         problem(post_job(c, {"kind": "noop", "max_attempts": 0}), 422, "max_attempts")
+        for bad in (-1, 2592001, 1.5, "60", True):
+            problem(post_job(c, {"kind": "noop", "timeout_seconds": bad}), 422, "timeout_seconds")
         problem(post_job(c, {"kind": "noop", "inputs": {"input": str(uuid.uuid4())}}), 422, "inputs.input")
         problem(post_job(c, {"kind": "noop", "inputs": {"input": "not-a-uuid"}}), 422, "inputs.input")
         problem(post_job(c, {"kind": "noop", "inputs": {"input": 5}}), 422, "inputs.input")

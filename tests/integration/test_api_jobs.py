@@ -1,5 +1,5 @@
 """The jobs API over real HTTPS: lifecycle with noop, list and cursors, long poll,
-cancel (queued and running), delete, idempotent submit, multipart submit, events
+cancel (queued and running), timeouts, delete, idempotent submit, multipart submit, events
 (SSE), outputs with Range and ETag, kinds, gpus, health and metrics."""
 import json
 import os
@@ -13,7 +13,7 @@ from harness import Harness, run_tests  # noqa: E402
 H = None
 H2 = None       # a second database for API, so SRV's workers never see its jobs
 SRV = None      # workers on (1 CPU slot)
-API = None      # --role api: no workers, so jobs stay queued
+API = None      # --role api: no workers, so jobs stay queued; --job-timeout-seconds 3600
 
 
 def setup():
@@ -21,7 +21,7 @@ def setup():
     H = Harness()
     SRV = H.start_server(["--cpu-workers", "2"])
     H2 = Harness()
-    API = H2.start_server(["--role", "api"])
+    API = H2.start_server(["--role", "api", "--job-timeout-seconds", "3600"])
 
 
 def count(table, h=None):
@@ -222,6 +222,38 @@ def test_cancel_queued_and_running():
     assert a.request("DELETE", f"/v1/jobs/{q['id']}").status == 204
 
 
+def test_timeout():
+    c = SRV.client()
+    # a run past its timeout_seconds is stopped and the job fails, not retried
+    job = c.submit("noop", {"sleep_ms": 60000}, timeout_seconds=2, max_attempts=3)
+    assert job["timeout_seconds"] == 2, job
+    running = c.wait_job(job["id"], states=("running",))
+    done = c.wait_job(job["id"], timeout=30)
+    assert done["state"] == "failed" and done["attempts"] == 1, done
+    assert done["error"]["field"] == "timeout_seconds" and "timed out" in done["error"]["message"], done
+    ran = (parse_ts(done["finished_at"]) - parse_ts(running["started_at"]))
+    assert 1.5 <= ran < 10, ran                                  # 2 s, checked each second
+    # a job within its limit runs to its end; none given is none (null)
+    fast = c.submit("noop", {"sleep_ms": 200}, timeout_seconds=30)
+    assert c.wait_job(fast["id"])["state"] == "succeeded"
+    plain = c.submit("noop", {})
+    assert plain["timeout_seconds"] is None and c.wait_job(plain["id"])["state"] == "succeeded"
+    # the server's default where a submit gives none; 0 asks for none
+    a = API.client()
+    assert a.submit("noop", {})["timeout_seconds"] == 3600
+    assert a.submit("noop", {}, timeout_seconds=0)["timeout_seconds"] is None
+    # the limit is part of the request an Idempotency-Key names
+    body = {"kind": "noop", "params": {}, "timeout_seconds": 60}
+    assert a.request("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": "to-1"}).status == 201
+    body["timeout_seconds"] = 61
+    assert a.request("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": "to-1"}).status == 409
+
+
+def parse_ts(text):
+    from datetime import datetime
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+
+
 def test_idempotent_submit():
     c = API.client()
     body = {"kind": "noop", "params": {"sleep_ms": 7}}
@@ -403,7 +435,7 @@ if __name__ == "__main__":
     try:
         run_tests([test_health_kinds_gpus, test_lifecycle_noop, test_events_follow_live_job, test_failed_job_error,
                    test_list_filters_and_cursor, test_long_poll, test_cancel_queued_and_running,
-                   test_idempotent_submit, test_multipart_submit, test_multipart_idempotent_replay_stores_nothing,
+                   test_timeout, test_idempotent_submit, test_multipart_submit, test_multipart_idempotent_replay_stores_nothing,
                    test_outputs_range_etag, test_metrics, test_gpus_and_gpu_metrics_with_simulated_devices,
                    test_shutdown_ends_long_polls_and_streams])
     finally:

@@ -68,6 +68,7 @@ static void defaults_serve_on_8443(void **state)
     assert_int_equal(cfg.max_connections_per_ip, 256);
     assert_int_equal(cfg.header_timeout_seconds, 30);
     assert_int_equal(cfg.http_idle_seconds, 300);
+    assert_int_equal(cfg.job_timeout_seconds, 0);   /* no limit */
     assert_true(cfg.http_threads >= 4 && cfg.http_threads <= 32);
     assert_string_equal(cfg.metrics_host, "");
     assert_int_equal(cfg.api_key_cache_ms, 1000);
@@ -136,6 +137,7 @@ static void bad_settings_name_themselves(void **state)
         { { "serve", "--header-timeout-seconds", "0", NULL }, 3, "--header-timeout-seconds" },
         /* under 30 s an event stream's 15 s keep-alive could come too late */
         { { "serve", "--http-idle-seconds", "29", NULL }, 3, "--http-idle-seconds" },
+        { { "serve", "--job-timeout-seconds", "2592001", NULL }, 3, "--job-timeout-seconds" },
         { { "serve", "--http-threads", "1000", NULL }, 3, "--http-threads" },
         { { "serve", "--metrics-listen", "9090", NULL }, 3, "--metrics-listen" },
         { { "serve", "--metrics-listen", "0.0.0.0:8443", NULL }, 3, "--metrics-listen" },

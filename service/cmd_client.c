@@ -2,7 +2,8 @@
  * cmd_client.c — the client a pipeline step calls (issue 15):
  *
  *   gpujobd submit KIND [--params FILE] [--input NAME=FILE|NAME=blob:ID|NAME=job:ID/OUTPUT]...
- *                  [--name N] [--label K=V]... [--callback-url URL] [--wait] [--out DIR]
+ *                  [--name N] [--label K=V]... [--callback-url URL] [--timeout SECONDS]
+ *                  [--wait] [--out DIR]
  *   gpujobd status ID [--json]     gpujobd wait ID [--out DIR]
  *   gpujobd fetch ID --out DIR     gpujobd cancel ID
  *
@@ -38,7 +39,7 @@ struct opts {
     struct gj_client c;
     const char *cmd;                 /* for messages */
     const char *target;              /* KIND for submit, else the job id */
-    const char *params, *name, *callback, *out;
+    const char *params, *name, *callback, *out, *timeout;
     const char *inputs[MAX_INPUTS];
     const char *labels[MAX_LABELS];
     int n_inputs, n_labels, wait, json;
@@ -52,7 +53,8 @@ static int usage(const char *cmd, const char *why)
         fprintf(stderr, "gpujobd %s: %s\n", cmd, why);
     fprintf(to,
             "usage: gpujobd submit KIND [--params FILE] [--input NAME=FILE|NAME=blob:ID|NAME=job:ID/OUTPUT]...\n"
-            "                      [--name N] [--label K=V]... [--callback-url URL] [--wait] [--out DIR]\n"
+            "                      [--name N] [--label K=V]... [--callback-url URL] [--timeout SECONDS]\n"
+            "                      [--wait] [--out DIR]\n"
             "       gpujobd status ID [--json] | wait ID [--out DIR] | fetch ID --out DIR | cancel ID\n"
             "options of each: --server URL --key-file FILE --cacert FILE --retries N\n"
             "  (GPUJOBD_SERVER, GPUJOBD_API_KEY or GPUJOBD_KEY_FILE, GPUJOBD_CACERT)\n"
@@ -118,6 +120,8 @@ static int parse_opt(struct opts *o, int argc, char **argv, int *i, const char *
         o->name = v;
     else if (!strcmp(a, "--callback-url"))
         o->callback = v;
+    else if (!strcmp(a, "--timeout"))
+        o->timeout = v;
     else if (!strcmp(a, "--out"))
         o->out = v;
     else if (!strcmp(a, "--input"))
@@ -341,7 +345,21 @@ static json_t *labels_of(const struct opts *o)
     return l;
 }
 
-/* The job JSON (params, refs, name, labels); NULL (said) on a bad file or option. */
+/* --timeout as the job's timeout_seconds (the server checks its range). 0, or -1 said. */
+static int timeout_of(const struct opts *o, json_t *job)
+{
+    char *end;
+    errno = 0;
+    long long t = strtoll(o->timeout, &end, 10);
+    if (errno || end == o->timeout || *end || t < 0) {
+        fprintf(stderr, "gpujobd %s: --timeout %s: a whole number of seconds (0: no limit)\n", o->cmd, o->timeout);
+        return -1;
+    }
+    json_object_set_new(job, "timeout_seconds", json_integer(t));
+    return 0;
+}
+
+/* The job JSON (params, refs, name, labels, timeout); NULL (said) on a bad file or option. */
 static json_t *job_of(const struct opts *o, json_t *inputs)
 {
     json_error_t e;
@@ -360,6 +378,10 @@ static json_t *job_of(const struct opts *o, json_t *inputs)
     if (job && o->callback)
         json_object_set_new(job, "callback_url", json_string(o->callback));
     json_decref(labels);
+    if (job && o->timeout && timeout_of(o, job) != 0) {
+        json_decref(job);
+        return NULL;
+    }
     return job;
 }
 

@@ -1,5 +1,5 @@
 """`gpujobd submit|status|wait|fetch|cancel` against a real server over HTTPS: files sent in the
-submit, --wait and --out, inputs from another job's output, and the exit status a workflow
+submit, --wait and --out, inputs from another job's output, --timeout, and the exit status a workflow
 manager relies on (0 succeeded, 1 failed or canceled, 2 bad params or inputs with the server's
 message naming the field, 3 server unreachable)."""
 import json
@@ -76,6 +76,17 @@ def test_failed_job_exits_1():
     rc, so, se = cli("submit", "noop", "--params", write("p3.json", '{"fail_with": "no convergence"}'), "--wait")
     assert rc == 1 and "failed" in se and "no convergence" in se, (rc, se)
     assert cli("wait", so.strip())[0] == 1
+
+
+def test_timed_out_job_exits_1():
+    rc, so, se = cli("submit", "noop", "--params", write("p6.json", '{"sleep_ms": 60000}'), "--timeout", "1",
+                     "--wait")
+    assert rc == 1 and "failed" in se and "timed out" in se, (rc, se)
+    assert SRV.client().json("GET", f"/v1/jobs/{so.strip()}", expect=200)["timeout_seconds"] == 1
+    rc, so, se = cli("submit", "noop", "--timeout", "soon")
+    assert rc == 2 and so == "" and "--timeout soon" in se, (rc, se)
+    rc, so, se = cli("submit", "noop", "--timeout", "99999999")
+    assert rc == 2 and so == "" and "timeout_seconds" in se and "HTTP 422" in se, (rc, se)
 
 
 def test_bad_params_and_inputs_exit_2():
@@ -181,6 +192,7 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_submit_wait_out_with_a_file, test_chain_by_job_output, test_failed_job_exits_1,
+                   test_timed_out_job_exits_1,
                    test_bad_params_and_inputs_exit_2, test_unreachable_exits_3, test_cancel_exits_1_on_wait,
                    test_retried_submit_makes_one_job])
     finally:

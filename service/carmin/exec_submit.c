@@ -3,7 +3,10 @@
  * kind (gj_queue_submit), its File inputs the blobs of the tenant's files (no bytes copied),
  * its `params` input the job's params. Its results go to resultsLocation, an existing
  * directory, or by default a new directory /vip/Home/<execution id> (exec_results.c places
- * them). The job is queued at once: CARMIN's play has nothing left to start.
+ * them). The job is queued at once: CARMIN's play has nothing left to start. Its timeout is
+ * the job's timeout_seconds (absent: the server's --job-timeout-seconds): a run past it is
+ * stopped and the execution fails; its files are kept, not deleted as the spec has it
+ * (nothing a user uploaded or a job produced is lost).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,7 @@ struct exec_req {
     char blobs[MAX_FILES][GJ_UUID_LEN + 1];
     size_t n;
     char results[CARMIN_PATH_MAX];       /* "" : the default */
+    int timeout;                         /* seconds; 0: none */
 };
 
 /* One File input: a path of the tenant's space. 0, or -1 answered. */
@@ -131,6 +135,21 @@ static int kind_check(struct gj_req *r, PGconn *c, struct exec_req *q)
     return rc != 0 ? -1 : 0;
 }
 
+/* timeout, when given: whole seconds, 0 (none) to GJ_JOB_TIMEOUT_MAX. 0, or -1 answered. */
+static int read_timeout(struct gj_req *r, struct exec_req *q, json_t *v)
+{
+    q->timeout = r->srv->cfg.job_timeout_seconds;
+    if (!v)
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > GJ_JOB_TIMEOUT_MAX) {
+        carmin_error(r, CARMIN_BAD_REQUEST, "timeout is a whole number of seconds from 0 (none) to %d",
+                     GJ_JOB_TIMEOUT_MAX);
+        return -1;
+    }
+    q->timeout = (int)json_integer_value(v);
+    return 0;
+}
+
 /* resultsLocation, when given: an existing directory. 0, or -1 answered. */
 static int read_results(struct gj_req *r, PGconn *c, struct exec_req *q, json_t *loc)
 {
@@ -154,7 +173,7 @@ static int read_results(struct gj_req *r, PGconn *c, struct exec_req *q, json_t 
 static void store(struct gj_req *r, PGconn *c, struct exec_req *q, const char *name, json_t *values)
 {
     struct gj_submit sub = { .tenant_id = r->who.tenant_id, .kind = q->kind->name, .params = q->params,
-                             .inputs = q->sub, .n_inputs = q->n, .name = name };
+                             .inputs = q->sub, .n_inputs = q->n, .name = name, .timeout_seconds = q->timeout };
     struct gj_submitted out;
     int rc = gj_queue_submit(c, &sub, &out);
     if (rc == GJ_SUBMIT_INPUT_GONE) {
@@ -191,7 +210,7 @@ static const struct gj_kind *body_pipeline(struct gj_req *r, json_t *b, json_t *
     const char *pid = json_string_value(json_object_get(b, "pipelineIdentifier"));
     if (!json_is_object(b) || !*name || !**name || strlen(*name) > 200 || !pid || !json_is_object(*values))
         carmin_error(r, CARMIN_BAD_REQUEST, "an execution is {name (1 to 200 characters), pipelineIdentifier, "
-                                            "inputValues (an object), resultsLocation (optional)}");
+                                            "inputValues (an object), resultsLocation and timeout (optional)}");
     else if (!(k = gj_kind_find(pid)))
         carmin_error(r, CARMIN_NOT_FOUND, "no pipeline %s", pid);
     return k;
@@ -214,7 +233,8 @@ void carmin_exec_create(struct gj_req *r)
         c = NULL;
     }
     if (c && read_inputs(r, c, q, values) == 0 && (q->params || (q->params = json_object())) &&
-        read_results(r, c, q, json_object_get(r->json, "resultsLocation")) == 0 && kind_check(r, c, q) == 0)
+        read_results(r, c, q, json_object_get(r->json, "resultsLocation")) == 0 &&
+        read_timeout(r, q, json_object_get(r->json, "timeout")) == 0 && kind_check(r, c, q) == 0)
         store(r, c, q, name, values);
     if (c && PQtransactionStatus(c) != PQTRANS_IDLE)
         gj_db_rollback(c);

@@ -1,6 +1,6 @@
 /*
  * routes_exec.c — CARMIN's /rest/executions: list, count, one, its results, its stdout and
- * stderr (the job's log: every line, or warnings and errors), its new name, play (nothing to do: the job
+ * stderr (the job's log: every line, or warnings and errors), its new name and timeout, play (nothing to do: the job
  * was queued at creation), kill (cancel), delete (with ?deleteFiles=true, its result files).
  * POST is exec_submit.c. Another tenant's execution is "no such execution".
  */
@@ -16,6 +16,8 @@
 #include "service/uuid.h"
 
 #define DEFAULT_LIMIT 500
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
 
 const char *carmin_exec_status(const char *s)
 {
@@ -32,7 +34,8 @@ const char *carmin_exec_status(const char *s)
 #define EXEC_SELECT                                                                                          \
     "SELECT j.id, e.name, e.pipeline, e.input_values::text, gj_public_state(j.state, j.stage),"            \
     " extract(epoch FROM coalesce(j.started_at, j.created_at))::bigint, extract(epoch FROM j.finished_at)::bigint," \
-    " e.results_location, e.results_placed FROM carmin_executions e JOIN jobs j ON j.id = e.job_id"        \
+    " e.results_location, e.results_placed, j.timeout_seconds"                                             \
+    " FROM carmin_executions e JOIN jobs j ON j.id = e.job_id"                                             \
     " WHERE e.tenant_id = $1::uuid"
 
 static json_t *exec_json(PGresult *res, int i)
@@ -49,6 +52,8 @@ static json_t *exec_json(PGresult *res, int i)
         json_object_set_new(o, "endDate", json_integer(strtoll(PQgetvalue(res, i, 6), NULL, 10)));
     if (strcmp(status, "ExecutionFailed") == 0)
         json_object_set_new(o, "errorCode", json_integer(CARMIN_INTERNAL));
+    if (atoi(PQgetvalue(res, i, 9)) > 0)
+        json_object_set_new(o, "timeout", json_integer(atoi(PQgetvalue(res, i, 9))));
     if (PQgetvalue(res, i, 8)[0] == 't')   /* once placed: the result files, as content URLs */
         json_object_set_new(o, "returnedFiles", json_object());
     return o;
@@ -282,35 +287,71 @@ static void exec_kill(struct gj_req *r)
         gj_respond_empty(r, 204);
 }
 
-/* PUT: only the name changes (the job's too); a different identifier or status is an error,
- * other fields are ignored, as the spec says. */
+/* PUT's body: the name (1 to 200 characters) and timeout (as POST's) that change, the same
+ * identifier and status if given (the rest is ignored, as the spec says). NULL when bad. */
+static const char *update_problem(json_t *b, json_t *e)
+{
+    const char *name = json_string_value(json_object_get(b, "name"));
+    json_t *id = json_object_get(b, "identifier"), *st = json_object_get(b, "status"), *t = json_object_get(b, "timeout");
+    if (!json_is_object(b) || (json_object_get(b, "name") && (!name || !*name || strlen(name) > 200)) ||
+        (id && !json_equal(id, json_object_get(e, "identifier"))) ||
+        (st && !json_equal(st, json_object_get(e, "status"))))
+        return "only the name (1 to 200 characters) and the timeout of an execution can change";
+    if (t && (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > GJ_JOB_TIMEOUT_MAX))
+        return "timeout is a whole number of seconds from 0 (none) to " STRINGIFY(GJ_JOB_TIMEOUT_MAX);
+    return NULL;
+}
+
+/* The timeout, in the open transaction: only before the run starts (a run keeps the limit it
+ * started with). 1 changed, 0 refused (answered), -1 database error. */
+static int update_timeout(struct gj_req *r, PGconn *c, json_t *t)
+{
+    char secs[24];
+    snprintf(secs, sizeof secs, "%lld", (long long)json_integer_value(t));
+    const char *p[3] = { r->params[0], r->who.tenant_id, secs };
+    PGresult *res = gj_db_exec(c, "UPDATE jobs SET timeout_seconds = $3::int WHERE id = $1::uuid"
+                                  " AND tenant_id = $2::uuid AND state IN ('queued', 'blocked') RETURNING id",
+                               3, p, NULL);
+    if (!res)
+        return -1;
+    int rows = PQntuples(res);
+    PQclear(res);
+    if (rows == 0)
+        carmin_error(r, CARMIN_CONFLICT, "the timeout of an execution can change only before it runs");
+    return rows;
+}
+
+/* PUT: the name (the job's too) and the timeout change, in one transaction. */
 static void exec_update(struct gj_req *r)
 {
     PGconn *c;
     json_t *e = find(r, &c), *b = r->json;
     if (!e)
         return;
-    const char *name = json_string_value(json_object_get(b, "name"));
-    json_t *id = json_object_get(b, "identifier"), *st = json_object_get(b, "status");
-    int bad = !json_is_object(b) || (json_object_get(b, "name") && (!name || !*name || strlen(name) > 200)) ||
-              (id && !json_equal(id, json_object_get(e, "identifier"))) ||
-              (st && !json_equal(st, json_object_get(e, "status")));
+    const char *why = update_problem(b, e);
     json_decref(e);
-    if (bad) {
-        carmin_error(r, CARMIN_BAD_REQUEST, "only the name (1 to 200 characters) of an execution can change");
+    if (why) {
+        carmin_error(r, CARMIN_BAD_REQUEST, "%s", why);
         return;
     }
+    const char *name = json_string_value(json_object_get(b, "name"));
+    json_t *t = json_object_get(b, "timeout");
     const char *p[3] = { r->params[0], r->who.tenant_id, name };
-    if (name && (gj_db_begin(c) != 0 ||
-                 gj_db_cmd(c, "UPDATE carmin_executions SET name = $3 WHERE job_id = $1::uuid"
-                              " AND tenant_id = $2::uuid", 3, p) != 0 ||
-                 gj_db_cmd(c, "UPDATE jobs SET name = $3 WHERE id = $1::uuid AND tenant_id = $2::uuid", 3, p) != 0 ||
-                 gj_db_commit(c) != 0)) {
-        gj_db_rollback(c);
-        carmin_unavailable(r);
+    int rc = gj_db_begin(c) == 0 ? 1 : -1;
+    if (rc > 0 && name &&
+        (gj_db_cmd(c, "UPDATE carmin_executions SET name = $3 WHERE job_id = $1::uuid AND tenant_id = $2::uuid",
+                   3, p) != 0 ||
+         gj_db_cmd(c, "UPDATE jobs SET name = $3 WHERE id = $1::uuid AND tenant_id = $2::uuid", 3, p) != 0))
+        rc = -1;
+    if (rc > 0 && t)
+        rc = update_timeout(r, c, t);
+    if (rc > 0 && gj_db_commit(c) == 0) {
+        gj_respond_empty(r, 204);
         return;
     }
-    gj_respond_empty(r, 204);
+    gj_db_rollback(c);
+    if (rc != 0)                     /* 0: refused, answered already */
+        carmin_unavailable(r);
 }
 
 /* DELETE: the execution goes (a job still running is canceled first and stays in

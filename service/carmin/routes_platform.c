@@ -8,6 +8,7 @@
 #include "common/gj_kind.h"
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_routes.h"
+#include "service/queue.h"
 
 #define PARAMS_NAME "params"
 
@@ -30,13 +31,17 @@ static json_t *error_codes(void)
 /* GET /rest/platform (no key needed: the spec's security is empty here) */
 static void platform(struct gj_req *r)
 {
-    gj_respond_json(r, 200,
-                    json_pack("{s:s, s:s, s:[s,s], s:s, s:o, s:I, s:b, s:[s], s:[], s:s}", "platformName", "gpujobd",
-                              "platformDescription", "GPU compute jobs (CT reconstruction, optimization, inference)",
-                              "supportedModules", "Processing", "Data", "supportedAPIVersion", "0.3.1",
-                              "APIErrorCodesAndMessages", error_codes(), "defaultLimitListExecutions",
-                              (json_int_t)500, "studiesSupport", 0, "supportedPipelineProperties", "kind",
-                              "unsupportedMethods", "defaultStudy", ""));
+    json_t *p = json_pack("{s:s, s:s, s:[s,s], s:s, s:o, s:I, s:b, s:[s], s:[], s:s, s:I, s:I}", "platformName",
+                          "gpujobd", "platformDescription",
+                          "GPU compute jobs (CT reconstruction, optimization, inference)", "supportedModules",
+                          "Processing", "Data", "supportedAPIVersion", "0.3.1", "APIErrorCodesAndMessages",
+                          error_codes(), "defaultLimitListExecutions", (json_int_t)500, "studiesSupport", 0,
+                          "supportedPipelineProperties", "kind", "unsupportedMethods", "defaultStudy", "",
+                          "minAuthorizedExecutionTimeout", (json_int_t)0, "maxAuthorizedExecutionTimeout",
+                          (json_int_t)GJ_JOB_TIMEOUT_MAX);
+    if (p && r->srv->cfg.job_timeout_seconds > 0)   /* absent: no timeout, as the spec says of 0 */
+        json_object_set_new(p, "defaultExecutionTimeout", json_integer(r->srv->cfg.job_timeout_seconds));
+    gj_respond_json(r, 200, p);
 }
 
 static json_t *parameter(const char *name, const char *type, int optional, const char *description)

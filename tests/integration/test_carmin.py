@@ -349,6 +349,42 @@ def test_execution_errors_and_kill():
     error(call("GET", "/executions/not-a-uuid", key=A), 404, 40401)
 
 
+def test_execution_timeout():
+    p = ok_json(call("GET", "/platform"))
+    assert p["minAuthorizedExecutionTimeout"] == 0 and p["maxAuthorizedExecutionTimeout"] == 2592000, p
+    assert "defaultExecutionTimeout" not in p, p                       # none unless the server sets one
+    before = int(call("GET", "/executions/count", key=A).body)
+    for t in (-1, "10", 1.5, 2592001):
+        error(call("POST", "/executions", key=A, headers={"Content-Type": "application/json"},
+                   body=json.dumps({"name": "t", "pipelineIdentifier": "noop", "inputValues": {},
+                                    "timeout": t}).encode()), 400, 40001)
+    assert int(call("GET", "/executions/count", key=A).body) == before
+    # a run past its timeout is stopped: ExecutionFailed, and stderr says why
+    slow = execution(A, {"name": "slow", "pipelineIdentifier": "noop", "timeout": 2,
+                         "inputValues": {"params": {"sleep_ms": 60000}}})
+    assert slow["timeout"] == 2, slow
+    deadline = time.time() + 30
+    while wait_execution(A, slow["identifier"], timeout=0)["status"] != "Running" and time.time() < deadline:
+        time.sleep(0.1)
+    # the one worker is busy: the next waits (Ready), and its timeout can still change
+    later = execution(A, {"name": "later", "pipelineIdentifier": "noop", "inputValues": {}})
+    assert "timeout" not in later, later
+    r = call("PUT", "/executions/" + later["identifier"], key=A, body=b'{"timeout": 30}',
+             headers={"Content-Type": "application/json"})
+    assert r.status == 204, r
+    assert ok_json(call("GET", "/executions/" + later["identifier"], key=A))["timeout"] == 30
+    # a running one's cannot (its run keeps the limit it started with)
+    error(call("PUT", "/executions/" + slow["identifier"], key=A, body=b'{"timeout": 600}',
+               headers={"Content-Type": "application/json"}), 409, 40901)
+    error(call("PUT", "/executions/" + later["identifier"], key=A, body=b'{"timeout": "1h"}',
+               headers={"Content-Type": "application/json"}), 400, 40001)
+    done = wait_execution(A, slow["identifier"])
+    assert done["status"] == "ExecutionFailed" and done["timeout"] == 2, done
+    assert done["endDate"] - done["startDate"] < 15, done
+    assert b"timed out" in call("GET", "/executions/%s/stderr" % slow["identifier"], key=A).body
+    assert wait_execution(A, later["identifier"])["status"] == "Finished"
+
+
 def test_executions_are_the_tenants_own():
     e = execution(A, {"name": "a's", "pipelineIdentifier": "noop", "inputValues": {}})
     ident = e["identifier"]
@@ -399,7 +435,7 @@ if __name__ == "__main__":
     try:
         run_tests([test_platform_needs_no_key, test_every_route_wants_a_key, test_server_errors_are_carmin_shaped, test_pipelines_are_the_kinds,
                    test_file_space, test_tenant_isolation, test_delete_takes_the_tree_and_its_blobs, test_gateway_flow,
-                   test_execution_errors_and_kill, test_executions_are_the_tenants_own, test_rate_limit_holds,
+                   test_execution_errors_and_kill, test_execution_timeout, test_executions_are_the_tenants_own, test_rate_limit_holds,
                    test_server_stops_clean])
     finally:
         H.close()

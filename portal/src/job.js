@@ -24,6 +24,7 @@ function summary(job) {
     ['Finished', when(job.finished_at)],
     ['Run time', job.started_at ? duration(since(job.started_at, job.finished_at)) : '—'],
     ['Attempts', `${job.attempts} of ${job.max_attempts}`],
+    ['Time limit', job.timeout_seconds ? duration(job.timeout_seconds) : 'none'],
   ];
   return h('dl', { class: 'facts' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
 }

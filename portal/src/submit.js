@@ -165,17 +165,22 @@ export async function render(main, { parts, query }) {
     for (const f of files) presetFile(f).then((file) => zone.addUpload(file), (e) => announce(e.message));
   }
   const priority = h('input', { id: 'priority', type: 'number', step: '1', min: -1000, max: 1000, inputmode: 'numeric' });
+  const timeout = h('input', { id: 'timeout', type: 'number', step: '1', min: 0, max: 2592000, inputmode: 'numeric',
+    'aria-describedby': 'timeout-help' });
   const submitBtn = h('button', { type: 'submit' }, 'Submit');
   const form = h('form', { class: 'card', novalidate: true },
     h('fieldset', {}, h('legend', {}, 'Parameters'), sf.element),
     zones.length ? h('fieldset', {}, h('legend', {}, 'Input files'), zones.map((z) => z.element)) : null,
     h('details', { class: 'more' }, h('summary', {}, 'Queue options'),
       h('div', { class: 'field' }, h('label', { for: 'priority' }, 'Priority'), priority,
-        h('p', { class: 'help' }, 'Higher runs first, from -1000 to 1000 (default 0).'))),
+        h('p', { class: 'help' }, 'Higher runs first, from -1000 to 1000 (default 0).')),
+      h('div', { class: 'field' }, h('label', { for: 'timeout' }, 'Time limit (seconds)'), timeout,
+        h('p', { class: 'help', id: 'timeout-help' },
+          'A run that lasts longer is stopped and the job fails. Empty: the server\'s default; 0: no limit.'))),
     h('div', { class: 'actions' }, submitBtn));
   form.addEventListener('submit', (e) => {
     e.preventDefault();
-    submit(form, kind, sf, zones, priority, submitBtn);
+    submit(form, kind, sf, zones, { priority, timeout }, submitBtn);
   });
   const preset = PRESETS[kind];
   const tryIt = preset
@@ -187,7 +192,8 @@ export async function render(main, { parts, query }) {
   return { destroy: () => zones.forEach((z) => z.items.forEach((it) => it.upload && it.upload.abort())) };
 }
 
-async function submit(form, kind, sf, zones, priority, btn) {
+// queue: the Queue options' inputs ({priority, timeout}), sent when filled in.
+async function submit(form, kind, sf, zones, queue, btn) {
   clearErrors(form);
   let params;
   const inputs = {};
@@ -210,7 +216,8 @@ async function submit(form, kind, sf, zones, priority, btn) {
   btn.textContent = 'Submitting…';
   const body = { kind, params };
   if (Object.keys(inputs).length) body.inputs = inputs;
-  if (priority.value.trim() !== '') body.priority = Number(priority.value);
+  if (queue.priority.value.trim() !== '') body.priority = Number(queue.priority.value);
+  if (queue.timeout.value.trim() !== '') body.timeout_seconds = Number(queue.timeout.value);
   try {
     const job = await api('POST', '/v1/jobs', { json: body });
     announce(`Job ${shortId(job.id)} submitted`);
@@ -218,11 +225,11 @@ async function submit(form, kind, sf, zones, priority, btn) {
   } catch (err) {
     btn.disabled = false;
     btn.textContent = 'Submit';
-    showSubmitError(form, err, sf, zones, priority);
+    showSubmitError(form, err, sf, zones, queue);
   }
 }
 
-function showSubmitError(form, err, sf, zones, priority) {
+function showSubmitError(form, err, sf, zones, queue) {
   const field = err.field || '';
   if (field.startsWith('params') && sf.showError(field, err.message, form)) return;
   const bare = field.replace(/^params\.?/, '').split('.')[0];
@@ -234,8 +241,9 @@ function showSubmitError(form, err, sf, zones, priority) {
       return;
     }
   }
-  if (field === 'priority') {
-    fieldError(form, priority, err.message);
+  if (field === 'priority' || field === 'timeout_seconds') {
+    const control = field === 'priority' ? queue.priority : queue.timeout;
+    fieldError(form, control, err.message);
     return;
   }
   formError(form, err.message);

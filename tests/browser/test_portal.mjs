@@ -166,6 +166,39 @@ async function badParameter(page, srv) {
   guard.expected.pop();
 }
 
+// A time limit from Queue options: one past 30 days is refused under its own field; one
+// second on a sixty-second noop ends the job failed, the job page saying it timed out.
+async function timeLimit(page, srv) {
+  await page.goto(`${srv.url}/#/jobs`);                 // a fresh form: the last step left one on this page
+  await page.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+  await page.goto(`${srv.url}/#/submit/noop`);
+  await page.getByRole('heading', { name: 'Submit a noop job' }).waitFor();
+  await page.getByText(/^Optional parameters/).click();
+  await page.locator('#main').getByLabel(/^sleep_ms/).fill('60000');
+  await page.getByText('Queue options').click();
+  const limit = page.getByLabel('Time limit (seconds)');
+  await limit.fill('2592001');
+  guard.expected.push(/status of 422 .*\/v1\/jobs\)$/);
+  const refused = page.waitForResponse((r) => r.url().endsWith('/v1/jobs') && r.request().method() === 'POST');
+  await page.getByRole('button', { name: 'Submit' }).click();
+  const problem = await (await refused).json();
+  assert(problem.status === 422 && problem.field === 'timeout_seconds', `the server refused: ${JSON.stringify(problem)}`);
+  const err = page.locator('p.error[role=alert]', { hasText: problem.detail });
+  await err.waitFor();
+  assert((await limit.getAttribute('aria-describedby')).split(' ').includes(await err.getAttribute('id')),
+    'the message describes the time limit');
+  guard.expected.pop();
+  await limit.fill('1');
+  await page.getByRole('button', { name: 'Submit' }).click();
+  await page.waitForURL(/#\/jobs\/[0-9a-f-]{36}$/);
+  await page.locator('dl.facts .badge', { hasText: 'failed' }).waitFor({ timeout: 30000 });
+  await page.locator('p.error[role=alert]', { hasText: 'timed out' }).waitFor();
+  const facts = await page.locator('dl.facts').innerText();
+  assert(/Time limit\s+1\.0 s/.test(facts), `the facts show the limit: ${facts}`);
+  await axe(page, 'timed-out job');
+  await shot(page, '11-job-timed-out');
+}
+
 // With the keyboard only, from the jobs list: the Submit link in the navigation, the kind
 // (type-ahead in its list), "Fill in the example" (noop: five seconds), ten minutes typed over
 // its sleep (five seconds could end before Cancel is reached on a loaded machine), Submit, then
@@ -466,6 +499,7 @@ async function main() {
     const phantomId = await step('phantom', () => phantom(page, srv));
     const reconId = await step('recon of its projections', () => reconFromPhantom(page, srv, phantomId));
     await step('bad parameter', () => badParameter(page, srv));
+    await step('time limit', () => timeLimit(page, srv));
     await step('keyboard: submit and cancel', () => keyboardSubmitCancel(page, srv));
     const brkgaId = await step('brkga', () => brkga(page, srv));
     const inferId = await step('infer', () => infer(page, srv, dir));

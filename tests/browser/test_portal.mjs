@@ -147,22 +147,27 @@ async function reconFromPhantom(page, srv, phantomId) {
 async function badParameter(page, srv) {
   await page.goto(`${srv.url}/#/submit/noop`);
   await page.getByRole('heading', { name: 'Submit a noop job' }).waitFor();
-  guard.expected.push(/status of 422 .*\/v1\/jobs\)$/);
   await page.getByText(/^Optional parameters/).click();
   const sleep = page.locator('#main').getByLabel(/^sleep_ms/);
   await sleep.fill('86400001');
+  await submitRefused(page, sleep, 'params.sleep_ms');
+  await axe(page, 'refused submit');
+  await shot(page, '10-submit-refused');
+}
+
+// Submits the form and expects the server's 422 naming field, its message shown as the
+// control's own: linked by aria-describedby, the control marked invalid.
+async function submitRefused(page, control, field) {
+  guard.expected.push(/status of 422 .*\/v1\/jobs\)$/);
   const refused = page.waitForResponse((r) => r.url().endsWith('/v1/jobs') && r.request().method() === 'POST');
   await page.getByRole('button', { name: 'Submit' }).click();
   const problem = await (await refused).json();
-  assert(problem.status === 422 && problem.field === 'params.sleep_ms', `the server refused: ${JSON.stringify(problem)}`);
+  assert(problem.status === 422 && problem.field === field, `the server refused: ${JSON.stringify(problem)}`);
   const err = page.locator('p.error[role=alert]', { hasText: problem.detail });
   await err.waitFor();
-  // the message is the field's own: linked by aria-describedby, the field marked invalid
   const errId = await err.getAttribute('id');
-  assert((await sleep.getAttribute('aria-describedby')).split(' ').includes(errId), 'the message describes sleep_ms');
-  assert(await sleep.getAttribute('aria-invalid') === 'true', 'sleep_ms marked invalid');
-  await axe(page, 'refused submit');
-  await shot(page, '10-submit-refused');
+  assert((await control.getAttribute('aria-describedby')).split(' ').includes(errId), `the message describes ${field}`);
+  assert(await control.getAttribute('aria-invalid') === 'true', `${field} marked invalid`);
   guard.expected.pop();
 }
 
@@ -178,16 +183,7 @@ async function timeLimit(page, srv) {
   await page.getByText('Queue options').click();
   const limit = page.getByLabel('Time limit (seconds)');
   await limit.fill('2592001');
-  guard.expected.push(/status of 422 .*\/v1\/jobs\)$/);
-  const refused = page.waitForResponse((r) => r.url().endsWith('/v1/jobs') && r.request().method() === 'POST');
-  await page.getByRole('button', { name: 'Submit' }).click();
-  const problem = await (await refused).json();
-  assert(problem.status === 422 && problem.field === 'timeout_seconds', `the server refused: ${JSON.stringify(problem)}`);
-  const err = page.locator('p.error[role=alert]', { hasText: problem.detail });
-  await err.waitFor();
-  assert((await limit.getAttribute('aria-describedby')).split(' ').includes(await err.getAttribute('id')),
-    'the message describes the time limit');
-  guard.expected.pop();
+  await submitRefused(page, limit, 'timeout_seconds');
   await limit.fill('1');
   await page.getByRole('button', { name: 'Submit' }).click();
   await page.waitForURL(/#\/jobs\/[0-9a-f-]{36}$/);

@@ -13,6 +13,10 @@
 #include "service/uuid.h"
 
 #define CARMIN_PATH_MAX 512
+/* The most paths under a directory that travel as one archive: sent as a tar (dir_tar.c), or
+ * received as a zip (upload_archive.c: entries, and the paths they make), so that a directory
+ * made from an archive can always be fetched back as one. */
+#define CARMIN_MAX_ENTRIES 10000
 
 /* "vip/Home/a/b" (a URL's rest) into "/vip/Home/a/b": 0, or -1 when it is not under
  * /vip/Home or a segment is empty, "." , ".." or not a safe name (fsutil.h). */
@@ -52,8 +56,17 @@ struct gj_req;
  * connection, which the response takes over. */
 void carmin_send_dir_tar(struct gj_req *r, PGconn *c, const char *path);
 
-/* A CARMIN UploadData body (application/carmin+json, type File) into its bytes (malloc'd),
- * its md5 checked when given. 0, or -1 with why (a sentence for the client). */
-int carmin_upload_json_decode(const char *body, size_t len, unsigned char **out, size_t *n, const char **why);
+/* A CARMIN UploadData body (application/carmin+json) into its bytes (malloc'd), its md5
+ * checked when given; *archive is 1 for type Archive (the bytes are a zip), 0 for File. 0, or
+ * -1 with why (a sentence for the client). */
+int carmin_upload_json_decode(const char *body, size_t len, unsigned char **out, size_t *n, int *archive,
+                              const char **why);
+
+/* UploadData of type Archive (upload_archive.c): the zip's entries become files and
+ * directories under dir, a directory the caller has just made in its open transaction on c;
+ * the files come to at most limit bytes in all, counted as they inflate. 0, or a CARMIN error
+ * code with why (a sentence for the client), and the caller rolls the transaction back. */
+int carmin_archive_extract(PGconn *c, const char *tenant, const char *dir, const void *zip, size_t n,
+                           uint64_t limit, char why[256]);
 
 #endif

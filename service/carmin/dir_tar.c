@@ -1,7 +1,7 @@
 /*
  * dir_tar.c — GET /rest/path/{dir}?action=content: the directory as a POSIX ustar archive,
  * streamed from the blobs (no copy on disk or in memory), its length known in advance. The
- * archive's root is the directory's own name. At most MAX_ENTRIES entries; a file of 8 GiB
+ * archive's root is the directory's own name. At most CARMIN_MAX_ENTRIES entries; a file of 8 GiB
  * or more, or a path ustar cannot name (over 100 characters after a split at a '/' into at
  * most 155 + 100), is refused before anything is sent.
  */
@@ -13,7 +13,6 @@
 #include "service/carmin/carmin_fs.h"
 #include "service/db.h"
 
-#define MAX_ENTRIES 10000
 #define BLOCK 512
 #define TAR_MAX_SIZE 077777777777ULL   /* 11 octal digits */
 
@@ -177,9 +176,9 @@ static int read_entries(struct gj_req *r, PGconn *c, const char *path, struct ta
     }
     int n = PQntuples(res);
     const char *root = strrchr(path, '/') + 1;
-    if (n > MAX_ENTRIES || !(s->e = calloc((size_t)n + 1, sizeof *s->e))) {
+    if (n > CARMIN_MAX_ENTRIES || !(s->e = calloc((size_t)n + 1, sizeof *s->e))) {
         PQclear(res);
-        carmin_error(r, CARMIN_BAD_REQUEST, "a directory of over %d entries is not sent as one archive", MAX_ENTRIES);
+        carmin_error(r, CARMIN_BAD_REQUEST, "a directory of over %d entries is not sent as one archive", CARMIN_MAX_ENTRIES);
         return -1;
     }
     s->e[0] = (struct tar_entry){ .is_dir = 1 };

@@ -4,6 +4,8 @@
  *
  *   PUT    a body: the file (any media type; application/carmin+json: CARMIN's UploadData, a
  *          base64 File, upload_json.c), replacing one there;
+ *          UploadData of type Archive: a zip made into a new directory (409 when the path
+ *          exists; upload_archive.c), all of it or nothing;
  *          no body: a directory (409 when the path exists). The parent must be a directory.
  *   GET    ?action=content (a file's bytes; a directory's tar archive, dir_tar.c), properties, list (a directory's entries),
  *          exists, md5
@@ -40,6 +42,8 @@ struct put {
     int carmin_json;        /* application/carmin+json: the body collected, decoded at its end */
     char *json;
     size_t json_len;
+    unsigned char *zip;     /* UploadData of type Archive: the decoded zip (is_dir is set) */
+    size_t zip_len;
 };
 
 static int body_follows(struct gj_req *r)
@@ -144,20 +148,43 @@ static int put_check(struct gj_req *r, PGconn *c, const struct put *u)
     return 0;
 }
 
-/* The decoded UploadData through put_data's path. 0, or -1 answered. */
+/* The decoded UploadData: a File through put_data's path, an Archive kept for put_archive.
+ * 0, or -1 answered. */
 static int put_decoded(struct gj_req *r, struct put *u)
 {
     unsigned char *bytes;
     size_t n;
+    int archive;
     const char *why;
-    if (carmin_upload_json_decode(u->json ? u->json : "", u->json_len, &bytes, &n, &why) != 0) {
+    if (carmin_upload_json_decode(u->json ? u->json : "", u->json_len, &bytes, &n, &archive, &why) != 0) {
         carmin_error(r, CARMIN_BAD_REQUEST, "%s", why);
         return -1;
     }
     u->carmin_json = 0;
+    free(u->json);   /* decoded: not held beside the zip */
+    u->json = NULL;
+    if (archive) {
+        u->zip = bytes;
+        u->zip_len = n;
+        u->is_dir = 1;
+        return 0;
+    }
     int rc = put_data(r, (const char *)bytes, n);
     free(bytes);
     return rc;
+}
+
+/* The archive's entries under the directory just made, in the same transaction. 0, or -1
+ * answered (the request's end rolls back). Its files are held to --max-body-bytes in all: no
+ * more than one plain upload may store, and a zip bomb stops there whatever its headers say. */
+static int put_archive(struct gj_req *r, PGconn *c, const struct put *u)
+{
+    char why[256];
+    int code = carmin_archive_extract(c, r->who.tenant_id, u->path, u->zip, u->zip_len, r->srv->cfg.max_body_bytes,
+                                      why);
+    if (code != 0)
+        carmin_error(r, code, "%s; nothing was stored", why);
+    return code != 0 ? -1 : 0;
 }
 
 static void put_handle(struct gj_req *r)
@@ -181,9 +208,14 @@ static void put_handle(struct gj_req *r)
             return;
         }
     }
+    if (carmin_fs_put(c, r->who.tenant_id, u->path, u->is_dir ? NULL : blob, NULL) != 0) {
+        carmin_unavailable(r);
+        return;
+    }
+    if (u->zip && put_archive(r, c, u) != 0)
+        return;
     json_t *desc = NULL;
-    if (carmin_fs_put(c, r->who.tenant_id, u->path, u->is_dir ? NULL : blob, NULL) != 0 ||
-        !(desc = carmin_fs_describe(c, r->who.tenant_id, u->path, CARMIN_SELF)) || gj_db_commit(c) != 0) {
+    if (!(desc = carmin_fs_describe(c, r->who.tenant_id, u->path, CARMIN_SELF)) || gj_db_commit(c) != 0) {
         json_decref(desc);
         carmin_unavailable(r);
         return;
@@ -205,6 +237,7 @@ static void put_done(struct gj_req *r, int ok)
     if (u->w)
         gj_blob_writer_abort(u->w);
     free(u->json);
+    free(u->zip);
     free(u);
     r->state = NULL;   /* the request's end rolls back what is left of the transaction */
 }

@@ -19,6 +19,7 @@ static json_t *error_codes(void)
         { CARMIN_BAD_KEY, "the API key is missing or not valid" },
         { CARMIN_NOT_FOUND, "no such path, pipeline or execution" },
         { CARMIN_CONFLICT, "the path exists already, or its parent does not" },
+        { CARMIN_TOO_LARGE, "the body, or an archive's files, over the server's size limit" },
         { CARMIN_RATE_LIMITED, "request rate limit of this key exceeded" },
         { CARMIN_UNAVAILABLE, "the database is unavailable; try again" },
     };

@@ -1,7 +1,7 @@
 /*
- * upload_json.c — CARMIN's application/carmin+json upload (UploadData): a file as base64 in
- * a JSON body, with an optional MD5 of its bytes. Archives (a zip making a directory) are not
- * taken.
+ * upload_json.c — CARMIN's application/carmin+json upload (UploadData): base64 in a JSON body,
+ * with an optional MD5 of the decoded bytes; type File is a file's bytes, type Archive a zip
+ * that makes a directory (extracted by upload_archive.c).
  */
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -11,15 +11,17 @@
 #include "service/base64.h"
 #include "service/carmin/carmin_fs.h"
 
-int carmin_upload_json_decode(const char *body, size_t len, unsigned char **out, size_t *n, const char **why)
+int carmin_upload_json_decode(const char *body, size_t len, unsigned char **out, size_t *n, int *archive,
+                              const char **why)
 {
     json_t *j = json_loadb(body, len, 0, NULL);
     const char *b64 = json_string_value(json_object_get(j, "base64Content")),
                *type = json_string_value(json_object_get(j, "type")), *md5 = json_string_value(json_object_get(j, "md5"));
     *out = NULL;
+    *archive = type && strcmp(type, "Archive") == 0;
     *why = !b64 || !type ? "the body is CARMIN UploadData: {base64Content, type, md5 (optional)}"
-           : strcmp(type, "File") != 0 ? "only type File is taken (send an archive's files one by one)"
-                                       : NULL;
+           : strcmp(type, "File") != 0 && !*archive ? "type is File or Archive (a zip)"
+                                                    : NULL;
     size_t cap = b64 ? strlen(b64) / 4 * 3 + 3 : 0;
     long got = -1;
     if (!*why && !(*out = malloc(cap + 1)))

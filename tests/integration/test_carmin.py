@@ -5,11 +5,15 @@ error bodies (40101 for a missing or bad key), the platform, one pipeline per ki
 space under /vip/Home, and tenant isolation on every route."""
 import base64
 import hashlib
+import io
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
+import warnings
+import zipfile
 
 import jsonschema
 import yaml
@@ -175,7 +179,8 @@ def test_file_space():
     error(r, 413, 41301)          # the server's own limit, in CARMIN's shape under /rest/
     assert r.headers["content-type"].startswith("application/json"), r.headers
     assert not ok_json(call("GET", "/path/vip/Home/proj/big?action=exists", key=A))["exists"]
-    # CARMIN's UploadData: a base64 File, its md5 checked; archives refused; nothing half-written
+    # CARMIN's UploadData: a base64 File, its md5 checked; an empty Archive or another type refused; nothing
+    # half-written (archives: test_archive_*)
     small = os.urandom(5000)
 
     def upload_json(path, **data):
@@ -186,7 +191,8 @@ def test_file_space():
     assert check(ok_json(r, 201), "Path")["size"] == len(small)
     assert call("GET", "/path/vip/Home/proj/b64.bin?action=content", key=A).body == small
     for bad in ({"base64Content": base64.b64encode(small).decode(), "type": "File", "md5": "0" * 32},
-                {"base64Content": "!!!", "type": "File"}, {"base64Content": "", "type": "Archive"}, {"type": "File"}):
+                {"base64Content": "!!!", "type": "File"}, {"base64Content": "", "type": "Archive"}, {"type": "File"},
+                {"base64Content": "", "type": "Folder"}):
         error(upload_json("/vip/Home/proj/bad.bin", **bad), 400, 40001)
     assert not ok_json(call("GET", "/path/vip/Home/proj/bad.bin?action=exists", key=A))["exists"]
     assert call("DELETE", "/path/vip/Home/proj/b64.bin", key=A).status == 204
@@ -205,6 +211,241 @@ def test_tenant_isolation():
     put_file(B, "/vip/Home/secret.txt", b"B's own")                           # the same name, apart
     assert call("GET", "/path/vip/Home/secret.txt?action=content", key=A).body == b"tenant A only"
     assert call("GET", "/path/vip/Home/secret.txt?action=content", key=B).body == b"B's own"
+
+
+# ---------- UploadData of type Archive: a zip made into a directory ----------
+
+def zip_of(entries):
+    """A zip made by Python's zipfile of (ZipInfo or name, bytes or None for a directory entry,
+    compression) entries; names are written as given."""
+    out = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # "Duplicate name" is one of the cases
+        with zipfile.ZipFile(out, "w") as z:
+            for info, data, compression in entries:
+                if not isinstance(info, zipfile.ZipInfo):
+                    info = zipfile.ZipInfo(info)
+                    if info.filename.endswith("/"):
+                        info.external_attr = (stat.S_IFDIR | 0o755) << 16 | 0x10
+                info.compress_type = compression
+                z.writestr(info, data or b"")
+    return out.getvalue()
+
+
+def upload_archive(key, path, data, md5=True):
+    body = {"base64Content": base64.b64encode(data).decode(), "type": "Archive"}
+    if md5:
+        body["md5"] = hashlib.md5(data).hexdigest()
+    return call("PUT", "/path" + path, key=key, body=json.dumps(body).encode(),
+                headers={"Content-Type": "application/carmin+json"})
+
+
+def listing(key, path):
+    return sorted(p["platformPath"] for p in check(ok_json(call("GET", "/path%s?action=list" % path, key=key)),
+                                                   "DirectoryList"))
+
+
+def assert_tree(key, root, files, dirs):
+    """root holds exactly files (relative name -> bytes) and dirs, each read back by list, properties and
+    content."""
+    want = {}
+    for name in list(files) + list(dirs):
+        parent = os.path.dirname(name)
+        want.setdefault(root + ("/" + parent if parent else ""), []).append(root + "/" + name)
+    for d in [""] + sorted(dirs):
+        path = root + ("/" + d if d else "")
+        assert listing(key, path) == sorted(want.get(path, [])), (path, listing(key, path))
+        assert check(ok_json(call("GET", "/path%s?action=properties" % path, key=key)), "Path")["isDirectory"]
+    for name, data in files.items():
+        props = check(ok_json(call("GET", "/path%s/%s?action=properties" % (root, name), key=key)), "Path")
+        assert not props["isDirectory"] and props["size"] == len(data), (name, props)
+        r = call("GET", "/path%s/%s?action=content" % (root, name), key=key)
+        assert r.status == 200 and r.body == data, (name, r.status, len(r.body))
+        md5 = ok_json(call("GET", "/path%s/%s?action=md5" % (root, name), key=key))["md5"]
+        assert md5 == hashlib.md5(data).hexdigest(), name
+
+
+ARCHIVE_FILES = {"top.bin": os.urandom(100000), "a/b/c.txt": b"nested, stored\n" * 50, "empty": b"",
+                 "explicit/inner/deep.txt": b"under explicit directories\n" * 1000}
+ARCHIVE_DIRS = ["a", "a/b", "explicit", "explicit/inner", "explicit/empty-dir"]
+
+
+def test_archive_upload():
+    """A zip by Python's zipfile (deflated and stored entries, explicit directory entries, one of
+    them after the files that made it, an empty file and an empty directory) becomes a directory
+    whose files read back byte for byte, also through the directory's own tar archive."""
+    data = zip_of([("top.bin", ARCHIVE_FILES["top.bin"], zipfile.ZIP_DEFLATED),
+                   ("a/b/c.txt", ARCHIVE_FILES["a/b/c.txt"], zipfile.ZIP_STORED),
+                   ("a/", None, zipfile.ZIP_STORED),                  # a directory its files made already
+                   ("empty", b"", zipfile.ZIP_DEFLATED),
+                   ("explicit/", None, zipfile.ZIP_STORED), ("explicit/inner/", None, zipfile.ZIP_STORED),
+                   ("explicit/empty-dir/", None, zipfile.ZIP_STORED),
+                   ("explicit/inner/deep.txt", ARCHIVE_FILES["explicit/inner/deep.txt"], zipfile.ZIP_DEFLATED)])
+    r = upload_archive(A, "/vip/Home/unzipped", data)
+    p = check(ok_json(r, 201), "Path")
+    assert r.headers["location"] == "/rest/path/vip/Home/unzipped", r.headers
+    assert p["platformPath"] == "/vip/Home/unzipped" and p["isDirectory"], p
+    assert p["size"] == sum(len(v) for v in ARCHIVE_FILES.values()), p
+    assert_tree(A, "/vip/Home/unzipped", ARCHIVE_FILES, ARCHIVE_DIRS)
+    r = call("GET", "/path/vip/Home/unzipped?action=content", key=A)
+    out = os.path.join(H.tmp, "untar-archive")
+    os.makedirs(out)
+    subprocess.run(["tar", "-xf", "-", "-C", out], input=r.body, check=True)
+    for name, content in ARCHIVE_FILES.items():
+        with open(os.path.join(out, "unzipped", name), "rb") as f:
+            assert f.read() == content, name
+    # the same path again: it exists (as a directory creation is refused), nothing changes
+    error(upload_archive(A, "/vip/Home/unzipped", zip_of([("other", b"x", zipfile.ZIP_STORED)])), 409, 40901)
+    error(upload_archive(A, "/vip/Home/unzipped/top.bin", data), 409, 40901)        # a file there
+    error(upload_archive(A, "/vip/Home/no-parent/x", data), 409, 40901)
+    assert not ok_json(call("GET", "/path/vip/Home/unzipped/other?action=exists", key=A))["exists"]
+    assert not ok_json(call("GET", "/path/vip/Home/no-parent?action=exists", key=A))["exists"]
+
+
+def test_archive_made_by_zip_command():
+    """A zip made by Info-ZIP's zip (its own extra fields, Unix modes, directory entries), without md5."""
+    src = os.path.join(H.tmp, "zip-src")
+    files = {"readme.txt": b"made by Info-ZIP\n" * 300, "data/raw.bin": os.urandom(20000), "data/sub/zero": b""}
+    for name, content in files.items():
+        os.makedirs(os.path.dirname(os.path.join(src, name)), exist_ok=True)
+        with open(os.path.join(src, name), "wb") as f:
+            f.write(content)
+    os.makedirs(os.path.join(src, "lonely"))
+    zipped = os.path.join(H.tmp, "by-zip.zip")
+    subprocess.run(["zip", "-q", "-r", zipped, "."], cwd=src, check=True)
+    with open(zipped, "rb") as f:
+        data = f.read()
+    assert check(ok_json(upload_archive(A, "/vip/Home/by-zip", data, md5=False), 201), "Path")["isDirectory"]
+    assert_tree(A, "/vip/Home/by-zip", files, ["data", "data/sub", "lonely"])
+
+
+def encrypted_zip():
+    src = os.path.join(H.tmp, "enc-src")
+    os.makedirs(src, exist_ok=True)
+    with open(os.path.join(src, "secret.txt"), "wb") as f:
+        f.write(b"encrypted with ZipCrypto\n")
+    out = os.path.join(H.tmp, "enc.zip")
+    subprocess.run(["zip", "-q", "-P", "hunter2", out, "secret.txt"], cwd=src, check=True)
+    with open(out, "rb") as f:
+        return f.read()
+
+
+def unix_entry(name, mode):
+    info = zipfile.ZipInfo(name)
+    info.create_system = 3
+    info.external_attr = mode << 16
+    return info
+
+
+def corrupt_crc():
+    data = bytearray(zip_of([("ok.txt", b"fine", zipfile.ZIP_STORED),
+                             ("bad.txt", b"these bytes are changed after the CRC", zipfile.ZIP_STORED)]))
+    at = bytes(data).index(b"these bytes")
+    data[at] ^= 0xff
+    return bytes(data)
+
+
+OK_FIRST = ("ok-first.txt", b"written before the bad entry", zipfile.ZIP_DEFLATED)   # rolled back with it
+ARCHIVE_REFUSALS = [
+    ("absolute", zip_of([OK_FIRST, ("/etc/passwd", b"x", zipfile.ZIP_STORED)]), "is absolute"),
+    ("dot-dot", zip_of([OK_FIRST, ("a/../../escape", b"x", zipfile.ZIP_STORED)]), '".." part'),
+    ("dot", zip_of([OK_FIRST, ("a/./x", b"x", zipfile.ZIP_STORED)]), '"." part'),
+    ("empty part", zip_of([OK_FIRST, ("a//x", b"x", zipfile.ZIP_STORED)]), "empty part"),
+    # libarchive reads a '\\' as '/' (Windows tools write them): a Windows-style escape is a ".." part
+    ("backslashes", zip_of([OK_FIRST, ("a\\..\\..\\x", b"x", zipfile.ZIP_STORED)]), '".." part'),
+    ("not ASCII", zip_of([OK_FIRST, ("caf\u00e9", b"x", zipfile.ZIP_STORED)]), "not a plain name"),
+    ("control character", zip_of([OK_FIRST, ("bell\x07", b"x", zipfile.ZIP_STORED)]), "not a plain name"),
+    ("too long", zip_of([OK_FIRST, ("/".join(["d" * 100] * 5) + "/f", b"x", zipfile.ZIP_STORED)]),
+     "makes a path of over 511 bytes"),
+    ("symlink", zip_of([OK_FIRST, (unix_entry("link", stat.S_IFLNK | 0o777), b"/etc/passwd", zipfile.ZIP_STORED)]),
+     "is a link"),
+    ("character device", zip_of([OK_FIRST, (unix_entry("tty", stat.S_IFCHR | 0o644), b"", zipfile.ZIP_STORED)]),
+     "not a file or a directory"),
+    ("block device", zip_of([OK_FIRST, (unix_entry("sda", stat.S_IFBLK | 0o644), b"", zipfile.ZIP_STORED)]),
+     "not a file or a directory"),
+    ("socket", zip_of([OK_FIRST, (unix_entry("sock", stat.S_IFSOCK | 0o644), b"", zipfile.ZIP_STORED)]),
+     "not a file or a directory"),
+    ("duplicate file", zip_of([OK_FIRST, ("dup.txt", b"one", zipfile.ZIP_STORED),
+                               ("dup.txt", b"two", zipfile.ZIP_STORED)]), "names a path an earlier entry made"),
+    ("file over a directory", zip_of([OK_FIRST, ("d/x", b"one", zipfile.ZIP_STORED), ("d", b"two", zipfile.ZIP_STORED)]),
+     "names a path an earlier entry made"),
+    ("under a file", zip_of([OK_FIRST, ("f", b"one", zipfile.ZIP_STORED), ("f/x", b"two", zipfile.ZIP_STORED)]),
+     "is under f, a file of the archive"),
+    ("bad CRC", corrupt_crc(), "cannot be read"),
+    ("not a zip", b"plain text, not a zip at all", "not a zip archive"),
+    ("truncated zip", zip_of([OK_FIRST])[:40], "not a readable zip"),
+    ("entries", zip_of([("%05d" % i, b"", zipfile.ZIP_STORED) for i in range(10001)]), "over 10000 entries"),
+]
+
+
+def assert_nothing_made(before_list, blobs_before, name):
+    assert not ok_json(call("GET", "/path/vip/Home/refused?action=exists", key=A))["exists"], name
+    assert listing(A, "/vip/Home") == before_list, name
+    assert tenant_blobs("carmin-a") == blobs_before, name
+
+
+def tenant_blobs(tenant):
+    return int(H.scalar("SELECT count(*) FROM blobs b JOIN tenants t ON t.id = b.tenant_id WHERE t.name = '%s'"
+                        % tenant))
+
+
+def test_archive_refusals():
+    """Each hostile or broken zip is refused with a message naming the problem, and nothing of it
+    stays: not the directory, not the entries written before the bad one, not their blobs."""
+    before, blobs = listing(A, "/vip/Home"), tenant_blobs("carmin-a")
+    cases = ARCHIVE_REFUSALS + [("encrypted", encrypted_zip(), "is encrypted")]
+    for name, data, message in cases:
+        r = upload_archive(A, "/vip/Home/refused", data)
+        assert r.status == 400, (name, r.status, r.body[:300])
+        body = error(r, 400, 40001)
+        assert message in body["errorMessage"] and "nothing was stored" in body["errorMessage"], (name, body)
+        assert_nothing_made(before, blobs, name)
+    # the entries are few but the paths they make (each entry's own directory too) are over the bound
+    many = zip_of([("d%05d/x/" % i, None, zipfile.ZIP_STORED) for i in range(5001)])
+    body = error(upload_archive(A, "/vip/Home/refused", many), 400, 40001)
+    assert "makes over 10000 paths" in body["errorMessage"], body
+    assert_nothing_made(before, blobs, "paths")
+
+
+def test_archive_bomb():
+    """Files inflating past --max-body-bytes (the test server's BODY_LIMIT) are refused as they
+    inflate: one entry, several entries that only pass it together, and one whose headers claim a
+    small size. Each zip is a few kilobytes; nothing stays."""
+    before, blobs = listing(A, "/vip/Home"), tenant_blobs("carmin-a")
+    one = zip_of([OK_FIRST, ("bomb", bytes(BODY_LIMIT + 1), zipfile.ZIP_DEFLATED)])
+    together = zip_of([("part%d" % i, bytes(BODY_LIMIT // 3 + 1), zipfile.ZIP_DEFLATED) for i in range(3)])
+    assert len(one) < 5000 and len(together) < 5000, (len(one), len(together))
+    for name, data in (("one entry", one), ("together", together)):
+        body = error(upload_archive(A, "/vip/Home/refused", data), 413, 41301)
+        assert "over %d bytes" % BODY_LIMIT in body["errorMessage"], (name, body)
+        assert_nothing_made(before, blobs, name)
+    # the same bomb with its sizes rewritten to 10 bytes in both headers: what inflates counts
+    lying = bytearray(zip_of([("bomb", bytes(4 * BODY_LIMIT), zipfile.ZIP_DEFLATED)]))
+    size = (4 * BODY_LIMIT).to_bytes(4, "little")
+    for at in (i for i in range(len(lying) - 4) if lying[i:i + 4] == size):
+        lying[at:at + 4] = (10).to_bytes(4, "little")
+    r = upload_archive(A, "/vip/Home/refused", bytes(lying))
+    assert r.status in (400, 413), (r.status, r.body[:300])
+    assert_nothing_made(before, blobs, "lying sizes")
+    # under the limit the same kind of file goes in
+    fits = zip_of([("zeros", bytes(BODY_LIMIT - 1000), zipfile.ZIP_DEFLATED)])
+    assert check(ok_json(upload_archive(A, "/vip/Home/fits", fits), 201), "Path")["size"] == BODY_LIMIT - 1000
+    assert call("DELETE", "/path/vip/Home/fits", key=A).status == 204
+
+
+def test_archive_tenant_isolation():
+    """Another tenant sees none of the extracted files, and its own archive at the same path is apart."""
+    for path in ("/vip/Home/unzipped", "/vip/Home/unzipped/top.bin", "/vip/Home/unzipped/a/b/c.txt"):
+        assert not ok_json(call("GET", "/path%s?action=exists" % path, key=B))["exists"], path
+        for action in ("content", "properties", "list"):
+            error(call("GET", "/path%s?action=%s" % (path, action), key=B), 404, 40401)
+    assert "/vip/Home/unzipped" not in listing(B, "/vip/Home")
+    mine = zip_of([("top.bin", b"B's own", zipfile.ZIP_STORED)])
+    assert check(ok_json(upload_archive(B, "/vip/Home/unzipped", mine), 201), "Path")["size"] == 7
+    assert call("GET", "/path/vip/Home/unzipped/top.bin?action=content", key=B).body == b"B's own"
+    assert call("GET", "/path/vip/Home/unzipped/top.bin?action=content", key=A).body == ARCHIVE_FILES["top.bin"]
+    assert call("DELETE", "/path/vip/Home/unzipped", key=B).status == 204
+    assert listing(A, "/vip/Home/unzipped/a/b") == ["/vip/Home/unzipped/a/b/c.txt"]
 
 
 def test_delete_takes_the_tree_and_its_blobs():
@@ -434,8 +675,10 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_platform_needs_no_key, test_every_route_wants_a_key, test_server_errors_are_carmin_shaped, test_pipelines_are_the_kinds,
-                   test_file_space, test_tenant_isolation, test_delete_takes_the_tree_and_its_blobs, test_gateway_flow,
-                   test_execution_errors_and_kill, test_execution_timeout, test_executions_are_the_tenants_own, test_rate_limit_holds,
+                   test_file_space, test_tenant_isolation, test_archive_upload, test_archive_made_by_zip_command,
+                   test_archive_refusals, test_archive_bomb, test_archive_tenant_isolation,
+                   test_delete_takes_the_tree_and_its_blobs, test_gateway_flow, test_execution_errors_and_kill,
+                   test_execution_timeout, test_executions_are_the_tenants_own, test_rate_limit_holds,
                    test_server_stops_clean])
     finally:
         H.close()

@@ -400,6 +400,14 @@ def test_archive_refusals():
         body = error(r, 400, 40001)
         assert message in body["errorMessage"] and "nothing was stored" in body["errorMessage"], (name, body)
         assert_nothing_made(before, blobs, name)
+    # the md5, when given, is of the zip's bytes
+    good = zip_of([OK_FIRST])
+    body = json.dumps({"base64Content": base64.b64encode(good).decode(), "type": "Archive",
+                       "md5": hashlib.md5(good + b"x").hexdigest()}).encode()
+    body = error(call("PUT", "/path/vip/Home/refused", key=A, body=body,
+                      headers={"Content-Type": "application/carmin+json"}), 400, 40001)
+    assert "does not match its md5" in body["errorMessage"], body
+    assert_nothing_made(before, blobs, "md5")
     # the entries are few but the paths they make (each entry's own directory too) are over the bound
     many = zip_of([("d%05d/x/" % i, None, zipfile.ZIP_STORED) for i in range(5001)])
     body = error(upload_archive(A, "/vip/Home/refused", many), 400, 40001)

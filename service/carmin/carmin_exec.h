@@ -8,6 +8,7 @@
 #include <libpq-fe.h>
 
 #include "service/http_server.h"
+#include "service/queue.h"   /* GJ_JOB_TIMEOUT_MAX */
 
 /* POST /rest/executions (exec_submit.c). */
 void carmin_exec_create(struct gj_req *r);
@@ -22,6 +23,13 @@ json_t *carmin_exec_read(PGconn *c, const char *tenant, const char *id);
  * keeps them). Opens and commits its own transaction. 0 (placed now, before, or nothing to
  * place yet), -1 database error. */
 int carmin_exec_place_results(PGconn *c, const char *tenant, const char *id);
+
+/* An execution's timeout as POST and PUT take it (the job's timeout_seconds): whole seconds,
+ * 0 (none) to GJ_JOB_TIMEOUT_MAX; CARMIN_TIMEOUT_RULE says so to a client (exec_submit.c). */
+int carmin_exec_timeout_ok(const json_t *v);
+#define CARMIN_TIMEOUT_STR_(x) #x
+#define CARMIN_TIMEOUT_STR(x) CARMIN_TIMEOUT_STR_(x)
+#define CARMIN_TIMEOUT_RULE "timeout is a whole number of seconds from 0 (none) to " CARMIN_TIMEOUT_STR(GJ_JOB_TIMEOUT_MAX)
 
 /* CARMIN's status for a job's public state. */
 const char *carmin_exec_status(const char *public_state);

@@ -135,15 +135,19 @@ static int kind_check(struct gj_req *r, PGconn *c, struct exec_req *q)
     return rc != 0 ? -1 : 0;
 }
 
-/* timeout, when given: whole seconds, 0 (none) to GJ_JOB_TIMEOUT_MAX. 0, or -1 answered. */
+int carmin_exec_timeout_ok(const json_t *v)
+{
+    return json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= GJ_JOB_TIMEOUT_MAX;
+}
+
+/* timeout, when given (else the server's default). 0, or -1 answered. */
 static int read_timeout(struct gj_req *r, struct exec_req *q, json_t *v)
 {
     q->timeout = r->srv->cfg.job_timeout_seconds;
     if (!v)
         return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > GJ_JOB_TIMEOUT_MAX) {
-        carmin_error(r, CARMIN_BAD_REQUEST, "timeout is a whole number of seconds from 0 (none) to %d",
-                     GJ_JOB_TIMEOUT_MAX);
+    if (!carmin_exec_timeout_ok(v)) {
+        carmin_error(r, CARMIN_BAD_REQUEST, CARMIN_TIMEOUT_RULE);
         return -1;
     }
     q->timeout = (int)json_integer_value(v);

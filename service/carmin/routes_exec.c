@@ -16,8 +16,6 @@
 #include "service/uuid.h"
 
 #define DEFAULT_LIMIT 500
-#define STRINGIFY_(x) #x
-#define STRINGIFY(x) STRINGIFY_(x)
 
 const char *carmin_exec_status(const char *s)
 {
@@ -52,8 +50,9 @@ static json_t *exec_json(PGresult *res, int i)
         json_object_set_new(o, "endDate", json_integer(strtoll(PQgetvalue(res, i, 6), NULL, 10)));
     if (strcmp(status, "ExecutionFailed") == 0)
         json_object_set_new(o, "errorCode", json_integer(CARMIN_INTERNAL));
-    if (atoi(PQgetvalue(res, i, 9)) > 0)
-        json_object_set_new(o, "timeout", json_integer(atoi(PQgetvalue(res, i, 9))));
+    int timeout = atoi(PQgetvalue(res, i, 9));
+    if (timeout > 0)   /* 0: none, which CARMIN says by leaving it out */
+        json_object_set_new(o, "timeout", json_integer(timeout));
     if (PQgetvalue(res, i, 8)[0] == 't')   /* once placed: the result files, as content URLs */
         json_object_set_new(o, "returnedFiles", json_object());
     return o;
@@ -297,8 +296,8 @@ static const char *update_problem(json_t *b, json_t *e)
         (id && !json_equal(id, json_object_get(e, "identifier"))) ||
         (st && !json_equal(st, json_object_get(e, "status"))))
         return "only the name (1 to 200 characters) and the timeout of an execution can change";
-    if (t && (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > GJ_JOB_TIMEOUT_MAX))
-        return "timeout is a whole number of seconds from 0 (none) to " STRINGIFY(GJ_JOB_TIMEOUT_MAX);
+    if (t && !carmin_exec_timeout_ok(t))
+        return CARMIN_TIMEOUT_RULE;
     return NULL;
 }
 

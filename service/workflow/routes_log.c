@@ -14,7 +14,7 @@
  *
  * Follow mode is built like the events stream (routes_jobs.c): log_fill reads what is new and
  * never waits; between fills the stream is parked (http_park.h), holding no thread, until the
- * job changes (the log append notifies gpujobd_jobs), a second passes, its key is revoked or
+ * job changes (the log append notifies gpujobd_jobs), FOLLOW_POLL_S pass, its key is revoked or
  * the server stops.
  */
 #include <stdlib.h>
@@ -42,7 +42,10 @@ struct log_stream {
     int joined;
 };
 
-#define FOLLOW_POLL_S 1.0   /* a line missed by the notifications still arrives within this */
+#define FOLLOW_POLL_S 5.0   /* a line missed by the notifications still arrives within this (each
+                             * wake of each reader reads the database: a dozen readers polling
+                             * every second kept half of them awake waiting for a connection on a
+                             * loaded 2-core machine) */
 
 static int append(struct log_stream *s, const char *text, size_t n)
 {

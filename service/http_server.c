@@ -841,7 +841,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     if (f && !ok)
         json_object_set_new(f, "aborted", json_true());
     gj_log_fields(GJ_LOG_INFO, "http", "request", f);
-    gj_metrics_http(method_label(r->method), route, r->status, secs);
+    gj_metrics_http(method_label(r->method), route, r->status, secs, r->body_bytes);
     release_db(r);
     if (upload_ops)
         upload_ops->end(r);

@@ -53,6 +53,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct series http_counters = { NULL, 0, 0, sizeof(struct counter) };
 static struct series http_hists = { NULL, 0, 0, sizeof(struct histogram) };
 static struct series job_hists = { NULL, 0, 0, sizeof(struct histogram) };
+static struct series wait_hists = { NULL, 0, 0, sizeof(struct histogram) };
+static struct series received = { NULL, 0, 0, sizeof(struct counter) };   /* bytes by route */
 
 #define MAX_SERIES 4096   /* bound memory whatever the labels */
 
@@ -124,7 +126,20 @@ static void hist_observe(struct histogram *h, const double *bounds, size_t nb, d
     h->sum += v;
 }
 
-void gj_metrics_http(const char *method, const char *route, int status, double seconds)
+/* The byte counter of a route's request bodies; NULL past MAX_SERIES. Under lock. */
+static struct counter *received_get(const char *route)
+{
+    struct counter *c = received.items;
+    for (size_t i = 0; i < received.n; i++)
+        if (strncmp(c[i].route, route, LABEL_MAX - 1) == 0)
+            return &c[i];
+    struct counter *n = series_add(&received);
+    if (n)
+        copy_label(n->route, route);
+    return n;
+}
+
+void gj_metrics_http(const char *method, const char *route, int status, double seconds, uint64_t body_bytes)
 {
     pthread_mutex_lock(&lock);
     struct counter *c = http_counters.items, *found = NULL;
@@ -140,6 +155,16 @@ void gj_metrics_http(const char *method, const char *route, int status, double s
     if (found)
         found->n++;
     hist_observe(hist_get(&http_hists, route, ""), http_buckets, N_HTTP_BUCKETS, seconds);
+    struct counter *in = body_bytes ? received_get(route) : NULL;
+    if (in)
+        in->n += body_bytes;
+    pthread_mutex_unlock(&lock);
+}
+
+void gj_metrics_job_waited(const char *kind, double seconds)
+{
+    pthread_mutex_lock(&lock);
+    hist_observe(hist_get(&wait_hists, kind, NULL), job_buckets, N_JOB_BUCKETS, seconds);
     pthread_mutex_unlock(&lock);
 }
 
@@ -355,6 +380,19 @@ void gj_metrics_write(FILE *f)
     h = job_hists.items;
     for (size_t i = 0; i < job_hists.n; i++)
         write_hist(f, "gpujobd_job_duration_seconds", &h[i], "kind", "state", job_buckets, N_JOB_BUCKETS);
+    fputs("# HELP gpujobd_job_wait_seconds Time jobs waited in the queue, from when they could run to their claim.\n"
+          "# TYPE gpujobd_job_wait_seconds histogram\n", f);
+    h = wait_hists.items;
+    for (size_t i = 0; i < wait_hists.n; i++)
+        write_hist(f, "gpujobd_job_wait_seconds", &h[i], "kind", NULL, job_buckets, N_JOB_BUCKETS);
+    fputs("# HELP gpujobd_http_received_bytes_total Request body bytes received, by route template.\n"
+          "# TYPE gpujobd_http_received_bytes_total counter\n", f);
+    c = received.items;
+    for (size_t i = 0; i < received.n; i++) {
+        fputs("gpujobd_http_received_bytes_total{route=\"", f);
+        gj_metrics_put_label(f, c[i].route);
+        fprintf(f, "\"} %llu\n", c[i].n);
+    }
     size_t nw = n_writers;
     pthread_mutex_unlock(&lock);
     for (size_t i = 0; i < nw; i++)   /* the modules' own (module.h: write_metrics) */

@@ -13,11 +13,15 @@
 #ifndef GJ_METRICS_H
 #define GJ_METRICS_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 void gj_metrics_init(void);
-void gj_metrics_http(const char *method, const char *route, int status, double seconds);
+/* One answered request: its count, its duration, and the bytes of its body. */
+void gj_metrics_http(const char *method, const char *route, int status, double seconds, uint64_t body_bytes);
 void gj_metrics_job_finished(const char *kind, const char *state, double seconds);
+/* A job claimed after waiting this long in the queue (since it could first run). */
+void gj_metrics_job_waited(const char *kind, double seconds);
 /* Appends the in-process metrics in text format to f, then each added writer's. */
 void gj_metrics_write(FILE *f);
 /* Adds a module's metrics (module.h: write_metrics), written by every gj_metrics_write

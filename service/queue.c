@@ -66,17 +66,21 @@ static char *kinds_literal(const char *const *kinds)
     return out;
 }
 
+/* q.queued_since: updated_at before the claim, when the job last became queued (created,
+ * retried, its upstream settled, its children done); it could run from then or run_after. */
 static const char claim_sql[] =
     "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = $2,"
     " lease_token = nextval('job_lease_token_seq'),"
     " lease_expires_at = now() + $3::int * interval '1 second',"
     " started_at = coalesce(started_at, now()), updated_at = now(), device = $4"
-    " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND run_after <= now()"
+    " FROM (SELECT id, updated_at AS queued_since FROM jobs WHERE state = 'queued' AND run_after <= now()"
     "   AND kind = ANY($1::text[]) ORDER BY priority DESC, created_at, id"
-    "   FOR UPDATE SKIP LOCKED LIMIT 1)"
-    " RETURNING id, tenant_id, kind, params, lease_token, attempts, max_attempts, stage,"
+    "   FOR UPDATE SKIP LOCKED LIMIT 1) q"
+    " WHERE jobs.id = q.id"
+    " RETURNING jobs.id, tenant_id, kind, params, lease_token, attempts, max_attempts, stage,"
     " coalesce(parent_id::text, ''), coalesce(child_index, 0),"
-    " EXISTS (SELECT 1 FROM job_inputs i WHERE i.job_id = jobs.id), timeout_seconds";
+    " EXISTS (SELECT 1 FROM job_inputs i WHERE i.job_id = jobs.id), timeout_seconds,"
+    " extract(epoch FROM now() - greatest(q.queued_since, run_after))";
 
 int gj_queue_claim(PGconn *conn, const char *worker_id, const char *const *kinds,
                    int lease_seconds, struct gj_claim *c)
@@ -123,6 +127,7 @@ int gj_queue_claim_on(PGconn *conn, const char *worker_id, const char *const *ki
     c->child_index = atoi(PQgetvalue(r, 0, 9));
     c->has_inputs = PQgetvalue(r, 0, 10)[0] == 't';
     c->timeout_seconds = atoi(PQgetvalue(r, 0, 11));
+    c->waited_seconds = strtod(PQgetvalue(r, 0, 12), NULL);
     PQclear(r);
     if (!c->params) {
         gj_log_error(COMPONENT, "claim: out of memory");

@@ -28,6 +28,7 @@ struct gj_claim {
     int child_index;
     int has_inputs;            /* 0: no job_inputs rows, nothing to download */
     int timeout_seconds;       /* a run stops this long after it starts; 0: no limit */
+    double waited_seconds;     /* in the queue before this claim, since it could run */
 };
 void gj_claim_clear(struct gj_claim *c);
 

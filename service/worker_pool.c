@@ -1052,6 +1052,7 @@ static void *worker_main(void *arg)
             gj_notifier_wait_queue(srv->notifier, seen, poll_ms);
             continue;
         }
+        gj_metrics_job_waited(c.kind, c.waited_seconds);
         run_claim(s, &c);
         gj_claim_clear(&c);
     }

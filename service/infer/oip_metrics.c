@@ -21,6 +21,27 @@ void gj_infer_set_triton_metrics(int on)
     atomic_store(&g_triton_names, on);
 }
 
+/* One model version's latency histogram (gpujobd_ only: Triton's own names have none). */
+static void write_latency(FILE *f, const struct gj_batch_stats *st)
+{
+    static const char name[] = "gpujobd_inference_request_latency_seconds";
+    for (size_t b = 0; b <= GJ_LATENCY_BUCKETS; b++) {
+        fprintf(f, "%s_bucket{model=\"", name);
+        gj_metrics_put_label(f, st->model);
+        fprintf(f, "\",version=\"%" PRId64 "\",le=\"", st->version);
+        if (b < GJ_LATENCY_BUCKETS)
+            fprintf(f, "%g\"} %" PRIu64 "\n", gj_latency_bounds[b], st->success_le[b]);
+        else
+            fprintf(f, "+Inf\"} %" PRIu64 "\n", st->success.count);
+    }
+    fprintf(f, "%s_sum{model=\"", name);
+    gj_metrics_put_label(f, st->model);
+    fprintf(f, "\",version=\"%" PRId64 "\"} %.6f\n", st->version, (double)st->success.ns / 1e9);
+    fprintf(f, "%s_count{model=\"", name);
+    gj_metrics_put_label(f, st->model);
+    fprintf(f, "\",version=\"%" PRId64 "\"} %" PRIu64 "\n", st->version, st->success.count);
+}
+
 void gj_infer_write_metrics(FILE *f)
 {
     static const struct {
@@ -72,5 +93,9 @@ void gj_infer_write_metrics(FILE *f)
             }
         }
     }
+    fputs("# HELP gpujobd_inference_request_latency_seconds Enqueue to answer of the requests answered "
+          "successfully.\n# TYPE gpujobd_inference_request_latency_seconds histogram\n", f);
+    for (size_t i = 0; i < n; i++)
+        write_latency(f, &st[i]);
 }
 

@@ -18,6 +18,9 @@ struct gj_stats_node {
     struct gj_stats_node *next;
 };
 
+const double gj_latency_bounds[GJ_LATENCY_BUCKETS] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                       0.25,  0.5,    1,     2.5,  5,     10,  30 };
+
 static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct gj_stats_node *stats_head;
 
@@ -94,6 +97,14 @@ static struct gj_batch_size_stats *size_entry(struct gj_stats_node *n, int batch
     return &n->sizes[at];
 }
 
+static void count_latency(struct gj_batch_stats *s, int64_t ns)
+{
+    double secs = (double)pos(ns) / 1e9;
+    for (size_t b = 0; b < GJ_LATENCY_BUCKETS; b++)
+        if (secs <= gj_latency_bounds[b])
+            s->success_le[b]++;
+}
+
 static uint64_t epoch_ms(void)
 {
     struct timespec ts;
@@ -130,6 +141,7 @@ void gj_stats_batch(struct gj_stats_node *n, int ran, size_t batch_size, int64_t
         s->inference_count += reqs[i].samples;
         s->compute_infer_duration_us += pos(infer_ns) / 1000u;
         add(&s->success, reqs[i].total_ns);
+        count_latency(s, reqs[i].total_ns);
         add(&s->queue, reqs[i].queue_ns);
         add(&s->compute_input, input_ns);
         add(&s->compute_infer, infer_ns);

@@ -237,6 +237,11 @@ struct gj_stat_duration {
     uint64_t count, ns;
 };
 
+/* Upper bounds, in seconds, of the latency histogram of successful requests (enqueue to
+ * answer): Prometheus' cumulative buckets, +Inf being success.count. */
+#define GJ_LATENCY_BUCKETS 14
+extern const double gj_latency_bounds[GJ_LATENCY_BUCKETS];
+
 struct gj_batch_stats {
     char model[GJ_MODEL_NAME_MAX];
     int64_t version;
@@ -250,6 +255,7 @@ struct gj_batch_stats {
      * compute_output (splitting and copying the outputs out). */
     uint64_t last_inference_ms;       /* ms since the epoch of the last batch run, 0 never */
     struct gj_stat_duration success, fail, queue, compute_input, compute_infer, compute_output;
+    uint64_t success_le[GJ_LATENCY_BUCKETS];   /* successes at most gj_latency_bounds[i] */
 };
 
 /* Triton's InferBatchStatistics: per batch size, the batches run (count) and their times. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/gj_kind.h"
 #include "gj_config.h"
 #include "service/devices.h"
 #include "service/log.h"
@@ -54,6 +55,7 @@ static struct series http_counters = { NULL, 0, 0, sizeof(struct counter) };
 static struct series http_hists = { NULL, 0, 0, sizeof(struct histogram) };
 static struct series job_hists = { NULL, 0, 0, sizeof(struct histogram) };
 static struct series wait_hists = { NULL, 0, 0, sizeof(struct histogram) };
+static struct series refusals = { NULL, 0, 0, sizeof(struct histogram) };   /* count by kind, reason */
 static struct series received = { NULL, 0, 0, sizeof(struct counter) };   /* bytes by route */
 
 #define MAX_SERIES 4096   /* bound memory whatever the labels */
@@ -99,12 +101,20 @@ int gj_metrics_add_writer(gj_metrics_writer write)
     return rc;
 }
 
-static struct histogram *hist_get(struct series *s, const char *a, const char *b)
+static struct histogram *hist_find(struct series *s, const char *a, const char *b)
 {
     struct histogram *h = s->items;
     for (size_t i = 0; i < s->n; i++)
         if (strncmp(h[i].a, a ? a : "", LABEL_MAX - 1) == 0 && strncmp(h[i].b, b ? b : "", LABEL_MAX - 1) == 0)
             return &h[i];
+    return NULL;
+}
+
+static struct histogram *hist_get(struct series *s, const char *a, const char *b)
+{
+    struct histogram *found = hist_find(s, a, b);
+    if (found)
+        return found;
     struct histogram *n = series_add(s);
     if (n) {
         copy_label(n->a, a);
@@ -158,6 +168,15 @@ void gj_metrics_http(const char *method, const char *route, int status, double s
     struct counter *in = body_bytes ? received_get(route) : NULL;
     if (in)
         in->n += body_bytes;
+    pthread_mutex_unlock(&lock);
+}
+
+void gj_metrics_placement_refused(const char *kind, const char *reason)
+{
+    pthread_mutex_lock(&lock);
+    struct histogram *h = hist_get(&refusals, kind, reason);
+    if (h)
+        h->count++;
     pthread_mutex_unlock(&lock);
 }
 
@@ -356,6 +375,21 @@ static void write_gpus(FILE *f)
     }
 }
 
+/* Every kind and reason, 0 until it happens: an alert's increase() needs the series before. */
+static void write_refusals(FILE *f)
+{
+    static const char *const reasons[] = { "device_memory", "host_memory" };
+    for (size_t k = 0; k < gj_kind_count(); k++) {
+        const char *kind = gj_kind_at(k)->name;
+        for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
+            const struct histogram *h = hist_find(&refusals, kind, reasons[i]);
+            fputs("gpujobd_placement_refusals_total{kind=\"", f);
+            gj_metrics_put_label(f, kind);
+            fprintf(f, "\",reason=\"%s\"} %llu\n", reasons[i], h ? h->count : 0ULL);
+        }
+    }
+}
+
 void gj_metrics_write(FILE *f)
 {
     pthread_mutex_lock(&lock);
@@ -385,6 +419,9 @@ void gj_metrics_write(FILE *f)
     h = wait_hists.items;
     for (size_t i = 0; i < wait_hists.n; i++)
         write_hist(f, "gpujobd_job_wait_seconds", &h[i], "kind", NULL, job_buckets, N_JOB_BUCKETS);
+    fputs("# HELP gpujobd_placement_refusals_total Jobs failed because no device or host could ever hold them.\n"
+          "# TYPE gpujobd_placement_refusals_total counter\n", f);
+    write_refusals(f);
     fputs("# HELP gpujobd_http_received_bytes_total Request body bytes received, by route template.\n"
           "# TYPE gpujobd_http_received_bytes_total counter\n", f);
     c = received.items;

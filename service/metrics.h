@@ -22,6 +22,8 @@ void gj_metrics_http(const char *method, const char *route, int status, double s
 void gj_metrics_job_finished(const char *kind, const char *state, double seconds);
 /* A job claimed after waiting this long in the queue (since it could first run). */
 void gj_metrics_job_waited(const char *kind, double seconds);
+/* A job failed because it could never be placed: reason "device_memory" or "host_memory". */
+void gj_metrics_placement_refused(const char *kind, const char *reason);
 /* Appends the in-process metrics in text format to f, then each added writer's. */
 void gj_metrics_write(FILE *f);
 /* Adds a module's metrics (module.h: write_metrics), written by every gj_metrics_write

@@ -95,11 +95,31 @@ static void readyz(struct gj_req *r)
     gj_respond(r, 503, resp, len);
 }
 
-static void write_db_gauges(struct gj_req *r, FILE *f)
+/* Deliveries not yet made, and those of them already tried and failed at least once
+ * (retries piling up: the receiver is down or refusing). */
+static int write_delivery_gauges(PGconn *c, FILE *f)
 {
-    PGconn *c = request_db(r);
-    if (!c)
-        return;
+    PGresult *res = gj_db_exec(c,
+        "SELECT 'callback', count(*), count(*) FILTER (WHERE attempts > 0) FROM webhook_deliveries"
+        " WHERE state = 'pending'"
+        " UNION ALL SELECT 'dicomweb', count(*), count(*) FILTER (WHERE attempts > 0) FROM report_deliveries"
+        " WHERE state = 'pending'", 0, NULL, NULL);
+    if (!res)
+        return -1;
+    fputs("# HELP gpujobd_deliveries_pending Callbacks and DICOMweb result deliveries not yet made.\n"
+          "# TYPE gpujobd_deliveries_pending gauge\n", f);
+    for (int i = 0; i < PQntuples(res); i++)
+        fprintf(f, "gpujobd_deliveries_pending{target=\"%s\"} %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+    fputs("# HELP gpujobd_deliveries_retrying Pending deliveries whose earlier attempts failed.\n"
+          "# TYPE gpujobd_deliveries_retrying gauge\n", f);
+    for (int i = 0; i < PQntuples(res); i++)
+        fprintf(f, "gpujobd_deliveries_retrying{target=\"%s\"} %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 2));
+    PQclear(res);
+    return 0;
+}
+
+static int write_job_gauges(PGconn *c, FILE *f)
+{
     PGresult *res = gj_db_exec(c,
         "SELECT kind, gj_public_state(state, stage), count(*) FROM jobs GROUP BY 1, 2 ORDER BY 1, 2",
         0, NULL, NULL);
@@ -130,12 +150,25 @@ static void write_db_gauges(struct gj_req *r, FILE *f)
         }
         PQclear(res);
     }
+    int ok = res != NULL;
     res = gj_db_exec(c, "SELECT count(*) FROM jobs WHERE state = 'queued'", 0, NULL, NULL);
     if (res) {
         fprintf(f, "# HELP gpujobd_queue_depth Jobs waiting to be claimed.\n"
                    "# TYPE gpujobd_queue_depth gauge\ngpujobd_queue_depth %s\n", PQgetvalue(res, 0, 0));
         PQclear(res);
+    } else {
+        ok = 0;
     }
+    return ok ? 0 : -1;
+}
+
+/* The gauges read from the database; then gpujobd_database_up, 1 when they all were. */
+static void write_db_gauges(struct gj_req *r, FILE *f)
+{
+    PGconn *c = request_db(r);
+    int up = c && write_job_gauges(c, f) == 0 && write_delivery_gauges(c, f) == 0;
+    fprintf(f, "# HELP gpujobd_database_up 1 when this scrape could read the database.\n"
+               "# TYPE gpujobd_database_up gauge\ngpujobd_database_up %d\n", up);
 }
 
 static void write_placement_gauges(struct gj_req *r, FILE *f)

@@ -801,6 +801,8 @@ static int place(struct job_run *j, const struct gj_job *job)
     }
     struct gj_place_request req = { needs.can_use_gpu, needs.needs_gpu, needs.device_bytes, needs.host_bytes };
     enum gj_place_outcome o = gj_place_wait(&srv->placement, &req, &j->device, &j->s->stop);
+    if (o == GJ_PLACE_NEVER_HOST || o == GJ_PLACE_NEVER)
+        gj_metrics_placement_refused(j->kind->name, o == GJ_PLACE_NEVER ? "device_memory" : "host_memory");
     if (o == GJ_PLACE_NEVER_HOST) {
         gj_error_set(&j->err, "", "this job needs %llu bytes of host memory; jobs get at most %llu here",
                      (unsigned long long)needs.host_bytes, (unsigned long long)srv->placement.host_bytes);

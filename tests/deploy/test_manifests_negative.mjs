@@ -77,8 +77,10 @@ const CASES = [
 const checks = [];
 CASES.forEach(([what, overlay, file, from, to, checkName, expected], i) => {
     checks.push([`broken ${overlay} (${what}) fails '${checkName}'`, async () => {
-        const root = path.join(scratch, String(i));
+        const root = path.join(scratch, String(i), "k8s");
         cpSync(K8S, root, { recursive: true });
+        // the production overlay takes the Grafana dashboard from deploy/grafana, beside k8s/
+        cpSync(path.join(K8S, "..", "grafana"), path.join(scratch, String(i), "grafana"), { recursive: true });
         const target = path.join(root, file);
         const text = readFileSync(target, "utf8");
         const n = text.split(from).length - 1;

@@ -97,11 +97,18 @@ export function number(v, digits = 4) {
   return Math.abs(v) >= 1e5 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(2) : String(+v.toFixed(digits));
 }
 
-// A table wrapped so that a narrow screen scrolls it rather than the page.
+// A table wrapped so that a narrow screen scrolls it rather than the page. While it scrolls,
+// the wrapper is a named region in the tab order, so a keyboard can scroll it too.
 export function table(caption, headers, rows, attrs = {}) {
-  return h('div', { class: 'table-wrap' },
+  const wrap = h('div', { class: 'table-wrap' },
     h('table', attrs,
       caption ? h('caption', {}, caption) : null,
       h('thead', {}, h('tr', {}, headers.map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', {}, rows)));
+  new ResizeObserver(() => {
+    const scrolls = wrap.scrollWidth > wrap.clientWidth;
+    put(wrap, scrolls ? { tabindex: '0', role: 'region', 'aria-label': caption || 'table' } : {});
+    if (!scrolls) for (const a of ['tabindex', 'role', 'aria-label']) wrap.removeAttribute(a);
+  }).observe(wrap);
+  return wrap;
 }

@@ -1,22 +1,11 @@
 // operate.js — for operators: the GPUs (slots, reserved memory, running jobs from /v1/gpus;
 // utilization and used memory from NVML through /metrics, absent without a GPU or NVML), the
-// CPU slots, the queue depth and jobs by state (/metrics), refreshed every 5 s.
+// CPU slots, the queue depth and jobs by state (/metrics), refreshed every 5 s; and charts of
+// the last hour (operate_charts.js) from the same polls.
 import { api } from './api.js';
 import { bytes, h, replace, shortId, table } from './dom.js';
-
-// Prometheus text: [{name, labels, value}]
-function parseMetrics(text) {
-  const out = [];
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][\w:]*)(\{([^}]*)\})?\s+(\S+)/.exec(line);
-    if (!m) continue;
-    const labels = {};
-    for (const kv of (m[3] || '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[kv[1]] = kv[2];
-    out.push({ name: m[1], labels, value: Number(m[4]) });
-  }
-  return out;
-}
+import { parseMetrics, record } from './metrics_history.js';
+import { makeCharts } from './operate_charts.js';
 
 function metric(ms, name, labels = {}) {
   const m = ms.find((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v));
@@ -47,13 +36,15 @@ function gpuTable(gpus, ms, running) {
   ];
 }
 
-async function load(box) {
+async function load(box, charts) {
   const [gpus, text, running] = await Promise.all([
     api('GET', '/v1/gpus'),
     api('GET', '/metrics'),
     api('GET', '/v1/jobs?state=running&limit=200').then((r) => r.jobs),
   ]);
   const ms = parseMetrics(text);
+  record(ms);
+  charts.update();
   const states = ['queued', 'running', 'succeeded', 'failed', 'canceled'];
   const byState = states.map((s) => ms.filter((m) => m.name === 'gpujobd_jobs' && m.labels.state === s).reduce((a, m) => a + m.value, 0));
   replace(box,
@@ -71,8 +62,9 @@ async function load(box) {
 export async function render(main) {
   const box = h('div', { 'aria-live': 'off' });
   const problem = h('p', { class: 'error', role: 'alert', hidden: true });
-  replace(main, h('h1', {}, 'Operations'), problem, box);
-  const tick = () => load(box).then(() => { problem.hidden = true; }, (e) => { problem.textContent = e.message; problem.hidden = false; });
+  const charts = makeCharts();
+  replace(main, h('h1', {}, 'Operations'), problem, box, charts.el);
+  const tick = () => load(box, charts).then(() => { problem.hidden = true; }, (e) => { problem.textContent = e.message; problem.hidden = false; });
   await tick();
   const timer = window.setInterval(tick, 5000);
   return { destroy: () => window.clearInterval(timer) };

@@ -163,7 +163,7 @@ def test_dashboard_is_importable():
             for var in re.findall(r"\$\{?(\w+)", t["expr"]):
                 assert var in variables or "$" + var in GRAFANA_VARS, f"{p['title']}: ${var} is no variable"
     repeated = [p for p in d["panels"] if p.get("repeat")]
-    assert [p["repeat"] for p in repeated] == ["gpu"], "one row per GPU"
+    assert sorted(p["repeat"] for p in repeated) == ["gpu", "instance"], "one row per GPU and per replica"
     for v in d["templating"]["list"]:
         if v["type"] == "query":
             problems = check_expr(f"variable {v['name']}", re.sub(r"label_values\((.*),\s*\w+\)$", r"\1",

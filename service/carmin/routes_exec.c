@@ -247,6 +247,7 @@ static void exec_log(struct gj_req *r, int errors_only)
         return;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    gj_http_user_bytes(resp, 0, NULL);
     gj_respond(r, 200, resp, n);
 }
 

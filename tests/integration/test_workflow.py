@@ -66,6 +66,7 @@ class Receiver:
 
 
 HTTP_THREADS = 4
+MAX_DEPTH, MAX_WAITING = 3, 5   # STRICT's bounds on chains of waiting jobs
 
 
 def setup():
@@ -76,7 +77,8 @@ def setup():
                           "--callback-allow-private", "--callback-backoff-ms", "300",
                           "--callback-cacert", RECV.cert])
     H2 = Harness()
-    STRICT = H2.start_server(["--cpu-workers", "1", "--callback-allow", "localhost", "--callback-cacert", RECV.cert])
+    STRICT = H2.start_server(["--cpu-workers", "1", "--callback-allow", "localhost", "--callback-cacert", RECV.cert,
+                              "--max-chain-depth", str(MAX_DEPTH), "--max-waiting-jobs-per-tenant", str(MAX_WAITING)])
 
 
 def tenant_key(srv, tenant):
@@ -174,6 +176,64 @@ def test_chain_fails_when_parent_fails():
     assert r.status in (404, 422) and b"inputs.input" in r.body, r
 
 
+def chain_on(c, upstream, n, **kw):
+    """n jobs, each waiting for the data.bin of the one before (the first for upstream's)."""
+    jobs = [upstream]
+    for _ in range(n):
+        jobs.append(c.submit("noop", {"output_bytes": 8}, inputs={"input": {"job": jobs[-1]["id"], "output": "data.bin"}},
+                             **kw))
+        assert jobs[-1]["state"] == "waiting", jobs[-1]
+    return jobs[1:]
+
+
+def test_chain_errors_name_the_failed_job():
+    """Issue 28 #2: each failed job of a chain quoted the whole chain above it (quadratic: 12 KB
+    at depth 200). Now each names its upstream and the job whose own failure it was."""
+    c = SRV.client(key=tenant_key(SRV, "chain-deep"))
+    head = c.submit("noop", {"sleep_ms": 60000})
+    chain = chain_on(c, head, 60)
+    assert c.request("POST", f"/v1/jobs/{head['id']}/cancel").status in (200, 202)
+    for i, job in enumerate(chain):
+        done = c.wait_job(job["id"], timeout=60)
+        err = done["error"]
+        assert done["state"] == "failed" and err["field"] == "inputs.input", done
+        assert err["failed_job"] == head["id"] and err["cause"] == "canceled", err
+        assert len(err["message"]) < 200, (i, len(err["message"]))
+        up = (chain[i - 1] if i else head)["id"]
+        assert up in err["message"] and head["id"] in err["message"], err
+    # a failure's own message is the cause each job downstream gives, bounded
+    bad = c.submit("noop", {"sleep_ms": 500, "fail_with": "bad projections " + "x" * 380}, max_attempts=1)
+    tail = chain_on(c, bad, 2)[-1]
+    err = c.wait_job(tail["id"], timeout=60)["error"]
+    assert err["failed_job"] == bad["id"] and err["cause"].startswith("failed: bad projections"), err
+    assert len(err["cause"]) <= 520 and len(err["message"]) < 700, err
+
+
+def test_chain_depth_and_waiting_jobs_bounded():
+    """Issue 28 #2: no bound on a chain's depth or on a tenant's waiting jobs. STRICT allows
+    chains of MAX_DEPTH waiting jobs and MAX_WAITING waiting jobs per tenant."""
+    c = STRICT.client(key=tenant_key(STRICT, "bounded"))
+    head = c.submit("noop", {"sleep_ms": 60000})
+    chain = chain_on(c, head, MAX_DEPTH)
+    r = c.request("POST", "/v1/jobs", json={"kind": "noop", "inputs": {"input": {"job": chain[-1]["id"],
+                                                                                 "output": "data.bin"}}})
+    assert r.status == 422 and r.json()["field"] == "inputs.input", r
+    assert "--max-chain-depth" in r.json()["detail"] and str(MAX_DEPTH) in r.json()["detail"], r.json()
+    side = chain_on(c, head, MAX_WAITING - MAX_DEPTH)            # depth 1 each: the tenant's 5 waiting
+    r = c.request("POST", "/v1/jobs", json={"kind": "noop", "inputs": {"input": {"job": head["id"],
+                                                                                 "output": "data.bin"}}})
+    assert r.status == 429 and "--max-waiting-jobs-per-tenant" in r.json()["detail"], r
+    assert r.headers["retry-after"] == "5", r.headers
+    assert str(MAX_WAITING) in r.json()["detail"], r.json()
+    assert c.request("POST", "/v1/jobs", json={"kind": "noop"}).status == 201      # not waiting: not counted
+    other = STRICT.client(key=tenant_key(STRICT, "bounded-other"))
+    mine = other.submit("noop", {"sleep_ms": 100})
+    chain_on(other, mine, 1)                                      # another tenant's own count
+    assert c.request("POST", f"/v1/jobs/{head['id']}/cancel").status in (200, 202)
+    for job in chain + side:
+        assert c.wait_job(job["id"], timeout=60)["state"] == "failed"
+
+
 def verify(secret_text, headers, body):
     secret = base64.b64decode(secret_text[len("whsec_"):])
     signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
@@ -250,7 +310,8 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_log_plain_follow_and_isolation, test_log_follows_hold_no_thread, test_chain_runs_on_parent_output,
-                   test_chain_fails_when_parent_fails, test_webhook_signed_retried_with_backoff,
+                   test_chain_fails_when_parent_fails, test_chain_errors_name_the_failed_job,
+                   test_chain_depth_and_waiting_jobs_bounded, test_webhook_signed_retried_with_backoff,
                    test_webhook_private_address_refused_by_default])
     finally:
         teardown()

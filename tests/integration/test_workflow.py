@@ -24,7 +24,8 @@ RECV = None
 
 class Receiver:
     """An HTTPS server with its own certificate (openssl), recording each call; answers the
-    statuses in `plan` in turn (then 200)."""
+    statuses in `plan` in turn (then 200). A call to a path in `hold` is recorded at once and
+    answered when that event is set (a slow receiver); `holding` counts such calls open."""
 
     def __init__(self, tmp):
         self.cert, self.key = os.path.join(tmp, "recv.pem"), os.path.join(tmp, "recv.key")
@@ -32,6 +33,7 @@ class Receiver:
                         "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
                         "-keyout", self.key, "-out", self.cert], check=True, capture_output=True)
         self.calls, self.plan, self.lock = [], [], threading.Lock()
+        self.hold, self.holding, self.most_holding = {}, 0, 0
         rec = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -40,6 +42,14 @@ class Receiver:
                 with rec.lock:
                     rec.calls.append((time.time(), self.path, dict(self.headers), body))
                     status = rec.plan.pop(0) if rec.plan else 200
+                    gate = rec.hold.get(self.path)
+                    if gate:
+                        rec.holding += 1
+                        rec.most_holding = max(rec.most_holding, rec.holding)
+                if gate:
+                    gate.wait(30)
+                    with rec.lock:
+                        rec.holding -= 1
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -281,6 +291,31 @@ def test_webhook_signed_retried_with_backoff():
     assert "s3cret" not in SRV.log_text()                 # the URL's query is never logged
 
 
+def test_slow_receiver_delays_no_other_tenant():
+    """Issue 28 #7: one delivery thread: while a slow receiver held its call, every tenant's
+    callbacks waited (another tenant's arrived 64 s late). Now a tenant's callbacks take one
+    delivery at a time, and the others are delivered meanwhile."""
+    gate = threading.Event()
+    RECV.hold["/slow"] = gate
+    try:
+        slow = SRV.client(key=tenant_key(SRV, "hook-slow"))
+        fast = SRV.client(key=tenant_key(SRV, "hook-fast"))
+        jobs = [slow.submit("noop", {}, callback_url=f"https://localhost:{RECV.port}/slow") for _ in range(6)]
+        for j in jobs:
+            slow.wait_job(j["id"])
+        RECV.wait_calls("/slow", 1)
+        job = fast.submit("noop", {}, callback_url=f"https://localhost:{RECV.port}/fast")
+        fast.wait_job(job["id"])
+        # delivered while the slow receiver still holds its call (a call may last 10 s)
+        RECV.wait_calls("/fast", 1, timeout=8)
+        assert not gate.is_set() and RECV.holding >= 1
+        assert RECV.most_holding == 1, RECV.most_holding     # the slow tenant takes one delivery at a time
+    finally:
+        gate.set()
+        del RECV.hold["/slow"]
+    RECV.wait_calls("/slow", 6, timeout=60)
+
+
 def test_webhook_private_address_refused_by_default():
     c = STRICT.client()
     r = c.request("POST", "/v1/jobs", json={"kind": "noop", "callback_url": f"https://127.0.0.1:{RECV.port}/x"})
@@ -312,6 +347,7 @@ if __name__ == "__main__":
         run_tests([test_log_plain_follow_and_isolation, test_log_follows_hold_no_thread, test_chain_runs_on_parent_output,
                    test_chain_fails_when_parent_fails, test_chain_errors_name_the_failed_job,
                    test_chain_depth_and_waiting_jobs_bounded, test_webhook_signed_retried_with_backoff,
+                   test_slow_receiver_delays_no_other_tenant,
                    test_webhook_private_address_refused_by_default])
     finally:
         teardown()

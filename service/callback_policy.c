@@ -187,17 +187,47 @@ static const char *restricted_v4(uint32_t a)
     return NULL;
 }
 
+static uint32_t v4_at(const unsigned char *b)
+{
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* The IPv6 forms that carry an IPv4 address reach, or may be translated to, that address:
+ * judged by its rules. Sets *v4 and returns 1 for such a form. */
+static int embedded_v4(const unsigned char *b, uint32_t *v4)
+{
+    static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    static const unsigned char translated[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0 };   /* RFC 2765 */
+    static const unsigned char nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };     /* RFC 6052 */
+    if (memcmp(b, mapped, 12) == 0 || memcmp(b, translated, 12) == 0 || memcmp(b, nat64, 12) == 0) {
+        *v4 = v4_at(b + 12);
+        return 1;
+    }
+    if (b[0] == 0x20 && b[1] == 0x02) {                               /* 6to4, 2002:V4::/48 */
+        *v4 = v4_at(b + 2);
+        return 1;
+    }
+    if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0) {     /* Teredo: the client, inverted */
+        *v4 = ~v4_at(b + 12);
+        return 1;
+    }
+    return 0;
+}
+
 static const char *restricted_v6(const unsigned char *b)
 {
     static const unsigned char zero[16] = { 0 };
-    static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-    static const unsigned char nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
-    if (memcmp(b, mapped, 12) == 0 || memcmp(b, nat64, 12) == 0)
-        return restricted_v4((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15]);
+    uint32_t v4;
+    if (embedded_v4(b, &v4))
+        return restricted_v4(v4);
     if (memcmp(b, zero, 15) == 0)
         return b[15] == 1 ? "loopback" : "unspecified";
-    if (memcmp(b, zero, 12) == 0)
-        return "reserved";                         /* IPv4-compatible (deprecated) */
+    if (memcmp(b, zero, 12) == 0) {                /* IPv4-compatible (deprecated): never called */
+        const char *what = restricted_v4(v4_at(b + 12));
+        return what ? what : "reserved";
+    }
+    if (b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1)
+        return "private";                          /* local-use NAT64, 64:ff9b:1::/48 (RFC 8215) */
     if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
         return "link-local";
     if ((b[0] & 0xfe) == 0xfc || (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0))

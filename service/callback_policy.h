@@ -5,7 +5,8 @@
  * called. A host entry without a port allows any port. Even an allowed host is called only
  * at public addresses: loopback, private, link-local, unique-local, multicast, CGNAT and
  * unspecified addresses are refused (no SSRF into the service's own network) unless the
- * admin says `--callback-allow-private`. Names are resolved once per delivery and the
+ * admin says `--callback-allow-private`; an IPv6 form carrying an IPv4 address (mapped,
+ * translated, compatible, NAT64, 6to4, Teredo) is judged by that IPv4 address. Names are resolved once per delivery and the
  * connection is pinned to the address that was checked (webhook_post.c), so a DNS answer
  * that changes between the check and the call cannot redirect it. Pure code, unit tested
  * (tests/unit/test_workflow_units.c).

@@ -81,6 +81,11 @@ static const struct setting settings[] = {
     { "max-uploads", T_INT, S(max_uploads), 1, 100000, 0, "concurrent uploads (default 32)" },
     { "max-uploads-per-tenant", T_INT, S(max_uploads_per_tenant), 1, 100000, 0,
       "concurrent uploads of one tenant; more get 429 (default 8)" },
+    { "max-chain-depth", T_INT, S(max_chain_depth), 1, 100000, 0,
+      "a job may wait for a job that waits for another, this many waiting jobs deep; deeper gets "
+      "422 (default 100)" },
+    { "max-waiting-jobs-per-tenant", T_INT, S(max_waiting_jobs), 1, 10000000, 0,
+      "jobs of one tenant waiting for other jobs' outputs at once; more get 429 (default 10000)" },
     { "upload-min-bytes-per-second", T_BYTES, S(upload_min_rate), 0, 0, 0,
       "an upload slower than this over the window is cut with 408; 0 = off (default 4K)" },
     { "upload-rate-window-seconds", T_INT, S(upload_rate_window_seconds), 1, 3600, 0,
@@ -181,6 +186,8 @@ static void set_defaults(struct gj_config *cfg)
     cfg->http_idle_seconds = 300;
     cfg->max_uploads = 32;
     cfg->max_uploads_per_tenant = 8;
+    cfg->max_chain_depth = 100;
+    cfg->max_waiting_jobs = 10000;
     cfg->upload_min_rate = 4096;
     cfg->upload_rate_window_seconds = 30;
     cfg->upload_disk_reserve = 1ull << 30;

@@ -47,6 +47,8 @@ struct gj_config {
     int metrics_port;
     int max_uploads;               /* concurrent uploads */
     int max_uploads_per_tenant;    /* concurrent uploads of one tenant (429 past it) */
+    int max_chain_depth;           /* waiting jobs a job may wait behind, itself included (422 past it) */
+    int max_waiting_jobs;          /* jobs of one tenant waiting for other jobs at once (429 past it) */
     uint64_t upload_min_rate;      /* bytes/s an upload must keep up over the window; 0 = off */
     int upload_rate_window_seconds;
     uint64_t upload_disk_reserve;  /* free disk an upload's spool must leave */

@@ -174,7 +174,15 @@ struct MHD_Response *gj_respond_not_found(struct gj_req *r);
 /* 1 when the server is shutting down (long polls and event streams end). */
 int gj_http_stopping(const struct gj_server *srv);
 
-/* Streams a blob (range, ETag, If-None-Match) as the response. conn is the
+/* A response whose body is bytes a tenant sent or a job wrote (blobs, outputs, CARMIN files,
+ * DICOM instances, logs): never active content on the API's origin, which is the portal's.
+ * nosniff, a CSP that sandboxes it and lets it load nothing, and with attachment
+ * Content-Disposition: attachment (with filename when it is a plain quoted string). An <img>
+ * or a fetch() still reads it; a browser tab never runs it. */
+#define GJ_USER_BYTES_CSP "sandbox; default-src 'none'; frame-ancestors 'none'"
+void gj_http_user_bytes(struct MHD_Response *resp, int attachment, const char *filename);
+
+/* Streams a blob (range, ETag, If-None-Match) as the response, as user bytes (above). conn is the
  * request's connection inside a transaction where info was looked up; the
  * response takes it over. */
 void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const char *content_type,

@@ -41,6 +41,12 @@ static size_t text_length(const char *s)
     return n;
 }
 
+const char *gj_job_name_problem(const char *name)
+{
+    size_t len = name ? text_length(name) : (size_t)-1;
+    return len == 0 || len > GJ_JOB_NAME_MAX ? GJ_JOB_NAME_RULE : NULL;
+}
+
 const char *gj_label_problem(const char *key, const char *value)
 {
     size_t klen = strlen(key);
@@ -82,10 +88,9 @@ int gj_job_fields_read(json_t *body, const struct gj_config *cfg, struct gj_job_
     json_t *name = json_object_get(body, "name"), *labels = json_object_get(body, "labels"),
            *cb = json_object_get(body, "callback_url");
     if (name && !json_is_null(name)) {
-        size_t len = json_is_string(name) ? text_length(json_string_value(name)) : (size_t)-1;
-        if (len == 0 || len > GJ_JOB_NAME_MAX)
-            return refuse(e, 422, "name", "name is a string of 1 to %d characters without control characters",
-                          GJ_JOB_NAME_MAX);
+        const char *why = gj_job_name_problem(json_string_value(name));
+        if (why)
+            return refuse(e, 422, "name", "%s", why);
         f->name = json_string_value(name);
     }
     if (labels && !json_is_null(labels)) {

@@ -39,6 +39,11 @@ struct gj_job_fields {
 int gj_job_fields_read(json_t *body, const struct gj_config *cfg, struct gj_job_fields *f,
                        struct gj_field_error *e);
 
+/* A job's name, whichever API sets it (/v1, CARMIN's executions): NULL when fine, else
+ * GJ_JOB_NAME_RULE. Characters are code points of UTF-8 the JSON reader checked. */
+#define GJ_JOB_NAME_RULE "a name is a string of 1 to 200 characters without control characters"
+const char *gj_job_name_problem(const char *name);
+
 /* A label's key and value as above: NULL when fine, else why not. */
 const char *gj_label_problem(const char *key, const char *value);
 

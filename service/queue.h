@@ -77,6 +77,10 @@ struct gj_submit {
     json_t *labels;                /* borrowed; NULL: {}; an object of strings */
     const char *callback_url;      /* NULL: none; checked by the caller (callback_policy.h) */
     int timeout_seconds;           /* 0..GJ_JOB_TIMEOUT_MAX, 0: none; a sub-task takes the parent's */
+    /* Bounds on jobs that wait for other jobs (0: none): how many waiting jobs deep a chain
+     * may be, and how many of the tenant's jobs may wait at once. */
+    int max_chain_depth;
+    int max_waiting_jobs;
 };
 
 enum gj_submit_rc {
@@ -87,12 +91,14 @@ enum gj_submit_rc {
     GJ_SUBMIT_UPSTREAM_GONE = 4,   /* a ref names no job of the tenant */
     GJ_SUBMIT_UPSTREAM_FAILED = 5, /* a ref's job failed or was canceled: its outputs never come */
     GJ_SUBMIT_NO_OUTPUT = 6,       /* a ref's job succeeded without that output */
+    GJ_SUBMIT_CHAIN_TOO_DEEP = 7,  /* a ref's job waits behind max_chain_depth waiting jobs */
+    GJ_SUBMIT_TOO_MANY_WAITING = 8,   /* the tenant has max_waiting_jobs jobs waiting */
     GJ_SUBMIT_ERROR = -1,          /* a database error (logged) */
 };
 
 struct gj_submitted {
     char id[GJ_UUID_LEN + 1];      /* the new job */
-    const char *bad_input;         /* GJ_SUBMIT_INPUT_GONE and the upstream codes: the input's name */
+    const char *bad_input;         /* GJ_SUBMIT_INPUT_GONE, the upstream codes, CHAIN_TOO_DEEP: the input */
     char upstream_state[16];       /* GJ_SUBMIT_UPSTREAM_FAILED: 'failed' or 'canceled' */
     int waiting;                   /* GJ_SUBMIT_OK: 1 when the job waits for upstream jobs */
 };

@@ -15,7 +15,8 @@
 
 /* A sub-task takes its parent's tenant, priority, attempts and timeout, and counts in its
  * children_pending, only while the parent holds its lease ($8, $9); a top-level job
- * ($8 NULL) takes $1, $4, $5, $16. A job waiting for upstream jobs starts 'blocked' ($11, $12).
+ * ($8 NULL) takes $1, $4, $5, $16. A job waiting for upstream jobs starts 'blocked' ($11, $12),
+ * $17 waiting jobs deep (0 when it does not wait).
  * No row back: the idempotency key was used, or the parent lost its lease. */
 static const char insert_job_sql[] =
     "WITH parent AS (UPDATE jobs SET children_pending = children_pending + 1"
@@ -25,9 +26,9 @@ static const char insert_job_sql[] =
     "   UNION ALL SELECT $1::uuid, $4::int, $5::int, $16::int, NULL::uuid WHERE $8::uuid IS NULL)"
     " INSERT INTO jobs (tenant_id, kind, params, priority, max_attempts, idempotency_key, request_hash,"
     "                   parent_id, child_index, state, deps_pending, name, labels, callback_url,"
-    "                   timeout_seconds)"
+    "                   timeout_seconds, chain_depth)"
     " SELECT tenant_id, $2, $3::jsonb, priority, max_attempts, $6, decode($7, 'hex'), parent_id, $10::int,"
-    "        $11, $12::int, $13, coalesce($14::jsonb, '{}'::jsonb), $15, timeout_seconds"
+    "        $11, $12::int, $13, coalesce($14::jsonb, '{}'::jsonb), $15, timeout_seconds, $17::int"
     " FROM src ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING id";
 
 /* An input: a blob of the job's tenant (no row: gone, or another tenant's). */
@@ -42,10 +43,17 @@ static const char own_blob_sql[] =
 
 /* The upstream job of an input, locked against settling until this transaction ends: the
  * deferred trigger that resolves its dependents (0007) then sees this job's row, or this
- * reads its settled state and outputs. */
+ * reads its settled state and outputs; and how many waiting jobs deep it is (0013). */
 static const char upstream_sql[] =
-    "SELECT j.state, o.blob_id FROM jobs j LEFT JOIN job_outputs o ON o.job_id = j.id AND o.name = $3"
+    "SELECT j.state, o.blob_id, CASE WHEN j.state = 'blocked' THEN j.chain_depth ELSE 0 END"
+    " FROM jobs j LEFT JOIN job_outputs o ON o.job_id = j.id AND o.name = $3"
     " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid FOR SHARE OF j";
+
+/* The tenant's waiting jobs, counted under a lock of the tenant's that submits of waiting
+ * jobs take until they commit, so two at once cannot both pass the bound. */
+static const char waiting_count_sql[] =
+    "SELECT pg_advisory_xact_lock(hashtextextended('gpujobd.waiting:' || $1, 0)),"
+    " (SELECT count(*) FROM jobs WHERE tenant_id = $1::uuid AND state = 'blocked')";
 
 static const char insert_dependency_sql[] =
     "INSERT INTO job_dependencies (job_id, name, upstream_id, output, resolved)"
@@ -55,6 +63,7 @@ static const char insert_dependency_sql[] =
 struct upstream {
     char blob_id[GJ_UUID_LEN + 1];   /* the output's blob, when the upstream succeeded */
     int pending;                     /* the upstream has not settled */
+    int depth;                       /* waiting jobs deep it is (0: it does not wait) */
 };
 
 static int is_settled_failure(const char *state)
@@ -90,6 +99,7 @@ static int read_upstream(PGconn *conn, const struct gj_submit *s, const struct g
         rc = GJ_SUBMIT_UPSTREAM_FAILED;
     } else {
         u->pending = 1;
+        u->depth = atoi(PQgetvalue(r, 0, 2));
     }
     PQclear(r);
     if (rc == GJ_SUBMIT_OK)
@@ -97,22 +107,44 @@ static int read_upstream(PGconn *conn, const struct gj_submit *s, const struct g
     return rc;
 }
 
-/* Every ref's upstream job, in order; *pending counts those not settled yet. */
+/* Every ref's upstream job, in order; *pending counts those not settled yet, *depth is how
+ * many waiting jobs deep the new job would be (one more than its deepest pending upstream). */
 static int read_upstreams(PGconn *conn, const struct gj_submit *s, struct upstream *ups, int *pending,
-                          struct gj_submitted *out)
+                          int *depth, struct gj_submitted *out)
 {
-    *pending = 0;
+    *pending = *depth = 0;
     for (size_t i = 0; i < s->n_refs; i++) {
         int rc = read_upstream(conn, s, &s->refs[i], &ups[i], out);
         if (rc != GJ_SUBMIT_OK)
             return rc;
         *pending += ups[i].pending;
+        if (ups[i].pending && ups[i].depth + 1 > *depth)
+            *depth = ups[i].depth + 1;
+        if (s->max_chain_depth > 0 && *depth > s->max_chain_depth) {
+            out->bad_input = s->refs[i].name;
+            return GJ_SUBMIT_CHAIN_TOO_DEEP;
+        }
     }
     return GJ_SUBMIT_OK;
 }
 
+/* A job that will wait: GJ_SUBMIT_TOO_MANY_WAITING when the tenant has max_waiting_jobs
+ * waiting already. */
+static int check_waiting(PGconn *conn, const struct gj_submit *s)
+{
+    if (s->max_waiting_jobs <= 0)
+        return GJ_SUBMIT_OK;
+    const char *p[1] = { s->tenant_id };
+    PGresult *r = gj_db_exec(conn, waiting_count_sql, 1, p, NULL);
+    if (!r)
+        return GJ_SUBMIT_ERROR;
+    long long waiting = atoll(PQgetvalue(r, 0, 1));
+    PQclear(r);
+    return waiting >= s->max_waiting_jobs ? GJ_SUBMIT_TOO_MANY_WAITING : GJ_SUBMIT_OK;
+}
+
 /* The job row; GJ_SUBMIT_OK with out->id, or why not. */
-static int insert_job(PGconn *conn, const struct gj_submit *s, int pending, struct gj_submitted *out)
+static int insert_job(PGconn *conn, const struct gj_submit *s, int pending, int depth, struct gj_submitted *out)
 {
     char *ptext = s->params ? json_dumps(s->params, JSON_COMPACT) : strdup("{}");
     char *ltext = s->labels ? json_dumps(s->labels, JSON_COMPACT) : NULL;
@@ -121,19 +153,20 @@ static int insert_job(PGconn *conn, const struct gj_submit *s, int pending, stru
         gj_log_error(COMPONENT, "submit: out of memory");
         return GJ_SUBMIT_ERROR;
     }
-    char prio[16], maxa[16], index[16], deps[16], timeout[16];
+    char prio[16], maxa[16], index[16], deps[16], timeout[16], chain[16];
     snprintf(prio, sizeof prio, "%d", s->priority);
     snprintf(maxa, sizeof maxa, "%d", s->max_attempts > 0 ? s->max_attempts : 3);
     snprintf(index, sizeof index, "%d", s->child_index);
     snprintf(deps, sizeof deps, "%d", pending);
     snprintf(timeout, sizeof timeout, "%d", s->timeout_seconds);
+    snprintf(chain, sizeof chain, "%d", depth);
     const struct gj_claim *p = s->parent;
-    const char *params[16] = { p ? NULL : s->tenant_id, s->kind, ptext, prio, maxa,
+    const char *params[17] = { p ? NULL : s->tenant_id, s->kind, ptext, prio, maxa,
                                s->idempotency_key, s->idempotency_key ? s->request_hash : NULL,
                                p ? p->id : NULL, p ? p->lease_token : NULL, p ? index : NULL,
                                pending ? "blocked" : "queued", deps, p ? NULL : s->name, p ? NULL : ltext,
-                               p ? NULL : s->callback_url, timeout };
-    PGresult *r = gj_db_exec(conn, insert_job_sql, 16, params, NULL);
+                               p ? NULL : s->callback_url, timeout, chain };
+    PGresult *r = gj_db_exec(conn, insert_job_sql, 17, params, NULL);
     free(ptext);
     free(ltext);
     if (!r)
@@ -210,10 +243,12 @@ int gj_queue_submit(PGconn *conn, const struct gj_submit *s, struct gj_submitted
         free(ups);
         return GJ_SUBMIT_ERROR;
     }
-    int pending = 0;
-    int rc = read_upstreams(conn, s, ups, &pending, out);
+    int pending = 0, depth = 0;
+    int rc = read_upstreams(conn, s, ups, &pending, &depth, out);
+    if (rc == GJ_SUBMIT_OK && pending > 0)
+        rc = check_waiting(conn, s);
     if (rc == GJ_SUBMIT_OK)
-        rc = insert_job(conn, s, pending, out);
+        rc = insert_job(conn, s, pending, depth, out);
     if (rc == GJ_SUBMIT_OK)
         rc = insert_inputs(conn, s, ups, out);
     free(ups);

@@ -1,7 +1,8 @@
 /*
  * routes_blobs.c — POST /v1/blobs (spooled while it arrives, then streamed into a
  * large object, never whole in memory), GET /v1/blobs/{id} (streamed back, ETag, Range), DELETE.
- * gj_http_send_blob() is shared with job outputs.
+ * gj_http_send_blob() is shared with job outputs and CARMIN files; gj_http_user_bytes() marks
+ * every response whose body a tenant or a job wrote.
  */
 #include <ctype.h>
 #include <stdlib.h>
@@ -51,6 +52,20 @@ static int filename_ok(const char *name)
         if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
             return 0;
     return 1;
+}
+
+void gj_http_user_bytes(struct MHD_Response *resp, int attachment, const char *filename)
+{
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Content-Security-Policy", GJ_USER_BYTES_CSP);
+    if (!attachment)
+        return;
+    char disp[300];
+    if (filename && *filename && strlen(filename) < 256 && filename_ok(filename))
+        snprintf(disp, sizeof disp, "attachment; filename=\"%s\"", filename);
+    else
+        snprintf(disp, sizeof disp, "attachment");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, disp);
 }
 
 void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const char *content_type,
@@ -132,11 +147,7 @@ void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const 
                  (unsigned long long)info->size);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
     }
-    if (filename && filename_ok(filename)) {
-        char disp[300];
-        snprintf(disp, sizeof disp, "attachment; filename=\"%s\"", filename);
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, disp);
-    }
+    gj_http_user_bytes(resp, 1, filename);
 }
 
 /* ---------- POST /v1/blobs ---------- */

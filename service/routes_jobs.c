@@ -650,6 +650,15 @@ static void end_txn(PGconn *c, struct submit_state *s)
         s->in_txn = 0;
 }
 
+static void too_many_waiting(struct gj_req *r)
+{
+    struct MHD_Response *resp = gj_problem(r, 429, NULL, "%d of this tenant's jobs wait for other jobs' outputs, "
+                                           "the most this server allows (--max-waiting-jobs-per-tenant); submit "
+                                           "this one when some have run", r->srv->cfg.max_waiting_jobs);
+    if (resp)
+        MHD_add_response_header(resp, "Retry-After", "5");
+}
+
 /* Stores the job (uploaded blobs, the row, job_inputs: one transaction) and answers 201,
  * or the existing job of a concurrent submit with the same Idempotency-Key. */
 static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struct submit_req *q, const char *ikey)
@@ -671,7 +680,9 @@ static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struc
                              .priority = (int)q->priority, .max_attempts = (int)q->max_attempts,
                              .idempotency_key = ikey, .request_hash = q->hash, .inputs = q->sub,
                              .n_inputs = q->n_sub, .refs = q->refs, .n_refs = q->n_refs, .name = q->fields.name, .labels = q->fields.labels,
-                             .callback_url = q->fields.callback_url, .timeout_seconds = (int)q->timeout_seconds };
+                             .callback_url = q->fields.callback_url, .timeout_seconds = (int)q->timeout_seconds,
+                             .max_chain_depth = r->srv->cfg.max_chain_depth,
+                             .max_waiting_jobs = r->srv->cfg.max_waiting_jobs };
     struct gj_submitted out;
     int rc = gj_queue_submit(c, &sub, &out);
     if (rc == GJ_SUBMIT_OK && gj_db_commit(c) != 0)
@@ -686,6 +697,12 @@ static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struc
             gj_problem(r, 422, field, "%s", rc == GJ_SUBMIT_UPSTREAM_GONE ? "the job it names was deleted"
                                             : rc == GJ_SUBMIT_NO_OUTPUT ? "the job it names has no such output"
                                                                         : "the job it names failed or was canceled");
+        else if (rc == GJ_SUBMIT_CHAIN_TOO_DEEP)
+            gj_problem(r, 422, field, "the job it names waits in a chain of waiting jobs: this one would wait "
+                       "more than %d deep (--max-chain-depth); submit it once the chain has run further",
+                       r->srv->cfg.max_chain_depth);
+        else if (rc == GJ_SUBMIT_TOO_MANY_WAITING)
+            too_many_waiting(r);
         else if (rc != GJ_SUBMIT_DUPLICATE || idempotent_replay(r, c, ikey ? ikey : "", q->hash) <= 0)
             gj_respond_unavailable(r);   /* (a concurrent submit with the same key won: replayed) */
         return;

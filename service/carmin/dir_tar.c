@@ -235,5 +235,6 @@ void carmin_send_dir_tar(struct gj_req *r, PGconn *c, const char *path)
     snprintf(disp, sizeof disp, "attachment; filename=\"%s.tar\"", s->e[0].name);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-tar");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, disp);
+    gj_http_user_bytes(resp, 0, NULL);   /* attachment above, with the directory's name */
     gj_respond(r, 200, resp, s->total);
 }

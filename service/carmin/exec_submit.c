@@ -18,6 +18,7 @@
 #include "service/carmin/carmin_fs.h"
 #include "service/db.h"
 #include "service/host_admission.h"
+#include "service/job_fields.h"
 #include "service/queue.h"
 
 #define MAX_FILES 64
@@ -212,9 +213,10 @@ static const struct gj_kind *body_pipeline(struct gj_req *r, json_t *b, json_t *
     *values = json_object_get(b, "inputValues");
     *name = json_string_value(json_object_get(b, "name"));
     const char *pid = json_string_value(json_object_get(b, "pipelineIdentifier"));
-    if (!json_is_object(b) || !*name || !**name || strlen(*name) > 200 || !pid || !json_is_object(*values))
-        carmin_error(r, CARMIN_BAD_REQUEST, "an execution is {name (1 to 200 characters), pipelineIdentifier, "
-                                            "inputValues (an object), resultsLocation and timeout (optional)}");
+    if (!json_is_object(b) || gj_job_name_problem(*name) || !pid || !json_is_object(*values))
+        carmin_error(r, CARMIN_BAD_REQUEST, "an execution is {name (1 to 200 characters, no control characters), "
+                                            "pipelineIdentifier, inputValues (an object), resultsLocation and "
+                                            "timeout (optional)}");
     else if (!(k = gj_kind_find(pid)))
         carmin_error(r, CARMIN_NOT_FOUND, "no pipeline %s", pid);
     return k;

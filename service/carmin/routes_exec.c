@@ -12,6 +12,7 @@
 #include "service/carmin/carmin_exec.h"
 #include "service/carmin/carmin_fs.h"
 #include "service/db.h"
+#include "service/job_fields.h"
 #include "service/queue.h"
 #include "service/uuid.h"
 
@@ -247,6 +248,7 @@ static void exec_log(struct gj_req *r, int errors_only)
         return;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    gj_http_user_bytes(resp, 0, NULL);
     gj_respond(r, 200, resp, n);
 }
 
@@ -292,10 +294,11 @@ static const char *update_problem(json_t *b, json_t *e)
 {
     const char *name = json_string_value(json_object_get(b, "name"));
     json_t *id = json_object_get(b, "identifier"), *st = json_object_get(b, "status"), *t = json_object_get(b, "timeout");
-    if (!json_is_object(b) || (json_object_get(b, "name") && (!name || !*name || strlen(name) > 200)) ||
+    if (!json_is_object(b) || (json_object_get(b, "name") && gj_job_name_problem(name)) ||
         (id && !json_equal(id, json_object_get(e, "identifier"))) ||
         (st && !json_equal(st, json_object_get(e, "status"))))
-        return "only the name (1 to 200 characters) and the timeout of an execution can change";
+        return "only the name (1 to 200 characters, no control characters) and the timeout of an execution "
+               "can change";
     if (t && !carmin_exec_timeout_ok(t))
         return CARMIN_TIMEOUT_RULE;
     return NULL;

@@ -174,6 +174,7 @@ static void wado_retrieve(struct gj_req *r)
     snprintf(ct, sizeof ct, "multipart/related; type=\"application/dicom\"; boundary=%s", s->boundary);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ct);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "private, no-cache");
+    gj_http_user_bytes(resp, 1, NULL);   /* the instances are the tenant's bytes */
 }
 
 static const struct gj_route wado_routes[] = {

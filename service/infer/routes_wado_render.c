@@ -253,6 +253,7 @@ static void respond_bytes(struct gj_req *r, char *data /* taken */, size_t len, 
         return;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "private, no-cache");
+    gj_http_user_bytes(resp, 0, NULL);   /* frames are the tenant's pixel bytes; images stay inline */
 }
 
 static void wado_rendered(struct gj_req *r)

@@ -229,6 +229,7 @@ static void respond_now(struct gj_req *r, struct log_stream *s)
     uint64_t bytes = s->len;
     log_free(s);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    gj_http_user_bytes(resp, 0, NULL);   /* the job wrote it: read inline, never run */
     MHD_add_response_header(resp, "Gpujobd-Log-Seq", last);
     gj_respond(r, 200, resp, bytes);
 }
@@ -244,6 +245,7 @@ static void respond_follow(struct gj_req *r, struct log_stream *s)
         return;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    gj_http_user_bytes(resp, 0, NULL);   /* the job wrote it: read inline, never run */
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
     gj_respond(r, 200, resp, 0);

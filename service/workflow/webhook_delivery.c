@@ -1,8 +1,10 @@
 /*
- * webhook_delivery.c — the thread that calls the callbacks of settled jobs (workflow.h). The
- * rows are made by the database when a job settles (migration 0007: webhook_deliveries); this
- * thread takes a due one at a time (FOR UPDATE SKIP LOCKED, with a lease pushed into
- * next_attempt_at, so replicas share the work and a crash mid-call only delays a retry),
+ * webhook_delivery.c — the threads that call the callbacks of settled jobs (workflow.h). The
+ * rows are made by the database when a job settles (migration 0007: webhook_deliveries); each
+ * of DELIVERY_THREADS threads takes a due one at a time (FOR UPDATE SKIP LOCKED, with a lease
+ * pushed into next_attempt_at, so replicas share the work and a crash mid-call only delays a
+ * retry), never one of a tenant another thread is calling for: a slow receiver holds one
+ * thread of a replica, and the other tenants' callbacks go out meanwhile (issue 28 #7),
  * signs and posts it (webhook_post.c) and records the outcome: delivered, retried after
  * --callback-backoff-ms doubling per attempt (at most 1 h), or failed after MAX_ATTEMPTS or a
  * refusal retrying cannot cure. The webhook-id is the same on every retry of one delivery.
@@ -24,11 +26,21 @@
 #define LEASE_SECONDS 60            /* a claimed delivery's call must end before this */
 #define IDLE_WAIT_MS 500            /* how often to look for due deliveries when none was */
 #define BACKOFF_CAP_MS 3600000LL
+#define DELIVERY_THREADS 4
+
+struct gj_webhook_deliverer;
+
+struct delivery_thread {
+    struct gj_webhook_deliverer *w;
+    pthread_t thread;
+    char tenant[GJ_UUID_LEN + 1];   /* whose delivery it is making ("": none); under w->lock */
+};
 
 struct gj_webhook_deliverer {
     struct gj_server *srv;
-    pthread_t thread;
-    pthread_mutex_t lock;
+    struct delivery_thread threads[DELIVERY_THREADS];
+    int started;
+    pthread_mutex_t lock;           /* the threads' tenants, and claiming (so two never take one tenant) */
     pthread_cond_t cond;
     atomic_int stop;
 };
@@ -45,18 +57,38 @@ static void delivery_free(struct delivery *d)
     free(d->body);
 }
 
-/* Takes one due delivery. 1 taken, 0 none due, -1 database trouble. */
-static int claim(PGconn *c, struct delivery *d)
+/* The tenants the other threads are calling for, as a PostgreSQL array; under w->lock. */
+static void busy_tenants(const struct delivery_thread *self, char out[DELIVERY_THREADS * (GJ_UUID_LEN + 1) + 3])
+{
+    size_t n = 0;
+    out[n++] = '{';
+    for (int i = 0; i < self->w->started; i++) {
+        const struct delivery_thread *t = &self->w->threads[i];
+        if (t == self || !t->tenant[0])
+            continue;
+        if (out[n - 1] != '{')
+            out[n++] = ',';
+        memcpy(out + n, t->tenant, GJ_UUID_LEN);
+        n += GJ_UUID_LEN;
+    }
+    out[n++] = '}';
+    out[n] = '\0';
+}
+
+/* Takes one due delivery of a tenant no other thread is calling for. 1 taken, 0 none due,
+ * -1 database trouble. */
+static int claim(PGconn *c, const char *busy, struct delivery *d)
 {
     char lease[16];
     snprintf(lease, sizeof lease, "%d", LEASE_SECONDS);
-    const char *p[1] = { lease };
+    const char *p[2] = { lease, busy };
     PGresult *r = gj_db_exec(c,
         "UPDATE webhook_deliveries SET attempts = attempts + 1,"
         "       next_attempt_at = now() + make_interval(secs => $1::int)"
         " WHERE id = (SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= now()"
+        "              AND tenant_id <> ALL ($2::uuid[])"
         "              ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
-        " RETURNING id, tenant_id, job_id, url, body, attempts", 1, p, NULL);
+        " RETURNING id, tenant_id, job_id, url, body, attempts", 2, p, NULL);
     if (!r)
         return -1;
     int n = PQntuples(r);
@@ -135,16 +167,26 @@ static void deliver(struct gj_webhook_deliverer *w, PGconn **c, const struct del
 }
 
 /* One delivery if one is due: 1 done, 0 none due, -1 trouble. */
-static int deliver_one(struct gj_webhook_deliverer *w)
+static int deliver_one(struct delivery_thread *self)
 {
+    struct gj_webhook_deliverer *w = self->w;
     PGconn *c = gj_db_acquire(w->srv->db, 2000);
     if (!c)
         return -1;
     struct delivery d = { 0 };
-    int rc = claim(c, &d);
+    char busy[DELIVERY_THREADS * (GJ_UUID_LEN + 1) + 3];
+    pthread_mutex_lock(&w->lock);
+    busy_tenants(self, busy);
+    int rc = claim(c, busy, &d);
+    if (rc == 1)
+        memcpy(self->tenant, d.tenant_id, sizeof self->tenant);
+    pthread_mutex_unlock(&w->lock);
     if (rc == 1) {
         deliver(w, &c, &d);
         delivery_free(&d);
+        pthread_mutex_lock(&w->lock);
+        self->tenant[0] = '\0';
+        pthread_mutex_unlock(&w->lock);
     }
     if (c)
         gj_db_release(w->srv->db, c);
@@ -176,13 +218,28 @@ static void idle(struct gj_webhook_deliverer *w, int ms)
 
 static void *deliverer_main(void *arg)
 {
-    struct gj_webhook_deliverer *w = arg;
-    while (!atomic_load(&w->stop)) {
-        int rc = deliver_one(w);
+    struct delivery_thread *self = arg;
+    while (!atomic_load(&self->w->stop)) {
+        int rc = deliver_one(self);
         if (rc != 1)
-            idle(w, rc < 0 ? 2000 : IDLE_WAIT_MS);
+            idle(self->w, rc < 0 ? 2000 : IDLE_WAIT_MS);
     }
     return NULL;
+}
+
+void gj_webhook_deliverer_stop(struct gj_webhook_deliverer *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    atomic_store(&w->stop, 1);
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    for (int i = 0; i < w->started; i++)
+        pthread_join(w->threads[i].thread, NULL);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
 }
 
 struct gj_webhook_deliverer *gj_webhook_deliverer_start(struct gj_server *srv)
@@ -201,27 +258,19 @@ struct gj_webhook_deliverer *gj_webhook_deliverer_start(struct gj_server *srv)
         free(w);
         return NULL;
     }
-    int rc = pthread_create(&w->thread, NULL, deliverer_main, w);
-    if (rc != 0) {
-        gj_log_error(COMPONENT, "pthread_create: %s", strerror(rc));
-        pthread_cond_destroy(&w->cond);
-        pthread_mutex_destroy(&w->lock);
-        free(w);
-        return NULL;
-    }
-    return w;
-}
-
-void gj_webhook_deliverer_stop(struct gj_webhook_deliverer *w)
-{
-    if (!w)
-        return;
+    /* started is read by running threads (busy_tenants) only under the lock */
     pthread_mutex_lock(&w->lock);
-    atomic_store(&w->stop, 1);
-    pthread_cond_signal(&w->cond);
+    for (int i = 0; i < DELIVERY_THREADS; i++) {
+        w->threads[i].w = w;
+        int rc = pthread_create(&w->threads[i].thread, NULL, deliverer_main, &w->threads[i]);
+        if (rc != 0) {
+            gj_log_error(COMPONENT, "pthread_create: %s", strerror(rc));
+            pthread_mutex_unlock(&w->lock);
+            gj_webhook_deliverer_stop(w);
+            return NULL;
+        }
+        w->started++;
+    }
     pthread_mutex_unlock(&w->lock);
-    pthread_join(w->thread, NULL);
-    pthread_cond_destroy(&w->cond);
-    pthread_mutex_destroy(&w->lock);
-    free(w);
+    return w;
 }

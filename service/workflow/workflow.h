@@ -65,7 +65,7 @@ struct gj_webhook_outcome {
  * pinned to the address checked; redirects are not followed. Fills o; never fails otherwise. */
 void gj_webhook_post(const struct gj_webhook_call *call, struct gj_webhook_outcome *o);
 
-/* ---- the delivery thread (webhook_delivery.c) ---- */
+/* ---- the delivery threads, one tenant at a time each (webhook_delivery.c) ---- */
 struct gj_webhook_deliverer;
 struct gj_webhook_deliverer *gj_webhook_deliverer_start(struct gj_server *srv);
 void gj_webhook_deliverer_stop(struct gj_webhook_deliverer *d);

@@ -658,6 +658,30 @@ def test_executions_are_the_tenants_own():
     assert wait_execution(A, ident)["status"] == "Finished"
 
 
+def test_execution_names_as_v1():
+    """Issue 28 #7: CARMIN execution names skipped /v1's checks: control characters passed, and
+    the length was counted in bytes (200 two-byte characters refused). One rule for both."""
+    v1 = SRV.client(key=A)
+    before = int(call("GET", "/executions/count", key=A).body)
+    for name in ("line\nbreak", "tab\there", "bell\x07", "\x7f", "é" * 201, ""):
+        body = {"name": name, "pipelineIdentifier": "noop", "inputValues": {}}
+        error(call("POST", "/executions", key=A, body=json.dumps(body).encode(),
+                   headers={"Content-Type": "application/json"}), 400, 40001)
+        assert v1.request("POST", "/v1/jobs", json={"kind": "noop", "name": name}).status == 422, repr(name)
+    assert int(call("GET", "/executions/count", key=A).body) == before
+    wide = "é" * 200                                   # 200 characters, 400 bytes: /v1 takes it
+    assert v1.request("POST", "/v1/jobs", json={"kind": "noop", "name": wide}).status == 201
+    e = execution(A, {"name": wide, "pipelineIdentifier": "noop", "inputValues": {}})
+    assert e["name"] == wide, e
+    for name in ("new\nline", "é" * 201, ""):
+        error(call("PUT", "/executions/" + e["identifier"], key=A, body=json.dumps({"name": name}).encode(),
+                   headers={"Content-Type": "application/json"}), 400, 40001)
+    r = call("PUT", "/executions/" + e["identifier"], key=A, body=json.dumps({"name": "ü" * 200}).encode(),
+             headers={"Content-Type": "application/json"})
+    assert r.status == 204, r
+    assert ok_json(call("GET", "/executions/" + e["identifier"], key=A))["name"] == "ü" * 200
+
+
 def test_rate_limit_holds():
     """--rate-limit holds on the CARMIN routes too (a second server on the same database)."""
     limited = H.start_server(["--cpu-workers", "1", "--rate-limit", "1"])
@@ -688,7 +712,8 @@ if __name__ == "__main__":
                    test_file_space, test_tenant_isolation, test_archive_upload, test_archive_made_by_zip_command,
                    test_archive_refusals, test_archive_bomb, test_archive_tenant_isolation,
                    test_delete_takes_the_tree_and_its_blobs, test_gateway_flow, test_execution_errors_and_kill,
-                   test_execution_timeout, test_executions_are_the_tenants_own, test_rate_limit_holds,
+                   test_execution_timeout, test_executions_are_the_tenants_own, test_execution_names_as_v1,
+                   test_rate_limit_holds,
                    test_server_stops_clean])
     finally:
         H.close()

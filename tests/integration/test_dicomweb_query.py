@@ -197,6 +197,9 @@ def test_wado_retrieve():
     assert parts_of(qido(c, f"/dicomweb/studies/{S1}/series/{SER1}", headers=multipart)) == [a1, a2]
     r = qido(c, f"/dicomweb/studies/{S1}/series/{SER1}/instances/{I['a2'][1]}", headers=multipart)
     assert parts_of(r) == [a2] and int(r.headers["content-length"]) == len(r.body)
+    # the tenant's bytes, never a page of the API's origin (issue 28 #5)
+    assert r.headers["x-content-type-options"] == "nosniff" and "sandbox" in r.headers["content-security-policy"]
+    assert r.headers["content-disposition"] == "attachment", r.headers
     # the Retrieve URLs STOW answered resolve (instance, then study)
     for url, want in zip(URLS, ([a1], [a1, a2])):
         path = "/" + url.split("/", 3)[3]
@@ -277,6 +280,7 @@ def test_wado_rendered_and_frames():
     r = qido(c, base + "/frames/1,1", headers={"Accept": 'multipart/related; type="application/octet-stream"'})
     parts = split_multipart(r, "application/octet-stream")
     assert len(parts) == 2 and parts[0] == parts[1] == source.astype("uint8").tobytes(), [len(p) for p in parts]
+    assert r.headers["x-content-type-options"] == "nosniff" and "sandbox" in r.headers["content-security-policy"]
     assert len(split_multipart(qido(c, base + "/frames/1", headers={}), "application/octet-stream")) == 1
     qido(c, base + "/frames/2", headers={}, status=404)
     for bad in ("0", "1,", "x", "1;2"):

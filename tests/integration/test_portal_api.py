@@ -147,6 +147,48 @@ def test_slices_and_thumbnails():
         assert by_cookie(cookie, "GET", path).status == 404, path
 
 
+def untrusted(r, attachment):
+    """r carries user bytes: nosniff, a sandboxing CSP that loads nothing, an attachment or not."""
+    assert r.headers.get("x-content-type-options") == "nosniff", r.headers
+    csp = r.headers.get("content-security-policy", "")
+    assert "sandbox" in csp and "default-src 'none'" in csp, r.headers
+    disp = r.headers.get("content-disposition", "")
+    assert disp.startswith("attachment") == attachment, r.headers
+
+
+def test_user_bytes_are_never_a_page():
+    """Issue 28 #5: an uploaded text/html blob opened with the portal's cookie was a page of the
+    portal's origin (its script could read /v1/session's CSRF token)."""
+    cookie, csrf, _ = sign_in(A_KEY)
+    page = b"<script>fetch('/v1/session').then(r => r.text()).then(alert)</script>"
+    up = by_cookie(cookie, "POST", "/v1/blobs", csrf, body=page, headers={"Content-Type": "text/html"})
+    assert up.status == 201, up
+    blob = up.json()["id"]
+    r = by_cookie(cookie, "GET", f"/v1/blobs/{blob}")
+    assert r.status == 200 and r.body == page and r.headers["content-type"] == "text/html", r
+    untrusted(r, attachment=True)
+    part = by_cookie(cookie, "GET", f"/v1/blobs/{blob}", headers={"Range": "bytes=0-7"})
+    assert part.status == 206 and part.body == page[:8], part
+    untrusted(part, attachment=True)
+    job = B_JOB["id"]
+    out = B.request("GET", f"/v1/jobs/{job}/outputs/report.json")
+    assert out.status == 200 and out.headers["content-disposition"] == 'attachment; filename="report.json"', out
+    untrusted(out, attachment=True)
+    log = B.request("GET", f"/v1/jobs/{job}/log")
+    assert log.status == 200 and log.headers["content-type"].startswith("text/plain"), log
+    untrusted(log, attachment=False)   # read inline as text, never run
+    put = SRV.client(key="").request("PUT", "/rest/path/vip/Home/page.html", body=page,
+                                     headers={"apikey": A_KEY, "Content-Type": "text/html"})
+    assert put.status == 201, put
+    got = SRV.client(key="").request("GET", "/rest/path/vip/Home/page.html?action=content", headers={"apikey": A_KEY})
+    assert got.status == 200 and got.body == page, got
+    untrusted(got, attachment=True)
+    # what the portal shows in <img> is the server's own PNG, unchanged: inline, an image
+    png = B.request("GET", f"/v1/jobs/{job}/outputs/truth.nrrd/slices/4.png")
+    assert png.status == 200 and png.headers["content-type"] == "image/png", png
+    assert "content-disposition" not in png.headers, png.headers
+
+
 def read_events(cookie, until_id, timeout=20):
     """The /v1/events stream of a cookie, read until an event names until_id; the job ids seen."""
     conn = SRV.client(key="").connection(timeout)
@@ -222,7 +264,8 @@ if __name__ == "__main__":
     try:
         setup()
         run_tests([test_page_and_assets, test_sign_in_refusals, test_session_cookie_and_csrf,
-                   test_revoked_key_ends_its_sessions, test_slices_and_thumbnails, test_events_are_the_tenants_own,
+                   test_revoked_key_ends_its_sessions, test_slices_and_thumbnails, test_user_bytes_are_never_a_page,
+                   test_events_are_the_tenants_own,
                    test_events_streams_hold_no_thread, test_cors])
     finally:
         if H:

@@ -24,7 +24,8 @@ RECV = None
 
 class Receiver:
     """An HTTPS server with its own certificate (openssl), recording each call; answers the
-    statuses in `plan` in turn (then 200)."""
+    statuses in `plan` in turn (then 200). A call to a path in `hold` is recorded at once and
+    answered when that event is set (a slow receiver); `holding` counts such calls open."""
 
     def __init__(self, tmp):
         self.cert, self.key = os.path.join(tmp, "recv.pem"), os.path.join(tmp, "recv.key")
@@ -32,6 +33,7 @@ class Receiver:
                         "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
                         "-keyout", self.key, "-out", self.cert], check=True, capture_output=True)
         self.calls, self.plan, self.lock = [], [], threading.Lock()
+        self.hold, self.holding, self.most_holding = {}, 0, 0
         rec = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -40,6 +42,14 @@ class Receiver:
                 with rec.lock:
                     rec.calls.append((time.time(), self.path, dict(self.headers), body))
                     status = rec.plan.pop(0) if rec.plan else 200
+                    gate = rec.hold.get(self.path)
+                    if gate:
+                        rec.holding += 1
+                        rec.most_holding = max(rec.most_holding, rec.holding)
+                if gate:
+                    gate.wait(30)
+                    with rec.lock:
+                        rec.holding -= 1
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -66,6 +76,7 @@ class Receiver:
 
 
 HTTP_THREADS = 4
+MAX_DEPTH, MAX_WAITING = 3, 5   # STRICT's bounds on chains of waiting jobs
 
 
 def setup():
@@ -76,7 +87,8 @@ def setup():
                           "--callback-allow-private", "--callback-backoff-ms", "300",
                           "--callback-cacert", RECV.cert])
     H2 = Harness()
-    STRICT = H2.start_server(["--cpu-workers", "1", "--callback-allow", "localhost", "--callback-cacert", RECV.cert])
+    STRICT = H2.start_server(["--cpu-workers", "1", "--callback-allow", "localhost", "--callback-cacert", RECV.cert,
+                              "--max-chain-depth", str(MAX_DEPTH), "--max-waiting-jobs-per-tenant", str(MAX_WAITING)])
 
 
 def tenant_key(srv, tenant):
@@ -174,6 +186,64 @@ def test_chain_fails_when_parent_fails():
     assert r.status in (404, 422) and b"inputs.input" in r.body, r
 
 
+def chain_on(c, upstream, n, **kw):
+    """n jobs, each waiting for the data.bin of the one before (the first for upstream's)."""
+    jobs = [upstream]
+    for _ in range(n):
+        jobs.append(c.submit("noop", {"output_bytes": 8}, inputs={"input": {"job": jobs[-1]["id"], "output": "data.bin"}},
+                             **kw))
+        assert jobs[-1]["state"] == "waiting", jobs[-1]
+    return jobs[1:]
+
+
+def test_chain_errors_name_the_failed_job():
+    """Issue 28 #2: each failed job of a chain quoted the whole chain above it (quadratic: 12 KB
+    at depth 200). Now each names its upstream and the job whose own failure it was."""
+    c = SRV.client(key=tenant_key(SRV, "chain-deep"))
+    head = c.submit("noop", {"sleep_ms": 60000})
+    chain = chain_on(c, head, 60)
+    assert c.request("POST", f"/v1/jobs/{head['id']}/cancel").status in (200, 202)
+    for i, job in enumerate(chain):
+        done = c.wait_job(job["id"], timeout=60)
+        err = done["error"]
+        assert done["state"] == "failed" and err["field"] == "inputs.input", done
+        assert err["failed_job"] == head["id"] and err["cause"] == "canceled", err
+        assert len(err["message"]) < 200, (i, len(err["message"]))
+        up = (chain[i - 1] if i else head)["id"]
+        assert up in err["message"] and head["id"] in err["message"], err
+    # a failure's own message is the cause each job downstream gives, bounded
+    bad = c.submit("noop", {"sleep_ms": 500, "fail_with": "bad projections " + "x" * 380}, max_attempts=1)
+    tail = chain_on(c, bad, 2)[-1]
+    err = c.wait_job(tail["id"], timeout=60)["error"]
+    assert err["failed_job"] == bad["id"] and err["cause"].startswith("failed: bad projections"), err
+    assert len(err["cause"]) <= 520 and len(err["message"]) < 700, err
+
+
+def test_chain_depth_and_waiting_jobs_bounded():
+    """Issue 28 #2: no bound on a chain's depth or on a tenant's waiting jobs. STRICT allows
+    chains of MAX_DEPTH waiting jobs and MAX_WAITING waiting jobs per tenant."""
+    c = STRICT.client(key=tenant_key(STRICT, "bounded"))
+    head = c.submit("noop", {"sleep_ms": 60000})
+    chain = chain_on(c, head, MAX_DEPTH)
+    r = c.request("POST", "/v1/jobs", json={"kind": "noop", "inputs": {"input": {"job": chain[-1]["id"],
+                                                                                 "output": "data.bin"}}})
+    assert r.status == 422 and r.json()["field"] == "inputs.input", r
+    assert "--max-chain-depth" in r.json()["detail"] and str(MAX_DEPTH) in r.json()["detail"], r.json()
+    side = chain_on(c, head, MAX_WAITING - MAX_DEPTH)            # depth 1 each: the tenant's 5 waiting
+    r = c.request("POST", "/v1/jobs", json={"kind": "noop", "inputs": {"input": {"job": head["id"],
+                                                                                 "output": "data.bin"}}})
+    assert r.status == 429 and "--max-waiting-jobs-per-tenant" in r.json()["detail"], r
+    assert r.headers["retry-after"] == "5", r.headers
+    assert str(MAX_WAITING) in r.json()["detail"], r.json()
+    assert c.request("POST", "/v1/jobs", json={"kind": "noop"}).status == 201      # not waiting: not counted
+    other = STRICT.client(key=tenant_key(STRICT, "bounded-other"))
+    mine = other.submit("noop", {"sleep_ms": 100})
+    chain_on(other, mine, 1)                                      # another tenant's own count
+    assert c.request("POST", f"/v1/jobs/{head['id']}/cancel").status in (200, 202)
+    for job in chain + side:
+        assert c.wait_job(job["id"], timeout=60)["state"] == "failed"
+
+
 def verify(secret_text, headers, body):
     secret = base64.b64decode(secret_text[len("whsec_"):])
     signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
@@ -221,6 +291,31 @@ def test_webhook_signed_retried_with_backoff():
     assert "s3cret" not in SRV.log_text()                 # the URL's query is never logged
 
 
+def test_slow_receiver_delays_no_other_tenant():
+    """Issue 28 #7: one delivery thread: while a slow receiver held its call, every tenant's
+    callbacks waited (another tenant's arrived 64 s late). Now a tenant's callbacks take one
+    delivery at a time, and the others are delivered meanwhile."""
+    gate = threading.Event()
+    RECV.hold["/slow"] = gate
+    try:
+        slow = SRV.client(key=tenant_key(SRV, "hook-slow"))
+        fast = SRV.client(key=tenant_key(SRV, "hook-fast"))
+        jobs = [slow.submit("noop", {}, callback_url=f"https://localhost:{RECV.port}/slow") for _ in range(6)]
+        for j in jobs:
+            slow.wait_job(j["id"])
+        RECV.wait_calls("/slow", 1)
+        job = fast.submit("noop", {}, callback_url=f"https://localhost:{RECV.port}/fast")
+        fast.wait_job(job["id"])
+        # delivered while the slow receiver still holds its call (a call may last 10 s)
+        RECV.wait_calls("/fast", 1, timeout=8)
+        assert not gate.is_set() and RECV.holding >= 1
+        assert RECV.most_holding == 1, RECV.most_holding     # the slow tenant takes one delivery at a time
+    finally:
+        gate.set()
+        del RECV.hold["/slow"]
+    RECV.wait_calls("/slow", 6, timeout=60)
+
+
 def test_webhook_private_address_refused_by_default():
     c = STRICT.client()
     r = c.request("POST", "/v1/jobs", json={"kind": "noop", "callback_url": f"https://127.0.0.1:{RECV.port}/x"})
@@ -250,7 +345,9 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_log_plain_follow_and_isolation, test_log_follows_hold_no_thread, test_chain_runs_on_parent_output,
-                   test_chain_fails_when_parent_fails, test_webhook_signed_retried_with_backoff,
+                   test_chain_fails_when_parent_fails, test_chain_errors_name_the_failed_job,
+                   test_chain_depth_and_waiting_jobs_bounded, test_webhook_signed_retried_with_backoff,
+                   test_slow_receiver_delays_no_other_tenant,
                    test_webhook_private_address_refused_by_default])
     finally:
         teardown()

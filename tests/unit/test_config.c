@@ -72,6 +72,8 @@ static void defaults_serve_on_8443(void **state)
     assert_true(cfg.http_threads >= 4 && cfg.http_threads <= 32);
     assert_string_equal(cfg.metrics_host, "");
     assert_int_equal(cfg.api_key_cache_ms, 1000);
+    assert_int_equal(cfg.max_chain_depth, 100);
+    assert_int_equal(cfg.max_waiting_jobs, 10000);
 }
 
 static void environment_twin_and_flag_wins(void **state)
@@ -103,8 +105,12 @@ static void http_settings(void **state)
     setenv("GPUJOBD_MAX_CONNECTIONS_PER_IP", "0", 1);
     setenv("GPUJOBD_METRICS_LISTEN", "[::]:9090", 1);
     setenv("GPUJOBD_API_KEY_CACHE_MS", "0", 1);
-    char *argv[] = { "serve", "--http-threads", "6", "--header-timeout-seconds", "5", NULL };
-    assert_int_equal(load(&cfg, 5, argv), 0);
+    setenv("GPUJOBD_MAX_WAITING_JOBS_PER_TENANT", "50", 1);
+    char *argv[] = { "serve", "--http-threads", "6", "--header-timeout-seconds", "5", "--max-chain-depth", "7", NULL };
+    assert_int_equal(load(&cfg, 7, argv), 0);
+    assert_int_equal(cfg.max_chain_depth, 7);
+    assert_int_equal(cfg.max_waiting_jobs, 50);
+    unsetenv("GPUJOBD_MAX_WAITING_JOBS_PER_TENANT");
     assert_int_equal(cfg.api_key_cache_ms, 0);   /* off */
     unsetenv("GPUJOBD_API_KEY_CACHE_MS");
     assert_int_equal(cfg.max_connections_per_ip, 0);
@@ -144,6 +150,8 @@ static void bad_settings_name_themselves(void **state)
         /* past 10 s a revocation would take too long to reach other replicas */
         { { "serve", "--api-key-cache-ms", "10001", NULL }, 3, "--api-key-cache-ms" },
         { { "serve", "--api-key-cache-ms", "-1", NULL }, 3, "--api-key-cache-ms" },
+        { { "serve", "--max-chain-depth", "0", NULL }, 3, "--max-chain-depth" },
+        { { "serve", "--max-waiting-jobs-per-tenant", "0", NULL }, 3, "--max-waiting-jobs-per-tenant" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         assert_int_equal(load(&cfg, cases[i].argc, cases[i].argv), -1);

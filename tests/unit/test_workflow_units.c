@@ -108,6 +108,37 @@ static void test_addresses(void **state)
     assert_null(restricted(AF_INET6, "2606:2800:220:1:248:1893:25c8:1946"));
 }
 
+/* Issue 28 #7: an IPv6 form that carries an IPv4 address is judged by that address's rules
+ * ([::ffff:0:127.0.0.1], IPv4-translated, passed as public). */
+static void test_ipv4_inside_ipv6(void **state)
+{
+    (void)state;
+    assert_string_equal(restricted(AF_INET6, "::ffff:0:127.0.0.1"), "loopback");    /* IPv4-translated */
+    assert_string_equal(restricted(AF_INET6, "::ffff:0:10.0.0.1"), "private");
+    assert_string_equal(restricted(AF_INET6, "::ffff:0:169.254.169.254"), "link-local");
+    assert_string_equal(restricted(AF_INET6, "::ffff:10.0.0.1"), "private");        /* IPv4-mapped */
+    assert_string_equal(restricted(AF_INET6, "::ffff:169.254.169.254"), "link-local");
+    assert_string_equal(restricted(AF_INET6, "::127.0.0.1"), "loopback");           /* IPv4-compatible */
+    assert_string_equal(restricted(AF_INET6, "::192.168.1.1"), "private");
+    assert_string_equal(restricted(AF_INET6, "64:ff9b::127.0.0.1"), "loopback");    /* NAT64 */
+    assert_string_equal(restricted(AF_INET6, "64:ff9b::a9fe:a9fe"), "link-local");
+    assert_string_equal(restricted(AF_INET6, "2002:7f00:1::"), "loopback");          /* 6to4 of 127.0.0.1 */
+    assert_string_equal(restricted(AF_INET6, "2002:c0a8:101::1"), "private");        /* 6to4 of 192.168.1.1 */
+    /* Teredo: the client's IPv4 address is the last 32 bits inverted (127.0.0.1) */
+    assert_string_equal(restricted(AF_INET6, "2001:0:4136:e378:8000:63bf:80ff:fffe"), "loopback");
+    assert_string_equal(restricted(AF_INET6, "64:ff9b:1::a00:1"), "private");       /* local-use NAT64 */
+    /* a public IPv4 address in any form stays callable, except the deprecated IPv4-compatible */
+    assert_null(restricted(AF_INET6, "::ffff:93.184.216.34"));
+    assert_null(restricted(AF_INET6, "::ffff:0:93.184.216.34"));
+    assert_null(restricted(AF_INET6, "64:ff9b::93.184.216.34"));
+    assert_string_equal(restricted(AF_INET6, "::93.184.216.34"), "reserved");
+    struct gj_callback_target t;
+    char why[256];
+    assert_int_equal(gj_callback_check("https://[::ffff:0:127.0.0.1]/x", "[::ffff:0:127.0.0.1]", 0, &t, why, sizeof why),
+                     -1);
+    assert_non_null(strstr(why, "loopback"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -115,6 +146,7 @@ int main(void)
         cmocka_unit_test(test_log_clean),
         cmocka_unit_test(test_allow_list_and_urls),
         cmocka_unit_test(test_addresses),
+        cmocka_unit_test(test_ipv4_inside_ipv6),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -235,6 +235,7 @@ static int start_serving(struct serve_run *run)
     if (!srv->notifier)
         return -1;
     init_placement(srv);
+    gj_mem_budget_init(&srv->render_memory, srv->cfg.render_memory);
     char host[200] = "localhost";
     gethostname(host, sizeof host - 1);
     snprintf(srv->worker_id, sizeof srv->worker_id, "%s:%d:%ld", host, (int)getpid(), (long)time(NULL));

@@ -97,6 +97,9 @@ static const struct setting settings[] = {
     { "host-memory-reserve", T_BYTES, S(host_memory_reserve), 0, 0, 0,
       "host memory kept for the service: jobs get the host's (or cgroup's) memory minus this "
       "(default 512M)" },
+    { "render-memory", T_BYTES, S(render_memory), 65536, 0, 0,
+      "host memory DICOM renders and thumbnails may hold together (part of --host-memory-reserve); "
+      "one that needs more is refused with 413, one that does not fit now with 503 (default 256M)" },
     { "db-pool-size", T_INT, S(db_pool_size), 2, 1000, 0, "PostgreSQL connections (default 16)" },
     { "lease-seconds", T_INT, S(lease_seconds), 1, 86400, 0, "job lease (default 30)" },
     { "poll-interval-ms", T_INT, S(poll_interval_ms), 10, 600000, 0, "claim poll fallback (default 1000)" },
@@ -193,6 +196,7 @@ static void set_defaults(struct gj_config *cfg)
     cfg->upload_disk_reserve = 1ull << 30;
     cfg->db_reserve_for_reads = -1;
     cfg->host_memory_reserve = 512ull << 20;
+    cfg->render_memory = 256ull << 20;
     cfg->db_pool_size = 16;
     cfg->lease_seconds = 30;
     cfg->poll_interval_ms = 1000;

@@ -54,6 +54,7 @@ struct gj_config {
     uint64_t upload_disk_reserve;  /* free disk an upload's spool must leave */
     int db_reserve_for_reads;      /* pool connections only reads may take; -1 = a quarter */
     uint64_t host_memory_reserve;  /* host memory kept for the service, not for jobs */
+    uint64_t render_memory;        /* host memory DICOM renders and thumbnails hold together */
     int db_pool_size;
     int lease_seconds;             /* job lease; heartbeat every third of it */
     int poll_interval_ms;          /* claim poll fallback when no NOTIFY arrives */

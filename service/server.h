@@ -9,6 +9,7 @@
 
 #include "service/config.h"
 #include "service/db.h"
+#include "service/mem_budget.h"
 #include "service/notify.h"
 #include "service/placement.h"
 #include "service/queue.h"
@@ -28,6 +29,7 @@ struct gj_server {
     struct gj_db_pool *db;        /* requests and workers borrow from here */
     struct gj_notifier *notifier;
     struct gj_placement placement;
+    struct gj_mem_budget render_memory;   /* --render-memory: DICOM renders (render_budget.h) */
     struct gj_worker_pool *workers;   /* NULL when role is "api" */
     struct gj_key_cache *api_keys;    /* keys verified lately (key_cache.h); NULL: off */
     char worker_id[256];              /* host:pid:start — lease owner name */

@@ -92,6 +92,25 @@ int gj_dicom_open_file(const char *path, gj_dicom **out, struct gj_error *err);
 int gj_dicom_open_mem(const void *data, size_t len, gj_dicom **out, struct gj_error *err);
 void gj_dicom_free(gj_dicom *d);
 
+/* What one open may hold besides the file (a field 0: the bound above). For a caller
+ * that must know an image's cost before paying it (a render within a memory budget):
+ * open header_only, price the image (gj_dicom_inflated_bytes, gj_dicom_decode_bytes),
+ * then open it whole with max_inflated at the price. */
+struct gj_dicom_open_limits {
+    uint64_t max_inflated;   /* a deflated dataset's inflated bytes: past them an error,
+                                or with header_only the end of what is read */
+    int header_only;         /* read up to the top-level Pixel Data's header and stop:
+                                attributes and gj_dicom_image_info work, decoding does not */
+};
+int gj_dicom_open_file_limited(const char *path, const struct gj_dicom_open_limits *lim, gj_dicom **out,
+                               struct gj_error *err);
+int gj_dicom_open_mem_limited(const void *data, size_t len, const struct gj_dicom_open_limits *lim,
+                              gj_dicom **out, struct gj_error *err);
+/* The bytes a deflated dataset takes inflated (0 for other transfer syntaxes): from a
+ * header_only open, the elements before the pixel data plus its declared length (an
+ * undefined length counts 0: then the whole open's max_inflated is what bounds it). */
+uint64_t gj_dicom_inflated_bytes(const gj_dicom *d);
+
 enum gj_dicom_ts gj_dicom_ts(const gj_dicom *d);
 /* The transfer syntax UID as written (trimmed), "" if none. */
 const char *gj_dicom_ts_uid(const gj_dicom *d);
@@ -145,6 +164,12 @@ int gj_dicom_image_info(const gj_dicom *d, struct gj_dicom_image *img, struct gj
 
 /* Number of floats one decoded frame needs: rows*columns*samples_per_pixel. */
 uint64_t gj_dicom_frame_floats(const struct gj_dicom_image *img);
+
+/* Host bytes gj_dicom_decode_frame(_raw) allocates for one frame besides its output:
+ * the frame as stored, and for compressed data the codec's working planes (counted
+ * generously). A compressed frame in several fragments is also joined first: a copy of
+ * at most the file's bytes, for the caller to count with the file. */
+uint64_t gj_dicom_decode_bytes(const struct gj_dicom_image *img);
 
 /* Decodes frame `frame` (0-based) to float32 modality values
  * (stored value, masked to bits stored and sign-extended, times slope plus

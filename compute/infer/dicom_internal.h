@@ -34,6 +34,9 @@ struct gj_dicom {
     size_t file_len;
     uint8_t *inflated;    /* deflated TS: the inflated dataset (owned) */
     size_t inflated_len;
+    int inflated_cut;     /* header_only: the inflated dataset ends at max_inflated */
+    int header_only;      /* opened up to the top-level pixel data (gj_dicom_open_limits) */
+    uint64_t pixel_offset;   /* header_only: where its value begins in the dataset */
 
     enum gj_dicom_ts ts;
     char ts_uid[72];

@@ -104,6 +104,7 @@ struct walker {
     int explicit_vr, be;
     const uint8_t *base;  /* for offsets in messages */
     struct gj_error *err;
+    int header_only;      /* stop at the top-level pixel data (gj_dicom_open_limits) */
 };
 
 static int add_elem(struct walker *w, uint32_t tag, uint16_t vr, int depth,
@@ -319,6 +320,19 @@ static int defined_length(struct walker *w, const uint8_t *p, uint32_t tag, uint
     return 0;
 }
 
+/* header_only: the top-level pixel data's header is recorded, its value not read. */
+static int pixel_header(struct walker *w, uint16_t vr, uint32_t len, const uint8_t *value)
+{
+    gj_dicom *d = w->d;
+    d->has_pixels = 1;
+    d->encapsulated = len == UNDEFINED_LEN;
+    d->pixel_len = d->encapsulated ? 0 : len;
+    d->pixel_vr = vr;
+    d->pixel_be = w->be;
+    d->pixel_offset = (uint64_t)(value - w->base);
+    return 0;
+}
+
 /* Elements until end, or (until_item_end) the item delimiter. */
 static int parse_dataset(struct walker *w, const uint8_t **pp, const uint8_t *end, int depth,
                          int until_item_end)
@@ -348,6 +362,10 @@ static int parse_dataset(struct walker *w, const uint8_t **pp, const uint8_t *en
             return gj_error_set(w->err, "", "unexpected (%04X,%04X) at offset %lld",
                                 tag >> 16, tag & 0xFFFF, OFF(w, at));
         p += hdr;
+        if (w->header_only && depth == 0 && tag == GJ_DCM_PixelData) {
+            *pp = p;
+            return pixel_header(w, vr, len, p);
+        }
         if (len == UNDEFINED_LEN) {
             if (undefined_length(w, &p, end, tag, vr, depth, at) < 0)
                 return -1;
@@ -366,17 +384,19 @@ static int parse_dataset(struct walker *w, const uint8_t **pp, const uint8_t *en
 
 /* ---- deflate -------------------------------------------------------------- */
 
-/* Output of inflate_dataset: grown by doubling up to GJ_DICOM_MAX_INFLATED. */
-struct inflated { uint8_t *out; size_t len, cap; };
+/* Output of inflate_dataset: grown by doubling up to limit (at most GJ_DICOM_MAX_INFLATED);
+ * with cut_ok the output ends there, else that is an error. */
+struct inflated { uint8_t *out; size_t len, cap; uint64_t limit; int cut_ok; };
 
-/* Room for more output. 0, or -1 with err. */
+/* Room for more output. 0, 1 at the limit when cut_ok, or -1 with err. */
 static int inflated_grow(struct inflated *o, struct gj_error *err)
 {
-    const uint64_t limit = GJ_DICOM_MAX_INFLATED;
+    const uint64_t limit = o->limit;
     if (o->len < o->cap)
         return 0;
     if (o->cap >= limit)
-        return gj_error_set(err, "", "deflated dataset inflates past %llu bytes", (unsigned long long)limit);
+        return o->cut_ok ? 1 : gj_error_set(err, "", "deflated dataset inflates past %llu bytes",
+                                            (unsigned long long)limit);
     size_t ncap = o->cap * 2 > limit ? (size_t)limit : o->cap * 2;
     uint8_t *n = realloc(o->out, ncap);
     if (!n)
@@ -387,14 +407,15 @@ static int inflated_grow(struct inflated *o, struct gj_error *err)
 }
 
 /* Inflates until the stream ends or cannot go on: 0 at its end, 1 when the input ended
- * first, or -1 with err. */
+ * first, 2 at the limit (cut_ok), or -1 with err. */
 static int inflate_all(z_stream *zs, size_t n, struct inflated *o, struct gj_error *err)
 {
     int rc = Z_OK;
     size_t in_left = n;
     while (rc != Z_STREAM_END) {
-        if (inflated_grow(o, err))
-            return -1;
+        int grown = inflated_grow(o, err);
+        if (grown)
+            return grown < 0 ? -1 : 2;
         uInt chunk_in = in_left > (1u << 30) ? (1u << 30) : (uInt)in_left;
         size_t room = o->cap - o->len;
         uInt chunk_out = room > (1u << 30) ? (1u << 30) : (uInt)room;
@@ -416,15 +437,19 @@ static int inflate_all(z_stream *zs, size_t n, struct inflated *o, struct gj_err
 
 /* window_bits: -15 raw deflate (the standard), 15 a zlib stream (some old
  * writers add the zlib header). */
-static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window_bits, struct gj_error *err)
+static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window_bits,
+                           const struct gj_dicom_open_limits *lim, struct gj_error *err)
 {
     z_stream zs;
     memset(&zs, 0, sizeof zs);
     if (inflateInit2(&zs, window_bits) != Z_OK)
         return gj_error_set(err, "", "zlib init failed");
-    const uint64_t limit = GJ_DICOM_MAX_INFLATED;
+    uint64_t limit = lim->max_inflated && lim->max_inflated < GJ_DICOM_MAX_INFLATED ? lim->max_inflated
+                                                                                     : GJ_DICOM_MAX_INFLATED;
+    limit = limit < 4096 ? 4096 : limit;
     /* the first guess too stays within the limit, which is only checked when the buffer is full */
-    struct inflated o = { NULL, 0, n > (limit - 4096) / 4 ? (size_t)limit : n * 4 + 4096 };
+    struct inflated o = { NULL, 0, n > (limit - 4096) / 4 ? (size_t)limit : n * 4 + 4096, limit,
+                          lim->header_only };
     o.out = malloc(o.cap);
     if (!o.out) {
         inflateEnd(&zs);
@@ -433,6 +458,9 @@ static int inflate_dataset(gj_dicom *d, const uint8_t *src, size_t n, int window
     zs.next_in = (Bytef *)src;
     int rc = inflate_all(&zs, n, &o, err);
     inflateEnd(&zs);
+    d->inflated_cut = rc == 2;
+    if (rc == 2)
+        rc = 0;   /* header_only: what the limit let through is read up to the pixel data */
     if (rc) {
         free(o.out);
         return rc < 0 ? -1 : gj_error_set(err, "", "deflated dataset is truncated");
@@ -536,13 +564,14 @@ static int transfer_syntax(gj_dicom *d, const uint8_t *p, const uint8_t *end, st
 
 /* A deflated dataset, inflated: raw deflate as the standard says, or a zlib stream
  * (CMF 0x78, FCHECK) as some old writers make. */
-static int inflate_any(gj_dicom *d, const uint8_t *p, size_t n, struct gj_error *err)
+static int inflate_any(gj_dicom *d, const uint8_t *p, size_t n, const struct gj_dicom_open_limits *lim,
+                       struct gj_error *err)
 {
-    if (inflate_dataset(d, p, n, -15, err) == 0)
+    if (inflate_dataset(d, p, n, -15, lim, err) == 0)
         return 0;
     if (!(n >= 2 && p[0] == 0x78 && ((p[0] << 8) | p[1]) % 31 == 0))
         return -1;
-    return inflate_dataset(d, p, n, 15, err);
+    return inflate_dataset(d, p, n, 15, lim, err);
 }
 
 /* Fragments that begin a frame, for files without a usable offset table. */
@@ -559,7 +588,7 @@ static int index_frame_starts(gj_dicom *d, struct gj_error *err)
     return 0;
 }
 
-static int parse_file(gj_dicom *d, struct gj_error *err)
+static int parse_file(gj_dicom *d, const struct gj_dicom_open_limits *lim, struct gj_error *err)
 {
     const uint8_t *end = d->file + d->file_len, *p = d->file;
     struct walker w = { .d = d, .base = d->file, .err = err };
@@ -567,7 +596,7 @@ static int parse_file(gj_dicom *d, struct gj_error *err)
         return -1;
     const uint8_t *ds = p, *ds_end = end;
     if (d->ts == GJ_TS_DEFLATED_LE) {
-        if (inflate_any(d, p, (size_t)(end - p), err) < 0)
+        if (inflate_any(d, p, (size_t)(end - p), lim, err) < 0)
             return -1;
         ds = d->inflated;
         ds_end = d->inflated + d->inflated_len;
@@ -575,6 +604,7 @@ static int parse_file(gj_dicom *d, struct gj_error *err)
     }
     w.explicit_vr = d->explicit_vr;
     w.be = d->big_endian;
+    w.header_only = d->header_only = lim->header_only;
     /* trailing padding of fewer than 8 bytes of zeros is tolerated */
     if (ds_end - ds < 8 && ds_end > ds) {
         for (const uint8_t *z = ds; z < ds_end; z++)
@@ -582,12 +612,36 @@ static int parse_file(gj_dicom *d, struct gj_error *err)
                 return gj_error_set(err, "", "dataset truncated");
         ds_end = ds;
     }
-    if (parse_dataset(&w, &ds, ds_end, 0, 0) < 0)
+    if (parse_dataset(&w, &ds, ds_end, 0, 0) < 0 || (d->inflated_cut && !d->has_pixels)) {
+        if (d->inflated_cut)
+            return gj_error_set(err, "", "the attributes before the pixel data inflate past %zu bytes",
+                                d->inflated_len);
         return -1;
+    }
     return index_frame_starts(d, err);
 }
 
+uint64_t gj_dicom_inflated_bytes(const gj_dicom *d)
+{
+    if (d->ts != GJ_TS_DEFLATED_LE)
+        return 0;
+    return d->header_only && d->has_pixels ? d->pixel_offset + d->pixel_len : d->inflated_len;
+}
+
+static const struct gj_dicom_open_limits no_limits;
+
 int gj_dicom_open_mem(const void *data, size_t len, gj_dicom **out, struct gj_error *err)
+{
+    return gj_dicom_open_mem_limited(data, len, &no_limits, out, err);
+}
+
+int gj_dicom_open_file(const char *path, gj_dicom **out, struct gj_error *err)
+{
+    return gj_dicom_open_file_limited(path, &no_limits, out, err);
+}
+
+int gj_dicom_open_mem_limited(const void *data, size_t len, const struct gj_dicom_open_limits *lim,
+                              gj_dicom **out, struct gj_error *err)
 {
     *out = NULL;
     if (len > GJ_DICOM_MAX_FILE_BYTES)
@@ -603,7 +657,7 @@ int gj_dicom_open_mem(const void *data, size_t len, gj_dicom **out, struct gj_er
     if (len)
         memcpy(d->file, data, len);
     d->file_len = len;
-    if (parse_file(d, err) < 0) {
+    if (parse_file(d, lim ? lim : &no_limits, err) < 0) {
         gj_dicom_free(d);
         return -1;
     }
@@ -611,7 +665,8 @@ int gj_dicom_open_mem(const void *data, size_t len, gj_dicom **out, struct gj_er
     return 0;
 }
 
-int gj_dicom_open_file(const char *path, gj_dicom **out, struct gj_error *err)
+int gj_dicom_open_file_limited(const char *path, const struct gj_dicom_open_limits *lim, gj_dicom **out,
+                               struct gj_error *err)
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
@@ -643,7 +698,7 @@ int gj_dicom_open_file(const char *path, gj_dicom **out, struct gj_error *err)
         return gj_error_set(err, "", "%s: short read", path);
     }
     d->file_len = n;
-    if (parse_file(d, err) < 0) {
+    if (parse_file(d, lim ? lim : &no_limits, err) < 0) {
         gj_dicom_free(d);
         return -1;
     }

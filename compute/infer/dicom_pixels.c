@@ -91,7 +91,7 @@ static int photometric(const gj_dicom *d, struct gj_dicom_image *img, struct gj_
 static int pixel_data_size(const gj_dicom *d, const struct gj_dicom_image *img, struct gj_error *err)
 {
     if (d->encapsulated)
-        return d->n_frag ? 0 : gj_dcm_tag_error(err, GJ_DCM_PixelData, "encapsulated pixel data without fragments");
+        return d->n_frag || d->header_only ? 0 : gj_dcm_tag_error(err, GJ_DCM_PixelData, "encapsulated pixel data without fragments");
     uint64_t frame_bytes = (uint64_t)img->rows * img->columns * img->samples_per_pixel * (img->bits_allocated / 8);
     if (frame_bytes * (uint64_t)img->frames > d->pixel_len)
         return gj_dcm_tag_error(err, GJ_DCM_PixelData, "pixel data holds %llu bytes; %u frame(s) of %u x %u x %u x %u "
@@ -122,6 +122,13 @@ int gj_dicom_image_info(const gj_dicom *d, struct gj_dicom_image *img, struct gj
 uint64_t gj_dicom_frame_floats(const struct gj_dicom_image *img)
 {
     return (uint64_t)img->rows * img->columns * img->samples_per_pixel;
+}
+
+uint64_t gj_dicom_decode_bytes(const struct gj_dicom_image *img)
+{
+    uint64_t stored = gj_dicom_frame_floats(img) * (img->bits_allocated / 8);
+    /* compressed: the codec's planes of int32 (OpenJPEG's), its output and its tables */
+    return img->encapsulated ? gj_dicom_frame_floats(img) * 4 + stored + (1u << 20) : stored;
 }
 
 /* ---- locating a compressed frame ------------------------------------------ */
@@ -326,6 +333,8 @@ static int decode_common(const gj_dicom *d, uint32_t frame, int32_t *ivals, floa
                          uint64_t capacity, struct gj_error *err)
 {
     struct gj_dicom_image img;
+    if (d->header_only)
+        return gj_error_set(err, GJ_DCM_PIXEL_FIELD, "the dataset was opened without its pixel data");
     if (gj_dicom_image_info(d, &img, err) < 0)
         return -1;
     uint64_t need = gj_dicom_frame_floats(&img);

@@ -13,7 +13,8 @@
  *       instance's Bits Allocated, colour interleaved, whatever the transfer syntax
  *
  * The instance is exported from its blob to a scratch file, parsed and decoded
- * (compute/infer/dicom.h), and the file removed. 406 for an Accept it cannot serve,
+ * (compute/infer/dicom.h), and the file removed; rendered within --render-memory
+ * (render_budget.h: 413 with the figures for an image that needs more). 406 for an Accept it cannot serve,
  * 404 for another tenant's instance or a frame past the last, 400 naming the parameter
  * for a bad quality or window, or any other parameter (viewport is not supported).
  */
@@ -30,49 +31,61 @@
 #include "service/db.h"
 #include "service/infer/infer.h"
 #include "service/log.h"
+#include "service/render_budget.h"
 
 #define COMPONENT "dicomweb"
 #define FRAMES_MAX 1000
 #define FRAMES_MAX_BYTES ((uint64_t)256 << 20)   /* one answer, built in memory */
 #define JPEG_QUALITY 90
 
-/* The tenant's instance named by the path, parsed. NULL with a response prepared. */
-static gj_dicom *load_instance(struct gj_req *r, struct gj_dicom_image *img)
+/* The tenant's instance named by the path, exported to path (the caller unlinks it);
+ * *size its bytes. 0, or -1 with a response prepared. */
+static int export_instance(struct gj_req *r, char *path, size_t path_cap, uint64_t *size)
 {
     for (int i = 0; i < 3; i++)
         if (!gj_infer_uid_ok(r->params[i])) {
             gj_problem(r, 400, NULL, "the path holds UIDs (digits and dots, at most 64)");
-            return NULL;
+            return -1;
         }
     const char *p[4] = { r->who.tenant_id, r->params[0], r->params[1], r->params[2] };
     PGconn *c = gj_req_db(r);
     PGresult *res = c ? gj_db_exec(c,
-                                   "SELECT b.lo_oid FROM dicom_instances d JOIN blobs b ON b.id = d.blob_id"
+                                   "SELECT b.lo_oid, b.size FROM dicom_instances d JOIN blobs b ON b.id = d.blob_id"
                                    " WHERE d.tenant_id = $1::uuid AND d.study_uid = $2 AND d.series_uid = $3"
                                    " AND d.sop_uid = $4", 4, p, NULL) : NULL;
     if (!res) {
         gj_respond_unavailable(r);
-        return NULL;
+        return -1;
     }
     if (PQntuples(res) == 0) {
         PQclear(res);
         gj_respond_not_found(r);
-        return NULL;
+        return -1;
     }
     unsigned int oid = (unsigned int)strtoul(PQgetvalue(res, 0, 0), NULL, 10);
+    *size = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
     PQclear(res);
-    char path[1300];
-    if (snprintf(path, sizeof path, "%s/wado-%s.dcm", r->srv->cfg.work_dir, r->request_id) >= (int)sizeof path) {
+    if (snprintf(path, path_cap, "%s/wado-%s.dcm", r->srv->cfg.work_dir, r->request_id) >= (int)path_cap) {
         gj_problem(r, 500, NULL, "the work directory path is too long");
-        return NULL;
+        return -1;
     }
-    gj_dicom *d = NULL;
-    struct gj_error err = { 0 };
     if (gj_blob_export(c, oid, path) != 0) {
         unlink(path);
         gj_respond_unavailable(r);
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+/* The tenant's instance named by the path, parsed whole. NULL with a response prepared. */
+static gj_dicom *load_instance(struct gj_req *r, struct gj_dicom_image *img)
+{
+    char path[1300];
+    uint64_t size = 0;
+    if (export_instance(r, path, sizeof path, &size) != 0)
+        return NULL;
+    gj_dicom *d = NULL;
+    struct gj_error err = { 0 };
     int rc = gj_dicom_open_file(path, &d, &err);
     unlink(path);
     if (rc != 0 || gj_dicom_image_info(d, img, &err) != 0) {
@@ -256,6 +269,13 @@ static void respond_bytes(struct gj_req *r, char *data /* taken */, size_t len, 
     gj_http_user_bytes(resp, 0, NULL);   /* frames are the tenant's pixel bytes; images stay inline */
 }
 
+/* What rendering builds from the decoded frame: the 8-bit copy, and the encoded answer
+ * (libjpeg-turbo's worst-case buffer and our copy of it; a PNG's memstream doubling). */
+static uint64_t rendered_bytes(const struct gj_dicom_image *img)
+{
+    return gj_dicom_frame_floats(img) * 3 + (1u << 20);
+}
+
 static void wado_rendered(struct gj_req *r)
 {
     static const char *const types[] = { "image/jpeg", "image/png", NULL };
@@ -270,18 +290,23 @@ static void wado_rendered(struct gj_req *r)
         gj_problem(r, 400, o.bad_param, "%s", o.bad);
         return;
     }
-    struct gj_dicom_image img;
-    gj_dicom *d = load_instance(r, &img);
-    if (!d)
+    char path[1300];
+    uint64_t size = 0;
+    if (export_instance(r, path, sizeof path, &size) != 0)
+        return;
+    struct gj_render rd;
+    int opened = gj_render_open(r, path, size, rendered_bytes, &rd);
+    unlink(path);
+    if (opened != 0)
         return;
     struct gj_error err = { 0 };
-    unsigned char *pix = render_frame(d, &img, &o, &err);
-    gj_dicom_free(d);
+    unsigned char *pix = render_frame(rd.d, &rd.img, &o, &err);
     char *buf = NULL;
     size_t len = 0;
-    int rc = !pix ? -1 : strcmp(type, "image/png") == 0 ? encode_png(pix, &img, &buf, &len)
-                                                        : encode_jpeg(pix, &img, o.quality, &buf, &len);
+    int rc = !pix ? -1 : strcmp(type, "image/png") == 0 ? encode_png(pix, &rd.img, &buf, &len)
+                                                        : encode_jpeg(pix, &rd.img, o.quality, &buf, &len);
     free(pix);
+    gj_render_close(&rd);
     if (rc != 0) {
         free(buf);
         gj_problem(r, 422, NULL, "the instance could not be rendered%s%s", err.message[0] ? ": " : "", err.message);

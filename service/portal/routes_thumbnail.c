@@ -7,12 +7,14 @@
  * answer, the URL names our blob id only, and nothing of the file is logged. Windowing as a
  * viewer would: the file's VOI window when it has one, else the 0.5 and 99.5 percentiles;
  * MONOCHROME1 is inverted; colour images show their first plane (luminance is not needed
- * for a thumbnail of a radiograph). With --infer-purge-phi a finished job's inputs are
+ * for a thumbnail of a radiograph). Decoded within --render-memory (render_budget.h:
+ * 413 with the figures for an image that needs more). With --infer-purge-phi a finished job's inputs are
  * gone: 404, and the page shows none.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/gj_error.h"
 #include "infer/dicom.h"
@@ -20,6 +22,7 @@
 #include "service/db.h"
 #include "service/portal/png_gray.h"
 #include "service/portal/portal.h"
+#include "service/render_budget.h"
 
 #define BLOB_MAX (64u << 20)
 #define THUMB_SIDE 256
@@ -32,13 +35,13 @@ static void thumb_etag(const struct gj_blob_info *info, char etag[48])
     snprintf(etag, 48, "\"thumb-%.32s\"", hex);
 }
 
-/* The blob's bytes (malloc'd), or NULL answered (a 304 included). */
-static unsigned char *read_blob(struct gj_req *r, struct gj_blob_info *info)
+/* The blob exported to path (the caller unlinks it). 0, or -1 answered (a 304 included). */
+static int export_blob(struct gj_req *r, struct gj_blob_info *info, char *path, size_t path_cap)
 {
     PGconn *c = gj_req_db(r);
     if (!c || gj_db_begin(c) != 0) {
         gj_respond_unavailable(r);
-        return NULL;
+        return -1;
     }
     int rc = gj_blob_lookup(c, r->who.tenant_id, r->params[0], info);
     if (rc <= 0) {
@@ -46,27 +49,33 @@ static unsigned char *read_blob(struct gj_req *r, struct gj_blob_info *info)
             gj_respond_unavailable(r);
         else
             gj_respond_not_found(r);
-        return NULL;
+        return -1;
     }
     char etag[48];
     thumb_etag(info, etag);
     if (gj_portal_not_modified(r, etag, CACHE_SECONDS))
-        return NULL;
+        return -1;
     if (info->size > BLOB_MAX) {
         gj_problem(r, 422, NULL, "the file is over the %u MiB a thumbnail is made from", BLOB_MAX >> 20);
-        return NULL;
+        return -1;
     }
-    unsigned char *data = malloc(info->size ? info->size : 1);
-    struct gj_blob_reader *rd = data ? gj_blob_reader_open(c, info->lo_oid) : NULL;
-    long got = rd ? gj_blob_reader_read(rd, 0, data, info->size) : -1;
-    if (rd)
-        gj_blob_reader_close(rd);
-    if (got != (long)info->size) {
-        free(data);
+    if (snprintf(path, path_cap, "%s/thumb-%s.dcm", r->srv->cfg.work_dir, r->request_id) >= (int)path_cap) {
+        gj_problem(r, 500, NULL, "the work directory path is too long");
+        return -1;
+    }
+    if (gj_blob_export(c, info->lo_oid, path) != 0) {
+        unlink(path);
         gj_problem(r, 500, NULL, "the file could not be read");
-        return NULL;
+        return -1;
     }
-    return data;
+    return 0;
+}
+
+/* The thumbnail and its PNG, besides the decoded frame (render_budget.h). */
+static uint64_t thumb_bytes(const struct gj_dicom_image *img)
+{
+    (void)img;
+    return 1u << 20;
 }
 
 /* Frame 0's first plane, windowed and box-filtered down to at most THUMB_SIDE pixels a side. */
@@ -103,28 +112,27 @@ static unsigned char *render(const gj_dicom *d, const struct gj_dicom_image *img
 static void thumbnail(struct gj_req *r)
 {
     struct gj_blob_info info;
-    unsigned char *data = read_blob(r, &info);
-    if (!data)
+    char path[1300];
+    if (export_blob(r, &info, path, sizeof path) != 0)
         return;
-    gj_dicom *d = NULL;
-    struct gj_dicom_image img;
+    struct gj_render rd;
+    int opened = gj_render_open(r, path, info.size, thumb_bytes, &rd);
+    unlink(path);
+    if (opened != 0)
+        return;
     struct gj_error err;
     gj_error_clear(&err);
     float *f = NULL;
     unsigned char *px = NULL, *png = NULL;
     size_t len = 0;
     uint32_t tw = 0, th = 0;
-    if (gj_dicom_open_mem(data, info.size, &d, &err) != 0 || gj_dicom_image_info(d, &img, &err) != 0) {
-        gj_problem(r, 422, NULL, "not a DICOM image this service reads: %s", err.message);
-        goto out;
-    }
-    uint64_t n = gj_dicom_frame_floats(&img);
+    uint64_t n = gj_dicom_frame_floats(&rd.img);
     f = malloc(n * sizeof *f);
-    if (!f || gj_dicom_decode_frame(d, 0, f, n, &err) != 0) {
+    if (!f || gj_dicom_decode_frame(rd.d, 0, f, n, &err) != 0) {
         gj_problem(r, 422, NULL, "the image could not be decoded: %s", f ? err.message : "out of memory");
         goto out;
     }
-    px = render(d, &img, f, &tw, &th);
+    px = render(rd.d, &rd.img, f, &tw, &th);
     if (!px || gj_png_gray8(px, tw, th, &png, &len) != 0) {
         gj_problem(r, 500, NULL, "out of memory");
         goto out;
@@ -135,8 +143,7 @@ static void thumbnail(struct gj_req *r)
 out:
     free(px);
     free(f);
-    gj_dicom_free(d);
-    free(data);
+    gj_render_close(&rd);
 }
 
 static const struct gj_route routes[] = {

@@ -3,7 +3,8 @@
  * tag lookup (strings, ints, multi-values, window/VOI), nested elements not
  * shadowing top-level ones, stored vs modality values, signed masking, RGB
  * planes and YBR_FULL conversion, implicit VR without preamble, UN-encoded
- * attributes, deflated datasets with and without a zlib header; every element in
+ * attributes, deflated datasets with and without a zlib header, and priced before they
+ * are inflated (header-only opens, max_inflated); every element in
  * file order with sequence items marked; the implicit VR dictionary.
  */
 #include <setjmp.h>
@@ -241,6 +242,84 @@ static void test_deflated(void **state)
     free(ds.p);
 }
 
+/* ds deflated (raw) after a deflated TS's meta group, into b. */
+static void deflated_file(struct buf *b, const struct buf *ds)
+{
+    uLong cap = compressBound((uLong)ds->n);
+    uint8_t *out = malloc(cap);
+    assert_non_null(out);
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    assert_int_equal(deflateInit2(&zs, 9, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    zs.next_in = ds->p;
+    zs.avail_in = (uInt)ds->n;
+    zs.next_out = out;
+    zs.avail_out = (uInt)cap;
+    assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+    meta(b, "1.2.840.10008.1.2.1.99");
+    put(b, out, cap - zs.avail_out);
+    deflateEnd(&zs);
+    free(out);
+}
+
+/* A deflated image priced before it is inflated (gj_dicom_open_limits): header_only
+ * reads the attributes within a small max_inflated and knows the whole dataset's size;
+ * the whole open within exactly that size succeeds, one byte less fails; decoding a
+ * header-only dataset is refused; attributes past the header limit are an error. */
+static void test_deflated_priced(void **state)
+{
+    (void)state;
+    struct buf ds = { 0 };
+    str(&ds, 0x0008, 0x0060, "CS", "OT");
+    image(&ds, "MONOCHROME2", 1, 2048, 2048, 16, 16, 0);
+    size_t header = ds.n + 12;   /* the pixel data's own header included */
+    uint32_t pixel_bytes = 2048u * 2048u * 2u;
+    uint8_t *zeros = calloc(pixel_bytes, 1);
+    assert_non_null(zeros);
+    el(&ds, 0x7FE0, 0x0010, "OW", zeros, pixel_bytes);
+    struct buf b = { 0 };
+    deflated_file(&b, &ds);
+    assert_true(b.n < 64 * 1024);
+
+    struct gj_error err = { 0 };
+    gj_dicom *d = NULL;
+    struct gj_dicom_open_limits lim = { .max_inflated = 64 * 1024, .header_only = 1 };
+    assert_int_equal(gj_dicom_open_mem_limited(b.p, b.n, &lim, &d, &err), 0);
+    struct gj_dicom_image img;
+    assert_int_equal(gj_dicom_image_info(d, &img, &err), 0);
+    assert_int_equal(img.rows, 2048);
+    assert_int_equal(img.columns, 2048);
+    assert_int_equal(gj_dicom_inflated_bytes(d), header + pixel_bytes);
+    assert_int_equal(gj_dicom_decode_bytes(&img), pixel_bytes);
+    float one;
+    assert_int_equal(gj_dicom_decode_frame(d, 0, &one, 1, &err), -1);
+    uint64_t inflated = gj_dicom_inflated_bytes(d);
+    gj_dicom_free(d);
+
+    lim = (struct gj_dicom_open_limits){ .max_inflated = inflated };
+    assert_int_equal(gj_dicom_open_mem_limited(b.p, b.n, &lim, &d, &err), 0);
+    assert_int_equal(gj_dicom_inflated_bytes(d), inflated);
+    gj_dicom_free(d);
+    lim.max_inflated = inflated - 1;
+    assert_int_equal(gj_dicom_open_mem_limited(b.p, b.n, &lim, &d, &err), -1);
+    assert_non_null(strstr(err.message, "inflates past"));
+    free(b.p);
+
+    /* 64 KiB of attributes before the pixel data, and a header limit of 8 KiB */
+    struct buf big = { 0 };
+    el(&big, 0x0009, 0x1010, "OB", zeros, 64 * 1024);
+    put(&big, ds.p, ds.n);
+    struct buf b2 = { 0 };
+    deflated_file(&b2, &big);
+    lim = (struct gj_dicom_open_limits){ .max_inflated = 8 * 1024, .header_only = 1 };
+    assert_int_equal(gj_dicom_open_mem_limited(b2.p, b2.n, &lim, &d, &err), -1);
+    assert_non_null(strstr(err.message, "before the pixel data inflate past"));
+    free(b2.p);
+    free(big.p);
+    free(ds.p);
+    free(zeros);
+}
+
 /* Every element in file order: a sequence is followed by its items' markers (an empty
  * item too), their elements one level deeper, then the top level again. */
 static void test_elements(void **state)
@@ -319,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_implicit_no_preamble),
         cmocka_unit_test(test_un_vr),
         cmocka_unit_test(test_deflated),
+        cmocka_unit_test(test_deflated_priced),
         cmocka_unit_test(test_elements),
         cmocka_unit_test(test_implicit_dictionary),
     };

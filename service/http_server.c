@@ -246,6 +246,31 @@ int gj_http_error_body(const char *prefix, gj_error_body_fn fn)
     return 0;
 }
 
+static struct {
+    const char *prefix;
+    gj_prefix_auth_fn fn;
+} prefix_auths[MAX_ERROR_STYLES];
+static int n_prefix_auths;
+
+int gj_http_prefix_auth(const char *prefix, gj_prefix_auth_fn fn)
+{
+    if (n_prefix_auths >= MAX_ERROR_STYLES)
+        return -1;
+    prefix_auths[n_prefix_auths].prefix = prefix;
+    prefix_auths[n_prefix_auths].fn = fn;
+    n_prefix_auths++;
+    return 0;
+}
+
+/* The authentication that comes before routing under path's prefix; NULL for none. */
+static gj_prefix_auth_fn prefix_auth(const char *path)
+{
+    for (int i = 0; i < n_prefix_auths; i++)
+        if (strncmp(path, prefix_auths[i].prefix, strlen(prefix_auths[i].prefix)) == 0)
+            return prefix_auths[i].fn;
+    return NULL;
+}
+
 /* The error shape of r's path; NULL for problem+json. */
 static gj_error_body_fn error_style(const struct gj_req *r)
 {
@@ -584,6 +609,12 @@ static void first_call(const struct gj_http_server *h, struct gj_req *r, const c
         (origin = cors_origin(r))) {
         gj_cors_preflight_headers(gj_respond_empty(r, 204), origin);
         return;
+    }
+    gj_prefix_auth_fn gate = prefix_auth(url);
+    if (gate) {
+        gate(r);
+        if (r->response)
+            return;
     }
     const struct gj_route *rt = find_route(h->tables, r, method, url, allow, sizeof allow);
     if (!rt) {

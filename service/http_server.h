@@ -163,6 +163,12 @@ const char *gj_problem_content_type(const struct gj_req *r);
  * malloc'd JSON text or NULL. Called before the server starts (module init); 0 or -1. */
 typedef char *(*gj_error_body_fn)(int status, const char *detail);
 int gj_http_error_body(const char *prefix, gj_error_body_fn fn);
+/* Requests under a path prefix authenticated before they are routed, by fn (a module
+ * whose standard refuses a wrong key on any path, known or not: CARMIN's under /rest/).
+ * fn answers to stop the request (r->response), else lets it go on to its route. Called
+ * before the server starts (module init); 0 or -1. */
+typedef void (*gj_prefix_auth_fn)(struct gj_req *r);
+int gj_http_prefix_auth(const char *prefix, gj_prefix_auth_fn fn);
 /* Answers now, before the body has ended, with a problem, and closes the connection:
  * for a client that must not be waited for (a too-slow upload). libmicrohttpd queues
  * a response only before a body or after it, so this one is written to the

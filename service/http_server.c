@@ -500,6 +500,15 @@ int gj_req_verify_key(struct gj_req *r, const char *key)
     return rc;
 }
 
+/* 1 when the request carries a key (Authorization) or a session cookie. */
+static int credentials_presented(struct gj_req *r)
+{
+    char token[GJ_SESSION_TOKEN_LEN + 1];
+    int has_cookie = gj_session_cookie_token(gj_req_header(r, MHD_HTTP_HEADER_COOKIE), token);
+    explicit_bzero(token, sizeof token);
+    return has_cookie || gj_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION) != NULL;
+}
+
 static void authenticate(struct gj_req *r)
 {
     const char *h = gj_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
@@ -633,7 +642,7 @@ static void first_call(const struct gj_http_server *h, struct gj_req *r, const c
         gj_respond_not_found(r);
         return;
     }
-    if (rt->auth != GJ_AUTH_NONE) {
+    if (rt->auth != GJ_AUTH_NONE && !(rt->auth == GJ_AUTH_OPTIONAL && !credentials_presented(r))) {
         authenticate(r);
         if (r->response)
             return;

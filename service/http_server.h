@@ -54,7 +54,9 @@ void gj_http_print_routes(FILE *f, const struct gj_route_table *const *tables);
  * needs what follows.
  * ------------------------------------------------------------------------ */
 
-enum gj_auth_need { GJ_AUTH_NONE, GJ_AUTH_USER, GJ_AUTH_ADMIN };
+/* OPTIONAL: as USER when the request carries a key or a session cookie, else the handler
+ * runs unauthenticated (r->authed 0): a probe that answers "not signed in" with a 200. */
+enum gj_auth_need { GJ_AUTH_NONE, GJ_AUTH_USER, GJ_AUTH_ADMIN, GJ_AUTH_OPTIONAL };
 /* NONE: a body is read (bounded) and dropped. JSON: collected and parsed. STREAM:
  * handed to the route's data callback as it arrives. UPLOAD: spooled while it
  * arrives, under the upload limits, and handed to the data callback once complete

@@ -246,6 +246,31 @@ int gj_http_error_body(const char *prefix, gj_error_body_fn fn)
     return 0;
 }
 
+static struct {
+    const char *prefix;
+    gj_prefix_auth_fn fn;
+} prefix_auths[MAX_ERROR_STYLES];
+static int n_prefix_auths;
+
+int gj_http_prefix_auth(const char *prefix, gj_prefix_auth_fn fn)
+{
+    if (n_prefix_auths >= MAX_ERROR_STYLES)
+        return -1;
+    prefix_auths[n_prefix_auths].prefix = prefix;
+    prefix_auths[n_prefix_auths].fn = fn;
+    n_prefix_auths++;
+    return 0;
+}
+
+/* The authentication that comes before routing under path's prefix; NULL for none. */
+static gj_prefix_auth_fn prefix_auth(const char *path)
+{
+    for (int i = 0; i < n_prefix_auths; i++)
+        if (strncmp(path, prefix_auths[i].prefix, strlen(prefix_auths[i].prefix)) == 0)
+            return prefix_auths[i].fn;
+    return NULL;
+}
+
 /* The error shape of r's path; NULL for problem+json. */
 static gj_error_body_fn error_style(const struct gj_req *r)
 {
@@ -475,6 +500,15 @@ int gj_req_verify_key(struct gj_req *r, const char *key)
     return rc;
 }
 
+/* 1 when the request carries a key (Authorization) or a session cookie. */
+static int credentials_presented(struct gj_req *r)
+{
+    char token[GJ_SESSION_TOKEN_LEN + 1];
+    int has_cookie = gj_session_cookie_token(gj_req_header(r, MHD_HTTP_HEADER_COOKIE), token);
+    explicit_bzero(token, sizeof token);
+    return has_cookie || gj_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION) != NULL;
+}
+
 static void authenticate(struct gj_req *r)
 {
     const char *h = gj_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
@@ -585,6 +619,12 @@ static void first_call(const struct gj_http_server *h, struct gj_req *r, const c
         gj_cors_preflight_headers(gj_respond_empty(r, 204), origin);
         return;
     }
+    gj_prefix_auth_fn gate = prefix_auth(url);
+    if (gate) {
+        gate(r);
+        if (r->response)
+            return;
+    }
     const struct gj_route *rt = find_route(h->tables, r, method, url, allow, sizeof allow);
     if (!rt) {
         if (allow[0]) {
@@ -602,7 +642,7 @@ static void first_call(const struct gj_http_server *h, struct gj_req *r, const c
         gj_respond_not_found(r);
         return;
     }
-    if (rt->auth != GJ_AUTH_NONE) {
+    if (rt->auth != GJ_AUTH_NONE && !(rt->auth == GJ_AUTH_OPTIONAL && !credentials_presented(r))) {
         authenticate(r);
         if (r->response)
             return;

@@ -54,7 +54,9 @@ void gj_http_print_routes(FILE *f, const struct gj_route_table *const *tables);
  * needs what follows.
  * ------------------------------------------------------------------------ */
 
-enum gj_auth_need { GJ_AUTH_NONE, GJ_AUTH_USER, GJ_AUTH_ADMIN };
+/* OPTIONAL: as USER when the request carries a key or a session cookie, else the handler
+ * runs unauthenticated (r->authed 0): a probe that answers "not signed in" with a 200. */
+enum gj_auth_need { GJ_AUTH_NONE, GJ_AUTH_USER, GJ_AUTH_ADMIN, GJ_AUTH_OPTIONAL };
 /* NONE: a body is read (bounded) and dropped. JSON: collected and parsed. STREAM:
  * handed to the route's data callback as it arrives. UPLOAD: spooled while it
  * arrives, under the upload limits, and handed to the data callback once complete
@@ -163,6 +165,12 @@ const char *gj_problem_content_type(const struct gj_req *r);
  * malloc'd JSON text or NULL. Called before the server starts (module init); 0 or -1. */
 typedef char *(*gj_error_body_fn)(int status, const char *detail);
 int gj_http_error_body(const char *prefix, gj_error_body_fn fn);
+/* Requests under a path prefix authenticated before they are routed, by fn (a module
+ * whose standard refuses a wrong key on any path, known or not: CARMIN's under /rest/).
+ * fn answers to stop the request (r->response), else lets it go on to its route. Called
+ * before the server starts (module init); 0 or -1. */
+typedef void (*gj_prefix_auth_fn)(struct gj_req *r);
+int gj_http_prefix_auth(const char *prefix, gj_prefix_auth_fn fn);
 /* Answers now, before the body has ended, with a problem, and closes the connection:
  * for a client that must not be waited for (a too-slow upload). libmicrohttpd queues
  * a response only before a body or after it, so this one is written to the

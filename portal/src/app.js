@@ -135,8 +135,10 @@ async function boot() {
     document.getElementById('main').focus();
   });
   try {
+    // 200 {"signed_in": false} for a visitor without a cookie: no failed request
     const s = await api('GET', '/v1/session', { quiet401: true });
-    signedIn(s);
+    if (s && s.signed_in) signedIn(s);
+    else state.who = null;
   } catch {
     state.who = null;
   }

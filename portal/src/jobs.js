@@ -2,7 +2,7 @@
 // Events stream (GET /v1/events) that brings every change of any of them (state, progress,
 // device, times). Filters by state and kind; cancel and delete.
 import { api } from './api.js';
-import { announce } from './app.js';
+import { announce, signedOut } from './app.js';
 import { duration, h, replace, shortId, since, when } from './dom.js';
 import { progressBar } from './forms.js';
 import { kinds } from './submit.js';
@@ -163,7 +163,10 @@ export async function render(main, { query }) {
   events.addEventListener('error', () => {
     live.textContent = events.readyState === EventSource.CLOSED
       ? 'Live updates stopped: reload the page.' : 'Live updates interrupted: reconnecting…';
-    if (events.readyState === EventSource.CLOSED) api('GET', '/v1/session').catch(() => {});
+    // an ended session: 401 with the cookie, {"signed_in": false} once it has gone
+    if (events.readyState === EventSource.CLOSED) {
+      api('GET', '/v1/session').then((s) => { if (s && !s.signed_in) signedOut(); }).catch(() => {});
+    }
   });
   return { destroy: () => events.close() };
 }

@@ -4,9 +4,10 @@
  * per job kind), a per-tenant file space under /vip/Home backed by blobs (migration 0009),
  * executions.
  *
- * Its routes authenticate themselves (GJ_AUTH_NONE, carmin_begin): CARMIN clients send the
- * key in an `apikey` header (Authorization: Bearer works too), and every error, a refused
- * key included, is CARMIN's {errorCode, errorMessage} rather than problem+json.
+ * Its routes authenticate themselves (GJ_AUTH_NONE; carmin_gate before routing, as VIP's
+ * server does, so a wrong key is 40101 on any path): CARMIN clients send the key in an
+ * `apikey` header (Authorization: Bearer works too), and every error, a refused key
+ * included, is CARMIN's {errorCode, errorMessage} rather than problem+json.
  */
 #ifndef GJ_CARMIN_H
 #define GJ_CARMIN_H
@@ -37,5 +38,7 @@ char *carmin_error_body(int status, const char *detail);
  * Authorization: Bearer, else 40101 answered. 0 authenticated, -1 answered. */
 int carmin_authenticate(struct gj_req *r);
 void carmin_begin(struct gj_req *r);
+/* Authentication before routing under /rest/ (gj_http_prefix_auth, module.c). */
+void carmin_gate(struct gj_req *r);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * carmin_common.c — what every CARMIN route shares (carmin.h): its error body and its
- * authentication.
+ * authentication, before routing and in the routes.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,6 +51,8 @@ static const char *presented_key(struct gj_req *r)
 
 int carmin_authenticate(struct gj_req *r)
 {
+    if (r->authed)
+        return 0;   /* by carmin_gate, before routing: the key counted once */
     const char *key = presented_key(r);
     if (!key || !*key || strlen(key) > 256) {
         carmin_error(r, CARMIN_BAD_KEY, "an API key is required in the apikey header");
@@ -77,5 +79,17 @@ int carmin_authenticate(struct gj_req *r)
 
 void carmin_begin(struct gj_req *r)
 {
+    carmin_authenticate(r);
+}
+
+/* Before routing, as VIP's server does: a presented key is checked on any path under /rest/
+ * (a wrong one is 40101 whether or not the path is a route), and a request without one goes
+ * no further than the one route that needs none, GET /rest/platform. */
+void carmin_gate(struct gj_req *r)
+{
+    int public_route = (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0) &&
+                       strcmp(r->path, "/rest/platform") == 0;
+    if (public_route && !presented_key(r))
+        return;
     carmin_authenticate(r);
 }

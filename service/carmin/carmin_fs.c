@@ -146,29 +146,121 @@ static int release_blobs(PGconn *c, const char *tenant, const char *ids)
                      2, q);
 }
 
-int carmin_fs_put(PGconn *c, const char *tenant, const char *path, const char *blob_id, const char *execution_id)
+/* A failed statement's outcome: CARMIN_FS_RACE for the parent's foreign key, else -1. */
+static int failed(const char sqlstate[6])
 {
-    char parent[CARMIN_PATH_MAX];
-    carmin_path_parent(path, parent);
-    const char *p[5] = { tenant, path, parent, blob_id, execution_id };
-    PGresult *res = gj_db_exec(c, "WITH old AS (SELECT blob_id FROM carmin_paths WHERE tenant_id = $1::uuid"
-                                  " AND path = $2 FOR UPDATE)"
-                                  " INSERT INTO carmin_paths (tenant_id, path, parent, blob_id, execution_id)"
-                                  " VALUES ($1::uuid, $2, $3, $4::uuid, $5::uuid) ON CONFLICT (tenant_id, path) DO"
-                                  " UPDATE SET blob_id = EXCLUDED.blob_id, execution_id = EXCLUDED.execution_id,"
-                                  " modified_at = now() RETURNING (SELECT blob_id FROM old)::text",
-                               5, p, NULL);
+    return strcmp(sqlstate, "23503") == 0 ? CARMIN_FS_RACE : -1;
+}
+
+/* The blob path holds now, its row locked for the rest of the transaction: 1 found (old
+ * filled, "" for a directory), 0 no such path, -1 error. Read before the row changes: a
+ * RETURNING that reads a CTE locking the row the same statement updates reads nothing. */
+static int lock_old(PGconn *c, const char *tenant, const char *path, char old[GJ_UUID_LEN + 1])
+{
+    const char *p[2] = { tenant, path };
+    PGresult *res = gj_db_exec(c, "SELECT coalesce(blob_id::text, '') FROM carmin_paths"
+                                  " WHERE tenant_id = $1::uuid AND path = $2 FOR UPDATE",
+                               2, p, NULL);
     if (!res)
         return -1;
-    char old[GJ_UUID_LEN + 1] = "";
-    if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
-        snprintf(old, sizeof old, "%s", PQgetvalue(res, 0, 0));
+    int found = PQntuples(res) == 1;
+    snprintf(old, GJ_UUID_LEN + 1, "%s", found ? PQgetvalue(res, 0, 0) : "");
     PQclear(res);
-    if (!old[0] || (blob_id && strcmp(old, blob_id) == 0))
-        return 0;
-    char one[GJ_UUID_LEN + 3];
-    snprintf(one, sizeof one, "{%s}", old);
-    return release_blobs(c, tenant, one);
+    return found;
+}
+
+int carmin_fs_create(PGconn *c, const char *tenant, const char *path, const char *blob_id, const char *execution_id)
+{
+    char parent[CARMIN_PATH_MAX], sqlstate[6] = "";
+    carmin_path_parent(path, parent);
+    const char *p[5] = { tenant, path, parent, blob_id, execution_id };
+    PGresult *res = gj_db_exec(c, "INSERT INTO carmin_paths (tenant_id, path, parent, blob_id, execution_id)"
+                                  " VALUES ($1::uuid, $2, $3, $4::uuid, $5::uuid)"
+                                  " ON CONFLICT (tenant_id, path) DO NOTHING RETURNING 1",
+                               5, p, sqlstate);
+    if (!res)
+        return failed(sqlstate);
+    int made = PQntuples(res) == 1;
+    PQclear(res);
+    return made;
+}
+
+int carmin_fs_put(PGconn *c, const char *tenant, const char *path, const char *blob_id, const char *execution_id)
+{
+    char old[GJ_UUID_LEN + 1];
+    for (int tries = 0; tries < 3; tries++) {   /* made by another between our look and our insert: again */
+        int found = lock_old(c, tenant, path, old);
+        if (found < 0)
+            return -1;
+        if (!found) {
+            int made = carmin_fs_create(c, tenant, path, blob_id, execution_id);
+            if (made != 0)
+                return made > 0 ? 0 : made;
+            continue;
+        }
+        const char *p[4] = { tenant, path, blob_id, execution_id };
+        if (gj_db_cmd(c, "UPDATE carmin_paths SET blob_id = $3::uuid, execution_id = $4::uuid, modified_at = now()"
+                         " WHERE tenant_id = $1::uuid AND path = $2", 4, p) != 0)
+            return -1;
+        if (!old[0] || (blob_id && strcmp(old, blob_id) == 0))
+            return 0;
+        char one[GJ_UUID_LEN + 3];
+        snprintf(one, sizeof one, "{%s}", old);
+        return release_blobs(c, tenant, one);
+    }
+    return -1;
+}
+
+/* name, or its k-th variant: "result.json" -> "result-3.json", "out" -> "out-3". 0, or -1
+ * when the variant is not a name. */
+static int name_variant(const char *name, int k, char out[CARMIN_PATH_MAX])
+{
+    if (k == 0)
+        return snprintf(out, CARMIN_PATH_MAX, "%s", name) < CARMIN_PATH_MAX && gj_safe_name(out) ? 0 : -1;
+    const char *dot = strrchr(name, '.');
+    if (!dot || dot == name)
+        dot = name + strlen(name);
+    int n = snprintf(out, CARMIN_PATH_MAX, "%.*s-%d%s", (int)(dot - name), name, k, dot);
+    return n < CARMIN_PATH_MAX && gj_safe_name(out) ? 0 : -1;
+}
+
+#define FREE_NAME_TRIES 100
+
+int carmin_fs_create_free(PGconn *c, const char *tenant, const char *dir, const char *name, const char *blob_id,
+                          const char *execution_id, char out[CARMIN_PATH_MAX])
+{
+    for (int k = 0; k < FREE_NAME_TRIES; k++) {
+        char variant[CARMIN_PATH_MAX];
+        if (name_variant(name, k, variant) != 0 ||
+            snprintf(out, CARMIN_PATH_MAX, "%s/%s", dir, variant) >= CARMIN_PATH_MAX)
+            return 1;
+        int made = carmin_fs_create(c, tenant, out, blob_id, execution_id);
+        if (made != 0)
+            return made > 0 ? 0 : -1;
+    }
+    return 1;
+}
+
+int carmin_fs_mkdirs(PGconn *c, const char *tenant, const char *path)
+{
+    char prefix[CARMIN_PATH_MAX];
+    size_t home = strlen(CARMIN_HOME), len = strlen(path);
+    for (size_t i = home + 1; i <= len; i++) {
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        snprintf(prefix, sizeof prefix, "%.*s", (int)i, path);
+        struct carmin_entry e;
+        int rc = carmin_fs_stat(c, tenant, prefix, &e);
+        if (rc == 0 && carmin_fs_create(c, tenant, prefix, NULL, NULL) < 0)
+            return -1;
+        if (rc == 0)   /* made, or made by another meanwhile: look again */
+            rc = carmin_fs_stat(c, tenant, prefix, &e);
+        if (rc < 0)
+            return -1;
+        if (rc == 0 || !e.is_dir)
+            return 1;
+    }
+    return 0;
 }
 
 /* Deletes the rows of cond ($1 tenant, $2 key), then the blobs they freed. Rows or -1. */
@@ -179,9 +271,10 @@ static int delete_where(PGconn *c, const char *tenant, const char *key, const ch
                               " RETURNING blob_id) SELECT count(*), coalesce(array_agg(blob_id) FILTER"
                               " (WHERE blob_id IS NOT NULL), '{}')::text FROM gone", cond);
     const char *p[2] = { tenant, key };
-    PGresult *res = gj_db_exec(c, sql, 2, p, NULL);
+    char sqlstate[6] = "";
+    PGresult *res = gj_db_exec(c, sql, 2, p, sqlstate);
     if (!res)
-        return -1;
+        return failed(sqlstate);
     int n = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
     char *blobs = strdup(PQgetvalue(res, 0, 1));
     PQclear(res);
@@ -195,10 +288,15 @@ static int delete_where(PGconn *c, const char *tenant, const char *key, const ch
 int carmin_fs_delete(PGconn *c, const char *tenant, const char *path)
 {
     int n = delete_where(c, tenant, path, "(path = $2 OR left(path, length($2) + 1) = $2 || '/')");
-    return n < 0 ? -1 : n > 0;
+    return n < 0 ? n : n > 0;
 }
 
 int carmin_fs_delete_execution(PGconn *c, const char *tenant, const char *execution_id)
 {
-    return delete_where(c, tenant, execution_id, "execution_id = $2::uuid");
+    int files = delete_where(c, tenant, execution_id, "execution_id = $2::uuid AND blob_id IS NOT NULL");
+    int dirs = files < 0 ? -1
+                         : delete_where(c, tenant, execution_id,
+                                        "execution_id = $2::uuid AND blob_id IS NULL AND NOT EXISTS (SELECT 1 FROM"
+                                        " carmin_paths u WHERE u.tenant_id = $1::uuid AND u.parent = carmin_paths.path)");
+    return dirs < 0 ? -1 : files + dirs;
 }

@@ -40,15 +40,33 @@ enum carmin_select { CARMIN_SELF, CARMIN_CHILDREN, CARMIN_OF_EXECUTION };
  * CARMIN_SELF, a JSON null when the path does not exist. */
 json_t *carmin_fs_describe(PGconn *c, const char *tenant, const char *key, enum carmin_select what);
 
+/* What the functions below return when a path's parent went meanwhile, or a directory got a
+ * new path under it while it was being deleted (migration 0013's foreign key on the parent,
+ * SQLSTATE 23503): the transaction is aborted; the caller answers 409 or tries again. */
+#define CARMIN_FS_RACE (-2)
+
 /* Inserts or replaces path (its parent a directory, checked by the caller in the same
  * transaction) as a directory (blob_id NULL) or a file; a replaced file's blob goes when
- * nothing else holds it. execution_id may be NULL. 0 or -1. */
+ * nothing else holds it. execution_id may be NULL. 0, -1 or CARMIN_FS_RACE. For the user's
+ * own writes only: an execution's results go through carmin_fs_create, which never replaces. */
 int carmin_fs_put(PGconn *c, const char *tenant, const char *path, const char *blob_id, const char *execution_id);
+/* Inserts path only when nothing is there (its parent a directory, or CARMIN_FS_RACE).
+ * 1 made, 0 something was there (left as it was), -1 error. */
+int carmin_fs_create(PGconn *c, const char *tenant, const char *path, const char *blob_id, const char *execution_id);
+/* dir/name made by carmin_fs_create, or when that is taken the first free of name-1 ...
+ * name-99 (the number before an extension: result-1.json), out its path. 0 made, 1 no free
+ * name, -1 error. */
+int carmin_fs_create_free(PGconn *c, const char *tenant, const char *dir, const char *name, const char *blob_id,
+                          const char *execution_id, char out[CARMIN_PATH_MAX]);
+/* path and its missing parents made as directories of the user (mkdir -p; nothing replaced).
+ * 0 path is a directory, 1 path or one of its parents is a file, -1 error. */
+int carmin_fs_mkdirs(PGconn *c, const char *tenant, const char *path);
 
 /* Deletes path and everything under it, with the blobs nothing else holds. 1 deleted,
- * 0 no such path, -1 error. */
+ * 0 no such path, -1 error, CARMIN_FS_RACE (a path was made under it meanwhile). */
 int carmin_fs_delete(PGconn *c, const char *tenant, const char *path);
-/* The same for the files an execution placed. The number deleted, or -1. */
+/* The same for what an execution placed: its files, then its directories left empty (one
+ * the user has put files in stays). The number deleted, or -1. */
 int carmin_fs_delete_execution(PGconn *c, const char *tenant, const char *execution_id);
 
 struct gj_req;

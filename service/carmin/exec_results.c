@@ -10,28 +10,50 @@
 #include "service/carmin/carmin_fs.h"
 #include "service/db.h"
 
-/* In the open transaction, the execution row locked: each output to loc/<name>. 0 or -1. */
-static int place(PGconn *c, const char *tenant, const char *id, const char *loc)
+/* The directory the results go to: want, made at the execution's creation, when it is still
+ * a directory; else made again (its parents too), or under home when a file is in the way,
+ * with a free name (nothing of the user's is replaced). 0 (out filled) or -1. */
+static int results_dir(PGconn *c, const char *tenant, const char *id, const char *want, char out[CARMIN_PATH_MAX])
+{
+    struct carmin_entry e;
+    char parent[CARMIN_PATH_MAX];
+    int rc = carmin_fs_stat(c, tenant, want, &e);
+    if (rc != 0) {
+        snprintf(out, CARMIN_PATH_MAX, "%s", want);
+        return rc > 0 && e.is_dir ? 0 : rc < 0 ? -1 : 1;
+    }
+    carmin_path_parent(want, parent);
+    rc = carmin_fs_mkdirs(c, tenant, parent);
+    if (rc < 0)
+        return -1;
+    if (rc > 0)
+        snprintf(parent, sizeof parent, "%s", CARMIN_HOME);
+    return carmin_fs_create_free(c, tenant, parent, strrchr(want, '/') + 1, NULL, id, out) == 0 ? 0 : -1;
+}
+
+/* In the open transaction, the execution row locked: each output to <dir>/<name>, or to a
+ * free variant of the name when the user has put something there. 0 or -1. */
+static int place(PGconn *c, const char *tenant, const char *id, const char *want)
 {
     const char *p[1] = { id };
-    PGresult *res = gj_db_exec(c, "SELECT name, blob_id FROM job_outputs WHERE job_id = $1::uuid ORDER BY name", 1,
-                               p, NULL);
+    char dir[CARMIN_PATH_MAX];
+    int rc = results_dir(c, tenant, id, want, dir);
+    if (rc > 0) {   /* the path is now a file of the user's: a fresh directory beside it */
+        char parent[CARMIN_PATH_MAX];
+        carmin_path_parent(want, parent);
+        rc = carmin_fs_create_free(c, tenant, parent, strrchr(want, '/') + 1, NULL, id, dir) == 0 ? 0 : -1;
+    }
+    PGresult *res = rc == 0 ? gj_db_exec(c, "SELECT name, blob_id FROM job_outputs WHERE job_id = $1::uuid"
+                                            " ORDER BY name", 1, p, NULL)
+                            : NULL;
     if (!res)
         return -1;
-    struct carmin_entry e;
-    int rc = carmin_fs_stat(c, tenant, loc, &e);
-    if (rc == 0 || (rc > 0 && !e.is_dir))   /* made again if it was deleted meanwhile */
-        rc = carmin_fs_put(c, tenant, loc, NULL, id);
-    else
-        rc = rc < 0 ? -1 : 0;
-    for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
-        char path[CARMIN_PATH_MAX];
-        if (snprintf(path, sizeof path, "%s/%s", loc, PQgetvalue(res, i, 0)) >= (int)sizeof path)
-            continue;   /* cannot be named here: it stays a job output */
-        rc = carmin_fs_put(c, tenant, path, PQgetvalue(res, i, 1), id);
+    for (int i = 0; rc >= 0 && i < PQntuples(res); i++) {
+        char path[CARMIN_PATH_MAX];   /* no free name: it stays a job output (rc 1) */
+        rc = carmin_fs_create_free(c, tenant, dir, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), id, path);
     }
     PQclear(res);
-    if (rc == 0)
+    if (rc >= 0)
         rc = gj_db_cmd(c, "UPDATE blobs SET owner_job = NULL WHERE id IN (SELECT blob_id FROM carmin_paths"
                           " WHERE execution_id = $1::uuid) AND owner_job = $1::uuid", 1, p);
     if (rc == 0)
@@ -44,7 +66,7 @@ int carmin_exec_place_results(PGconn *c, const char *tenant, const char *id)
     const char *p[2] = { id, tenant };
     if (gj_db_begin(c) != 0)
         return -1;
-    PGresult *res = gj_db_exec(c, "SELECT e.results_location FROM carmin_executions e JOIN jobs j ON j.id = e.job_id"
+    PGresult *res = gj_db_exec(c, "SELECT coalesce(e.results_dir, e.results_location) FROM carmin_executions e JOIN jobs j ON j.id = e.job_id"
                                   " WHERE e.job_id = $1::uuid AND e.tenant_id = $2::uuid AND NOT e.results_placed"
                                   " AND j.state = 'succeeded' FOR UPDATE OF e",
                                2, p, NULL);

@@ -1,9 +1,10 @@
 /*
  * exec_submit.c — POST /rest/executions: a CARMIN execution becomes a job of the pipeline's
  * kind (gj_queue_submit), its File inputs the blobs of the tenant's files (no bytes copied),
- * its `params` input the job's params. Its results go to resultsLocation, an existing
- * directory, or by default a new directory /vip/Home/<execution id> (exec_results.c places
- * them). The job is queued at once: CARMIN's play has nothing left to start. Its timeout is
+ * its `params` input the job's params. Its results go to a directory of its own made now,
+ * <resultsLocation>/<execution id> (resultsLocation made too when missing, as VIP does), or
+ * by default /vip/Home/<execution id>; exec_results.c places them there, never over a path
+ * of the user's. The job is queued at once: CARMIN's play has nothing left to start. Its timeout is
  * the job's timeout_seconds (absent: the server's --job-timeout-seconds): a run past it is
  * stopped and the execution fails; its files are kept, not deleted as the spec has it
  * (nothing a user uploaded or a job produced is lost).
@@ -155,26 +156,43 @@ static int read_timeout(struct gj_req *r, struct exec_req *q, json_t *v)
     return 0;
 }
 
-/* resultsLocation, when given: an existing directory. 0, or -1 answered. */
+/* resultsLocation, when given: a directory under home, made (with its missing parents) when
+ * it does not exist yet, as VIP does; refused when it or a parent is a file. In the open
+ * transaction: what it made goes if the execution is refused. 0, or -1 answered. */
 static int read_results(struct gj_req *r, PGconn *c, struct exec_req *q, json_t *loc)
 {
-    struct carmin_entry e;
     const char *s = json_string_value(loc);
     if (!loc)
         return 0;
-    if (!s || carmin_path_normalize(s[0] == '/' ? s + 1 : s, q->results) != 0) {
-        carmin_error(r, CARMIN_BAD_REQUEST, "resultsLocation is a directory under %s", CARMIN_HOME);
+    if (!s || carmin_path_normalize(s[0] == '/' ? s + 1 : s, q->results) != 0 ||
+        strlen(q->results) + 1 + GJ_UUID_LEN >= CARMIN_PATH_MAX) {
+        carmin_error(r, CARMIN_BAD_REQUEST, "resultsLocation is a directory under %s (at most %d characters)",
+                     CARMIN_HOME, CARMIN_PATH_MAX - 2 - GJ_UUID_LEN);
         return -1;
     }
-    int rc = carmin_fs_stat(c, r->who.tenant_id, q->results, &e);
+    int rc = carmin_fs_mkdirs(c, r->who.tenant_id, q->results);
     if (rc < 0)
         carmin_unavailable(r);
-    else if (rc == 0 || !e.is_dir)
-        carmin_error(r, CARMIN_CONFLICT, "resultsLocation %s is not a directory", q->results);
-    return rc > 0 && e.is_dir ? 0 : -1;
+    else if (rc > 0)
+        carmin_error(r, CARMIN_CONFLICT, "resultsLocation %s is not a directory: it, or a directory above it, is a file",
+                     q->results);
+    return rc == 0 ? 0 : -1;
 }
 
-/* The job, its execution row and (by default) its results directory, in one transaction. */
+/* The execution's own results directory, <location>/<execution id>, made now (so results
+ * never replace what the user keeps at the location): 0, or -1 answered. */
+static int make_results_dir(struct gj_req *r, PGconn *c, const char *location, const char *id,
+                            char dir[CARMIN_PATH_MAX])
+{
+    int rc = carmin_fs_create_free(c, r->who.tenant_id, location, id, NULL, id, dir);
+    if (rc < 0)
+        carmin_unavailable(r);
+    else if (rc > 0)
+        carmin_error(r, CARMIN_CONFLICT, "no free name for the results under %s", location);
+    return rc == 0 ? 0 : -1;
+}
+
+/* The job, its execution row and its results directory, in one transaction. */
 static void store(struct gj_req *r, PGconn *c, struct exec_req *q, const char *name, json_t *values)
 {
     struct gj_submit sub = { .tenant_id = r->who.tenant_id, .kind = q->kind->name, .params = q->params,
@@ -185,15 +203,19 @@ static void store(struct gj_req *r, PGconn *c, struct exec_req *q, const char *n
         carmin_error(r, CARMIN_CONFLICT, "input %s was deleted meanwhile", out.bad_input);
         return;
     }
-    int default_results = !q->results[0];
-    if (default_results)
-        snprintf(q->results, sizeof q->results, "%s/%s", CARMIN_HOME, out.id);
+    if (rc != GJ_SUBMIT_OK) {
+        carmin_unavailable(r);
+        return;
+    }
+    char dir[CARMIN_PATH_MAX];
+    if (make_results_dir(r, c, q->results[0] ? q->results : CARMIN_HOME, out.id, dir) != 0)
+        return;
     char *text = json_dumps(values, JSON_COMPACT);
-    const char *p[6] = { out.id, r->who.tenant_id, name, q->kind->name, text, q->results };
-    if (rc != GJ_SUBMIT_OK || !text ||
+    const char *p[7] = { out.id, r->who.tenant_id, name, q->kind->name, text, q->results[0] ? q->results : dir, dir };
+    if (!text ||
         gj_db_cmd(c, "INSERT INTO carmin_executions (job_id, tenant_id, name, pipeline, input_values,"
-                     " results_location) VALUES ($1::uuid, $2::uuid, $3, $4, $5::jsonb, $6)", 6, p) != 0 ||
-        (default_results && carmin_fs_put(c, r->who.tenant_id, q->results, NULL, out.id) != 0) ||
+                     " results_location, results_dir) VALUES ($1::uuid, $2::uuid, $3, $4, $5::jsonb, $6, $7)",
+                  7, p) != 0 ||
         gj_db_commit(c) != 0) {
         free(text);
         carmin_unavailable(r);

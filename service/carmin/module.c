@@ -15,7 +15,9 @@ static const struct gj_route_table *const carmin_routes[] = { &gj_routes_carmin_
 static int carmin_init(struct gj_server *srv)
 {
     (void)srv;
-    return gj_http_error_body("/rest/", carmin_error_body);
+    return gj_http_error_body("/rest/", carmin_error_body) == 0 && gj_http_prefix_auth("/rest/", carmin_gate) == 0
+               ? 0
+               : -1;
 }
 
 const struct gj_service_module gj_module_carmin = {

@@ -208,7 +208,14 @@ static void put_handle(struct gj_req *r)
             return;
         }
     }
-    if (carmin_fs_put(c, r->who.tenant_id, u->path, u->is_dir ? NULL : blob, NULL) != 0) {
+    int rc = carmin_fs_put(c, r->who.tenant_id, u->path, u->is_dir ? NULL : blob, NULL);
+    if (rc == CARMIN_FS_RACE) {
+        char parent[CARMIN_PATH_MAX];
+        carmin_path_parent(u->path, parent);
+        carmin_error(r, CARMIN_CONFLICT, "the parent directory %s was deleted meanwhile; nothing was stored", parent);
+        return;
+    }
+    if (rc != 0) {
         carmin_unavailable(r);
         return;
     }
@@ -369,9 +376,14 @@ static void path_delete(struct gj_req *r)
         return;
     }
     PGconn *c = gj_req_db(r);
-    int rc = c && gj_db_begin(c) == 0 ? carmin_fs_delete(c, r->who.tenant_id, path) : -1;
-    if (rc > 0 && gj_db_commit(c) != 0)
-        rc = -1;
+    int rc = CARMIN_FS_RACE;
+    for (int tries = 0; rc == CARMIN_FS_RACE && tries < 3; tries++) {   /* a path made under it meanwhile: again */
+        rc = c && gj_db_begin(c) == 0 ? carmin_fs_delete(c, r->who.tenant_id, path) : -1;
+        if (rc > 0 && gj_db_commit(c) != 0)
+            rc = -1;
+        if (rc < 0 && c)
+            gj_db_rollback(c);
+    }
     if (rc < 0)
         carmin_unavailable(r);
     else if (rc == 0)

@@ -1,6 +1,6 @@
 /*
  * routes_platform.c — GET /rest/platform, /rest/pipelines, /rest/pipelines/{id} and its
- * Boutiques descriptor. A pipeline is a job kind (compute/registry.c): one File parameter
+ * Boutiques descriptor; PUT /rest/plateform, VIP's client's key check. A pipeline is a job kind (compute/registry.c): one File parameter
  * per input of the kind, and a String `params` holding the job's params as JSON.
  */
 #include <string.h>
@@ -43,6 +43,14 @@ static void platform(struct gj_req *r)
     if (p && r->srv->cfg.job_timeout_seconds > 0)   /* absent: no timeout, as the spec says of 0 */
         json_object_set_new(p, "defaultExecutionTimeout", json_integer(r->srv->cfg.job_timeout_seconds));
     gj_respond_json(r, 200, p);
+}
+
+/* PUT /rest/plateform (so spelled): how VIP's Python client checks a key (setApiKey). It
+ * reads a CARMIN error body as "refused" (40101: a wrong key, carmin_gate's answer) and any
+ * other answer as "good": the key has passed the gate, so nothing is left to say. */
+static void key_check(struct gj_req *r)
+{
+    gj_respond_empty(r, 204);
 }
 
 static json_t *parameter(const char *name, const char *type, int optional, const char *description)
@@ -120,6 +128,7 @@ static void boutiques(struct gj_req *r)
 
 static const struct gj_route platform_routes[] = {
     { "GET", "/rest/platform", GJ_AUTH_NONE, GJ_BODY_NONE, NULL, NULL, platform, NULL },
+    { "PUT", "/rest/plateform", GJ_AUTH_NONE, GJ_BODY_NONE, carmin_begin, NULL, key_check, NULL },
     { "GET", "/rest/pipelines", GJ_AUTH_NONE, GJ_BODY_NONE, carmin_begin, NULL, pipelines, NULL },
     { "GET", "/rest/pipelines/{pipelineIdentifier}", GJ_AUTH_NONE, GJ_BODY_NONE, carmin_begin, NULL, pipeline_get,
       NULL },

@@ -4,7 +4,8 @@
  *   POST   /v1/session   {"key": "gjk_..."}: the key checked, a session made; 201 with the
  *                        cookie (Set-Cookie) and, in the body, the CSRF token and who you are
  *   GET    /v1/session   who the request is signed in as; with the cookie, the CSRF token
- *                        (a reloaded page asks here: it keeps the token in memory only)
+ *                        (a reloaded page asks here: it keeps the token in memory only);
+ *                        with neither key nor cookie, {"signed_in": false}
  *   DELETE /v1/session   signs out: the session row goes, the cookie is cleared
  *
  * The key travels once, in the body of the POST; it is never logged and the answer does
@@ -110,11 +111,17 @@ static int request_token(struct gj_req *r, char *token)
            gj_session_cookie_token(gj_req_header(r, MHD_HTTP_HEADER_COOKIE), token);
 }
 
-/* GET /v1/session */
+/* GET /v1/session: without a key or a cookie, 200 {"signed_in": false}: the portal's
+ * first look is not a failed request in the browser's console. */
 static void session_get(struct gj_req *r)
 {
     char token[GJ_SESSION_TOKEN_LEN + 1], csrf[GJ_SESSION_TOKEN_LEN + 1];
+    if (!r->authed) {
+        gj_respond_json(r, 200, json_pack("{s:b}", "signed_in", 0));
+        return;
+    }
     json_t *body = whoami(&r->who);
+    json_object_set_new(body, "signed_in", json_true());
     int by_cookie = request_token(r, token);
     json_object_set_new(body, "signed_in_by", json_string(by_cookie ? "session" : "key"));
     if (by_cookie && gj_session_csrf(token, csrf) == 0)
@@ -146,7 +153,7 @@ static void sign_out(struct gj_req *r)
 
 static const struct gj_route routes[] = {
     { "POST", "/v1/session", GJ_AUTH_NONE, GJ_BODY_JSON, sign_in_begin, NULL, sign_in, NULL },
-    { "GET", "/v1/session", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, session_get, NULL },
+    { "GET", "/v1/session", GJ_AUTH_OPTIONAL, GJ_BODY_NONE, NULL, NULL, session_get, NULL },
     { "DELETE", "/v1/session", GJ_AUTH_USER, GJ_BODY_NONE, NULL, NULL, sign_out, NULL },
 };
 const struct gj_route_table gj_routes_portal_session = { routes, sizeof routes / sizeof routes[0] };

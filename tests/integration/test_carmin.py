@@ -481,10 +481,10 @@ def test_delete_takes_the_tree_and_its_blobs():
                       "resultsLocation": "/vip/Home"})
     assert wait_execution(A, e["identifier"])["status"] == "Finished"
     assert call("DELETE", "/path/vip/Home/in.bin", key=A).status == 204
-    assert blobs() == before + 2, blobs()             # in.bin, and result.json placed under /vip/Home
+    assert blobs() == before + 2, blobs()             # in.bin, and result.json placed in /vip/Home/<id>
     assert call("DELETE", "/executions/" + e["identifier"], key=A).status == 204
     assert blobs() == before + 1, blobs()             # result.json stays: the space holds it
-    assert call("DELETE", "/path/vip/Home/result.json", key=A).status == 204
+    assert call("DELETE", "/path/vip/Home/%s/result.json" % e["identifier"], key=A).status == 204
     assert blobs() == before, blobs()
 
 
@@ -536,14 +536,16 @@ def test_gateway_flow():
     ex = wait_execution(A, ex["identifier"])
     assert ex["status"] == "Finished", (ex, call("GET", "/executions/%s/stderr" % ex["identifier"], key=A).body)
     results = ok_json(call("GET", "/executions/%s/results" % ex["identifier"], key=A))
+    rdir = "/vip/Home/study/out/" + ex["identifier"]   # a directory of the execution's own
     for p in results:
         check(p, "Path")
-        assert p["platformPath"].startswith("/vip/Home/study/out/") and p["executionId"] == ex["identifier"], p
+        assert p["platformPath"].startswith(rdir + "/") and p["executionId"] == ex["identifier"], p
     names = {p["platformPath"].rsplit("/", 1)[1]: p for p in results}
     assert "volume.nrrd" in names, names
-    listing = ok_json(call("GET", "/path/vip/Home/study/out?action=list", key=A))
+    listing = ok_json(call("GET", "/path%s?action=list" % rdir, key=A))
     assert sorted(p["platformPath"] for p in listing) == sorted(p["platformPath"] for p in results)
-    vol = call("GET", "/path/vip/Home/study/out/volume.nrrd?action=content", key=A)
+    assert [p["platformPath"] for p in ok_json(call("GET", "/path/vip/Home/study/out?action=list", key=A))] == [rdir]
+    vol = call("GET", "/path%s/volume.nrrd?action=content" % rdir, key=A)
     assert vol.status == 200 and vol.body.startswith(b"NRRD") and len(vol.body) == names["volume.nrrd"]["size"]
     # the same bytes as the job's own output
     job_out = SRV.client(key=A).request("GET", "/v1/jobs/%s/outputs/volume.nrrd" % ex["identifier"])
@@ -571,7 +573,7 @@ def test_gateway_flow():
     assert call("GET", proj_url[0][len("/rest"):], key=A).body == projections
     error(call("GET", "/executions/" + ph["identifier"], key=A), 404, 40401)
     assert call("DELETE", "/executions/%s?deleteFiles=true" % ex["identifier"], key=A).status == 204
-    assert not ok_json(call("GET", "/path/vip/Home/study/out/volume.nrrd?action=exists", key=A))["exists"]
+    assert not ok_json(call("GET", "/path%s?action=exists" % rdir, key=A))["exists"]   # emptied: gone
     assert ok_json(call("GET", "/path/vip/Home/study/out?action=exists", key=A))["exists"]   # the gateway's
     assert ok_json(call("GET", "/path/vip/Home/study/projections.nrrd?action=exists", key=A))["exists"]
     error(call("GET", "/executions/" + ex["identifier"], key=A), 404, 40401)
@@ -584,7 +586,7 @@ def test_execution_errors_and_kill():
            ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"projections": "/vip/Home/none"}}, 404,
             40401),
            ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"params": "{not json"}}, 400, 40001),
-           ({"name": "x", "pipelineIdentifier": "noop", "inputValues": {}, "resultsLocation": "/vip/Home/none"},
+           ({"name": "x", "pipelineIdentifier": "noop", "inputValues": {}, "resultsLocation": "/vip/Home/secret.txt"},
             409, 40901),
            ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"params": {"algorithm": "magic"}}}, 400,
             40001)]
@@ -644,14 +646,17 @@ def test_executions_are_the_tenants_own():
         error(call(method, "/executions/" + ident + suffix, key=B), 404, 40401)
         error(call(method, "/executions/" + ident + suffix), 401, 40101)
     assert ident not in [x["identifier"] for x in ok_json(call("GET", "/executions", key=B))]
-    # B cannot run on A's file, nor place results in A's directory
-    for values, loc, status, code in (({"projections": "/vip/Home/study/projections.nrrd"}, None, 404, 40401),
-                                      ({}, "/vip/Home/study", 409, 40901)):
-        body = {"name": "b", "pipelineIdentifier": "recon" if values else "noop", "inputValues": values}
-        if loc:
-            body["resultsLocation"] = loc
-        error(call("POST", "/executions", key=B, body=json.dumps(body).encode(),
-                   headers={"Content-Type": "application/json"}), status, code)
+    # B cannot run on A's file; a resultsLocation naming A's path is made in B's own space
+    body = {"name": "b", "pipelineIdentifier": "recon", "inputValues": {"projections": "/vip/Home/study/projections.nrrd"}}
+    error(call("POST", "/executions", key=B, body=json.dumps(body).encode(),
+               headers={"Content-Type": "application/json"}), 404, 40401)
+    body = {"name": "b", "pipelineIdentifier": "noop", "inputValues": {},
+            "resultsLocation": "/vip/Home/study/projections.nrrd"}
+    b = ok_json(call("POST", "/executions", key=B, body=json.dumps(body).encode(),
+                     headers={"Content-Type": "application/json"}))
+    assert ok_json(call("GET", "/path/vip/Home/study/projections.nrrd?action=properties", key=B))["isDirectory"]
+    assert not ok_json(call("GET", "/path/vip/Home/study/projections.nrrd?action=properties", key=A))["isDirectory"]
+    assert wait_execution(B, b["identifier"])["status"] == "Finished"
     for path in ("/executions", "/executions/count"):
         error(call("GET", path), 401, 40101)
     error(call("POST", "/executions", body=b"{}", headers={"Content-Type": "application/json"}), 401, 40101)

@@ -90,7 +90,14 @@ def test_sign_in_refusals():
     assert r.status == 415, r   # a cross-site form cannot sign anyone in
     r = anon.request("POST", "/v1/session", json={"key": A_KEY, "extra": 1})
     assert r.status == 422 and r.json()["field"] == "extra", r
-    assert anon.request("GET", "/v1/session").status == 401
+    # the portal's probe before sign-in: 200, not signed in (no failed request in a browser);
+    # a wrong key or cookie is still 401, and so is every protected route without one
+    r = anon.request("GET", "/v1/session")
+    assert r.status == 200 and r.json() == {"signed_in": False}, r
+    assert anon.request("GET", "/v1/session", headers={"Authorization": "Bearer gjk_" + "x" * 43}).status == 401
+    assert anon.request("GET", "/v1/session", headers={"Cookie": "__Host-gj_session=" + "x" * 43}).status == 401
+    assert anon.request("GET", "/v1/jobs").status == 401
+    assert anon.request("DELETE", "/v1/session").status == 401
 
 
 def test_session_cookie_and_csrf():

@@ -1,8 +1,8 @@
 """Rendering a small crafted DICOM stays within the server's memory budget (issue 28,
 finding 4): a 260 KB deflated instance of 16384 x 16384 8-bit zero pixels (the file is
 written here byte by byte: deflated explicit VR little endian, 1.2.840.10008.1.2.1.99) is
-stored by STOW-RS and uploaded as a blob; GET .../rendered (PNG and JPEG, four at once)
-and GET /v1/blobs/{id}/thumbnail answer 413 naming the image's size, the bytes it
+stored by STOW-RS and uploaded as a blob; GET .../rendered (PNG and JPEG, four at once),
+GET .../frames/1 and GET /v1/blobs/{id}/thumbnail answer 413 naming the image's size, the bytes it
 needs and --render-memory, and the server's peak resident memory (VmHWM, reset through
 /proc/PID/clear_refs after the uploads) grows by far less than the decoded image
 (1 GiB of floats). Before the fix one render took the server past 1.7 GB. STOW-RS of the
@@ -122,8 +122,10 @@ def test_rendered_bomb_refused_within_budget():
         t.start()
     for t in threads:
         t.join()
+    frames = rendered_path(SOP).replace("/rendered", "/frames/1")
+    results.append(("frames", c.request("GET", frames, headers={})))
     growth = status_kb("VmHWM") - before
-    print(f"rendered x5: peak resident memory grew by {growth >> 20} MiB")
+    print(f"rendered x5 and frames: peak resident memory grew by {growth >> 20} MiB")
     for accept, r in results:
         assert_refused_with_figures(r, accept)
     assert growth < GROWTH_MAX, f"the server's peak grew by {growth >> 20} MiB"

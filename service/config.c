@@ -98,7 +98,8 @@ static const struct setting settings[] = {
       "host memory kept for the service: jobs get the host's (or cgroup's) memory minus this "
       "(default 512M)" },
     { "render-memory", T_BYTES, S(render_memory), 65536, 0, 0,
-      "host memory DICOM renders and thumbnails may hold together (part of --host-memory-reserve); "
+      "host memory DICOM renders, WADO-RS frames and thumbnails may hold together (part of "
+      "--host-memory-reserve); "
       "one that needs more is refused with 413, one that does not fit now with 503 (default 256M)" },
     { "db-pool-size", T_INT, S(db_pool_size), 2, 1000, 0, "PostgreSQL connections (default 16)" },
     { "lease-seconds", T_INT, S(lease_seconds), 1, 86400, 0, "job lease (default 30)" },

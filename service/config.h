@@ -54,7 +54,7 @@ struct gj_config {
     uint64_t archive_max_bytes;    /* a CARMIN archive's files, in all */
     int db_reserve_for_reads;      /* pool connections only reads may take; -1 = a quarter */
     uint64_t host_memory_reserve;  /* host memory kept for the service, not for jobs */
-    uint64_t render_memory;        /* host memory DICOM renders and thumbnails hold together */
+    uint64_t render_memory;        /* host memory DICOM renders, frames, thumbnails hold */
     int db_pool_size;
     int lease_seconds;             /* job lease; heartbeat every third of it */
     int poll_interval_ms;          /* claim poll fallback when no NOTIFY arrives */

@@ -1,7 +1,9 @@
 /*
  * dicom_fuzz.c — libFuzzer harness for the DICOM reader (compute/infer/dicom*):
  * parse, look up tags, walk every element (checking the nesting WADO-RS metadata
- * rebuilds from it), read the image attributes and decode up to two frames.
+ * rebuilds from it), read the image attributes and decode up to two frames; and the
+ * header-only open a render prices an image with (gj_dicom_open_limits) agrees with the
+ * whole one on the image's size and never decodes.
  *
  * Built by fuzz/build.sh; fuzz/smoke.sh runs it in CI from the kept corpus
  * (fuzz/corpus/dicom: files DCMTK and GDCM wrote, see fuzz/seeds.py).
@@ -13,12 +15,33 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static void header_only(const uint8_t *data, size_t size, const gj_dicom *whole)
+{
+    const struct gj_dicom_open_limits lim = { .max_inflated = 1u << 16, .header_only = 1 };
+    struct gj_error err = { 0 };
+    gj_dicom *h;
+    if (gj_dicom_open_mem_limited(data, size, &lim, &h, &err) < 0)
+        return;
+    struct gj_dicom_image a, b;
+    if (whole && gj_dicom_image_info(h, &a, &err) == 0 && gj_dicom_image_info(whole, &b, &err) == 0 &&
+        (a.rows != b.rows || a.columns != b.columns || a.samples_per_pixel != b.samples_per_pixel))
+        abort();
+    (void)gj_dicom_inflated_bytes(h);
+    float one;
+    if (gj_dicom_decode_frame(h, 0, &one, 1, &err) == 0)
+        abort();
+    gj_dicom_free(h);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct gj_error err = { 0 };
     gj_dicom *d;
-    if (gj_dicom_open_mem(data, size, &d, &err) < 0)
+    if (gj_dicom_open_mem(data, size, &d, &err) < 0) {
+        header_only(data, size, NULL);
         return 0;
+    }
+    header_only(data, size, d);
     char s[128];
     long v;
     double c, w;

@@ -92,13 +92,19 @@ static const struct setting settings[] = {
       "the window of the minimum upload rate, and the longest an upload may stall (default 30)" },
     { "upload-disk-reserve", T_BYTES, S(upload_disk_reserve), 0, 0, 0,
       "free disk an upload must leave in DATA_DIR/spool; else 507 (default 1G)" },
+    { "archive-max-ratio", T_INT, S(archive_max_ratio), 1, 1000000, 0,
+      "a CARMIN archive's files may inflate to this many times its zip's bytes (at least 1M), counted "
+      "as they inflate; else 413 (default 100)" },
+    { "archive-max-bytes", T_BYTES, S(archive_max_bytes), 1, 0, 0,
+      "a CARMIN archive's files in all (and never over --max-body-bytes); else 413 (default 1G)" },
     { "db-reserve-for-reads", T_INT, S(db_reserve_for_reads), 0, 999, 0,
       "pool connections kept for requests that only read (default: a quarter of the pool)" },
     { "host-memory-reserve", T_BYTES, S(host_memory_reserve), 0, 0, 0,
       "host memory kept for the service: jobs get the host's (or cgroup's) memory minus this "
       "(default 512M)" },
     { "render-memory", T_BYTES, S(render_memory), 65536, 0, 0,
-      "host memory DICOM renders and thumbnails may hold together (part of --host-memory-reserve); "
+      "host memory DICOM renders, WADO-RS frames and thumbnails may hold together (part of "
+      "--host-memory-reserve); "
       "one that needs more is refused with 413, one that does not fit now with 503 (default 256M)" },
     { "db-pool-size", T_INT, S(db_pool_size), 2, 1000, 0, "PostgreSQL connections (default 16)" },
     { "lease-seconds", T_INT, S(lease_seconds), 1, 86400, 0, "job lease (default 30)" },
@@ -194,6 +200,8 @@ static void set_defaults(struct gj_config *cfg)
     cfg->upload_min_rate = 4096;
     cfg->upload_rate_window_seconds = 30;
     cfg->upload_disk_reserve = 1ull << 30;
+    cfg->archive_max_ratio = 100;
+    cfg->archive_max_bytes = 1ull << 30;
     cfg->db_reserve_for_reads = -1;
     cfg->host_memory_reserve = 512ull << 20;
     cfg->render_memory = 256ull << 20;

@@ -52,9 +52,11 @@ struct gj_config {
     uint64_t upload_min_rate;      /* bytes/s an upload must keep up over the window; 0 = off */
     int upload_rate_window_seconds;
     uint64_t upload_disk_reserve;  /* free disk an upload's spool must leave */
+    int archive_max_ratio;         /* a CARMIN archive's files: at most this times its zip's bytes */
+    uint64_t archive_max_bytes;    /* a CARMIN archive's files, in all */
     int db_reserve_for_reads;      /* pool connections only reads may take; -1 = a quarter */
     uint64_t host_memory_reserve;  /* host memory kept for the service, not for jobs */
-    uint64_t render_memory;        /* host memory DICOM renders and thumbnails hold together */
+    uint64_t render_memory;        /* host memory DICOM renders, frames, thumbnails hold */
     int db_pool_size;
     int lease_seconds;             /* job lease; heartbeat every third of it */
     int poll_interval_ms;          /* claim poll fallback when no NOTIFY arrives */

@@ -29,7 +29,7 @@ static void respond_busy(struct gj_req *r, uint64_t need)
 {
     char a[32], b[32];
     struct MHD_Response *resp = gj_problem(r, 503, NULL,
-                                           "other images are being rendered: this one needs %s of the %s of "
+                                           "other images are being decoded: this one needs %s of the %s of "
                                            "--render-memory; retry shortly",
                                            size_text(need, a), size_text(r->srv->render_memory.total, b));
     if (resp)
@@ -38,7 +38,8 @@ static void respond_busy(struct gj_req *r, uint64_t need)
 
 /* Reads the attributes up to the pixel data, and prices the whole render. 0 or -1 with err. */
 static int price(const char *path, uint64_t file_bytes, uint64_t header_max, gj_render_bytes_fn route_bytes,
-                 struct gj_dicom_image *img, uint64_t *inflated, uint64_t *need, struct gj_error *err)
+                 const void *arg, struct gj_dicom_image *img, uint64_t *inflated, uint64_t *need,
+                 struct gj_error *err)
 {
     const struct gj_dicom_open_limits lim = { .max_inflated = header_max, .header_only = 1 };
     gj_dicom *d = NULL;
@@ -51,18 +52,18 @@ static int price(const char *path, uint64_t file_bytes, uint64_t header_max, gj_
         return -1;
     /* compressed frames in several fragments are joined: a copy of at most the file */
     *need = file_bytes * (img->encapsulated ? 2 : 1) + *inflated + gj_dicom_decode_bytes(img) +
-            gj_dicom_frame_floats(img) * sizeof(float) + route_bytes(img);
+            gj_dicom_frame_floats(img) * sizeof(float) + route_bytes(img, arg);
     return 0;
 }
 
 int gj_render_open(struct gj_req *r, const char *path, uint64_t file_bytes, gj_render_bytes_fn route_bytes,
-                   struct gj_render *out)
+                   const void *arg, struct gj_render *out)
 {
     memset(out, 0, sizeof *out);
     struct gj_mem_budget *b = &r->srv->render_memory;
     char a[32], c[32];
     if (file_bytes >= b->total) {
-        gj_problem(r, 413, NULL, "the file is %s: rendering it needs more than the %s of --render-memory",
+        gj_problem(r, 413, NULL, "the file is %s: decoding it here needs more than the %s of --render-memory",
                    size_text(file_bytes, a), size_text(b->total, c));
         return -1;
     }
@@ -73,7 +74,7 @@ int gj_render_open(struct gj_req *r, const char *path, uint64_t file_bytes, gj_r
     }
     struct gj_error err = { 0 };
     uint64_t inflated = 0, need = 0;
-    int rc = price(path, file_bytes, header_max, route_bytes, &out->img, &inflated, &need, &err);
+    int rc = price(path, file_bytes, header_max, route_bytes, arg, &out->img, &inflated, &need, &err);
     gj_mem_budget_give(b, file_bytes + header_max);
     if (rc != 0) {
         gj_problem(r, 422, NULL, "the instance's pixels cannot be read: %s", err.message);
@@ -81,7 +82,7 @@ int gj_render_open(struct gj_req *r, const char *path, uint64_t file_bytes, gj_r
     }
     enum gj_mem_take taken = gj_mem_budget_take(b, need);
     if (taken == GJ_MEM_NEVER) {
-        gj_problem(r, 413, NULL, "the image is %u x %u (%u sample%s of %u bits): rendering it needs %s, over the "
+        gj_problem(r, 413, NULL, "the image is %u x %u (%u sample%s of %u bits): decoding it here needs %s, over the "
                    "%s of --render-memory", out->img.columns, out->img.rows, out->img.samples_per_pixel,
                    out->img.samples_per_pixel == 1 ? "" : "s", out->img.bits_allocated, size_text(need, a),
                    size_text(b->total, c));

@@ -588,37 +588,66 @@ static int index_frame_starts(gj_dicom *d, struct gj_error *err)
     return 0;
 }
 
+/* The dataset from ds to ds_end (after the meta group, or inflated). 0, or -1 with err. */
+static int parse_main(gj_dicom *d, struct walker *w, const uint8_t *ds, const uint8_t *ds_end)
+{
+    w->base = ds;
+    w->explicit_vr = d->explicit_vr;
+    w->be = d->big_endian;
+    /* trailing padding of fewer than 8 bytes of zeros is tolerated */
+    if (ds_end - ds < 8 && ds_end > ds) {
+        for (const uint8_t *z = ds; z < ds_end; z++)
+            if (*z)
+                return gj_error_set(w->err, "", "dataset truncated");
+        ds_end = ds;
+    }
+    return parse_dataset(w, &ds, ds_end, 0, 0);
+}
+
+#define HEADER_STEP ((uint64_t)256 << 10)
+
+/* header_only, deflated: inflated a little at a time (HEADER_STEP, then 8 times more each
+ * time, up to max_inflated) until the pixel data's header is among what was read, so that
+ * the attributes of a huge image cost about their own size. 0, or -1 with err. */
+static int parse_deflated_header(gj_dicom *d, struct walker *w, const uint8_t *p, size_t n,
+                                 const struct gj_dicom_open_limits *lim)
+{
+    const size_t meta_elements = d->n_el;
+    const uint64_t max = lim->max_inflated && lim->max_inflated < GJ_DICOM_MAX_INFLATED ? lim->max_inflated
+                                                                                     : GJ_DICOM_MAX_INFLATED;
+    for (uint64_t step = HEADER_STEP;; step *= 8) {
+        const struct gj_dicom_open_limits sub = { .max_inflated = step < max ? step : max, .header_only = 1 };
+        free(d->inflated);   /* the elements read from it go too */
+        d->inflated = NULL;
+        d->n_el = meta_elements;
+        d->has_pixels = 0;
+        if (inflate_any(d, p, n, &sub, w->err) < 0)
+            return -1;
+        int rc = parse_main(d, w, d->inflated, d->inflated + d->inflated_len);
+        if (!d->inflated_cut || (rc == 0 && d->has_pixels))
+            return rc;
+        if (sub.max_inflated == max)
+            return gj_error_set(w->err, "", "the attributes before the pixel data inflate past %zu bytes",
+                                d->inflated_len);
+    }
+}
+
 static int parse_file(gj_dicom *d, const struct gj_dicom_open_limits *lim, struct gj_error *err)
 {
     const uint8_t *end = d->file + d->file_len, *p = d->file;
     struct walker w = { .d = d, .base = d->file, .err = err };
     if (skip_preamble(d, &p, err) || parse_meta(&w, &p, end, err) || transfer_syntax(d, p, end, err))
         return -1;
-    const uint8_t *ds = p, *ds_end = end;
-    if (d->ts == GJ_TS_DEFLATED_LE) {
-        if (inflate_any(d, p, (size_t)(end - p), lim, err) < 0)
-            return -1;
-        ds = d->inflated;
-        ds_end = d->inflated + d->inflated_len;
-        w.base = ds;
-    }
-    w.explicit_vr = d->explicit_vr;
-    w.be = d->big_endian;
     w.header_only = d->header_only = lim->header_only;
-    /* trailing padding of fewer than 8 bytes of zeros is tolerated */
-    if (ds_end - ds < 8 && ds_end > ds) {
-        for (const uint8_t *z = ds; z < ds_end; z++)
-            if (*z)
-                return gj_error_set(err, "", "dataset truncated");
-        ds_end = ds;
-    }
-    if (parse_dataset(&w, &ds, ds_end, 0, 0) < 0 || (d->inflated_cut && !d->has_pixels)) {
-        if (d->inflated_cut)
-            return gj_error_set(err, "", "the attributes before the pixel data inflate past %zu bytes",
-                                d->inflated_len);
-        return -1;
-    }
-    return index_frame_starts(d, err);
+    int rc;
+    if (d->ts == GJ_TS_DEFLATED_LE && lim->header_only)
+        rc = parse_deflated_header(d, &w, p, (size_t)(end - p), lim);
+    else if (d->ts == GJ_TS_DEFLATED_LE)
+        rc = inflate_any(d, p, (size_t)(end - p), lim, err) < 0
+                 ? -1 : parse_main(d, &w, d->inflated, d->inflated + d->inflated_len);
+    else
+        rc = parse_main(d, &w, p, end);
+    return rc < 0 ? -1 : index_frame_starts(d, err);
 }
 
 uint64_t gj_dicom_inflated_bytes(const gj_dicom *d)

@@ -26,6 +26,7 @@ enum carmin_error_code {
     CARMIN_RATE_LIMITED = 42901,
     CARMIN_UNAVAILABLE = 50301,
     CARMIN_INTERNAL = 50001,
+    CARMIN_NO_SPACE = 50701,
 };
 
 /* Answers {errorCode, errorMessage}; the HTTP status is code / 100. */

@@ -86,5 +86,10 @@ int carmin_upload_json_decode(const char *body, size_t len, unsigned char **out,
  * code with why (a sentence for the client), and the caller rolls the transaction back. */
 int carmin_archive_extract(PGconn *c, const char *tenant, const char *dir, const void *zip, size_t n,
                            uint64_t limit, char why[256]);
+struct gj_config;
+/* The bounds of every extraction, from the server's settings (module init): the files at most
+ * --archive-max-ratio times the zip's bytes and --archive-max-bytes, and no more than the disk
+ * of DATA_DIR has free above --upload-disk-reserve (CARMIN_NO_SPACE). */
+void carmin_archive_configure(const struct gj_config *cfg);
 
 #endif

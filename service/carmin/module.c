@@ -3,6 +3,7 @@
  * modules' kinds.
  */
 #include "service/carmin/carmin.h"
+#include "service/carmin/carmin_fs.h"
 #include "service/carmin/carmin_routes.h"
 #include "service/module.h"
 
@@ -14,7 +15,7 @@ static const struct gj_route_table *const carmin_routes[] = { &gj_routes_carmin_
  * shape too: a VIP client decodes every error the same way. */
 static int carmin_init(struct gj_server *srv)
 {
-    (void)srv;
+    carmin_archive_configure(&srv->cfg);
     return gj_http_error_body("/rest/", carmin_error_body) == 0 && gj_http_prefix_auth("/rest/", carmin_gate) == 0
                ? 0
                : -1;

@@ -11,21 +11,35 @@
  * The second writes: an entry's directory parts make directories, a name ending in '/' one too;
  * a path named twice (a file where an earlier entry made a file or a directory) is refused, a
  * directory named again is the same directory. The bytes are counted as they inflate, never
- * taken from the zip's headers, and stop at the limit (a zip bomb). libarchive reads a '\' in
+ * taken from the zip's headers, and stop at the least of the bounds (a zip bomb; entries that
+ * share one compressed file): the caller's limit, --archive-max-bytes, --archive-max-ratio
+ * times the zip's bytes (but at least RATIO_FLOOR), and what the disk of DATA_DIR had free
+ * above --upload-disk-reserve when the extraction began (the large objects written fill the
+ * database's disk, the same one for the embedded PostgreSQL). libarchive reads a '\' in
  * a name as '/', as Windows tools mean it: "a\b" is b under a, and "..\x" has a ".." part.
+ *
+ * The extraction runs on the request's HTTP thread (its caller answers from the same
+ * transaction): at most EXTRACTIONS_MAX at once in the process, so that archives never hold
+ * more than that many of the threads other requests need; one more is refused with 503.
  */
 #include <archive.h>
 #include <archive_entry.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
+#include "common/fsutil.h"
 #include "service/blobstore.h"
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_fs.h"
+#include "service/config.h"
 
 #define PIECE (1 << 16)     /* bytes inflated at a time */
+#define RATIO_FLOOR ((uint64_t)1 << 20)   /* a small zip may always hold this much */
+#define EXTRACTIONS_MAX 2
 #define SHOWN_MAX 100       /* an entry's name in a message, cut to this */
 #define NOT_PLAIN "has a part that is not a plain name (printable ASCII, no '\\', at most 200 bytes)"
 
@@ -35,6 +49,8 @@ struct unzip {
     const char *dir;                    /* the new directory, normalized */
     size_t dir_len;
     uint64_t limit, inflated;           /* the files' bytes allowed in all, and so far */
+    int limit_code;                     /* the refusal past limit: CARMIN_TOO_LARGE or _NO_SPACE */
+    char limit_why[160];                /* which bound limit is, for the message */
     int paths;                          /* paths made under dir */
     char known_dir[CARMIN_PATH_MAX];    /* the last entry's parent, known to be a directory */
     char path[CARMIN_PATH_MAX];         /* the current entry's path, normalized */
@@ -221,8 +237,8 @@ static int copy_data(struct unzip *z, struct archive *a, struct gj_blob_writer *
             return refuse(z, CARMIN_BAD_REQUEST, "entry \"%s\" cannot be read: %s", z->shown, archive_error_string(a));
         z->inflated += (uint64_t)got;
         if (z->inflated > z->limit)
-            return refuse(z, CARMIN_TOO_LARGE, "the archive's files come to over %llu bytes, the server's upload limit",
-                          (unsigned long long)z->limit);
+            return refuse(z, z->limit_code, "the archive's files come to over %llu bytes, %s",
+                          (unsigned long long)z->limit, z->limit_why);
         if (gj_blob_writer_write(w, z->piece, (size_t)got) != 0)
             return db_failed(z);
     }
@@ -271,19 +287,79 @@ static int write_entries(struct unzip *z, const void *zip, size_t n)
     return rc;
 }
 
+/* The server's settings (carmin_archive_configure), read by every extraction. */
+static struct {
+    uint64_t ratio, max_bytes, disk_reserve;
+    char data_dir[GJ_PATH_MAX];
+} bounds = { 100, (uint64_t)1 << 30, 0, "" };
+static atomic_int extracting;
+
+void carmin_archive_configure(const struct gj_config *cfg)
+{
+    bounds.ratio = (uint64_t)cfg->archive_max_ratio;
+    bounds.max_bytes = cfg->archive_max_bytes;
+    bounds.disk_reserve = cfg->upload_disk_reserve;
+    snprintf(bounds.data_dir, sizeof bounds.data_dir, "%s", cfg->data_dir);
+}
+
+/* z->limit lowered to bytes when that is less, with its reason. */
+static void bound(struct unzip *z, uint64_t bytes, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void bound(struct unzip *z, uint64_t bytes, int code, const char *fmt, ...)
+{
+    if (bytes >= z->limit)
+        return;
+    z->limit = bytes;
+    z->limit_code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(z->limit_why, sizeof z->limit_why, fmt, ap);
+    va_end(ap);
+}
+
+/* The least of the bounds for a zip of n bytes (the file's header). */
+static void set_limit(struct unzip *z, uint64_t caller_limit, size_t n)
+{
+    z->limit = UINT64_MAX;
+    bound(z, caller_limit, CARMIN_TOO_LARGE, "the server's upload limit");
+    bound(z, bounds.max_bytes, CARMIN_TOO_LARGE, "the server's --archive-max-bytes");
+    uint64_t by_ratio = (uint64_t)n > UINT64_MAX / bounds.ratio ? UINT64_MAX : (uint64_t)n * bounds.ratio;
+    bound(z, by_ratio > RATIO_FLOOR ? by_ratio : RATIO_FLOOR, CARMIN_TOO_LARGE,
+          "%llu times the zip's %zu bytes (--archive-max-ratio)", (unsigned long long)bounds.ratio, n);
+    struct statvfs st;
+    if (bounds.data_dir[0] && statvfs(bounds.data_dir, &st) == 0) {
+        uint64_t avail = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
+        uint64_t room = avail > bounds.disk_reserve ? avail - bounds.disk_reserve : 0;
+        bound(z, room, CARMIN_NO_SPACE, "what the disk has free (%llu MiB) above --upload-disk-reserve (%llu MiB)",
+              (unsigned long long)(avail >> 20), (unsigned long long)(bounds.disk_reserve >> 20));
+    }
+}
+
+static int extract(struct unzip *z, const void *zip, size_t n)
+{
+    if (check_entries(z, zip, n) != 0)
+        return z->code;
+    if (!(z->piece = malloc(PIECE))) {
+        refuse(z, CARMIN_INTERNAL, "out of memory");
+        return z->code;
+    }
+    int rc = write_entries(z, zip, n);
+    free(z->piece);
+    return rc == 0 ? 0 : z->code;
+}
+
 int carmin_archive_extract(PGconn *c, const char *tenant, const char *dir, const void *zip, size_t n,
                            uint64_t limit, char why[256])
 {
-    struct unzip z = { .c = c, .tenant = tenant, .dir = dir, .dir_len = strlen(dir), .limit = limit, .why = why };
+    struct unzip z = { .c = c, .tenant = tenant, .dir = dir, .dir_len = strlen(dir), .why = why };
     snprintf(z.known_dir, sizeof z.known_dir, "%s", dir);
     why[0] = '\0';
-    if (check_entries(&z, zip, n) != 0)
-        return z.code;
-    if (!(z.piece = malloc(PIECE))) {
-        refuse(&z, CARMIN_INTERNAL, "out of memory");
+    if (atomic_fetch_add(&extracting, 1) >= EXTRACTIONS_MAX) {
+        atomic_fetch_sub(&extracting, 1);
+        refuse(&z, CARMIN_UNAVAILABLE, "%d archives are being extracted now; try again shortly", EXTRACTIONS_MAX);
         return z.code;
     }
-    int rc = write_entries(&z, zip, n);
-    free(z.piece);
-    return rc == 0 ? 0 : z.code;
+    set_limit(&z, limit, n);
+    int code = extract(&z, zip, n);
+    atomic_fetch_sub(&extracting, 1);
+    return code;
 }

@@ -17,6 +17,9 @@
  * Link headers (rel="related") and in a private sequence (0009,1010) under
  * private creator "GPUJOBD" (items: (0009,1011) job URL, (0009,1012) job id).
  *
+ * A deflated instance is inflated only up to its pixel data (open_part): broken pixel data
+ * there is found when the instance is rendered or decoded, not here.
+ *
  * Each stored instance is recorded for the tenant with its searchable attributes
  * (instances_store.c, for QIDO/WADO); one the tenant already stored is acknowledged in
  * ReferencedSOPSequence with WarningReason B111H, is not stored again and makes no job,
@@ -47,6 +50,7 @@
 #define COMPONENT "dicomweb"
 #define STOW_MAX_INSTANCES 10000
 #define JOB_MAX_INPUTS 4096
+#define STOW_MAX_ATTRIBUTES ((uint64_t)64 << 20)   /* a deflated instance's, inflated */
 
 /* PS3.18 / PS3.7 failure reasons. */
 #define FAIL_PROCESSING 0x0110
@@ -207,6 +211,21 @@ static int part_data(void *ud, const char *data, size_t len)
     return 0;
 }
 
+/* A stored part, parsed for its attributes. A deflated one is read up to its pixel data
+ * (gj_dicom_open_limits), so that a small file inflating to a huge image costs about its
+ * attributes' size here; the others are read whole, as they are no larger than the part. */
+static gj_dicom *open_part(const char *path)
+{
+    const struct gj_dicom_open_limits header = { .max_inflated = STOW_MAX_ATTRIBUTES, .header_only = 1 };
+    gj_dicom *d = NULL;
+    if (gj_dicom_open_file_limited(path, &header, &d, NULL) != 0)
+        return NULL;
+    if (gj_dicom_ts(d) == GJ_TS_DEFLATED_LE)
+        return d;
+    gj_dicom_free(d);
+    return gj_dicom_open_file(path, &d, NULL) == 0 ? d : NULL;
+}
+
 static int part_end(void *ud)
 {
     struct gj_req *r = ud;
@@ -223,8 +242,8 @@ static int part_end(void *ud)
     }
     int rc = close(s->fd);
     s->fd = -1;
-    gj_dicom *d = NULL;
-    if (rc != 0 || gj_dicom_open_file(s->scratch, &d, NULL) != 0) {
+    gj_dicom *d = rc == 0 ? open_part(s->scratch) : NULL;
+    if (!d) {
         in->failure = FAIL_CANNOT_UNDERSTAND;
         drop_part(s);
         return 0;

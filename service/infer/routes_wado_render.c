@@ -13,7 +13,7 @@
  *       instance's Bits Allocated, colour interleaved, whatever the transfer syntax
  *
  * The instance is exported from its blob to a scratch file, parsed and decoded
- * (compute/infer/dicom.h), and the file removed; rendered within --render-memory
+ * (compute/infer/dicom.h), and the file removed; both routes decode within --render-memory
  * (render_budget.h: 413 with the figures for an image that needs more). 406 for an Accept it cannot serve,
  * 404 for another tenant's instance or a frame past the last, 400 naming the parameter
  * for a bad quality or window, or any other parameter (viewport is not supported).
@@ -75,25 +75,6 @@ static int export_instance(struct gj_req *r, char *path, size_t path_cap, uint64
         return -1;
     }
     return 0;
-}
-
-/* The tenant's instance named by the path, parsed whole. NULL with a response prepared. */
-static gj_dicom *load_instance(struct gj_req *r, struct gj_dicom_image *img)
-{
-    char path[1300];
-    uint64_t size = 0;
-    if (export_instance(r, path, sizeof path, &size) != 0)
-        return NULL;
-    gj_dicom *d = NULL;
-    struct gj_error err = { 0 };
-    int rc = gj_dicom_open_file(path, &d, &err);
-    unlink(path);
-    if (rc != 0 || gj_dicom_image_info(d, img, &err) != 0) {
-        gj_dicom_free(d);
-        gj_problem(r, 422, NULL, "the instance's pixels cannot be read: %s", err.message);
-        return NULL;
-    }
-    return d;
 }
 
 /* The rendered route's query (PS3.18 8.3.5.1): quality (JPEG, 1 to 100) and
@@ -271,8 +252,9 @@ static void respond_bytes(struct gj_req *r, char *data /* taken */, size_t len, 
 
 /* What rendering builds from the decoded frame: the 8-bit copy, and the encoded answer
  * (libjpeg-turbo's worst-case buffer and our copy of it; a PNG's memstream doubling). */
-static uint64_t rendered_bytes(const struct gj_dicom_image *img)
+static uint64_t rendered_bytes(const struct gj_dicom_image *img, const void *arg)
 {
+    (void)arg;
     return gj_dicom_frame_floats(img) * 3 + (1u << 20);
 }
 
@@ -295,7 +277,7 @@ static void wado_rendered(struct gj_req *r)
     if (export_instance(r, path, sizeof path, &size) != 0)
         return;
     struct gj_render rd;
-    int opened = gj_render_open(r, path, size, rendered_bytes, &rd);
+    int opened = gj_render_open(r, path, size, rendered_bytes, NULL, &rd);
     unlink(path);
     if (opened != 0)
         return;
@@ -348,6 +330,14 @@ static int write_frame(FILE *f, const gj_dicom *d, const struct gj_dicom_image *
     return 0;
 }
 
+/* What a frames answer builds besides the decoded frame (arg: the number of frames asked):
+ * the multipart body, in a memstream that may hold twice what it wrote. */
+static uint64_t frames_bytes(const struct gj_dicom_image *img, const void *arg)
+{
+    uint64_t n = (uint64_t)*(const int *)arg;
+    return 2 * (gj_dicom_frame_floats(img) * (img->bits_allocated == 16 ? 2 : 1) + 128) * n + (1u << 20);
+}
+
 static void wado_frames(struct gj_req *r)
 {
     if (!gj_dicomweb_accepts(r, "multipart/related", "application/octet-stream")) {
@@ -364,19 +354,26 @@ static void wado_frames(struct gj_req *r)
         gj_problem(r, 400, "frames", "frames is a list of 1 to %d frame numbers from 1, comma separated", FRAMES_MAX);
         return;
     }
-    struct gj_dicom_image img;
-    gj_dicom *d = load_instance(r, &img);
-    if (!d)
+    char path[1300];
+    uint64_t size = 0;
+    if (export_instance(r, path, sizeof path, &size) != 0)
         return;
+    struct gj_render rd;
+    int opened = gj_render_open(r, path, size, frames_bytes, &n, &rd);
+    unlink(path);
+    if (opened != 0)
+        return;
+    const gj_dicom *d = rd.d;
+    const struct gj_dicom_image img = rd.img;
     for (int i = 0; i < n; i++)
         if (frames[i] > (img.frames ? img.frames : 1)) {
-            gj_dicom_free(d);
+            gj_render_close(&rd);
             gj_problem(r, 404, "frames", "the instance has %u frame(s)", img.frames ? img.frames : 1);
             return;
         }
     uint64_t frame_bytes = gj_dicom_frame_floats(&img) * (img.bits_allocated == 16 ? 2 : 1);
     if (frame_bytes * (uint64_t)n > FRAMES_MAX_BYTES) {
-        gj_dicom_free(d);
+        gj_render_close(&rd);
         gj_problem(r, 413, "frames", "more than %llu MiB of frames in one request: ask for fewer",
                    (unsigned long long)(FRAMES_MAX_BYTES >> 20));
         return;
@@ -398,7 +395,7 @@ static void wado_frames(struct gj_req *r)
         rc |= fclose(f) != 0 ? -1 : 0;
     }
     free(raw);
-    gj_dicom_free(d);
+    gj_render_close(&rd);
     if (rc != 0) {
         free(body);
         gj_problem(r, 422, NULL, "the frames could not be decoded%s%s", err.message[0] ? ": " : "", err.message);

@@ -72,9 +72,10 @@ static int export_blob(struct gj_req *r, struct gj_blob_info *info, char *path, 
 }
 
 /* The thumbnail and its PNG, besides the decoded frame (render_budget.h). */
-static uint64_t thumb_bytes(const struct gj_dicom_image *img)
+static uint64_t thumb_bytes(const struct gj_dicom_image *img, const void *arg)
 {
     (void)img;
+    (void)arg;
     return 1u << 20;
 }
 
@@ -116,7 +117,7 @@ static void thumbnail(struct gj_req *r)
     if (export_blob(r, &info, path, sizeof path) != 0)
         return;
     struct gj_render rd;
-    int opened = gj_render_open(r, path, info.size, thumb_bytes, &rd);
+    int opened = gj_render_open(r, path, info.size, thumb_bytes, NULL, &rd);
     unlink(path);
     if (opened != 0)
         return;

@@ -259,11 +259,11 @@ def test_results_never_replace_user_paths():
     assert v.create_dir("/vip/Home/res2") and v.create_dir("/vip/Home/res2/result.json")
     kept = user_file(v, "/vip/Home/res2/result.json/keep.txt", b"keep me")
     first = v.init_exec("noop", "into res", {}, "/vip/Home/res")
+    wait_finished(v, first)
+    assert v.download("/vip/Home/res/result.json") == mine
     second = v.init_exec("noop", "into res2", {"params": {"sleep_ms": 1500}}, "/vip/Home/res2")
     squatter = user_file(v, "/vip/Home/res2/%s/result.json" % second, b"put there before the results")
-    for ident in (first, second):
-        wait_finished(v, ident)
-    assert v.download("/vip/Home/res/result.json") == mine
+    wait_finished(v, second)
     assert v.download("/vip/Home/res2/result.json/keep.txt") == kept
     assert v.download("/vip/Home/res2/%s/result.json" % second) == squatter
     placed = {}

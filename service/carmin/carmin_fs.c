@@ -296,7 +296,8 @@ int carmin_fs_delete_execution(PGconn *c, const char *tenant, const char *execut
     int files = delete_where(c, tenant, execution_id, "execution_id = $2::uuid AND blob_id IS NOT NULL");
     int dirs = files < 0 ? -1
                          : delete_where(c, tenant, execution_id,
-                                        "execution_id = $2::uuid AND blob_id IS NULL AND NOT EXISTS (SELECT 1 FROM"
-                                        " carmin_paths u WHERE u.tenant_id = $1::uuid AND u.parent = carmin_paths.path)");
+                                        "execution_id = $2::uuid AND blob_id IS NULL AND NOT EXISTS (SELECT 1"
+                                        " FROM carmin_paths u WHERE u.tenant_id = $1::uuid"
+                                        " AND u.parent = carmin_paths.path)");
     return dirs < 0 ? -1 : files + dirs;
 }

@@ -10,24 +10,29 @@
 #include "service/carmin/carmin_fs.h"
 #include "service/db.h"
 
-/* The directory the results go to: want, made at the execution's creation, when it is still
- * a directory; else made again (its parents too), or under home when a file is in the way,
- * with a free name (nothing of the user's is replaced). 0 (out filled) or -1. */
+/* The directory the results go to: want, made at the execution's creation, while it is a
+ * directory; else a fresh one of a free name beside it (want is now a file of the user's),
+ * or where it was (made again with its parents; under home when a file is in the way).
+ * Nothing of the user's is replaced. 0 (out filled) or -1. */
 static int results_dir(PGconn *c, const char *tenant, const char *id, const char *want, char out[CARMIN_PATH_MAX])
 {
     struct carmin_entry e;
     char parent[CARMIN_PATH_MAX];
     int rc = carmin_fs_stat(c, tenant, want, &e);
-    if (rc != 0) {
-        snprintf(out, CARMIN_PATH_MAX, "%s", want);
-        return rc > 0 && e.is_dir ? 0 : rc < 0 ? -1 : 1;
-    }
-    carmin_path_parent(want, parent);
-    rc = carmin_fs_mkdirs(c, tenant, parent);
     if (rc < 0)
         return -1;
-    if (rc > 0)
-        snprintf(parent, sizeof parent, "%s", CARMIN_HOME);
+    if (rc > 0 && e.is_dir) {
+        snprintf(out, CARMIN_PATH_MAX, "%s", want);
+        return 0;
+    }
+    carmin_path_parent(want, parent);
+    if (rc == 0) {   /* deleted meanwhile: made again with its parents, under home when a file is in the way */
+        rc = carmin_fs_mkdirs(c, tenant, parent);
+        if (rc < 0)
+            return -1;
+        if (rc > 0)
+            snprintf(parent, sizeof parent, "%s", CARMIN_HOME);
+    }   /* else want is a file of the user's now: a fresh directory beside it */
     return carmin_fs_create_free(c, tenant, parent, strrchr(want, '/') + 1, NULL, id, out) == 0 ? 0 : -1;
 }
 
@@ -38,11 +43,6 @@ static int place(PGconn *c, const char *tenant, const char *id, const char *want
     const char *p[1] = { id };
     char dir[CARMIN_PATH_MAX];
     int rc = results_dir(c, tenant, id, want, dir);
-    if (rc > 0) {   /* the path is now a file of the user's: a fresh directory beside it */
-        char parent[CARMIN_PATH_MAX];
-        carmin_path_parent(want, parent);
-        rc = carmin_fs_create_free(c, tenant, parent, strrchr(want, '/') + 1, NULL, id, dir) == 0 ? 0 : -1;
-    }
     PGresult *res = rc == 0 ? gj_db_exec(c, "SELECT name, blob_id FROM job_outputs WHERE job_id = $1::uuid"
                                             " ORDER BY name", 1, p, NULL)
                             : NULL;
@@ -66,9 +66,9 @@ int carmin_exec_place_results(PGconn *c, const char *tenant, const char *id)
     const char *p[2] = { id, tenant };
     if (gj_db_begin(c) != 0)
         return -1;
-    PGresult *res = gj_db_exec(c, "SELECT coalesce(e.results_dir, e.results_location) FROM carmin_executions e JOIN jobs j ON j.id = e.job_id"
-                                  " WHERE e.job_id = $1::uuid AND e.tenant_id = $2::uuid AND NOT e.results_placed"
-                                  " AND j.state = 'succeeded' FOR UPDATE OF e",
+    PGresult *res = gj_db_exec(c, "SELECT coalesce(e.results_dir, e.results_location) FROM carmin_executions e"
+                                  " JOIN jobs j ON j.id = e.job_id WHERE e.job_id = $1::uuid AND e.tenant_id = $2::uuid"
+                                  " AND NOT e.results_placed AND j.state = 'succeeded' FOR UPDATE OF e",
                                2, p, NULL);
     int rc = res ? 0 : -1;
     if (res && PQntuples(res) == 1) {

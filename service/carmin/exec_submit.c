@@ -4,8 +4,8 @@
  * its `params` input the job's params. Its results go to a directory of its own made now,
  * <resultsLocation>/<execution id> (resultsLocation made too when missing, as VIP does), or
  * by default /vip/Home/<execution id>; exec_results.c places them there, never over a path
- * of the user's. The job is queued at once: CARMIN's play has nothing left to start. Its timeout is
- * the job's timeout_seconds (absent: the server's --job-timeout-seconds): a run past it is
+ * of the user's. The job is queued at once: CARMIN's play has nothing left to start. Its
+ * timeout is the job's timeout_seconds (absent: the server's --job-timeout-seconds): a run past it is
  * stopped and the execution fails; its files are kept, not deleted as the spec has it
  * (nothing a user uploaded or a job produced is lost).
  */
@@ -174,8 +174,8 @@ static int read_results(struct gj_req *r, PGconn *c, struct exec_req *q, json_t 
     if (rc < 0)
         carmin_unavailable(r);
     else if (rc > 0)
-        carmin_error(r, CARMIN_CONFLICT, "resultsLocation %s is not a directory: it, or a directory above it, is a file",
-                     q->results);
+        carmin_error(r, CARMIN_CONFLICT,
+                     "resultsLocation %s is not a directory: it, or a directory above it, is a file", q->results);
     return rc == 0 ? 0 : -1;
 }
 

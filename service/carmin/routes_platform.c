@@ -1,7 +1,8 @@
 /*
  * routes_platform.c — GET /rest/platform, /rest/pipelines, /rest/pipelines/{id} and its
- * Boutiques descriptor; PUT /rest/plateform, VIP's client's key check. A pipeline is a job kind (compute/registry.c): one File parameter
- * per input of the kind, and a String `params` holding the job's params as JSON.
+ * Boutiques descriptor; PUT /rest/plateform, VIP's client's key check. A pipeline is a job
+ * kind (compute/registry.c): one File parameter per input of the kind, and a String `params`
+ * holding the job's params as JSON.
  */
 #include <string.h>
 

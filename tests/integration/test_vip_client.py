@@ -259,11 +259,11 @@ def test_results_never_replace_user_paths():
     assert v.create_dir("/vip/Home/res2") and v.create_dir("/vip/Home/res2/result.json")
     kept = user_file(v, "/vip/Home/res2/result.json/keep.txt", b"keep me")
     first = v.init_exec("noop", "into res", {}, "/vip/Home/res")
-    second = v.init_exec("noop", "into res2", {"params": {"sleep_ms": 1500}}, "/vip/Home/res2")
-    squatter = user_file(v, "/vip/Home/res2/%s/result.json" % second, b"put there before the results")
-    for ident in (first, second):
-        wait_finished(v, ident)
+    wait_finished(v, first)
     assert v.download("/vip/Home/res/result.json") == mine
+    second = v.init_exec("noop", "into res2", {"params": {"sleep_ms": 4000}}, "/vip/Home/res2")
+    squatter = user_file(v, "/vip/Home/res2/%s/result.json" % second, b"put there before the results")
+    wait_finished(v, second)
     assert v.download("/vip/Home/res2/result.json/keep.txt") == kept
     assert v.download("/vip/Home/res2/%s/result.json" % second) == squatter
     placed = {}
@@ -282,6 +282,27 @@ def test_results_never_replace_user_paths():
     assert v.download("/vip/Home/res/result.json") == mine
     assert v.download("/vip/Home/res2/result.json/keep.txt") == kept
     for path in ("/vip/Home/res", "/vip/Home/res2"):
+        assert v.delete_path(path)
+
+
+def test_results_directory_taken_meanwhile():
+    """The execution's directory replaced by a file of the user's before its results come: they
+    go to a fresh directory beside it; its location replaced by a file: under home."""
+    v = signed_in()
+    sleepy = {"params": {"sleep_ms": 4000}}
+    beside, home = v.init_exec("noop", "beside", sleepy, "/vip/Home/taken"), v.init_exec("noop", "home", sleepy,
+                                                                                         "/vip/Home/gone")
+    assert v.delete_path("/vip/Home/taken/" + beside) and v.delete_path("/vip/Home/gone")
+    mine = user_file(v, "/vip/Home/taken/" + beside, b"a file where the results were to go")
+    also = user_file(v, "/vip/Home/gone", b"a file where the results location was")
+    for ident, where in ((beside, "/vip/Home/taken/%s-1/result.json"), (home, "/vip/Home/%s/result.json")):
+        wait_finished(v, ident)
+        assert [p["platformPath"] for p in v.get_exec_results(ident)] == [where % ident], v.get_exec_results(ident)
+    assert v.download("/vip/Home/taken/" + beside) == mine and v.download("/vip/Home/gone") == also
+    for ident in (beside, home):
+        assert v.kill_execution(ident, deleteFiles=True)
+    assert v.exists("/vip/Home/taken/%s-1" % beside) is False and v.exists("/vip/Home/" + home) is False
+    for path in ("/vip/Home/taken", "/vip/Home/gone"):
         assert v.delete_path(path)
 
 
@@ -353,7 +374,8 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_key_check_as_the_client_makes_it, test_client_replay, test_results_location_refusals,
-                   test_results_never_replace_user_paths, test_replaced_file_leaves_no_blob,
+                   test_results_never_replace_user_paths, test_results_directory_taken_meanwhile,
+                   test_replaced_file_leaves_no_blob,
                    test_put_racing_delete_leaves_no_orphan, test_server_stops_clean])
     finally:
         H.close()

@@ -793,6 +793,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     }
     if (r->parked)
         return MHD_YES;
+    if (r->gone)                     /* its client closed the connection while it was parked */
+        return MHD_NO;
     return queue_prepared(r);
 }
 

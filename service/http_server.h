@@ -124,6 +124,7 @@ struct gj_req {
                                     * handle runs again once it is resumed */
     int gone;                      /* its client closed the connection while it was parked
                                     * (gj_park_gone): no answer, the connection is closed */
+    const char *hsts;              /* Strict-Transport-Security of its listener; "" for none */
 };
 
 /* Borrows a pool connection for the rest of the request (5 s wait); NULL when

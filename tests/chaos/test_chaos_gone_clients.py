@@ -1,4 +1,4 @@
-"""Clients that close a parked request, against a real `gpujobd serve` (issue 28).
+"""Clients that close a parked request, and HSTS, against a real `gpujobd serve` (issue 28).
 
 A parked request (a long poll, an event stream, a log follower) is a suspended connection:
 libmicrohttpd watches its socket no more, and a stream that has nothing to write never finds
@@ -13,6 +13,8 @@ refused for minutes. Here, with a limit of 12 and every kind of parked request:
 ten are opened over TLS from one address, parked, and closed by the client, three rounds
 (30 > 12): each time the server lets go of every socket of that address within a few
 seconds, and /healthz from it answers.
+HTTPS answers carry Strict-Transport-Security; plain-HTTP ones (the metrics listener, an
+--insecure-http server behind a TLS proxy) do not.
 """
 import http.client
 import os
@@ -28,6 +30,7 @@ PER_IP = 12
 STREAMS = 10            # per round, under the limit
 ROUNDS = 3              # past the limit in all
 RELEASE_LIMIT_S = 6.0   # the park looks at parked sockets every second
+HSTS = "max-age=31536000"
 
 H = None
 SRV = None
@@ -217,6 +220,19 @@ def test_open_streams_still_served():
         poll.close()
 
 
+def test_hsts_on_https_only():
+    c = SRV.client()
+    for path, key in (("/healthz", None), ("/v1/jobs", ""), ("/v1/jobs", c.key)):   # 200, 401, 200
+        r = c.request("GET", path, key=key)
+        assert r.headers.get("strict-transport-security") == HSTS, (path, r.status, r.headers)
+    status, headers, _ = plain_http(METRICS_PORT, "/healthz")
+    assert status == 200 and "strict-transport-security" not in headers, headers
+    plain = H.start_server(["--role", "api"], insecure=True)
+    r = plain.client(key="").request("GET", "/healthz")
+    assert r.status == 200 and "strict-transport-security" not in r.headers, r.headers
+    assert plain.terminate() == 0
+
+
 def test_server_exits_cleanly():
     rc = SRV.terminate(timeout=60)
     log = SRV.log_text()
@@ -232,6 +248,6 @@ if __name__ == "__main__":
     try:
         run_tests([test_closed_log_followers_are_let_go, test_closed_long_polls_are_let_go,
                    test_closed_job_event_streams_are_let_go, test_closed_tenant_event_streams_are_let_go,
-                   test_open_streams_still_served, test_server_exits_cleanly])
+                   test_open_streams_still_served, test_hsts_on_https_only, test_server_exits_cleanly])
     finally:
         teardown()

@@ -10,6 +10,7 @@ refused for minutes. Here, with a limit of 12 and every kind of parked request:
   - a long poll (?wait=60) on a waiting job (nothing wakes it),
   - the event stream of a waiting job (nothing changes: a keep-alive every 15 s),
   - /v1/events of a tenant with no jobs (read every second, a keep-alive every 15 s),
+  - /v2 inference requests waiting for their batch (a model with a 10 s queue delay),
 ten are opened over TLS from one address, parked, and closed by the client, three rounds
 (30 > 12): each time the server lets go of every socket of that address within a few
 seconds, and /healthz from it answers.
@@ -17,8 +18,10 @@ HTTPS answers carry Strict-Transport-Security; plain-HTTP ones (the metrics list
 --insecure-http server behind a TLS proxy) do not.
 """
 import http.client
+import json
 import os
 import re
+import shutil
 import socket
 import sys
 import time
@@ -32,6 +35,9 @@ ROUNDS = 3              # past the limit in all
 RELEASE_LIMIT_S = 6.0   # the park looks at parked sockets every second
 HSTS = "max-age=31536000"
 
+SRC = os.environ.get("GJ_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+SLOW_MODEL = "demo-slow"   # the demo model, batches of 8 or a 10 s queue delay
+
 H = None
 SRV = None
 METRICS_PORT = None
@@ -39,12 +45,26 @@ RUNNING = None          # a noop job sleeping for ten minutes
 WAITING = None          # a job on RUNNING's output: waiting, unchanged
 
 
+def write_slow_model(data_dir):
+    d = os.path.join(data_dir, "models", SLOW_MODEL)
+    os.makedirs(os.path.join(d, "1"))
+    shutil.copy(os.path.join(SRC, "models", "chest-xray-demo", "1", "model.onnx"), os.path.join(d, "1", "model.onnx"))
+    with open(os.path.join(SRC, "models", "chest-xray-demo", "config.json")) as f:
+        cfg = json.load(f)
+    cfg.pop("name", None)
+    cfg["dynamic_batching"] = {"max_queue_delay_us": 10000000, "preferred_batch_sizes": [8]}
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+
+
 def setup():
     global H, SRV, METRICS_PORT, RUNNING, WAITING
     H = Harness()
     METRICS_PORT = free_port()
+    data_dir = os.path.join(H.tmp, "srv0")
+    write_slow_model(data_dir)
     SRV = H.start_server(["--cpu-workers", "1", "--max-connections-per-ip", str(PER_IP),
-                          "--metrics-listen", f"127.0.0.1:{METRICS_PORT}"])
+                          "--metrics-listen", f"127.0.0.1:{METRICS_PORT}"], data_dir=data_dir)
     c = SRV.client()
     RUNNING = c.submit("noop", {"sleep_ms": 600000})
     c.wait_job(RUNNING["id"], states=("running",), timeout=30)
@@ -199,6 +219,49 @@ def test_closed_tenant_event_streams_are_let_go():
     print(f"    last round released in {took:.1f} s")
 
 
+def inference_successes():
+    _, _, body = plain_http(METRICS_PORT, "/metrics")
+    m = re.search(rf'^gpujobd_inference_request_success\{{model="{SLOW_MODEL}",version="1"\}} (\d+)$',
+                  body.decode(), re.M)
+    return int(m.group(1)) if m else 0
+
+
+def test_closed_inference_waits_are_let_go():
+    """Five requests wait for their batch (eight, or 10 s): closed by their clients, they are let
+    go at once; the batch still runs later, and what it answers for nobody is freed (ASan)."""
+    c = SRV.client()
+    c.json("POST", f"/v1/models/{SLOW_MODEL}/load", expect=200)
+    raw = bytes(4 * 256 * 256)
+    head = json.dumps({"inputs": [{"name": "image", "shape": [1, 1, 256, 256], "datatype": "FP32",
+                                   "parameters": {"binary_data_size": len(raw)}}],
+                       "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}).encode()
+    request = (f"POST /v2/models/{SLOW_MODEL}/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {c.key}\r\n"
+               f"Inference-Header-Content-Length: {len(head)}\r\nContent-Length: {len(head) + len(raw)}\r\n\r\n"
+               ).encode() + head + raw
+    n, src = 5, "127.0.8.6"
+    assert held_after(RELEASE_LIMIT_S) == 0
+    base, done = parked(), inference_successes()
+    socks = []
+    try:
+        for _ in range(n):
+            raw_sock = socket.create_connection(("127.0.0.1", SRV.port), timeout=30, source_address=(src, 0))
+            socks.append(SRV.ssl_context().wrap_socket(raw_sock, server_hostname="127.0.0.1"))
+            socks[-1].sendall(request)
+        deadline = time.time() + 20
+        while parked() < base + n and time.time() < deadline:
+            time.sleep(0.1)
+        assert parked() >= base + n, f"{parked() - base} of {n} inference requests parked"
+    finally:
+        for s in socks:
+            s.close()
+    held = held_after(RELEASE_LIMIT_S)
+    assert held == 0, f"{held} inference request(s) still held {RELEASE_LIMIT_S} s after their clients closed them"
+    deadline = time.time() + 30
+    while inference_successes() < done + n and time.time() < deadline:
+        time.sleep(0.2)
+    assert inference_successes() == done + n, "the batch of the requests that left never ran"
+
+
 def test_open_streams_still_served():
     """A parked stream whose client stays is left alone, and still ends with its job."""
     c = SRV.client()
@@ -248,6 +311,7 @@ if __name__ == "__main__":
     try:
         run_tests([test_closed_log_followers_are_let_go, test_closed_long_polls_are_let_go,
                    test_closed_job_event_streams_are_let_go, test_closed_tenant_event_streams_are_let_go,
+                   test_closed_inference_waits_are_let_go,
                    test_open_streams_still_served, test_hsts_on_https_only, test_server_exits_cleanly])
     finally:
         teardown()

@@ -14,8 +14,8 @@ refused for minutes. Here, with a limit of 12 and every kind of parked request:
 ten are opened over TLS from one address, parked, and closed by the client, three rounds
 (30 > 12): each time the server lets go of every socket of that address within a few
 seconds, and /healthz from it answers.
-HTTPS answers carry Strict-Transport-Security; plain-HTTP ones (the metrics listener, an
---insecure-http server behind a TLS proxy) do not.
+HTTPS answers carry Strict-Transport-Security (none with --hsts-max-age 0); plain-HTTP ones
+(the metrics listener, an --insecure-http server behind a TLS proxy) do not.
 """
 import http.client
 import json
@@ -290,10 +290,13 @@ def test_hsts_on_https_only():
         assert r.headers.get("strict-transport-security") == HSTS, (path, r.status, r.headers)
     status, headers, _ = plain_http(METRICS_PORT, "/healthz")
     assert status == 200 and "strict-transport-security" not in headers, headers
-    plain = H.start_server(["--role", "api"], insecure=True)
-    r = plain.client(key="").request("GET", "/healthz")
-    assert r.status == 200 and "strict-transport-security" not in r.headers, r.headers
-    assert plain.terminate() == 0
+    plain = H.start_server(["--role", "api"], insecure=True, wait=False)
+    off = H.start_server(["--role", "api", "--hsts-max-age", "0"], wait=False)
+    for srv in (plain, off):
+        srv.wait_ready()
+        r = srv.client(key="").request("GET", "/healthz")
+        assert r.status == 200 and "strict-transport-security" not in r.headers, r.headers
+        assert srv.terminate() == 0
 
 
 def test_server_exits_cleanly():

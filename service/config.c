@@ -58,6 +58,9 @@ static const struct setting settings[] = {
     { "tls-cert", T_STRING, S(tls_cert), 0, 0, 0, "PEM certificate (default: self-signed in DATA_DIR/tls)" },
     { "tls-key", T_STRING, S(tls_key), 0, 0, 0, "PEM private key (mode 0600, or 0440 owned by root)" },
     { "insecure-http", T_BOOL, S(insecure_http), 0, 1, 0, "plain HTTP, for TLS terminated elsewhere" },
+    { "hsts-max-age", T_INT, S(hsts_max_age), 0, 63072000, 0,
+      "HTTPS answers carry Strict-Transport-Security: max-age=N (seconds; without includeSubDomains, "
+      "which would bind the domain's other hosts); 0 = none (default 31536000, a year)" },
     { "workers-per-gpu", T_INT, S(workers_per_gpu), 0, 64, 0, "job slots per GPU (default 2)" },
     { "cpu-workers", T_INT, S(cpu_workers), 0, 1024, 0, "CPU job slots (default: 1 per 4 cores, at least 1)" },
     { "placement", T_PLACEMENT, S(placement), 0, 0, 0, "least-loaded | round-robin | random" },
@@ -191,6 +194,7 @@ static void set_defaults(struct gj_config *cfg)
     cfg->max_json_bytes = 4ull << 20;
     cfg->max_connections = 10000;
     cfg->max_connections_per_ip = 256;
+    cfg->hsts_max_age = 31536000;
     cfg->header_timeout_seconds = 30;
     cfg->http_idle_seconds = 300;
     cfg->max_uploads = 32;

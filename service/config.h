@@ -33,6 +33,7 @@ struct gj_config {
     char tls_cert[GJ_PATH_MAX];    /* "" with tls_key "" = self-signed under data_dir/tls */
     char tls_key[GJ_PATH_MAX];
     int insecure_http;
+    int hsts_max_age;              /* Strict-Transport-Security max-age on HTTPS answers; 0 = none */
     int workers_per_gpu;
     int cpu_workers;               /* -1 = number of cores (at least 1) */
     enum gj_placement_policy placement;

@@ -72,13 +72,15 @@ void gj_req_cut(struct gj_req *r, int status, const char *fmt, ...)
     r->status = status;
     r->cut = 1;
     char *body = gj_problem_text(r, status, NULL, detail);
-    char *msg = NULL;
+    char *msg = NULL, hsts[64] = "";
+    if (r->hsts && r->hsts[0])
+        snprintf(hsts, sizeof hsts, "Strict-Transport-Security: %s\r\n", r->hsts);
     int len = body ? asprintf(&msg,
                               "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
                               "Content-Length: %zu\r\nConnection: close\r\nCache-Control: no-store\r\n"
-                              "X-Request-Id: %s\r\n\r\n%s",
+                              "X-Request-Id: %s\r\n%s\r\n%s",
                               status, status == 408 ? "Request Timeout" : "Error", gj_problem_content_type(r), strlen(body),
-                              r->request_id, body)
+                              r->request_id, hsts, body)
                     : -1;
     if (len < 0 || write_all(r->conn, msg, (size_t)len) != 0)
         gj_log_debug("http", "the answer to a cut request could not be written; closing");

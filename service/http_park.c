@@ -2,13 +2,14 @@
  * http_park.c — parked long polls and event streams (http_park.h).
  *
  * Entries hang in buckets by job id, so a job's notification resumes only its own
- * waiters. One thread ticks every TICK_MS: it resumes the entries whose time came, asks the
- * database about the keys of all entries every GJ_PARK_KEY_CHECK_MS (outside the lock), and
- * closes the park when the server starts stopping. Lock order: the park's lock, then
- * libmicrohttpd's own (MHD_suspend_connection and MHD_resume_connection take it and call
- * nothing of ours).
+ * waiters. One thread ticks every TICK_MS: it resumes the entries whose time came, looks for
+ * clients gone every GJ_PARK_GONE_CHECK_MS, asks the database about the keys of all entries
+ * every GJ_PARK_KEY_CHECK_MS (outside the lock), and closes the park when the server starts
+ * stopping. Lock order: the park's lock, then libmicrohttpd's own (MHD_suspend_connection and
+ * MHD_resume_connection take it and call nothing of ours).
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -174,6 +175,67 @@ static void check_keys(void)
     free(keys.ids);
 }
 
+/* ---------- clients gone ---------- */
+
+/*
+ * A suspended connection is out of libmicrohttpd's epoll set: a client that closes it is seen
+ * only when the request next writes, and one with nothing to write (a log follower, a long
+ * poll) never does. Its socket stayed in CLOSE-WAIT, holding a slot of
+ * --max-connections-per-ip, until the job ended (issue 28). So the park's thread polls the
+ * parked requests' sockets, without waiting and without reading (the bytes are
+ * libmicrohttpd's, and under TLS GnuTLS's), for POLLRDHUP (the client's FIN: a state of the
+ * TCP socket, so the same with TLS, close_notify or not), POLLHUP or POLLERR (a reset); bytes
+ * merely waiting (a pipelined request) are no end. A client that half-closes and still reads
+ * counts as gone, as nginx counts it; HTTP clients do not do that. Keep-alives written by each
+ * stream would not do: a long poll and a text/plain log have none, and a write into a closed
+ * connection fails only at the second one.
+ */
+#define PROBE_BATCH 128
+
+struct probe {
+    struct pollfd fds[PROBE_BATCH];
+    struct gj_park_entry *entries[PROBE_BATCH];
+    int n, gone;
+};
+
+/* Under the lock: polls the batch; the entries whose client is gone are resumed, marked. */
+static void probe_flush(struct probe *p)
+{
+    if (p->n && poll(p->fds, (nfds_t)p->n, 0) > 0)
+        for (int i = 0; i < p->n; i++)
+            if (p->fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+                p->entries[i]->gone = 1;
+                resume_locked(p->entries[i]);
+                p->gone++;
+            }
+    p->n = 0;
+}
+
+/* Under the lock: a parked entry's socket is valid (a suspended connection is never closed). */
+static void probe_entry(struct gj_park_entry *e, void *arg)
+{
+    struct probe *p = arg;
+    if (!e->parked)
+        return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(e->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return;
+    p->fds[p->n] = (struct pollfd){ .fd = ci->connect_fd, .events = POLLRDHUP };
+    p->entries[p->n++] = e;
+    if (p->n == PROBE_BATCH)
+        probe_flush(p);
+}
+
+static void resume_gone_locked(void)
+{
+    struct probe p;
+    p.n = p.gone = 0;
+    for_each_locked(probe_entry, &p);
+    probe_flush(&p);
+    if (p.gone)
+        gj_log_debug(COMPONENT, "%d parked request(s) ended: their client closed the connection", p.gone);
+}
+
 /* ---------- the park's thread ---------- */
 
 static void close_locked(void)
@@ -189,12 +251,18 @@ static void *park_main(void *arg)
 {
     (void)arg;
     double next_key_check = gj_park_now() + GJ_PARK_KEY_CHECK_MS / 1000.0;
+    double next_gone_check = gj_park_now() + GJ_PARK_GONE_CHECK_MS / 1000.0;
     pthread_mutex_lock(&park.lock);
     while (!park.stop) {
         double now = gj_park_now();
         if (atomic_load(&park.srv->stopping))      /* SIGTERM; the listener's close calls gj_park_close */
             close_locked();
         for_each_locked(resume_due, &now);
+        if (now >= next_gone_check) {
+            if (park.parked)
+                resume_gone_locked();
+            next_gone_check = now + GJ_PARK_GONE_CHECK_MS / 1000.0;
+        }
         if (now >= next_key_check && park.joined) {
             pthread_mutex_unlock(&park.lock);
             check_keys();
@@ -319,7 +387,7 @@ int gj_park_wait(struct gj_park_entry *e, double wake_at)
 {
     int rc;
     pthread_mutex_lock(&park.lock);
-    if (!park.started || park.closed || e->revoked || !e->joined) {
+    if (!park.started || park.closed || e->revoked || e->gone || !e->joined) {
         rc = -1;
     } else if (e->changed) {
         rc = 1;
@@ -348,6 +416,14 @@ int gj_park_revoked(struct gj_park_entry *e)
     int r = e->revoked;
     pthread_mutex_unlock(&park.lock);
     return r;
+}
+
+int gj_park_gone(struct gj_park_entry *e)
+{
+    pthread_mutex_lock(&park.lock);
+    int g = e->gone;
+    pthread_mutex_unlock(&park.lock);
+    return g;
 }
 
 void gj_park_counts(int *parked, int *joined)

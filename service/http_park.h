@@ -10,6 +10,8 @@
  *   - the time it asked for came (its deadline, the next keep-alive);
  *   - its API key was revoked or deleted: every GJ_PARK_KEY_CHECK_MS the park's thread asks
  *     the database about the keys of every open stream, in one query;
+ *   - its client closed the connection: every GJ_PARK_GONE_CHECK_MS the park's thread looks at
+ *     the sockets of the parked requests (libmicrohttpd watches a suspended one no more);
  *   - the server is stopping (SIGTERM, or the listener closing).
  * Resumed, the request runs again on a pool thread (the route's handle, or the response's
  * content reader) and decides: answer, end the stream, or park again.
@@ -25,6 +27,7 @@
 #include "service/uuid.h"
 
 #define GJ_PARK_KEY_CHECK_MS 2000
+#define GJ_PARK_GONE_CHECK_MS 1000
 
 /* A waiting request's place in the park: lives in the route's state, from gj_park_join to
  * gj_park_leave. Its fields belong to http_park.c (under the park's lock). */
@@ -33,7 +36,7 @@ struct gj_park_entry {
     char job_id[GJ_UUID_LEN + 1];
     char key_id[GJ_UUID_LEN + 1];
     double wake_at;              /* CLOCK_MONOTONIC seconds */
-    int joined, parked, changed, revoked;
+    int joined, parked, changed, revoked, gone;
     struct gj_park_entry *prev, *next;   /* in the bucket of its job */
 };
 
@@ -60,13 +63,18 @@ int gj_park_take_change(struct gj_park_entry *e);
  * access handler or the content reader of e's connection, and return from it at once.
  *   0  parked: the handler returns without an answer (r->parked), the reader returns 0;
  *   1  not parked: the job changed since gj_park_take_change; read it again;
- *  -1  not parked: the park is closed or the key is revoked; answer or end now. */
+ *  -1  not parked: the park is closed, the key is revoked or the client has gone; answer
+ *      (or end without an answer when gj_park_gone) now. */
 int gj_park_wait(struct gj_park_entry *e, double wake_at);
 /* Resumes e now, as a change of its job would (a waiter's own event: the batch an inference
  * request waits for was answered); nothing once e has left. Any thread. */
 void gj_park_wake(struct gj_park_entry *e);
 /* 1 when e's key was found revoked. */
 int gj_park_revoked(struct gj_park_entry *e);
+/* 1 when e's client closed its connection while e was parked: end without an answer (a
+ * content reader returns MHD_CONTENT_READER_END_WITH_ERROR, a handle sets r->gone), so that
+ * libmicrohttpd closes the socket and frees its slot of --max-connections-per-ip. */
+int gj_park_gone(struct gj_park_entry *e);
 
 /* Requests parked now, and streams joined (parked or running): for /metrics. */
 void gj_park_counts(int *parked, int *joined);

@@ -56,6 +56,7 @@ struct gj_http_server {
     const struct gj_route_table *const *tables;
     struct gj_conns *conns;
     const char *name;              /* "api", "metrics": for logs */
+    char hsts[40];                 /* Strict-Transport-Security on its answers; "" on plain HTTP */
     int owns_park;
     char *cert_pem;
     char *key_pem;
@@ -588,6 +589,8 @@ static enum MHD_Result queue_prepared(struct gj_req *r)
     if (!(r->route && r->route->done))
         release_db(r);
     MHD_add_response_header(r->response, "X-Request-Id", r->request_id);
+    if (r->hsts[0])
+        MHD_add_response_header(r->response, "Strict-Transport-Security", r->hsts);
     if (r->srv->cfg.cors_origins[0]) {
         int options = strcmp(r->method, "OPTIONS") == 0;
         gj_cors_answer_headers(r->response, options ? NULL : cors_origin(r), r->status != 204 || !options);
@@ -802,6 +805,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         r->srv = h->srv;
         r->conn = connection;
         r->t0 = now_s();
+        r->hsts = h->hsts;
         atomic_fetch_add(&requests_active, 1);
         gj_conns_header_done(connection);
         ascii_copy(r->method, sizeof r->method, method);
@@ -833,6 +837,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     }
     if (r->parked)
         return MHD_YES;
+    if (r->gone)                     /* its client closed the connection while it was parked */
+        return MHD_NO;
     return queue_prepared(r);
 }
 
@@ -981,6 +987,10 @@ static int open_listener(struct gj_http_server *h, const struct listener *l)
         return -1;
     }
     h->name = l->name;
+    /* HTTPS only: a plain-HTTP answer's header is ignored by browsers (RFC 6797), and behind a
+     * TLS-terminating ingress (--insecure-http) the ingress owns the policy */
+    if (l->tls && h->srv->cfg.hsts_max_age > 0)
+        snprintf(h->hsts, sizeof h->hsts, "max-age=%d", h->srv->cfg.hsts_max_age);
     h->conns = gj_conns_start(l->name, h->srv->cfg.header_timeout_seconds);
     h->daemon = h->conns ? start_daemon(h, l, ai) : NULL;
     freeaddrinfo(ai);

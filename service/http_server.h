@@ -124,6 +124,9 @@ struct gj_req {
     void *state;                   /* the route's own */
     int parked;                    /* handle parked the request (http_park.h): no answer yet;
                                     * handle runs again once it is resumed */
+    int gone;                      /* its client closed the connection while it was parked
+                                    * (gj_park_gone): no answer, the connection is closed */
+    const char *hsts;              /* Strict-Transport-Security of its listener; "" for none */
 };
 
 /* Borrows a pool connection for the rest of the request (5 s wait); NULL when

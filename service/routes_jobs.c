@@ -988,6 +988,10 @@ static void long_poll_wait(struct gj_req *r, struct long_poll *lp, int retry_soo
 /* The long poll's handle once resumed. */
 static void long_poll_resumed(struct gj_req *r, struct long_poll *lp)
 {
+    if (gj_park_gone(&lp->park)) {
+        r->gone = 1;                          /* its client left: nobody to answer */
+        return;
+    }
     if (gj_park_revoked(&lp->park)) {
         revoked_answer(r);
         return;
@@ -1369,6 +1373,8 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
     struct sse *s = cls;
     while (s->off >= s->len) {
         s->off = s->len = 0;
+        if (gj_park_gone(&s->park))
+            return MHD_CONTENT_READER_END_WITH_ERROR;   /* its client left while it was parked */
         if (s->done || gj_http_stopping(s->srv) || gj_park_revoked(&s->park))
             return MHD_CONTENT_READER_END_OF_STREAM;
         gj_park_take_change(&s->park);

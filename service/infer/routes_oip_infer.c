@@ -76,6 +76,7 @@ struct oip_body {
 };
 
 static void free_call(struct infer_call *c);
+static void free_outputs(struct oip_body *b);
 
 /* Frees b's body text (it lies pad bytes into its block). */
 static void free_body_text(struct oip_body *b)
@@ -89,6 +90,7 @@ static void body_unref(struct oip_body *b)
 {
     if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
         return;
+    free_outputs(b);
     if (b->call) {
         free_call(b->call);
         free(b->call);
@@ -913,6 +915,8 @@ static void wait_for_batch(struct gj_req *r, struct oip_body *b)
     gj_park_leave(&b->park);
     if (atomic_load_explicit(&b->answered, memory_order_acquire))
         answer_batch(r, b);
+    else if (gj_park_gone(&b->park))
+        r->gone = 1;                     /* its client left; the batcher's answer goes with b */
     else if (gj_park_revoked(&b->park))
         oip_error(r, 401, "the API key was revoked while the inference request waited");
     else
@@ -969,6 +973,14 @@ static void run_call(struct gj_req *r, struct oip_body *b)
     }
     b->submitted = 1;
     wait_for_batch(r, b);
+}
+
+/* The outputs' data, where the batcher answered after the request had left (the server
+ * stopping, its client gone) and nobody sent them. */
+static void free_outputs(struct oip_body *b)
+{
+    if (b->call)
+        gj_tensors_free(b->gout, b->call->n_out);
 }
 
 static void free_call(struct infer_call *c)

@@ -193,6 +193,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     struct stream *s = cls;
     while (s->off >= s->len) {
         s->off = s->len = 0;
+        if (gj_park_gone(&s->park))
+            return MHD_CONTENT_READER_END_WITH_ERROR;   /* its client left while it was parked */
         if (s->done || gj_http_stopping(s->srv) || gj_park_revoked(&s->park))
             return MHD_CONTENT_READER_END_OF_STREAM;
         double now = gj_park_now();

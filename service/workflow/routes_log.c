@@ -14,8 +14,9 @@
  *
  * Follow mode is built like the events stream (routes_jobs.c): log_fill reads what is new and
  * never waits; between fills the stream is parked (http_park.h), holding no thread, until the
- * job changes (the log append notifies gpujobd_jobs), FOLLOW_POLL_S pass, its key is revoked or
- * the server stops.
+ * job changes (the log append notifies gpujobd_jobs), FOLLOW_POLL_S pass, its key is revoked,
+ * its client closes the connection (then it ends at once: it may have nothing to write for
+ * hours) or the server stops.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,8 @@ static ssize_t log_read(void *cls, uint64_t pos, char *buf, size_t max)
     struct log_stream *s = cls;
     while (s->off >= s->len) {
         s->off = s->len = 0;
+        if (gj_park_gone(&s->park))
+            return MHD_CONTENT_READER_END_WITH_ERROR;   /* its client left while it was parked */
         if (s->done || gj_http_stopping(s->srv) || gj_park_revoked(&s->park))
             return MHD_CONTENT_READER_END_OF_STREAM;
         gj_park_take_change(&s->park);

@@ -869,7 +869,7 @@ static void jobs_list(struct gj_req *r)
         gj_respond_unavailable(r);
         return;
     }
-    char lim[16];
+    char lim[24];
     snprintf(lim, sizeof lim, "%ld", limit + 1);
     const char *p[10] = { r->who.tenant_id, state, kind, after, before, cursor ? cts : NULL, cursor ? cid : NULL, lim,
                           name, labels };

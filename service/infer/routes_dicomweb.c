@@ -373,7 +373,7 @@ static int create_job(struct gj_req *r, struct stow *s, json_t *params, const si
     const struct gj_kind *kind = gj_kind_find("infer");
     struct gj_input *ins = calloc(k, sizeof *ins);
     struct gj_submit_input *sub = calloc(k, sizeof *sub);
-    char(*names)[24] = calloc(k, sizeof *names);
+    char(*names)[32] = calloc(k, sizeof *names);
     int rc = -1;
     if (!ins || !sub || !names) {
         gj_problem(r, 500, NULL, "out of memory");

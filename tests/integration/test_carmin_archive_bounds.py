@@ -65,6 +65,8 @@ def test_disk_reserve_counts_what_inflates():
         data = tc.zip_of([("zeros", bytes(256 << 20), zipfile.ZIP_DEFLATED)])
         message = refused(data, 507, 50701, "--upload-disk-reserve")
         print(message)
+        platform = tc.ok_json(tc.call("GET", "/platform"))
+        assert 50701 in [e["errorCode"] for e in platform["APIErrorCodesAndMessages"]], platform
     finally:
         tc.SRV = saved
 

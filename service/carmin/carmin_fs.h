@@ -6,6 +6,7 @@
 #ifndef GJ_CARMIN_FS_H
 #define GJ_CARMIN_FS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -82,10 +83,11 @@ int carmin_upload_json_decode(const char *body, size_t len, unsigned char **out,
 
 /* UploadData of type Archive (upload_archive.c): the zip's entries become files and
  * directories under dir, a directory the caller has just made in its open transaction on c;
- * the files come to at most limit bytes in all, counted as they inflate. 0, or a CARMIN error
- * code with why (a sentence for the client), and the caller rolls the transaction back. */
+ * the files come to at most limit bytes in all, counted as they inflate; it stops once *cancel
+ * is set. 0, or a CARMIN error code with why (a sentence for the client), and the caller rolls
+ * the transaction back. Runs on archive_pool.h's threads. */
 int carmin_archive_extract(PGconn *c, const char *tenant, const char *dir, const void *zip, size_t n,
-                           uint64_t limit, char why[256]);
+                           uint64_t limit, const atomic_int *cancel, char why[256]);
 struct gj_config;
 /* The bounds of every extraction, from the server's settings (module init): the files at most
  * --archive-max-ratio times the zip's bytes and --archive-max-bytes, and no more than the disk

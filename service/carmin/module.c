@@ -2,6 +2,7 @@
  * module.c — the CARMIN module (carmin.h, module.h): routes only; its jobs are the other
  * modules' kinds.
  */
+#include "service/carmin/archive_pool.h"
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_fs.h"
 #include "service/carmin/carmin_routes.h"
@@ -21,8 +22,16 @@ static int carmin_init(struct gj_server *srv)
                : -1;
 }
 
+/* After the HTTP server has stopped: every archive upload has left the pool. */
+static void carmin_shutdown(struct gj_server *srv)
+{
+    (void)srv;
+    carmin_archive_pool_stop();
+}
+
 const struct gj_service_module gj_module_carmin = {
     .name = "carmin",
     .routes = carmin_routes,
     .init = carmin_init,
+    .shutdown = carmin_shutdown,
 };

@@ -5,18 +5,21 @@
  *   PUT    a body: the file (any media type; application/carmin+json: CARMIN's UploadData, a
  *          base64 File, upload_json.c), replacing one there;
  *          UploadData of type Archive: a zip made into a new directory (409 when the path
- *          exists; upload_archive.c), all of it or nothing;
+ *          exists; upload_archive.c), all of it or nothing, extracted and committed on
+ *          archive_pool.h's thread while the request is parked;
  *          no body: a directory (409 when the path exists). The parent must be a directory.
  *   GET    ?action=content (a file's bytes; a directory's tar archive, dir_tar.c), properties, list (a directory's entries),
  *          exists, md5
  *   DELETE the path and all under it
  */
 #include <openssl/evp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "service/blobstore.h"
+#include "service/carmin/archive_pool.h"
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_routes.h"
 #include "service/carmin/carmin_fs.h"
@@ -44,7 +47,19 @@ struct put {
     size_t json_len;
     unsigned char *zip;     /* UploadData of type Archive: the decoded zip (is_dir is set) */
     size_t zip_len;
+    struct carmin_archive_task task;   /* its extraction and commit, on c (archive_run) */
+    struct gj_park_entry park;         /* where the request waits for the task */
+    int extracting;                    /* the task submitted, its end not yet seen */
+    PGconn *c;                         /* the request's connection, in its transaction */
+    const char *tenant;
+    uint64_t limit;
+    int code;                          /* the task's result: 0 committed (desc), else a CARMIN code */
+    char why[256];
+    json_t *desc;
 };
+
+#define ARCHIVE_RECHECK_S 2.0   /* a parked archive upload looks at its task at least this often */
+#define ARCHIVE_RETRY_AFTER "2"
 
 static int body_follows(struct gj_req *r)
 {
@@ -174,22 +189,106 @@ static int put_decoded(struct gj_req *r, struct put *u)
     return rc;
 }
 
-/* The archive's entries under the directory just made, in the same transaction. 0, or -1
- * answered (the request's end rolls back). Its files are held to --max-body-bytes in all: no
- * more than one plain upload may store, and a zip bomb stops there whatever its headers say. */
-static int put_archive(struct gj_req *r, PGconn *c, const struct put *u)
+/* The 201 of a path made and committed; the connection goes back to the pool first. */
+static void answer_created(struct gj_req *r, const struct put *u, json_t *desc)
 {
-    char why[256];
-    int code = carmin_archive_extract(c, r->who.tenant_id, u->path, u->zip, u->zip_len, r->srv->cfg.max_body_bytes,
-                                      why);
-    if (code != 0)
-        carmin_error(r, code, "%s; nothing was stored", why);
-    return code != 0 ? -1 : 0;
+    gj_db_release(r->srv->db, gj_req_take_db(r));   /* committed: not held while the answer goes */
+    struct MHD_Response *resp = gj_respond_json(r, 201, desc);
+    char loc[CARMIN_PATH_MAX + 16];
+    snprintf(loc, sizeof loc, "/rest/path%s", u->path);
+    if (resp)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
+}
+
+/* On an archive thread: the archive's entries under the directory just made, its
+ * description and the commit, in the request's transaction. Its files are held to
+ * upload_archive.c's bounds (--archive-max-bytes, --archive-max-ratio, the disk reserve) and
+ * --max-body-bytes. Nothing is committed when a step fails or the server stops meanwhile. */
+static void archive_run(struct carmin_archive_task *t)
+{
+    struct put *u = (struct put *)((char *)t - offsetof(struct put, task));
+    u->code = carmin_archive_extract(u->c, u->tenant, u->path, u->zip, u->zip_len, u->limit, &t->cancel, u->why);
+    if (u->code != 0)
+        return;
+    u->desc = carmin_fs_describe(u->c, u->tenant, u->path, CARMIN_SELF);
+    if (u->desc && !atomic_load(&t->cancel) && gj_db_commit(u->c) == 0)
+        return;
+    json_decref(u->desc);
+    u->desc = NULL;
+    u->code = CARMIN_UNAVAILABLE;
+    snprintf(u->why, sizeof u->why, "%s",
+             atomic_load(&t->cancel) ? "the server is stopping" : "the database is unavailable; try again");
+}
+
+/* The task's result, once the pool has let go of it (the request has left the park). */
+static void answer_archive(struct gj_req *r, struct put *u)
+{
+    if (u->code != 0) {
+        carmin_error(r, u->code, "%s; nothing was stored", u->why);   /* the request's end rolls back */
+        return;
+    }
+    json_t *desc = u->desc;
+    u->desc = NULL;
+    answer_created(r, u, desc);
+}
+
+/* Answers once the task has ended; until then the connection is parked and holds no HTTP
+ * thread (put_handle runs this again when it is resumed). The server stopping cancels the
+ * task and answers when the pool has let go of it. */
+static void wait_for_archive(struct gj_req *r, struct put *u)
+{
+    for (;;) {
+        if (carmin_archive_finished(&u->task))
+            break;
+        int rc = gj_park_wait(&u->park, gj_park_now() + ARCHIVE_RECHECK_S);
+        if (rc == 0) {
+            r->parked = 1;
+            return;
+        }
+        if (rc < 0) {
+            carmin_archive_abandon(&u->task);
+            break;
+        }
+        gj_park_take_change(&u->park);   /* woken before it parked: look again */
+    }
+    gj_park_leave(&u->park);
+    u->extracting = 0;
+    answer_archive(r, u);
+}
+
+/* Hands the archive to archive_pool.h's threads (503 with Retry-After when they are all
+ * taken and its queue is full) and waits for it, parked. */
+static void start_archive(struct gj_req *r, PGconn *c, struct put *u)
+{
+    u->c = c;
+    u->tenant = r->who.tenant_id;
+    u->limit = r->srv->cfg.max_body_bytes;
+    u->code = CARMIN_UNAVAILABLE;   /* when the task is dropped before it runs */
+    snprintf(u->why, sizeof u->why, "the server is stopping");
+    u->task.run = archive_run;
+    u->task.park = &u->park;
+    gj_park_join(&u->park, r->conn, "", "");   /* before the submit: its end is not missed */
+    if (carmin_archive_submit(&u->task) != 0) {
+        gj_park_leave(&u->park);
+        carmin_error(r, CARMIN_UNAVAILABLE,
+                     "%d archives are being extracted and %d more wait; try again shortly; nothing was stored",
+                     ARCHIVE_THREADS, ARCHIVE_QUEUE);
+        if (r->response)
+            MHD_add_response_header(r->response, "Retry-After", ARCHIVE_RETRY_AFTER);
+        return;
+    }
+    u->extracting = 1;
+    wait_for_archive(r, u);
 }
 
 static void put_handle(struct gj_req *r)
 {
     struct put *u = r->state;
+    if (u->extracting) {   /* resumed from the park */
+        gj_park_take_change(&u->park);
+        wait_for_archive(r, u);
+        return;
+    }
     if (u->carmin_json && put_decoded(r, u) != 0)
         return;
     PGconn *c = gj_req_db(r);
@@ -219,20 +318,17 @@ static void put_handle(struct gj_req *r)
         carmin_unavailable(r);
         return;
     }
-    if (u->zip && put_archive(r, c, u) != 0)
+    if (u->zip) {
+        start_archive(r, c, u);
         return;
+    }
     json_t *desc = NULL;
     if (!(desc = carmin_fs_describe(c, r->who.tenant_id, u->path, CARMIN_SELF)) || gj_db_commit(c) != 0) {
         json_decref(desc);
         carmin_unavailable(r);
         return;
     }
-    gj_db_release(r->srv->db, gj_req_take_db(r));   /* committed: not held while the answer goes */
-    struct MHD_Response *resp = gj_respond_json(r, 201, desc);
-    char loc[CARMIN_PATH_MAX + 16];
-    snprintf(loc, sizeof loc, "/rest/path%s", u->path);
-    if (resp)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
+    answer_created(r, u, desc);
 }
 
 static void put_done(struct gj_req *r, int ok)
@@ -241,6 +337,11 @@ static void put_done(struct gj_req *r, int ok)
     struct put *u = r->state;
     if (!u)
         return;
+    if (u->extracting) {   /* not expected: a parked connection does not end */
+        carmin_archive_abandon(&u->task);
+        gj_park_leave(&u->park);
+    }
+    json_decref(u->desc);
     if (u->w)
         gj_blob_writer_abort(u->w);
     free(u->json);

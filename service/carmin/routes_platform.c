@@ -22,7 +22,8 @@ static json_t *error_codes(void)
         { CARMIN_CONFLICT, "the path exists already, or its parent does not" },
         { CARMIN_TOO_LARGE, "the body, or an archive's files, over the server's size limit" },
         { CARMIN_RATE_LIMITED, "request rate limit of this key exceeded" },
-        { CARMIN_UNAVAILABLE, "the database is unavailable; try again" },
+        { CARMIN_UNAVAILABLE, "the database is unavailable, or the server busy or stopping; try again" },
+        { CARMIN_NO_SPACE, "an archive's files would leave less disk free than the server's reserve" },
     };
     json_t *a = json_array();
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)

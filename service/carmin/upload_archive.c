@@ -18,9 +18,8 @@
  * database's disk, the same one for the embedded PostgreSQL). libarchive reads a '\' in
  * a name as '/', as Windows tools mean it: "a\b" is b under a, and "..\x" has a ".." part.
  *
- * The extraction runs on the request's HTTP thread (its caller answers from the same
- * transaction): at most EXTRACTIONS_MAX at once in the process, so that archives never hold
- * more than that many of the threads other requests need; one more is refused with 503.
+ * The extraction runs on a thread of archive_pool.c, never an HTTP thread, and stops between
+ * pieces once *cancel is set (the server is stopping: the caller rolls back).
  */
 #include <archive.h>
 #include <archive_entry.h>
@@ -39,7 +38,6 @@
 
 #define PIECE (1 << 16)     /* bytes inflated at a time */
 #define RATIO_FLOOR ((uint64_t)1 << 20)   /* a small zip may always hold this much */
-#define EXTRACTIONS_MAX 2
 #define SHOWN_MAX 100       /* an entry's name in a message, cut to this */
 #define NOT_PLAIN "has a part that is not a plain name (printable ASCII, no '\\', at most 200 bytes)"
 
@@ -48,6 +46,7 @@ struct unzip {
     const char *tenant;
     const char *dir;                    /* the new directory, normalized */
     size_t dir_len;
+    const atomic_int *cancel;           /* set: stop now, nothing is kept */
     uint64_t limit, inflated;           /* the files' bytes allowed in all, and so far */
     int limit_code;                     /* the refusal past limit: CARMIN_TOO_LARGE or _NO_SPACE */
     char limit_why[160];                /* which bound limit is, for the message */
@@ -235,6 +234,8 @@ static int copy_data(struct unzip *z, struct archive *a, struct gj_blob_writer *
             return 0;
         if (got < 0)
             return refuse(z, CARMIN_BAD_REQUEST, "entry \"%s\" cannot be read: %s", z->shown, archive_error_string(a));
+        if (atomic_load(z->cancel))
+            return refuse(z, CARMIN_UNAVAILABLE, "the server is stopping");
         z->inflated += (uint64_t)got;
         if (z->inflated > z->limit)
             return refuse(z, z->limit_code, "the archive's files come to over %llu bytes, %s",
@@ -292,7 +293,6 @@ static struct {
     uint64_t ratio, max_bytes, disk_reserve;
     char data_dir[GJ_PATH_MAX];
 } bounds = { 100, (uint64_t)1 << 30, 0, "" };
-static atomic_int extracting;
 
 void carmin_archive_configure(const struct gj_config *cfg)
 {
@@ -348,18 +348,11 @@ static int extract(struct unzip *z, const void *zip, size_t n)
 }
 
 int carmin_archive_extract(PGconn *c, const char *tenant, const char *dir, const void *zip, size_t n,
-                           uint64_t limit, char why[256])
+                           uint64_t limit, const atomic_int *cancel, char why[256])
 {
-    struct unzip z = { .c = c, .tenant = tenant, .dir = dir, .dir_len = strlen(dir), .why = why };
+    struct unzip z = { .c = c, .tenant = tenant, .dir = dir, .dir_len = strlen(dir), .cancel = cancel, .why = why };
     snprintf(z.known_dir, sizeof z.known_dir, "%s", dir);
     why[0] = '\0';
-    if (atomic_fetch_add(&extracting, 1) >= EXTRACTIONS_MAX) {
-        atomic_fetch_sub(&extracting, 1);
-        refuse(&z, CARMIN_UNAVAILABLE, "%d archives are being extracted now; try again shortly", EXTRACTIONS_MAX);
-        return z.code;
-    }
     set_limit(&z, limit, n);
-    int code = extract(&z, zip, n);
-    atomic_fetch_sub(&extracting, 1);
-    return code;
+    return extract(&z, zip, n);
 }

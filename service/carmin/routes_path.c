@@ -233,8 +233,9 @@ static void answer_archive(struct gj_req *r, struct put *u)
 }
 
 /* Answers once the task has ended; until then the connection is parked and holds no HTTP
- * thread (put_handle runs this again when it is resumed). The server stopping cancels the
- * task and answers when the pool has let go of it. */
+ * thread (put_handle runs this again when it is resumed). The server stopping, or the client
+ * going away, cancels the task, which is then rolled back; the answer (none to a client that
+ * has gone) comes when the pool has let go of it. */
 static void wait_for_archive(struct gj_req *r, struct put *u)
 {
     for (;;) {
@@ -245,15 +246,19 @@ static void wait_for_archive(struct gj_req *r, struct put *u)
             r->parked = 1;
             return;
         }
-        if (rc < 0) {
+        if (rc < 0) {   /* stopping, or the client has gone: nothing more is stored */
             carmin_archive_abandon(&u->task);
             break;
         }
         gj_park_take_change(&u->park);   /* woken before it parked: look again */
     }
+    int gone = gj_park_gone(&u->park);
     gj_park_leave(&u->park);
     u->extracting = 0;
-    answer_archive(r, u);
+    if (gone)
+        r->gone = 1;   /* nobody to answer; an extraction cut short is rolled back at the end */
+    else
+        answer_archive(r, u);
 }
 
 /* Hands the archive to archive_pool.h's threads (503 with Retry-After when they are all

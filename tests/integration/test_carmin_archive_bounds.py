@@ -233,11 +233,37 @@ def test_stop_during_extraction_keeps_nothing():
     assert large_objects() == objects, "a large object of the stopped extraction stayed"
 
 
+def test_client_gone_during_extraction_keeps_nothing():
+    """The client closes its connection while its archive extracts: the parked upload is let go
+    (the park notices the close), its extraction cancelled and rolled back, its slot freed."""
+    srv = tc.H.start_server(SERVER_ARGS)
+    before, blobs, objects = tc.listing(tc.A, "/vip/Home"), tc.tenant_blobs("carmin-a"), large_objects()
+    lock = BlobsLocked()
+    try:
+        body = json.dumps({"base64Content": base64.b64encode(small_zip(entries=3)).decode(), "type": "Archive"})
+        conn = srv.client(key="").connection(timeout=30)
+        conn.request("PUT", "/rest/path/vip/Home/gone", body=body.encode(),
+                     headers={"apikey": tc.A, "Content-Type": "application/carmin+json"})
+        wait_for("the extraction at the lock", lambda: lock.waiting() == 1)
+        conn.close()                                   # the client goes away, unanswered
+        time.sleep(2.5)                                # the park looks at its sockets each second
+        lock.release()
+        wait_for("the extraction let go", lambda: "let go" in srv.log_text() or lock.waiting() == 0, timeout=30)
+        time.sleep(1.0)
+        assert srv.client(key="").request("GET", "/healthz", timeout=5).status == 200
+    finally:
+        lock.release()
+        assert srv.terminate() == 0
+    tc.assert_nothing_made(before, blobs, "abandoned")
+    assert large_objects() == objects, "a large object of the abandoned extraction stayed"
+
+
 if __name__ == "__main__":
     setup()
     try:
         run_tests([test_ratio_bomb_refused, test_max_bytes_refused, test_disk_reserve_counts_what_inflates,
                    test_other_tenants_answered_while_extracting, test_more_archives_than_http_threads,
+                   test_client_gone_during_extraction_keeps_nothing,
                    test_stop_during_extraction_keeps_nothing])
     finally:
         tc.H.close()

@@ -88,7 +88,7 @@ def command_in(ns, argv, user=None):
 def entered(ns):
     """This thread inside namespace ns (a network namespace is per thread); sockets made
     meanwhile stay in it after the thread leaves."""
-    own = os.open(f"/proc/thread-self/ns/net", os.O_RDONLY)
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
     try:
         if _libc.setns(target, CLONE_NEWNET) != 0:

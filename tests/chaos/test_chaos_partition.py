@@ -355,6 +355,8 @@ if __name__ == "__main__":
     ok, why = netns.available()     # as root (CI runs as root) it must run: no skip
     if not ok:
         sys.exit(f"network namespaces unavailable: {why}")
+    # meson's timeout sends SIGTERM: leave through the finally, which removes the namespaces
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         setup()
         run_tests([test_replica_cut_off_mid_job, test_database_cut_from_every_replica_30s])

@@ -11,6 +11,12 @@
  * transaction on a pool connection, is sent once more on a fresh one: nothing of
  * a session is lost with the old connection, since pool users keep no session
  * state between statements (transaction-level locks only).
+ *
+ * Partitions: a database cut off by the network is silent, not gone: idle
+ * connections look fine and a statement sent on one waits. TCP settings bound that
+ * wait (gj_db_connect); while the pool is down no idle connection is trusted as it
+ * looks (one borrower per backoff asks it within PING_MS, the others fail at once),
+ * and gj_db_ping asks within a deadline of its own.
  */
 #include <errno.h>
 #include <poll.h>
@@ -18,6 +24,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <libpq-events.h>
@@ -27,6 +34,7 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
+#define PING_MS 2000
 
 struct gj_db_pool {
     pthread_mutex_t mu;
@@ -107,12 +115,13 @@ PGconn *gj_db_connect(const char *url)
     }
     /* The URL is expanded where dbname stands: the keys before it are defaults the URL
      * may override (a server that does not answer fails a connect in 5 s; a TCP peer
-     * that vanished is noticed within about 30 s), those after it fallbacks; a password
-     * given comes after the URL, so it wins over one in it. */
+     * that went silent, as across a network partition, is given up within about 6 s
+     * of a statement sent and 10 s of an idle connection), those after it fallbacks;
+     * a password given comes after the URL, so it wins over one in it. */
     const char *const keys[] = { "connect_timeout", "keepalives_idle", "keepalives_interval",
                                   "keepalives_count", "tcp_user_timeout", "dbname",
                                   "fallback_application_name", db_password ? "password" : NULL, NULL };
-    const char *const vals[] = { "5", "10", "5", "3", "30000", url, "gpujobd", db_password, NULL };
+    const char *const vals[] = { "5", "5", "2", "3", "5000", url, "gpujobd", db_password, NULL };
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (!conn) {
         gj_log_error("db", "cannot allocate a connection");
@@ -228,18 +237,50 @@ static int idle_conn_looks_ok(PGconn *conn)
     return PQstatus(conn) == CONNECTION_OK;
 }
 
+/* The database found unreachable (a connect failed, or no answer in time): the first
+ * failure is logged, the backoff grows with each next one. Called with mu held. */
+static void mark_down_locked(struct gj_db_pool *pool, const char *why)
+{
+    double now = mono_now();
+    if (!pool->down) {
+        gj_log_error("db", "database unreachable: %s; reconnecting with backoff", why);
+        pool->down = 1;
+        pool->down_since = now;
+        pool->backoff_ms = BACKOFF_MIN_MS;
+    } else {
+        pool->backoff_ms = pool->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : pool->backoff_ms * 2;
+    }
+    pool->retry_at = now + pool->backoff_ms / 1000.0;
+    snprintf(pool->last_error, sizeof pool->last_error, "%s", why);
+}
+
+static void mark_up_locked(struct gj_db_pool *pool)
+{
+    if (pool->down)
+        gj_log_info("db", "database connection restored after %.1f s", mono_now() - pool->down_since);
+    pool->down = 0;
+}
+
+/* While the pool is down one borrower per backoff tries the database, the others fail at
+ * once. 1 the pool is up; 0 it is down and this borrower makes the attempt; -1 down,
+ * within the backoff. */
+static int attempt_gate(struct gj_db_pool *pool)
+{
+    pthread_mutex_lock(&pool->mu);
+    double now = mono_now();
+    int gate = !pool->down ? 1 : now < pool->retry_at ? -1 : 0;
+    if (gate == 0)
+        pool->retry_at = now + pool->backoff_ms / 1000.0;
+    pthread_mutex_unlock(&pool->mu);
+    return gate;
+}
+
 /* Re-establishes a broken pool connection, unless the pool is down and its backoff
  * has not passed (then at once -1: the database is unreachable). The first failure
  * and the recovery are logged, the attempts between them not. 0 or -1. */
 static int reconnect(struct gj_db_pool *pool, PGconn *conn)
 {
-    pthread_mutex_lock(&pool->mu);
-    double now = mono_now();
-    int wait = pool->down && now < pool->retry_at;
-    if (pool->down && !wait)   /* this borrower makes the attempt; others wait the backoff */
-        pool->retry_at = now + pool->backoff_ms / 1000.0;
-    pthread_mutex_unlock(&pool->mu);
-    if (wait)
+    if (attempt_gate(pool) < 0)
         return -1;
     PQreset(conn);
     int ok = PQstatus(conn) == CONNECTION_OK;
@@ -247,26 +288,104 @@ static int reconnect(struct gj_db_pool *pool, PGconn *conn)
     if (!ok)
         one_line(PQerrorMessage(conn), msg, sizeof msg);
     pthread_mutex_lock(&pool->mu);
-    now = mono_now();
-    if (ok && pool->down) {
-        gj_log_info("db", "database connection restored after %.1f s", now - pool->down_since);
-        pool->down = 0;
-    } else if (!ok) {
-        if (!pool->down) {
-            gj_log_error("db", "database unreachable: %s; reconnecting with backoff", msg);
-            pool->down = 1;
-            pool->down_since = now;
-            pool->backoff_ms = BACKOFF_MIN_MS;
-        } else {
-            pool->backoff_ms = pool->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : pool->backoff_ms * 2;
-        }
-        pool->retry_at = now + pool->backoff_ms / 1000.0;
-        snprintf(pool->last_error, sizeof pool->last_error, "%s", msg);
-    }
+    if (ok)
+        mark_up_locked(pool);
+    else
+        mark_down_locked(pool, msg);
     pthread_mutex_unlock(&pool->mu);
     if (ok)
         PQsetNoticeProcessor(conn, notice_to_log, NULL);
     return ok ? 0 : -1;
+}
+
+/* Waits until conn has a result to hand (1), or until the deadline or a broken
+ * connection (0). */
+static int wait_result(PGconn *conn, double deadline)
+{
+    while (PQisBusy(conn)) {
+        int left_ms = (int)((deadline - mono_now()) * 1000.0);
+        if (left_ms <= 0)
+            return 0;
+        struct pollfd p = { .fd = PQsocket(conn), .events = POLLIN };
+        if (poll(&p, 1, left_ms) < 0 && errno != EINTR)
+            return 0;
+        if (!PQconsumeInput(conn))
+            return 0;
+    }
+    return 1;
+}
+
+/* SELECT 1 answered on conn within ms: 1, else 0 with why. A connection that did not
+ * answer is broken on purpose (its socket shut, what was pending dropped): it is never
+ * used again as it is, and the next borrower resets it. */
+static int ping_within(PGconn *conn, int ms, char *why, size_t n)
+{
+    double deadline = mono_now() + ms / 1000.0;
+    if (PQstatus(conn) != CONNECTION_OK || !PQsendQuery(conn, "SELECT 1")) {
+        one_line(PQerrorMessage(conn), why, n);
+        return 0;
+    }
+    int ok = 0, in_time = 1;
+    for (;;) {
+        if (!wait_result(conn, deadline)) {
+            in_time = PQstatus(conn) != CONNECTION_OK;   /* broken, not silent */
+            break;
+        }
+        PGresult *res = PQgetResult(conn);
+        if (!res)
+            return ok;
+        ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+        if (!ok)
+            one_line(PQresultErrorMessage(res), why, n);
+        PQclear(res);
+    }
+    if (in_time)
+        one_line(PQerrorMessage(conn), why, n);
+    else
+        snprintf(why, n, "no answer within %.1f s", ms / 1000.0);
+    int fd = PQsocket(conn);
+    if (fd >= 0)
+        shutdown(fd, SHUT_RDWR);
+    PQconsumeInput(conn);   /* libpq sees the end: the connection is bad, not busy */
+    PGresult *res;
+    while ((res = PQgetResult(conn)) != NULL)
+        PQclear(res);
+    return 0;
+}
+
+/* An idle connection that looks fine may still lead into a silence. While the pool is
+ * down it is not trusted as it looks: one borrower per backoff asks it (an answer: the
+ * database is back), the others fail at once. 1 trusted, 0 not. */
+static int trusted(struct gj_db_pool *pool, PGconn *conn)
+{
+    int gate = attempt_gate(pool);
+    if (gate != 0)
+        return gate > 0;
+    char why[256] = "";
+    int ok = ping_within(conn, PING_MS, why, sizeof why);
+    pthread_mutex_lock(&pool->mu);
+    if (ok)
+        mark_up_locked(pool);
+    else
+        mark_down_locked(pool, why);
+    pthread_mutex_unlock(&pool->mu);
+    return ok;
+}
+
+int gj_db_ping(PGconn *conn, int timeout_ms)
+{
+    if (!conn)
+        return 0;
+    char why[256] = "";
+    if (ping_within(conn, timeout_ms, why, sizeof why))
+        return 1;
+    struct gj_db_pool *pool = pool_of(conn);
+    if (pool) {
+        pthread_mutex_lock(&pool->mu);
+        mark_down_locked(pool, why);
+        pthread_mutex_unlock(&pool->mu);
+    }
+    return 0;
 }
 
 int gj_db_pool_health(struct gj_db_pool *pool, char *why, size_t n)
@@ -340,7 +459,8 @@ PGconn *gj_db_acquire_for(struct gj_db_pool *pool, int timeout_ms, enum gj_db_us
     pthread_mutex_unlock(&pool->mu);
 
     PGconn *conn = pool->conns[slot];
-    if (!idle_conn_looks_ok(conn) && reconnect(pool, conn) != 0) {
+    int usable = idle_conn_looks_ok(conn) ? trusted(pool, conn) : reconnect(pool, conn) == 0;
+    if (!usable) {
         pthread_mutex_lock(&pool->mu);
         pool->busy[slot] = 0;
         pthread_cond_broadcast(&pool->cv);

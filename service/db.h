@@ -67,5 +67,10 @@ void gj_db_rollback(PGconn *conn);
 
 /* 1 when the connection is usable. */
 int gj_db_ok(PGconn *conn);
+/* 1 when the database answers a trivial query on conn within timeout_ms. One that does
+ * not (a network partition: silence, not an error) is dropped, to be reset when next
+ * borrowed, and a pool connection's pool marked down: its other borrowers fail at once
+ * rather than wait on the same silence. */
+int gj_db_ping(PGconn *conn, int timeout_ms);
 
 #endif

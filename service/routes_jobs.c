@@ -26,6 +26,7 @@
 #include "service/multipart_related.h"
 #include "service/notify.h"
 #include "service/queue.h"
+#include "service/stream_outage.h"
 #include "service/text_buf.h"
 
 #define MAX_INPUTS 256
@@ -1263,6 +1264,8 @@ struct sse {
     char *buf;
     size_t len, off, cap;
     int done;
+    int reread;                  /* read even without a change: the first read, after a failed one */
+    struct gj_stream_outage outage;
     double keepalive_at;         /* gj_park_now() seconds */
 };
 
@@ -1365,8 +1368,11 @@ static int sse_fill(struct sse *s)
 }
 
 /* libmicrohttpd's content reader: what is queued, else what is new, else a keep-alive when
- * due, else park (return 0: called again once resumed). The stream ends with its job, at
- * shutdown and when its key is revoked. */
+ * due, else park (return 0: called again once resumed). It reads the database when its job
+ * changed, after a failed read and with each keep-alive; it looks at the pool's health
+ * every HEALTH_S, and while the database is unreachable it reads nothing and says so
+ * (stream_outage.h). The stream ends with its job, at shutdown and when its key is revoked. */
+#define HEALTH_S 1.0
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
@@ -1377,16 +1383,22 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;   /* its client left while it was parked */
         if (s->done || gj_http_stopping(s->srv) || gj_park_revoked(&s->park))
             return MHD_CONTENT_READER_END_OF_STREAM;
-        gj_park_take_change(&s->park);
-        int rc = sse_fill(s);
-        if (rc > 0)
-            break;
+        int up = gj_stream_outage_check(&s->outage, s->srv->db, &s->buf, &s->len, &s->cap);
         double now = gj_park_now();
+        int changed = gj_park_take_change(&s->park);
+        int rc = -1;
+        if (up)
+            rc = changed || s->reread || now >= s->keepalive_at ? sse_fill(s) : 0;
+        s->reread = rc < 0;
+        if (rc > 0 || s->len > 0)
+            break;
         if (now >= s->keepalive_at) {
             sse_append(s, ": keep-alive\n\n");
             break;
         }
-        double wake = rc < 0 && now + RETRY_S < s->keepalive_at ? now + RETRY_S : s->keepalive_at;
+        double wake = now + (rc < 0 && up ? RETRY_S : HEALTH_S);
+        if (wake > s->keepalive_at)
+            wake = s->keepalive_at;
         int pr = gj_park_wait(&s->park, wake);
         if (pr == 0)
             return 0;
@@ -1423,6 +1435,7 @@ static void job_events(struct gj_req *r)
     snprintf(s->job_id, sizeof s->job_id, "%.36s", r->params[0]);
     snprintf(s->tenant_id, sizeof s->tenant_id, "%s", r->who.tenant_id);
     s->keepalive_at = gj_park_now() + SSE_KEEPALIVE_S;
+    s->reread = 1;
     gj_park_join(&s->park, r->conn, s->job_id, r->who.key_id);
     const char *lei = gj_req_header(r, "Last-Event-ID");
     if (lei) {

@@ -14,8 +14,9 @@
  * seconds behind its cursor and leaves out what it already sent (same job, same
  * updated_at). Running jobs' heartbeats move updated_at too: they arrive as events with
  * the same state. Deleted jobs are not reported (the page that deletes one knows).
- * Every AUTH_RECHECK_S seconds the stream checks that its key (and its session, when it
- * came with the cookie) still holds, and ends when not. Between reads it is parked
+ * Cut off from the database, it says so and reads nothing until it answers again
+ * (stream_outage.h). Every AUTH_RECHECK_S seconds the stream checks that its key (and its
+ * session, when it came with the cookie) still holds, and ends when not. Between reads it is parked
  * (http_park.h), holding no event-loop thread: it reads again every POLL_S seconds (it waits
  * on no single job, so no job's notification resumes it), and the park ends it when its key
  * is revoked or the server stops.
@@ -28,6 +29,7 @@
 #include "service/http_park.h"
 #include "service/portal/portal.h"
 #include "service/session.h"
+#include "service/stream_outage.h"
 #include "service/text_buf.h"
 
 #define LOOKBACK "30 seconds"
@@ -56,6 +58,7 @@ struct stream {
     char *buf;
     size_t len, off, cap;
     int done;
+    struct gj_stream_outage outage;
     double keepalive_at, auth_at;           /* gj_park_now() seconds */
 };
 
@@ -198,13 +201,15 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (s->done || gj_http_stopping(s->srv) || gj_park_revoked(&s->park))
             return MHD_CONTENT_READER_END_OF_STREAM;
         double now = gj_park_now();
-        if (now >= s->auth_at) {
+        /* cut off from the database: say so, and read nothing until it answers again */
+        int up = gj_stream_outage_check(&s->outage, s->srv->db, &s->buf, &s->len, &s->cap);
+        if (up && now >= s->auth_at) {
             s->auth_at = now + AUTH_RECHECK_S;
             if (still_allowed(s) == 0)
                 return MHD_CONTENT_READER_END_OF_STREAM;
         }
         gj_park_take_change(&s->park);
-        if (fill(s) > 0)
+        if ((up && fill(s) > 0) || s->len > 0)
             break;
         if (now >= s->keepalive_at) {
             append(s, ": keep-alive\n\n");

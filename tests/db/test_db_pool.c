@@ -1,12 +1,17 @@
 /*
  * test_db_pool.c — the pool's read reserve (issue 11): writers (uploads, submits,
  * workers) leave --db-reserve-for-reads connections free, so that reads still get one
- * when writers hold all the others; a reader may take any free connection.
+ * when writers hold all the others; a reader may take any free connection. And a silent
+ * database (issue 28: a network partition; here its backends stopped with SIGSTOP): a
+ * ping gives up at its deadline, and while the pool is down an idle connection that looks
+ * fine is not handed out to wait on the silence.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -76,11 +81,62 @@ static void test_reserve_is_clamped(void **state)
     gj_db_pool_close(pool);
 }
 
+static void sleep_s(double s)
+{
+    struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    nanosleep(&ts, NULL);
+}
+
+static void test_silent_database(void **state)
+{
+    (void)state;
+    struct gj_db_pool *pool = gj_db_pool_open(gj_test_pg_url(), 2);
+    assert_non_null(pool);
+    PGconn *c0 = gj_db_acquire(pool, 100), *c1 = gj_db_acquire(pool, 100);
+    assert_non_null(c0);
+    assert_non_null(c1);
+    int pids[2] = { PQbackendPID(c0), PQbackendPID(c1) };
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(kill(pids[i], SIGSTOP), 0);
+    /* the ping gives up at its deadline; the pool is down, saying why */
+    double t0 = now_s();
+    assert_int_equal(gj_db_ping(c1, 500), 0);
+    assert_true(now_s() - t0 < 3.0);
+    char why[400];
+    assert_int_equal(gj_db_pool_health(pool, why, sizeof why), 0);
+    assert_non_null(strstr(why, "no answer within 0.5 s"));
+    /* c0 looks fine idle, but leads into the same silence: not handed out, at once within
+     * the backoff, and after it one borrower asks it, within the pool's ping deadline */
+    gj_db_release(pool, c0);
+    t0 = now_s();
+    assert_null(gj_db_acquire(pool, 0));
+    assert_true(now_s() - t0 < 1.0);
+    sleep_s(0.3);
+    t0 = now_s();
+    assert_null(gj_db_acquire(pool, 0));
+    assert_true(now_s() - t0 < 5.0);
+    /* the database answers again: the pool comes back */
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(kill(pids[i], SIGCONT), 0);
+    gj_db_release(pool, c1);
+    PGconn *c = NULL;
+    for (int i = 0; i < 50 && !c; i++) {
+        sleep_s(0.1);
+        c = gj_db_acquire(pool, 100);
+    }
+    assert_non_null(c);
+    assert_true(gj_db_ok(c));
+    assert_int_equal(gj_db_pool_health(pool, NULL, 0), 1);
+    gj_db_release(pool, c);
+    gj_db_pool_close(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_reserve),
         cmocka_unit_test(test_reserve_is_clamped),
+        cmocka_unit_test(test_silent_database),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

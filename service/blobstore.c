@@ -19,6 +19,7 @@
 #include "service/blobstore.h"
 #include "service/db.h"
 #include "service/log.h"
+#include "service/storage_quota.h"
 #include "service/uuid.h"
 
 #define CHUNK (1024 * 1024)
@@ -238,6 +239,14 @@ int gj_blob_writer_commit(struct gj_blob_writer *w, const char *owner_job, char 
         return -1;
     }
     w->fd = -1;
+    struct gj_storage_refusal over;
+    int quota = gj_storage_quota_reserve(w->conn, w->tenant_id, w->size, &over);
+    if (quota != 0) {
+        if (quota > 0)
+            gj_storage_set_last_refusal(&over);
+        gj_blob_writer_abort(w);   /* nothing of it stays */
+        return quota > 0 ? GJ_BLOB_OVER_QUOTA : -1;
+    }
     char hex[65], size[24], oid[16];
     gj_sha256_hex(sha, hex);
     snprintf(size, sizeof size, "%llu", (unsigned long long)w->size);

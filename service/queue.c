@@ -17,6 +17,7 @@
 #include "service/db.h"
 #include "service/log.h"
 #include "service/queue.h"
+#include "service/storage_quota.h"
 
 #define COMPONENT "queue"
 /* A lease is good until it expires, whoever has yet to notice: after that only rescue
@@ -278,7 +279,7 @@ static int list_dir(const char *dir, char ***names_out, size_t *n_out)
 }
 
 /* Streams one file into a blob owned by the job and records it as an output.
- * Runs inside the caller's transaction. 0 or -1 (logged). */
+ * Runs inside the caller's transaction. 0, -1 (logged) or GJ_BLOB_OVER_QUOTA. */
 static int store_output(PGconn *conn, const struct gj_claim *c, const char *path, const char *name)
 {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -302,13 +303,30 @@ static int store_output(PGconn *conn, const struct gj_claim *c, const char *path
         return -1;
     }
     char blob_id[GJ_UUID_LEN + 1];
-    if (gj_blob_writer_commit(w, c->id, blob_id) != 0)
-        return -1;
+    int rc_commit = gj_blob_writer_commit(w, c->id, blob_id);
+    if (rc_commit != 0)
+        return rc_commit;   /* GJ_BLOB_OVER_QUOTA: the caller fails the job */
     const char *params[] = { c->id, name, blob_id, type };
     return gj_db_cmd(conn,
                      "INSERT INTO job_outputs (job_id, name, blob_id, content_type)"
                      " VALUES ($1, $2, $3, $4)",
                      4, params);
+}
+
+/* Outputs that would pass the tenant's storage quota fail the job (not retried: the
+ * same outputs would pass it again), naming the quota and the figures. 2, or -1. */
+static int fail_over_quota(PGconn *conn, const struct gj_claim *c)
+{
+    char text[300];
+    gj_storage_refusal_text(gj_storage_last_refusal(), text, sizeof text);
+    char msg[400];
+    snprintf(msg, sizeof msg, "the job's outputs were not stored: %s", text);
+    json_t *err = json_pack("{s:s}", "message", msg);
+    if (!err)
+        return -1;
+    int rc = gj_queue_finish_failure(conn, c, err, 0, 0);
+    json_decref(err);
+    return rc == 0 ? 2 : rc;
 }
 
 static const char success_sql[] =
@@ -382,6 +400,10 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
         rc = store_output(conn, c, path, names[i]);
     }
     free_names(names, n);
+    if (rc == GJ_BLOB_OVER_QUOTA) {
+        gj_db_rollback(conn);   /* no output of it stays */
+        return fail_over_quota(conn, c);
+    }
     if (rc != 0 || gj_db_commit(conn) != 0) {
         gj_db_rollback(conn);
         return -1;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "service/blobstore.h"
+#include "service/storage_quota.h"
 #include "service/db.h"
 #include "service/http_server.h"
 #include "service/log.h"
@@ -250,6 +251,10 @@ static void upload_handle(struct gj_req *r)
     char id[GJ_UUID_LEN + 1];
     int rc = gj_blob_writer_commit(u->w, NULL, id);
     u->w = NULL;
+    if (rc == GJ_BLOB_OVER_QUOTA) {
+        gj_respond_over_quota(r, gj_storage_last_refusal());
+        return;
+    }
     if (rc != 0) {
         gj_respond_unavailable(r);
         return;

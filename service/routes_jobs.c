@@ -17,6 +17,7 @@
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
 #include "service/blobstore.h"
+#include "service/storage_quota.h"
 #include "service/db.h"
 #include "service/http_park.h"
 #include "service/host_admission.h"
@@ -672,7 +673,10 @@ static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struc
         s->files[i].w = NULL;
         if (rc != 0) {
             end_txn(c, s);
-            gj_respond_unavailable(r);
+            if (rc == GJ_BLOB_OVER_QUOTA)
+                gj_respond_over_quota(r, gj_storage_last_refusal());
+            else
+                gj_respond_unavailable(r);
             return;
         }
     }

@@ -23,6 +23,7 @@ static json_t *error_codes(void)
         { CARMIN_TOO_LARGE, "the body, or an archive's files, over the server's size limit" },
         { CARMIN_RATE_LIMITED, "request rate limit of this key exceeded" },
         { CARMIN_UNAVAILABLE, "the database is unavailable; try again" },
+        { CARMIN_OVER_QUOTA, "the tenant's storage quota would be passed; nothing was stored" },
     };
     json_t *a = json_array();
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)

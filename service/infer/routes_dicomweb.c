@@ -40,6 +40,7 @@
 #include "common/gj_kind.h"
 #include "infer/dicom.h"
 #include "service/blobstore.h"
+#include "service/storage_quota.h"
 #include "service/queue.h"
 #include "service/db.h"
 #include "service/http_server.h"
@@ -272,6 +273,12 @@ static int part_end(void *ud)
     in->size = gj_blob_writer_size(s->w);
     rc = gj_blob_writer_commit(s->w, NULL, in->blob_id);
     s->w = NULL;
+    if (rc == GJ_BLOB_OVER_QUOTA) {
+        char text[300];
+        gj_storage_refusal_text(gj_storage_last_refusal(), text, sizeof text);
+        stow_fail(s, 507, text);
+        return -1;
+    }
     if (rc != 0) {
         stow_fail(s, 503, "the database is not available; retry shortly");
         return -1;

@@ -196,6 +196,7 @@ static void upload_begin(struct gj_req *r)
         }
         u->has_digest = rc == 1;
     }
+    gj_storage_refuse_declared(r);   /* a body that surely would not fit is not waited for */
 }
 
 /* The writer, on the request's connection: taken once the body is complete (the

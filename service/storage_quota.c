@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "service/db.h"
+#include "service/http_parse.h"
 #include "service/http_server.h"
 #include "service/storage_quota.h"
 
@@ -163,4 +164,22 @@ void gj_respond_over_quota(struct gj_req *r, const struct gj_storage_refusal *f)
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, gj_problem_content_type(r));
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     gj_respond(r, 507, resp, len);
+}
+
+int gj_storage_refuse_declared(struct gj_req *r)
+{
+    const char *cl = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t declared;
+    if (!cl || gj_http_parse_u64(cl, strlen(cl), &declared) != 0)
+        return 0;
+    PGconn *c = gj_req_db(r);
+    struct gj_storage_refusal f = { .asked = declared };
+    int64_t own;
+    if (!c || gj_storage_usage(c, r->who.tenant_id, &f.used, &own, &f.quota) != 1)
+        return 0;   /* the commit's check still holds */
+    f.own = own >= 0;
+    if (f.quota == 0 || (f.used <= f.quota && declared <= f.quota - f.used))
+        return 0;
+    gj_respond_over_quota(r, &f);
+    return 1;
 }

@@ -50,4 +50,8 @@ int gj_storage_write_metrics(PGconn *conn, FILE *f);
 /* 507 problem+json with the figures (used_bytes, requested_bytes, quota_bytes, quota). */
 void gj_respond_over_quota(struct gj_req *r, const struct gj_storage_refusal *f);
 
+/* Before a body arrives: 1 and answered 507 when its Content-Length alone would pass the
+ * quota (the client need not send it); else 0, and the commit checks as ever. */
+int gj_storage_refuse_declared(struct gj_req *r);
+
 #endif

@@ -9,7 +9,9 @@ import io
 import json
 import os
 import sys
+import subprocess
 import threading
+import time
 import zipfile
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -80,32 +82,69 @@ def test_upload_within_and_over():
     assert used(A) == 0 == counted(A_ID)
 
 
+def test_declared_length_over_quota_refused_before_the_body():
+    A.upload(os.urandom(100_000))
+    conn = A.connection(timeout=10)    # a bound: the answer comes without the body
+    try:
+        conn.putrequest("POST", "/v1/blobs")
+        for k, v in (("Authorization", "Bearer " + A.key), ("Content-Length", "2000000"),
+                     ("Content-Type", "application/octet-stream"), ("Expect", "100-continue")):
+            conn.putheader(k, v)
+        conn.endheaders()
+        resp = conn.getresponse()
+        r = type("R", (), {"status": resp.status, "headers": {k.lower(): v for k, v in resp.getheaders()},
+                           "body": resp.read()})()
+        r.json = lambda: json.loads(r.body)
+    finally:
+        conn.close()
+    assert_refused(r, 100_000, 2_000_000)
+
+
+def hold_tenant_lock(tenant_id):
+    """A psql session holding the tenant's tenant_storage row lock until its stdin closes."""
+    p = subprocess.Popen(["psql", "-h", H.sockdir, "-U", H.db_user, "-d", "gpujobd", "-AtqX", "-v", "ON_ERROR_STOP=1"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p.stdin.write("BEGIN;\nSELECT 'locked' FROM tenant_storage WHERE tenant_id = '%s' FOR UPDATE;\n" % tenant_id)
+    p.stdin.flush()
+    assert p.stdout.readline().strip() == "locked"
+    return p
+
+
 def test_concurrent_uploads_one_refused():
+    # Both uploads reach their check while another session holds the tenant's count: each
+    # waits for it, then they pass one after the other; without the lock both would see
+    # 100000 bytes in use and both would be stored.
     results = []
-    start = threading.Barrier(2)
+    holder = hold_tenant_lock(A_ID)
 
     def upload():
-        c = SRV.client(key=A.key)
-        start.wait()
-        results.append(c.request("POST", "/v1/blobs", body=os.urandom(600_000)))
+        results.append(SRV.client(key=A.key).request("POST", "/v1/blobs", body=os.urandom(600_000)))
 
     threads = [threading.Thread(target=upload) for _ in range(2)]
     for t in threads:
         t.start()
+    deadline = time.time() + 30
+    while H.scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = 'gpujobd' AND wait_event_type = 'Lock'"
+                   ) != "2" and not results:
+        assert time.time() < deadline, "the uploads never waited for the tenant's lock"
+        time.sleep(0.05)
+    holder.stdin.write("COMMIT;\n")
+    holder.stdin.close()
+    holder.wait(30)
     for t in threads:
         t.join()
     statuses = sorted(r.status for r in results)
     assert statuses == [201, 507], [(r.status, r.body[:300]) for r in results]
     refused = next(r for r in results if r.status == 507)
-    assert_refused(refused, 600_000, 600_000)
-    assert used(A) == 600_000 == counted(A_ID)
+    assert_refused(refused, 700_000, 600_000)
+    assert used(A) == 700_000 == counted(A_ID)
     kept = next(r for r in results if r.status == 201).json()
     assert A.request("DELETE", "/v1/blobs/" + kept["id"]).status == 204
-    assert used(A) == 0
+    assert used(A) == 100_000
 
 
 def test_job_outputs_over_quota_fail_the_job():
-    A.upload(os.urandom(300_000))
+    A.upload(os.urandom(200_000))                 # with the 100000 of above: 300000
     before = stored()
     job = A.submit("noop", {"output_bytes": 800_000})
     done = A.wait_job(job["id"])
@@ -227,7 +266,8 @@ def test_metrics_show_use():
 if __name__ == "__main__":
     setup()
     try:
-        run_tests([test_upload_within_and_over, test_concurrent_uploads_one_refused,
+        run_tests([test_upload_within_and_over, test_declared_length_over_quota_refused_before_the_body,
+                   test_concurrent_uploads_one_refused,
                    test_job_outputs_over_quota_fail_the_job, test_multipart_submit_over_quota,
                    test_carmin_file_and_archive_over_quota, test_tenant_isolation,
                    test_admin_sets_and_clears_a_tenants_quota, test_metrics_show_use])

@@ -313,6 +313,19 @@ static int store_output(PGconn *conn, const struct gj_claim *c, const char *path
                      4, params);
 }
 
+/* The bytes of the regular files among dir's names. */
+static uint64_t outputs_size(const char *dir, char **names, size_t n)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        struct stat st;
+        if (gj_path_join(path, sizeof path, dir, names[i]) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    }
+    return total;
+}
+
 /* Outputs that would pass the tenant's storage quota fail the job (not retried: the
  * same outputs would pass it again), naming the quota and the figures. 2, or -1. */
 static int fail_over_quota(PGconn *conn, const struct gj_claim *c)
@@ -358,6 +371,14 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
         }
     }
 
+    /* Outputs that surely pass the quota are not written only to be rolled back. */
+    struct gj_storage_refusal over;
+    if (n > 0 && gj_storage_would_pass(conn, c->tenant_id, outputs_size(output_dir, names, n), &over) == 1) {
+        free_names(names, n);
+        gj_storage_set_last_refusal(&over);
+        return fail_over_quota(conn, c);
+    }
+
     const char *params[] = { c->id, c->lease_token };
     if (n == 0 && !on_success) {
         /* Nothing to store: one fenced statement is the whole finish. */
@@ -379,8 +400,11 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
         return rows == 0 ? 1 : -1;
     }
     int rc = 0;
+    gj_storage_forget_refusal();
     if (on_success)   /* the module's records commit with the state and the outputs */
         rc = on_success(conn, c, output_dir);
+    if (rc != 0 && gj_storage_refused())
+        rc = GJ_BLOB_OVER_QUOTA;   /* a blob of the module's (a report) passed the quota */
     for (size_t i = 0; i < n && rc == 0; i++) {
         char path[4096];
         struct stat st;

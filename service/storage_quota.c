@@ -77,6 +77,16 @@ void gj_storage_set_last_refusal(const struct gj_storage_refusal *refusal)
     last_refusal = *refusal;
 }
 
+void gj_storage_forget_refusal(void)
+{
+    memset(&last_refusal, 0, sizeof last_refusal);
+}
+
+int gj_storage_refused(void)
+{
+    return last_refusal.quota != 0;   /* a refusal always has a quota */
+}
+
 int gj_storage_usage(PGconn *conn, const char *tenant, uint64_t *used, int64_t *own_quota, uint64_t *quota)
 {
     const char *p[1] = { tenant };
@@ -166,6 +176,20 @@ void gj_respond_over_quota(struct gj_req *r, const struct gj_storage_refusal *f)
     gj_respond(r, 507, resp, len);
 }
 
+int gj_storage_would_pass(PGconn *conn, const char *tenant, uint64_t asked, struct gj_storage_refusal *refusal)
+{
+    struct gj_storage_refusal f = { .asked = asked };
+    int64_t own;
+    int rc = gj_storage_usage(conn, tenant, &f.used, &own, &f.quota);
+    if (rc != 1)
+        return rc < 0 ? -1 : 0;
+    f.own = own >= 0;
+    if (f.quota == 0 || (f.used <= f.quota && asked <= f.quota - f.used))
+        return 0;
+    *refusal = f;
+    return 1;
+}
+
 int gj_storage_refuse_declared(struct gj_req *r)
 {
     const char *cl = gj_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -173,13 +197,9 @@ int gj_storage_refuse_declared(struct gj_req *r)
     if (!cl || gj_http_parse_u64(cl, strlen(cl), &declared) != 0)
         return 0;
     PGconn *c = gj_req_db(r);
-    struct gj_storage_refusal f = { .asked = declared };
-    int64_t own;
-    if (!c || gj_storage_usage(c, r->who.tenant_id, &f.used, &own, &f.quota) != 1)
+    struct gj_storage_refusal f;
+    if (!c || gj_storage_would_pass(c, r->who.tenant_id, declared, &f) != 1)
         return 0;   /* the commit's check still holds */
-    f.own = own >= 0;
-    if (f.quota == 0 || (f.used <= f.quota && declared <= f.quota - f.used))
-        return 0;
     gj_respond_over_quota(r, &f);
     return 1;
 }

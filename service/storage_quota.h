@@ -32,9 +32,18 @@ uint64_t gj_storage_quota_default(void);
  * (refusal filled), -1 database error. */
 int gj_storage_quota_reserve(PGconn *conn, const char *tenant, uint64_t asked, struct gj_storage_refusal *refusal);
 
-/* The last refusal of gj_blob_writer_commit on this thread (GJ_BLOB_OVER_QUOTA). */
+/* An unlocked look before work that the commit's check would refuse anyway (a body's
+ * Content-Length, a job's outputs): 1 and refusal filled when asked more would pass the
+ * quota now; 0 not (or no such tenant); -1 database error. */
+int gj_storage_would_pass(PGconn *conn, const char *tenant, uint64_t asked, struct gj_storage_refusal *refusal);
+
+/* The last refusal of gj_blob_writer_commit on this thread (GJ_BLOB_OVER_QUOTA).
+ * gj_storage_refused: 1 when there was one since gj_storage_forget_refusal (for callers
+ * whose callees only say -1). */
 const struct gj_storage_refusal *gj_storage_last_refusal(void);
 void gj_storage_set_last_refusal(const struct gj_storage_refusal *refusal);
+void gj_storage_forget_refusal(void);
+int gj_storage_refused(void);
 
 /* A tenant's figures: used bytes, its own quota (-1: none set) and the one that applies. 1, 0
  * no such tenant, -1 database error. */

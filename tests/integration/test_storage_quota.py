@@ -110,6 +110,20 @@ def hold_tenant_lock(tenant_id):
     return p
 
 
+def wait_for_lock_waiters(n):
+    deadline = time.time() + 30
+    while int(H.scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = 'gpujobd'"
+                       " AND wait_event_type = 'Lock'")) < n:
+        assert time.time() < deadline, "nothing waited for the tenant's lock"
+        time.sleep(0.05)
+
+
+def release(holder):
+    holder.stdin.write("COMMIT;\n")
+    holder.stdin.close()
+    holder.wait(30)
+
+
 def test_concurrent_uploads_one_refused():
     # Both uploads reach their check while another session holds the tenant's count: each
     # waits for it, then they pass one after the other; without the lock both would see
@@ -128,9 +142,7 @@ def test_concurrent_uploads_one_refused():
                    ) != "2" and not results:
         assert time.time() < deadline, "the uploads never waited for the tenant's lock"
         time.sleep(0.05)
-    holder.stdin.write("COMMIT;\n")
-    holder.stdin.close()
-    holder.wait(30)
+    release(holder)
     for t in threads:
         t.join()
     statuses = sorted(r.status for r in results)
@@ -155,6 +167,18 @@ def test_job_outputs_over_quota_fail_the_job():
     assert H.scalar("SELECT count(*) FROM job_outputs WHERE job_id = '%s'" % job["id"]) == "0"
     assert stored() == before
     assert A.json("GET", "/v1/jobs/%s/outputs" % job["id"], expect=200)["outputs"] == []
+    # the same at the commit: the quota is lowered while the job's outputs wait for the
+    # tenant's count (after the look before writing them found room)
+    holder = hold_tenant_lock(A_ID)
+    job = A.submit("noop", {"output_bytes": 500_000})
+    wait_for_lock_waiters(1)
+    ADMIN.json("PUT", "/v1/tenants/%s/storage-quota" % A_ID, {"quota_bytes": 400_000}, expect=200)
+    release(holder)
+    done = A.wait_job(job["id"])
+    assert done["state"] == "failed", done
+    assert "the tenant's storage quota of 400000 bytes" in done["error"]["message"], done
+    assert stored() == before
+    ADMIN.json("PUT", "/v1/tenants/%s/storage-quota" % A_ID, {"quota_bytes": None}, expect=200)
     # within the quota the outputs are stored, counted, and given back with the job
     job = A.submit("noop", {"output_bytes": 500_000})
     done = A.wait_job(job["id"])

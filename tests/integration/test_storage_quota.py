@@ -236,6 +236,22 @@ def test_carmin_file_and_archive_over_quota():
     assert used(A) == in_use
 
 
+def test_stow_over_quota():
+    import tempfile
+    import test_inference_api as dcm      # make_dicom: DCMTK-made instances, as the DICOMweb tests
+    dcm.TMP = tempfile.mkdtemp(prefix="gj-quota-")
+    c = ADMIN.json("POST", "/v1/api-keys", {"tenant": "quota-c"}, expect=201)
+    C = SRV.client(key=c["key"])
+    one, _ = dcm.make_dicom("quota1", "1.2.826.0.1.3680043.8.498.7001", 21)
+    two, _ = dcm.make_dicom("quota2", "1.2.826.0.1.3680043.8.498.7001", 22)
+    ADMIN.json("PUT", "/v1/tenants/%s/storage-quota" % c["tenant_id"], {"quota_bytes": len(one) + 10}, expect=200)
+    before = stored()
+    r = dcm.stow(C, [("application/dicom", one), ("application/dicom", two)])
+    assert_refused(r, len(one), len(two), quota=len(one) + 10, own=True)   # the first in, the second over
+    assert stored() == before                                             # the request stores all or nothing
+    assert H.scalar("SELECT count(*) FROM dicom_instances WHERE tenant_id = '%s'" % c["tenant_id"]) == "0"
+
+
 def test_tenant_isolation():
     a_use = used(A)
     assert a_use > 0
@@ -293,7 +309,7 @@ if __name__ == "__main__":
         run_tests([test_upload_within_and_over, test_declared_length_over_quota_refused_before_the_body,
                    test_concurrent_uploads_one_refused,
                    test_job_outputs_over_quota_fail_the_job, test_multipart_submit_over_quota,
-                   test_carmin_file_and_archive_over_quota, test_tenant_isolation,
+                   test_carmin_file_and_archive_over_quota, test_stow_over_quota, test_tenant_isolation,
                    test_admin_sets_and_clears_a_tenants_quota, test_metrics_show_use])
     finally:
         H.close()

@@ -38,6 +38,10 @@ void gj_blob_writer_digest(struct gj_blob_writer *w, unsigned char sha256[32]);
  * caller's transaction holds the tenant's quota lock until it ends. */
 #define GJ_BLOB_OVER_QUOTA (-2)
 int gj_blob_writer_commit(struct gj_blob_writer *w, const char *owner_job, char id_out[GJ_UUID_LEN + 1]);
+/* Ends the writing (everything is in the large object; the writer keeps no buffer) for a
+ * commit later: a caller storing many blobs in one transaction commits them all at its end,
+ * so the tenant's quota lock (storage_quota.h) is held only from then. 0, or -1 (then abort). */
+int gj_blob_writer_close(struct gj_blob_writer *w);
 /* Discards everything written (rolls back with own_txn, else unlinks). Frees w. */
 void gj_blob_writer_abort(struct gj_blob_writer *w);
 

@@ -9,10 +9,10 @@
 #include <string.h>
 
 #include "service/blobstore.h"
-#include "service/storage_quota.h"
 #include "service/db.h"
 #include "service/http_server.h"
 #include "service/log.h"
+#include "service/storage_quota.h"
 
 /* ---------- streaming a blob back ---------- */
 

@@ -17,7 +17,6 @@
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
 #include "service/blobstore.h"
-#include "service/storage_quota.h"
 #include "service/db.h"
 #include "service/http_park.h"
 #include "service/host_admission.h"
@@ -27,6 +26,7 @@
 #include "service/multipart_related.h"
 #include "service/notify.h"
 #include "service/queue.h"
+#include "service/storage_quota.h"
 #include "service/text_buf.h"
 
 #define MAX_INPUTS 256

@@ -40,13 +40,13 @@
 #include "common/gj_kind.h"
 #include "infer/dicom.h"
 #include "service/blobstore.h"
-#include "service/storage_quota.h"
 #include "service/queue.h"
 #include "service/db.h"
 #include "service/http_server.h"
 #include "service/infer/infer.h"
 #include "service/log.h"
 #include "service/multipart_related.h"
+#include "service/storage_quota.h"
 
 #define COMPONENT "dicomweb"
 #define STOW_MAX_INSTANCES 10000

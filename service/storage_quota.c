@@ -39,6 +39,12 @@ static uint64_t applying_quota(PGresult *res, int col, int *own)
     return applying_quota_at(res, 0, col, own);
 }
 
+/* 1 when f's asked bytes fit beside its used ones (or there is no quota). */
+static int fits(const struct gj_storage_refusal *f)
+{
+    return f->quota == 0 || (f->used <= f->quota && f->asked <= f->quota - f->used);
+}
+
 /* The upsert takes the tenant's row lock (kept to the transaction's end) and returns the
  * count as the last committed writer left it: the blob's own insert (its trigger) then
  * adds to a row no one else can change meanwhile. */
@@ -61,7 +67,7 @@ int gj_storage_quota_reserve(PGconn *conn, const char *tenant, uint64_t asked, s
     struct gj_storage_refusal f = { .used = used > 0 ? (uint64_t)used : 0, .asked = asked };
     f.quota = applying_quota(res, 1, &f.own);
     PQclear(res);
-    if (f.quota == 0 || (f.used <= f.quota && asked <= f.quota - f.used))
+    if (fits(&f))
         return 0;
     *refusal = f;
     return 1;
@@ -184,7 +190,7 @@ int gj_storage_would_pass(PGconn *conn, const char *tenant, uint64_t asked, stru
     if (rc != 1)
         return rc < 0 ? -1 : 0;
     f.own = own >= 0;
-    if (f.quota == 0 || (f.used <= f.quota && asked <= f.quota - f.used))
+    if (fits(&f))
         return 0;
     *refusal = f;
     return 1;

@@ -211,6 +211,45 @@ def test_multipart_submit_over_quota():
     assert stored() == before and H.scalar("SELECT count(*) FROM jobs") == jobs
 
 
+def test_multipart_submit_referencing_a_settling_job_does_not_deadlock():
+    # A job's finish (and its deletion) locks the job's row, then the tenant's count; a
+    # multipart submit with files that takes another job's output must lock that job first
+    # too, else each waits for the other (PostgreSQL then aborts one of them).
+    up = A.wait_job(A.submit("noop", {})["id"])
+    holder = subprocess.Popen(["psql", "-h", H.sockdir, "-U", H.db_user, "-d", "gpujobd", "-AtqX"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    holder.stdin.write("BEGIN;\nUPDATE jobs SET updated_at = now() WHERE id = '%s';\nSELECT 'held';\n" % up["id"])
+    holder.stdin.flush()
+    assert holder.stdout.readline().strip() == "held"
+    boundary = "quotaref"
+    job = {"kind": "noop", "inputs": {"input.ref": {"job": up["id"], "output": "result.json"}}}
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"job\"\r\nContent-Type: application/json\r\n\r\n"
+            + json.dumps(job) + f"\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"input.data\"; "
+            "filename=\"d.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n").encode()
+    body += os.urandom(1000) + f"\r\n--{boundary}--\r\n".encode()
+    results = []
+    t = threading.Thread(target=lambda: results.append(A.request(
+        "POST", "/v1/jobs", body=body, headers={"Content-Type": "multipart/form-data; boundary=" + boundary})))
+    t.start()
+    try:
+        deadline = time.time() + 60
+        while int(H.scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = 'gpujobd'"
+                           " AND wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%'")) < 1:
+            assert time.time() < deadline and not results, results
+            time.sleep(0.05)
+        # now as a finish would: the tenant's count after the job's row
+        holder.stdin.write("SELECT 'counted' FROM tenant_storage WHERE tenant_id = '%s' FOR UPDATE;\nCOMMIT;\n" % A_ID)
+    finally:
+        holder.stdin.close()
+        out = holder.stdout.read()
+        holder.wait(60)
+        t.join()
+    assert "counted" in out and "deadlock" not in out, out
+    assert results[0].status == 201, results[0]
+    for done in (A.wait_job(results[0].json()["id"]), up):      # what they store goes with them
+        assert A.request("DELETE", "/v1/jobs/" + done["id"]).status == 204
+
+
 def carmin(client, method, path, body, ctype):
     return client.request(method, "/rest/path/vip/Home" + path, body=body,
                           headers={"apikey": client.key, "Content-Type": ctype})
@@ -320,6 +359,7 @@ if __name__ == "__main__":
         run_tests([test_upload_within_and_over, test_declared_length_over_quota_refused_before_the_body,
                    test_concurrent_uploads_one_refused,
                    test_job_outputs_over_quota_fail_the_job, test_multipart_submit_over_quota,
+                   test_multipart_submit_referencing_a_settling_job_does_not_deadlock,
                    test_carmin_file_and_archive_over_quota, test_stow_over_quota, test_tenant_isolation,
                    test_admin_sets_and_clears_a_tenants_quota, test_metrics_show_use])
     finally:

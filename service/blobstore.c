@@ -19,6 +19,7 @@
 #include "service/blobstore.h"
 #include "service/db.h"
 #include "service/log.h"
+#include "service/storage_quota.h"
 #include "service/uuid.h"
 
 #define CHUNK (1024 * 1024)
@@ -215,6 +216,25 @@ void gj_blob_writer_digest(struct gj_blob_writer *w, unsigned char sha256[32])
     memcpy(sha256, w->digest, 32);
 }
 
+int gj_blob_writer_close(struct gj_blob_writer *w)
+{
+    if (!w || w->failed)
+        return -1;
+    unsigned char sha[32];
+    gj_blob_writer_digest(w, sha);
+    if (w->failed || flush(w) != 0)
+        return -1;
+    if (w->fd >= 0 && lo_close(w->conn, w->fd) != 0) {
+        lo_error(w->conn, "lo_close");
+        w->failed = 1;
+        return -1;
+    }
+    w->fd = -1;
+    free(w->buf);   /* what stays until the commit is small */
+    w->buf = NULL;
+    return 0;
+}
+
 int gj_blob_writer_commit(struct gj_blob_writer *w, const char *owner_job, char id_out[GJ_UUID_LEN + 1])
 {
     if (!w)
@@ -231,13 +251,21 @@ int gj_blob_writer_commit(struct gj_blob_writer *w, const char *owner_job, char 
         gj_blob_writer_abort(w);
         return -1;
     }
-    if (lo_close(w->conn, w->fd) != 0) {
+    if (w->fd >= 0 && lo_close(w->conn, w->fd) != 0) {   /* -1: closed by gj_blob_writer_close */
         lo_error(w->conn, "lo_close");
         w->fd = -1;
         gj_blob_writer_abort(w);
         return -1;
     }
     w->fd = -1;
+    struct gj_storage_refusal over;
+    int quota = gj_storage_quota_reserve(w->conn, w->tenant_id, w->size, &over);
+    if (quota != 0) {
+        if (quota > 0)
+            gj_storage_set_last_refusal(&over);
+        gj_blob_writer_abort(w);   /* nothing of it stays */
+        return quota > 0 ? GJ_BLOB_OVER_QUOTA : -1;
+    }
     char hex[65], size[24], oid[16];
     gj_sha256_hex(sha, hex);
     snprintf(size, sizeof size, "%llu", (unsigned long long)w->size);

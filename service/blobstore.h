@@ -32,8 +32,16 @@ uint64_t gj_blob_writer_size(const struct gj_blob_writer *w);
 /* The SHA-256 of what was written so far is final after this call: */
 void gj_blob_writer_digest(struct gj_blob_writer *w, unsigned char sha256[32]);
 /* Inserts the blobs row (owner_job may be NULL) and, with own_txn, commits.
- * id_out receives the new id (37 bytes). Frees w. 0 or -1. */
+ * id_out receives the new id (37 bytes). Frees w. 0 or -1; or GJ_BLOB_OVER_QUOTA when
+ * the tenant's storage quota would be passed (storage_quota.h: the figures in
+ * gj_storage_last_refusal()); the blob is discarded then, and without own_txn the
+ * caller's transaction holds the tenant's quota lock until it ends. */
+#define GJ_BLOB_OVER_QUOTA (-2)
 int gj_blob_writer_commit(struct gj_blob_writer *w, const char *owner_job, char id_out[GJ_UUID_LEN + 1]);
+/* Ends the writing (everything is in the large object; the writer keeps no buffer) for a
+ * commit later: a caller storing many blobs in one transaction commits them all at its end,
+ * so the tenant's quota lock (storage_quota.h) is held only from then. 0, or -1 (then abort). */
+int gj_blob_writer_close(struct gj_blob_writer *w);
 /* Discards everything written (rolls back with own_txn, else unlinks). Frees w. */
 void gj_blob_writer_abort(struct gj_blob_writer *w);
 

@@ -31,6 +31,7 @@
 #include "service/module.h"
 #include "service/pg_embedded.h"
 #include "service/server.h"
+#include "service/storage_quota.h"
 #include "service/tls.h"
 #include "service/upload_spool.h"
 #include "service/worker_pool.h"
@@ -236,6 +237,7 @@ static int start_serving(struct serve_run *run)
         return -1;
     init_placement(srv);
     gj_mem_budget_init(&srv->render_memory, srv->cfg.render_memory);
+    gj_storage_quota_configure(srv->cfg.tenant_storage_quota);
     char host[200] = "localhost";
     gethostname(host, sizeof host - 1);
     snprintf(srv->worker_id, sizeof srv->worker_id, "%s:%d:%ld", host, (int)getpid(), (long)time(NULL));

@@ -109,6 +109,10 @@ static const struct setting settings[] = {
       "host memory DICOM renders, WADO-RS frames and thumbnails may hold together (part of "
       "--host-memory-reserve); "
       "one that needs more is refused with 413, one that does not fit now with 503 (default 256M)" },
+    { "tenant-storage-quota", T_BYTES, S(tenant_storage_quota), 0, 0, 0,
+      "bytes each tenant may store (blobs, job outputs, CARMIN files, DICOM instances); an upload or "
+      "output that would pass it is refused with 507; per tenant through PUT /v1/tenants/{id}/storage-quota "
+      "(default 0: no quota)" },
     { "db-pool-size", T_INT, S(db_pool_size), 2, 1000, 0, "PostgreSQL connections (default 16)" },
     { "lease-seconds", T_INT, S(lease_seconds), 1, 86400, 0, "job lease (default 30)" },
     { "poll-interval-ms", T_INT, S(poll_interval_ms), 10, 600000, 0, "claim poll fallback (default 1000)" },

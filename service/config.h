@@ -58,6 +58,7 @@ struct gj_config {
     int db_reserve_for_reads;      /* pool connections only reads may take; -1 = a quarter */
     uint64_t host_memory_reserve;  /* host memory kept for the service, not for jobs */
     uint64_t render_memory;        /* host memory DICOM renders, frames, thumbnails hold */
+    uint64_t tenant_storage_quota; /* bytes a tenant may store without a quota of its own; 0 = none */
     int db_pool_size;
     int lease_seconds;             /* job lease; heartbeat every third of it */
     int poll_interval_ms;          /* claim poll fallback when no NOTIFY arrives */

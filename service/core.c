@@ -6,7 +6,7 @@
 #include "service/module.h"
 
 static const struct gj_route_table *const core_routes[] = {
-    &gj_routes_misc, &gj_routes_blobs, &gj_routes_jobs, NULL,
+    &gj_routes_misc, &gj_routes_blobs, &gj_routes_jobs, &gj_routes_tenants, NULL,
 };
 
 const struct gj_service_module gj_module_core = {

@@ -210,6 +210,7 @@ static const char *status_title(int status)
     case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
+    case 507: return "Insufficient Storage";
     default: return "Error";
     }
 }
@@ -226,6 +227,7 @@ static const char *status_type(int status, const char *field)
     case 413: return "urn:gpujobd:problem:too-large";
     case 429: return "urn:gpujobd:problem:rate-limited";
     case 503: return "urn:gpujobd:problem:unavailable";
+    case 507: return "urn:gpujobd:problem:insufficient-storage";
     default: return "about:blank";
     }
 }

@@ -203,6 +203,7 @@ void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const 
 extern const struct gj_route_table gj_routes_blobs;
 extern const struct gj_route_table gj_routes_jobs;
 extern const struct gj_route_table gj_routes_misc;
+extern const struct gj_route_table gj_routes_tenants;
 /* /metrics, /healthz and /readyz without a key: the metrics listener's only routes. */
 extern const struct gj_route_table gj_routes_probes;
 

@@ -17,6 +17,7 @@
 #include "service/db.h"
 #include "service/log.h"
 #include "service/queue.h"
+#include "service/storage_quota.h"
 
 #define COMPONENT "queue"
 /* A lease is good until it expires, whoever has yet to notice: after that only rescue
@@ -277,38 +278,124 @@ static int list_dir(const char *dir, char ***names_out, size_t *n_out)
     return 0;
 }
 
-/* Streams one file into a blob owned by the job and records it as an output.
- * Runs inside the caller's transaction. 0 or -1 (logged). */
-static int store_output(PGconn *conn, const struct gj_claim *c, const char *path, const char *name)
+/* An output written into its large object, its row not yet inserted. */
+struct written_output {
+    struct gj_blob_writer *w;
+    const char *name;   /* borrowed from the caller's names */
+};
+
+/* Streams one file into a large object (written, not yet a blob). Runs inside the caller's
+ * transaction. The writer, or NULL (logged). */
+static struct gj_blob_writer *write_output(PGconn *conn, const struct gj_claim *c, const char *path,
+                                           const char *name)
 {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         gj_log_error(COMPONENT, "job %s: output %s: %s", c->id, name, strerror(errno));
-        return -1;
+        return NULL;
     }
-    const char *type = content_type_of(name);
-    struct gj_blob_writer *w = gj_blob_writer_open(conn, c->tenant_id, type, 0);
+    struct gj_blob_writer *w = gj_blob_writer_open(conn, c->tenant_id, content_type_of(name), 0);
     if (!w) {
         close(fd);
         gj_log_error(COMPONENT, "job %s: cannot start blob for output %s", c->id, name);
-        return -1;
+        return NULL;
     }
     int rc = gj_blob_writer_write_fd(w, fd);
     if (rc > 0)
         gj_log_error(COMPONENT, "job %s: reading output %s: %s", c->id, name, strerror(rc));
     close(fd);
-    if (rc) {
+    if (rc || gj_blob_writer_close(w) != 0) {
         gj_blob_writer_abort(w);
-        return -1;
+        return NULL;
     }
+    return w;
+}
+
+/* The written output as a blob owned by the job, and its job_outputs row. Takes o->w.
+ * 0, -1 or GJ_BLOB_OVER_QUOTA. */
+static int record_output(PGconn *conn, const struct gj_claim *c, struct written_output *o)
+{
     char blob_id[GJ_UUID_LEN + 1];
-    if (gj_blob_writer_commit(w, c->id, blob_id) != 0)
-        return -1;
-    const char *params[] = { c->id, name, blob_id, type };
+    int rc = gj_blob_writer_commit(o->w, c->id, blob_id);
+    o->w = NULL;
+    if (rc != 0)
+        return rc;   /* GJ_BLOB_OVER_QUOTA: the caller fails the job */
+    const char *params[] = { c->id, o->name, blob_id, content_type_of(o->name) };
     return gj_db_cmd(conn,
                      "INSERT INTO job_outputs (job_id, name, blob_id, content_type)"
                      " VALUES ($1, $2, $3, $4)",
                      4, params);
+}
+
+/* Every regular file of output_dir among names, inside the caller's transaction: all
+ * written first, then all recorded, so the tenant's quota lock is taken only at the end
+ * (not held while large outputs stream in). 0, -1 or GJ_BLOB_OVER_QUOTA. */
+static int store_outputs(PGconn *conn, const struct gj_claim *c, const char *output_dir, char **names, size_t n,
+                         int hook_ran)
+{
+    struct written_output *out = n ? calloc(n, sizeof *out) : NULL;
+    if (n && !out)
+        return -1;
+    size_t k = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char path[4096];
+        struct stat st;
+        if (gj_path_join(path, sizeof path, output_dir, names[i]) != 0) {
+            rc = -1;
+            break;
+        }
+        if (lstat(path, &st) != 0) {
+            if (errno == ENOENT && hook_ran)
+                continue;   /* the module's hook removed it (module.h): not an output */
+            gj_log_error(COMPONENT, "job %s: output %s: %s", c->id, names[i], strerror(errno));
+            rc = -1;
+            break;
+        }
+        if (!S_ISREG(st.st_mode))
+            continue;   /* only regular files are outputs (no links, no directories) */
+        out[k].name = names[i];
+        if (!(out[k].w = write_output(conn, c, path, names[i])))
+            rc = -1;
+        else
+            k++;
+    }
+    for (size_t i = 0; i < k && rc == 0; i++)
+        rc = record_output(conn, c, &out[i]);
+    for (size_t i = 0; i < k; i++)
+        if (out[i].w)
+            gj_blob_writer_abort(out[i].w);
+    free(out);
+    return rc;
+}
+
+/* The bytes of the regular files among dir's names. */
+static uint64_t outputs_size(const char *dir, char **names, size_t n)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        struct stat st;
+        if (gj_path_join(path, sizeof path, dir, names[i]) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    }
+    return total;
+}
+
+/* Outputs that would pass the tenant's storage quota fail the job (not retried: the
+ * same outputs would pass it again), naming the quota and the figures. 2, or -1. */
+static int fail_over_quota(PGconn *conn, const struct gj_claim *c)
+{
+    char text[300];
+    gj_storage_refusal_text(gj_storage_last_refusal(), text, sizeof text);
+    char msg[400];
+    snprintf(msg, sizeof msg, "the job's outputs were not stored: %s", text);
+    json_t *err = json_pack("{s:s}", "message", msg);
+    if (!err)
+        return -1;
+    int rc = gj_queue_finish_failure(conn, c, err, 0, 0);
+    json_decref(err);
+    return rc == 0 ? 2 : rc;
 }
 
 static const char success_sql[] =
@@ -340,6 +427,14 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
         }
     }
 
+    /* Outputs that surely pass the quota are not written only to be rolled back. */
+    struct gj_storage_refusal over;
+    if (n > 0 && gj_storage_would_pass(conn, c->tenant_id, outputs_size(output_dir, names, n), &over) == 1) {
+        free_names(names, n);
+        gj_storage_set_last_refusal(&over);
+        return fail_over_quota(conn, c);
+    }
+
     const char *params[] = { c->id, c->lease_token };
     if (n == 0 && !on_success) {
         /* Nothing to store: one fenced statement is the whole finish. */
@@ -361,27 +456,18 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
         return rows == 0 ? 1 : -1;
     }
     int rc = 0;
+    gj_storage_forget_refusal();
     if (on_success)   /* the module's records commit with the state and the outputs */
         rc = on_success(conn, c, output_dir);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        char path[4096];
-        struct stat st;
-        if (gj_path_join(path, sizeof path, output_dir, names[i]) != 0) {
-            rc = -1;
-            break;
-        }
-        if (lstat(path, &st) != 0) {
-            if (errno == ENOENT && on_success)
-                continue;   /* the module's hook removed it (module.h): not an output */
-            gj_log_error(COMPONENT, "job %s: output %s: %s", c->id, names[i], strerror(errno));
-            rc = -1;
-            break;
-        }
-        if (!S_ISREG(st.st_mode))
-            continue;   /* only regular files are outputs (no links, no directories) */
-        rc = store_output(conn, c, path, names[i]);
-    }
+    if (rc != 0 && gj_storage_refused())
+        rc = GJ_BLOB_OVER_QUOTA;   /* a blob of the module's (a report) passed the quota */
+    if (rc == 0)
+        rc = store_outputs(conn, c, output_dir, names, n, on_success != NULL);
     free_names(names, n);
+    if (rc == GJ_BLOB_OVER_QUOTA) {
+        gj_db_rollback(conn);   /* no output of it stays */
+        return fail_over_quota(conn, c);
+    }
     if (rc != 0 || gj_db_commit(conn) != 0) {
         gj_db_rollback(conn);
         return -1;

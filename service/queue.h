@@ -137,7 +137,8 @@ int gj_queue_heartbeat(PGconn *conn, const struct gj_claim *c, int lease_seconds
 typedef int (*gj_job_succeeded_fn)(PGconn *conn, const struct gj_claim *c, const char *output_dir);
 
 /* Outputs to attach when a job succeeds: every regular file of dir (names must
- * pass gj_safe_name; otherwise the job fails instead and 2 is returned).
+ * pass gj_safe_name; otherwise the job fails instead and 2 is returned; so it does,
+ * nothing stored, when they would pass the tenant's storage quota).
  * on_success (NULL: none) runs in the same transaction: its -1 rolls everything back
  * (returns -1). */
 int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *output_dir,

@@ -12,6 +12,7 @@
 #include "service/db.h"
 #include "service/http_server.h"
 #include "service/log.h"
+#include "service/storage_quota.h"
 
 /* ---------- streaming a blob back ---------- */
 
@@ -195,6 +196,7 @@ static void upload_begin(struct gj_req *r)
         }
         u->has_digest = rc == 1;
     }
+    gj_storage_refuse_declared(r);   /* a body that surely would not fit is not waited for */
 }
 
 /* The writer, on the request's connection: taken once the body is complete (the
@@ -250,6 +252,10 @@ static void upload_handle(struct gj_req *r)
     char id[GJ_UUID_LEN + 1];
     int rc = gj_blob_writer_commit(u->w, NULL, id);
     u->w = NULL;
+    if (rc == GJ_BLOB_OVER_QUOTA) {
+        gj_respond_over_quota(r, gj_storage_last_refusal());
+        return;
+    }
     if (rc != 0) {
         gj_respond_unavailable(r);
         return;

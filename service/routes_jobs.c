@@ -26,6 +26,7 @@
 #include "service/multipart_related.h"
 #include "service/notify.h"
 #include "service/queue.h"
+#include "service/storage_quota.h"
 #include "service/stream_outage.h"
 #include "service/text_buf.h"
 
@@ -660,6 +661,21 @@ static void too_many_waiting(struct gj_req *r)
         MHD_add_response_header(resp, "Retry-After", "5");
 }
 
+/* The jobs whose outputs q takes, locked as gj_queue_submit will (FOR SHARE) but before the
+ * uploaded files' commits lock the tenant's storage count: a finishing or deleted job takes its
+ * row, then that count, so taking them the other way round could wait in a cycle. 0 or -1. */
+static int lock_upstream(PGconn *c, const char *tenant_id, const struct submit_req *q)
+{
+    for (size_t i = 0; i < q->n_refs; i++) {
+        if (!gj_is_uuid(q->refs[i].job))
+            continue;   /* gj_queue_submit says what is wrong with it */
+        const char *p[2] = { q->refs[i].job, tenant_id };
+        if (gj_db_cmd(c, "SELECT 1 FROM jobs WHERE id = $1::uuid AND tenant_id = $2::uuid FOR SHARE", 2, p) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Stores the job (uploaded blobs, the row, job_inputs: one transaction) and answers 201,
  * or the existing job of a concurrent submit with the same Idempotency-Key. */
 static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struct submit_req *q, const char *ikey)
@@ -668,12 +684,20 @@ static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struc
         gj_respond_unavailable(r);
         return;
     }
+    if (s && s->n_files > 0 && lock_upstream(c, r->who.tenant_id, q) != 0) {
+        end_txn(c, s);
+        gj_respond_unavailable(r);
+        return;
+    }
     for (int i = 0; s && i < s->n_files; i++) {
         int rc = gj_blob_writer_commit(s->files[i].w, NULL, q->ids[q->n_json + (size_t)i]);
         s->files[i].w = NULL;
         if (rc != 0) {
             end_txn(c, s);
-            gj_respond_unavailable(r);
+            if (rc == GJ_BLOB_OVER_QUOTA)
+                gj_respond_over_quota(r, gj_storage_last_refusal());
+            else
+                gj_respond_unavailable(r);
             return;
         }
     }

@@ -12,6 +12,7 @@
 #include "service/key_cache.h"
 #include "service/log.h"
 #include "service/metrics.h"
+#include "service/storage_quota.h"
 #include "service/migrate.h"
 #include "service/placement.h"
 
@@ -167,7 +168,8 @@ static int write_job_gauges(PGconn *c, FILE *f)
 static void write_db_gauges(struct gj_req *r, FILE *f)
 {
     PGconn *c = request_db(r);
-    int up = c && write_job_gauges(c, f) == 0 && write_delivery_gauges(c, f) == 0;
+    int up = c && write_job_gauges(c, f) == 0 && write_delivery_gauges(c, f) == 0 &&
+             gj_storage_write_metrics(c, f) == 0;
     fprintf(f, "# HELP gpujobd_database_up 1 when this scrape could read the database.\n"
                "# TYPE gpujobd_database_up gauge\ngpujobd_database_up %d\n", up);
 }

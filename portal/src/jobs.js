@@ -3,7 +3,7 @@
 // device, times). Filters by state and kind; cancel and delete.
 import { api } from './api.js';
 import { announce, signedOut } from './app.js';
-import { duration, h, replace, shortId, since, when } from './dom.js';
+import { bytes, duration, h, replace, shortId, since, when } from './dom.js';
 import { progressBar } from './forms.js';
 import { kinds } from './submit.js';
 
@@ -119,6 +119,12 @@ class JobList {
   }
 }
 
+// "Storage: 1.2 MiB of 10 MiB (the tenant's quota)" — what uploads, outputs and files take.
+export function storageLine(st) {
+  const of = st.quota_bytes ? ` of ${bytes(st.quota_bytes)}` : ' (no quota)';
+  return `Storage: ${bytes(st.used_bytes)}${of}`;
+}
+
 function filterForm(all, filters) {
   const state = h('select', { id: 'f-state' }, h('option', { value: '' }, 'any'), STATES.map((s) => h('option', { value: s }, s)));
   const kind = h('select', { id: 'f-kind' }, h('option', { value: '' }, 'any'), all.map((k) => h('option', { value: k.name }, k.name)));
@@ -142,9 +148,11 @@ export async function render(main, { query }) {
   const all = await kinds();
   const list = new JobList(filters);
   const live = h('p', { class: 'muted small', id: 'live' }, 'Connecting to live updates…');
+  const storage = h('p', { class: 'muted small', id: 'storage-use' });
   replace(main,
     h('div', { class: 'page-head' }, h('h1', {}, 'Jobs'), h('a', { class: 'button', href: '#/submit' }, 'Submit a job')),
-    filterForm(all, filters), live, list.element());
+    filterForm(all, filters), live, storage, list.element());
+  api('GET', '/v1/usage').then((u) => { storage.textContent = storageLine(u.storage); }).catch(() => {});
   const q = new URLSearchParams({ limit: '100' });
   if (filters.state) q.set('state', filters.state);
   if (filters.kind) q.set('kind', filters.kind);

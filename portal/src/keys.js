@@ -1,9 +1,9 @@
 // keys.js — for operators: API keys and their tenants (GET /v1/api-keys: never a key, never its
 // hash), a new key for a tenant (made if new; the key is shown once, here), and revocation
-// (which also ends the sessions signed in with that key).
+// (which also ends the sessions signed in with that key); what each tenant stores (GET /v1/tenants).
 import { api } from './api.js';
 import { announce } from './app.js';
-import { h, replace, table, when } from './dom.js';
+import { bytes, h, replace, table, when } from './dom.js';
 import { clearErrors, fieldError, formError } from './forms.js';
 
 function createForm(refresh) {
@@ -43,6 +43,7 @@ function createForm(refresh) {
 
 export async function render(main) {
   const list = h('div', {});
+  const storage = h('div', {});
   const problem = h('p', { class: 'error', role: 'alert', hidden: true, tabindex: '-1' });
   const refresh = async () => {
     const keys = (await api('GET', '/v1/api-keys')).keys;
@@ -69,7 +70,12 @@ export async function render(main) {
         h('td', { class: 'actions' }, k.revoked_at ? null : btn));
     });
     replace(list, table('API keys by tenant', ['Tenant', 'Role', 'Label', 'Key starts', 'Created', 'State', 'Actions'], rows));
+    const tenants = (await api('GET', '/v1/tenants')).tenants;
+    replace(storage, table('Storage by tenant',
+      ['Tenant', 'Stored', 'Quota'], tenants.map((t) => h('tr', { 'data-tenant': t.id },
+        h('th', { scope: 'row' }, t.name), h('td', {}, bytes(t.storage.used_bytes)),
+        h('td', {}, t.storage.quota_bytes ? `${bytes(t.storage.quota_bytes)}${t.storage.quota === 'tenant' ? ' (own)' : ''}` : 'none')))));
   };
-  replace(main, h('h1', {}, 'API keys and tenants'), problem, list, createForm(refresh));
+  replace(main, h('h1', {}, 'API keys and tenants'), problem, list, createForm(refresh), storage);
   await refresh();
 }

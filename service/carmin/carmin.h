@@ -27,11 +27,14 @@ enum carmin_error_code {
     CARMIN_UNAVAILABLE = 50301,
     CARMIN_INTERNAL = 50001,
     CARMIN_NO_SPACE = 50701,
+    CARMIN_OVER_QUOTA = 50702,   /* the tenant's storage quota (storage_quota.h) */
 };
 
 /* Answers {errorCode, errorMessage}; the HTTP status is code / 100. */
 void carmin_error(struct gj_req *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void carmin_unavailable(struct gj_req *r);
+/* 50702 with the figures of gj_storage_last_refusal() (storage_quota.h). */
+void carmin_over_quota(struct gj_req *r);
 /* The server's own error bodies under /rest/ (gj_http_error_body): {errorCode: status*100+1, errorMessage}. */
 char *carmin_error_body(int status, const char *detail);
 

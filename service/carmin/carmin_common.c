@@ -9,6 +9,7 @@
 
 #include "service/auth.h"
 #include "service/carmin/carmin.h"
+#include "service/storage_quota.h"
 
 void carmin_error(struct gj_req *r, int code, const char *fmt, ...)
 {
@@ -33,6 +34,13 @@ char *carmin_error_body(int status, const char *detail)
 void carmin_unavailable(struct gj_req *r)
 {
     carmin_error(r, CARMIN_UNAVAILABLE, "the database is unavailable; try again");
+}
+
+void carmin_over_quota(struct gj_req *r)
+{
+    char quota[300];
+    gj_storage_refusal_text(gj_storage_last_refusal(), quota, sizeof quota);
+    carmin_error(r, CARMIN_OVER_QUOTA, "%s; nothing was stored", quota);
 }
 
 /* The presented key: the apikey header, else a Bearer token; NULL when neither. */

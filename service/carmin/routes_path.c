@@ -307,6 +307,10 @@ static void put_handle(struct gj_req *r)
     if (u->w) {
         int rc = gj_blob_writer_commit(u->w, NULL, blob);
         u->w = NULL;
+        if (rc == GJ_BLOB_OVER_QUOTA) {
+            carmin_over_quota(r);
+            return;
+        }
         if (rc != 0) {
             carmin_unavailable(r);
             return;

@@ -24,6 +24,7 @@ static json_t *error_codes(void)
         { CARMIN_RATE_LIMITED, "request rate limit of this key exceeded" },
         { CARMIN_UNAVAILABLE, "the database is unavailable, or the server busy or stopping; try again" },
         { CARMIN_NO_SPACE, "an archive's files would leave less disk free than the server's reserve" },
+        { CARMIN_OVER_QUOTA, "the tenant's storage quota would be passed; nothing was stored" },
     };
     json_t *a = json_array();
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)

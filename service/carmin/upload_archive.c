@@ -35,6 +35,7 @@
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_fs.h"
 #include "service/config.h"
+#include "service/storage_quota.h"
 
 #define PIECE (1 << 16)     /* bytes inflated at a time */
 #define RATIO_FLOOR ((uint64_t)1 << 20)   /* a small zip may always hold this much */
@@ -255,7 +256,13 @@ static int put_file(struct unzip *z, struct archive *a)
         gj_blob_writer_abort(w);
         return -1;
     }
-    if (gj_blob_writer_commit(w, NULL, blob) != 0)
+    int committed = gj_blob_writer_commit(w, NULL, blob);
+    if (committed == GJ_BLOB_OVER_QUOTA) {
+        char quota[256];
+        gj_storage_refusal_text(gj_storage_last_refusal(), quota, sizeof quota);
+        return refuse(z, CARMIN_OVER_QUOTA, "%s", quota);
+    }
+    if (committed != 0)
         return db_failed(z);
     return put_path(z, z->path, blob);
 }

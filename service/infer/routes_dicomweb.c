@@ -46,6 +46,7 @@
 #include "service/infer/infer.h"
 #include "service/log.h"
 #include "service/multipart_related.h"
+#include "service/storage_quota.h"
 
 #define COMPONENT "dicomweb"
 #define STOW_MAX_INSTANCES 10000
@@ -87,6 +88,8 @@ struct stow {
     size_t n, cap;
     int status;
     char msg[300];
+    int over_quota;              /* status 507 is the tenant's storage quota: */
+    struct gj_storage_refusal over;
 };
 
 static void stow_fail(struct stow *s, int status, const char *msg)
@@ -272,6 +275,14 @@ static int part_end(void *ud)
     in->size = gj_blob_writer_size(s->w);
     rc = gj_blob_writer_commit(s->w, NULL, in->blob_id);
     s->w = NULL;
+    if (rc == GJ_BLOB_OVER_QUOTA) {
+        char text[300];
+        gj_storage_refusal_text(gj_storage_last_refusal(), text, sizeof text);
+        s->over_quota = !s->status;
+        s->over = *gj_storage_last_refusal();
+        stow_fail(s, 507, text);
+        return -1;
+    }
     if (rc != 0) {
         stow_fail(s, 503, "the database is not available; retry shortly");
         return -1;
@@ -350,6 +361,15 @@ static void stow_abort(struct gj_req *r, struct stow *s)
     s->in_txn = 0;
 }
 
+/* The answer to a failed STOW: the quota's figures, or the problem stow_fail recorded. */
+static void stow_refused(struct gj_req *r, const struct stow *s)
+{
+    if (s->over_quota)
+        gj_respond_over_quota(r, &s->over);
+    else
+        gj_problem(r, s->status, NULL, "%s", s->msg);
+}
+
 static int stow_data(struct gj_req *r, const char *buf, size_t len)
 {
     struct stow *s = r->state;
@@ -361,7 +381,7 @@ static int stow_data(struct gj_req *r, const char *buf, size_t len)
         stow_fail(s, 400, m);
     }
     stow_abort(r, s);
-    gj_problem(r, s->status, NULL, "%s", s->msg);
+    stow_refused(r, s);
     return -1;
 }
 
@@ -595,7 +615,7 @@ static void stow_handle(struct gj_req *r)
         stow_fail(s, 400, "the body holds no DICOM instance");
     if (s->status) {
         stow_abort(r, s);
-        gj_problem(r, s->status, NULL, "%s", s->msg);
+        stow_refused(r, s);
         return;
     }
     size_t stored = 0;

@@ -388,6 +388,7 @@ async function uploadModel(page, srv, notOnnx) {
 async function liveList(page, srv) {
   await page.goto(`${srv.url}/#/jobs`);
   await page.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+  await page.locator('#storage-use').getByText(/^Storage: \S+ \S+ \(no quota\)$/).waitFor();   // GET /v1/usage
   // no wait for the stream to open: it replays the last 30 s on connecting, so a job made
   // between the list and the stream is not missed
   const r = await srv.fetch('/v1/jobs', { method: 'POST', body: JSON.stringify({ kind: 'noop', params: { sleep_ms: 1500 } }),
@@ -482,6 +483,8 @@ async function keys(page, srv) {
   await row.getByText(/^revoked /).waitFor();
   const after = await srv.fetch('/v1/session', { headers: { Authorization: `Bearer ${key}` } });
   assert(after.status === 401, `the revoked key answers ${after.status}`);
+  const stored = page.locator('tr[data-tenant]', { has: page.getByRole('rowheader', { name: 'radiology' }) });
+  assert(/^0 B$/.test(await stored.locator('td').first().innerText()), 'the new tenant stores nothing');
   await axe(page, 'keys');
   await shot(page, '08-keys');
 }

@@ -61,6 +61,57 @@ static void test_migrate_once(void **state)
     PQfinish(c);
 }
 
+static void exec_all(PGconn *c, const char *const *sql)
+{
+    for (; *sql; sql++)
+        assert_int_equal(gj_db_cmd(c, *sql, 0, NULL), 0);
+}
+
+/* Migration 0015 counts what each tenant stored before it (issue 28, storage quotas), and
+ * its trigger keeps counting: the schema is taken back to 0014 with blobs in it, then
+ * migrated again. */
+static void test_storage_counted_from_existing_blobs(void **state)
+{
+    (void)state;
+    char url[1024];
+    assert_int_equal(gj_test_pg_new_db(url, sizeof url), 0);
+    PGconn *c = gj_db_connect(url);
+    assert_non_null(c);
+    assert_int_equal(gj_migrate(c), (int)gj_migrations_count);
+    static const char *const before_0015[] = {
+        "DROP TRIGGER blobs_count_storage ON blobs",
+        "DROP FUNCTION gj_tenant_storage_count()",
+        "DROP TABLE tenant_storage",
+        "ALTER TABLE tenants DROP COLUMN storage_quota_bytes",
+        "DELETE FROM schema_migrations WHERE name LIKE '%storage_quota%'",   /* whatever its number */
+        "INSERT INTO tenants (name) VALUES ('a'), ('b'), ('c')",
+        "INSERT INTO blobs (tenant_id, size, sha256, content_type, lo_oid)"
+        " SELECT t.id, s, decode(repeat('00', 32), 'hex'), 'x/y', lo_create(0)"
+        " FROM tenants t, (VALUES (100), (250)) v(s) WHERE t.name = 'a'",
+        "INSERT INTO blobs (tenant_id, size, sha256, content_type, lo_oid)"
+        " SELECT id, 7, decode(repeat('00', 32), 'hex'), 'x/y', lo_create(0) FROM tenants WHERE name = 'b'",
+        NULL,
+    };
+    exec_all(c, before_0015);
+    assert_int_equal(gj_migrate(c), 1);
+    const char *used = "SELECT coalesce((SELECT s.used_bytes FROM tenant_storage s JOIN tenants t ON t.id = s.tenant_id"
+                       " WHERE t.name = 'a'), -1) * 1000000 + coalesce((SELECT s.used_bytes FROM tenant_storage s"
+                       " JOIN tenants t ON t.id = s.tenant_id WHERE t.name = 'b'), -1) * 1000"
+                       " + coalesce((SELECT s.used_bytes FROM tenant_storage s JOIN tenants t ON t.id = s.tenant_id"
+                       " WHERE t.name = 'c'), -1)";
+    assert_int_equal(scalar(c, used), 350L * 1000000 + 7 * 1000 + 0);   /* c: a row of 0 */
+    static const char *const after[] = {
+        "DELETE FROM blobs WHERE size = 100",
+        "INSERT INTO blobs (tenant_id, size, sha256, content_type, lo_oid)"
+        " SELECT id, 5, decode(repeat('00', 32), 'hex'), 'x/y', lo_create(0) FROM tenants WHERE name = 'c'",
+        NULL,
+    };
+    exec_all(c, after);
+    assert_int_equal(scalar(c, used), 250L * 1000000 + 7 * 1000 + 5);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM tenants WHERE storage_quota_bytes IS NULL"), 3);
+    PQfinish(c);
+}
+
 struct racer {
     const char *url;
     pthread_barrier_t *barrier;
@@ -268,6 +319,7 @@ int main(void)
     gj_test_pg_url();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_migrate_once),
+        cmocka_unit_test(test_storage_counted_from_existing_blobs),
         cmocka_unit_test(test_migrate_concurrent),
         cmocka_unit_test(test_exec_errors),
         cmocka_unit_test(test_pool),

@@ -74,6 +74,7 @@ static void defaults_serve_on_8443(void **state)
     assert_int_equal(cfg.api_key_cache_ms, 1000);
     assert_int_equal(cfg.max_chain_depth, 100);
     assert_int_equal(cfg.max_waiting_jobs, 10000);
+    assert_true(cfg.tenant_storage_quota == 0);   /* no quota */
 }
 
 static void environment_twin_and_flag_wins(void **state)
@@ -84,8 +85,12 @@ static void environment_twin_and_flag_wins(void **state)
     setenv("GPUJOBD_LISTEN", "0.0.0.0:9000", 1);
     setenv("GPUJOBD_MAX_BODY_BYTES", "512M", 1);
     setenv("GPUJOBD_INSECURE_HTTP", "true", 1);
-    char *argv[] = { "serve", "--listen", "[::1]:8444", "--placement", "round-robin", NULL };
-    assert_int_equal(load(&cfg, 5, argv), 0);
+    setenv("GPUJOBD_TENANT_STORAGE_QUOTA", "1G", 1);
+    char *argv[] = { "serve", "--listen", "[::1]:8444", "--placement", "round-robin",
+                     "--tenant-storage-quota", "20G", NULL };
+    assert_int_equal(load(&cfg, 7, argv), 0);
+    assert_true(cfg.tenant_storage_quota == (20ull << 30));   /* the flag wins */
+    unsetenv("GPUJOBD_TENANT_STORAGE_QUOTA");
     assert_string_equal(cfg.data_dir, "/srv/gj");
     assert_string_equal(cfg.listen_host, "::1");
     assert_int_equal(cfg.listen_port, 8444);

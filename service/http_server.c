@@ -482,22 +482,14 @@ static int authenticate_session(struct gj_req *r)
     }
 }
 
+static PGconn *req_db(void *arg)
+{
+    return gj_req_db(arg);
+}
+
 int gj_req_verify_key(struct gj_req *r, const char *key)
 {
-    unsigned char digest[32];
-    int rc = gj_api_key_digest(key, digest);
-    if (rc <= 0)
-        return rc;
-    struct gj_key_cache *kc = r->srv->api_keys;
-    uint64_t now = gj_key_cache_now_ms();   /* before the query: an entry's age bounds the revocation delay */
-    if (gj_key_cache_get(kc, digest, now, &r->who))
-        return 1;
-    uint64_t generation = gj_key_cache_generation(kc);
-    PGconn *c = gj_req_db(r);
-    rc = c ? gj_api_key_verify_digest(c, digest, &r->who) : -1;
-    if (rc == 1)
-        gj_key_cache_put(kc, digest, &r->who, generation, now);
-    return rc;
+    return gj_key_cache_verify(r->srv->api_keys, key, req_db, r, &r->who);
 }
 
 /* 1 when the request carries a key (Authorization) or a session cookie. */

@@ -30,6 +30,23 @@ int oip_use_model(struct gj_req *r, gj_served_model **out);
 int oip_store_load_files(PGconn *conn, const char *model, const char *config, json_t *params,
                          const char *request_id, struct gj_error *err);
 
+/* Ready as /v2/health/ready and gRPC's ServerReady answer: started, not stopping, with a
+ * repository. */
+struct gj_server;
+int oip_server_ready(const struct gj_server *srv);
+
+/* The config a model's metadata describes: the loaded version's (its tensors completed from
+ * the model file), else the repository's, read without loading it. */
+struct oip_md_source {
+    gj_served_model *m;                 /* held while cfg points into it */
+    struct gj_model_config copy;
+    const struct gj_model_config *cfg;
+};
+/* 0, or -1 with err (404 unknown, 400 unloaded, else not ready). */
+int oip_md_source_get(gj_model_repo *repo, const char *name, int64_t version, struct oip_md_source *src,
+                      struct gj_error *err);
+void oip_md_source_free(struct oip_md_source *src);
+
 /* POST /v2/models/{name}[/versions/{version}]/infer (routes_oip_infer.c). */
 void oip_infer_begin(struct gj_req *r);
 int oip_infer_data(struct gj_req *r, const char *data, size_t len);

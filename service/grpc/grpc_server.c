@@ -1,0 +1,441 @@
+/*
+ * grpc_server.c — the gRPC listener (grpc_server.h) on gRPC's C core: one completion queue
+ * per worker thread, each thread taking one call at a time from the server (read its
+ * request, authenticate, run the method's handler, answer). Calls beyond the threads wait
+ * in the core's queue; the core bounds message sizes (RESOURCE_EXHAUSTED past
+ * --grpc-max-message, before the message is read) and concurrent streams per connection.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/log.h>
+#include <grpc/support/time.h>
+
+#include "common/fsutil.h"
+#include "service/grpc/grpc_server.h"
+#include "service/key_cache.h"
+#include "service/log.h"
+#include "service/server.h"
+
+#define COMPONENT "grpc"
+#define SERVICE_PREFIX "/inference.GRPCInferenceService/"
+#define MAX_STREAMS_PER_CONNECTION 100
+#define CLIENT_CA_MAX_BYTES (1u << 20)
+#define DB_WAIT_MS 2000
+
+struct grpc_worker {
+    struct gj_grpc_server *g;
+    grpc_completion_queue *cq;
+    pthread_t thread;
+    int started;
+};
+
+struct gj_grpc_server {
+    struct gj_server *srv;
+    const struct gj_grpc_methods *methods;
+    grpc_server *server;
+    grpc_completion_queue *shutdown_cq;
+    struct grpc_worker *workers;
+    int n_workers;
+    int started;
+};
+
+void gj_grpc_fail(struct gj_grpc_call *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->message, sizeof c->message, fmt, ap);
+    va_end(ap);
+    c->status = code;
+    free(c->resp);
+    c->resp = NULL;
+    c->resp_len = 0;
+}
+
+int gj_grpc_code_for_http(int status)
+{
+    switch (status) {
+    case 400: case 413: case 422: return status == 413 ? GJ_GRPC_RESOURCE_EXHAUSTED : GJ_GRPC_INVALID_ARGUMENT;
+    case 401: return GJ_GRPC_UNAUTHENTICATED;
+    case 403: return GJ_GRPC_PERMISSION_DENIED;
+    case 404: return GJ_GRPC_NOT_FOUND;
+    case 409: return GJ_GRPC_FAILED_PRECONDITION;
+    case 429: case 507: return GJ_GRPC_RESOURCE_EXHAUSTED;
+    case 499: return GJ_GRPC_CANCELLED;
+    case 501: return GJ_GRPC_UNIMPLEMENTED;
+    case 503: return GJ_GRPC_UNAVAILABLE;
+    case 504: return GJ_GRPC_DEADLINE_EXCEEDED;
+    default: return GJ_GRPC_INTERNAL;
+    }
+}
+
+/* The core's own errors (a refused handshake: which certificate check failed) in our log. */
+static void core_log(gpr_log_func_args *args)
+{
+    if (args->severity == GPR_LOG_SEVERITY_ERROR)
+        gj_log_warn(COMPONENT, "%s", args->message);
+}
+
+/* ---- one call ----------------------------------------------------------------------------- */
+
+/* Runs a batch of ops on the worker's queue and waits for it. 0, or -1 (the call is gone). */
+static int run_ops(struct grpc_worker *w, grpc_call *call, const grpc_op *ops, size_t n)
+{
+    if (grpc_call_start_batch(call, ops, n, w, NULL) != GRPC_CALL_OK)
+        return -1;
+    grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    return ev.type == GRPC_OP_COMPLETE && ev.success ? 0 : -1;
+}
+
+static int slice_is(grpc_slice s, const char *text)
+{
+    size_t n = strlen(text);
+    return GRPC_SLICE_LENGTH(s) == n && memcmp(GRPC_SLICE_START_PTR(s), text, n) == 0;
+}
+
+static const struct gj_grpc_method *find_method(const struct gj_grpc_methods *m, grpc_slice path)
+{
+    size_t plen = strlen(SERVICE_PREFIX), n = GRPC_SLICE_LENGTH(path);
+    const char *p = (const char *)GRPC_SLICE_START_PTR(path);
+    if (n <= plen || memcmp(p, SERVICE_PREFIX, plen) != 0)
+        return NULL;
+    for (size_t i = 0; i < m->n; i++)
+        if (strlen(m->list[i].name) == n - plen && memcmp(p + plen, m->list[i].name, n - plen) == 0)
+            return &m->list[i];
+    return NULL;
+}
+
+/* A pooled connection taken when a check needs one, given back after authenticate. */
+struct lazy_db {
+    struct gj_server *srv;
+    PGconn *conn;
+};
+
+static PGconn *lazy_db_get(void *arg)
+{
+    struct lazy_db *d = arg;
+    if (!d->conn)
+        d->conn = gj_db_acquire_for(d->srv->db, DB_WAIT_MS, GJ_DB_READ);
+    return d->conn;
+}
+
+/* The verified client certificate's CN into cn (""when none was presented). */
+static void peer_cn(grpc_call *call, char *cn, size_t cap)
+{
+    cn[0] = '\0';
+    grpc_auth_context *ctx = grpc_call_auth_context(call);
+    if (!ctx)
+        return;
+    grpc_auth_property_iterator it = grpc_auth_context_find_properties_by_name(ctx, GRPC_X509_CN_PROPERTY_NAME);
+    const grpc_auth_property *prop = grpc_auth_property_iterator_next(&it);
+    if (prop && prop->value_length < cap) {
+        memcpy(cn, prop->value, prop->value_length);
+        cn[prop->value_length] = '\0';
+    }
+    grpc_auth_context_release(ctx);
+}
+
+/* The Bearer key of metadata `authorization` into key ("" when none). */
+static void bearer_key(const grpc_metadata_array *md, char *key, size_t cap)
+{
+    key[0] = '\0';
+    for (size_t i = 0; i < md->count; i++) {
+        if (!slice_is(md->metadata[i].key, "authorization"))
+            continue;
+        size_t n = GRPC_SLICE_LENGTH(md->metadata[i].value);
+        const char *v = (const char *)GRPC_SLICE_START_PTR(md->metadata[i].value);
+        if (n > 7 && strncasecmp(v, "Bearer ", 7) == 0 && n - 7 < cap) {
+            memcpy(key, v + 7, n - 7);
+            key[n - 7] = '\0';
+        }
+        return;
+    }
+}
+
+/* Who the call is, before any handler: the certificate's tenant, else the Bearer key. */
+static void authenticate(struct gj_grpc_server *g, grpc_call *call, const grpc_metadata_array *md,
+                         struct gj_grpc_call *c)
+{
+    char cn[201], key[260];
+    struct lazy_db db = { g->srv, NULL };
+    int rc;
+    peer_cn(call, cn, sizeof cn);
+    if (cn[0]) {
+        rc = lazy_db_get(&db) ? gj_tenant_principal(db.conn, cn, &c->who) : -1;
+        if (rc == 0) {
+            gj_log_warn(COMPONENT, "refused a client certificate: its CN '%s' names no tenant", cn);
+            gj_grpc_fail(c, GJ_GRPC_UNAUTHENTICATED, "the client certificate's CN names no tenant");
+        }
+    } else {
+        bearer_key(md, key, sizeof key);
+        if (!key[0]) {
+            gj_grpc_fail(c, GJ_GRPC_UNAUTHENTICATED,
+                         "credentials are required: a client certificate, or metadata authorization: Bearer <key>");
+            return;
+        }
+        rc = gj_key_cache_verify(g->srv->api_keys, key, lazy_db_get, &db, &c->who);
+        explicit_bzero(key, sizeof key);
+        if (rc == 0)
+            gj_grpc_fail(c, GJ_GRPC_UNAUTHENTICATED, "the API key is not valid");
+    }
+    if (rc < 0)
+        gj_grpc_fail(c, GJ_GRPC_UNAVAILABLE, "the database is not available");
+    if (db.conn)
+        gj_db_release(g->srv->db, db.conn);
+}
+
+/* What is left of the call's deadline, in microseconds (0: none). */
+static int64_t deadline_left_us(gpr_timespec deadline)
+{
+    gpr_timespec d = gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
+    if (gpr_time_cmp(d, gpr_inf_future(GPR_CLOCK_MONOTONIC)) == 0)
+        return 0;
+    gpr_timespec left = gpr_time_sub(d, gpr_now(GPR_CLOCK_MONOTONIC));
+    int64_t us = (int64_t)left.tv_sec * 1000000 + left.tv_nsec / 1000;
+    return us > 0 ? us : 1;
+}
+
+/* The request message's bytes (malloc'd; *len), or NULL when none came. */
+static uint8_t *message_bytes(grpc_byte_buffer *msg, size_t *len)
+{
+    grpc_byte_buffer_reader reader;
+    if (!msg || !grpc_byte_buffer_reader_init(&reader, msg))
+        return NULL;
+    grpc_slice s = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    *len = GRPC_SLICE_LENGTH(s);
+    uint8_t *out = malloc(*len ? *len : 1);
+    if (out)
+        memcpy(out, GRPC_SLICE_START_PTR(s), *len);
+    grpc_slice_unref(s);
+    return out;
+}
+
+static void answer(struct grpc_worker *w, grpc_call *call, struct gj_grpc_call *c)
+{
+    grpc_op ops[4];
+    memset(ops, 0, sizeof ops);
+    size_t n = 0;
+    grpc_byte_buffer *out = NULL;
+    grpc_slice details = grpc_slice_from_copied_string(c->status == GJ_GRPC_OK ? "" : c->message);
+    int cancelled = 0;
+    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (c->status == GJ_GRPC_OK) {
+        grpc_slice body = grpc_slice_from_copied_buffer((const char *)c->resp, c->resp_len);
+        out = grpc_raw_byte_buffer_create(&body, 1);
+        grpc_slice_unref(body);
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = out;
+    }
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = (grpc_status_code)c->status;
+    ops[n++].data.send_status_from_server.status_details = &details;
+    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[n++].data.recv_close_on_server.cancelled = &cancelled;
+    run_ops(w, call, ops, n);
+    if (out)
+        grpc_byte_buffer_destroy(out);
+    grpc_slice_unref(details);
+}
+
+static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_details *details,
+                       const grpc_metadata_array *md)
+{
+    struct gj_grpc_server *g = w->g;
+    grpc_byte_buffer *msg = NULL;
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &msg;
+    if (run_ops(w, call, &op, 1) != 0) {    /* too large, or the client went */
+        if (msg)
+            grpc_byte_buffer_destroy(msg);
+        return;
+    }
+    struct gj_grpc_call c = { .srv = g->srv, .status = GJ_GRPC_OK };
+    c.timeout_us = deadline_left_us(details->deadline);
+    const struct gj_grpc_method *m = find_method(g->methods, details->method);
+    uint8_t *req = message_bytes(msg, &c.req_len);
+    if (msg)
+        grpc_byte_buffer_destroy(msg);
+    if (!m)
+        gj_grpc_fail(&c, GJ_GRPC_UNIMPLEMENTED, "this server does not serve that method");
+    else if (!req)
+        gj_grpc_fail(&c, GJ_GRPC_INVALID_ARGUMENT, "the call carries no request message");
+    else if (!m->open)
+        authenticate(g, call, md, &c);
+    if (c.status == GJ_GRPC_OK) {
+        c.req = req;
+        m->fn(&c);
+    }
+    answer(w, call, &c);
+    free(req);
+    free(c.resp);
+}
+
+static void *worker_main(void *arg)
+{
+    struct grpc_worker *w = arg;
+    for (;;) {
+        grpc_call *call = NULL;
+        grpc_call_details details;
+        grpc_metadata_array md;
+        grpc_call_details_init(&details);
+        grpc_metadata_array_init(&md);
+        int got = grpc_server_request_call(w->g->server, &call, &details, &md, w->cq, w->cq, w) == GRPC_CALL_OK;
+        if (got) {
+            grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+            got = ev.type == GRPC_OP_COMPLETE && ev.success;   /* 0: the server is shutting down */
+        }
+        if (got)
+            serve_call(w, call, &details, &md);
+        if (call)
+            grpc_call_unref(call);
+        grpc_call_details_destroy(&details);
+        grpc_metadata_array_destroy(&md);
+        if (!got)
+            return NULL;
+    }
+}
+
+/* ---- the listener ------------------------------------------------------------------------- */
+
+static grpc_server_credentials *credentials(const struct gj_config *cfg, const char *cert, const char *key)
+{
+    if (cfg->grpc_insecure)
+        return grpc_insecure_server_credentials_create();
+    char *ca = NULL;
+    size_t ca_len = 0;
+    if (cfg->tls_client_ca[0] && gj_read_file(cfg->tls_client_ca, CLIENT_CA_MAX_BYTES, &ca, &ca_len) != 0) {
+        gj_log_error(COMPONENT, "--tls-client-ca: cannot read %s", cfg->tls_client_ca);
+        return NULL;
+    }
+    grpc_ssl_pem_key_cert_pair pair = { key, cert };
+    grpc_server_credentials *creds = grpc_ssl_server_credentials_create_ex(
+        ca, &pair, 1, ca ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+        NULL);
+    free(ca);
+    return creds;
+}
+
+static grpc_server *create_server(const struct gj_config *cfg)
+{
+    grpc_arg args[2];
+    memset(args, 0, sizeof args);
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[0].value.integer = (int)cfg->grpc_max_message;
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = GRPC_ARG_MAX_CONCURRENT_STREAMS;
+    args[1].value.integer = MAX_STREAMS_PER_CONNECTION;
+    grpc_channel_args ca = { 2, args };
+    return grpc_server_create(&ca, NULL);
+}
+
+/* Binds the port. 0, or -1 logged. */
+static int bind_port(struct gj_grpc_server *g, const char *cert, const char *key)
+{
+    const struct gj_config *cfg = &g->srv->cfg;
+    char addr[300];
+    snprintf(addr, sizeof addr, strchr(cfg->grpc_host, ':') ? "[%s]:%d" : "%s:%d", cfg->grpc_host, cfg->grpc_port);
+    grpc_server_credentials *creds = credentials(cfg, cert, key);
+    if (!creds)
+        return -1;
+    int port = grpc_server_add_http2_port(g->server, addr, creds);
+    grpc_server_credentials_release(creds);
+    if (port <= 0) {
+        gj_log_error(COMPONENT, "--grpc-listen: cannot listen on %s", addr);
+        return -1;
+    }
+    gj_log_info(COMPONENT, "gRPC (Triton's GRPCInferenceService) on %s://%s (client certificates: %s)",
+                cfg->grpc_insecure ? "http" : "https", addr, cfg->tls_client_ca[0] ? cfg->tls_client_ca : "off");
+    return 0;
+}
+
+struct gj_grpc_server *gj_grpc_start(struct gj_server *srv, const struct gj_grpc_methods *methods,
+                                     const char *cert_pem, const char *key_pem)
+{
+    if (!srv->cfg.grpc_insecure && (!cert_pem || !key_pem)) {
+        gj_log_error(COMPONENT, "--grpc-listen needs the server's certificate (or --grpc-insecure)");
+        return NULL;
+    }
+    struct gj_grpc_server *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    grpc_init();
+    gpr_set_log_function(core_log);
+    g->srv = srv;
+    g->methods = methods;
+    g->n_workers = srv->cfg.grpc_threads > 0 ? srv->cfg.grpc_threads : 1;
+    g->workers = calloc((size_t)g->n_workers, sizeof *g->workers);
+    g->server = create_server(&srv->cfg);
+    g->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
+    if (!g->workers || !g->server)
+        goto fail;
+    grpc_server_register_completion_queue(g->server, g->shutdown_cq, NULL);
+    for (int i = 0; i < g->n_workers; i++) {
+        g->workers[i].g = g;
+        g->workers[i].cq = grpc_completion_queue_create_for_next(NULL);
+        grpc_server_register_completion_queue(g->server, g->workers[i].cq, NULL);
+    }
+    if (bind_port(g, cert_pem, key_pem) != 0)
+        goto fail;
+    grpc_server_start(g->server);
+    g->started = 1;
+    for (int i = 0; i < g->n_workers; i++) {
+        if (pthread_create(&g->workers[i].thread, NULL, worker_main, &g->workers[i]) != 0) {
+            gj_log_error(COMPONENT, "cannot start a gRPC thread");
+            gj_grpc_stop(g, 0);
+            return NULL;
+        }
+        g->workers[i].started = 1;
+    }
+    return g;
+fail:
+    gj_grpc_stop(g, 0);
+    return NULL;
+}
+
+static void drain_and_destroy(grpc_completion_queue *cq)
+{
+    if (!cq)
+        return;
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN)
+        ;
+    grpc_completion_queue_destroy(cq);
+}
+
+void gj_grpc_stop(struct gj_grpc_server *g, int grace_s)
+{
+    if (!g)
+        return;
+    if (g->started) {
+        grpc_server_shutdown_and_notify(g->server, g->shutdown_cq, g);
+        gpr_timespec until = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_seconds(grace_s, GPR_TIMESPAN));
+        if (grpc_completion_queue_next(g->shutdown_cq, until, NULL).type != GRPC_OP_COMPLETE) {
+            grpc_server_cancel_all_calls(g->server);
+            grpc_completion_queue_next(g->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        }
+    }
+    for (int i = 0; g->workers && i < g->n_workers; i++)
+        if (g->workers[i].started)
+            pthread_join(g->workers[i].thread, NULL);
+    if (g->server)
+        grpc_server_destroy(g->server);
+    for (int i = 0; g->workers && i < g->n_workers; i++)
+        drain_and_destroy(g->workers[i].cq);
+    drain_and_destroy(g->shutdown_cq);
+    free(g->workers);
+    free(g);
+    grpc_shutdown();
+}

@@ -1,0 +1,316 @@
+"""Triton's gRPC protocol (`--grpc-listen`, issue 23) driven by NVIDIA's tritonclient.grpc,
+unchanged, over TLS with client certificates made in the test (grpc_certs.py): the server's
+certificate from a CA, a client certificate whose CN names a tenant. The seed's Listado 3.3
+function, as printed, is one of the tests. Inference goes through the same batcher as /v2
+over HTTP (the statistics HTTP reports count gRPC's requests). Refused: no credentials, a
+foreign CA's certificate, an expired one, one for a tenant that does not exist, a wrong key;
+a message over --grpc-max-message. Each refusal leaves the server serving others."""
+import os
+import pathlib
+import shutil
+import sys
+
+import grpc
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+import grpc_certs  # noqa: E402
+import models  # noqa: E402
+import tritonlib as tl  # noqa: E402
+import harness  # noqa: E402  (on the path tritonlib sets)
+import tritonclient  # noqa: E402
+import tritonclient.grpc  # noqa: E402
+import tritonclient.grpc as grpcclient  # noqa: E402
+from tritonclient.grpc import service_pb2, service_pb2_grpc  # noqa: E402
+from tritonclient.utils import InferenceServerException  # noqa: E402
+
+MAX_MESSAGE = 4 << 20
+H = SRV = CA = FOREIGN = None
+GRPC_PORT = None
+CERTS = {}
+USER_KEY = None
+
+
+def setup():
+    global H, SRV, CA, FOREIGN, GRPC_PORT, USER_KEY
+    H = tl.Harness()
+    data_dir = os.path.join(H.tmp, "srv0")
+    models.write_models(os.path.join(data_dir, "models"))
+    certs = os.path.join(H.tmp, "certs")
+    CA = grpc_certs.CA(os.path.join(certs, "ca"), "hospital-ca")
+    FOREIGN = grpc_certs.CA(os.path.join(certs, "foreign"), "foreign-ca")
+    CERTS["server"] = CA.issue("localhost", server=True)
+    CERTS["hospital"] = CA.issue("hospital")
+    CERTS["stranger"] = CA.issue("no-such-tenant")
+    CERTS["expired"] = CA.issue("hospital", expired=True)
+    CERTS["foreign"] = FOREIGN.issue("hospital")
+    GRPC_PORT = harness.free_port()
+    # the harness (and tritonlib.client) trust DATA_DIR/tls/cert.pem: here, the CA
+    os.makedirs(os.path.join(data_dir, "tls"), exist_ok=True)
+    shutil.copy(CA.cert_path, os.path.join(data_dir, "tls", "cert.pem"))
+    SRV = H.start_server(["--cpu-workers", "1", "--tls-cert", CERTS["server"][0], "--tls-key", CERTS["server"][1],
+                          "--grpc-listen", f"127.0.0.1:{GRPC_PORT}", "--tls-client-ca", CA.cert_path,
+                          "--grpc-max-message", str(MAX_MESSAGE)], data_dir=data_dir)
+    # the tenant the hospital's certificate names exists once it has a key
+    r = SRV.client().json("POST", "/v1/api-keys", {"tenant": "hospital", "role": "user"}, expect=201)
+    USER_KEY = r["key"]
+
+
+def client(cert="hospital", **kw):
+    """tritonclient.grpc over TLS trusting the CA, presenting cert (None: no certificate)."""
+    args = dict(url=f"localhost:{GRPC_PORT}", ssl=True, root_certificates=CA.cert_path)
+    if cert:
+        args.update(certificate_chain=CERTS[cert][0], private_key=CERTS[cert][1])
+    args.update(kw)
+    return grpcclient.InferenceServerClient(**args)
+
+
+def refused(fn, *words):
+    try:
+        fn()
+    except InferenceServerException as e:
+        text = f"{e.status()} {e.message()}"
+        for w in words:
+            assert w in text, (w, text)
+        return text
+    raise AssertionError(f"not refused (expected {words})")
+
+
+# ---- the seed's code ---------------------------------------------------------------------------
+
+def build_response_json(output, max_index, labels):
+    return {"scores": [float(v) for v in output], "label": labels[max_index] if labels else int(max_index)}
+
+
+def listado_3_3(data, model, url="localhost:8001", verbose=False, labels=None, certs_dir=None):
+    """Listado 3.3 as printed (certificate paths under certs_dir, the seed's certs/)."""
+    root_certificates = pathlib.Path(certs_dir, "ca/ca-cert.pem")
+    private_key = pathlib.Path(certs_dir, "client/client-key.pem")
+    certificate_chain = pathlib.Path(certs_dir, "client/client-cert.pem")
+
+    triton_client = tritonclient.grpc.InferenceServerClient(
+        url=url, verbose=verbose, ssl=True,
+        root_certificates=root_certificates,
+        private_key=private_key,
+        certificate_chain=certificate_chain)
+
+    inputs = []
+    outputs = []
+    input_name = getattr(model, 'input_name')
+    output_name = getattr(model, 'output_name')
+
+    inputs.append(
+        tritonclient.grpc.InferInput(input_name, data.shape, getattr(model, 'input_data_type')))
+    outputs.append(tritonclient.grpc.InferRequestedOutput(output_name, class_count=0))
+    # Initialize the data
+    inputs[0].set_data_from_numpy(data)
+    # Run the inference
+    results = triton_client.infer(model_name=getattr(model, 'model_name'),
+                                  inputs=inputs,
+                                  outputs=outputs)
+    output0_data = results.as_numpy(output_name)
+    maxs = np.argmax(output0_data, axis=1)
+    return build_response_json(output0_data[0], maxs[0], labels)
+
+
+class ToraxModel:
+    model_name = tl.DEMO
+    input_name = "image"
+    output_name = "logits"
+    input_data_type = "FP32"
+
+
+def test_listado_3_3_as_printed():
+    seed = os.path.join(H.tmp, "seed")
+    os.makedirs(os.path.join(seed, "ca"))
+    os.makedirs(os.path.join(seed, "client"))
+    os.symlink(CA.cert_path, os.path.join(seed, "ca", "ca-cert.pem"))
+    os.symlink(CERTS["hospital"][0], os.path.join(seed, "client", "client-cert.pem"))
+    os.symlink(CERTS["hospital"][1], os.path.join(seed, "client", "client-key.pem"))
+    data = np.random.RandomState(3).normal(0, 1, size=(1, 1, 256, 256)).astype(np.float32)
+    labels = ["no_finding", "nodule", "effusion", "cardiomegaly"]
+    got = listado_3_3(data, ToraxModel(), url=f"localhost:{GRPC_PORT}", labels=labels, certs_dir=seed)
+    # the same image over HTTP (/v2) gives the same scores: one implementation, two transports
+    hc = tl.client(SRV)
+    i = tl.httpclient.InferInput("image", list(data.shape), "FP32")
+    i.set_data_from_numpy(data)
+    want = hc.infer(tl.DEMO, [i]).as_numpy("logits")[0]
+    assert np.allclose(got["scores"], want, rtol=1e-5, atol=1e-6), (got, want)
+    assert got["label"] == labels[int(np.argmax(want))], got
+
+
+# ---- health and metadata -----------------------------------------------------------------------
+
+def test_health_and_metadata():
+    c = client()
+    assert c.is_server_live() and c.is_server_ready()
+    md = c.get_server_metadata(as_json=True)
+    assert md["name"] == "gpujobd" and "binary_tensor_data" in md["extensions"], md
+    md = c.get_model_metadata("multi_io", as_json=True)
+    assert md["platform"] == "onnxruntime_onnx" and md["versions"] == ["1"], md
+    assert [(i["name"], i["datatype"], i["shape"]) for i in md["inputs"]] == [("a", "FP32", ["-1", "4"]),
+                                                                              ("b", "FP32", ["-1", "4"])], md
+    assert [o["name"] for o in md["outputs"]] == ["sum", "prod", "argmax_a"], md
+    refused(lambda: c.get_model_metadata("no_such_model"), "StatusCode.NOT_FOUND", "no_such_model")
+    c.infer("multi_io", [inp("a", np.ones((1, 4), np.float32)), inp("b", np.ones((1, 4), np.float32))])
+    assert c.is_model_ready("multi_io")
+    assert not c.is_model_ready("no_such_model")
+
+
+# ---- inference ---------------------------------------------------------------------------------
+
+def inp(name, array, datatype=None):
+    from tritonclient.utils import np_to_triton_dtype
+    i = grpcclient.InferInput(name, list(array.shape), datatype or np_to_triton_dtype(array.dtype))
+    i.set_data_from_numpy(array)
+    return i
+
+
+def test_several_inputs_and_outputs():
+    c = client()
+    rs = np.random.RandomState(1)
+    a, b = rs.normal(size=(3, 4)).astype(np.float32), rs.normal(size=(3, 4)).astype(np.float32)
+    r = c.infer("multi_io", [inp("a", a), inp("b", b)], request_id="req-7")
+    want = models.torch_reference("multi_io", a, b)
+    for name, w in zip(["sum", "prod", "argmax_a"], want):
+        got = r.as_numpy(name)
+        assert got.dtype == w.dtype and np.allclose(got, w.reshape(got.shape), rtol=1e-5), (name, got, w)
+    resp = r.get_response()
+    assert resp.id == "req-7" and resp.model_name == "multi_io" and resp.model_version == "1", resp
+    # only the outputs asked for
+    r = c.infer("multi_io", [inp("a", a), inp("b", b)], outputs=[grpcclient.InferRequestedOutput("prod")])
+    assert [o.name for o in r.get_response().outputs] == ["prod"]
+
+
+def test_every_datatype():
+    c = client()
+    arrays = []
+    for dt in models.DATATYPES:
+        if dt == "BYTES":
+            arrays.append(np.array([[b"a", b"\x00\xff", b""]], dtype=np.object_))
+        elif dt == "BOOL":
+            arrays.append(np.array([[True, False, True]]))
+        else:
+            from tritonclient.utils import triton_to_np_dtype
+            arrays.append(np.array([[1, 2, 3]], dtype=triton_to_np_dtype(dt)))
+    r = c.infer("all_types", [inp(f"in_{dt}", a, dt) for dt, a in zip(models.DATATYPES, arrays)])
+    for dt, a in zip(models.DATATYPES, arrays):
+        got = r.as_numpy(f"out_{dt}")
+        assert got.shape == a.shape and (got == a).all(), (dt, got, a)
+
+
+def test_bytes_tensors():
+    c = client()
+    text = np.array([[b"left", b"right"]], dtype=np.object_)
+    r = c.infer("strings", [inp("text", text, "BYTES")])
+    assert list(r.as_numpy("echo")[0]) == [b"left", b"right"], r.as_numpy("echo")
+    assert list(r.as_numpy("swapped")[0]) == [b"right", b"left"], r.as_numpy("swapped")
+
+
+def test_classification():
+    c = client()
+    a = np.array([[0.1, 0.9, 0.5, 0.2]], np.float32)
+    r = c.infer("multi_io", [inp("a", a), inp("b", a)],
+                outputs=[grpcclient.InferRequestedOutput("sum", class_count=2)])
+    top = [v.decode() for v in r.as_numpy("sum")[0]]
+    assert top == ["1.800000:1", "1.000000:2"], top
+
+
+def test_typed_contents():
+    """InferTensorContents (fp32_contents...) rather than raw_input_contents, as other clients send."""
+    creds = grpc.ssl_channel_credentials(open(CA.cert_path, "rb").read(), open(CERTS["hospital"][1], "rb").read(),
+                                         open(CERTS["hospital"][0], "rb").read())
+    with grpc.secure_channel(f"localhost:{GRPC_PORT}", creds) as ch:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(ch)
+        req = service_pb2.ModelInferRequest(model_name="multi_io")
+        for name in ("a", "b"):
+            t = req.inputs.add(name=name, datatype="FP32", shape=[1, 4])
+            t.contents.fp32_contents.extend([1, 2, 3, 4])
+        resp = stub.ModelInfer(req)
+        names = [o.name for o in resp.outputs]
+        s = np.frombuffer(resp.raw_output_contents[names.index("sum")], np.float32)
+        assert list(s) == [2, 4, 6, 8], s
+
+
+def test_async_infer():
+    c = client()
+    done = []
+    a = np.ones((1, 4), np.float32)
+    c.async_infer("multi_io", [inp("a", a), inp("b", a)], lambda result, error: done.append((result, error)))
+    import time
+    deadline = time.time() + 30
+    while not done and time.time() < deadline:
+        time.sleep(0.05)
+    result, error = done[0]
+    assert error is None and list(result.as_numpy("sum")[0]) == [2, 2, 2, 2], (result, error)
+
+
+def test_bad_requests():
+    c = client()
+    a = np.ones((1, 4), np.float32)
+    refused(lambda: c.infer("multi_io", [inp("a", a)]), "INVALID_ARGUMENT", "b")
+    refused(lambda: c.infer("multi_io", [inp("a", np.ones((1, 5), np.float32)), inp("b", a)]), "INVALID_ARGUMENT")
+    refused(lambda: c.infer("multi_io", [inp("a", a), inp("b", a)],
+                            outputs=[grpcclient.InferRequestedOutput("nope")]), "INVALID_ARGUMENT", "nope")
+    refused(lambda: c.infer("no_such_model", [inp("a", a)]), "NOT_FOUND")
+    refused(lambda: c.infer("multi_io", [inp("a", a), inp("b", a)], model_version="x"), "INVALID_ARGUMENT")
+
+
+def test_same_statistics_as_http():
+    hc = tl.client(SRV)
+    before = hc.get_inference_statistics("bools")["model_stats"]
+    n0 = before[0]["inference_stats"]["success"]["count"] if before else 0
+    c = client()
+    x = np.array([[True, False, True, False]])
+    for _ in range(3):
+        c.infer("bools", [inp("x", x), inp("y", x)])
+    after = hc.get_inference_statistics("bools")["model_stats"][0]["inference_stats"]["success"]["count"]
+    assert int(after) == int(n0) + 3, (n0, after)
+
+
+def test_shared_memory_not_supported():
+    c = client()
+    refused(lambda: c.get_system_shared_memory_status(), "UNIMPLEMENTED", "shared memory")
+
+
+# ---- credentials -----------------------------------------------------------------------------
+
+def test_bearer_key_without_certificate():
+    c = client(cert=None)
+    hdr = {"authorization": f"Bearer {USER_KEY}"}
+    assert c.get_model_metadata("multi_io", headers=hdr).name == "multi_io"
+    refused(lambda: c.get_model_metadata("multi_io", headers={"authorization": "Bearer gjk_" + "A" * 43}),
+            "UNAUTHENTICATED", "not valid")
+    refused(lambda: c.get_model_metadata("multi_io"), "UNAUTHENTICATED", "credentials are required")
+    assert c.is_server_live()   # probes need no credentials, as /v2/health
+
+
+def test_refused_certificates():
+    # a valid certificate for a tenant that does not exist: refused before the method runs
+    refused(lambda: client("stranger").get_model_metadata("multi_io"), "UNAUTHENTICATED", "names no tenant")
+    # another CA's, and an expired one: the TLS handshake fails
+    refused(lambda: client("foreign").get_model_metadata("multi_io"), "UNAVAILABLE")
+    refused(lambda: client("expired").get_model_metadata("multi_io"), "UNAVAILABLE")
+    # the server's log says why, without the certificate's private parts
+    log = SRV.log_text()
+    assert "no-such-tenant" in log and "names no tenant" in log, log[-2000:]
+    assert log.count("certificate verify failed") >= 2, log[-2000:]
+    assert "PRIVATE KEY" not in log
+    # and others are served
+    assert client().get_model_metadata("multi_io").name == "multi_io"
+
+
+def test_message_size_bounded():
+    c = client()
+    big = np.zeros((1, MAX_MESSAGE // 4 + 16), np.float32)
+    refused(lambda: c.infer("multi_io", [inp("a", big), inp("b", big)]), "RESOURCE_EXHAUSTED")
+    assert client().is_server_ready()
+
+
+if __name__ == "__main__":
+    setup()
+    tl.run_tests([test_listado_3_3_as_printed, test_health_and_metadata, test_several_inputs_and_outputs,
+                  test_every_datatype, test_bytes_tensors, test_classification, test_typed_contents,
+                  test_async_infer, test_bad_requests, test_same_statistics_as_http,
+                  test_shared_memory_not_supported, test_bearer_key_without_certificate,
+                  test_refused_certificates, test_message_size_bounded])

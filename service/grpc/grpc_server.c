@@ -271,8 +271,10 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
         gj_grpc_fail(&c, GJ_GRPC_UNIMPLEMENTED, "this server does not serve that method");
     else if (!req)
         gj_grpc_fail(&c, GJ_GRPC_INVALID_ARGUMENT, "the call carries no request message");
-    else if (!m->open)
+    else if (m->access != GJ_GRPC_OPEN)
         authenticate(g, call, md, &c);
+    if (c.status == GJ_GRPC_OK && m->access == GJ_GRPC_ADMIN && !c.who.is_admin)
+        gj_grpc_fail(&c, GJ_GRPC_PERMISSION_DENIED, "this operation needs an admin key");
     if (c.status == GJ_GRPC_OK) {
         c.req = req;
         m->fn(&c);

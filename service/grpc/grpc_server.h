@@ -10,7 +10,8 @@
  * --tls-client-ca (the TLS handshake refuses another issuer's or an expired one) is the
  * tenant its subject's CN names, with a user key's rights; a CN that names no tenant is
  * refused UNAUTHENTICATED. Without a certificate, metadata `authorization: Bearer <key>`
- * as on HTTPS. Methods marked open (ServerLive, ServerReady: probes) need neither.
+ * as on HTTPS. Open methods (ServerLive, ServerReady: probes) need neither; admin ones (as
+ * on /v2: statistics, load, unload) an admin key.
  */
 #ifndef GJ_GRPC_SERVER_H
 #define GJ_GRPC_SERVER_H
@@ -54,9 +55,12 @@ struct gj_grpc_call {
 
 typedef void (*gj_grpc_handler)(struct gj_grpc_call *c);
 
+/* Who may call a method: anyone (probes), a tenant (a user key or certificate), an admin key. */
+enum gj_grpc_access { GJ_GRPC_OPEN, GJ_GRPC_USER, GJ_GRPC_ADMIN };
+
 struct gj_grpc_method {
     const char *name;                 /* "ServerLive": /inference.GRPCInferenceService/<name> */
-    int open;                         /* 1: no credentials needed */
+    enum gj_grpc_access access;
     gj_grpc_handler fn;
 };
 

@@ -19,6 +19,7 @@
 #include "infer/serving/model_repo.h"
 #include "service/grpc/grpc_server.h"
 #include "service/grpc/grpc_service.pb-c.h"
+#include "service/infer/grpc_oip.h"
 #include "service/infer/infer.h"
 #include "service/infer/oip.h"
 #include "service/infer/oip_model_io.h"
@@ -26,8 +27,7 @@
 
 #define MAX_TENSORS 64
 
-/* Packs a response message into c->resp (OK), or fails the call. */
-static void reply(struct gj_grpc_call *c, const ProtobufCMessage *msg)
+void grpc_oip_reply(struct gj_grpc_call *c, const ProtobufCMessage *msg)
 {
     size_t n = protobuf_c_message_get_packed_size(msg);
     c->resp = malloc(n ? n : 1);
@@ -39,8 +39,7 @@ static void reply(struct gj_grpc_call *c, const ProtobufCMessage *msg)
     c->status = GJ_GRPC_OK;
 }
 
-/* A request's model_version: "" the default (0), else a positive integer. -1: bad. */
-static int64_t parse_version(const char *s)
+int64_t grpc_oip_version(const char *s)
 {
     if (!s || !*s)
         return 0;
@@ -55,10 +54,9 @@ static int64_t parse_version(const char *s)
     return v > 0 ? v : -1;
 }
 
-/* The repository and version a request names, or NULL with the call failed. */
-static gj_model_repo *requested(struct gj_grpc_call *c, const char *name, const char *version, int64_t *v)
+gj_model_repo *grpc_oip_requested(struct gj_grpc_call *c, const char *name, const char *version, int64_t *v)
 {
-    *v = parse_version(version);
+    *v = grpc_oip_version(version);
     gj_model_repo *repo = gj_infer_repo();
     if (*v < 0)
         gj_grpc_fail(c, GJ_GRPC_INVALID_ARGUMENT, "version '%s' is not valid: versions are positive integers", version);
@@ -71,8 +69,7 @@ static gj_model_repo *requested(struct gj_grpc_call *c, const char *name, const 
     return NULL;
 }
 
-/* A failed lookup as oip_lookup_failed words it. */
-static void lookup_failed(struct gj_grpc_call *c, const char *name, const struct gj_error *err)
+void grpc_oip_lookup_failed(struct gj_grpc_call *c, const char *name, const struct gj_error *err)
 {
     if (err->status == 404 || err->status == 400)
         gj_grpc_fail(c, gj_grpc_code_for_http(err->status), "%s", err->message);
@@ -86,14 +83,14 @@ static void server_live(struct gj_grpc_call *c)
 {
     Inference__ServerLiveResponse resp = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
     resp.live = 1;
-    reply(c, &resp.base);
+    grpc_oip_reply(c, &resp.base);
 }
 
 static void server_ready(struct gj_grpc_call *c)
 {
     Inference__ServerReadyResponse resp = INFERENCE__SERVER_READY_RESPONSE__INIT;
     resp.ready = oip_server_ready(c->srv) != 0;
-    reply(c, &resp.base);
+    grpc_oip_reply(c, &resp.base);
 }
 
 static void server_metadata(struct gj_grpc_call *c)
@@ -106,7 +103,7 @@ static void server_metadata(struct gj_grpc_call *c)
     resp.version = GJ_VERSION;
     resp.n_extensions = sizeof extensions / sizeof extensions[0];
     resp.extensions = extensions;
-    reply(c, &resp.base);
+    grpc_oip_reply(c, &resp.base);
 }
 
 /* Ready as GET /v2/models/{name}/ready: loaded and placed on a device (never loads it). */
@@ -118,7 +115,7 @@ static void model_ready(struct gj_grpc_call *c)
         return;
     }
     int64_t version;
-    gj_model_repo *repo = requested(c, req->name, req->version, &version);
+    gj_model_repo *repo = grpc_oip_requested(c, req->name, req->version, &version);
     Inference__ModelReadyResponse resp = INFERENCE__MODEL_READY_RESPONSE__INIT;
     gj_served_model *m = NULL;
     struct gj_error err = { 0 };
@@ -129,7 +126,7 @@ static void model_ready(struct gj_grpc_call *c)
         gj_served_model_release(m);
     }
     if (repo)   /* unknown, unloaded, failed: not ready, as Triton answers */
-        reply(c, &resp.base);
+        grpc_oip_reply(c, &resp.base);
     inference__model_ready_request__free_unpacked(req, NULL);
 }
 
@@ -201,7 +198,7 @@ static void model_metadata(struct gj_grpc_call *c)
         return;
     }
     int64_t version;
-    gj_model_repo *repo = requested(c, req->name, req->version, &version);
+    gj_model_repo *repo = grpc_oip_requested(c, req->name, req->version, &version);
     struct oip_md_source src;
     struct gj_error err = { 0 };
     struct oip_model_io io;
@@ -210,7 +207,7 @@ static void model_metadata(struct gj_grpc_call *c)
         return;
     }
     if (oip_md_source_get(repo, req->name, version, &src, &err) != 0) {
-        lookup_failed(c, req->name, &err);
+        grpc_oip_lookup_failed(c, req->name, &err);
         inference__model_metadata_request__free_unpacked(req, NULL);
         return;
     }
@@ -233,7 +230,7 @@ static void model_metadata(struct gj_grpc_call *c)
         if (resp.inputs && resp.outputs) {
             resp.n_inputs = io.n_inputs;
             resp.n_outputs = io.n_outputs;
-            reply(c, &resp.base);
+            grpc_oip_reply(c, &resp.base);
         } else {
             gj_grpc_fail(c, GJ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         }
@@ -440,7 +437,7 @@ static void infer_reply(struct gj_grpc_call *c, struct grpc_infer *g)
         resp.n_outputs = resp.n_raw_output_contents = n;
         resp.outputs = otp;
         resp.raw_output_contents = raw;
-        reply(c, &resp.base);
+        grpc_oip_reply(c, &resp.base);
     }
     for (size_t i = 0; i < n; i++) {
         free(raw[i].data);
@@ -477,9 +474,9 @@ static void model_infer(struct gj_grpc_call *c)
     gj_model_repo *repo = NULL;
     if (!g->req) {
         gj_grpc_fail(c, GJ_GRPC_INVALID_ARGUMENT, "the ModelInferRequest cannot be decoded");
-    } else if ((repo = requested(c, g->req->model_name, g->req->model_version, &version)) != NULL &&
+    } else if ((repo = grpc_oip_requested(c, g->req->model_name, g->req->model_version, &version)) != NULL &&
                gj_model_repo_acquire(repo, g->req->model_name, version, &g->m, &err) != 0) {
-        lookup_failed(c, g->req->model_name, &err);
+        grpc_oip_lookup_failed(c, g->req->model_name, &err);
     }
     if (!g->m) {
         infer_free(g);
@@ -533,17 +530,22 @@ static void shm_unsupported(struct gj_grpc_call *c)
 }
 
 static const struct gj_grpc_method methods[] = {
-    { "ServerLive", 1, server_live },
-    { "ServerReady", 1, server_ready },
-    { "ServerMetadata", 0, server_metadata },
-    { "ModelReady", 0, model_ready },
-    { "ModelMetadata", 0, model_metadata },
-    { "ModelInfer", 0, model_infer },
-    { "SystemSharedMemoryStatus", 0, shm_unsupported },
-    { "SystemSharedMemoryRegister", 0, shm_unsupported },
-    { "SystemSharedMemoryUnregister", 0, shm_unsupported },
-    { "CudaSharedMemoryStatus", 0, shm_unsupported },
-    { "CudaSharedMemoryRegister", 0, shm_unsupported },
-    { "CudaSharedMemoryUnregister", 0, shm_unsupported },
+    { "ServerLive", GJ_GRPC_OPEN, server_live },
+    { "ServerReady", GJ_GRPC_OPEN, server_ready },
+    { "ServerMetadata", GJ_GRPC_USER, server_metadata },
+    { "ModelReady", GJ_GRPC_USER, model_ready },
+    { "ModelMetadata", GJ_GRPC_USER, model_metadata },
+    { "ModelInfer", GJ_GRPC_USER, model_infer },
+    { "ModelConfig", GJ_GRPC_USER, grpc_oip_model_config },
+    { "ModelStatistics", GJ_GRPC_ADMIN, grpc_oip_model_statistics },
+    { "RepositoryIndex", GJ_GRPC_USER, grpc_oip_repository_index },
+    { "RepositoryModelLoad", GJ_GRPC_ADMIN, grpc_oip_repository_load },
+    { "RepositoryModelUnload", GJ_GRPC_ADMIN, grpc_oip_repository_unload },
+    { "SystemSharedMemoryStatus", GJ_GRPC_USER, shm_unsupported },
+    { "SystemSharedMemoryRegister", GJ_GRPC_USER, shm_unsupported },
+    { "SystemSharedMemoryUnregister", GJ_GRPC_USER, shm_unsupported },
+    { "CudaSharedMemoryStatus", GJ_GRPC_USER, shm_unsupported },
+    { "CudaSharedMemoryRegister", GJ_GRPC_USER, shm_unsupported },
+    { "CudaSharedMemoryUnregister", GJ_GRPC_USER, shm_unsupported },
 };
 const struct gj_grpc_methods gj_infer_grpc_methods = { methods, sizeof methods / sizeof methods[0] };

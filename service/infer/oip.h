@@ -47,6 +47,19 @@ int oip_md_source_get(gj_model_repo *repo, const char *name, int64_t version, st
                       struct gj_error *err);
 void oip_md_source_free(struct oip_md_source *src);
 
+/* Triton's statistics of a model (name NULL: every model; version 0: every version):
+ * {"model_stats": [...]}, or NULL with err (404 unknown, 500). routes_oip_stats.c. */
+json_t *oip_model_stats_json(gj_model_repo *repo, const char *name, int64_t version, struct gj_error *err);
+
+/* Triton's repository index of this replica: [{name, version, state, reason}] (ready_only:
+ * the ready ones), or NULL with err (503). routes_oip_repository.c. */
+json_t *oip_repository_index(int ready_only, struct gj_error *err);
+/* Triton's load and unload of a model (params: the request's parameters object, may be
+ * NULL): 0, or -1 with err (status and Triton's wording: "failed to load 'm', ..."). */
+int oip_repository_load(PGconn *conn, const char *name, json_t *params, const char *request_id,
+                        struct gj_error *err);
+int oip_repository_unload(PGconn *conn, const char *name, json_t *params, struct gj_error *err);
+
 /* POST /v2/models/{name}[/versions/{version}]/infer (routes_oip_infer.c). */
 void oip_infer_begin(struct gj_req *r);
 int oip_infer_data(struct gj_req *r, const char *data, size_t len);

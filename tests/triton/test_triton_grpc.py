@@ -273,6 +273,65 @@ def test_shared_memory_not_supported():
     refused(lambda: c.get_system_shared_memory_status(), "UNIMPLEMENTED", "shared memory")
 
 
+# ---- configuration, statistics, repository --------------------------------------------------
+
+def admin_headers():
+    return {"authorization": f"Bearer {SRV.admin_key}"}
+
+
+def test_model_config_as_http():
+    want = tl.client(SRV).get_model_config("multi_io")
+    got = client().get_model_config("multi_io", as_json=True)["config"]
+    assert got["name"] == "multi_io" and int(got["max_batch_size"]) == int(want["max_batch_size"]) == 8, got
+    assert [(i["name"], i["data_type"], [int(d) for d in i["dims"]]) for i in got["input"]] == \
+        [(i["name"], i["data_type"], [int(d) for d in i["dims"]]) for i in want["input"]], (got, want)
+    assert [o["name"] for o in got["output"]] == ["sum", "prod", "argmax_a"], got
+    refused(lambda: client().get_model_config("no_such_model"), "NOT_FOUND")
+
+
+def test_statistics_need_admin_and_match_http():
+    c = client(cert=None)
+    x = np.array([[True, True, False, False]])
+    client().infer("bools", [inp("x", x), inp("y", x)])
+    got = c.get_inference_statistics("bools", headers=admin_headers(), as_json=True)["model_stats"][0]
+    want = tl.client(SRV).get_inference_statistics("bools")["model_stats"][0]
+    assert got["name"] == "bools" and got["version"] == "1", got
+    assert int(got["inference_stats"]["success"]["count"]) == int(want["inference_stats"]["success"]["count"]) > 0
+    assert int(got["inference_count"]) == int(want["inference_count"]), (got, want)
+    every = c.get_inference_statistics(headers=admin_headers(), as_json=True)["model_stats"]
+    assert {"bools", "multi_io", tl.DEMO} <= {m["name"] for m in every}, every
+    # a tenant's certificate has a user key's rights: statistics add up every tenant's
+    refused(lambda: client().get_inference_statistics("bools"), "PERMISSION_DENIED", "admin")
+
+
+def test_repository_index():
+    index = client().get_model_repository_index(as_json=True)["models"]
+    by_name = {(m["name"], m["version"]): m for m in index}
+    assert by_name[("multi_io", "1")]["state"] == "READY", index
+    assert ("strings", "1") in by_name, index
+
+
+def test_load_and_unload():
+    c = client(cert=None)
+    h = admin_headers()
+    refused(lambda: client().unload_model("int_half"), "PERMISSION_DENIED")
+    c.unload_model("int_half", headers=h)
+    assert not tl.client(SRV).is_model_ready("int_half")
+    c.load_model("int_half", headers=h)
+    r = client().infer("int_half", [inp("i", np.array([[1, 2, 3]], np.int64)),
+                                    inp("h", np.array([[1, 2, 3]], np.float16))])
+    assert list(r.as_numpy("i_out")[0]) == [2, 5, 8], r.as_numpy("i_out")
+    refused(lambda: c.load_model("no_such_model", headers=h), "INVALID_ARGUMENT", "failed to load 'no_such_model'")
+    # a new model from its files and config, as Triton's load with file: parameters
+    cfg = tl.client(SRV).get_model_config("int_half")
+    cfg["name"] = "int_half_copy"
+    onnx = open(os.path.join(SRV.data_dir, "models", "int_half", "1", "model.onnx"), "rb").read()
+    c.load_model("int_half_copy", headers=h, config=__import__("json").dumps(cfg), files={"file:1/model.onnx": onnx})
+    r = client().infer("int_half_copy", [inp("i", np.array([[4, 5, 6]], np.int64)),
+                                         inp("h", np.array([[1, 1, 1]], np.float16))])
+    assert list(r.as_numpy("i_out")[0]) == [11, 14, 17], r.as_numpy("i_out")
+
+
 # ---- credentials -----------------------------------------------------------------------------
 
 def test_bearer_key_without_certificate():
@@ -312,5 +371,7 @@ if __name__ == "__main__":
     tl.run_tests([test_listado_3_3_as_printed, test_health_and_metadata, test_several_inputs_and_outputs,
                   test_every_datatype, test_bytes_tensors, test_classification, test_typed_contents,
                   test_async_infer, test_bad_requests, test_same_statistics_as_http,
-                  test_shared_memory_not_supported, test_bearer_key_without_certificate,
+                  test_shared_memory_not_supported, test_model_config_as_http,
+                  test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
+                  test_bearer_key_without_certificate,
                   test_refused_certificates, test_message_size_bounded])

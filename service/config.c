@@ -86,6 +86,8 @@ static const struct setting settings[] = {
     { "grpc-max-message", T_BYTES, S(grpc_max_message), 1024, 2147483647LL, 0,
       "largest gRPC message received (default 256 MiB)" },
     { "grpc-threads", T_INT, S(grpc_threads), 1, 256, 0, "gRPC calls served at once (default 16)" },
+    { "grpc-stream-idle-seconds", T_INT, S(grpc_stream_idle_seconds), 1, 86400, 0,
+      "a gRPC stream that neither sends nor reads this long is cut (default 300)" },
     { "tls-client-ca", T_STRING, S(tls_client_ca), 0, 0, 0,
       "PEM bundle of the CAs whose client certificates authenticate on the gRPC port (the subject's CN "
       "names the tenant)" },
@@ -202,6 +204,7 @@ static void set_defaults(struct gj_config *cfg)
     cfg->max_json_bytes = 4ull << 20;
     cfg->grpc_max_message = 256ull << 20;
     cfg->grpc_threads = 16;
+    cfg->grpc_stream_idle_seconds = 300;
     cfg->max_connections = 10000;
     cfg->max_connections_per_ip = 256;
     cfg->header_timeout_seconds = 30;

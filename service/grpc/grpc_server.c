@@ -6,6 +6,7 @@
  * --grpc-max-message, before the message is read) and concurrent streams per connection.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,8 @@ struct gj_grpc_server {
     struct grpc_worker *workers;
     int n_workers;
     int started;
+    atomic_int streams;               /* open streams */
+    int max_streams;                  /* half the threads, at least one */
 };
 
 void gj_grpc_fail(struct gj_grpc_call *c, int code, const char *fmt, ...)
@@ -87,13 +90,28 @@ static void core_log(gpr_log_func_args *args)
 
 /* ---- one call ----------------------------------------------------------------------------- */
 
-/* Runs a batch of ops on the worker's queue and waits for it. 0, or -1 (the call is gone). */
-static int run_ops(struct grpc_worker *w, grpc_call *call, const grpc_op *ops, size_t n)
+/* Runs a batch of ops on the worker's queue and waits for it, at most idle_s seconds (0:
+ * no bound; past it the call is cancelled, DEADLINE_EXCEEDED). 0, -1 (the call is gone), or
+ * -2 (cancelled for idleness). */
+static int run_ops_within(struct grpc_worker *w, grpc_call *call, const grpc_op *ops, size_t n, int idle_s)
 {
     if (grpc_call_start_batch(call, ops, n, w, NULL) != GRPC_CALL_OK)
         return -1;
-    grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    gpr_timespec until = idle_s > 0 ? gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                                   gpr_time_from_seconds(idle_s, GPR_TIMESPAN))
+                                    : gpr_inf_future(GPR_CLOCK_MONOTONIC);
+    grpc_event ev = grpc_completion_queue_next(w->cq, until, NULL);
+    if (ev.type == GRPC_QUEUE_TIMEOUT) {
+        grpc_call_cancel_with_status(call, GRPC_STATUS_DEADLINE_EXCEEDED, "the stream was idle too long", NULL);
+        grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);   /* the batch ends */
+        return -2;
+    }
     return ev.type == GRPC_OP_COMPLETE && ev.success ? 0 : -1;
+}
+
+static int run_ops(struct grpc_worker *w, grpc_call *call, const grpc_op *ops, size_t n)
+{
+    return run_ops_within(w, call, ops, n, 0);
 }
 
 static int slice_is(grpc_slice s, const char *text)
@@ -220,7 +238,9 @@ static uint8_t *message_bytes(grpc_byte_buffer *msg, size_t *len)
     return out;
 }
 
-static void answer(struct grpc_worker *w, grpc_call *call, struct gj_grpc_call *c)
+/* Sends c's answer (a message when OK) and its status; initial_sent: a stream's metadata went
+ * with its first message. */
+static void answer(struct grpc_worker *w, grpc_call *call, struct gj_grpc_call *c, int initial_sent)
 {
     grpc_op ops[4];
     memset(ops, 0, sizeof ops);
@@ -228,8 +248,9 @@ static void answer(struct grpc_worker *w, grpc_call *call, struct gj_grpc_call *
     grpc_byte_buffer *out = NULL;
     grpc_slice details = grpc_slice_from_copied_string(c->status == GJ_GRPC_OK ? "" : c->message);
     int cancelled = 0;
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    if (c->status == GJ_GRPC_OK) {
+    if (!initial_sent)
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (c->status == GJ_GRPC_OK && c->resp) {
         grpc_slice body = grpc_slice_from_copied_buffer((const char *)c->resp, c->resp_len);
         out = grpc_raw_byte_buffer_create(&body, 1);
         grpc_slice_unref(body);
@@ -247,10 +268,87 @@ static void answer(struct grpc_worker *w, grpc_call *call, struct gj_grpc_call *
     grpc_slice_unref(details);
 }
 
+/* One message of a stream through the method's handler; 0 sent, -1 the stream ends (c's
+ * status says how; the call is gone when that is OK). */
+static int stream_message(struct grpc_worker *w, grpc_call *call, const struct gj_grpc_method *m,
+                          const grpc_call_details *details, struct gj_grpc_call *c, int *initial_sent)
+{
+    int idle = w->g->srv->cfg.grpc_stream_idle_seconds;
+    grpc_byte_buffer *msg = NULL;
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_RECV_MESSAGE;
+    ops[0].data.recv_message.recv_message = &msg;
+    int rc = run_ops_within(w, call, ops, 1, idle);
+    if (rc != 0 || !msg) {              /* gone, idle, or the client's half-close: the end */
+        if (msg)
+            grpc_byte_buffer_destroy(msg);
+        c->resp = NULL;
+        return rc == 0 ? -1 : (c->status = -1, -1);
+    }
+    struct gj_grpc_call one = { .srv = c->srv, .who = c->who, .status = GJ_GRPC_OK };
+    uint8_t *req = message_bytes(msg, &one.req_len);
+    grpc_byte_buffer_destroy(msg);
+    one.timeout_us = deadline_left_us(details->deadline);
+    one.req = req;
+    if (req)
+        m->fn(&one);   /* a stream's handler answers errors in its message */
+    else
+        gj_grpc_fail(&one, GJ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    free(req);
+    if (one.status != GJ_GRPC_OK) {
+        gj_grpc_fail(c, one.status, "%s", one.message);
+        return -1;
+    }
+    size_t n = 0;
+    memset(ops, 0, sizeof ops);
+    if (!*initial_sent)
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    grpc_slice body = grpc_slice_from_copied_buffer((const char *)one.resp, one.resp_len);
+    grpc_byte_buffer *out = grpc_raw_byte_buffer_create(&body, 1);
+    grpc_slice_unref(body);
+    free(one.resp);
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = out;
+    rc = run_ops_within(w, call, ops, n, idle);   /* a client that never reads: idle too */
+    grpc_byte_buffer_destroy(out);
+    *initial_sent = 1;
+    if (rc != 0)
+        c->status = -1;
+    return rc == 0 ? 0 : -1;
+}
+
+/* A bidirectional stream (ModelStreamInfer): authenticated once, then each request
+ * message answered in order until the client half-closes, the stream idles past
+ * --grpc-stream-idle-seconds or fails. At most half the threads serve streams at once,
+ * so unary calls always have threads. */
+static void serve_stream(struct grpc_worker *w, grpc_call *call, const struct gj_grpc_method *m,
+                         const grpc_call_details *details, const grpc_metadata_array *md)
+{
+    struct gj_grpc_server *g = w->g;
+    struct gj_grpc_call c = { .srv = g->srv, .status = GJ_GRPC_OK };
+    int initial_sent = 0;
+    if (atomic_fetch_add(&g->streams, 1) >= g->max_streams)
+        gj_grpc_fail(&c, GJ_GRPC_RESOURCE_EXHAUSTED, "%d streams are open, this server's most: retry later",
+                     g->max_streams);
+    else
+        authenticate(g, call, md, &c);
+    while (c.status == GJ_GRPC_OK && stream_message(w, call, m, details, &c, &initial_sent) == 0)
+        ;
+    if (c.status != -1)   /* -1: the call is gone (cancelled, or cut for idleness) */
+        answer(w, call, &c, initial_sent);
+    atomic_fetch_sub(&g->streams, 1);
+}
+
 static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_details *details,
                        const grpc_metadata_array *md)
 {
     struct gj_grpc_server *g = w->g;
+    const struct gj_grpc_method *m = find_method(g->methods, details->method);
+    if (m && m->streaming) {
+        serve_stream(w, call, m, details, md);
+        return;
+    }
     grpc_byte_buffer *msg = NULL;
     grpc_op op;
     memset(&op, 0, sizeof op);
@@ -263,7 +361,6 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
     }
     struct gj_grpc_call c = { .srv = g->srv, .status = GJ_GRPC_OK };
     c.timeout_us = deadline_left_us(details->deadline);
-    const struct gj_grpc_method *m = find_method(g->methods, details->method);
     uint8_t *req = message_bytes(msg, &c.req_len);
     if (msg)
         grpc_byte_buffer_destroy(msg);
@@ -279,7 +376,7 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
         c.req = req;
         m->fn(&c);
     }
-    answer(w, call, &c);
+    answer(w, call, &c, 0);
     free(req);
     free(c.resp);
 }
@@ -378,6 +475,7 @@ struct gj_grpc_server *gj_grpc_start(struct gj_server *srv, const struct gj_grpc
     g->srv = srv;
     g->methods = methods;
     g->n_workers = srv->cfg.grpc_threads > 0 ? srv->cfg.grpc_threads : 1;
+    g->max_streams = g->n_workers / 2 > 0 ? g->n_workers / 2 : 1;
     g->workers = calloc((size_t)g->n_workers, sizeof *g->workers);
     g->server = create_server(&srv->cfg);
     g->shutdown_cq = grpc_completion_queue_create_for_next(NULL);

@@ -61,7 +61,9 @@ enum gj_grpc_access { GJ_GRPC_OPEN, GJ_GRPC_USER, GJ_GRPC_ADMIN };
 struct gj_grpc_method {
     const char *name;                 /* "ServerLive": /inference.GRPCInferenceService/<name> */
     enum gj_grpc_access access;
-    gj_grpc_handler fn;
+    gj_grpc_handler fn;               /* a stream's: called for each message, its answer the
+                                       * stream's next message */
+    int streaming;                    /* 1: a bidirectional stream (ModelStreamInfer) */
 };
 
 struct gj_grpc_methods {

@@ -521,6 +521,45 @@ static void model_infer(struct gj_grpc_call *c)
     infer_free(g);
 }
 
+/* ---- ModelStreamInfer --------------------------------------------------------------------- */
+
+/* A message of one length-delimited field (protobuf's wire form: tag, varint length, bytes). */
+static uint8_t *one_field(unsigned field, const void *data, size_t len, size_t *out_len)
+{
+    uint8_t *out = malloc(len + 11);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    out[n++] = (uint8_t)(field << 3 | 2);
+    uint64_t v = len;
+    do {
+        out[n] = v & 0x7f;
+        v >>= 7;
+        out[n++] |= v ? 0x80 : 0;
+    } while (v);
+    memcpy(out + n, data, len);
+    *out_len = n + len;
+    return out;
+}
+
+/* One request of the stream, answered as ModelStreamInferResponse: infer_response (field 2)
+ * with ModelInfer's answer, or error_message (field 1) with its error; the stream goes on
+ * either way, as Triton's. */
+static void stream_infer(struct gj_grpc_call *c)
+{
+    model_infer(c);
+    int ok = c->status == GJ_GRPC_OK;
+    size_t len = 0;
+    uint8_t *wrapped = ok ? one_field(2, c->resp, c->resp_len, &len)
+                          : one_field(1, c->message, strlen(c->message), &len);
+    free(c->resp);
+    c->resp = wrapped;
+    c->resp_len = len;
+    c->status = wrapped ? GJ_GRPC_OK : GJ_GRPC_RESOURCE_EXHAUSTED;
+    if (!wrapped)
+        snprintf(c->message, sizeof c->message, "out of memory");
+}
+
 /* ---- not served ------------------------------------------------------------------------------ */
 
 /* Triton's answer when its shared-memory extensions are not available. */
@@ -530,22 +569,23 @@ static void shm_unsupported(struct gj_grpc_call *c)
 }
 
 static const struct gj_grpc_method methods[] = {
-    { "ServerLive", GJ_GRPC_OPEN, server_live },
-    { "ServerReady", GJ_GRPC_OPEN, server_ready },
-    { "ServerMetadata", GJ_GRPC_USER, server_metadata },
-    { "ModelReady", GJ_GRPC_USER, model_ready },
-    { "ModelMetadata", GJ_GRPC_USER, model_metadata },
-    { "ModelInfer", GJ_GRPC_USER, model_infer },
-    { "ModelConfig", GJ_GRPC_USER, grpc_oip_model_config },
-    { "ModelStatistics", GJ_GRPC_ADMIN, grpc_oip_model_statistics },
-    { "RepositoryIndex", GJ_GRPC_USER, grpc_oip_repository_index },
-    { "RepositoryModelLoad", GJ_GRPC_ADMIN, grpc_oip_repository_load },
-    { "RepositoryModelUnload", GJ_GRPC_ADMIN, grpc_oip_repository_unload },
-    { "SystemSharedMemoryStatus", GJ_GRPC_USER, shm_unsupported },
-    { "SystemSharedMemoryRegister", GJ_GRPC_USER, shm_unsupported },
-    { "SystemSharedMemoryUnregister", GJ_GRPC_USER, shm_unsupported },
-    { "CudaSharedMemoryStatus", GJ_GRPC_USER, shm_unsupported },
-    { "CudaSharedMemoryRegister", GJ_GRPC_USER, shm_unsupported },
-    { "CudaSharedMemoryUnregister", GJ_GRPC_USER, shm_unsupported },
+    { "ServerLive", GJ_GRPC_OPEN, server_live, 0 },
+    { "ServerReady", GJ_GRPC_OPEN, server_ready, 0 },
+    { "ServerMetadata", GJ_GRPC_USER, server_metadata, 0 },
+    { "ModelReady", GJ_GRPC_USER, model_ready, 0 },
+    { "ModelMetadata", GJ_GRPC_USER, model_metadata, 0 },
+    { "ModelInfer", GJ_GRPC_USER, model_infer, 0 },
+    { "ModelStreamInfer", GJ_GRPC_USER, stream_infer, 1 },
+    { "ModelConfig", GJ_GRPC_USER, grpc_oip_model_config, 0 },
+    { "ModelStatistics", GJ_GRPC_ADMIN, grpc_oip_model_statistics, 0 },
+    { "RepositoryIndex", GJ_GRPC_USER, grpc_oip_repository_index, 0 },
+    { "RepositoryModelLoad", GJ_GRPC_ADMIN, grpc_oip_repository_load, 0 },
+    { "RepositoryModelUnload", GJ_GRPC_ADMIN, grpc_oip_repository_unload, 0 },
+    { "SystemSharedMemoryStatus", GJ_GRPC_USER, shm_unsupported, 0 },
+    { "SystemSharedMemoryRegister", GJ_GRPC_USER, shm_unsupported, 0 },
+    { "SystemSharedMemoryUnregister", GJ_GRPC_USER, shm_unsupported, 0 },
+    { "CudaSharedMemoryStatus", GJ_GRPC_USER, shm_unsupported, 0 },
+    { "CudaSharedMemoryRegister", GJ_GRPC_USER, shm_unsupported, 0 },
+    { "CudaSharedMemoryUnregister", GJ_GRPC_USER, shm_unsupported, 0 },
 };
 const struct gj_grpc_methods gj_infer_grpc_methods = { methods, sizeof methods / sizeof methods[0] };

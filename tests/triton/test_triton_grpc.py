@@ -25,6 +25,8 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 MAX_MESSAGE = 4 << 20
+THREADS = 4                 # so at most 2 streams at once
+STREAM_IDLE_S = 3
 H = SRV = CA = FOREIGN = None
 GRPC_PORT = None
 CERTS = {}
@@ -50,7 +52,8 @@ def setup():
     shutil.copy(CA.cert_path, os.path.join(data_dir, "tls", "cert.pem"))
     SRV = H.start_server(["--cpu-workers", "1", "--tls-cert", CERTS["server"][0], "--tls-key", CERTS["server"][1],
                           "--grpc-listen", f"127.0.0.1:{GRPC_PORT}", "--tls-client-ca", CA.cert_path,
-                          "--grpc-max-message", str(MAX_MESSAGE)], data_dir=data_dir)
+                          "--grpc-max-message", str(MAX_MESSAGE), "--grpc-threads", str(THREADS),
+                          "--grpc-stream-idle-seconds", str(STREAM_IDLE_S)], data_dir=data_dir)
     # the tenant the hospital's certificate names exists once it has a key
     r = SRV.client().json("POST", "/v1/api-keys", {"tenant": "hospital", "role": "user"}, expect=201)
     USER_KEY = r["key"]
@@ -273,6 +276,105 @@ def test_shared_memory_not_supported():
     refused(lambda: c.get_system_shared_memory_status(), "UNIMPLEMENTED", "shared memory")
 
 
+def test_aio_client():
+    import asyncio
+    import tritonclient.grpc.aio as aioclient
+
+    async def run():
+        c = aioclient.InferenceServerClient(url=f"localhost:{GRPC_PORT}", ssl=True,
+                                            root_certificates=CA.cert_path, private_key=CERTS["hospital"][1],
+                                            certificate_chain=CERTS["hospital"][0])
+        a = np.full((2, 4), 3, np.float32)
+        ins = [aioclient.InferInput(n, [2, 4], "FP32") for n in ("a", "b")]
+        for i in ins:
+            i.set_data_from_numpy(a)
+        rs = await asyncio.gather(*[c.infer("multi_io", ins) for _ in range(4)])
+        await c.close()
+        return rs
+
+    for r in asyncio.run(run()):
+        assert (r.as_numpy("prod") == 9).all(), r.as_numpy("prod")
+
+
+# ---- ModelStreamInfer ------------------------------------------------------------------------
+
+def test_stream_infer_matched_by_request_id():
+    import queue
+    c = client()
+    got = queue.Queue()
+    c.start_stream(callback=lambda result, error: got.put((result, error)))
+    for k in range(5):
+        a = np.full((1, 4), k, np.float32)
+        c.async_stream_infer("multi_io", [inp("a", a), inp("b", a)], request_id=f"r{k}")
+    c.async_stream_infer("multi_io", [inp("a", np.ones((1, 4), np.float32))], request_id="bad")
+    answers = [got.get(timeout=30) for _ in range(6)]
+    c.stop_stream()
+    results = {r.get_response().id: r for r, e in answers if e is None}
+    errors = [e for r, e in answers if e is not None]
+    assert sorted(results) == [f"r{k}" for k in range(5)], results.keys()
+    for k in range(5):
+        assert (results[f"r{k}"].as_numpy("sum") == 2 * k).all(), results[f"r{k}"].as_numpy("sum")
+    assert len(errors) == 1 and "b" in errors[0].message(), errors   # the stream went on past it
+
+
+def raw_stream(requests):
+    creds = grpc.ssl_channel_credentials(open(CA.cert_path, "rb").read(), open(CERTS["hospital"][1], "rb").read(),
+                                         open(CERTS["hospital"][0], "rb").read())
+    ch = grpc.secure_channel(f"localhost:{GRPC_PORT}", creds)
+    return ch, service_pb2_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests)
+
+
+def test_idle_stream_is_cut():
+    import threading
+    import time
+    hold = threading.Event()
+
+    def never():
+        hold.wait(60)
+        return
+        yield
+
+    ch, responses = raw_stream(never())
+    t0 = time.time()
+    try:
+        for _ in responses:
+            pass
+        raise AssertionError("the idle stream was not cut")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
+    assert time.time() - t0 < STREAM_IDLE_S + 10
+    hold.set()
+    ch.close()
+    assert client().is_server_ready()
+
+
+def test_streams_bounded_unary_still_served():
+    import threading
+    hold = threading.Event()
+    req = service_pb2.ModelInferRequest(model_name="multi_io")
+    for name in ("a", "b"):
+        t = req.inputs.add(name=name, datatype="FP32", shape=[1, 4])
+        t.contents.fp32_contents.extend([1, 2, 3, 4])
+
+    def one_then_hold():
+        yield req
+        hold.wait(60)
+
+    held = [raw_stream(one_then_hold()) for _ in range(THREADS // 2)]
+    for ch, responses in held:
+        assert next(responses).infer_response.model_name == "multi_io"   # open and served
+    ch3, third = raw_stream(one_then_hold())
+    try:
+        next(third)
+        raise AssertionError("a stream past the bound was served")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "streams" in e.details(), e
+    assert client().get_model_metadata("multi_io").name == "multi_io"   # unary calls have threads
+    hold.set()
+    for ch, _ in held + [(ch3, None)]:
+        ch.close()
+
+
 # ---- configuration, statistics, repository --------------------------------------------------
 
 def admin_headers():
@@ -370,7 +472,8 @@ if __name__ == "__main__":
     setup()
     tl.run_tests([test_listado_3_3_as_printed, test_health_and_metadata, test_several_inputs_and_outputs,
                   test_every_datatype, test_bytes_tensors, test_classification, test_typed_contents,
-                  test_async_infer, test_bad_requests, test_same_statistics_as_http,
+                  test_async_infer, test_aio_client, test_stream_infer_matched_by_request_id,
+                  test_idle_stream_is_cut, test_streams_bounded_unary_still_served, test_bad_requests, test_same_statistics_as_http,
                   test_shared_memory_not_supported, test_model_config_as_http,
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
                   test_bearer_key_without_certificate,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -25,6 +26,7 @@
 #include "service/grpc/grpc_server.h"
 #include "service/key_cache.h"
 #include "service/log.h"
+#include "service/metrics.h"
 #include "service/server.h"
 
 #define COMPONENT "grpc"
@@ -86,6 +88,29 @@ static void core_log(gpr_log_func_args *args)
 {
     if (args->severity == GPR_LOG_SEVERITY_ERROR)
         gj_log_warn(COMPONENT, "%s", args->message);
+}
+
+/* The HTTP status a gRPC code stands for, for /metrics (gj_metrics_http, method "GRPC"). */
+static int http_status_for(int code)
+{
+    static const int status[] = { 200, 499, 500, 400, 504, 404, 409, 403, 429, 400, 409, 400, 501, 500, 503,
+                                  500, 401 };
+    return code >= 0 && code < (int)(sizeof status / sizeof status[0]) ? status[code] : 500;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Counts a call beside HTTP's requests: method "GRPC", route the method's path. */
+static void count_call(const struct gj_grpc_method *m, int code, double t0, uint64_t bytes)
+{
+    char route[96];
+    snprintf(route, sizeof route, SERVICE_PREFIX "%s", m ? m->name : "unknown");
+    gj_metrics_http("GRPC", route, http_status_for(code), now_s() - t0, bytes);
 }
 
 /* ---- one call ----------------------------------------------------------------------------- */
@@ -325,6 +350,7 @@ static int stream_message(struct grpc_worker *w, grpc_call *call, const struct g
 static void serve_stream(struct grpc_worker *w, grpc_call *call, const struct gj_grpc_method *m,
                          const grpc_call_details *details, const grpc_metadata_array *md)
 {
+    double t0 = now_s();
     struct gj_grpc_server *g = w->g;
     struct gj_grpc_call c = { .srv = g->srv, .status = GJ_GRPC_OK };
     int initial_sent = 0;
@@ -338,6 +364,7 @@ static void serve_stream(struct grpc_worker *w, grpc_call *call, const struct gj
     if (c.status != -1)   /* -1: the call is gone (cancelled, or cut for idleness) */
         answer(w, call, &c, initial_sent);
     atomic_fetch_sub(&g->streams, 1);
+    count_call(m, c.status == -1 ? GJ_GRPC_CANCELLED : c.status, t0, 0);
 }
 
 static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_details *details,
@@ -360,6 +387,7 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
         return;
     }
     struct gj_grpc_call c = { .srv = g->srv, .status = GJ_GRPC_OK };
+    double t0 = now_s();
     c.timeout_us = deadline_left_us(details->deadline);
     uint8_t *req = message_bytes(msg, &c.req_len);
     if (msg)
@@ -377,6 +405,7 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
         m->fn(&c);
     }
     answer(w, call, &c, 0);
+    count_call(m, c.status, t0, c.req_len);
     free(req);
     free(c.resp);
 }

@@ -271,6 +271,19 @@ def test_same_statistics_as_http():
     assert int(after) == int(n0) + 3, (n0, after)
 
 
+def test_metrics_count_grpc_beside_http():
+    c = client()
+    x = np.array([[True, False, True, False]])
+    c.infer("bools", [inp("x", x), inp("y", x)])
+    refused(lambda: c.get_model_metadata("no_such_model"), "NOT_FOUND")
+    body = SRV.client().request("GET", "/metrics").body.decode()
+    lines = [ln for ln in body.splitlines() if ln.startswith("gpujobd_http_requests_total{")]
+    assert any('method="GRPC",route="/inference.GRPCInferenceService/ModelInfer",code="200"' in ln for ln in lines), lines
+    assert any('method="GRPC",route="/inference.GRPCInferenceService/ModelMetadata",code="404"' in ln
+               for ln in lines), lines
+    assert any('method="GET"' in ln for ln in lines), lines   # beside HTTP's
+
+
 def test_shared_memory_not_supported():
     c = client()
     refused(lambda: c.get_system_shared_memory_status(), "UNIMPLEMENTED", "shared memory")
@@ -474,7 +487,7 @@ if __name__ == "__main__":
                   test_every_datatype, test_bytes_tensors, test_classification, test_typed_contents,
                   test_async_infer, test_aio_client, test_stream_infer_matched_by_request_id,
                   test_idle_stream_is_cut, test_streams_bounded_unary_still_served, test_bad_requests, test_same_statistics_as_http,
-                  test_shared_memory_not_supported, test_model_config_as_http,
+                  test_metrics_count_grpc_beside_http, test_shared_memory_not_supported, test_model_config_as_http,
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
                   test_bearer_key_without_certificate,
                   test_refused_certificates, test_message_size_bounded])

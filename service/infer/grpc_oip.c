@@ -97,7 +97,8 @@ static void server_metadata(struct gj_grpc_call *c)
 {
     /* /v2's list: what is served over both transports */
     static char *extensions[] = { "binary_tensor_data", "classification", "parameters", "model_repository",
-                                  "model_configuration", "statistics" };
+                                  "model_repository(unload_dependents)", "model_configuration", "statistics",
+                                  "trace", "logging" };
     Inference__ServerMetadataResponse resp = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
     resp.name = "gpujobd";
     resp.version = GJ_VERSION;
@@ -581,6 +582,8 @@ static const struct gj_grpc_method methods[] = {
     { "RepositoryIndex", GJ_GRPC_USER, grpc_oip_repository_index, 0 },
     { "RepositoryModelLoad", GJ_GRPC_ADMIN, grpc_oip_repository_load, 0 },
     { "RepositoryModelUnload", GJ_GRPC_ADMIN, grpc_oip_repository_unload, 0 },
+    { "TraceSetting", GJ_GRPC_ADMIN, grpc_oip_trace_setting, 0 },
+    { "LogSettings", GJ_GRPC_ADMIN, grpc_oip_log_settings, 0 },
     { "SystemSharedMemoryStatus", GJ_GRPC_USER, shm_unsupported, 0 },
     { "SystemSharedMemoryRegister", GJ_GRPC_USER, shm_unsupported, 0 },
     { "SystemSharedMemoryUnregister", GJ_GRPC_USER, shm_unsupported, 0 },

@@ -27,5 +27,7 @@ void grpc_oip_model_statistics(struct gj_grpc_call *c);
 void grpc_oip_repository_index(struct gj_grpc_call *c);
 void grpc_oip_repository_load(struct gj_grpc_call *c);
 void grpc_oip_repository_unload(struct gj_grpc_call *c);
+void grpc_oip_trace_setting(struct gj_grpc_call *c);
+void grpc_oip_log_settings(struct gj_grpc_call *c);
 
 #endif

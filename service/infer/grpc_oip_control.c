@@ -177,3 +177,107 @@ void grpc_oip_repository_unload(struct gj_grpc_call *c)
 {
     repository_change(c, 0);
 }
+
+/* ---- trace and log settings ------------------------------------------------------------------ */
+
+/* A trace setting's SettingValue as /v2's JSON: trace_level an array, the others a string
+ * (no value: null, which clears a model's setting, as Triton's empty value). */
+static json_t *trace_value_json(const char *key, const Inference__TraceSettingRequest__SettingValue *v)
+{
+    if (!v || v->n_value == 0)
+        return json_null();
+    if (strcmp(key, "trace_level") != 0)
+        return json_string(v->value[0]);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < v->n_value; i++)
+        json_array_append_new(a, json_string(v->value[i]));
+    return a;
+}
+
+/* /v2's settings object as the SettingValue map's JSON form ({key: {"value": [...]}}),
+ * numbers and booleans written as the strings Triton's gRPC answer carries. */
+static json_t *trace_settings_map(json_t *o)
+{
+    json_t *m = json_object();
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        json_t *values = json_array();
+        if (json_is_array(v))
+            json_array_extend(values, v);
+        else if (json_is_string(v))
+            json_array_append(values, v);
+        json_object_set_new(m, key, json_pack("{s:o}", "value", values));
+    }
+    json_decref(o);
+    return json_pack("{s:o}", "settings", m);
+}
+
+void grpc_oip_trace_setting(struct gj_grpc_call *c)
+{
+    Inference__TraceSettingRequest *req = inference__trace_setting_request__unpack(NULL, c->req_len, c->req);
+    if (!req) {
+        gj_grpc_fail(c, GJ_GRPC_INVALID_ARGUMENT, "the TraceSettingRequest cannot be decoded");
+        return;
+    }
+    json_t *update = req->n_settings ? json_object() : NULL;   /* none: read them */
+    for (size_t i = 0; update && i < req->n_settings; i++)
+        json_object_set_new(update, req->settings[i]->key,
+                            trace_value_json(req->settings[i]->key, req->settings[i]->value));
+    struct gj_error err = { 0 };
+    json_t *o = oip_trace_setting(req->model_name[0] ? req->model_name : NULL, update, &err);
+    if (o)
+        reply_json(c, &inference__trace_setting_response__descriptor, trace_settings_map(o));
+    else
+        fail_with(c, &err);
+    json_decref(update);
+    inference__trace_setting_request__free_unpacked(req, NULL);
+}
+
+static json_t *log_value_json(const Inference__LogSettingsRequest__SettingValue *v)
+{
+    switch (v ? v->parameter_choice_case : 0) {
+    case INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM:
+        return json_boolean(v->bool_param);
+    case INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM:
+        return json_integer(v->uint32_param);
+    case INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM:
+        return json_string(v->string_param);
+    default:
+        return json_null();
+    }
+}
+
+/* /v2's log settings as LogSettingsResponse's JSON form (each value in its oneof member). */
+static json_t *log_settings_map(json_t *o)
+{
+    json_t *m = json_object();
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        const char *member = json_is_boolean(v) ? "bool_param" : json_is_integer(v) ? "uint32_param" : "string_param";
+        json_object_set_new(m, key, json_pack("{s:O}", member, v));
+    }
+    json_decref(o);
+    return json_pack("{s:o}", "settings", m);
+}
+
+void grpc_oip_log_settings(struct gj_grpc_call *c)
+{
+    Inference__LogSettingsRequest *req = inference__log_settings_request__unpack(NULL, c->req_len, c->req);
+    if (!req) {
+        gj_grpc_fail(c, GJ_GRPC_INVALID_ARGUMENT, "the LogSettingsRequest cannot be decoded");
+        return;
+    }
+    json_t *update = req->n_settings ? json_object() : NULL;
+    for (size_t i = 0; update && i < req->n_settings; i++)
+        json_object_set_new(update, req->settings[i]->key, log_value_json(req->settings[i]->value));
+    struct gj_error err = { 0 };
+    json_t *o = oip_log_settings(update, "gRPC LogSettings", &err);
+    if (o)
+        reply_json(c, &inference__log_settings_response__descriptor, log_settings_map(o));
+    else
+        fail_with(c, &err);
+    json_decref(update);
+    inference__log_settings_request__free_unpacked(req, NULL);
+}

@@ -12,6 +12,9 @@
 
 /* Answers {"error": message} with status (429 and 503 with Retry-After: 1). */
 void oip_error(struct gj_req *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Sets err to status and the formatted message; returns -1 (for functions both the /v2
+ * routes and gRPC call, which answer err each their way). */
+int oip_refuse(struct gj_error *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The server's own error bodies under /v2 (gj_http_error_body): {"error": detail}. */
 char *oip_error_body(int status, const char *detail);
 /* The repository and the version params[1] asks for (0: the default); on failure answers
@@ -59,6 +62,14 @@ json_t *oip_repository_index(int ready_only, struct gj_error *err);
 int oip_repository_load(PGconn *conn, const char *name, json_t *params, const char *request_id,
                         struct gj_error *err);
 int oip_repository_unload(PGconn *conn, const char *name, json_t *params, struct gj_error *err);
+
+/* Triton's trace settings (routes_oip_trace.c): model's (NULL: the global ones) after
+ * applying update (a JSON object as POST's body; NULL: only read), or NULL with err. The
+ * model must be in the repository (400). */
+json_t *oip_trace_setting(const char *model, const json_t *update, struct gj_error *err);
+/* Triton's log settings (routes_oip_logging.c) after applying update (NULL: only read), or
+ * NULL with err; via names the transport in the log line a change writes. */
+json_t *oip_log_settings(const json_t *update, const char *via, struct gj_error *err);
 
 /* POST /v2/models/{name}[/versions/{version}]/infer (routes_oip_infer.c). */
 void oip_infer_begin(struct gj_req *r);

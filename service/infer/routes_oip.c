@@ -62,6 +62,16 @@ void oip_error(struct gj_req *r, int status, const char *fmt, ...)
         MHD_add_response_header(resp, "Retry-After", "1");
 }
 
+int oip_refuse(struct gj_error *err, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    err->status = status;
+    return -1;
+}
+
 /* The server's own errors under /v2 (gj_http_error_body: no route, no key, a limit, the
  * database away) as {"error": "..."} too, the one shape Triton's clients decode. */
 char *oip_error_body(int status, const char *detail)

@@ -447,6 +447,30 @@ def test_load_and_unload():
     assert list(r.as_numpy("i_out")[0]) == [11, 14, 17], r.as_numpy("i_out")
 
 
+def test_trace_and_log_settings_shared_with_http():
+    c = client(cert=None)
+    h = admin_headers()
+    got = c.update_trace_settings(settings={"trace_rate": "37", "trace_level": ["TIMESTAMPS"]}, headers=h,
+                                  as_json=True)["settings"]
+    assert got["trace_rate"]["value"] == ["37"] and got["trace_level"]["value"] == ["TIMESTAMPS"], got
+    assert tl.client(SRV).get_trace_settings()["trace_rate"] == "37"   # one setting, two transports
+    m = c.update_trace_settings(model_name="multi_io", settings={"trace_count": "5"}, headers=h,
+                                as_json=True)["settings"]
+    assert m["trace_count"]["value"] == ["5"] and m["trace_rate"]["value"] == ["37"], m
+    c.update_trace_settings(model_name="multi_io", settings={"trace_count": None}, headers=h)
+    assert c.get_trace_settings(model_name="multi_io", headers=h, as_json=True)["settings"]["trace_count"]["value"] \
+        == ["-1"]
+    refused(lambda: c.update_trace_settings(settings={"trace_rate": "x"}, headers=h), "INVALID_ARGUMENT",
+            "trace_rate")
+    refused(lambda: client().get_trace_settings(), "PERMISSION_DENIED")
+    logs = c.get_log_settings(headers=h, as_json=True)["settings"]
+    assert logs["log_format"]["string_param"] == "ISO8601" and logs["log_error"]["bool_param"] is True, logs
+    logs = c.update_log_settings({"log_verbose_level": 0, "log_info": True}, headers=h, as_json=True)["settings"]
+    assert logs["log_info"]["bool_param"] is True, logs
+    assert tl.client(SRV).get_log_settings()["log_info"] is True
+    refused(lambda: c.update_log_settings({"log_format": "default"}, headers=h), "INVALID_ARGUMENT", "glog")
+
+
 # ---- credentials -----------------------------------------------------------------------------
 
 def test_bearer_key_without_certificate():
@@ -489,5 +513,6 @@ if __name__ == "__main__":
                   test_idle_stream_is_cut, test_streams_bounded_unary_still_served, test_bad_requests, test_same_statistics_as_http,
                   test_metrics_count_grpc_beside_http, test_shared_memory_not_supported, test_model_config_as_http,
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
+                  test_trace_and_log_settings_shared_with_http,
                   test_bearer_key_without_certificate,
                   test_refused_certificates, test_message_size_bounded])

@@ -498,6 +498,49 @@ def test_refused_certificates():
     assert client().get_model_metadata("multi_io").name == "multi_io"
 
 
+def https_get(path, cert=None):
+    import http.client
+    import ssl
+    ctx = ssl.create_default_context(cafile=CA.cert_path)
+    if cert:
+        ctx.load_cert_chain(CERTS[cert][0], CERTS[cert][1])
+    conn = http.client.HTTPSConnection("localhost", SRV.port, context=ctx, timeout=30)
+    conn.request("GET", path)
+    r = conn.getresponse()
+    body = r.read().decode()
+    conn.close()
+    return r.status, body
+
+
+def test_client_certificates_on_https():
+    """The same certificates on the HTTPS listener: the tenant its CN names, no key needed."""
+    status, body = https_get("/v2/models/multi_io", "hospital")
+    assert status == 200 and '"multi_io"' in body, (status, body)
+    # tritonclient.http with the certificate in its SSL context, unchanged
+    import ssl
+    def ctx():
+        c = ssl.create_default_context(cafile=CA.cert_path)
+        c.load_cert_chain(*CERTS["hospital"])
+        return c
+    hc = tl.httpclient.InferenceServerClient(f"localhost:{SRV.port}", ssl=True, ssl_context_factory=ctx)
+    a = np.ones((1, 4), np.float32)
+    ins = [tl.httpclient.InferInput(n, [1, 4], "FP32") for n in ("a", "b")]
+    for i in ins:
+        i.set_data_from_numpy(a)
+    assert (hc.infer("multi_io", ins).as_numpy("sum") == 2).all()
+    for cert, words in (("expired", "expired"), ("foreign", "not issued by"), ("stranger", "names no tenant")):
+        status, body = https_get("/v2/models/multi_io", cert)
+        assert status == 401 and words in body, (cert, status, body)
+    status, body = https_get("/v2/models/multi_io")
+    assert status == 401, (status, body)                       # no certificate: a key is needed, as before
+    status, _ = https_get("/v1/jobs", "hospital")
+    assert status == 200
+    status, _ = https_get("/v1/api-keys", "hospital")
+    assert status == 403                                        # a user key's rights
+    log = SRV.log_text()
+    assert "refused a client certificate: it has expired" in log, log[-2000:]
+
+
 def test_message_size_bounded():
     c = client()
     big = np.zeros((1, MAX_MESSAGE // 4 + 16), np.float32)
@@ -515,4 +558,4 @@ if __name__ == "__main__":
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
                   test_trace_and_log_settings_shared_with_http,
                   test_bearer_key_without_certificate,
-                  test_refused_certificates, test_message_size_bounded])
+                  test_refused_certificates, test_client_certificates_on_https, test_message_size_bounded])

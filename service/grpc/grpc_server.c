@@ -40,6 +40,11 @@ struct grpc_worker {
     grpc_completion_queue *cq;
     pthread_t thread;
     int started;
+    /* a unary call's RECV_CLOSE_ON_SERVER, started before its handler runs so that a client
+     * that cancels, or a deadline that passes, is seen while the handler waits (its tag is
+     * &close_pending; it completes when the call ends either way) */
+    int close_pending;   /* started, not yet completed */
+    int cancelled;       /* what it reported */
 };
 
 struct gj_grpc_server {
@@ -125,13 +130,61 @@ static int run_ops_within(struct grpc_worker *w, grpc_call *call, const grpc_op 
     gpr_timespec until = idle_s > 0 ? gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                                    gpr_time_from_seconds(idle_s, GPR_TIMESPAN))
                                     : gpr_inf_future(GPR_CLOCK_MONOTONIC);
-    grpc_event ev = grpc_completion_queue_next(w->cq, until, NULL);
-    if (ev.type == GRPC_QUEUE_TIMEOUT) {
-        grpc_call_cancel_with_status(call, GRPC_STATUS_DEADLINE_EXCEEDED, "the stream was idle too long", NULL);
-        grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);   /* the batch ends */
-        return -2;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(w->cq, until, NULL);
+        if (ev.type == GRPC_OP_COMPLETE && ev.tag == &w->close_pending) {   /* the call's end came first */
+            w->close_pending = 0;
+            continue;
+        }
+        if (ev.type == GRPC_QUEUE_TIMEOUT) {
+            grpc_call_cancel_with_status(call, GRPC_STATUS_DEADLINE_EXCEEDED, "the stream was idle too long", NULL);
+            until = gpr_inf_future(GPR_CLOCK_MONOTONIC);
+            idle_s = -1;
+            continue;   /* the batch ends, cancelled */
+        }
+        if (idle_s < 0)
+            return -2;
+        return ev.type == GRPC_OP_COMPLETE && ev.success ? 0 : -1;
     }
-    return ev.type == GRPC_OP_COMPLETE && ev.success ? 0 : -1;
+}
+
+/* Starts watching for the call's end (RECV_CLOSE_ON_SERVER). 0, or -1. */
+static int watch_close(struct grpc_worker *w, grpc_call *call)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &w->cancelled;
+    w->cancelled = 0;
+    if (grpc_call_start_batch(call, &op, 1, &w->close_pending, NULL) != GRPC_CALL_OK)
+        return -1;
+    w->close_pending = 1;
+    return 0;
+}
+
+/* gj_grpc_call.cancelled: 1 once the client cancelled or the deadline passed (polled by a
+ * handler that waits, e.g. in the batcher's queue, every 100 ms). */
+static int call_cancelled(void *arg)
+{
+    struct grpc_worker *w = arg;
+    while (w->close_pending) {
+        grpc_event ev = grpc_completion_queue_next(w->cq, gpr_time_0(GPR_CLOCK_MONOTONIC), NULL);
+        if (ev.type != GRPC_OP_COMPLETE)
+            break;
+        if (ev.tag == &w->close_pending)
+            w->close_pending = 0;
+    }
+    return !w->close_pending && w->cancelled;
+}
+
+/* Waits for the watch of the call's end to complete (the call is answered or cancelled). */
+static void wait_close(struct grpc_worker *w)
+{
+    while (w->close_pending) {
+        grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        if (ev.type != GRPC_OP_COMPLETE || ev.tag == &w->close_pending)
+            w->close_pending = 0;
+    }
 }
 
 static int run_ops(struct grpc_worker *w, grpc_call *call, const grpc_op *ops, size_t n)
@@ -285,8 +338,10 @@ static void answer(struct grpc_worker *w, grpc_call *call, struct gj_grpc_call *
     ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
     ops[n].data.send_status_from_server.status = (grpc_status_code)c->status;
     ops[n++].data.send_status_from_server.status_details = &details;
-    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[n++].data.recv_close_on_server.cancelled = &cancelled;
+    if (!w->close_pending) {   /* a unary call watches its end already (watch_close) */
+        ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+        ops[n++].data.recv_close_on_server.cancelled = &cancelled;
+    }
     run_ops(w, call, ops, n);
     if (out)
         grpc_byte_buffer_destroy(out);
@@ -388,6 +443,7 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
     }
     struct gj_grpc_call c = { .srv = g->srv, .status = GJ_GRPC_OK };
     double t0 = now_s();
+    w->cancelled = 0;
     c.timeout_us = deadline_left_us(details->deadline);
     uint8_t *req = message_bytes(msg, &c.req_len);
     if (msg)
@@ -402,9 +458,15 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
         gj_grpc_fail(&c, GJ_GRPC_PERMISSION_DENIED, "this operation needs an admin key");
     if (c.status == GJ_GRPC_OK) {
         c.req = req;
+        if (watch_close(w, call) == 0) {
+            c.cancelled = call_cancelled;
+            c.cancel_arg = w;
+        }
         m->fn(&c);
     }
-    answer(w, call, &c, 0);
+    if (!call_cancelled(w))
+        answer(w, call, &c, 0);
+    wait_close(w);
     count_call(m, c.status, t0, c.req_len);
     free(req);
     free(c.resp);

@@ -46,6 +46,10 @@ struct gj_grpc_call {
     const uint8_t *req;               /* the request message's bytes */
     size_t req_len;
     int64_t timeout_us;               /* what is left of the client's deadline; 0: none */
+    /* 1 once the client cancelled or the deadline passed: a handler that waits asks it
+     * (NULL: not known, e.g. a stream's message) */
+    int (*cancelled)(void *arg);
+    void *cancel_arg;
     /* the answer: */
     uint8_t *resp;                    /* malloc'd message bytes (status OK) */
     size_t resp_len;

@@ -505,7 +505,10 @@ static void model_infer(struct gj_grpc_call *c)
         gj_batcher *b = gj_batcher_acquire(g->m, &err);
         size_t n_out = g->n_out;
         g->n_out = 0;   /* nothing to free until the batcher filled them */
-        int rc = b ? gj_batcher_run(b, g->gin, g->n_in, g->gout, n_out, c->timeout_us, NULL, &err) : -1;
+        int rc = !b ? -1
+                 : c->cancelled ? gj_batcher_run_cancellable(b, g->gin, g->n_in, g->gout, n_out, c->timeout_us, NULL,
+                                                             &err, c->cancelled, c->cancel_arg)
+                                : gj_batcher_run(b, g->gin, g->n_in, g->gout, n_out, c->timeout_us, NULL, &err);
         if (!b)
             gj_grpc_fail(c, GJ_GRPC_UNAVAILABLE, "model '%s' is not ready: %s", req->model_name, err.message);
         else if (rc != GJ_BATCH_OK)

@@ -471,6 +471,47 @@ def test_trace_and_log_settings_shared_with_http():
     refused(lambda: c.update_log_settings({"log_format": "default"}, headers=h), "INVALID_ARGUMENT", "glog")
 
 
+def failures(model):
+    st = tl.client(SRV).get_inference_statistics(model)["model_stats"]
+    return int(st[0]["inference_stats"]["fail"]["count"]) if st else 0
+
+
+def wait_failures(model, n, limit_s):
+    import time
+    deadline = time.time() + limit_s
+    while failures(model) < n and time.time() < deadline:
+        time.sleep(0.1)
+    return failures(model)
+
+
+def test_deadline_and_cancel_free_the_batcher_slot():
+    """A model whose lone request waits 4 s for company: a call whose deadline passes, or that
+    its client cancels, leaves the queue well before (counted as a failure), not at 4 s."""
+    import json
+    import time
+    DELAY_S = 4
+    cfg = tl.client(SRV).get_model_config("multi_io")
+    cfg["name"] = "slow_batch"
+    cfg["dynamic_batching"] = {"max_queue_delay_microseconds": DELAY_S * 1000000}
+    onnx = open(os.path.join(SRV.data_dir, "models", "multi_io", "1", "model.onnx"), "rb").read()
+    client(cert=None).load_model("slow_batch", headers=admin_headers(), config=json.dumps(cfg),
+                                 files={"file:1/model.onnx": onnx})
+    a = np.ones((1, 4), np.float32)
+    c = client()
+    t0 = time.time()
+    refused(lambda: c.infer("slow_batch", [inp("a", a), inp("b", a)], client_timeout=0.5), "Deadline")
+    assert wait_failures("slow_batch", 1, DELAY_S - 1.5) == 1, "the expired call still waits in the queue"
+    done = []
+    ctx = c.async_infer("slow_batch", [inp("a", a), inp("b", a)], lambda result, error: done.append(error))
+    time.sleep(0.3)
+    ctx.cancel()
+    assert wait_failures("slow_batch", 2, DELAY_S - 1.5) == 2, "the cancelled call still waits in the queue"
+    assert time.time() - t0 < 2 * DELAY_S
+    # the model still answers (a lone request after its delay)
+    r = c.infer("slow_batch", [inp("a", a), inp("b", a)])
+    assert (r.as_numpy("sum") == 2).all()
+
+
 # ---- credentials -----------------------------------------------------------------------------
 
 def test_bearer_key_without_certificate():
@@ -556,6 +597,6 @@ if __name__ == "__main__":
                   test_idle_stream_is_cut, test_streams_bounded_unary_still_served, test_bad_requests, test_same_statistics_as_http,
                   test_metrics_count_grpc_beside_http, test_shared_memory_not_supported, test_model_config_as_http,
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
-                  test_trace_and_log_settings_shared_with_http,
+                  test_trace_and_log_settings_shared_with_http, test_deadline_and_cancel_free_the_batcher_slot,
                   test_bearer_key_without_certificate,
                   test_refused_certificates, test_client_certificates_on_https, test_message_size_bounded])

@@ -517,17 +517,28 @@ static grpc_server_credentials *credentials(const struct gj_config *cfg, const c
     return creds;
 }
 
+static grpc_arg int_arg(const char *key, int value)
+{
+    grpc_arg a;
+    memset(&a, 0, sizeof a);
+    a.type = GRPC_ARG_INTEGER;
+    a.key = (char *)key;
+    a.value.integer = value;
+    return a;
+}
+
+/* The core's bounds, as the HTTPS listener's: message size, streams per connection, the
+ * time to finish the TLS handshake (--header-timeout-seconds) and an idle connection's
+ * life (--http-idle-seconds: closed with GOAWAY when it has no call that long). */
 static grpc_server *create_server(const struct gj_config *cfg)
 {
-    grpc_arg args[2];
-    memset(args, 0, sizeof args);
-    args[0].type = GRPC_ARG_INTEGER;
-    args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[0].value.integer = (int)cfg->grpc_max_message;
-    args[1].type = GRPC_ARG_INTEGER;
-    args[1].key = GRPC_ARG_MAX_CONCURRENT_STREAMS;
-    args[1].value.integer = MAX_STREAMS_PER_CONNECTION;
-    grpc_channel_args ca = { 2, args };
+    grpc_arg args[] = {
+        int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)cfg->grpc_max_message),
+        int_arg(GRPC_ARG_MAX_CONCURRENT_STREAMS, MAX_STREAMS_PER_CONNECTION),
+        int_arg(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, cfg->header_timeout_seconds * 1000),
+        int_arg(GRPC_ARG_MAX_CONNECTION_IDLE_MS, cfg->http_idle_seconds * 1000),
+    };
+    grpc_channel_args ca = { sizeof args / sizeof args[0], args };
     return grpc_server_create(&ca, NULL);
 }
 

@@ -582,6 +582,40 @@ def test_client_certificates_on_https():
     assert "refused a client certificate: it has expired" in log, log[-2000:]
 
 
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_thousand_idle_channels():
+    """1000 connections that finish TLS and then say nothing: the server keeps serving others,
+    and once they go it holds nothing of them."""
+    import resource
+    import socket
+    import ssl
+    import time
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 4096), hard), hard))
+    before = open_fds(SRV.proc.pid)
+    ctx = ssl.create_default_context(cafile=CA.cert_path)
+    ctx.load_cert_chain(*CERTS["hospital"])
+    ctx.set_alpn_protocols(["h2"])
+    idle = []
+    try:
+        for _ in range(1000):
+            raw = socket.create_connection(("127.0.0.1", GRPC_PORT), timeout=30)
+            idle.append(ctx.wrap_socket(raw, server_hostname="localhost"))
+        assert client().get_model_metadata("multi_io").name == "multi_io"
+        r = client().infer("multi_io", [inp("a", np.ones((1, 4), np.float32)), inp("b", np.ones((1, 4), np.float32))])
+        assert (r.as_numpy("sum") == 2).all()
+    finally:
+        for s in idle:
+            s.close()
+    deadline = time.time() + 10
+    while open_fds(SRV.proc.pid) > before + 20 and time.time() < deadline:
+        time.sleep(0.2)
+    assert open_fds(SRV.proc.pid) <= before + 20, (before, open_fds(SRV.proc.pid))
+
+
 def test_message_size_bounded():
     c = client()
     big = np.zeros((1, MAX_MESSAGE // 4 + 16), np.float32)
@@ -599,4 +633,5 @@ if __name__ == "__main__":
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
                   test_trace_and_log_settings_shared_with_http, test_deadline_and_cancel_free_the_batcher_slot,
                   test_bearer_key_without_certificate,
-                  test_refused_certificates, test_client_certificates_on_https, test_message_size_bounded])
+                  test_refused_certificates, test_client_certificates_on_https, test_message_size_bounded,
+                  test_thousand_idle_channels])

@@ -300,19 +300,24 @@ static int64_t deadline_left_us(gpr_timespec deadline)
     return us > 0 ? us : 1;
 }
 
-/* The request message's bytes (malloc'd; *len), or NULL when none came. */
-static uint8_t *message_bytes(grpc_byte_buffer *msg, size_t *len)
+/* The request message's bytes in one slice (unref it). 0, or -1 when none came. */
+static int message_slice(grpc_byte_buffer *msg, grpc_slice *out)
 {
     grpc_byte_buffer_reader reader;
     if (!msg || !grpc_byte_buffer_reader_init(&reader, msg))
-        return NULL;
-    grpc_slice s = grpc_byte_buffer_reader_readall(&reader);
+        return -1;
+    *out = grpc_byte_buffer_reader_readall(&reader);
     grpc_byte_buffer_reader_destroy(&reader);
-    *len = GRPC_SLICE_LENGTH(s);
-    uint8_t *out = malloc(*len ? *len : 1);
-    if (out)
-        memcpy(out, GRPC_SLICE_START_PTR(s), *len);
-    grpc_slice_unref(s);
+    return 0;
+}
+
+/* A handler's answer as a message the core sends (it takes resp, freed when sent). */
+static grpc_byte_buffer *message_of(uint8_t **resp, size_t len)
+{
+    grpc_slice body = grpc_slice_new(*resp, len, free);
+    *resp = NULL;
+    grpc_byte_buffer *out = grpc_raw_byte_buffer_create(&body, 1);
+    grpc_slice_unref(body);
     return out;
 }
 
@@ -329,9 +334,7 @@ static void answer(struct grpc_worker *w, grpc_call *call, struct gj_grpc_call *
     if (!initial_sent)
         ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
     if (c->status == GJ_GRPC_OK && c->resp) {
-        grpc_slice body = grpc_slice_from_copied_buffer((const char *)c->resp, c->resp_len);
-        out = grpc_raw_byte_buffer_create(&body, 1);
-        grpc_slice_unref(body);
+        out = message_of(&c->resp, c->resp_len);
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         ops[n++].data.send_message.send_message = out;
     }
@@ -367,15 +370,18 @@ static int stream_message(struct grpc_worker *w, grpc_call *call, const struct g
         return rc == 0 ? -1 : (c->status = -1, -1);
     }
     struct gj_grpc_call one = { .srv = c->srv, .who = c->who, .status = GJ_GRPC_OK };
-    uint8_t *req = message_bytes(msg, &one.req_len);
+    grpc_slice req;
+    int have = message_slice(msg, &req) == 0;
     grpc_byte_buffer_destroy(msg);
     one.timeout_us = deadline_left_us(details->deadline);
-    one.req = req;
-    if (req)
+    if (have) {
+        one.req = GRPC_SLICE_START_PTR(req);
+        one.req_len = GRPC_SLICE_LENGTH(req);
         m->fn(&one);   /* a stream's handler answers errors in its message */
-    else
-        gj_grpc_fail(&one, GJ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-    free(req);
+        grpc_slice_unref(req);
+    } else {
+        gj_grpc_fail(&one, GJ_GRPC_INVALID_ARGUMENT, "the stream's message cannot be read");
+    }
     if (one.status != GJ_GRPC_OK) {
         gj_grpc_fail(c, one.status, "%s", one.message);
         return -1;
@@ -384,10 +390,7 @@ static int stream_message(struct grpc_worker *w, grpc_call *call, const struct g
     memset(ops, 0, sizeof ops);
     if (!*initial_sent)
         ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    grpc_slice body = grpc_slice_from_copied_buffer((const char *)one.resp, one.resp_len);
-    grpc_byte_buffer *out = grpc_raw_byte_buffer_create(&body, 1);
-    grpc_slice_unref(body);
-    free(one.resp);
+    grpc_byte_buffer *out = message_of(&one.resp, one.resp_len);
     ops[n].op = GRPC_OP_SEND_MESSAGE;
     ops[n++].data.send_message.send_message = out;
     rc = run_ops_within(w, call, ops, n, idle);   /* a client that never reads: idle too */
@@ -445,19 +448,23 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
     double t0 = now_s();
     w->cancelled = 0;
     c.timeout_us = deadline_left_us(details->deadline);
-    uint8_t *req = message_bytes(msg, &c.req_len);
+    grpc_slice req;
+    int have = message_slice(msg, &req) == 0;
     if (msg)
         grpc_byte_buffer_destroy(msg);
+    if (have) {
+        c.req = GRPC_SLICE_START_PTR(req);
+        c.req_len = GRPC_SLICE_LENGTH(req);
+    }
     if (!m)
         gj_grpc_fail(&c, GJ_GRPC_UNIMPLEMENTED, "this server does not serve that method");
-    else if (!req)
+    else if (!have)
         gj_grpc_fail(&c, GJ_GRPC_INVALID_ARGUMENT, "the call carries no request message");
     else if (m->access != GJ_GRPC_OPEN)
         authenticate(g, call, md, &c);
     if (c.status == GJ_GRPC_OK && m->access == GJ_GRPC_ADMIN && !c.who.is_admin)
         gj_grpc_fail(&c, GJ_GRPC_PERMISSION_DENIED, "this operation needs an admin key");
     if (c.status == GJ_GRPC_OK) {
-        c.req = req;
         if (watch_close(w, call) == 0) {
             c.cancelled = call_cancelled;
             c.cancel_arg = w;
@@ -468,7 +475,8 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
         answer(w, call, &c, 0);
     wait_close(w);
     count_call(m, c.status, t0, c.req_len);
-    free(req);
+    if (have)
+        grpc_slice_unref(req);
     free(c.resp);
 }
 

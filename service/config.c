@@ -89,8 +89,8 @@ static const struct setting settings[] = {
     { "grpc-stream-idle-seconds", T_INT, S(grpc_stream_idle_seconds), 1, 86400, 0,
       "a gRPC stream that neither sends nor reads this long is cut (default 300)" },
     { "tls-client-ca", T_STRING, S(tls_client_ca), 0, 0, 0,
-      "PEM bundle of the CAs whose client certificates authenticate on the gRPC port (the subject's CN "
-      "names the tenant)" },
+      "PEM bundle of the CAs whose client certificates authenticate on the gRPC and HTTPS listeners (the "
+      "subject's CN names the tenant)" },
     { "max-uploads", T_INT, S(max_uploads), 1, 100000, 0, "concurrent uploads (default 32)" },
     { "max-uploads-per-tenant", T_INT, S(max_uploads_per_tenant), 1, 100000, 0,
       "concurrent uploads of one tenant; more get 429 (default 8)" },
@@ -674,6 +674,11 @@ static int check_consistency(struct gj_config *cfg)
     }
     if (cfg->metrics_host[0] && cfg->metrics_port == cfg->listen_port && strcmp(cfg->role, "worker") != 0) {
         fprintf(stderr, "gpujobd: --metrics-listen: port %d is the API's (--listen)\n", cfg->metrics_port);
+        return -1;
+    }
+    if (cfg->tls_client_ca[0] && cfg->insecure_http && (!cfg->grpc_host[0] || cfg->grpc_insecure)) {
+        fprintf(stderr, "gpujobd: --tls-client-ca: no listener uses TLS (--insecure-http%s)\n",
+                cfg->grpc_host[0] ? ", --grpc-insecure" : "");
         return -1;
     }
     if (cfg->grpc_host[0] && cfg->grpc_port == cfg->listen_port) {

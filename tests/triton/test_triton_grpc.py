@@ -616,6 +616,20 @@ def test_thousand_idle_channels():
     assert open_fds(SRV.proc.pid) <= before + 20, (before, open_fds(SRV.proc.pid))
 
 
+def test_plain_text_only_when_asked():
+    # the TLS port does not speak plain text
+    plain = grpcclient.InferenceServerClient(f"localhost:{GRPC_PORT}")
+    refused(lambda: plain.is_server_live(), "UNAVAILABLE")
+    # --grpc-insecure (TLS ended elsewhere): plain text, the key in metadata
+    port = harness.free_port()
+    srv = H.start_server(["--cpu-workers", "1", "--grpc-listen", f"127.0.0.1:{port}", "--grpc-insecure"],
+                         insecure=True)
+    c = grpcclient.InferenceServerClient(f"localhost:{port}")
+    assert c.get_server_metadata(headers=admin_headers()).name == "gpujobd"   # one database: srv0's key
+    refused(lambda: c.get_server_metadata(), "UNAUTHENTICATED")
+    srv.terminate()
+
+
 def test_message_size_bounded():
     c = client()
     big = np.zeros((1, MAX_MESSAGE // 4 + 16), np.float32)
@@ -633,5 +647,5 @@ if __name__ == "__main__":
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
                   test_trace_and_log_settings_shared_with_http, test_deadline_and_cancel_free_the_batcher_slot,
                   test_bearer_key_without_certificate,
-                  test_refused_certificates, test_client_certificates_on_https, test_message_size_bounded,
+                  test_refused_certificates, test_client_certificates_on_https, test_plain_text_only_when_asked, test_message_size_bounded,
                   test_thousand_idle_channels])

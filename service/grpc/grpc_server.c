@@ -137,7 +137,8 @@ static int run_ops_within(struct grpc_worker *w, grpc_call *call, const grpc_op 
             continue;
         }
         if (ev.type == GRPC_QUEUE_TIMEOUT) {
-            grpc_call_cancel_with_status(call, GRPC_STATUS_DEADLINE_EXCEEDED, "the stream was idle too long", NULL);
+            grpc_call_cancel_with_status(call, GRPC_STATUS_DEADLINE_EXCEEDED,
+                                     "the call sent or read nothing for too long", NULL);
             until = gpr_inf_future(GPR_CLOCK_MONOTONIC);
             idle_s = -1;
             continue;   /* the batch ends, cancelled */
@@ -439,7 +440,10 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_RECV_MESSAGE;
     op.data.recv_message.recv_message = &msg;
-    if (run_ops(w, call, &op, 1) != 0) {    /* too large, or the client went */
+    /* the request message must arrive within --header-timeout-seconds, as an HTTPS request's
+     * head: the core checks a message's size only once it has all of it, so a client that
+     * declares more than it sends would hold this thread */
+    if (run_ops_within(w, call, &op, 1, g->srv->cfg.header_timeout_seconds) != 0) {   /* too large, late, gone */
         if (msg)
             grpc_byte_buffer_destroy(msg);
         return;

@@ -616,6 +616,60 @@ def test_thousand_idle_channels():
     assert open_fds(SRV.proc.pid) <= before + 20, (before, open_fds(SRV.proc.pid))
 
 
+def test_compressed_requests():
+    c = client()
+    a = np.full((2, 4), 2, np.float32)
+    for algorithm in ("gzip", "deflate"):
+        r = c.infer("multi_io", [inp("a", a), inp("b", a)], compression_algorithm=algorithm)
+        assert (r.as_numpy("prod") == 4).all(), (algorithm, r.as_numpy("prod"))
+
+
+def test_three_gib_declared_message_refused():
+    """A ModelInfer whose gRPC length prefix declares 3 GiB and then sends little, written by
+    hand over HTTP/2 (python3-h2) to a server with --header-timeout-seconds 2: the call is
+    cut within that bound (the core checks a message's size once it has all of it, so the
+    bound is the time the message may take), holding no thread; a 3 GiB message actually
+    sent would be refused RESOURCE_EXHAUSTED past --grpc-max-message (test_message_size_bounded)."""
+    import socket
+    import struct
+    import time
+    import h2.config
+    import h2.connection
+    import h2.events
+    port = harness.free_port()
+    srv = H.start_server(["--cpu-workers", "1", "--grpc-listen", f"127.0.0.1:{port}", "--grpc-insecure",
+                          "--grpc-threads", "2", "--header-timeout-seconds", "2"], insecure=True)
+    socks, t0 = [], time.time()
+    for _ in range(3):   # more than the threads
+        sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        conn.send_headers(1, [(":method", "POST"), (":scheme", "http"), (":authority", "localhost"),
+                              (":path", "/inference.GRPCInferenceService/ModelInfer"), ("te", "trailers"),
+                              ("content-type", "application/grpc")])
+        conn.send_data(1, struct.pack(">BI", 0, 3 << 30) + b"\0" * 1024)
+        sock.sendall(conn.data_to_send())
+        socks.append((sock, conn))
+    for sock, conn in socks:
+        status, ended = None, False
+        while not ended:
+            data = sock.recv(65536)
+            if not data:
+                break
+            for ev in conn.receive_data(data):
+                if isinstance(ev, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                    status = dict(ev.headers).get(b"grpc-status", status)
+                if isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
+                    ended = True
+            sock.sendall(conn.data_to_send())
+        sock.close()
+        assert ended and status in (b"4", b"8"), status     # DEADLINE_EXCEEDED (or RESOURCE_EXHAUSTED)
+    assert time.time() - t0 < 15, time.time() - t0
+    c = grpcclient.InferenceServerClient(f"localhost:{port}")
+    assert c.get_model_metadata("multi_io", headers=admin_headers()).name == "multi_io"   # threads free
+    srv.terminate()
+
+
 def test_plain_text_only_when_asked():
     # the TLS port does not speak plain text
     plain = grpcclient.InferenceServerClient(f"localhost:{GRPC_PORT}")
@@ -647,5 +701,6 @@ if __name__ == "__main__":
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
                   test_trace_and_log_settings_shared_with_http, test_deadline_and_cancel_free_the_batcher_slot,
                   test_bearer_key_without_certificate,
-                  test_refused_certificates, test_client_certificates_on_https, test_plain_text_only_when_asked, test_message_size_bounded,
+                  test_refused_certificates, test_client_certificates_on_https, test_compressed_requests,
+                  test_three_gib_declared_message_refused, test_plain_text_only_when_asked, test_message_size_bounded,
                   test_thousand_idle_channels])

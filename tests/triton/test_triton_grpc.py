@@ -512,6 +512,29 @@ def test_deadline_and_cancel_free_the_batcher_slot():
     assert (r.as_numpy("sum") == 2).all()
 
 
+def test_sigterm_drains_calls_in_flight():
+    """SIGTERM while a call waits for its batch (slow_batch, test above): it is answered, then
+    the process exits."""
+    import signal
+    import time
+    port = harness.free_port()
+    srv = H.start_server(["--cpu-workers", "1", "--grpc-listen", f"127.0.0.1:{port}", "--grpc-insecure"],
+                         insecure=True)
+    c = grpcclient.InferenceServerClient(f"localhost:{port}")
+    a = np.ones((1, 4), np.float32)
+    done = []
+    c.async_infer("slow_batch", [inp("a", a), inp("b", a)], lambda result, error: done.append((result, error)),
+                  headers=admin_headers())
+    time.sleep(1.0)                      # queued, waiting for company
+    assert not done, done
+    srv.proc.send_signal(signal.SIGTERM)
+    srv.proc.wait(30)
+    assert done, "no answer"
+    result, error = done[0]
+    assert error is None and (result.as_numpy("sum") == 2).all(), error
+    assert srv.proc.returncode == 0, srv.proc.returncode
+
+
 # ---- credentials -----------------------------------------------------------------------------
 
 def test_bearer_key_without_certificate():
@@ -700,6 +723,7 @@ if __name__ == "__main__":
                   test_metrics_count_grpc_beside_http, test_shared_memory_not_supported, test_model_config_as_http,
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
                   test_trace_and_log_settings_shared_with_http, test_deadline_and_cancel_free_the_batcher_slot,
+                  test_sigterm_drains_calls_in_flight,
                   test_bearer_key_without_certificate,
                   test_refused_certificates, test_client_certificates_on_https, test_compressed_requests,
                   test_three_gib_declared_message_refused, test_plain_text_only_when_asked, test_message_size_bounded,

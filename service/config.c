@@ -86,6 +86,9 @@ static const struct setting settings[] = {
     { "grpc-max-message", T_BYTES, S(grpc_max_message), 1024, 2147483647LL, 0,
       "largest gRPC message received (default 256 MiB)" },
     { "grpc-threads", T_INT, S(grpc_threads), 1, 256, 0, "gRPC calls served at once (default 16)" },
+    { "grpc-calls-per-tenant", T_INT, S(grpc_calls_per_tenant), 0, 256, 0,
+      "gRPC calls (streams included) one tenant may have running at once, past it RESOURCE_EXHAUSTED; "
+      "0 = three quarters of --grpc-threads (default 0)" },
     { "grpc-stream-idle-seconds", T_INT, S(grpc_stream_idle_seconds), 1, 86400, 0,
       "a gRPC stream that neither sends nor reads this long is cut (default 300)" },
     { "tls-client-ca", T_STRING, S(tls_client_ca), 0, 0, 0,

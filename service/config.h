@@ -52,6 +52,7 @@ struct gj_config {
     uint64_t grpc_max_message;     /* bytes of one gRPC message */
     int grpc_threads;              /* calls served at once */
     int grpc_stream_idle_seconds;  /* a stream that neither sends nor reads this long is cut */
+    int grpc_calls_per_tenant;     /* gRPC calls of one tenant at once; 0 = three quarters of the threads */
     int max_uploads;               /* concurrent uploads */
     int max_uploads_per_tenant;    /* concurrent uploads of one tenant (429 past it) */
     int max_chain_depth;           /* waiting jobs a job may wait behind, itself included (422 past it) */

@@ -57,6 +57,13 @@ struct gj_grpc_server {
     int started;
     atomic_int streams;               /* open streams */
     int max_streams;                  /* half the threads, at least one */
+    /* calls running per tenant (--grpc-calls-per-tenant): one slot per thread at most in use */
+    pthread_mutex_t tenants_lock;
+    struct tenant_calls {
+        char id[GJ_UUID_LEN + 1];     /* "" free */
+        int n;
+    } *tenants;
+    int max_per_tenant;
 };
 
 void gj_grpc_fail(struct gj_grpc_call *c, int code, const char *fmt, ...)
@@ -116,6 +123,53 @@ static void count_call(const struct gj_grpc_method *m, int code, double t0, uint
     char route[96];
     snprintf(route, sizeof route, SERVICE_PREFIX "%s", m ? m->name : "unknown");
     gj_metrics_http("GRPC", route, http_status_for(code), now_s() - t0, bytes);
+}
+
+/* ---- calls per tenant --------------------------------------------------------------------- */
+
+/* Takes one of the tenant's call slots: 1, or 0 when it has max_per_tenant calls running. */
+static int tenant_take(struct gj_grpc_server *g, const char *id)
+{
+    pthread_mutex_lock(&g->tenants_lock);
+    struct tenant_calls *free_slot = NULL, *mine = NULL;
+    for (int i = 0; i < g->n_workers && !mine; i++) {
+        if (strcmp(g->tenants[i].id, id) == 0)
+            mine = &g->tenants[i];
+        else if (!free_slot && !g->tenants[i].id[0])
+            free_slot = &g->tenants[i];
+    }
+    if (!mine && free_slot) {   /* one free slot at least: each running call holds a thread */
+        mine = free_slot;
+        snprintf(mine->id, sizeof mine->id, "%s", id);
+        mine->n = 0;
+    }
+    int ok = mine && mine->n < g->max_per_tenant;
+    if (ok)
+        mine->n++;
+    pthread_mutex_unlock(&g->tenants_lock);
+    return ok;
+}
+
+static void tenant_give(struct gj_grpc_server *g, const char *id)
+{
+    pthread_mutex_lock(&g->tenants_lock);
+    for (int i = 0; i < g->n_workers; i++)
+        if (strcmp(g->tenants[i].id, id) == 0 && --g->tenants[i].n == 0)
+            g->tenants[i].id[0] = '\0';
+    pthread_mutex_unlock(&g->tenants_lock);
+}
+
+/* After authentication: the call counts against its tenant's calls (1 counted), or is
+ * refused RESOURCE_EXHAUSTED past --grpc-calls-per-tenant. Open calls have no tenant. */
+static int tenant_admit(struct gj_grpc_server *g, struct gj_grpc_call *c)
+{
+    if (c->status != GJ_GRPC_OK || !c->who.tenant_id[0])
+        return 0;
+    if (tenant_take(g, c->who.tenant_id))
+        return 1;
+    gj_grpc_fail(c, GJ_GRPC_RESOURCE_EXHAUSTED, "this tenant has %d calls running, the most this server runs "
+                 "for one tenant: retry later", g->max_per_tenant);
+    return 0;
 }
 
 /* ---- one call ----------------------------------------------------------------------------- */
@@ -418,10 +472,13 @@ static void serve_stream(struct grpc_worker *w, grpc_call *call, const struct gj
                      g->max_streams);
     else
         authenticate(g, call, md, &c);
+    int counted = tenant_admit(g, &c);
     while (c.status == GJ_GRPC_OK && stream_message(w, call, m, details, &c, &initial_sent) == 0)
         ;
     if (c.status != -1)   /* -1: the call is gone (cancelled, or cut for idleness) */
         answer(w, call, &c, initial_sent);
+    if (counted)
+        tenant_give(g, c.who.tenant_id);
     atomic_fetch_sub(&g->streams, 1);
     count_call(m, c.status == -1 ? GJ_GRPC_CANCELLED : c.status, t0, 0);
 }
@@ -468,6 +525,7 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
         authenticate(g, call, md, &c);
     if (c.status == GJ_GRPC_OK && m->access == GJ_GRPC_ADMIN && !c.who.is_admin)
         gj_grpc_fail(&c, GJ_GRPC_PERMISSION_DENIED, "this operation needs an admin key");
+    int counted = tenant_admit(g, &c);
     if (c.status == GJ_GRPC_OK) {
         if (watch_close(w, call) == 0) {
             c.cancelled = call_cancelled;
@@ -478,6 +536,8 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
     if (!call_cancelled(w))
         answer(w, call, &c, 0);
     wait_close(w);
+    if (counted)
+        tenant_give(g, c.who.tenant_id);
     count_call(m, c.status, t0, c.req_len);
     if (have)
         grpc_slice_unref(req);
@@ -590,10 +650,14 @@ struct gj_grpc_server *gj_grpc_start(struct gj_server *srv, const struct gj_grpc
     g->methods = methods;
     g->n_workers = srv->cfg.grpc_threads > 0 ? srv->cfg.grpc_threads : 1;
     g->max_streams = g->n_workers / 2 > 0 ? g->n_workers / 2 : 1;
+    g->max_per_tenant = srv->cfg.grpc_calls_per_tenant > 0 ? srv->cfg.grpc_calls_per_tenant
+                                                           : g->n_workers - g->n_workers / 4;
+    pthread_mutex_init(&g->tenants_lock, NULL);
+    g->tenants = calloc((size_t)g->n_workers, sizeof *g->tenants);
     g->workers = calloc((size_t)g->n_workers, sizeof *g->workers);
     g->server = create_server(&srv->cfg);
     g->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
-    if (!g->workers || !g->server)
+    if (!g->workers || !g->tenants || !g->server)
         goto fail;
     grpc_server_register_completion_queue(g->server, g->shutdown_cq, NULL);
     for (int i = 0; i < g->n_workers; i++) {
@@ -650,6 +714,8 @@ void gj_grpc_stop(struct gj_grpc_server *g, int grace_s)
         drain_and_destroy(g->workers[i].cq);
     drain_and_destroy(g->shutdown_cq);
     free(g->workers);
+    free(g->tenants);
+    pthread_mutex_destroy(&g->tenants_lock);
     free(g);
     grpc_shutdown();
 }

@@ -53,7 +53,8 @@ def setup():
     SRV = H.start_server(["--cpu-workers", "1", "--tls-cert", CERTS["server"][0], "--tls-key", CERTS["server"][1],
                           "--grpc-listen", f"127.0.0.1:{GRPC_PORT}", "--tls-client-ca", CA.cert_path,
                           "--grpc-max-message", str(MAX_MESSAGE), "--grpc-threads", str(THREADS),
-                          "--grpc-stream-idle-seconds", str(STREAM_IDLE_S)], data_dir=data_dir)
+                          "--grpc-stream-idle-seconds", str(STREAM_IDLE_S), "--grpc-calls-per-tenant", str(THREADS)],
+                         data_dir=data_dir)
     # the tenant the hospital's certificate names exists once it has a key
     r = SRV.client().json("POST", "/v1/api-keys", {"tenant": "hospital", "role": "user"}, expect=201)
     USER_KEY = r["key"]
@@ -535,6 +536,31 @@ def test_sigterm_drains_calls_in_flight():
     assert srv.proc.returncode == 0, srv.proc.returncode
 
 
+def test_calls_per_tenant_bounded():
+    """--grpc-calls-per-tenant 2: a tenant's third call at once is refused; another tenant is
+    served meanwhile, and the first again once its calls end."""
+    import time
+    port = harness.free_port()
+    srv = H.start_server(["--cpu-workers", "1", "--grpc-listen", f"127.0.0.1:{port}", "--grpc-insecure",
+                          "--grpc-threads", "4", "--grpc-calls-per-tenant", "2"], insecure=True)
+    c = grpcclient.InferenceServerClient(f"localhost:{port}")
+    a = np.ones((1, 4), np.float32)
+    done = []
+    for _ in range(2):   # slow_batch (above): each waits 4 s for company
+        c.async_infer("slow_batch", [inp("a", a), inp("b", a)], lambda result, error: done.append(error),
+                      headers=admin_headers())
+    time.sleep(1.0)
+    refused(lambda: c.get_model_metadata("multi_io", headers=admin_headers()), "RESOURCE_EXHAUSTED", "tenant")
+    user = {"authorization": f"Bearer {USER_KEY}"}
+    assert c.get_model_metadata("multi_io", headers=user).name == "multi_io"   # another tenant
+    deadline = time.time() + 30
+    while len(done) < 2 and time.time() < deadline:
+        time.sleep(0.1)
+    assert done == [None, None], done
+    assert c.get_model_metadata("multi_io", headers=admin_headers()).name == "multi_io"
+    srv.terminate()
+
+
 # ---- credentials -----------------------------------------------------------------------------
 
 def test_bearer_key_without_certificate():
@@ -723,7 +749,7 @@ if __name__ == "__main__":
                   test_metrics_count_grpc_beside_http, test_shared_memory_not_supported, test_model_config_as_http,
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
                   test_trace_and_log_settings_shared_with_http, test_deadline_and_cancel_free_the_batcher_slot,
-                  test_sigterm_drains_calls_in_flight,
+                  test_sigterm_drains_calls_in_flight, test_calls_per_tenant_bounded,
                   test_bearer_key_without_certificate,
                   test_refused_certificates, test_client_certificates_on_https, test_compressed_requests,
                   test_three_gib_declared_message_refused, test_plain_text_only_when_asked, test_message_size_bounded,

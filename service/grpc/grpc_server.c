@@ -2,8 +2,10 @@
  * grpc_server.c — the gRPC listener (grpc_server.h) on gRPC's C core: one completion queue
  * per worker thread, each thread taking one call at a time from the server (read its
  * request, authenticate, run the method's handler, answer). Calls beyond the threads wait
- * in the core's queue; the core bounds message sizes (RESOURCE_EXHAUSTED past
- * --grpc-max-message, before the message is read) and concurrent streams per connection.
+ * in the core's queue. Bounds: the core's (message size, RESOURCE_EXHAUSTED past
+ * --grpc-max-message once it has the message; streams per connection; the TLS handshake's
+ * time; idle connections), the time a request message may take to arrive, half the threads
+ * for streams, idle streams, calls per tenant.
  */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -564,13 +564,37 @@ static void stream_infer(struct gj_grpc_call *c)
         snprintf(c->message, sizeof c->message, "out of memory");
 }
 
-/* ---- not served ------------------------------------------------------------------------------ */
+/* ---- shared memory: not served ------------------------------------------------------------------------------ */
 
-/* Triton's answer when its shared-memory extensions are not available. */
-static void shm_unsupported(struct gj_grpc_call *c)
+/* The shared-memory RPCs as /v2's routes answer them (oip_shm_*): every request of them
+ * carries the region's name as field 1, which SystemSharedMemoryStatusRequest decodes; every
+ * answer that succeeds is an empty message (no regions). */
+static void shm_call(struct gj_grpc_call *c, int cuda, int reg)   /* reg: 1 register, 0 status, -1 unregister */
 {
-    gj_grpc_fail(c, GJ_GRPC_UNIMPLEMENTED, "shared memory is not supported by this server");
+    Inference__SystemSharedMemoryStatusRequest *req =
+        inference__system_shared_memory_status_request__unpack(NULL, c->req_len, c->req);
+    if (!req) {
+        gj_grpc_fail(c, GJ_GRPC_INVALID_ARGUMENT, "the request cannot be decoded");
+        return;
+    }
+    struct gj_error err = { 0 };
+    int rc = reg > 0 ? oip_shm_register(cuda, req->name, &err) : reg == 0 ? oip_shm_status(cuda, req->name, &err) : 0;
+    if (rc == 0) {
+        c->resp = malloc(1);
+        c->resp_len = 0;
+        c->status = c->resp ? GJ_GRPC_OK : GJ_GRPC_RESOURCE_EXHAUSTED;
+    } else {
+        gj_grpc_fail(c, gj_grpc_code_for_http(err.status), "%s", err.message);
+    }
+    inference__system_shared_memory_status_request__free_unpacked(req, NULL);
 }
+
+static void system_shm_status(struct gj_grpc_call *c) { shm_call(c, 0, 0); }
+static void system_shm_register(struct gj_grpc_call *c) { shm_call(c, 0, 1); }
+static void system_shm_unregister(struct gj_grpc_call *c) { shm_call(c, 0, -1); }
+static void cuda_shm_status(struct gj_grpc_call *c) { shm_call(c, 1, 0); }
+static void cuda_shm_register(struct gj_grpc_call *c) { shm_call(c, 1, 1); }
+static void cuda_shm_unregister(struct gj_grpc_call *c) { shm_call(c, 1, -1); }
 
 static const struct gj_grpc_method methods[] = {
     { "ServerLive", GJ_GRPC_OPEN, server_live, 0 },
@@ -587,11 +611,11 @@ static const struct gj_grpc_method methods[] = {
     { "RepositoryModelUnload", GJ_GRPC_ADMIN, grpc_oip_repository_unload, 0 },
     { "TraceSetting", GJ_GRPC_ADMIN, grpc_oip_trace_setting, 0 },
     { "LogSettings", GJ_GRPC_ADMIN, grpc_oip_log_settings, 0 },
-    { "SystemSharedMemoryStatus", GJ_GRPC_USER, shm_unsupported, 0 },
-    { "SystemSharedMemoryRegister", GJ_GRPC_USER, shm_unsupported, 0 },
-    { "SystemSharedMemoryUnregister", GJ_GRPC_USER, shm_unsupported, 0 },
-    { "CudaSharedMemoryStatus", GJ_GRPC_USER, shm_unsupported, 0 },
-    { "CudaSharedMemoryRegister", GJ_GRPC_USER, shm_unsupported, 0 },
-    { "CudaSharedMemoryUnregister", GJ_GRPC_USER, shm_unsupported, 0 },
+    { "SystemSharedMemoryStatus", GJ_GRPC_USER, system_shm_status, 0 },
+    { "SystemSharedMemoryRegister", GJ_GRPC_USER, system_shm_register, 0 },
+    { "SystemSharedMemoryUnregister", GJ_GRPC_USER, system_shm_unregister, 0 },
+    { "CudaSharedMemoryStatus", GJ_GRPC_USER, cuda_shm_status, 0 },
+    { "CudaSharedMemoryRegister", GJ_GRPC_USER, cuda_shm_register, 0 },
+    { "CudaSharedMemoryUnregister", GJ_GRPC_USER, cuda_shm_unregister, 0 },
 };
 const struct gj_grpc_methods gj_infer_grpc_methods = { methods, sizeof methods / sizeof methods[0] };

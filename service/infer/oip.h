@@ -71,6 +71,12 @@ json_t *oip_trace_setting(const char *model, const json_t *update, struct gj_err
  * NULL with err; via names the transport in the log line a change writes. */
 json_t *oip_log_settings(const json_t *update, const char *via, struct gj_error *err);
 
+/* Triton's shared-memory extension as a server without it answers (routes_oip_shm.c):
+ * status of every region (name NULL or ""): 0, none; of a region: -1, 404 "Unable to
+ * find ..."; register: always -1 with Triton's 400. Unregister always succeeds. */
+int oip_shm_status(int cuda, const char *name, struct gj_error *err);
+int oip_shm_register(int cuda, const char *name, struct gj_error *err);
+
 /* POST /v2/models/{name}[/versions/{version}]/infer (routes_oip_infer.c). */
 void oip_infer_begin(struct gj_req *r);
 int oip_infer_data(struct gj_req *r, const char *data, size_t len);

@@ -286,8 +286,14 @@ def test_metrics_count_grpc_beside_http():
 
 
 def test_shared_memory_not_supported():
+    """Triton's answers of a server without shared memory, as /v2 gives them."""
     c = client()
-    refused(lambda: c.get_system_shared_memory_status(), "UNIMPLEMENTED", "shared memory")
+    assert not c.get_system_shared_memory_status(as_json=True).get("regions")
+    refused(lambda: c.get_system_shared_memory_status(region_name="r0"), "NOT_FOUND", "Unable to find system")
+    refused(lambda: c.register_system_shared_memory("r0", "/key", 64), "INVALID_ARGUMENT", "not supported")
+    refused(lambda: c.register_cuda_shared_memory("r1", b"aGFuZGxl", 0, 64), "INVALID_ARGUMENT", "GPUs not supported")
+    c.unregister_system_shared_memory()
+    c.unregister_cuda_shared_memory("r1")
 
 
 def test_aio_client():

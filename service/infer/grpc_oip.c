@@ -461,6 +461,45 @@ static void infer_free(struct grpc_infer *g)
     free(g);
 }
 
+/* The request's parameters as /v2's JSON takes them (a double: not a type Triton's
+ * parameters have over HTTP, refused there as here). */
+static json_t *request_params_json(const Inference__ModelInferRequest *req)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; o && i < req->n_parameters; i++) {
+        const Inference__InferParameter *p = req->parameters[i]->value;
+        json_t *v;
+        switch (p ? p->parameter_choice_case : 0) {
+        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM: v = json_boolean(p->bool_param); break;
+        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM: v = json_integer(p->int64_param); break;
+        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM: v = json_string(p->string_param); break;
+        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
+            v = p->uint64_param <= INT64_MAX ? json_integer((json_int_t)p->uint64_param) : json_real(0.5);
+            break;
+        default: v = json_real(0.5); break;   /* double or unset: an invalid type */
+        }
+        json_object_set_new(o, req->parameters[i]->key, v);
+    }
+    return o;
+}
+
+/* The call's time in the queue: the request's timeout parameter, within its deadline. 0, or
+ * -1 with the call failed. */
+static int request_timeout(struct gj_grpc_call *c, const Inference__ModelInferRequest *req, int64_t *timeout_us)
+{
+    json_t *params = request_params_json(req);
+    struct gj_error err = { 0 };
+    int64_t asked = 0;
+    int rc = params ? oip_check_parameters(params, &asked, NULL, &err) : oip_refuse(&err, 500, "out of memory");
+    json_decref(params);
+    if (rc != 0) {
+        gj_grpc_fail(c, gj_grpc_code_for_http(err.status), "%s", err.message);
+        return -1;
+    }
+    *timeout_us = asked && (!c->timeout_us || asked < c->timeout_us) ? asked : c->timeout_us;
+    return 0;
+}
+
 /* Decodes, checks and runs a ModelInfer request through the model's batcher. */
 static void model_infer(struct gj_grpc_call *c)
 {
@@ -501,19 +540,22 @@ static void model_infer(struct gj_grpc_call *c)
         if (c->status == GJ_GRPC_OK && read_outputs(g) != 0)
             gj_grpc_fail(c, GJ_GRPC_INVALID_ARGUMENT, "%s", g->msg);
     }
+    int64_t timeout_us = 0;
+    if (c->status == GJ_GRPC_OK)
+        request_timeout(c, req, &timeout_us);
     if (c->status == GJ_GRPC_OK) {
         gj_batcher *b = gj_batcher_acquire(g->m, &err);
         size_t n_out = g->n_out;
         g->n_out = 0;   /* nothing to free until the batcher filled them */
         int rc = !b ? -1
-                 : c->cancelled ? gj_batcher_run_cancellable(b, g->gin, g->n_in, g->gout, n_out, c->timeout_us, NULL,
+                 : c->cancelled ? gj_batcher_run_cancellable(b, g->gin, g->n_in, g->gout, n_out, timeout_us, NULL,
                                                              &err, c->cancelled, c->cancel_arg)
-                                : gj_batcher_run(b, g->gin, g->n_in, g->gout, n_out, c->timeout_us, NULL, &err);
+                                : gj_batcher_run(b, g->gin, g->n_in, g->gout, n_out, timeout_us, NULL, &err);
         if (!b)
             gj_grpc_fail(c, GJ_GRPC_UNAVAILABLE, "model '%s' is not ready: %s", req->model_name, err.message);
         else if (rc != GJ_BATCH_OK)
-            gj_grpc_fail(c, rc == GJ_BATCH_ETIMEDOUT && c->timeout_us ? GJ_GRPC_DEADLINE_EXCEEDED
-                                                                      : gj_grpc_code_for_http(err.status),
+            gj_grpc_fail(c, rc == GJ_BATCH_ETIMEDOUT && timeout_us == c->timeout_us && c->timeout_us
+                                ? GJ_GRPC_DEADLINE_EXCEEDED : gj_grpc_code_for_http(err.status),
                          "%s", err.message);
         else
             g->n_out = n_out;

@@ -77,6 +77,12 @@ json_t *oip_log_settings(const json_t *update, const char *via, struct gj_error 
 int oip_shm_status(int cuda, const char *name, struct gj_error *err);
 int oip_shm_register(int cuda, const char *name, struct gj_error *err);
 
+/* An inference request's parameters as Triton takes them (routes_oip_infer.c): timeout
+ * (microseconds in the queue; 0 none), priority and the sequence fields (accepted, no
+ * effect), binary_data_output, any other string, integer or boolean (ignored). 0, or -1
+ * with err (400). binary_default may be NULL. */
+int oip_check_parameters(const json_t *params, int64_t *timeout_us, int *binary_default, struct gj_error *err);
+
 /* POST /v2/models/{name}[/versions/{version}]/infer (routes_oip_infer.c). */
 void oip_infer_begin(struct gj_req *r);
 int oip_infer_data(struct gj_req *r, const char *data, size_t len);

@@ -514,6 +514,12 @@ def test_deadline_and_cancel_free_the_batcher_slot():
     ctx.cancel()
     assert wait_failures("slow_batch", 2, DELAY_S - 1.5) == 2, "the cancelled call still waits in the queue"
     assert time.time() - t0 < 2 * DELAY_S
+    # Triton's timeout parameter (microseconds in the queue), checked as /v2 checks it
+    t1 = time.time()
+    refused(lambda: c.infer("slow_batch", [inp("a", a), inp("b", a)], timeout=300000), "UNAVAILABLE")
+    assert time.time() - t1 < DELAY_S - 1, time.time() - t1
+    refused(lambda: c.infer("slow_batch", [inp("a", a), inp("b", a)], parameters={"ratio": 0.5}),
+            "INVALID_ARGUMENT", "'ratio' has invalid type")   # as /v2: int, bool or string
     # the model still answers (a lone request after its delay)
     r = c.infer("slow_batch", [inp("a", a), inp("b", a)])
     assert (r.as_numpy("sum") == 2).all()

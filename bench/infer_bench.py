@@ -20,7 +20,7 @@ usage: GJ_BUILD_ROOT=build-oip GPUJOBD=build-oip/service/gpujobd \\
        /usr/bin/python3 bench/infer_bench.py [inproc] [http] [--requests N] [--repeat N] [--quick]
        GPUJOBD=build/service/gpujobd /usr/bin/python3 bench/infer_bench.py triton \\
          [--seconds 5] [--warmup 1] [--batches 8,1] [--concurrency 1,2,4,8,16,32,64]
-         [--encodings binary,json] [--http-threads N] [--tcp-nodelay] [--out FILE]
+         [--encodings binary,json,grpc] [--http-threads N] [--tcp-nodelay] [--out FILE]
        /usr/bin/python3 bench/infer_bench.py triton --table FILE   (a results file's table)
 """
 import http.client

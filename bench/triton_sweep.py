@@ -8,7 +8,9 @@ taken one after the other, so load drift on the shared machine hits all three al
   binary   C threads, each with its own synchronous NVIDIA tritonclient.http client (unchanged,
            tests/conformance/tritonclient) over HTTPS to `gpujobd serve` (real PostgreSQL for
            the API key), POST /v2/models/chest-xray-demo/infer with binary tensors in and out;
-  json     the same with JSON tensors (binary_data=False) in and out.
+  json     the same with JSON tensors (binary_data=False) in and out;
+  grpc     the same clients through NVIDIA tritonclient.grpc over TLS to `--grpc-listen`
+           (ModelInfer, raw_input_contents / raw_output_contents), the key in metadata.
 
 The same model and config (models/chest-xray-demo as shipped: max batch 8, 2 ms queue delay,
 one instance), the same ONNX threads (--threads / --infer-threads) on both sides: GPUJOBD_INFER_THREADS,
@@ -47,6 +49,7 @@ MODEL_DIR = os.path.join(ROOT, "models", MODEL)
 # reconnecting: raised too.
 SERVER_ARGS = ["--cpu-workers", "1", "--max-uploads", "256", "--max-uploads-per-tenant", "256",
                "--header-timeout-seconds", "600"]
+GRPC_THREADS = 64   # --grpc-threads: every client of the sweep served at once, as over HTTP
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -122,10 +125,13 @@ class HttpPoint:
         inp.set_data_from_numpy(self.x, binary_data=binary)
         return [inp], [httpclient.InferRequestedOutput("logits", binary_data=binary)]
 
+    def _connect(self):
+        return tritonlib.client(self.srv)
+
     def _client(self):
         cl, mine = None, []
         try:
-            cl = tritonlib.client(self.srv)
+            cl = self._connect()
             # One binary request first: the TLS connection exists before the window opens.
             warm_in, warm_out = self._request(True)
             ref = cl.infer(MODEL, warm_in, outputs=warm_out).as_numpy("logits")
@@ -189,6 +195,39 @@ class HttpPoint:
                 "mean_batch": (m1["inference_count"] - m0["inference_count"]) / execs if execs else 0.0}
 
 
+class GrpcClient:
+    """tritonclient.grpc with the API key in every call's metadata, as tritonclient.http's plugin."""
+
+    def __init__(self, srv, port):
+        import tritonclient.grpc as grpcclient
+        self.c = grpcclient.InferenceServerClient(f"localhost:{port}", ssl=True, root_certificates=os.path.join(
+            srv.data_dir, "tls", "cert.pem"))
+        self.headers = {"authorization": f"Bearer {srv.admin_key}"}
+
+    def infer(self, model, inputs, outputs=None):
+        return self.c.infer(model, inputs, outputs=outputs, headers=self.headers)
+
+    def close(self):
+        self.c.close()
+
+
+class GrpcPoint(HttpPoint):
+    """conc synchronous tritonclient.grpc clients, one thread and one channel each."""
+
+    def __init__(self, srv, x, conc, port, pg_pid=None):
+        super().__init__(srv, x, True, conc, pg_pid)
+        self.port = port
+
+    def _connect(self):
+        return GrpcClient(self.srv, self.port)
+
+    def _request(self, binary):
+        import tritonclient.grpc as grpcclient
+        inp = grpcclient.InferInput("image", list(self.x.shape), "FP32")
+        inp.set_data_from_numpy(self.x)
+        return [inp], [grpcclient.InferRequestedOutput("logits")]
+
+
 def overhead(http, base):
     """HTTP's added time per inference over the batcher's, in percent (None if either failed)."""
     if "error" in http or "error" in base or not http["inferences_per_s"]:
@@ -202,7 +241,11 @@ def sweep(exe, batches, concurrency, seconds, warmup, threads, encodings, log=pr
     h = tritonlib.Harness()
     points = []
     try:
-        srv = h.start_server(SERVER_ARGS + ["--infer-threads", str(threads)] + list(server_args))
+        from harness import free_port
+        grpc_port = free_port()
+        srv = h.start_server(SERVER_ARGS + ["--infer-threads", str(threads), "--grpc-listen",
+                                            f"127.0.0.1:{grpc_port}", "--grpc-threads", str(GRPC_THREADS)]
+                             + list(server_args))
         rng = np.random.RandomState(0)
         for batch in batches:
             x = rng.normal(0, 1, size=(batch, 1, 256, 256)).astype(np.float32)
@@ -211,7 +254,9 @@ def sweep(exe, batches, concurrency, seconds, warmup, threads, encodings, log=pr
                 p = {"batch": batch, "concurrency": conc, "load_average_before": os.getloadavg()[0],
                      "batcher": batcher_point(exe, batch, conc, seconds, threads)}
                 for enc in encodings:
-                    p[enc] = HttpPoint(srv, x, enc == "binary", conc, h.pg.pid).run(warmup, seconds)
+                    point = GrpcPoint(srv, x, conc, grpc_port, h.pg.pid) if enc == "grpc" \
+                        else HttpPoint(srv, x, enc == "binary", conc, h.pg.pid)
+                    p[enc] = point.run(warmup, seconds)
                     p[enc]["overhead_pct"] = overhead(p[enc], p["batcher"])
                 p["load_average_after"] = os.getloadavg()[0]
                 log(row(p, encodings))

@@ -171,6 +171,22 @@ int gj_api_key_verify(PGconn *conn, const char *presented, struct gj_principal *
     return rc == 1 ? gj_api_key_verify_digest(conn, digest, p) : rc;
 }
 
+int gj_tenant_principal(PGconn *conn, const char *name, struct gj_principal *p)
+{
+    const char *params[1] = { name };
+    PGresult *res = gj_db_exec(conn, "SELECT id, name FROM tenants WHERE name = $1", 1, params, NULL);
+    if (!res)
+        return -1;
+    int rc = PQntuples(res) == 1;
+    if (rc) {
+        memset(p, 0, sizeof *p);
+        snprintf(p->tenant_id, sizeof p->tenant_id, "%s", PQgetvalue(res, 0, 0));
+        snprintf(p->tenant_name, sizeof p->tenant_name, "%s", PQgetvalue(res, 0, 1));
+    }
+    PQclear(res);
+    return rc;
+}
+
 int gj_api_key_revoke(PGconn *conn, const char *key_id)
 {
     if (!gj_is_uuid(key_id))

@@ -44,6 +44,10 @@ int gj_api_key_digest(const char *presented, unsigned char digest[32]);
 /* gj_api_key_verify of a key by its digest (gj_api_key_digest). 1, 0 or -1 as it. */
 int gj_api_key_verify_digest(PGconn *conn, const unsigned char digest[32], struct gj_principal *p);
 
+/* The tenant named name as a principal with a user key's rights and no key (a client
+ * certificate's CN, service/grpc). 1 found (p filled), 0 no such tenant, -1 error. */
+int gj_tenant_principal(PGconn *conn, const char *name, struct gj_principal *p);
+
 /* Revokes a key by id. 1 revoked, 0 no such (or already revoked), -1 error. */
 int gj_api_key_revoke(PGconn *conn, const char *key_id);
 

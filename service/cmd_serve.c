@@ -33,6 +33,8 @@
 #include "service/server.h"
 #include "service/storage_quota.h"
 #include "service/tls.h"
+#include "service/grpc/grpc_server.h"
+#include "service/infer/infer.h"
 #include "service/upload_spool.h"
 #include "service/worker_pool.h"
 
@@ -195,6 +197,7 @@ struct serve_run {
     struct gj_pg_embedded *pg;
     struct gj_http_server *http;
     struct gj_http_server *metrics_http;   /* --metrics-listen, any role */
+    struct gj_grpc_server *grpc;           /* --grpc-listen */
     struct gj_lease_rescuer *rescuer;   /* --role api: no worker pool rescues here */
     size_t modules_started;
     char *cert, *key;
@@ -255,6 +258,12 @@ static int start_serving(struct serve_run *run)
         run->http = gj_http_start(srv, route_tables, run->cert, run->key);
         if (!run->http)
             return -1;
+        if (srv->cfg.grpc_host[0] && srv->cfg.insecure_http && !srv->cfg.grpc_insecure &&
+            gj_tls_load(srv->cfg.data_dir, srv->cfg.tls_cert, srv->cfg.tls_key, &run->cert, &run->key))
+            return -1;
+        if (srv->cfg.grpc_host[0] &&
+            !(run->grpc = gj_grpc_start(srv, &gj_infer_grpc_methods, run->cert, run->key)))
+            return -1;
     }
     static const struct gj_route_table *const probe_tables[] = { &gj_routes_probes, NULL };
     if (srv->cfg.metrics_host[0] && !(run->metrics_http = gj_http_start_metrics(srv, probe_tables)))
@@ -275,6 +284,8 @@ static void stop_all(struct serve_run *run)
     struct gj_server *srv = run->srv;
     int stuck = srv->workers && gj_worker_pool_stop(srv->workers, srv->cfg.shutdown_grace_seconds) != 0;
     gj_lease_rescuer_stop(run->rescuer);
+    if (run->grpc)
+        gj_grpc_stop(run->grpc, srv->cfg.shutdown_grace_seconds);
     if (run->http)
         gj_http_stop(run->http);
     if (run->metrics_http)

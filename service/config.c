@@ -29,6 +29,7 @@ enum setting_type {
     T_STRING, T_INT, T_I64, T_BYTES, T_DOUBLE, T_BOOL, T_LISTEN, T_PLACEMENT, T_LEVEL, T_ROLE, T_PG_BINDIR,
     T_PG_USER, T_MODEL_CONTROL,
     T_METRICS_LISTEN,          /* HOST:PORT into metrics_host, metrics_port */
+    T_GRPC_LISTEN,             /* HOST:PORT into grpc_host, grpc_port */
     T_SECRET,                  /* a string of min..max characters, never echoed in a message */
     T_HOSTS,                   /* host[:port],... (callback_policy.h) */
     T_ORIGINS,                 /* web origins, comma-separated; a flag given twice adds to the list */
@@ -81,6 +82,21 @@ static const struct setting settings[] = {
     { "metrics-listen", T_METRICS_LISTEN, 0, 0, 0, 0, 0,
       "HOST:PORT of a plain-HTTP listener serving only /metrics, /healthz and /readyz without a key "
       "(any role; default: none)" },
+    { "grpc-listen", T_GRPC_LISTEN, 0, 0, 0, 0, 0,
+      "HOST:PORT of Triton's gRPC protocol, over TLS with the server's certificate (Triton's port is "
+      "8001; default: none)" },
+    { "grpc-insecure", T_BOOL, S(grpc_insecure), 0, 1, 0, "plain-text gRPC, for TLS terminated elsewhere" },
+    { "grpc-max-message", T_BYTES, S(grpc_max_message), 1024, 2147483647LL, 0,
+      "largest gRPC message received (default 256 MiB)" },
+    { "grpc-threads", T_INT, S(grpc_threads), 1, 256, 0, "gRPC calls served at once (default 16)" },
+    { "grpc-calls-per-tenant", T_INT, S(grpc_calls_per_tenant), 0, 256, 0,
+      "gRPC calls (streams included) one tenant may have running at once, past it RESOURCE_EXHAUSTED; "
+      "0 = three quarters of --grpc-threads (default 0)" },
+    { "grpc-stream-idle-seconds", T_INT, S(grpc_stream_idle_seconds), 1, 86400, 0,
+      "a gRPC stream that neither sends nor reads this long is cut (default 300)" },
+    { "tls-client-ca", T_STRING, S(tls_client_ca), 0, 0, 0,
+      "PEM bundle of the CAs whose client certificates authenticate on the gRPC and HTTPS listeners (the "
+      "subject's CN names the tenant)" },
     { "max-uploads", T_INT, S(max_uploads), 1, 100000, 0, "concurrent uploads (default 32)" },
     { "max-uploads-per-tenant", T_INT, S(max_uploads_per_tenant), 1, 100000, 0,
       "concurrent uploads of one tenant; more get 429 (default 8)" },
@@ -196,6 +212,9 @@ static void set_defaults(struct gj_config *cfg)
     cfg->placement = GJ_PLACE_LEAST_LOADED;
     cfg->max_body_bytes = 16ull << 30;
     cfg->max_json_bytes = 4ull << 20;
+    cfg->grpc_max_message = 256ull << 20;
+    cfg->grpc_threads = 16;
+    cfg->grpc_stream_idle_seconds = 300;
     cfg->max_connections = 10000;
     cfg->max_connections_per_ip = 256;
     cfg->hsts_max_age = 31536000;
@@ -511,6 +530,9 @@ static int apply(struct gj_config *cfg, const struct setting *s, const char *val
     case T_METRICS_LISTEN:
         why = set_host_port(cfg->metrics_host, sizeof cfg->metrics_host, &cfg->metrics_port, value);
         break;
+    case T_GRPC_LISTEN:
+        why = set_host_port(cfg->grpc_host, sizeof cfg->grpc_host, &cfg->grpc_port, value);
+        break;
     default:
         why = set_word(cfg, s, value);
         break;
@@ -663,6 +685,15 @@ static int check_consistency(struct gj_config *cfg)
     }
     if (cfg->metrics_host[0] && cfg->metrics_port == cfg->listen_port && strcmp(cfg->role, "worker") != 0) {
         fprintf(stderr, "gpujobd: --metrics-listen: port %d is the API's (--listen)\n", cfg->metrics_port);
+        return -1;
+    }
+    if (cfg->tls_client_ca[0] && cfg->insecure_http && (!cfg->grpc_host[0] || cfg->grpc_insecure)) {
+        fprintf(stderr, "gpujobd: --tls-client-ca: no listener uses TLS (--insecure-http%s)\n",
+                cfg->grpc_host[0] ? ", --grpc-insecure" : "");
+        return -1;
+    }
+    if (cfg->grpc_host[0] && cfg->grpc_port == cfg->listen_port) {
+        fprintf(stderr, "gpujobd: --grpc-listen: port %d is the API's (--listen)\n", cfg->grpc_port);
         return -1;
     }
     if (cfg->http_threads == 0) {

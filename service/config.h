@@ -46,6 +46,14 @@ struct gj_config {
     int http_threads;              /* HTTP event-loop threads; 0 = 2 per core, 4 to 32 */
     char metrics_host[256];        /* --metrics-listen: "" = no metrics listener */
     int metrics_port;
+    char grpc_host[256];           /* --grpc-listen: "" = no gRPC listener (service/grpc) */
+    int grpc_port;
+    int grpc_insecure;             /* plain-text gRPC, for TLS terminated elsewhere */
+    char tls_client_ca[GJ_PATH_MAX];   /* PEM bundle of client-certificate issuers; "" = none */
+    uint64_t grpc_max_message;     /* bytes of one gRPC message */
+    int grpc_threads;              /* calls served at once */
+    int grpc_stream_idle_seconds;  /* a stream that neither sends nor reads this long is cut */
+    int grpc_calls_per_tenant;     /* gRPC calls of one tenant at once; 0 = three quarters of the threads */
     int max_uploads;               /* concurrent uploads */
     int max_uploads_per_tenant;    /* concurrent uploads of one tenant (429 past it) */
     int max_chain_depth;           /* waiting jobs a job may wait behind, itself included (422 past it) */

@@ -25,6 +25,7 @@
 
 #include "common/fsutil.h"
 #include "service/base64.h"
+#include "service/client_cert.h"
 #include "service/cors.h"
 #include "service/http_conns.h"
 #include "service/http_park.h"
@@ -60,6 +61,7 @@ struct gj_http_server {
     int owns_park;
     char *cert_pem;
     char *key_pem;
+    char *client_ca_pem;           /* --tls-client-ca: client certificates are asked for */
 };
 
 static atomic_int http_stopping;
@@ -485,22 +487,14 @@ static int authenticate_session(struct gj_req *r)
     }
 }
 
+static PGconn *req_db(void *arg)
+{
+    return gj_req_db(arg);
+}
+
 int gj_req_verify_key(struct gj_req *r, const char *key)
 {
-    unsigned char digest[32];
-    int rc = gj_api_key_digest(key, digest);
-    if (rc <= 0)
-        return rc;
-    struct gj_key_cache *kc = r->srv->api_keys;
-    uint64_t now = gj_key_cache_now_ms();   /* before the query: an entry's age bounds the revocation delay */
-    if (gj_key_cache_get(kc, digest, now, &r->who))
-        return 1;
-    uint64_t generation = gj_key_cache_generation(kc);
-    PGconn *c = gj_req_db(r);
-    rc = c ? gj_api_key_verify_digest(c, digest, &r->who) : -1;
-    if (rc == 1)
-        gj_key_cache_put(kc, digest, &r->who, generation, now);
-    return rc;
+    return gj_key_cache_verify(r->srv->api_keys, key, req_db, r, &r->who);
 }
 
 /* 1 when the request carries a key (Authorization) or a session cookie. */
@@ -512,8 +506,35 @@ static int credentials_presented(struct gj_req *r)
     return has_cookie || gj_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION) != NULL;
 }
 
+/* A client certificate presented (cert 1: verified, cn its CN; -1: refused, why): the tenant
+ * its CN names, with a user key's rights (client_cert.h). */
+static void authenticate_cert(struct gj_req *r, int cert, const char *cn, const char *why)
+{
+    if (cert < 0) {
+        gj_log_warn("http", "refused a client certificate: %s", why);
+        gj_problem(r, 401, NULL, "the client certificate is refused: %s", why);
+        return;
+    }
+    PGconn *c = gj_req_db(r);
+    int rc = c ? gj_tenant_principal(c, cn, &r->who) : -1;
+    if (rc < 0) {
+        gj_respond_unavailable(r);
+    } else if (rc == 0) {
+        gj_log_warn("http", "refused a client certificate: its CN '%s' names no tenant", cn);
+        gj_problem(r, 401, NULL, "the client certificate's CN names no tenant");
+    } else {
+        authorize(r);
+    }
+}
+
 static void authenticate(struct gj_req *r)
 {
+    char cn[201], why[160];
+    int cert = gj_client_cert_cn(r->conn, cn, sizeof cn, why, sizeof why);
+    if (cert != 0) {
+        authenticate_cert(r, cert, cn, why);
+        return;
+    }
     const char *h = gj_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
     const char *key = NULL;
     int by_session = h ? -1 : authenticate_session(r);
@@ -959,6 +980,7 @@ static struct MHD_Daemon *start_daemon(struct gj_http_server *h, const struct li
         { MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, h },
         { l->tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->cert_pem },
         { MHD_OPTION_HTTPS_MEM_KEY, 0, h->key_pem },
+        { h->client_ca_pem ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, h->client_ca_pem },
         { MHD_OPTION_END, 0, NULL },
     };
     return MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
@@ -969,6 +991,7 @@ static void free_server(struct gj_http_server *h)
     gj_conns_stop(h->conns);
     free(h->cert_pem);
     free(h->key_pem);
+    free(h->client_ca_pem);
     free(h);
 }
 
@@ -1027,6 +1050,13 @@ struct gj_http_server *gj_http_start(struct gj_server *srv, const struct gj_rout
     }
     h->srv = srv;
     h->tables = tables;
+    size_t ca_len;
+    if (!cfg->insecure_http && cfg->tls_client_ca[0] &&
+        gj_read_file(cfg->tls_client_ca, 1u << 20, &h->client_ca_pem, &ca_len) != 0) {
+        gj_log_error("http", "--tls-client-ca: cannot read %s", cfg->tls_client_ca);
+        free_server(h);
+        return NULL;
+    }
     atomic_store(&http_stopping, 0);
     static atomic_int metrics_added;
     if (!atomic_exchange(&metrics_added, 1) && gj_metrics_add_writer(write_http_metrics) != 0)

@@ -185,3 +185,21 @@ void gj_key_cache_write_metrics(struct gj_key_cache *kc, FILE *f)
             "# TYPE gpujobd_api_key_cache_entries gauge\ngpujobd_api_key_cache_entries %zu\n",
             hits, misses, entries);
 }
+
+int gj_key_cache_verify(struct gj_key_cache *kc, const char *key, PGconn *(*db)(void *arg), void *arg,
+                        struct gj_principal *p)
+{
+    unsigned char digest[32];
+    int rc = gj_api_key_digest(key, digest);
+    if (rc <= 0)
+        return rc;
+    uint64_t now = gj_key_cache_now_ms();   /* before the query: an entry's age bounds the revocation delay */
+    if (gj_key_cache_get(kc, digest, now, p))
+        return 1;
+    uint64_t generation = gj_key_cache_generation(kc);
+    PGconn *c = db(arg);
+    rc = c ? gj_api_key_verify_digest(c, digest, p) : -1;
+    if (rc == 1)
+        gj_key_cache_put(kc, digest, p, generation, now);
+    return rc;
+}

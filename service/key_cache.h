@@ -65,4 +65,11 @@ size_t gj_key_cache_size(struct gj_key_cache *kc);
  * format; nothing for a NULL cache. */
 void gj_key_cache_write_metrics(struct gj_key_cache *kc, FILE *f);
 
+/* A presented key checked as every front end checks it: the cache, else the database
+ * (db(arg) gives a connection, or NULL when none can be had), a valid key put in. 1 valid
+ * (p filled), 0 not, -1 no database. */
+struct pg_conn;
+int gj_key_cache_verify(struct gj_key_cache *kc, const char *key, struct pg_conn *(*db)(void *arg), void *arg,
+                        struct gj_principal *p);
+
 #endif

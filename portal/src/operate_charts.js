@@ -1,7 +1,7 @@
 // operate_charts.js — the Operations page's charts of the last hour, from the polls of
 // /metrics this tab has kept (metrics_history.js): the queue, jobs started and finished, wait
 // and run time percentiles, each GPU's memory and utilization, busy slots, inference rate and
-// latency per model, upload bytes. Process counters are the answering replica's: with api and
+// latency per model, API requests (HTTP and gRPC), upload bytes. Process counters are the answering replica's: with api and
 // worker replicas apart, the fleet's are in the Grafana dashboard (deploy/grafana).
 import { chart } from './charts.js';
 import { bytes, duration, h, number } from './dom.js';
@@ -50,6 +50,9 @@ const CHARTS = [
     data: () => series(rates('gpujobd_inference_request_success', 'model')) },
   { title: 'Inference latency', caption: 'enqueue to answer, p50 and p99 over 5 minutes, by model', format: duration,
     data: () => percentiles('gpujobd_inference_request_latency_seconds', 'model', (k) => k) },
+  { title: 'API requests', caption: 'requests answered per second: HTTP by method, and gRPC (Triton\'s protocol)',
+    format: count, tick: fine,
+    data: () => series(rates('gpujobd_http_requests_total', 'method'), (k) => (k === 'GRPC' ? 'gRPC' : `HTTP ${k}`)) },
   { title: 'Upload bytes', caption: 'request bodies received per second', format: (v) => `${bytes(v)}/s`,
     data: () => series(rates('gpujobd_http_received_bytes_total'), () => 'received') },
 ];

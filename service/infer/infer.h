@@ -195,6 +195,9 @@ extern const struct gj_route_table gj_infer_routes_oip_stats;
 extern const struct gj_route_table gj_infer_routes_oip_trace;
 extern const struct gj_route_table gj_infer_routes_oip_logging;
 extern const struct gj_route_table gj_infer_routes_oip_shm;
+/* Triton's GRPCInferenceService over the same internals (grpc_oip.c; grpc_server.h). */
+struct gj_grpc_methods;
+extern const struct gj_grpc_methods gj_infer_grpc_methods;
 /* The batchers' statistics as Prometheus text (oip_metrics.c); with on, under Triton's
  * names (nv_inference_*) too (--triton-metrics). */
 void gj_infer_write_metrics(FILE *f);

@@ -62,6 +62,16 @@ void oip_error(struct gj_req *r, int status, const char *fmt, ...)
         MHD_add_response_header(resp, "Retry-After", "1");
 }
 
+int oip_refuse(struct gj_error *err, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    err->status = status;
+    return -1;
+}
+
 /* The server's own errors under /v2 (gj_http_error_body: no route, no key, a limit, the
  * database away) as {"error": "..."} too, the one shape Triton's clients decode. */
 char *oip_error_body(int status, const char *detail)
@@ -149,7 +159,7 @@ static void health_live(struct gj_req *r)
     gj_respond_json(r, 200, json_pack("{s:b}", "live", 1));
 }
 
-static int server_ready(const struct gj_server *srv)
+int oip_server_ready(const struct gj_server *srv)
 {
     return atomic_load(&srv->ready) && !atomic_load(&srv->stopping) && !gj_http_stopping(srv) &&
            gj_infer_repo() != NULL;
@@ -157,7 +167,7 @@ static int server_ready(const struct gj_server *srv)
 
 static void health_ready(struct gj_req *r)
 {
-    if (server_ready(r->srv))
+    if (oip_server_ready(r->srv))
         gj_respond_json(r, 200, json_pack("{s:b}", "ready", 1));
     else
         oip_error(r, 503, "the server is not ready");
@@ -222,36 +232,25 @@ static json_t *versions_json(struct gj_req *r, gj_model_repo *repo)
     return versions;
 }
 
-/* The model's metadata from its config.json: it neither loads nor places the model. */
-/* The config metadata describes: the loaded version's (its tensors completed from the model
- * file), else the repository's, read without loading it. */
-struct md_source {
-    gj_served_model *m;                 /* held while cfg points into it */
-    struct gj_model_config copy;
-    const struct gj_model_config *cfg;
-};
-
-/* 0, or -1 answered. */
-static int md_source_get(struct gj_req *r, gj_model_repo *repo, int64_t version, struct md_source *src)
+int oip_md_source_get(gj_model_repo *repo, const char *name, int64_t version, struct oip_md_source *src,
+                      struct gj_error *err)
 {
-    struct gj_error err = { 0 };
     memset(src, 0, sizeof *src);
-    if (gj_model_repo_get_loaded(repo, r->params[0], version, &src->m, &err) == 0) {
+    if (gj_model_repo_get_loaded(repo, name, version, &src->m, err) == 0) {
         src->cfg = gj_served_model_config(src->m);
         return 0;
     }
     src->m = NULL;
-    memset(&err, 0, sizeof err);
-    if (gj_model_repo_config(repo, r->params[0], version, &src->copy, &err) != 0) {
+    memset(err, 0, sizeof *err);
+    if (gj_model_repo_config(repo, name, version, &src->copy, err) != 0) {
         gj_model_config_free(&src->copy);
-        oip_lookup_failed(r, version, &err);
         return -1;
     }
     src->cfg = &src->copy;
     return 0;
 }
 
-static void md_source_free(struct md_source *src)
+void oip_md_source_free(struct oip_md_source *src)
 {
     if (src->m)
         gj_served_model_release(src->m);
@@ -259,11 +258,21 @@ static void md_source_free(struct md_source *src)
         gj_model_config_free(&src->copy);
 }
 
+/* 0, or -1 answered. */
+static int md_source_get(struct gj_req *r, gj_model_repo *repo, int64_t version, struct oip_md_source *src)
+{
+    struct gj_error err = { 0 };
+    if (oip_md_source_get(repo, r->params[0], version, src, &err) == 0)
+        return 0;
+    oip_lookup_failed(r, version, &err);
+    return -1;
+}
+
 static void model_metadata(struct gj_req *r)
 {
     int64_t version;
     gj_model_repo *repo = oip_requested(r, &version);
-    struct md_source src;
+    struct oip_md_source src;
     if (!repo || md_source_get(r, repo, version, &src) != 0)
         return;
     const struct gj_model_config *cfg = src.cfg;
@@ -273,7 +282,7 @@ static void model_metadata(struct gj_req *r)
     if (oip_model_io(cfg, &io) != 0) {
         oip_error(r, 400, "model '%s' version %" PRId64 " is not ready: its inputs and outputs come from its "
                   "model file when it loads", r->params[0], v);
-        md_source_free(&src);
+        oip_md_source_free(&src);
         return;
     }
     /* parameters: the protocol's $parameters (string, number or boolean values) */
@@ -289,7 +298,7 @@ static void model_metadata(struct gj_req *r)
                           "instance_kind", gj_instance_kind_name(cfg->instance_kind),
                           "precision", gj_precision_name(cfg->precision),
                           "devices", devices);   /* "" until placed */
-    md_source_free(&src);
+    oip_md_source_free(&src);
     gj_respond_json(r, o ? 200 : 500, o ? o : json_pack("{s:s}", "error", "out of memory"));
 }
 

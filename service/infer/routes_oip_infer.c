@@ -476,21 +476,13 @@ static const char *model_name(const struct infer_call *c)
  * priority and the sequence fields (this server has no priority levels nor sequence
  * batching: accepted, no effect, as Triton does for such a model), binary_data_output, and
  * any other of type string, integer or boolean (ignored). 0, or -1 answered. */
-static int check_parameters(struct gj_req *r, struct infer_call *c)
+int oip_check_parameters(const json_t *params, int64_t *timeout_us, int *binary_default, struct gj_error *err)
 {
-    const json_t *id = json_object_get(c->req, "id");
-    if (id && !json_is_string(id)) {
-        oip_error(r, 400, "Unable to parse 'id': it must be a string");
-        return -1;
-    }
-    c->rparams = json_object_get(c->req, "parameters");
-    if (c->rparams && !json_is_object(c->rparams)) {
-        oip_error(r, 400, "Unable to parse 'parameters': it must be an object");
-        return -1;
-    }
+    if (params && !json_is_object(params))
+        return oip_refuse(err, 400, "Unable to parse 'parameters': it must be an object");
     const char *key;
     const json_t *v;
-    json_object_foreach((json_t *)c->rparams, key, v) {
+    json_object_foreach((json_t *)params, key, v) {
         int ok = json_is_string(v) || json_is_integer(v) || json_is_boolean(v);
         if (strcmp(key, "timeout") == 0)
             ok = json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= MAX_TIMEOUT_US;
@@ -501,15 +493,30 @@ static int check_parameters(struct gj_req *r, struct infer_call *c)
             ok = json_is_boolean(v);
         else if (strcmp(key, "sequence_id") == 0)
             ok = json_is_string(v) || (json_is_integer(v) && json_integer_value(v) >= 0);
-        if (!ok) {
-            oip_error(r, 400, "parameter '%s' has invalid type%s", key,
-                      strcmp(key, "timeout") == 0 ? ": timeout is an integer number of microseconds (0 to "
-                      "3600000000)" : ". It should be either 'int', 'bool', or 'string'.");
-            return -1;
-        }
+        if (!ok)
+            return oip_refuse(err, 400, "parameter '%s' has invalid type%s", key,
+                              strcmp(key, "timeout") == 0 ? ": timeout is an integer number of microseconds (0 to "
+                              "3600000000)" : ". It should be either 'int', 'bool', or 'string'.");
     }
-    c->timeout_us = (int64_t)json_integer_value(json_object_get(c->rparams, "timeout"));
-    c->binary_default = json_is_true(json_object_get(c->rparams, "binary_data_output"));
+    *timeout_us = (int64_t)json_integer_value(json_object_get(params, "timeout"));
+    if (binary_default)
+        *binary_default = json_is_true(json_object_get(params, "binary_data_output"));
+    return 0;
+}
+
+static int check_parameters(struct gj_req *r, struct infer_call *c)
+{
+    const json_t *id = json_object_get(c->req, "id");
+    if (id && !json_is_string(id)) {
+        oip_error(r, 400, "Unable to parse 'id': it must be a string");
+        return -1;
+    }
+    c->rparams = json_object_get(c->req, "parameters");
+    struct gj_error err = { 0 };
+    if (oip_check_parameters(c->rparams, &c->timeout_us, &c->binary_default, &err) != 0) {
+        oip_error(r, err.status, "%s", err.message);
+        return -1;
+    }
     return 0;
 }
 

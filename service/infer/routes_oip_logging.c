@@ -53,38 +53,36 @@ static json_t *settings_json(void)
 
 static void logging_get(struct gj_req *r)
 {
-    pthread_mutex_lock(&g_lock);
-    json_t *o = settings_json();
-    pthread_mutex_unlock(&g_lock);
-    gj_respond_json(r, 200, o);
+    struct gj_error err = { 0 };
+    gj_respond_json(r, 200, oip_log_settings(NULL, "", &err));
 }
 
-/* A boolean setting into *flag (null: unchanged). 0, or -1 answered. */
-static int read_bool(struct gj_req *r, const char *key, json_t *v, int *flag)
+/* A boolean setting into *flag (null: unchanged). 0, or -1 refused (err). */
+static int read_bool(struct gj_error *err, const char *key, json_t *v, int *flag)
 {
     if (json_is_null(v))
         return 0;
     if (!json_is_boolean(v)) {
-        oip_error(r, 400, "'%s' is a boolean", key);
+        oip_refuse(err, 400, "'%s' is a boolean", key);
         return -1;
     }
     *flag = json_is_true(v);
     return 0;
 }
 
-/* One setting of the request into f. 0, or -1 answered. */
-static int read_setting(struct gj_req *r, const char *key, json_t *v, struct log_flags *f)
+/* One setting of the request into f. 0, or -1 refused (err). */
+static int read_setting(struct gj_error *err, const char *key, json_t *v, struct log_flags *f)
 {
     if (strcmp(key, "log_info") == 0)
-        return read_bool(r, key, v, &f->info);
+        return read_bool(err, key, v, &f->info);
     if (strcmp(key, "log_warning") == 0)
-        return read_bool(r, key, v, &f->warning);
+        return read_bool(err, key, v, &f->warning);
     if (strcmp(key, "log_error") == 0)
-        return read_bool(r, key, v, &f->error);
+        return read_bool(err, key, v, &f->error);
     if (strcmp(key, "log_verbose_level") == 0) {
         if (!json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) < 0 ||
                                  json_integer_value(v) > (json_int_t)UINT32_MAX)) {
-            oip_error(r, 400, "'log_verbose_level' is an integer from 0 to 4294967295");
+            oip_refuse(err, 400, "'log_verbose_level' is an integer from 0 to 4294967295");
             return -1;
         }
         if (!json_is_null(v))
@@ -93,7 +91,7 @@ static int read_setting(struct gj_req *r, const char *key, json_t *v, struct log
     }
     if (strcmp(key, "log_file") == 0) {
         if (!json_is_null(v)) {
-            oip_error(r, 501, "log file location can not be updated through network protocol");
+            oip_refuse(err, 501, "log file location can not be updated through network protocol");
             return -1;
         }
         return 0;
@@ -103,22 +101,22 @@ static int read_setting(struct gj_req *r, const char *key, json_t *v, struct log
         if (json_is_null(v) || (s && strcmp(s, "ISO8601") == 0))
             return 0;
         if (s && strcmp(s, "default") == 0)
-            oip_error(r, 400, "log_format 'default' (glog's layout) is not written by this server: every "
+            oip_refuse(err, 400, "log_format 'default' (glog's layout) is not written by this server: every "
                       "line is JSON with an ISO 8601 timestamp (log_format ISO8601)");
         else
-            oip_error(r, 503, "invalid argument for --log_format, got: %s", s ? s : "(not a string)");
+            oip_refuse(err, 503, "invalid argument for --log_format, got: %s", s ? s : "(not a string)");
         return -1;
     }
-    oip_error(r, 400, "unknown log setting '%s': the settings are log_file, log_info, log_warning, log_error, "
+    oip_refuse(err, 400, "unknown log setting '%s': the settings are log_file, log_info, log_warning, log_error, "
               "log_verbose_level and log_format", key);
     return -1;
 }
 
-/* The level threshold holding f; -1 when none does (answered). */
-static int level_of(struct gj_req *r, const struct log_flags *f, enum gj_log_level *level)
+/* The level threshold holding f; -1 when none does (refused (err)). */
+static int level_of(struct gj_error *err, const struct log_flags *f, enum gj_log_level *level)
 {
     if ((f->warning && !f->error) || (f->info && !f->warning) || (f->verbose > 0 && !f->info)) {
-        oip_error(r, 400, "this server's log level is a threshold: log_warning needs log_error, log_info "
+        oip_refuse(err, 400, "this server's log level is a threshold: log_warning needs log_error, log_info "
                   "needs log_warning, and a log_verbose_level above 0 needs log_info");
         return -1;
     }
@@ -127,36 +125,48 @@ static int level_of(struct gj_req *r, const struct log_flags *f, enum gj_log_lev
     return 0;
 }
 
+json_t *oip_log_settings(const json_t *body, const char *via, struct gj_error *err)
+{
+    pthread_mutex_lock(&g_lock);
+    struct log_flags f = current_flags();
+    const char *key;
+    json_t *v;
+    enum gj_log_level level;
+    json_object_foreach((json_t *)body, key, v) {
+        if (read_setting(err, key, v, &f) != 0) {
+            pthread_mutex_unlock(&g_lock);
+            return NULL;
+        }
+    }
+    if (body && level_of(err, &f, &level) != 0) {
+        pthread_mutex_unlock(&g_lock);
+        return NULL;
+    }
+    if (body) {
+        if (f.verbose > 0)
+            g_verbose = f.verbose;
+        gj_log_warn(COMPONENT, "log settings changed through %s: level %s", via,
+                    level == GJ_LOG_OFF ? "off" : level == GJ_LOG_DEBUG ? "debug" : level == GJ_LOG_INFO ? "info"
+                    : level == GJ_LOG_WARN ? "warn" : "error");   /* written before a quieter level hides it */
+        gj_log_set_level(level);
+    }
+    json_t *o = settings_json();
+    pthread_mutex_unlock(&g_lock);
+    return o;
+}
+
 static void logging_post(struct gj_req *r)
 {
     if (!json_is_object(r->json)) {
         oip_error(r, 400, "the log settings are a JSON object, e.g. {\"log_verbose_level\": 1}");
         return;
     }
-    pthread_mutex_lock(&g_lock);
-    struct log_flags f = current_flags();
-    const char *key;
-    json_t *v;
-    enum gj_log_level level;
-    json_object_foreach(r->json, key, v) {
-        if (read_setting(r, key, v, &f) != 0) {
-            pthread_mutex_unlock(&g_lock);
-            return;
-        }
-    }
-    if (level_of(r, &f, &level) != 0) {
-        pthread_mutex_unlock(&g_lock);
-        return;
-    }
-    if (f.verbose > 0)
-        g_verbose = f.verbose;
-    gj_log_warn(COMPONENT, "log settings changed through /v2/logging: level %s",
-                level == GJ_LOG_OFF ? "off" : level == GJ_LOG_DEBUG ? "debug" : level == GJ_LOG_INFO ? "info"
-                : level == GJ_LOG_WARN ? "warn" : "error");   /* written before a quieter level hides it */
-    gj_log_set_level(level);
-    json_t *o = settings_json();
-    pthread_mutex_unlock(&g_lock);
-    gj_respond_json(r, 200, o);
+    struct gj_error err = { 0 };
+    json_t *o = oip_log_settings(r->json, "/v2/logging", &err);
+    if (o)
+        gj_respond_json(r, 200, o);
+    else
+        oip_error(r, err.status, "%s", err.message);
 }
 
 static const struct gj_route logging_routes[] = {

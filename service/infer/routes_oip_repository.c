@@ -103,6 +103,34 @@ static void index_model(gj_model_repo *repo, const char *name, int ready_only, i
     }
 }
 
+json_t *oip_repository_index(int ready_only, struct gj_error *err)
+{
+    gj_model_repo *repo = gj_infer_repo();
+    if (!repo) {
+        gj_error_set(err, "", "the model repository is not available");
+        err->status = 503;
+        return NULL;
+    }
+    struct gj_model_version_info *vi = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *vi);
+    json_t *a = json_array();
+    if (!vi || !a) {
+        free(vi);
+        json_decref(a);
+        gj_error_set(err, "", "out of memory");
+        err->status = 500;
+        return NULL;
+    }
+    int on_use = strcmp(gj_infer_model_control(), "on-use") == 0;
+    size_t n = gj_model_repo_count(repo);
+    for (size_t i = 0; i < n; i++) {
+        char name[GJ_MODEL_NAME_MAX];
+        if (gj_model_repo_name(repo, i, name, sizeof name) == 0)
+            index_model(repo, name, ready_only, on_use, a, vi);
+    }
+    free(vi);
+    return a;
+}
+
 static void repository_index(struct gj_req *r)
 {
     json_t *ready = r->json ? json_object_get(r->json, "ready") : NULL;
@@ -114,40 +142,25 @@ static void repository_index(struct gj_req *r)
         oip_error(r, 400, "'ready' is a boolean");
         return;
     }
-    gj_model_repo *repo = gj_infer_repo();
-    if (!repo) {
-        oip_error(r, 503, "the model repository is not available");
-        return;
-    }
-    struct gj_model_version_info *vi = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *vi);
-    json_t *a = json_array();
-    if (!vi || !a) {
-        free(vi);
-        json_decref(a);
-        oip_error(r, 500, "out of memory");
-        return;
-    }
-    int on_use = strcmp(gj_infer_model_control(), "on-use") == 0;
-    size_t n = gj_model_repo_count(repo);
-    for (size_t i = 0; i < n; i++) {
-        char name[GJ_MODEL_NAME_MAX];
-        if (gj_model_repo_name(repo, i, name, sizeof name) == 0)
-            index_model(repo, name, json_is_true(ready), on_use, a, vi);
-    }
-    free(vi);
-    gj_respond_json(r, 200, a);
+    struct gj_error err = { 0 };
+    json_t *a = oip_repository_index(json_is_true(ready), &err);
+    if (a)
+        gj_respond_json(r, 200, a);
+    else
+        oip_error(r, err.status, "%s", err.message);
 }
 
 /* ---- load and unload ----------------------------------------------------------------- */
 
 /* Triton refuses explicit load and unload unless its model control mode is explicit
- * (this server's on-use allows them too). 1 when refused (answered). */
-static int control_refused(struct gj_req *r)
+ * (this server's on-use allows them too). 1 when refused (err set). */
+static int control_refused(struct gj_error *err)
 {
     const char *mode = gj_infer_model_control();
     if (strcmp(mode, "none") != 0 && strcmp(mode, "poll") != 0)
         return 0;
-    oip_error(r, 503, "explicit model load / unload is not allowed if polling is enabled");
+    gj_error_set(err, "", "explicit model load / unload is not allowed if polling is enabled");
+    err->status = 503;
     return 1;
 }
 
@@ -171,24 +184,27 @@ static int load_parameters(struct gj_req *r, json_t **params)
 
 /* An error of a load or unload, as Triton words them: "failed to load 'm', ...". An
  * unknown model is 400, as Triton's (the repository has nothing to load). */
-static void control_failed(struct gj_req *r, const char *what, const struct gj_error *err)
+static void control_failed(const char *name, const char *what, struct gj_error *err)
 {
-    if (err->status == 404)
-        oip_error(r, 400, "failed to %s '%s', failed to poll from model repository: no such model", what,
-                  r->params[0]);
-    else
-        oip_error(r, err->status ? err->status : 500, "failed to %s '%s', %s", what, r->params[0], err->message);
+    char detail[sizeof err->message];
+    snprintf(detail, sizeof detail, "%s", err->message);
+    if (err->status == 404) {
+        gj_error_set(err, "", "failed to %s '%s', failed to poll from model repository: no such model", what, name);
+        err->status = 400;
+    } else {
+        gj_error_set(err, "", "failed to %s '%s', %s", what, name, detail);
+        err->status = err->status ? err->status : 500;
+    }
 }
 
-/* The connection of a load or unload of the model the path names; NULL with err (404:
- * not a model name, 503: no connection). */
-static PGconn *control_conn(struct gj_req *r, struct gj_error *err)
+/* The connection of a load or unload of the model name; NULL with err (404: not a model
+ * name, 503: no connection). */
+static PGconn *control_conn(PGconn *conn, const char *name, struct gj_error *err)
 {
-    if (!gj_model_name_ok(r->params[0])) {
+    if (!gj_model_name_ok(name)) {
         err->status = 404;
         return NULL;
     }
-    PGconn *conn = gj_req_db(r);
     if (!conn) {
         gj_error_set(err, "", "the database is not available; retry shortly");
         err->status = 503;
@@ -306,57 +322,80 @@ static int load_with_config(PGconn *conn, const char *name, const char *config, 
     return rc;
 }
 
-static void repository_load(struct gj_req *r)
+int oip_repository_load(PGconn *conn, const char *name, json_t *params, const char *request_id,
+                        struct gj_error *err)
 {
-    json_t *params;
-    if (control_refused(r) || load_parameters(r, &params) != 0)
-        return;
+    if (control_refused(err))
+        return -1;
     const char *key;
     json_t *value, *config = json_object_get(params, "config");
     int files = 0;
     json_object_foreach(params, key, value)
         files |= strncmp(key, "file:", 5) == 0;
     if (files && !config) {
-        oip_error(r, 400, "failed to load '%s', a load with model files (file: parameters) needs the model's "
-                  "configuration in parameters.config", r->params[0]);
-        return;
+        gj_error_set(err, "", "failed to load '%s', a load with model files (file: parameters) needs the model's "
+                     "configuration in parameters.config", name);
+        err->status = 400;
+        return -1;
     }
-    struct gj_error err = { 0 };
     char *text = NULL;
-    PGconn *conn = control_conn(r, &err);
-    if (conn && config && !(text = override_text(r->params[0], config, &err)))
+    conn = control_conn(conn, name, err);
+    if (conn && config && !(text = override_text(name, config, err)))
         conn = NULL;
-    if (conn && files && oip_store_load_files(conn, r->params[0], text, params, r->request_id, &err) != 0)
+    if (conn && files && oip_store_load_files(conn, name, text, params, request_id, err) != 0)
         conn = NULL;
     int rc = !conn ? -1
-             : text ? load_with_config(conn, r->params[0], text, &err)
-                    : every_version(conn, r->params[0], gj_infer_model_load, &err);
+             : text ? load_with_config(conn, name, text, err)
+                    : every_version(conn, name, gj_infer_model_load, err);
     free(text);
-    if (rc == 0)
+    if (rc != 0)
+        control_failed(name, "load", err);
+    return rc;
+}
+
+int oip_repository_unload(PGconn *conn, const char *name, json_t *params, struct gj_error *err)
+{
+    if (control_refused(err))
+        return -1;
+    json_t *dependents = json_object_get(params, "unload_dependents");
+    if (dependents && !json_is_boolean(dependents)) {
+        gj_error_set(err, "", "'unload_dependents' is a boolean");
+        err->status = 400;
+        return -1;
+    }
+    /* unload_dependents: no model here has dependents (no ensembles), so either value
+     * unloads the model alone */
+    conn = control_conn(conn, name, err);
+    if (conn && every_version(conn, name, gj_infer_model_unload, err) == 0)
+        return 0;
+    control_failed(name, "unload", err);
+    return -1;
+}
+
+static void repository_load(struct gj_req *r)
+{
+    json_t *params;
+    struct gj_error err = { 0 };
+    if (load_parameters(r, &params) != 0)
+        return;
+    PGconn *conn = gj_model_name_ok(r->params[0]) ? gj_req_db(r) : NULL;
+    if (oip_repository_load(conn, r->params[0], params, r->request_id, &err) == 0)
         gj_respond_empty(r, 200);
     else
-        control_failed(r, "load", &err);
+        oip_error(r, err.status, "%s", err.message);
 }
 
 static void repository_unload(struct gj_req *r)
 {
     json_t *params;
-    if (control_refused(r) || load_parameters(r, &params) != 0)
-        return;
-    json_t *dependents = json_object_get(params, "unload_dependents");
-    if (dependents && !json_is_boolean(dependents)) {
-        oip_error(r, 400, "'unload_dependents' is a boolean");
-        return;
-    }
-    /* unload_dependents: no model here has dependents (no ensembles), so either value
-     * unloads the model alone */
     struct gj_error err = { 0 };
-    PGconn *conn = control_conn(r, &err);
-    if (conn && every_version(conn, r->params[0], gj_infer_model_unload, &err) == 0) {
-        gj_respond_empty(r, 200);
+    if (load_parameters(r, &params) != 0)
         return;
-    }
-    control_failed(r, "unload", &err);
+    PGconn *conn = gj_model_name_ok(r->params[0]) ? gj_req_db(r) : NULL;
+    if (oip_repository_unload(conn, r->params[0], params, &err) == 0)
+        gj_respond_empty(r, 200);
+    else
+        oip_error(r, err.status, "%s", err.message);
 }
 
 /* ---- routes ------------------------------------------------------------------------------ */

@@ -27,22 +27,35 @@ static int is_cuda(const struct gj_req *r)
     return strncmp(r->path, "/v2/cudasharedmemory", 20) == 0;
 }
 
+int oip_shm_status(int cuda, const char *name, struct gj_error *err)
+{
+    if (name && *name)
+        return oip_refuse(err, 404, "Unable to find %s shared memory region: '%s'", cuda ? "cuda" : "system", name);
+    return 0;
+}
+
+int oip_shm_register(int cuda, const char *name, struct gj_error *err)
+{
+    if (cuda)
+        return oip_refuse(err, 400, "failed to register CUDA shared memory region: '%s', GPUs not supported", name);
+    return oip_refuse(err, 400, "failed to register system shared memory region: '%s', shared memory not supported: "
+                      "send the tensors in the request body (binary_data)", name);
+}
+
 static void shm_status(struct gj_req *r)
 {
-    if (r->n_params)
-        oip_error(r, 404, "Unable to find %s shared memory region: '%s'", is_cuda(r) ? "cuda" : "system",
-                  r->params[0]);
-    else
+    struct gj_error err = { 0 };
+    if (oip_shm_status(is_cuda(r), r->n_params ? r->params[0] : NULL, &err) == 0)
         gj_respond_json(r, 200, json_array());
+    else
+        oip_error(r, err.status, "%s", err.message);
 }
 
 static void shm_register(struct gj_req *r)
 {
-    if (is_cuda(r))
-        oip_error(r, 400, "failed to register CUDA shared memory region: '%s', GPUs not supported", r->params[0]);
-    else
-        oip_error(r, 400, "failed to register system shared memory region: '%s', shared memory not supported: "
-                  "send the tensors in the request body (binary_data)", r->params[0]);
+    struct gj_error err = { 0 };
+    oip_shm_register(is_cuda(r), r->params[0], &err);
+    oip_error(r, err.status, "%s", err.message);
 }
 
 static void shm_unregister(struct gj_req *r)

@@ -97,6 +97,34 @@ static int append_model(gj_model_repo *repo, const char *name, int64_t version, 
     return 0;
 }
 
+json_t *oip_model_stats_json(gj_model_repo *repo, const char *name, int64_t version, struct gj_error *err)
+{
+    struct gj_model_version_info *vi = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *vi);
+    json_t *a = json_array();
+    int rc = vi && a ? 0 : -1;
+    if (rc == 0 && name) {
+        rc = append_model(repo, name, version, a, vi, err);
+    } else if (rc == 0) {
+        size_t n = gj_model_repo_count(repo);
+        for (size_t i = 0; i < n; i++) {
+            char model[GJ_MODEL_NAME_MAX];
+            struct gj_error ignored = { 0 };   /* a model taken away meanwhile */
+            if (gj_model_repo_name(repo, i, model, sizeof model) == 0)
+                append_model(repo, model, 0, a, vi, &ignored);
+        }
+    }
+    free(vi);
+    if (rc != 0) {
+        json_decref(a);
+        if (!err->status) {
+            gj_error_set(err, "", "out of memory");
+            err->status = 500;
+        }
+        return NULL;
+    }
+    return json_pack("{s:o}", "model_stats", a);
+}
+
 static void model_stats(struct gj_req *r)
 {
     int64_t version = 0;
@@ -106,31 +134,14 @@ static void model_stats(struct gj_req *r)
             oip_error(r, 503, "the model repository is not available");
         return;
     }
-    struct gj_model_version_info *vi = calloc(GJ_MODEL_MAX_VERSIONS, sizeof *vi);
-    json_t *a = json_array();
     struct gj_error err = { 0 };
-    int rc = vi && a ? 0 : -1;
-    if (rc == 0 && r->n_params) {
-        rc = append_model(repo, r->params[0], version, a, vi, &err);
-    } else if (rc == 0) {
-        size_t n = gj_model_repo_count(repo);
-        for (size_t i = 0; i < n; i++) {
-            char name[GJ_MODEL_NAME_MAX];
-            struct gj_error ignored = { 0 };   /* a model taken away meanwhile */
-            if (gj_model_repo_name(repo, i, name, sizeof name) == 0)
-                append_model(repo, name, 0, a, vi, &ignored);
-        }
-    }
-    free(vi);
-    if (rc != 0) {
-        json_decref(a);
-        if (err.status)
-            oip_lookup_failed(r, version, &err);
-        else
-            oip_error(r, 500, "out of memory");
-        return;
-    }
-    gj_respond_json(r, 200, json_pack("{s:o}", "model_stats", a));
+    json_t *o = oip_model_stats_json(repo, r->n_params ? r->params[0] : NULL, version, &err);
+    if (o)
+        gj_respond_json(r, 200, o);
+    else if (err.status == 500)
+        oip_error(r, 500, "%s", err.message);
+    else
+        oip_lookup_failed(r, version, &err);
 }
 
 static const struct gj_route stats_routes[] = {

@@ -94,11 +94,11 @@ static json_t *setting_json(const struct trace_setting *s)
                      count, "log_frequency", frequency, "trace_file", "", "trace_mode", "triton");
 }
 
-/* trace_level's array into *level. 0, or -1 answered. */
-static int parse_level(struct gj_req *r, json_t *v, int *level)
+/* trace_level's array into *level. 0, or -1 refused (err). */
+static int parse_level(struct gj_error *err, json_t *v, int *level)
 {
     if (!json_is_array(v)) {
-        oip_error(r, 400, "'trace_level' is an array of strings: [\"OFF\"], [\"TIMESTAMPS\"], [\"TENSORS\"]");
+        oip_refuse(err, 400, "'trace_level' is an array of strings: [\"OFF\"], [\"TIMESTAMPS\"], [\"TENSORS\"]");
         return -1;
     }
     *level = 0;
@@ -109,7 +109,7 @@ static int parse_level(struct gj_req *r, json_t *v, int *level)
         if (s && strcmp(s, "OFF") == 0 && json_array_size(v) == 1)
             continue;
         if (s && strcmp(s, "OFF") == 0) {
-            oip_error(r, 400, "Expect only one trace level 'OFF' is specified");
+            oip_refuse(err, 400, "Expect only one trace level 'OFF' is specified");
             return -1;
         }
         if (s && strcmp(s, "TIMESTAMPS") == 0) {
@@ -117,7 +117,7 @@ static int parse_level(struct gj_req *r, json_t *v, int *level)
         } else if (s && strcmp(s, "TENSORS") == 0) {
             *level |= LEVEL_TENSORS;
         } else {
-            oip_error(r, 400, "unknown trace level '%s': the levels are OFF, TIMESTAMPS and TENSORS",
+            oip_refuse(err, 400, "unknown trace level '%s': the levels are OFF, TIMESTAMPS and TENSORS",
                       s ? s : "(not a string)");
             return -1;
         }
@@ -126,32 +126,32 @@ static int parse_level(struct gj_req *r, json_t *v, int *level)
 }
 
 /* A number setting given as a string (Triton's form) into *out, within [lo, hi]. 0, or
- * -1 answered with Triton's message. */
-static int parse_number(struct gj_req *r, const char *key, json_t *v, long long lo, long long hi,
+ * -1 refused (err) with Triton's message. */
+static int parse_number(struct gj_error *err, const char *key, json_t *v, long long lo, long long hi,
                         long long *out)
 {
     const char *s = json_string_value(v);
     if (!s) {
-        oip_error(r, 400, "'%s' is a string, as Triton's (e.g. \"1000\")", key);
+        oip_refuse(err, 400, "'%s' is a string, as Triton's (e.g. \"1000\")", key);
         return -1;
     }
     char *end;
     errno = 0;
     long long x = strtoll(s, &end, 10);
     if (end == s || *end) {
-        oip_error(r, 400, "Unable to parse '%s', got: %s", key, s);
+        oip_refuse(err, 400, "Unable to parse '%s', got: %s", key, s);
         return -1;
     }
     if (errno == ERANGE || x < lo || x > hi) {
-        oip_error(r, 400, "Unable to parse '%s', value is out of range [ %lld, %lld ], got: %s", key, lo, hi, s);
+        oip_refuse(err, 400, "Unable to parse '%s', value is out of range [ %lld, %lld ], got: %s", key, lo, hi, s);
         return -1;
     }
     *out = x;
     return 0;
 }
 
-/* One setting of a POST into s (null: cleared, for a model). 0, or -1 answered. */
-static int apply_setting(struct gj_req *r, const char *key, json_t *v, struct trace_setting *s)
+/* One setting of a POST into s (null: cleared, for a model). 0, or -1 refused (err). */
+static int apply_setting(struct gj_error *err, const char *key, json_t *v, struct trace_setting *s)
 {
     static const struct {
         const char *key;
@@ -164,82 +164,79 @@ static int apply_setting(struct gj_req *r, const char *key, json_t *v, struct tr
         { "log_frequency", S_FREQUENCY, 0, UINT32_MAX, offsetof(struct trace_setting, frequency) },
     };
     if (strcmp(key, "trace_file") == 0) {
-        oip_error(r, 501, "trace file location can not be updated through network protocol");
+        oip_refuse(err, 501, "trace file location can not be updated through network protocol");
         return -1;
     }
     if (strcmp(key, "trace_level") == 0) {
         s->set = json_is_null(v) ? s->set & ~(unsigned)S_LEVEL : s->set | S_LEVEL;
-        return json_is_null(v) ? 0 : parse_level(r, v, &s->level);
+        return json_is_null(v) ? 0 : parse_level(err, v, &s->level);
     }
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
         if (strcmp(key, numbers[i].key) != 0)
             continue;
         s->set = json_is_null(v) ? s->set & ~numbers[i].bit : s->set | numbers[i].bit;
         return json_is_null(v) ? 0
-                               : parse_number(r, key, v, numbers[i].lo, numbers[i].hi,
+                               : parse_number(err, key, v, numbers[i].lo, numbers[i].hi,
                                               (long long *)((char *)s + numbers[i].off));
     }
-    oip_error(r, 400, "unknown trace setting '%s': the settings are trace_level, trace_rate, trace_count, "
+    oip_refuse(err, 400, "unknown trace setting '%s': the settings are trace_level, trace_rate, trace_count, "
               "log_frequency and trace_file", key);
     return -1;
 }
 
 /* The POST's settings applied to a copy of *s, stored only when all of them are valid.
- * 0, or -1 answered. */
-static int update(struct gj_req *r, struct trace_setting *s, int global)
+ * 0, or -1 refused (err). */
+static int update(struct gj_error *err, const json_t *body, struct trace_setting *s, int global)
 {
     struct trace_setting next = *s;
     const char *key;
     json_t *v;
-    json_object_foreach(r->json, key, v) {
+    json_object_foreach((json_t *)body, key, v) {
         if (global && json_is_null(v)) {
-            oip_error(r, 400, "'%s': a global trace setting cannot be cleared (null), only a model's", key);
+            oip_refuse(err, 400, "'%s': a global trace setting cannot be cleared (null), only a model's", key);
             return -1;
         }
-        if (apply_setting(r, key, v, &next) != 0)
+        if (apply_setting(err, key, v, &next) != 0)
             return -1;
     }
-    if (!global && json_object_size(r->json) == 0)
+    if (!global && json_object_size(body) == 0)
         next.set = 0;   /* a model's POST without settings removes its own */
     *s = next;
     return 0;
 }
 
-/* The model the path names, when it does: it must be in the repository. -1 answered. */
-static int path_model(struct gj_req *r, const char **model)
+json_t *oip_trace_setting(const char *model, const json_t *body, struct gj_error *err)
 {
-    *model = r->n_params ? r->params[0] : NULL;
     gj_model_repo *repo = gj_infer_repo();
-    if (*model && (!repo || !gj_model_name_ok(*model) || !gj_model_repo_has(repo, *model))) {
-        oip_error(r, 400, "Request for unknown model : %s", *model);
-        return -1;
+    if (model && (!repo || !gj_model_name_ok(model) || !gj_model_repo_has(repo, model))) {
+        oip_refuse(err, 400, "Request for unknown model : %s", model);
+        return NULL;
     }
-    return 0;
+    pthread_mutex_lock(&g_lock);
+    struct trace_setting *s = body ? (model ? model_slot(model, 1) : &g_global) : NULL;
+    int rc = 0;
+    if (body && !s)
+        rc = oip_refuse(err, 503, "trace settings are held for %d models at most", MAX_MODEL_SETTINGS);
+    else if (body)
+        rc = update(err, body, s, model == NULL);
+    struct trace_setting e = effective(model);
+    pthread_mutex_unlock(&g_lock);
+    return rc == 0 ? setting_json(&e) : NULL;
 }
 
 static void trace_setting(struct gj_req *r)
 {
-    const char *model;
-    if (path_model(r, &model) != 0)
-        return;
     int post = strcmp(r->method, "POST") == 0;
     if (post && !json_is_object(r->json)) {
         oip_error(r, 400, "the trace settings are a JSON object, e.g. {\"trace_rate\": \"100\"}");
         return;
     }
-    pthread_mutex_lock(&g_lock);
-    struct trace_setting *s = post ? (model ? model_slot(model, 1) : &g_global) : NULL;
-    int rc = 0;
-    if (post && !s) {
-        oip_error(r, 503, "trace settings are held for %d models at most", MAX_MODEL_SETTINGS);
-        rc = -1;
-    } else if (post) {
-        rc = update(r, s, model == NULL);
-    }
-    struct trace_setting e = effective(model);
-    pthread_mutex_unlock(&g_lock);
-    if (rc == 0)
-        gj_respond_json(r, 200, setting_json(&e));
+    struct gj_error err = { 0 };
+    json_t *o = oip_trace_setting(r->n_params ? r->params[0] : NULL, post ? r->json : NULL, &err);
+    if (o)
+        gj_respond_json(r, 200, o);
+    else
+        oip_error(r, err.status, "%s", err.message);
 }
 
 static const struct gj_route trace_routes[] = {

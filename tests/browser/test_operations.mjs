@@ -6,7 +6,7 @@
 import { Server, launch, guard, axe, shot, assert } from './lib.mjs';
 
 const TITLES = ['Queue depth by kind', 'Jobs started and finished', 'Wait time', 'Run time', 'GPU memory',
-  'GPU utilization', 'Slots busy', 'Inference rate', 'Inference latency', 'Upload bytes'];
+  'GPU utilization', 'Slots busy', 'Inference rate', 'Inference latency', 'API requests', 'Upload bytes'];
 
 guard.expected.push(/status of 401 .*\(https:\/\/127\.0\.0\.1:\d+\/v1\/session\)$/);   // the sign-in probe
 

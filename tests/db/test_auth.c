@@ -209,12 +209,33 @@ static void test_keys_revoked(void **state)
     PQfinish(c);
 }
 
+/* A client certificate's CN is a tenant with a user key's rights and no key; a name that
+ * is no tenant is 0, never an error. */
+static void test_tenant_principal(void **state)
+{
+    (void)state;
+    PGconn *c = fresh();
+    char key[GJ_API_KEY_LEN + 1], id[GJ_UUID_LEN + 1], tenant[GJ_UUID_LEN + 1];
+    assert_int_equal(gj_api_key_create(c, "hospital", "admin", "ci", key, id, tenant), 0);
+    struct gj_principal p;
+    memset(&p, 0x5a, sizeof p);
+    assert_int_equal(gj_tenant_principal(c, "hospital", &p), 1);
+    assert_string_equal(p.tenant_id, tenant);
+    assert_string_equal(p.tenant_name, "hospital");
+    assert_string_equal(p.key_id, "");
+    assert_int_equal(p.is_admin, 0);   /* even in a tenant with an admin key */
+    assert_int_equal(gj_tenant_principal(c, "no-such-tenant", &p), 0);
+    assert_int_equal(gj_tenant_principal(c, "hospital' OR '1'='1", &p), 0);
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generate),
         cmocka_unit_test(test_create_verify_revoke),
         cmocka_unit_test(test_keys_revoked),
+        cmocka_unit_test(test_tenant_principal),
         cmocka_unit_test(test_admin_bootstrap),
         cmocka_unit_test(test_admin_key_adopted),
     };

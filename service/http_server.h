@@ -199,6 +199,14 @@ void gj_http_user_bytes(struct MHD_Response *resp, int attachment, const char *f
 void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const char *content_type,
                        const char *filename);
 
+/* A storage quota's refusals as answers (storage_quota_http.c; storage_quota.h counts). 507
+ * problem+json with the figures (used_bytes, requested_bytes, quota_bytes, quota): */
+struct gj_storage_refusal;
+void gj_respond_over_quota(struct gj_req *r, const struct gj_storage_refusal *f);
+/* Before a body arrives: 1 and answered 507 when its Content-Length alone would pass the
+ * quota (the client need not send it); else 0, and the commit checks as ever. */
+int gj_storage_refuse_declared(struct gj_req *r);
+
 /* The route tables of the core API (the core module, service/core.c). */
 extern const struct gj_route_table gj_routes_blobs;
 extern const struct gj_route_table gj_routes_jobs;

@@ -13,8 +13,6 @@
 #include <stdio.h>
 #include <libpq-fe.h>
 
-struct gj_req;
-
 /* Why a blob was refused: the figures a 507 names. */
 struct gj_storage_refusal {
     uint64_t used;    /* bytes the tenant stores now */
@@ -55,12 +53,5 @@ void gj_storage_refusal_text(const struct gj_storage_refusal *f, char *buf, size
 /* gpujobd_tenant_storage_bytes and gpujobd_tenant_storage_quota_bytes (0: none) by tenant
  * id (not name: the metrics listener answers without a key). 0 or -1. */
 int gj_storage_write_metrics(PGconn *conn, FILE *f);
-
-/* 507 problem+json with the figures (used_bytes, requested_bytes, quota_bytes, quota). */
-void gj_respond_over_quota(struct gj_req *r, const struct gj_storage_refusal *f);
-
-/* Before a body arrives: 1 and answered 507 when its Content-Length alone would pass the
- * quota (the client need not send it); else 0, and the commit checks as ever. */
-int gj_storage_refuse_declared(struct gj_req *r);
 
 #endif

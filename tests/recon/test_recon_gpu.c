@@ -16,7 +16,7 @@
 #include "recon/recon.h"
 #include "recon/recon_gpu.h"
 
-#if GJ_HAVE_CUDA
+#if GJ_HAVE_CUDA || defined(GJ_CUDA_EMU)
 /* kind_recon.c: device bytes the GPU path needs for nzs slices (drives slab splitting) */
 uint64_t rc_estimate_bytes(const struct rc_geom *g, const struct rc_opts *o, int nzs);
 
@@ -254,7 +254,7 @@ static int cancel_case(int algo, int cancel_after)
 
 int main(void)
 {
-#if !GJ_HAVE_CUDA
+#if !GJ_HAVE_CUDA && !defined(GJ_CUDA_EMU)
     printf("CPU-only build: skipped\n");
     return 77;
 #else
@@ -262,30 +262,35 @@ int main(void)
         printf("no GPU: skipped\n");
         return 77;
     }
-    int failures = 0;
+    /* GJ_TEST_STOP_AT_FAILURE: stop at the first failure (the gpu-emu mutation checks) */
+    const char *stop_env = getenv("GJ_TEST_STOP_AT_FAILURE");
+    int failures = 0, stop = stop_env && *stop_env == '1';
+#define RUN(x) do { failures += (x); if (failures && stop) goto done; } while (0)
     for (unsigned seed = 1; seed <= 3; seed++) {
         int v = (int)seed;   /* 1: short scan, 2: matrices, 3: both */
-        failures += one_case(seed, RC_PARALLEL2D, RC_FBP, 0, 0);
-        failures += one_case(seed, RC_PARALLEL2D, RC_FBP, 0, 1);
-        failures += one_case(seed, RC_PARALLEL2D, RC_SART, 0, 0);
-        failures += one_case(seed, RC_PARALLEL2D, RC_SIRT, 0, 0);
-        failures += one_case(seed, RC_FAN2D, RC_FBP, 0, 0);
-        failures += one_case(seed, RC_FAN2D, RC_FBP, v & 1, 0);
-        failures += one_case(seed, RC_FAN2D, RC_FBP, 0, 1);
-        failures += one_case(seed, RC_FAN2D, RC_SART, 0, 0);
-        failures += one_case(seed, RC_FAN2D, RC_SIRT, 0, 0);
-        failures += one_case(seed, RC_CONE3D, RC_FDK, 0, 0);
-        failures += one_case(seed, RC_CONE3D, RC_FDK, v, 0);
-        failures += one_case(seed, RC_CONE3D, RC_FDK, 0, 1);
-        failures += one_case(seed, RC_CONE3D, RC_SART, v & 2, 0);
-        failures += one_case(seed, RC_CONE3D, RC_SIRT, 0, 0);
+        RUN(one_case(seed, RC_PARALLEL2D, RC_FBP, 0, 0));
+        RUN(one_case(seed, RC_PARALLEL2D, RC_FBP, 0, 1));
+        RUN(one_case(seed, RC_PARALLEL2D, RC_SART, 0, 0));
+        RUN(one_case(seed, RC_PARALLEL2D, RC_SIRT, 0, 0));
+        RUN(one_case(seed, RC_FAN2D, RC_FBP, 0, 0));
+        RUN(one_case(seed, RC_FAN2D, RC_FBP, v & 1, 0));
+        RUN(one_case(seed, RC_FAN2D, RC_FBP, 0, 1));
+        RUN(one_case(seed, RC_FAN2D, RC_SART, 0, 0));
+        RUN(one_case(seed, RC_FAN2D, RC_SIRT, 0, 0));
+        RUN(one_case(seed, RC_CONE3D, RC_FDK, 0, 0));
+        RUN(one_case(seed, RC_CONE3D, RC_FDK, v, 0));
+        RUN(one_case(seed, RC_CONE3D, RC_FDK, 0, 1));
+        RUN(one_case(seed, RC_CONE3D, RC_SART, v & 2, 0));
+        RUN(one_case(seed, RC_CONE3D, RC_SIRT, 0, 0));
     }
-    failures += split_case(4, RC_CONE3D, RC_FDK);
-    failures += split_case(5, RC_PARALLEL2D, RC_FBP);
-    failures += split_case(6, RC_FAN2D, RC_FBP);
-    failures += split_case(7, RC_PARALLEL2D, RC_SART);
-    failures += cancel_case(RC_FBP, 0);
-    failures += cancel_case(RC_SART, 2);
+    RUN(split_case(4, RC_CONE3D, RC_FDK));
+    RUN(split_case(5, RC_PARALLEL2D, RC_FBP));
+    RUN(split_case(6, RC_FAN2D, RC_FBP));
+    RUN(split_case(7, RC_PARALLEL2D, RC_SART));
+    RUN(cancel_case(RC_FBP, 0));
+    RUN(cancel_case(RC_SART, 2));
+#undef RUN
+done:
     printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 #endif

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../gj_launch.cuh"
 #include "brkga/brkga_gpu.h"
 #include "brkga/brkga_net.h"
 #include "brkga/brkga_net_decode.h"
@@ -180,7 +181,7 @@ static int g_rank(struct gpu_state *s)
 {
     double t0 = brkga_now();
     size_t total = s->total;
-    k_sort_input<<<blocks(total, 256), 256>>>(s->fit, s->skey_in, s->sval_in, s->prm.p, total,
+    GJ_LAUNCH(k_sort_input, blocks(total, 256), 256)(s->fit, s->skey_in, s->sval_in, s->prm.p, total,
                                                s->prm.maximize);
     CK(cudaGetLastError());
     size_t bytes = s->cub_bytes;
@@ -196,7 +197,7 @@ static int g_decode(struct gpu_state *s, size_t first)
 {
     double t0 = brkga_now();
     size_t jobs = (size_t)s->prm.K * (s->prm.p - first);
-    k_decode<<<blocks(jobs, 128), 128>>>(s->view, s->cur, s->fit, s->scratch, s->scratch_bytes,
+    GJ_LAUNCH(k_decode, blocks(jobs, 128), 128)(s->view, s->cur, s->fit, s->scratch, s->scratch_bytes,
                                          s->prm.p, s->prm.n, first, s->prm.K);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
@@ -215,7 +216,7 @@ static int g_init_impl(struct gpu_state *s, uint32_t gen, int word, const float 
     else
         ninit = 0;
     size_t genes = s->total * s->prm.n;
-    k_generate<<<blocks(genes, 256), 256>>>(s->cur, s->initial, ninit, s->prm.p, s->prm.n, genes,
+    GJ_LAUNCH(k_generate, blocks(genes, 256), 256)(s->cur, s->initial, ninit, s->prm.p, s->prm.n, genes,
                                             s->prm.seed, gen, word);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
@@ -239,11 +240,11 @@ static int g_evolve_impl(struct gpu_state *s, uint32_t gen)
     CK(cudaSetDevice(s->device));
     double t0 = brkga_now();
     size_t genes = s->total * s->prm.n;
-    k_evolve<<<blocks(genes, 256), 256>>>(s->cur, s->nxt, s->order, s->prm.p, s->prm.n, s->prm.ne,
+    GJ_LAUNCH(k_evolve, blocks(genes, 256), 256)(s->cur, s->nxt, s->order, s->prm.p, s->prm.n, s->prm.ne,
                                           s->prm.nm, genes, s->prm.seed, gen, s->thresh);
     CK(cudaGetLastError());
     size_t ne_all = (size_t)s->prm.K * s->prm.ne;
-    k_copy_elite_fitness<<<blocks(ne_all, 256), 256>>>(s->fit, s->nfit, s->order, s->prm.p,
+    GJ_LAUNCH(k_copy_elite_fitness, blocks(ne_all, 256), 256)(s->fit, s->nfit, s->order, s->prm.p,
                                                        s->prm.ne, s->prm.K);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
@@ -300,9 +301,9 @@ static int g_exchange_impl(struct gpu_state *s, int M)
         e = cudaMemcpy(s->xdst + moves, srow, moves * sizeof(int), cudaMemcpyHostToDevice);
     free(src); free(srow); free(dst);
     CK(e);
-    k_rows_out<<<blocks(rows * n, 256), 256>>>(s->cur, s->fit, s->xsrc, s->xbuf, s->xfit, rows, n);
+    GJ_LAUNCH(k_rows_out, blocks(rows * n, 256), 256)(s->cur, s->fit, s->xsrc, s->xbuf, s->xfit, rows, n);
     CK(cudaGetLastError());
-    k_rows_in<<<blocks(moves * n, 256), 256>>>(s->cur, s->fit, s->xdst + moves, s->xdst, s->xbuf,
+    GJ_LAUNCH(k_rows_in, blocks(moves * n, 256), 256)(s->cur, s->fit, s->xdst + moves, s->xdst, s->xbuf,
                                                s->xfit, moves, n);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
@@ -321,7 +322,7 @@ static int g_exchange(void *st, int M)
 static int g_fitness_impl(struct gpu_state *s, double *out)
 {
     CK(cudaSetDevice(s->device));
-    k_gather<<<blocks(s->total, 256), 256>>>(s->fit, s->order, s->gathered, s->prm.p, s->total);
+    GJ_LAUNCH(k_gather, blocks(s->total, 256), 256)(s->fit, s->order, s->gathered, s->prm.p, s->total);
     CK(cudaGetLastError());
     CK(cudaMemcpy(out, s->gathered, s->total * sizeof(double), cudaMemcpyDeviceToHost));
     return 0;

@@ -474,6 +474,8 @@ int gpu_backproject(const rc_geom *g, const float *d_proj, float *d_vol, int z0,
     }
     const int64_t view = (int64_t)g->rows * g->cols;
     const float sod2 = (float)(g->sod * g->sod);
+    if (g->cols > MAXTEX || g->rows > MAXTEX)
+        hw = false;   // beyond a layered texture, as in 2D: the software path has no such limit
     dim3 gr((g->nx + 31) / 32, (g->ny + 7) / 8, (nzs + ZPT - 1) / ZPT);
     for (int v0 = 0; v0 < g->nviews; v0 += MAXV) {
         int nv = g->nviews - v0 < MAXV ? g->nviews - v0 : MAXV;

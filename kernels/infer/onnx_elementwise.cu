@@ -121,7 +121,7 @@ __global__ void k_arith_i64(int op, okc_walk w, const int64_t *a, const int64_t 
         case OKC_MUL: r = (int64_t)(x * z); break;
         default:   /* OKC_DIV, truncating as C */
             if (z == 0) {
-                *err = OKC_ERR_DIV_ZERO;
+                atomicCAS(err, (int)OKC_ERR_NONE, (int)OKC_ERR_DIV_ZERO);   /* the run's first error stays */
                 r = 0;
             } else if ((int64_t)z == -1) {
                 r = (int64_t)(0 - x);
@@ -238,7 +238,7 @@ __global__ void k_cast(int from, int to, const void *x, void *y, int64_t n, int 
             if (from == OKC_F32) {
                 double v = ((const float *)x)[i];
                 if (!(v > -9.2e18 && v < 9.2e18)) {   /* NaN or out of int64 range */
-                    *err = OKC_ERR_CAST;
+                    atomicCAS(err, (int)OKC_ERR_NONE, (int)OKC_ERR_CAST);
                     v = 0;
                 }
                 o[i] = (int64_t)v;

@@ -13,7 +13,7 @@ __global__ void k_gather(const T *x, const int64_t *idx, T *y, int64_t outer, in
         int64_t in = i % inner, k = (i / inner) % n_idx, o = i / (inner * n_idx);
         int64_t j = idx[k];
         if (j < -dim || j >= dim) {
-            *err = OKC_ERR_INDEX;
+            atomicCAS(err, (int)OKC_ERR_NONE, (int)OKC_ERR_INDEX);   /* the run's first error stays */
             y[i] = T(0);
             continue;
         }

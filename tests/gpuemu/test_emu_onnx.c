@@ -173,6 +173,10 @@ static void test_binary_where(void)
     okc_binary(NULL, OKC_DIV, OKC_I64, OKC_I64, &w, ia, ib, iy, n, 0, &err);
     check_bytes("binary i64 div", iy, ir, sizeof ir);
     check_int("i64 div by zero: error", err, OKC_ERR_DIV_ZERO);
+    /* a run reports its first error: a later kernel's error leaves an earlier one in place */
+    err = OKC_ERR_INDEX;
+    okc_binary(NULL, OKC_DIV, OKC_I64, OKC_I64, &w, ia, ib, iy, n, 0, &err);
+    check_int("earlier error kept (div)", err, OKC_ERR_INDEX);
     /* Where: operand 0 the condition [70, 1], then a and b */
     struct okc_walk wc;
     make_walk(&wc, 1);
@@ -232,6 +236,9 @@ static void test_copy_cast(void)
     x[200] = NAN;
     okc_cast(NULL, OKC_F32, OKC_I64, x, li, n, &err);
     check_int("cast NaN -> i64: error", err, OKC_ERR_CAST);
+    err = OKC_ERR_DIV_ZERO;
+    okc_cast(NULL, OKC_F32, OKC_I64, x, li, n, &err);
+    check_int("earlier error kept (cast)", err, OKC_ERR_DIV_ZERO);
     free(x), free(y), free(r);
 }
 
@@ -366,6 +373,9 @@ static void test_gather_pad(void)
     idx[3] = 7;
     okc_gather(NULL, x, idx, y, outer, dim, nidx, inner, 4, &err);
     check_int("gather index 7 of 7: error", err, OKC_ERR_INDEX);
+    err = OKC_ERR_CAST;
+    okc_gather(NULL, x, idx, y, outer, dim, nidx, inner, 4, &err);
+    check_int("earlier error kept (gather)", err, OKC_ERR_CAST);
     /* pad x [3, 4, 45] to [5, 7, 50] at (1, 2, 3) with 1.5 */
     struct okc_pad p = { 0 };
     p.rank = 3;

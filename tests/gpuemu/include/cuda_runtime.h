@@ -130,11 +130,26 @@ template <class T> T __shfl_down_sync(unsigned mask, T v, unsigned delta, int wi
 
 /* Atomics: one thread of the process runs at a time within a launch (fibers switch only at
  * barriers), so plain read-modify-write is atomic here. */
-template <class T> T atomicAdd(T *p, T v) { T o = *p; *p = o + v; return o; }
-template <class T> T atomicMax(T *p, T v) { T o = *p; if (v > o) *p = v; return o; }
-template <class T> T atomicMin(T *p, T v) { T o = *p; if (v < o) *p = v; return o; }
-template <class T> T atomicExch(T *p, T v) { T o = *p; *p = v; return o; }
-template <class T> T atomicCAS(T *p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+namespace gj_emu {
+template <class T> T atomic_add(T *p, T v) { T o = *p; *p = o + v; return o; }
+template <class T> T atomic_max(T *p, T v) { T o = *p; if (v > o) *p = v; return o; }
+template <class T> T atomic_min(T *p, T v) { T o = *p; if (v < o) *p = v; return o; }
+template <class T> T atomic_exch(T *p, T v) { T o = *p; *p = v; return o; }
+template <class T> T atomic_cas(T *p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+}
+/* the overloads CUDA has (so arguments convert as they do under nvcc) */
+#define GJ_EMU_ATOMICS(T) \
+    inline T atomicAdd(T *p, T v) { return gj_emu::atomic_add(p, v); } \
+    inline T atomicMax(T *p, T v) { return gj_emu::atomic_max(p, v); } \
+    inline T atomicMin(T *p, T v) { return gj_emu::atomic_min(p, v); } \
+    inline T atomicExch(T *p, T v) { return gj_emu::atomic_exch(p, v); } \
+    inline T atomicCAS(T *p, T cmp, T v) { return gj_emu::atomic_cas(p, cmp, v); }
+GJ_EMU_ATOMICS(int)
+GJ_EMU_ATOMICS(unsigned)
+GJ_EMU_ATOMICS(unsigned long long)
+#undef GJ_EMU_ATOMICS
+inline float atomicAdd(float *p, float v) { return gj_emu::atomic_add(p, v); }
+inline double atomicAdd(double *p, double v) { return gj_emu::atomic_add(p, v); }
 
 /* ---- arrays and texture objects (what kernels/recon uses: float, layered, 2D) ---- */
 

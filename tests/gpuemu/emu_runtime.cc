@@ -146,16 +146,29 @@ void run_block_fibers(BlockRun &r, unsigned n, bool reverse)
         f.done = false;
     }
     r.fibers = &fs;
+    // Warp by warp (reversed in odd blocks): a warp's lanes run until none of them can go on
+    // (all wait at a block barrier, or have returned) before the next warp runs. So one warp
+    // runs ahead of the others by a whole barrier interval, which exposes both a read before
+    // another warp's write and a write (reuse of shared memory) before another warp's read.
+    const unsigned nw = (n + 31) / 32;
     while (r.live > 0) {
-        unsigned long before = r.epoch;
-        for (unsigned k = 0; k < n; k++) {
-            unsigned i = reverse ? n - 1 - k : k;
-            if (fs[i].done)
-                continue;
-            set_where(i);
-            switch_to_fiber(r, fs[i]);
+        unsigned long pass = r.epoch;
+        for (unsigned wk = 0; wk < nw; wk++) {
+            unsigned w = reverse ? nw - 1 - wk : wk, lo = w * 32, hi = lo + 32 < n ? lo + 32 : n;
+            for (;;) {
+                unsigned long before = r.epoch;
+                for (unsigned k = lo; k < hi; k++) {
+                    unsigned i = reverse ? hi - 1 - (k - lo) : k;
+                    if (fs[i].done)
+                        continue;
+                    set_where(i);
+                    switch_to_fiber(r, fs[i]);
+                }
+                if (r.epoch == before)
+                    break;
+            }
         }
-        if (r.epoch == before && r.live > 0)
+        if (r.epoch == pass && r.live > 0)
             die("deadlock: the live threads of a block wait at barriers that cannot complete "
                 "(__syncthreads or a warp shuffle in divergent code)");
     }

@@ -6,8 +6,9 @@
  * calling thread. The threads of a block run as fibers (ucontext): __syncthreads() and the warp
  * shuffles are real barriers (a thread waits until every live thread of its block, or warp,
  * has arrived), __shared__ variables are per block (thread_local statics, reused block after
- * block: never shared by two blocks running at once, since only one runs at a time). Odd
- * blocks run their threads in reverse order, so a missing barrier loses a write whichever
+ * block: never shared by two blocks running at once, since only one runs at a time). A block
+ * runs warp by warp: a warp's lanes go on until all of them wait at a block barrier, then the
+ * next warp (in reverse in odd blocks), so a missing barrier loses a write whichever
  * direction the race goes. A kernel whose first block made no barrier call runs its other blocks
  * and later launches without fibers (one thread after another); a barrier there aborts.
  */

@@ -30,7 +30,9 @@
 #define __device__
 #define __host__
 #define __constant__
-#define __forceinline__ inline
+/* always inlined, as nvcc does: the helpers of a shared .cuh then belong to each kernel file
+ * even at -O0 (otherwise the linker keeps one copy, and a tid-shifted file would share it) */
+#define __forceinline__ __attribute__((always_inline)) inline
 #define __shared__ static thread_local
 
 /* The mutation check (tests/gpuemu/meson.build): a kernel file built with GJ_EMU_TID_SHIFT=1

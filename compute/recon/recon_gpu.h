@@ -14,7 +14,8 @@ extern "C" {
 
 #include "recon/recon.h"
 
-#if GJ_HAVE_CUDA
+/* GJ_CUDA_EMU: the gpu-emu suite, which runs these kernels on the CPU (tests/gpuemu). */
+#if GJ_HAVE_CUDA || defined(GJ_CUDA_EMU)
 /* Number of CUDA devices; 0 when the runtime or driver is absent (cudaGetDeviceCount fails). */
 int rc_gpu_device_count(void);
 /* Same contract as rc_reconstruct, on CUDA device `device`: cuFFT filtering, texture

@@ -7,7 +7,10 @@
  * CPU's sort), and the network decoder is brkga_net_decode.h, shared with the CPU,
  * one thread per chromosome with its own scratch. Built with -fmad=false so the
  * double arithmetic of the decoder is the CPU's. The host drives the generation loop
- * (brkga_solve in brkga_engine.c) through the backend functions below.
+ * (brkga_solve in brkga_engine.c) through the backend functions below. All work goes to a
+ * non-blocking stream of the backend's own, synchronised by that stream only: the legacy
+ * default stream and cudaDeviceSynchronize would wait for (and break the CUDA-graph capture
+ * of) an ONNX session running in another slot on the same GPU.
  */
 #include <cuda_runtime.h>
 #include <cub/cub.cuh>
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../gj_launch.cuh"
 #include "brkga/brkga_gpu.h"
 #include "brkga/brkga_net.h"
 #include "brkga/brkga_net_decode.h"
@@ -48,6 +52,7 @@ struct gpu_state {
     void *model_mem[8];
     uint64_t thresh;
     uint32_t *h_order;
+    cudaStream_t stream;   /* non-blocking: never the legacy default stream (see header) */
     double t_evolve, t_decode, t_sort;
     struct brkga_backend *be;
 };
@@ -180,14 +185,15 @@ static int g_rank(struct gpu_state *s)
 {
     double t0 = brkga_now();
     size_t total = s->total;
-    k_sort_input<<<blocks(total, 256), 256>>>(s->fit, s->skey_in, s->sval_in, s->prm.p, total,
+    GJ_LAUNCH(k_sort_input, blocks(total, 256), 256, 0, s->stream)(s->fit, s->skey_in, s->sval_in, s->prm.p, total,
                                                s->prm.maximize);
     CK(cudaGetLastError());
     size_t bytes = s->cub_bytes;
     CK(cub::DeviceSegmentedRadixSort::SortPairs(s->cub_tmp, bytes, s->skey_in, s->skey_out,
                                                 s->sval_in, s->order, (int)total, s->prm.K,
-                                                s->offsets, s->offsets + 1));
-    CK(cudaMemcpy(s->h_order, s->order, total * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+                                                s->offsets, s->offsets + 1, 0, 64, s->stream));
+    CK(cudaMemcpyAsync(s->h_order, s->order, total * sizeof(uint32_t), cudaMemcpyDeviceToHost, s->stream));
+    CK(cudaStreamSynchronize(s->stream));
     s->t_sort += brkga_now() - t0;
     return 0;
 }
@@ -196,10 +202,10 @@ static int g_decode(struct gpu_state *s, size_t first)
 {
     double t0 = brkga_now();
     size_t jobs = (size_t)s->prm.K * (s->prm.p - first);
-    k_decode<<<blocks(jobs, 128), 128>>>(s->view, s->cur, s->fit, s->scratch, s->scratch_bytes,
+    GJ_LAUNCH(k_decode, blocks(jobs, 128), 128, 0, s->stream)(s->view, s->cur, s->fit, s->scratch, s->scratch_bytes,
                                          s->prm.p, s->prm.n, first, s->prm.K);
     CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
+    CK(cudaStreamSynchronize(s->stream));
     s->t_decode += brkga_now() - t0;
     return 0;
 }
@@ -211,14 +217,15 @@ static int g_init_impl(struct gpu_state *s, uint32_t gen, int word, const float 
     double t0 = brkga_now();
     size_t ninit = n_initial < s->prm.p ? n_initial : s->prm.p;
     if (ninit && initial)
-        CK(cudaMemcpy(s->initial, initial, ninit * s->prm.n * sizeof(float), cudaMemcpyHostToDevice));
+        CK(cudaMemcpyAsync(s->initial, initial, ninit * s->prm.n * sizeof(float), cudaMemcpyHostToDevice,
+                           s->stream));
     else
         ninit = 0;
     size_t genes = s->total * s->prm.n;
-    k_generate<<<blocks(genes, 256), 256>>>(s->cur, s->initial, ninit, s->prm.p, s->prm.n, genes,
+    GJ_LAUNCH(k_generate, blocks(genes, 256), 256, 0, s->stream)(s->cur, s->initial, ninit, s->prm.p, s->prm.n, genes,
                                             s->prm.seed, gen, word);
     CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
+    CK(cudaStreamSynchronize(s->stream));
     s->t_evolve += brkga_now() - t0;
     if (g_decode(s, 0))
         return -1;
@@ -239,14 +246,14 @@ static int g_evolve_impl(struct gpu_state *s, uint32_t gen)
     CK(cudaSetDevice(s->device));
     double t0 = brkga_now();
     size_t genes = s->total * s->prm.n;
-    k_evolve<<<blocks(genes, 256), 256>>>(s->cur, s->nxt, s->order, s->prm.p, s->prm.n, s->prm.ne,
+    GJ_LAUNCH(k_evolve, blocks(genes, 256), 256, 0, s->stream)(s->cur, s->nxt, s->order, s->prm.p, s->prm.n, s->prm.ne,
                                           s->prm.nm, genes, s->prm.seed, gen, s->thresh);
     CK(cudaGetLastError());
     size_t ne_all = (size_t)s->prm.K * s->prm.ne;
-    k_copy_elite_fitness<<<blocks(ne_all, 256), 256>>>(s->fit, s->nfit, s->order, s->prm.p,
+    GJ_LAUNCH(k_copy_elite_fitness, blocks(ne_all, 256), 256, 0, s->stream)(s->fit, s->nfit, s->order, s->prm.p,
                                                        s->prm.ne, s->prm.K);
     CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
+    CK(cudaStreamSynchronize(s->stream));
     float *tk = s->cur; s->cur = s->nxt; s->nxt = tk;
     double *tf = s->fit; s->fit = s->nfit; s->nfit = tf;
     s->t_evolve += brkga_now() - t0;
@@ -293,19 +300,21 @@ static int g_exchange_impl(struct gpu_state *s, int M)
             }
         }
     }
-    cudaError_t e = cudaMemcpy(s->xsrc, src, rows * sizeof(int), cudaMemcpyHostToDevice);
+    cudaError_t e = cudaMemcpyAsync(s->xsrc, src, rows * sizeof(int), cudaMemcpyHostToDevice, s->stream);
     if (e == cudaSuccess)
-        e = cudaMemcpy(s->xdst, dst, moves * sizeof(int), cudaMemcpyHostToDevice);
+        e = cudaMemcpyAsync(s->xdst, dst, moves * sizeof(int), cudaMemcpyHostToDevice, s->stream);
     if (e == cudaSuccess)
-        e = cudaMemcpy(s->xdst + moves, srow, moves * sizeof(int), cudaMemcpyHostToDevice);
+        e = cudaMemcpyAsync(s->xdst + moves, srow, moves * sizeof(int), cudaMemcpyHostToDevice, s->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s->stream);   /* before the host tables are freed */
     free(src); free(srow); free(dst);
     CK(e);
-    k_rows_out<<<blocks(rows * n, 256), 256>>>(s->cur, s->fit, s->xsrc, s->xbuf, s->xfit, rows, n);
+    GJ_LAUNCH(k_rows_out, blocks(rows * n, 256), 256, 0, s->stream)(s->cur, s->fit, s->xsrc, s->xbuf, s->xfit, rows, n);
     CK(cudaGetLastError());
-    k_rows_in<<<blocks(moves * n, 256), 256>>>(s->cur, s->fit, s->xdst + moves, s->xdst, s->xbuf,
+    GJ_LAUNCH(k_rows_in, blocks(moves * n, 256), 256, 0, s->stream)(s->cur, s->fit, s->xdst + moves, s->xdst, s->xbuf,
                                                s->xfit, moves, n);
     CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
+    CK(cudaStreamSynchronize(s->stream));
     return g_rank(s);
 }
 
@@ -321,9 +330,10 @@ static int g_exchange(void *st, int M)
 static int g_fitness_impl(struct gpu_state *s, double *out)
 {
     CK(cudaSetDevice(s->device));
-    k_gather<<<blocks(s->total, 256), 256>>>(s->fit, s->order, s->gathered, s->prm.p, s->total);
+    GJ_LAUNCH(k_gather, blocks(s->total, 256), 256, 0, s->stream)(s->fit, s->order, s->gathered, s->prm.p, s->total);
     CK(cudaGetLastError());
-    CK(cudaMemcpy(out, s->gathered, s->total * sizeof(double), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpyAsync(out, s->gathered, s->total * sizeof(double), cudaMemcpyDeviceToHost, s->stream));
+    CK(cudaStreamSynchronize(s->stream));
     return 0;
 }
 
@@ -339,8 +349,9 @@ static int g_fitness(void *st, double *out)
 static int g_keys_impl(struct gpu_state *s, int k, size_t r, float *out)
 {
     size_t slot = s->h_order[(size_t)k * s->prm.p + r];
-    CK(cudaMemcpy(out, s->cur + ((size_t)k * s->prm.p + slot) * s->prm.n, s->prm.n * sizeof(float),
-                  cudaMemcpyDeviceToHost));
+    CK(cudaMemcpyAsync(out, s->cur + ((size_t)k * s->prm.p + slot) * s->prm.n, s->prm.n * sizeof(float),
+                       cudaMemcpyDeviceToHost, s->stream));
+    CK(cudaStreamSynchronize(s->stream));
     return 0;
 }
 
@@ -376,19 +387,23 @@ static void g_destroy(void *st)
     for (int i = 0; i < 8; i++)
         if (s->model_mem[i])
             cudaFree(s->model_mem[i]);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
     free(s->h_order);
     free(s);
 }
 
 template <typename T>
-static int upload(void **slot, const T *host, size_t count, const T **dev)
+static int upload(void **slot, const T *host, size_t count, const T **dev, cudaStream_t st)
 {
     void *d = NULL;
     size_t bytes = (count ? count : 1) * sizeof(T);
     CK(cudaMalloc(&d, bytes));
     *slot = d;
-    if (count)
-        CK(cudaMemcpy(d, host, count * sizeof(T), cudaMemcpyHostToDevice));
+    if (count) {
+        CK(cudaMemcpyAsync(d, host, count * sizeof(T), cudaMemcpyHostToDevice, st));
+        CK(cudaStreamSynchronize(st));
+    }
     *dev = (const T *)d;
     return 0;
 }
@@ -402,6 +417,7 @@ static int g_create(struct gpu_state *s, const struct brkga_net_model *m)
         return -1;
     }
     CK(cudaSetDevice(s->device));
+    CK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
     size_t total = s->total, n = prm->n;
     CK(cudaMalloc((void **)&s->cur, total * n * sizeof(float)));
     CK(cudaMalloc((void **)&s->nxt, total * n * sizeof(float)));
@@ -431,8 +447,10 @@ static int g_create(struct gpu_state *s, const struct brkga_net_model *m)
     }
     for (int k = 0; k <= prm->K; k++)
         off[k] = (int)((size_t)k * prm->p);
-    cudaError_t e = cudaMemcpy(s->offsets, off, ((size_t)prm->K + 1) * sizeof(int),
-                               cudaMemcpyHostToDevice);
+    cudaError_t e = cudaMemcpyAsync(s->offsets, off, ((size_t)prm->K + 1) * sizeof(int),
+                                    cudaMemcpyHostToDevice, s->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s->stream);
     free(off);
     CK(e);
     s->cub_bytes = 0;
@@ -447,14 +465,14 @@ static int g_create(struct gpu_state *s, const struct brkga_net_model *m)
     v->n_olinks = m->n_olinks;
     v->capacity = m->capacity;
     int R = m->n_routes;
-    if (upload(&s->model_mem[0], m->vl_dist, (size_t)m->n_vlinks, &v->vl_dist) ||
-        upload(&s->model_mem[1], m->dem_bw, (size_t)m->n_demands, &v->dem_bw) ||
-        upload(&s->model_mem[2], m->dem_route, 2 * (size_t)m->n_demands, &v->dem_route) ||
-        upload(&s->model_mem[3], m->route_vl_off, (size_t)R + 1, &v->route_vl_off) ||
-        upload(&s->model_mem[4], m->route_vl, (size_t)m->route_vl_off[R], &v->route_vl) ||
-        upload(&s->model_mem[5], m->route_ol_off, (size_t)R + 1, &v->route_ol_off) ||
-        upload(&s->model_mem[6], m->route_ol, (size_t)m->route_ol_off[R], &v->route_ol) ||
-        upload(&s->model_mem[7], m->route_ol_mult, (size_t)m->route_ol_off[R], &v->route_ol_mult))
+    if (upload(&s->model_mem[0], m->vl_dist, (size_t)m->n_vlinks, &v->vl_dist, s->stream) ||
+        upload(&s->model_mem[1], m->dem_bw, (size_t)m->n_demands, &v->dem_bw, s->stream) ||
+        upload(&s->model_mem[2], m->dem_route, 2 * (size_t)m->n_demands, &v->dem_route, s->stream) ||
+        upload(&s->model_mem[3], m->route_vl_off, (size_t)R + 1, &v->route_vl_off, s->stream) ||
+        upload(&s->model_mem[4], m->route_vl, (size_t)m->route_vl_off[R], &v->route_vl, s->stream) ||
+        upload(&s->model_mem[5], m->route_ol_off, (size_t)R + 1, &v->route_ol_off, s->stream) ||
+        upload(&s->model_mem[6], m->route_ol, (size_t)m->route_ol_off[R], &v->route_ol, s->stream) ||
+        upload(&s->model_mem[7], m->route_ol_mult, (size_t)m->route_ol_off[R], &v->route_ol_mult, s->stream))
         return -1;
     s->thresh = (uint64_t)ldexp(prm->rhoe, 32);
     return 0;

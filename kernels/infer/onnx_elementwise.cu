@@ -23,7 +23,7 @@ extern "C" int okc_bias_act(cudaStream_t stream, float *y, const float *bias, in
     int64_t n = rows * plane;
     if (n <= 0 || (!bias && !relu))
         return 0;
-    k_bias_act<<<okc_blocks(n), OKC_THREADS, 0, stream>>>(y, bias, n, channels, plane, relu);
+    GJ_LAUNCH(k_bias_act, okc_blocks(n), OKC_THREADS, 0, stream)(y, bias, n, channels, plane, relu);
     return okc_launched();
 }
 
@@ -53,7 +53,7 @@ extern "C" int okc_unary_f32(cudaStream_t stream, int op, const float *x, float 
 {
     if (n <= 0)
         return 0;
-    k_unary_f32<<<okc_blocks(n), OKC_THREADS, 0, stream>>>(op, x, y, n);
+    GJ_LAUNCH(k_unary_f32, okc_blocks(n), OKC_THREADS, 0, stream)(op, x, y, n);
     return okc_launched();
 }
 
@@ -67,7 +67,7 @@ extern "C" int okc_neg_i64(cudaStream_t stream, const int64_t *x, int64_t *y, in
 {
     if (n <= 0)
         return 0;
-    k_neg_i64<<<okc_blocks(n), OKC_THREADS, 0, stream>>>(x, y, n);
+    GJ_LAUNCH(k_neg_i64, okc_blocks(n), OKC_THREADS, 0, stream)(x, y, n);
     return okc_launched();
 }
 
@@ -121,7 +121,7 @@ __global__ void k_arith_i64(int op, okc_walk w, const int64_t *a, const int64_t 
         case OKC_MUL: r = (int64_t)(x * z); break;
         default:   /* OKC_DIV, truncating as C */
             if (z == 0) {
-                *err = OKC_ERR_DIV_ZERO;
+                atomicCAS(err, (int)OKC_ERR_NONE, (int)OKC_ERR_DIV_ZERO);   /* the run's first error stays */
                 r = 0;
             } else if ((int64_t)z == -1) {
                 r = (int64_t)(0 - x);
@@ -152,17 +152,17 @@ extern "C" int okc_binary(cudaStream_t stream, int op, int elem, int b_elem, con
     unsigned g = okc_blocks(n);
     if (op == OKC_EQ) {
         if (elem == OKC_F32)
-            k_equal<float><<<g, OKC_THREADS, 0, stream>>>(*w, (const float *)a, (const float *)b, (uint8_t *)y, n);
+            GJ_LAUNCH(k_equal<float>, g, OKC_THREADS, 0, stream)(*w, (const float *)a, (const float *)b, (uint8_t *)y, n);
         else if (elem == OKC_I64)
-            k_equal<int64_t><<<g, OKC_THREADS, 0, stream>>>(*w, (const int64_t *)a, (const int64_t *)b, (uint8_t *)y, n);
+            GJ_LAUNCH(k_equal<int64_t>, g, OKC_THREADS, 0, stream)(*w, (const int64_t *)a, (const int64_t *)b, (uint8_t *)y, n);
         else
-            k_equal<uint8_t><<<g, OKC_THREADS, 0, stream>>>(*w, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)y, n);
+            GJ_LAUNCH(k_equal<uint8_t>, g, OKC_THREADS, 0, stream)(*w, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)y, n);
     } else if (elem == OKC_F32 && op == OKC_POW && b_elem == OKC_I64) {
-        k_pow_f32_i64<<<g, OKC_THREADS, 0, stream>>>(*w, (const float *)a, (const int64_t *)b, (float *)y, n, relu);
+        GJ_LAUNCH(k_pow_f32_i64, g, OKC_THREADS, 0, stream)(*w, (const float *)a, (const int64_t *)b, (float *)y, n, relu);
     } else if (elem == OKC_F32 && b_elem == OKC_F32) {
-        k_arith_f32<<<g, OKC_THREADS, 0, stream>>>(op, *w, (const float *)a, (const float *)b, (float *)y, n, relu);
+        GJ_LAUNCH(k_arith_f32, g, OKC_THREADS, 0, stream)(op, *w, (const float *)a, (const float *)b, (float *)y, n, relu);
     } else if (elem == OKC_I64 && b_elem == OKC_I64 && op != OKC_POW) {
-        k_arith_i64<<<g, OKC_THREADS, 0, stream>>>(op, *w, (const int64_t *)a, (const int64_t *)b, (int64_t *)y, n,
+        GJ_LAUNCH(k_arith_i64, g, OKC_THREADS, 0, stream)(op, *w, (const int64_t *)a, (const int64_t *)b, (int64_t *)y, n,
                                                    err);
     } else {
         return (int)cudaErrorInvalidValue;   /* a type combination the executor never passes */
@@ -189,9 +189,9 @@ extern "C" int okc_where(cudaStream_t stream, const struct okc_walk *w, const ui
         return 0;
     unsigned g = okc_blocks(n);
     switch (es) {
-    case 1: k_where<uint8_t><<<g, OKC_THREADS, 0, stream>>>(*w, cond, (const uint8_t *)x, (const uint8_t *)z, (uint8_t *)y, n); break;
-    case 4: k_where<uint32_t><<<g, OKC_THREADS, 0, stream>>>(*w, cond, (const uint32_t *)x, (const uint32_t *)z, (uint32_t *)y, n); break;
-    case 8: k_where<uint64_t><<<g, OKC_THREADS, 0, stream>>>(*w, cond, (const uint64_t *)x, (const uint64_t *)z, (uint64_t *)y, n); break;
+    case 1: GJ_LAUNCH(k_where<uint8_t>, g, OKC_THREADS, 0, stream)(*w, cond, (const uint8_t *)x, (const uint8_t *)z, (uint8_t *)y, n); break;
+    case 4: GJ_LAUNCH(k_where<uint32_t>, g, OKC_THREADS, 0, stream)(*w, cond, (const uint32_t *)x, (const uint32_t *)z, (uint32_t *)y, n); break;
+    case 8: GJ_LAUNCH(k_where<uint64_t>, g, OKC_THREADS, 0, stream)(*w, cond, (const uint64_t *)x, (const uint64_t *)z, (uint64_t *)y, n); break;
     default: return (int)cudaErrorInvalidValue;
     }
     return okc_launched();
@@ -214,9 +214,9 @@ extern "C" int okc_strided_copy(cudaStream_t stream, const struct okc_walk *w, c
         return 0;
     unsigned g = okc_blocks(n);
     switch (es) {
-    case 1: k_strided_copy<uint8_t><<<g, OKC_THREADS, 0, stream>>>(*w, (const uint8_t *)x, (uint8_t *)y, n); break;
-    case 4: k_strided_copy<uint32_t><<<g, OKC_THREADS, 0, stream>>>(*w, (const uint32_t *)x, (uint32_t *)y, n); break;
-    case 8: k_strided_copy<uint64_t><<<g, OKC_THREADS, 0, stream>>>(*w, (const uint64_t *)x, (uint64_t *)y, n); break;
+    case 1: GJ_LAUNCH(k_strided_copy<uint8_t>, g, OKC_THREADS, 0, stream)(*w, (const uint8_t *)x, (uint8_t *)y, n); break;
+    case 4: GJ_LAUNCH(k_strided_copy<uint32_t>, g, OKC_THREADS, 0, stream)(*w, (const uint32_t *)x, (uint32_t *)y, n); break;
+    case 8: GJ_LAUNCH(k_strided_copy<uint64_t>, g, OKC_THREADS, 0, stream)(*w, (const uint64_t *)x, (uint64_t *)y, n); break;
     default: return (int)cudaErrorInvalidValue;
     }
     return okc_launched();
@@ -238,7 +238,7 @@ __global__ void k_cast(int from, int to, const void *x, void *y, int64_t n, int 
             if (from == OKC_F32) {
                 double v = ((const float *)x)[i];
                 if (!(v > -9.2e18 && v < 9.2e18)) {   /* NaN or out of int64 range */
-                    *err = OKC_ERR_CAST;
+                    atomicCAS(err, (int)OKC_ERR_NONE, (int)OKC_ERR_CAST);
                     v = 0;
                 }
                 o[i] = (int64_t)v;
@@ -259,6 +259,6 @@ extern "C" int okc_cast(cudaStream_t stream, int from, int to, const void *x, vo
 {
     if (n <= 0)
         return 0;
-    k_cast<<<okc_blocks(n), OKC_THREADS, 0, stream>>>(from, to, x, y, n, err);
+    GJ_LAUNCH(k_cast, okc_blocks(n), OKC_THREADS, 0, stream)(from, to, x, y, n, err);
     return okc_launched();
 }

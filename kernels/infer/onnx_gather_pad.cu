@@ -13,7 +13,7 @@ __global__ void k_gather(const T *x, const int64_t *idx, T *y, int64_t outer, in
         int64_t in = i % inner, k = (i / inner) % n_idx, o = i / (inner * n_idx);
         int64_t j = idx[k];
         if (j < -dim || j >= dim) {
-            *err = OKC_ERR_INDEX;
+            atomicCAS(err, (int)OKC_ERR_NONE, (int)OKC_ERR_INDEX);   /* the run's first error stays */
             y[i] = T(0);
             continue;
         }
@@ -31,9 +31,9 @@ extern "C" int okc_gather(cudaStream_t stream, const void *x, const int64_t *idx
         return 0;
     unsigned g = okc_blocks(n);
     switch (es) {
-    case 1: k_gather<uint8_t><<<g, OKC_THREADS, 0, stream>>>((const uint8_t *)x, idx, (uint8_t *)y, outer, dim, n_idx, inner, err); break;
-    case 4: k_gather<uint32_t><<<g, OKC_THREADS, 0, stream>>>((const uint32_t *)x, idx, (uint32_t *)y, outer, dim, n_idx, inner, err); break;
-    case 8: k_gather<uint64_t><<<g, OKC_THREADS, 0, stream>>>((const uint64_t *)x, idx, (uint64_t *)y, outer, dim, n_idx, inner, err); break;
+    case 1: GJ_LAUNCH(k_gather<uint8_t>, g, OKC_THREADS, 0, stream)((const uint8_t *)x, idx, (uint8_t *)y, outer, dim, n_idx, inner, err); break;
+    case 4: GJ_LAUNCH(k_gather<uint32_t>, g, OKC_THREADS, 0, stream)((const uint32_t *)x, idx, (uint32_t *)y, outer, dim, n_idx, inner, err); break;
+    case 8: GJ_LAUNCH(k_gather<uint64_t>, g, OKC_THREADS, 0, stream)((const uint64_t *)x, idx, (uint64_t *)y, outer, dim, n_idx, inner, err); break;
     default: return (int)cudaErrorInvalidValue;
     }
     return okc_launched();
@@ -65,9 +65,9 @@ extern "C" int okc_pad(cudaStream_t stream, const struct okc_pad *p, const void 
         return 0;
     unsigned g = okc_blocks(n);
     if (es == 4)
-        k_pad<float><<<g, OKC_THREADS, 0, stream>>>(*p, (const float *)x, (float *)y, n, fvalue);
+        GJ_LAUNCH(k_pad<float>, g, OKC_THREADS, 0, stream)(*p, (const float *)x, (float *)y, n, fvalue);
     else if (es == 8)
-        k_pad<int64_t><<<g, OKC_THREADS, 0, stream>>>(*p, (const int64_t *)x, (int64_t *)y, n, ivalue);
+        GJ_LAUNCH(k_pad<int64_t>, g, OKC_THREADS, 0, stream)(*p, (const int64_t *)x, (int64_t *)y, n, ivalue);
     else
         return (int)cudaErrorInvalidValue;
     return okc_launched();

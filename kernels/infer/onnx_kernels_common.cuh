@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../gj_launch.cuh"
 #include "infer/onnx/onnx_cuda_kernels.h"
 
 #define OKC_THREADS 256

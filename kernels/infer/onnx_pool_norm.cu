@@ -49,7 +49,7 @@ extern "C" int okc_pool2d(cudaStream_t stream, const struct okc_pool *p, const f
     int64_t n = p->rows * p->OH * p->OW;
     if (n <= 0)
         return 0;
-    k_pool2d<<<okc_blocks(n), OKC_THREADS, 0, stream>>>(*p, x, y, n);
+    GJ_LAUNCH(k_pool2d, okc_blocks(n), OKC_THREADS, 0, stream)(*p, x, y, n);
     return okc_launched();
 }
 
@@ -73,7 +73,7 @@ extern "C" int okc_global_avgpool(cudaStream_t stream, const float *x, float *y,
     if (rows <= 0 || plane <= 0)
         return 0;
     unsigned g = okc_row_blocks(rows);
-    k_global_avgpool<<<g, 128, 0, stream>>>(x, y, rows, plane);
+    GJ_LAUNCH(k_global_avgpool, g, 128, 0, stream)(x, y, rows, plane);
     return okc_launched();
 }
 
@@ -94,7 +94,7 @@ extern "C" int okc_batchnorm(cudaStream_t stream, const float *x, float *y, cons
 {
     if (n <= 0 || plane <= 0 || channels <= 0)
         return 0;
-    k_batchnorm<<<okc_blocks(n), OKC_THREADS, 0, stream>>>(x, y, scale, bias, mean, var, n, channels, plane, eps,
+    GJ_LAUNCH(k_batchnorm, okc_blocks(n), OKC_THREADS, 0, stream)(x, y, scale, bias, mean, var, n, channels, plane, eps,
                                                            relu);
     return okc_launched();
 }

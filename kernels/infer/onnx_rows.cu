@@ -38,7 +38,7 @@ extern "C" int okc_softmax(cudaStream_t stream, const float *x, float *y, int64_
     if (rows <= 0 || n <= 0)
         return 0;
     unsigned g = okc_row_blocks(rows);
-    k_softmax<<<g, ROW_THREADS, 0, stream>>>(x, y, rows, n, inner);
+    GJ_LAUNCH(k_softmax, g, ROW_THREADS, 0, stream)(x, y, rows, n, inner);
     return okc_launched();
 }
 
@@ -73,7 +73,7 @@ extern "C" int okc_layernorm(cudaStream_t stream, const float *x, float *y, cons
     if (rows <= 0 || n <= 0)
         return 0;
     unsigned g = okc_row_blocks(rows);
-    k_layernorm<<<g, ROW_THREADS, 0, stream>>>(x, y, scale, bias, rows, n, eps);
+    GJ_LAUNCH(k_layernorm, g, ROW_THREADS, 0, stream)(x, y, scale, bias, rows, n, eps);
     return okc_launched();
 }
 
@@ -103,6 +103,6 @@ extern "C" int okc_reduce_mean(cudaStream_t stream, const struct okc_reduce *r, 
 {
     if (n_out <= 0)
         return 0;
-    k_reduce_mean<<<okc_blocks(n_out), OKC_THREADS, 0, stream>>>(*r, x, y, n_out);
+    GJ_LAUNCH(k_reduce_mean, okc_blocks(n_out), OKC_THREADS, 0, stream)(*r, x, y, n_out);
     return okc_launched();
 }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../gj_launch.cuh"
 #include "recon/recon_gpu.h"
 #include "recon/recon_hd.h"
 
@@ -296,13 +297,13 @@ int gpu_filter(const rc_geom *g, int filter, float *d_proj, int64_t nrows, cudaS
     DG dg = make_dg(g);
     dim3 b(256), gw((L + 255) / 256, chunk), gh((nh + 255) / 256, chunk), gs((g->cols + 255) / 256, chunk);
     for (int64_t r0 = 0; r0 < nrows; r0 += chunk) {
-        k_preweight<<<gw, b, 0, st>>>(d_proj, dbuf.as<float>(), r0, nrows, chunk, L, dg, g->nviews, dP.as<float>());
+        GJ_LAUNCH(k_preweight, gw, b, 0, st)(d_proj, dbuf.as<float>(), r0, nrows, chunk, L, dg, g->nviews, dP.as<float>());
         CKL("k_preweight");
         CKF(cufftExecR2C(pf.h, dbuf.as<float>(), dF.as<cufftComplex>()));
-        k_mul_h<<<gh, b, 0, st>>>(dF.as<cufftComplex>(), dH.as<float>(), nh, chunk);
+        GJ_LAUNCH(k_mul_h, gh, b, 0, st)(dF.as<cufftComplex>(), dH.as<float>(), nh, chunk);
         CKL("k_mul_h");
         CKF(cufftExecC2R(pb.h, dF.as<cufftComplex>(), dbuf.as<float>()));
-        k_store<<<gs, b, 0, st>>>(d_proj, dbuf.as<float>(), r0, nrows, chunk, L, g->cols, g->rows, g->nviews,
+        GJ_LAUNCH(k_store, gs, b, 0, st)(d_proj, dbuf.as<float>(), r0, nrows, chunk, L, g->cols, g->rows, g->nviews,
                                   dW.as<float>());
         CKL("k_store");
     }
@@ -461,9 +462,9 @@ int gpu_backproject(const rc_geom *g, const float *d_proj, float *d_vol, int z0,
                 dim3 gr((g->nx + 31) / 32, (g->ny + 7) / 8, (ns + SPT - 1) / SPT);
                 float *vs = d_vol + (int64_t)s0 * g->nx * g->ny;
                 if (hw)
-                    k_bp2d<true><<<gr, b, 0, st>>>(t.tex, NULL, vs, dg, ns, g->nviews, v0, nv, dm.as<float>());
+                    GJ_LAUNCH(k_bp2d<true>, gr, b, 0, st)(t.tex, NULL, vs, dg, ns, g->nviews, v0, nv, dm.as<float>());
                 else
-                    k_bp2d<false><<<gr, b, 0, st>>>(0, d_proj + s0 * pset, vs, dg, ns, g->nviews, v0, nv,
+                    GJ_LAUNCH(k_bp2d<false>, gr, b, 0, st)(0, d_proj + s0 * pset, vs, dg, ns, g->nviews, v0, nv,
                                                     dm.as<float>());
                 CKL("k_bp2d");
             }
@@ -473,6 +474,8 @@ int gpu_backproject(const rc_geom *g, const float *d_proj, float *d_vol, int z0,
     }
     const int64_t view = (int64_t)g->rows * g->cols;
     const float sod2 = (float)(g->sod * g->sod);
+    if (g->cols > MAXTEX || g->rows > MAXTEX)
+        hw = false;   // beyond a layered texture, as in 2D: the software path has no such limit
     dim3 gr((g->nx + 31) / 32, (g->ny + 7) / 8, (nzs + ZPT - 1) / ZPT);
     for (int v0 = 0; v0 < g->nviews; v0 += MAXV) {
         int nv = g->nviews - v0 < MAXV ? g->nviews - v0 : MAXV;
@@ -480,11 +483,11 @@ int gpu_backproject(const rc_geom *g, const float *d_proj, float *d_vol, int z0,
             TexArr t;
             if (make_layered(t, d_proj + v0 * view, g->cols, g->rows, nv, st, err))
                 return -1;
-            k_bp3d<true><<<gr, b, 0, st>>>(t.tex, d_proj, d_vol, dg, z0, nzs, v0, nv, sod2, dm.as<float>());
+            GJ_LAUNCH(k_bp3d<true>, gr, b, 0, st)(t.tex, d_proj, d_vol, dg, z0, nzs, v0, nv, sod2, dm.as<float>());
             CKL("k_bp3d");
             CK(cudaStreamSynchronize(st));   // before t is destroyed
         } else {
-            k_bp3d<false><<<gr, b, 0, st>>>(0, d_proj, d_vol, dg, z0, nzs, v0, nv, sod2, dm.as<float>());
+            GJ_LAUNCH(k_bp3d<false>, gr, b, 0, st)(0, d_proj, d_vol, dg, z0, nzs, v0, nv, sod2, dm.as<float>());
             CKL("k_bp3d");
         }
     }
@@ -673,9 +676,9 @@ int gpu_iterate(const rc_geom *g, const rc_opts *o, const float *d_p, float *d_x
         return -1;
     // row sums A 1: the Joseph projection of ones over all views (the list is the identity,
     // so the compact layout is the full one)
-    k_fill<<<blocks(nvox), 256, 0, st>>>(dones.as<float>(), nvox, 1.0f);
+    GJ_LAUNCH(k_fill, blocks(nvox), 256, 0, st)(dones.as<float>(), nvox, 1.0f);
     CKL("k_fill");
-    k_forward<<<blocks(nrays), 256, 0, st>>>(dones.as<float>(), drow.as<float>(), dg, nzv, nprob, dl.as<int>(),
+    GJ_LAUNCH(k_forward, blocks(nrays), 256, 0, st)(dones.as<float>(), drow.as<float>(), dg, nzv, nprob, dl.as<int>(),
                                              g->nviews, dv.as<double>(), mat);
     CKL("k_forward (row sums)");
     CK(cudaStreamSynchronize(st));
@@ -693,16 +696,16 @@ int gpu_iterate(const rc_geom *g, const rc_opts *o, const float *d_p, float *d_x
             const int *dlist = dl.as<int>() + off[si];
             int nv = off[si + 1] - off[si];
             int64_t nr = (int64_t)nprob * nv * rpv;
-            k_forward<<<blocks(nr), 256, 0, st>>>(d_x, dfp.as<float>(), dg, nzv, nprob, dlist, nv, dv.as<double>(),
+            GJ_LAUNCH(k_forward, blocks(nr), 256, 0, st)(d_x, dfp.as<float>(), dg, nzv, nprob, dlist, nv, dv.as<double>(),
                                                   mat);
             CKL("k_forward");
-            k_residual<<<blocks(nr), 256, 0, st>>>(dfp.as<float>(), d_p, drow.as<float>(), dres.as<float>(), nprob,
+            GJ_LAUNCH(k_residual, blocks(nr), 256, 0, st)(dfp.as<float>(), d_p, drow.as<float>(), dres.as<float>(), nprob,
                                                    g->nviews, rpv, dlist, nv);
             CKL("k_residual");
-            k_bp_iter<<<gr, b, 0, st>>>(dres.as<float>(), dupd.as<float>(), dnorm.as<float>(), dg, nzv, nprob,
+            GJ_LAUNCH(k_bp_iter, gr, b, 0, st)(dres.as<float>(), dupd.as<float>(), dnorm.as<float>(), dg, nzv, nprob,
                                         g->nviews, dlist, nv, dm.as<float>());
             CKL("k_bp_iter");
-            k_update<<<blocks(nvox), 256, 0, st>>>(d_x, dupd.as<float>(), dnorm.as<float>(), nvox,
+            GJ_LAUNCH(k_update, blocks(nvox), 256, 0, st)(d_x, dupd.as<float>(), dnorm.as<float>(), nvox,
                                                    (float)o->relaxation, o->nonneg);
             CKL("k_update");
         }

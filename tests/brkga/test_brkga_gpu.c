@@ -33,7 +33,7 @@ static int build(struct brkga_net *net, const char *nt, size_t nl, const char *d
     return 0;
 }
 
-static int compare(struct brkga_net *net, size_t p, int K, const char *what)
+static int compare(struct brkga_net *net, size_t p, int K, long generations, const char *what)
 {
     struct brkga_decoder dec = { (size_t)(net->m.n_vlinks + net->m.n_demands),
                                  brkga_net_scratch_bytes(&net->m), &net->m, brkga_net_decode_cb, 1 };
@@ -50,7 +50,7 @@ static int compare(struct brkga_net *net, size_t p, int K, const char *what)
     prm.reset_after = 25;
     prm.primary = BRKGA_STOP_GENERATIONS;
     prm.secondary = BRKGA_STOP_NONE;
-    prm.max_generations = 200;
+    prm.max_generations = generations;
     prm.seed = 6271412974226616250ull;
     prm.threads = 2;
     prm.stats_interval = 50;
@@ -106,15 +106,23 @@ int main(void)
     struct brkga_net net;
     if (build(&net, nt, nl, dt, dl, 2, 20))
         return 1;
-    fails += compare(&net, 40, 3, "section 6.1") != 0;
+    fails += compare(&net, 40, 3, 200, "section 6.1") != 0;
     brkga_net_free(&net);
     free(nt);
     free(dt);
+    /* GJ_TEST_STOP_AT_FAILURE: stop at the first failure (the gpu-emu mutation checks) */
+    const char *stop = getenv("GJ_TEST_STOP_AT_FAILURE");
+    if (fails && stop && *stop == '1')
+        return 1;
     if (brkga_bench_instance(30, 10, 20, 200, 4000, 7, &nt, &dt))
         return 1;
     if (build(&net, nt, strlen(nt), dt, strlen(dt), 3, 20))
         return 1;
-    fails += compare(&net, 1024, 2, "generated 30/10/20, 200 demands") != 0;
+    /* GJ_TEST_BRKGA_GENERATIONS: fewer generations of the large instance (the gpu-emu suite,
+     * where every thread of the GPU runs on one core; still past exchanges and resets) */
+    const char *gens = getenv("GJ_TEST_BRKGA_GENERATIONS");
+    long ng = gens && atol(gens) > 0 ? atol(gens) : 200;
+    fails += compare(&net, 1024, 2, ng, "generated 30/10/20, 200 demands") != 0;
     brkga_net_free(&net);
     free(nt);
     free(dt);

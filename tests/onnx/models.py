@@ -11,6 +11,7 @@ A batch other than 2 is part of the file names (MODEL_b4...); --reuse keeps file
 
 Run with /usr/bin/python3 (Debian's torch 1.13)."""
 import argparse
+import inspect
 import os
 import shutil
 import sys
@@ -45,6 +46,18 @@ class ViT(torch.nn.Module):
         x = self.enc(x)
         return self.head(self.norm(x[:, 0]))
 
+
+
+def export_legacy(model, args, path, **kw):
+    """torch.onnx.export with the TorchScript exporter: PyTorch 2.9+ defaults to the dynamo
+    exporter (which handles dynamic_axes and the models' ops differently), so pass dynamo=False
+    where the parameter exists, as bench/infer_gpu_bench.py does. Says on stderr which exporter
+    made the model."""
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kw["dynamo"] = False
+    torch.onnx.export(model, args, path, **kw)
+    which = "dynamo=False" if "dynamo" in kw else "TorchScript (torch %s)" % torch.__version__
+    print("%s: exported by torch.onnx.export %s" % (os.path.basename(path), which), file=sys.stderr)
 
 def randomize_bn(model, gen):
     """torchvision initializes BatchNorm to identity: give it random statistics so the
@@ -115,9 +128,9 @@ def main():
         x = torch.randn(a.batch, 3, size, size, generator=torch.Generator().manual_seed(7))
         # Not under no_grad(): there nn.TransformerEncoder takes a fused fast path that the
         # exporter cannot export; the reference runs the same (slow-path) arithmetic.
-        torch.onnx.export(m, x, base + ".onnx", opset_version=a.opset, input_names=["input"],
-                          output_names=["output"],
-                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+        export_legacy(m, x, base + ".onnx", opset_version=a.opset, input_names=["input"],
+                      output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
     if not a.no_reference:
         y = m(x).detach()
         x.numpy().astype(np.float32).tofile(base + ".in.f32")

@@ -34,7 +34,7 @@ import onnx
 import torch
 from onnx import TensorProto, numpy_helper
 
-from models import randomize_bn
+from models import export_legacy, randomize_bn
 
 warnings.filterwarnings("ignore")
 
@@ -172,7 +172,7 @@ class Writer:
 
 def export(m, args, path, ins, outs, batch_axes=True):
     dyn = {n: {0: "N"} for n in ins + outs} if batch_axes else None
-    torch.onnx.export(m, args, path, opset_version=17, input_names=ins, output_names=outs, dynamic_axes=dyn)
+    export_legacy(m, args, path, opset_version=17, input_names=ins, output_names=outs, dynamic_axes=dyn)
 
 
 def tol_of(t):

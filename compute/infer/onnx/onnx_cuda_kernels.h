@@ -7,7 +7,8 @@
  * value (0: launched). Pointers are device memory; element counts may be 0 (nothing is
  * launched). Data-dependent failures (an index out of range, an integer division by zero,
  * a NaN cast to int64) cannot be returned from a kernel: the kernel stores an OKC_ERR_* code
- * in the device word `err`, which the backend reads after the run.
+ * in the device word `err` with atomicCAS, only where it still holds OKC_ERR_NONE (so the run's
+ * first error is the one reported), which the backend reads after the run.
  */
 #ifndef ONNX_CUDA_KERNELS_H
 #define ONNX_CUDA_KERNELS_H

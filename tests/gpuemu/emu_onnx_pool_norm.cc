@@ -1,0 +1,5 @@
+// kernels/infer/onnx_pool_norm.cu compiled as host C++ for the gpu-emu suite (see include/cuda_runtime.h).
+// nvcc includes cuda_runtime.h before every .cu file; so does this.
+#include <cuda_runtime.h>
+
+#include "infer/onnx_pool_norm.cu"

@@ -13,6 +13,7 @@ The work, each in its own threads, from three tenants (bounded in count and time
   cancels   60 s noop jobs submitted and cancelled a second later, then deleted
 
 usage: GPUJOBD=build/service/gpujobd /usr/bin/python3 bench/soak.py [--seconds 1200] [--out FILE]
+                                                               [--pg-setting NAME=VALUE]...
 Writes FILE (JSON: the samples and the summary) and FILE with .png (the four curves)."""
 import argparse
 import json
@@ -164,11 +165,18 @@ def plot(samples, path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=1200)
+    ap.add_argument("--pg-setting", action="append", default=[], metavar="NAME=VALUE",
+                    help="a PostgreSQL setting for the run (ALTER SYSTEM, reloaded), e.g. autovacuum_naptime=10s")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
                                                   time.strftime("soak-%Y%m%d-%H%M.json")))
     args = ap.parse_args()
     h = Harness()
     try:
+        for setting in args.pg_setting:
+            name, value = setting.split("=", 1)
+            h.sql(f"ALTER SYSTEM SET {name} = '{value}'")
+        if args.pg_setting:
+            h.sql("SELECT pg_reload_conf()")
         srv = h.start_server(["--cpu-workers", "2"])
         admin = srv.client()
         keys = [admin.json("POST", "/v1/api-keys", {"tenant": f"soak{i}"}, expect=201)["key"] for i in range(3)]
@@ -187,7 +195,7 @@ def main():
             th.join(180)
         samples.append(sample(h, srv.proc.pid, t0, load.counts))
         result = {"hardware": f"{os.cpu_count()} cores, {cpu_model()}, {platform.system()} {platform.release()}",
-                  "seconds": args.seconds, "warmup_seconds": WARMUP_S, "done": load.counts,
+                  "seconds": args.seconds, "pg_settings": args.pg_setting, "warmup_seconds": WARMUP_S, "done": load.counts,
                   "last_error": load.last_error, "summary": summarize(samples), "samples": samples}
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)

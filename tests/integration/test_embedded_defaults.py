@@ -89,6 +89,12 @@ def test_embedded_defaults_first_and_second_start():
         assert cert1 == cert2, "certificate regenerated"
         c = Client(s, key)
         assert c.json("GET", f"/v1/jobs/{job['id']}", expect=200)["state"] == "succeeded"
+        # autovacuum unthrottled, as deleted blobs' rows in pg_largeobject need (bench/soak.py)
+        pids = postmasters_for(data)
+        assert pids, "no embedded postmaster"
+        cmdline = open(f"/proc/{pids[0]}/cmdline", "rb").read().split(b"\0")
+        for setting in (b"autovacuum_vacuum_cost_delay=0", b"autovacuum_naptime=10s"):
+            assert setting in cmdline, (setting, cmdline)
     finally:
         assert s.stop() == 0
     subprocess.run(["rm", "-rf", tmp])

@@ -39,24 +39,9 @@ void grpc_oip_reply(struct gj_grpc_call *c, const ProtobufCMessage *msg)
     c->status = GJ_GRPC_OK;
 }
 
-int64_t grpc_oip_version(const char *s)
-{
-    if (!s || !*s)
-        return 0;
-    if (strlen(s) > 18)
-        return -1;
-    int64_t v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        v = v * 10 + (*s - '0');
-    }
-    return v > 0 ? v : -1;
-}
-
 gj_model_repo *grpc_oip_requested(struct gj_grpc_call *c, const char *name, const char *version, int64_t *v)
 {
-    *v = grpc_oip_version(version);
+    *v = oip_parse_version(version);
     gj_model_repo *repo = gj_infer_repo();
     if (*v < 0)
         gj_grpc_fail(c, GJ_GRPC_INVALID_ARGUMENT, "version '%s' is not valid: versions are positive integers", version);

@@ -15,8 +15,6 @@
 
 /* Packs a response message into c->resp (OK), or fails the call. */
 void grpc_oip_reply(struct gj_grpc_call *c, const ProtobufCMessage *msg);
-/* A request's version string: "" the default (0), else a positive integer; -1: bad. */
-int64_t grpc_oip_version(const char *s);
 /* The repository and version a request names, or NULL with the call failed. */
 gj_model_repo *grpc_oip_requested(struct gj_grpc_call *c, const char *name, const char *version, int64_t *v);
 /* A failed model lookup as /v2 words it (oip_lookup_failed). */

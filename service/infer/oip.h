@@ -15,6 +15,9 @@ void oip_error(struct gj_req *r, int status, const char *fmt, ...) __attribute__
 /* Sets err to status and the formatted message; returns -1 (for functions both the /v2
  * routes and gRPC call, which answer err each their way). */
 int oip_refuse(struct gj_error *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A model version as a request names it (a path parameter, a gRPC field): "" or NULL the
+ * default (0), else a positive integer of at most 18 digits; -1: anything else. */
+int64_t oip_parse_version(const char *s);
 /* The server's own error bodies under /v2 (gj_http_error_body): {"error": detail}. */
 char *oip_error_body(int status, const char *detail);
 /* The repository and the version params[1] asks for (0: the default); on failure answers

@@ -85,13 +85,11 @@ char *oip_error_body(int status, const char *detail)
 
 /* ---- model lookup -------------------------------------------------------------------- */
 
-/* Parses the {version} path parameter (a positive integer); 0 when absent. -1: bad. */
-static int64_t path_version(struct gj_req *r)
+int64_t oip_parse_version(const char *s)
 {
-    if (r->n_params < 2)
+    if (!s || !*s)
         return 0;
-    const char *s = r->params[1];
-    if (!*s || strlen(s) > 18)
+    if (strlen(s) > 18)
         return -1;
     int64_t v = 0;
     for (; *s; s++) {
@@ -100,6 +98,15 @@ static int64_t path_version(struct gj_req *r)
         v = v * 10 + (*s - '0');
     }
     return v > 0 ? v : -1;
+}
+
+/* Parses the {version} path parameter; 0 when the route has none. -1: bad (an empty
+ * segment too: a path's version is never the default). */
+static int64_t path_version(struct gj_req *r)
+{
+    if (r->n_params < 2)
+        return 0;
+    return r->params[1][0] ? oip_parse_version(r->params[1]) : -1;
 }
 
 /* The repository and the version the path asks for (0: the default); on failure answers

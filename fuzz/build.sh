@@ -81,7 +81,7 @@ harness() {
       libs="$(pkg-config --libs libprotobuf-c) $(pkg-config --libs openblas 2>/dev/null || echo -lopenblas) -lm -lpthread" ;;
     http_route)
       routes_inc "$out/gen/http_routes.inc" || return 1
-      srcs+=" service/http_parse.c service/http_target.c service/base64.c service/uuid.c compute/common/fsutil.c"
+      srcs+=" service/http/http_parse.c service/http/http_target.c service/base/base64.c service/base/uuid.c compute/common/fsutil.c"
       libs="$(pkg-config --libs libmicrohttpd) -lpthread" ;;
     pbtxt)
       [ -f "$out/gen/infer/serving/triton_model_config.pb-c.c" ] &&

@@ -1,7 +1,7 @@
 /*
  * http_route_fuzz.c — libFuzzer harness for what a hostile client controls in an HTTP
- * request, through the server's own parsers (service/http_parse.c) and its decoder
- * (gj_http_unescape in service/http_target.c, which the daemon applies to the path and the
+ * request, through the server's own parsers (service/http/http_parse.c) and its decoder
+ * (gj_http_unescape in service/http/http_target.c, which the daemon applies to the path and the
  * query, keeping a %00 visible so that a control character is refused before routing):
  *
  *   METHOD SP PATH[?QUERY] LF
@@ -26,9 +26,9 @@
 #include <strings.h>
 #include <microhttpd.h>
 
-#include "service/base64.h"
-#include "service/http_parse.h"
-#include "service/http_target.h"
+#include "service/base/base64.h"
+#include "service/http/http_parse.h"
+#include "service/http/http_target.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /*
  * multipart_related_fuzz.c — libFuzzer harness for the streaming multipart parser
- * (service/multipart_related.c) and the header-parameter helpers, used the way the
+ * (service/http/multipart_related.c) and the header-parameter helpers, used the way the
  * STOW-RS and model-upload routes use them.
  *
  * Input: one byte choosing the chunk size (so boundaries split across chunks are
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/multipart_related.h"
+#include "service/http/multipart_related.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -16,14 +16,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "service/auth.h"
-#include "service/callback_policy.h"
+#include "service/auth/auth.h"
+#include "service/jobs/callback_policy.h"
 #include "service/config.h"
-#include "service/devices.h"
-#include "service/key_cache.h"
-#include "service/log.h"
-#include "service/pg_embedded.h"
-#include "service/secret_file.h"
+#include "service/jobs/devices.h"
+#include "service/auth/key_cache.h"
+#include "service/base/log.h"
+#include "service/db/pg_embedded.h"
+#include "service/base/secret_file.h"
 
 enum setting_type {
     T_STRING, T_INT, T_I64, T_BYTES, T_DOUBLE, T_BOOL, T_LISTEN, T_PLACEMENT, T_LEVEL, T_ROLE, T_PG_BINDIR,

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "common/fsutil.h"
-#include "service/pg_embedded.h"
+#include "service/db/pg_embedded.h"
 
 enum gj_placement_policy { GJ_PLACE_LEAST_LOADED, GJ_PLACE_ROUND_ROBIN, GJ_PLACE_RANDOM };
 
@@ -110,7 +110,7 @@ struct gj_config {
     char results_dicomweb_auth[1024];  /* one header line, "Name: value" */
     char results_dicomweb_ca[GJ_PATH_MAX];
     int results_dicomweb_retry_ms;
-    /* Browsers (service/session.c, service/cors.c): */
+    /* Browsers (service/auth/session.c, service/http/cors.c): */
     char cors_origins[2048];       /* origins allowed to call the API, comma-separated; "" = none */
     int session_idle_minutes;      /* a portal session ends after this long unused (default 60) */
     int session_hours;             /* and this long after sign-in in any case (default 12) */

@@ -6,7 +6,7 @@
 
 #include "gj_config.h"
 #include "common/gj_kind.h"
-#include "service/cli.h"
+#include "service/cli/cli.h"
 #include "infer/dicom.h"
 
 static int cmd_version(int argc, char **argv)

@@ -28,8 +28,8 @@
 
 #include <stdio.h>
 
-#include "service/http_server.h"
-#include "service/queue.h"
+#include "service/http/http_server.h"
+#include "service/jobs/queue.h"
 #include "service/server.h"
 
 struct gj_service_module {

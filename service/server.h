@@ -8,11 +8,11 @@
 #include <stdatomic.h>
 
 #include "service/config.h"
-#include "service/db.h"
-#include "service/mem_budget.h"
-#include "service/notify.h"
-#include "service/placement.h"
-#include "service/queue.h"
+#include "service/db/db.h"
+#include "service/base/mem_budget.h"
+#include "service/db/notify.h"
+#include "service/jobs/placement.h"
+#include "service/jobs/queue.h"
 
 struct gj_worker_pool;
 struct gj_key_cache;

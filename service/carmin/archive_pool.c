@@ -8,7 +8,7 @@
 #include <pthread.h>
 
 #include "service/carmin/archive_pool.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 enum { QUEUED = 1, RUNNING, DONE, DROPPED };
 

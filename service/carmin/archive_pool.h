@@ -13,7 +13,7 @@
 
 #include <stdatomic.h>
 
-#include "service/http_park.h"
+#include "service/http/http_park.h"
 
 #define ARCHIVE_THREADS 2
 #define ARCHIVE_QUEUE 4

@@ -12,7 +12,7 @@
 #ifndef GJ_CARMIN_H
 #define GJ_CARMIN_H
 
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 
 #define CARMIN_HOME "/vip/Home"
 

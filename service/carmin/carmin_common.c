@@ -7,9 +7,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "service/auth.h"
+#include "service/auth/auth.h"
 #include "service/carmin/carmin.h"
-#include "service/storage_quota.h"
+#include "service/db/storage_quota.h"
 
 void carmin_error(struct gj_req *r, int code, const char *fmt, ...)
 {

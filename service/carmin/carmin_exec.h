@@ -7,8 +7,8 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
-#include "service/http_server.h"
-#include "service/queue.h"   /* GJ_JOB_TIMEOUT_MAX */
+#include "service/http/http_server.h"
+#include "service/jobs/queue.h"   /* GJ_JOB_TIMEOUT_MAX */
 
 /* POST /rest/executions (exec_submit.c). */
 void carmin_exec_create(struct gj_req *r);

@@ -8,7 +8,7 @@
 #include "common/fsutil.h"
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_fs.h"
-#include "service/db.h"
+#include "service/db/db.h"
 
 int carmin_path_normalize(const char *in, char out[CARMIN_PATH_MAX])
 {

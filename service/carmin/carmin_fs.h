@@ -11,7 +11,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
-#include "service/uuid.h"
+#include "service/base/uuid.h"
 
 #define CARMIN_PATH_MAX 512
 /* The most paths under a directory that travel as one archive: sent as a tar (dir_tar.c), or

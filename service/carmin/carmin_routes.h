@@ -5,7 +5,7 @@
 #ifndef GJ_CARMIN_ROUTES_H
 #define GJ_CARMIN_ROUTES_H
 
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 
 extern const struct gj_route_table gj_routes_carmin_platform;
 extern const struct gj_route_table gj_routes_carmin_path;

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/blobstore.h"
+#include "service/db/blobstore.h"
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_fs.h"
-#include "service/db.h"
+#include "service/db/db.h"
 
 #define BLOCK 512
 #define TAR_MAX_SIZE 077777777777ULL   /* 11 octal digits */

@@ -8,7 +8,7 @@
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_exec.h"
 #include "service/carmin/carmin_fs.h"
-#include "service/db.h"
+#include "service/db/db.h"
 
 /* The directory the results go to: want, made at the execution's creation, while it is a
  * directory; else a fresh one of a free name beside it (want is now a file of the user's),

@@ -13,14 +13,14 @@
 #include <string.h>
 
 #include "common/gj_kind.h"
-#include "service/blobstore.h"
+#include "service/db/blobstore.h"
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_exec.h"
 #include "service/carmin/carmin_fs.h"
-#include "service/db.h"
-#include "service/host_admission.h"
-#include "service/job_fields.h"
-#include "service/queue.h"
+#include "service/db/db.h"
+#include "service/jobs/host_admission.h"
+#include "service/jobs/job_fields.h"
+#include "service/jobs/queue.h"
 
 #define MAX_FILES 64
 

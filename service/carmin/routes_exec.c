@@ -11,10 +11,10 @@
 #include "service/carmin/carmin_routes.h"
 #include "service/carmin/carmin_exec.h"
 #include "service/carmin/carmin_fs.h"
-#include "service/db.h"
-#include "service/job_fields.h"
-#include "service/queue.h"
-#include "service/uuid.h"
+#include "service/db/db.h"
+#include "service/jobs/job_fields.h"
+#include "service/jobs/queue.h"
+#include "service/base/uuid.h"
 
 #define DEFAULT_LIMIT 500
 

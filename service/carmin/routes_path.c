@@ -18,12 +18,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "service/blobstore.h"
+#include "service/db/blobstore.h"
 #include "service/carmin/archive_pool.h"
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_routes.h"
 #include "service/carmin/carmin_fs.h"
-#include "service/db.h"
+#include "service/db/db.h"
 
 /* The request's normalized path, or -1 answered. */
 static int request_path(struct gj_req *r, char path[CARMIN_PATH_MAX])

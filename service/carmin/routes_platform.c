@@ -9,7 +9,7 @@
 #include "common/gj_kind.h"
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_routes.h"
-#include "service/queue.h"
+#include "service/jobs/queue.h"
 
 #define PARAMS_NAME "params"
 

@@ -31,11 +31,11 @@
 #include <sys/statvfs.h>
 
 #include "common/fsutil.h"
-#include "service/blobstore.h"
+#include "service/db/blobstore.h"
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_fs.h"
 #include "service/config.h"
-#include "service/storage_quota.h"
+#include "service/db/storage_quota.h"
 
 #define PIECE (1 << 16)     /* bytes inflated at a time */
 #define RATIO_FLOOR ((uint64_t)1 << 20)   /* a small zip may always hold this much */

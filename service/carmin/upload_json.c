@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "service/base64.h"
+#include "service/base/base64.h"
 #include "service/carmin/carmin_fs.h"
 
 int carmin_upload_json_decode(const char *body, size_t len, unsigned char **out, size_t *n, int *archive,

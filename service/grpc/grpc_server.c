@@ -26,9 +26,9 @@
 
 #include "common/fsutil.h"
 #include "service/grpc/grpc_server.h"
-#include "service/key_cache.h"
-#include "service/log.h"
-#include "service/metrics.h"
+#include "service/auth/key_cache.h"
+#include "service/base/log.h"
+#include "service/base/metrics.h"
 #include "service/server.h"
 
 #define COMPONENT "grpc"

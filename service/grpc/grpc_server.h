@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "service/auth.h"
+#include "service/auth/auth.h"
 
 struct gj_server;
 

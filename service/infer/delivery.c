@@ -24,10 +24,10 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "service/blobstore.h"
-#include "service/db.h"
+#include "service/db/blobstore.h"
+#include "service/db/db.h"
 #include "service/infer/infer.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define COMPONENT "delivery"
 #define DELIVERY_MAX_BYTES ((uint64_t)64 << 20)   /* a report is a few kilobytes */

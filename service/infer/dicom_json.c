@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/base64.h"
+#include "service/base/base64.h"
 #include "service/infer/infer.h"
 
 #define GJ_DCM_JSON_MAX_INLINE 1024

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/infer/infer.h"
 
 json_t *gj_dcm_attr(const char *vr, json_t *value)

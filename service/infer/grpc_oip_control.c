@@ -11,8 +11,8 @@
 
 #include <jansson.h>
 
-#include "service/base64.h"
-#include "service/db.h"
+#include "service/base/base64.h"
+#include "service/db/db.h"
 #include "service/grpc/grpc_service.pb-c.h"
 #include "service/grpc/pb_json.h"
 #include "service/infer/grpc_oip.h"

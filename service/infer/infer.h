@@ -55,10 +55,10 @@
 
 #include "infer/dicom.h"
 #include "infer/serving/model_repo.h"
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 #include "service/infer/infer_repo.h"      /* gj_infer_repo */
 #include "service/infer/model_control.h"   /* load, unload, the control mode */
-#include "service/queue.h"
+#include "service/jobs/queue.h"
 #include "service/server.h"
 
 #define GJ_INFER_DEFAULT_MODEL "chest-xray-demo"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/infer/infer.h"
 
 enum attr_kind { UID, TEXT, INT };

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "infer/serving/model_repo.h"
-#include "service/blobstore.h"
+#include "service/db/blobstore.h"
 #include "service/infer/model_cache.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define COMPONENT "models"
 #define MAX_VERIFIED 4096

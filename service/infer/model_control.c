@@ -25,13 +25,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/infer/infer_repo.h"
 #include "service/infer/model_control.h"
 #include "service/infer/model_sync.h"
 #include "service/infer/model_seeds.h"
 #include "service/infer/model_store.h"
-#include "service/log.h"
+#include "service/base/log.h"
 #include "service/server.h"
 
 #define COMPONENT "models"

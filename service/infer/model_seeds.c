@@ -14,10 +14,10 @@
 
 #include "common/fsutil.h"
 #include "infer/serving/model_pbtxt.h"
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/infer/model_seeds.h"
 #include "service/infer/model_store.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define COMPONENT "models"
 /* Serialises seed imports between replicas ('gpjb' 'seed'). */

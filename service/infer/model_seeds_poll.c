@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 
 #include "infer/serving/model_pbtxt.h"
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/infer/model_seeds.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define COMPONENT "models"
 #define SEED_LOCK_KEY "7453171002767639908"   /* as model_seeds.c's: one importer at a time */

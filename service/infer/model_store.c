@@ -12,9 +12,9 @@
 #include <openssl/evp.h>
 
 #include "common/fsutil.h"
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/infer/model_store.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define COMPONENT "models"
 

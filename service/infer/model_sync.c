@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 #include "infer/serving/batcher.h"
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/infer/model_cache.h"
 #include "service/infer/model_sync.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define COMPONENT "models"
 #define API_ABSENT "this replica runs no models (--role api): inference runs on the replicas with --role " \

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "infer/serving/model_repo.h"
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 
 /* Answers {"error": message} with status (429 and 503 with Retry-After: 1). */
 void oip_error(struct gj_req *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

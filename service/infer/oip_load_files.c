@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "common/fsutil.h"
-#include "service/base64.h"
+#include "service/base/base64.h"
 #include "service/infer/infer.h"
 #include "service/infer/model_cache.h"
 #include "service/infer/model_store.h"

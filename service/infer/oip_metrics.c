@@ -12,7 +12,7 @@
 
 #include "infer/serving/batcher.h"
 #include "service/infer/infer.h"
-#include "service/metrics.h"
+#include "service/base/metrics.h"
 
 static _Atomic int g_triton_names;
 

@@ -9,9 +9,9 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/infer/infer.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define COMPONENT "inference"
 #define SECRET_NAME "pseudonym_hmac_v1"

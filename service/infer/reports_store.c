@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
-#include "service/blobstore.h"
+#include "service/db/blobstore.h"
 #include "service/infer/infer.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define COMPONENT "inference"
 

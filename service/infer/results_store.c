@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/infer/infer.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define COMPONENT "inference"
 #define RESULT_MAX_BYTES ((size_t)64 << 20)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/infer/infer.h"
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"

@@ -40,14 +40,14 @@
 
 #include "common/fsutil.h"
 #include "infer/serving/model_pbtxt.h"
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 #include "service/infer/infer.h"
 #include "service/infer/model_control.h"
 #include "service/infer/model_cache.h"
 #include "service/infer/model_store.h"
 #include "service/infer/model_sync.h"
-#include "service/log.h"
-#include "service/multipart_related.h"
+#include "service/base/log.h"
+#include "service/http/multipart_related.h"
 
 #define COMPONENT "models"
 

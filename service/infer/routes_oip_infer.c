@@ -20,16 +20,16 @@
 #include "infer/onnx/onnx_elem.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/model_repo.h"
-#include "service/db.h"
-#include "service/http_park.h"
-#include "service/http_server.h"
+#include "service/db/db.h"
+#include "service/http/http_park.h"
+#include "service/http/http_server.h"
 #include "service/infer/infer.h"
 #include "service/infer/oip.h"
 #include "service/infer/oip_compress.h"
 #include "service/infer/oip_json_data.h"
 #include "service/infer/oip_model_io.h"
 #include "service/infer/oip_tensor.h"
-#include "service/upload_spool.h"
+#include "service/http/upload_spool.h"
 
 #define OIP_MAX_BODY ((uint64_t)256 << 20)       /* JSON + binary tensors, decoded */
 /* What a request body may be, from the model's inputs (body_limit): a JSON number as

@@ -1,6 +1,6 @@
 /*
  * routes_oip_logging.c — Triton's logging extension on /v2, mapped onto this server's log
- * (service/log.h: JSON lines on stderr above a level threshold):
+ * (service/base/log.h: JSON lines on stderr above a level threshold):
  *
  *   GET  /v2/logging     admin: {"log_file", "log_info", "log_warning", "log_error",
  *                        "log_verbose_level", "log_format"}
@@ -19,10 +19,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 #include "service/infer/infer.h"
 #include "service/infer/oip.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define COMPONENT "oip"
 

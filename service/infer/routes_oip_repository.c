@@ -27,12 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 #include "service/infer/infer.h"
 #include "service/infer/model_store.h"
 #include "service/infer/model_sync.h"
 #include "service/infer/oip.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define COMPONENT "oip"
 #define APPLY_WAIT_MS 60000   /* as routes_models.c: how long to wait for this replica to apply a change */

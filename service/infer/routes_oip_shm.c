@@ -17,7 +17,7 @@
  */
 #include <string.h>
 
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 #include "service/infer/infer.h"
 #include "service/infer/oip.h"
 

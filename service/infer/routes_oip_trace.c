@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 #include "service/infer/infer.h"
 #include "service/infer/oip.h"
 

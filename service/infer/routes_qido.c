@@ -24,7 +24,7 @@
 #include <strings.h>
 #include <ctype.h>
 
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/infer/infer.h"
 
 #define QIDO_DEFAULT_LIMIT 100

@@ -11,11 +11,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "service/base64.h"
-#include "service/db.h"
-#include "service/http_server.h"
+#include "service/base/base64.h"
+#include "service/db/db.h"
+#include "service/http/http_server.h"
 #include "service/infer/infer.h"
-#include "service/log.h"
+#include "service/base/log.h"
 
 #define RESULTS_DEFAULT 100
 #define RESULTS_MAX 10000

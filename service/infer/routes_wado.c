@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/blobstore.h"
-#include "service/db.h"
+#include "service/db/blobstore.h"
+#include "service/db/db.h"
 #include "service/infer/infer.h"
 
 #define WADO_MAX_INSTANCES 100000

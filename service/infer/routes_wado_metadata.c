@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "service/blobstore.h"
-#include "service/db.h"
+#include "service/db/blobstore.h"
+#include "service/db/db.h"
 #include "service/infer/infer.h"
 
 #define METADATA_MAX_INSTANCES 10000   /* the answer is built in memory (~10 KiB each) */

@@ -27,11 +27,11 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "service/blobstore.h"
-#include "service/db.h"
+#include "service/db/blobstore.h"
+#include "service/db/db.h"
 #include "service/infer/infer.h"
-#include "service/log.h"
-#include "service/render_budget.h"
+#include "service/base/log.h"
+#include "service/api/render_budget.h"
 
 #define COMPONENT "dicomweb"
 #define FRAMES_MAX 1000

@@ -5,7 +5,7 @@
  *   routes_assets.c    GET /, /assets/{build}/{name}, /openapi.yaml: embedded files
  *                      (portal/, built into gj_portal_assets.c), gzip, ETags, CSP
  *   routes_session.c   POST, GET, DELETE /v1/session: an API key for a cookie
- *                      (service/session.h)
+ *                      (service/auth/session.h)
  *   routes_events.c    GET /v1/events: Server-Sent Events of the tenant's jobs as they change
  *   routes_slices.c    GET /v1/jobs/{id}/outputs/{name}/slices[/{z}]: a volume's slices as PNG
  *   routes_thumbnail.c GET /v1/blobs/{id}/thumbnail: a DICOM image as a small PNG
@@ -14,7 +14,7 @@
 #ifndef GJ_PORTAL_H
 #define GJ_PORTAL_H
 
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 
 extern const struct gj_route_table gj_routes_portal_assets;
 extern const struct gj_route_table gj_routes_portal_session;

@@ -25,12 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/db.h"
-#include "service/http_park.h"
+#include "service/db/db.h"
+#include "service/http/http_park.h"
 #include "service/portal/portal.h"
-#include "service/session.h"
-#include "service/stream_outage.h"
-#include "service/text_buf.h"
+#include "service/auth/session.h"
+#include "service/http/stream_outage.h"
+#include "service/base/text_buf.h"
 
 #define LOOKBACK "30 seconds"
 #define BATCH "200"          /* jobs after the cursor per read */

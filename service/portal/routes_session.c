@@ -1,5 +1,5 @@
 /*
- * routes_session.c — signing a browser in and out (service/session.h has the design):
+ * routes_session.c — signing a browser in and out (service/auth/session.h has the design):
  *
  *   POST   /v1/session   {"key": "gjk_..."}: the key checked, a session made; 201 with the
  *                        cookie (Set-Cookie) and, in the body, the CSRF token and who you are
@@ -15,9 +15,9 @@
 
 #include <openssl/crypto.h>
 
-#include "service/auth.h"
+#include "service/auth/auth.h"
 #include "service/portal/portal.h"
-#include "service/session.h"
+#include "service/auth/session.h"
 
 static json_t *whoami(const struct gj_principal *p)
 {

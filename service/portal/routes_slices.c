@@ -24,8 +24,8 @@
 
 #include "common/gj_error.h"
 #include "recon/recon.h"
-#include "service/blobstore.h"
-#include "service/db.h"
+#include "service/db/blobstore.h"
+#include "service/db/db.h"
 #include "service/portal/png_gray.h"
 #include "service/portal/portal.h"
 

@@ -18,11 +18,11 @@
 
 #include "common/gj_error.h"
 #include "infer/dicom.h"
-#include "service/blobstore.h"
-#include "service/db.h"
+#include "service/db/blobstore.h"
+#include "service/db/db.h"
 #include "service/portal/png_gray.h"
 #include "service/portal/portal.h"
-#include "service/render_budget.h"
+#include "service/api/render_budget.h"
 
 #define BLOB_MAX (64u << 20)
 #define THUMB_SIDE 256

@@ -5,7 +5,7 @@
  */
 #include <curl/curl.h>
 
-#include "service/log.h"
+#include "service/base/log.h"
 #include "service/module.h"
 #include "service/workflow/workflow.h"
 

@@ -22,10 +22,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "service/db.h"
-#include "service/http_park.h"
-#include "service/http_server.h"
-#include "service/text_buf.h"
+#include "service/db/db.h"
+#include "service/http/http_park.h"
+#include "service/http/http_server.h"
+#include "service/base/text_buf.h"
 #include "service/workflow/workflow.h"
 
 #define PAGE_LINES 1000   /* = the LIMIT of read_lines */

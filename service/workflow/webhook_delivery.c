@@ -16,8 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "service/db.h"
-#include "service/log.h"
+#include "service/db/db.h"
+#include "service/base/log.h"
 #include "service/workflow/workflow.h"
 
 #define COMPONENT "webhook"

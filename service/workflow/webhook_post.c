@@ -15,7 +15,7 @@
 #include <curl/curl.h>
 
 #include "gj_config.h"
-#include "service/callback_policy.h"
+#include "service/jobs/callback_policy.h"
 #include "service/workflow/workflow.h"
 
 #define RESPONSE_MAX (1u << 20)   /* a receiver's answer is read and dropped, up to this */

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "service/blobstore.h"
-#include "service/db.h"
-#include "service/log.h"
+#include "service/db/blobstore.h"
+#include "service/db/db.h"
+#include "service/base/log.h"
 #include "service/workflow/workflow.h"
 
 #define COMPONENT "webhook"

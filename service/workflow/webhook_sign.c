@@ -8,7 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
-#include "service/base64.h"
+#include "service/base/base64.h"
 #include "service/workflow/workflow.h"
 
 void gj_webhook_sign(const unsigned char *secret, size_t secret_len, const char *msg_id, long long timestamp,

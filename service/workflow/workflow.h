@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <libpq-fe.h>
 
-#include "service/http_server.h"
+#include "service/http/http_server.h"
 #include "service/server.h"
 
 /* Route tables (routes_log.c, webhook_secret.c). */

@@ -9,9 +9,9 @@
 
 #include "common/fsutil.h"
 #include "service/config.h"
-#include "service/db.h"
-#include "service/migrate.h"
-#include "service/pg_embedded.h"
+#include "service/db/db.h"
+#include "service/db/migrate.h"
+#include "service/db/pg_embedded.h"
 #include "pg_test_util.h"
 
 static struct gj_pg_embedded *pg;

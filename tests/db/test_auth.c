@@ -15,8 +15,8 @@
 #include <cmocka.h>
 
 #include "common/fsutil.h"
-#include "service/auth.h"
-#include "service/db.h"
+#include "service/auth/auth.h"
+#include "service/db/db.h"
 #include "pg_test_util.h"
 
 static long scalar(PGconn *c, const char *sql)

@@ -16,9 +16,9 @@
 #include <openssl/evp.h>
 
 #include "common/fsutil.h"
-#include "service/blobstore.h"
-#include "service/db.h"
-#include "service/queue.h"
+#include "service/db/blobstore.h"
+#include "service/db/db.h"
+#include "service/jobs/queue.h"
 #include "pg_test_util.h"
 
 #define BIG (20u * 1024 * 1024)

@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "service/db.h"
-#include "service/http_server.h"
+#include "service/db/db.h"
+#include "service/http/http_server.h"
 #include "pg_test_util.h"
 
 /* 1 when PostgreSQL takes s as a timestamptz. */

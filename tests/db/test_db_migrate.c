@@ -16,12 +16,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "service/db.h"
+#include "service/db/db.h"
 #include "service/gj_migrations.h"
 #include "common/fsutil.h"
-#include "service/migrate.h"
-#include "service/pg_embedded.h"
-#include "service/queue.h"
+#include "service/db/migrate.h"
+#include "service/db/pg_embedded.h"
+#include "service/jobs/queue.h"
 #include "pg_test_util.h"
 
 static long scalar(PGconn *c, const char *sql)

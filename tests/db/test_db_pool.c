@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "service/db.h"
+#include "service/db/db.h"
 #include "pg_test_util.h"
 
 static double now_s(void)

@@ -18,10 +18,10 @@
 #include <cmocka.h>
 
 #include "common/fsutil.h"
-#include "service/blobstore.h"
-#include "service/db.h"
-#include "service/notify.h"
-#include "service/queue.h"
+#include "service/db/blobstore.h"
+#include "service/db/db.h"
+#include "service/db/notify.h"
+#include "service/jobs/queue.h"
 #include "pg_test_util.h"
 
 static const char *const noop_kinds[] = { "noop", NULL };

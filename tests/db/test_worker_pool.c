@@ -19,12 +19,12 @@
 #include <cmocka.h>
 
 #include "common/fsutil.h"
-#include "service/blobstore.h"
-#include "service/db.h"
-#include "service/notify.h"
-#include "service/queue.h"
+#include "service/db/blobstore.h"
+#include "service/db/db.h"
+#include "service/db/notify.h"
+#include "service/jobs/queue.h"
 #include "service/server.h"
-#include "service/worker_pool.h"
+#include "service/jobs/worker_pool.h"
 #include "pg_test_util.h"
 
 struct fixture {

@@ -1,6 +1,6 @@
 """Authentication and tenant isolation over real HTTPS: missing, malformed,
 unknown and revoked keys; admin-only routes; every id route answers another
-tenant exactly as it answers an unknown id. The key cache (service/key_cache.h):
+tenant exactly as it answers an unknown id. The key cache (service/auth/key_cache.h):
 a key verified a moment ago is answered without the database (its counters on
 /metrics), wrong keys are never cached, and a key revoked through one server is
 refused by it at once and by another server on the same database within the TTL."""

@@ -1,4 +1,4 @@
-/* service/base64.c: both alphabets, strict decoding, buffer limits, the lengths of
+/* service/base/base64.c: both alphabets, strict decoding, buffer limits, the lengths of
  * the values the service encodes (API keys, SHA-256 digests). */
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "service/base64.h"
+#include "service/base/base64.h"
 
 static void test_base64(void **state)
 {

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "service/config.h"
-#include "service/devices.h"
+#include "service/jobs/devices.h"
 
 static char errbuf[4096];
 

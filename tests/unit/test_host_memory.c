@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "service/host_memory.h"
+#include "service/jobs/host_memory.h"
 
 static void test_meminfo(void **state)
 {

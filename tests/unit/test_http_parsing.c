@@ -7,9 +7,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "service/base64.h"
-#include "service/http_server.h"
-#include "service/http_target.h"
+#include "service/base/base64.h"
+#include "service/http/http_server.h"
+#include "service/http/http_target.h"
 
 static void test_match_path(void **state)
 {

@@ -1,4 +1,4 @@
-/* service/key_cache.c, without a database: a key verified less than the TTL ago is answered
+/* service/auth/key_cache.c, without a database: a key verified less than the TTL ago is answered
  * (and one verified longer ago is not), another key (even one sharing its set) never hits,
  * the table holds no more than its capacity and gives up its oldest entry, a revoked key's
  * entry goes at once and a check begun before the revocation does not put it back; the
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "service/auth.h"
-#include "service/key_cache.h"
+#include "service/auth/auth.h"
+#include "service/auth/key_cache.h"
 
 #define KEY_A "gjk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 #define KEY_B "gjk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB"

@@ -1,4 +1,4 @@
-/* service/mem_budget.c: what renders hold together (--render-memory) never passes the
+/* service/base/mem_budget.c: what renders hold together (--render-memory) never passes the
  * total: a take that fits now is granted, one that does not fit beside what is held is
  * BUSY until enough is given back, one over the total is NEVER whatever is held; many
  * threads taking and giving at once never see more than the total held. */
@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <cmocka.h>
 
-#include "service/mem_budget.h"
+#include "service/base/mem_budget.h"
 
 static void test_take_give(void **state)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "service/multipart_related.h"
+#include "service/http/multipart_related.h"
 
 /* What the callbacks saw, as text: "<ct|disp>{data}" per part, "!" for an unfinished part. */
 struct rec {

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "infer/serving/gpu_accounting.h"
-#include "service/placement.h"
+#include "service/jobs/placement.h"
 
 #define GIB (1ull << 30)
 

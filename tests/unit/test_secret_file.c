@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "service/secret_file.h"
+#include "service/base/secret_file.h"
 
 #define SECRET "s3cr3t-Value-that-must-not-show"
 

@@ -1,4 +1,4 @@
-/* service/session.c and service/cors.c, the parts without a database: the session token in a
+/* service/auth/session.c and service/http/cors.c, the parts without a database: the session token in a
  * Cookie header (only our name, only a well-formed token, the first one), the Set-Cookie
  * value and its flags, the CSRF token (bound to its session, compared in full), which methods
  * need it, and --cors-origin's list (exact origins, no prefix or suffix match). */
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "service/cors.h"
-#include "service/session.h"
+#include "service/http/cors.h"
+#include "service/auth/session.h"
 
 #define TOK_A "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"   /* 43 characters */
 #define TOK_B "abcdefghijklmnopqrstuvwxyz0123456789-_ABCDE"

@@ -20,7 +20,7 @@
 #include <openssl/x509v3.h>
 
 #include "common/fsutil.h"
-#include "service/tls.h"
+#include "service/http/tls.h"
 
 static char root[64];
 

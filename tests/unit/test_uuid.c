@@ -1,11 +1,11 @@
-/* service/uuid.c: the canonical 8-4-4-4-12 form, either case; nothing else. */
+/* service/base/uuid.c: the canonical 8-4-4-4-12 form, either case; nothing else. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "service/uuid.h"
+#include "service/base/uuid.h"
 
 static void test_uuid(void **state)
 {

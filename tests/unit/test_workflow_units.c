@@ -9,9 +9,9 @@
 #include <arpa/inet.h>
 #include <cmocka.h>
 
-#include "service/base64.h"
-#include "service/callback_policy.h"
-#include "service/job_log.h"
+#include "service/base/base64.h"
+#include "service/jobs/callback_policy.h"
+#include "service/jobs/job_log.h"
 #include "service/workflow/workflow.h"
 
 static void test_sign_vector(void **state)

@@ -3,7 +3,7 @@
  *
  * Loaded models hold device memory for as long as their batchers live, outside any job.
  * The service's worker pool already accounts for each GPU's memory and running tasks
- * (service/placement.c), and compute/ may not call service/: so the service registers
+ * (service/jobs/placement.c), and compute/ may not call service/: so the service registers
  * its accounting here at start (gj_gpu_accounting_set) and the batchers reserve and
  * release through it. Without a registration (`gpujobd run`, tests) nothing is counted:
  * the GPU count is unknown and every reservation succeeds.

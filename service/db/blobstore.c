@@ -1,0 +1,493 @@
+/*
+ * blobstore.c — blobs as PostgreSQL large objects (ARCHITECTURE.md: data model). Writes are
+ * gathered into a 1 MiB buffer and sent with lowrite; reads go through
+ * lo_lseek64 + loread in chunks of at most 1 MiB; the SHA-256 is computed as
+ * the bytes pass. Nothing is ever whole in memory.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libpq/libpq-fs.h>
+#include <openssl/evp.h>
+
+#include "service/base/base64.h"
+#include "service/db/blobstore.h"
+#include "service/db/db.h"
+#include "service/base/log.h"
+#include "service/db/storage_quota.h"
+#include "service/base/uuid.h"
+
+#define CHUNK (1024 * 1024)
+
+struct gj_blob_writer {
+    PGconn *conn;
+    int own_txn;
+    int failed;
+    int finalized;
+    Oid oid;
+    int fd;
+    uint64_t size;
+    EVP_MD_CTX *md;
+    unsigned char digest[32];
+    char tenant_id[GJ_UUID_LEN + 1];
+    char *content_type;
+    size_t buffered;
+    unsigned char *buf;
+};
+
+struct gj_blob_reader {
+    PGconn *conn;
+    int fd;
+    int64_t pos;   /* -1 unknown */
+};
+
+static int in_txn(PGconn *conn)
+{
+    return PQtransactionStatus(conn) == PQTRANS_INTRANS;
+}
+
+static void lo_error(PGconn *conn, const char *what)
+{
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s", PQerrorMessage(conn));
+    size_t len = strlen(msg);
+    while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == ' '))
+        msg[--len] = '\0';
+    for (size_t i = 0; i < len; i++)
+        if (msg[i] == '\n' || msg[i] == '\t')
+            msg[i] = ' ';
+    gj_log_error("blob", "%s failed: %s", what, msg);
+}
+
+static void writer_free(struct gj_blob_writer *w)
+{
+    EVP_MD_CTX_free(w->md);
+    free(w->buf);
+    free(w->content_type);
+    free(w);
+}
+
+struct gj_blob_writer *gj_blob_writer_open(PGconn *conn, const char *tenant_id, const char *content_type,
+                                           int own_txn)
+{
+    if (!conn || !gj_is_uuid(tenant_id)) {
+        gj_log_error("blob", "writer needs a connection and a tenant id");
+        return NULL;
+    }
+    if (own_txn ? PQtransactionStatus(conn) != PQTRANS_IDLE : !in_txn(conn)) {
+        gj_log_error("blob", own_txn ? "writer with its own transaction opened inside a transaction"
+                                     : "writer without its own transaction needs the caller's open transaction");
+        return NULL;
+    }
+    struct gj_blob_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->conn = conn;
+    w->own_txn = own_txn;
+    w->fd = -1;
+    snprintf(w->tenant_id, sizeof w->tenant_id, "%s", tenant_id);
+    w->content_type = strdup(content_type && *content_type ? content_type : "application/octet-stream");
+    w->buf = malloc(CHUNK);
+    w->md = EVP_MD_CTX_new();
+    if (!w->content_type || !w->buf || !w->md || EVP_DigestInit_ex(w->md, EVP_sha256(), NULL) != 1) {
+        gj_log_error("blob", "out of memory for a blob writer");
+        writer_free(w);
+        return NULL;
+    }
+    if (own_txn && gj_db_begin(conn) != 0) {
+        writer_free(w);
+        return NULL;
+    }
+    w->oid = lo_creat(conn, INV_READ | INV_WRITE);
+    if (w->oid == InvalidOid) {
+        lo_error(conn, "lo_creat");
+        goto fail;
+    }
+    w->fd = lo_open(conn, w->oid, INV_WRITE);
+    if (w->fd < 0) {
+        lo_error(conn, "lo_open");
+        goto fail;
+    }
+    return w;
+fail:
+    if (own_txn)
+        gj_db_rollback(conn);
+    /* Without own_txn the caller's transaction is aborted now; its rollback
+     * removes the large object. */
+    writer_free(w);
+    return NULL;
+}
+
+static int flush(struct gj_blob_writer *w)
+{
+    size_t off = 0;
+    while (off < w->buffered) {
+        int n = lo_write(w->conn, w->fd, (const char *)w->buf + off, w->buffered - off);
+        if (n <= 0) {
+            lo_error(w->conn, "lo_write");
+            w->failed = 1;
+            return -1;
+        }
+        off += (size_t)n;
+    }
+    w->buffered = 0;
+    return 0;
+}
+
+int gj_blob_writer_write(struct gj_blob_writer *w, const void *data, size_t len)
+{
+    if (!w || w->failed)
+        return -1;
+    if (w->finalized) {
+        gj_log_error("blob", "write after the digest was taken");
+        w->failed = 1;
+        return -1;
+    }
+    if (len == 0)
+        return 0;
+    if (EVP_DigestUpdate(w->md, data, len) != 1) {
+        w->failed = 1;
+        return -1;
+    }
+    const unsigned char *p = data;
+    while (len > 0) {
+        size_t room = CHUNK - w->buffered;
+        size_t n = len < room ? len : room;
+        memcpy(w->buf + w->buffered, p, n);
+        w->buffered += n;
+        w->size += n;
+        p += n;
+        len -= n;
+        if (w->buffered == CHUNK && flush(w) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int gj_blob_writer_write_fd(struct gj_blob_writer *w, int fd)
+{
+    if (!w || w->failed)
+        return -1;
+    if (w->finalized) {
+        gj_log_error("blob", "write after the digest was taken");
+        w->failed = 1;
+        return -1;
+    }
+    /* Straight into the writer's buffer: no second buffer, no copy. */
+    for (;;) {
+        ssize_t got = read(fd, w->buf + w->buffered, CHUNK - w->buffered);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return errno ? errno : EIO;
+        if (got == 0)
+            return 0;
+        if (EVP_DigestUpdate(w->md, w->buf + w->buffered, (size_t)got) != 1) {
+            w->failed = 1;
+            return -1;
+        }
+        w->buffered += (size_t)got;
+        w->size += (uint64_t)got;
+        if (w->buffered == CHUNK && flush(w) != 0)
+            return -1;
+    }
+}
+
+uint64_t gj_blob_writer_size(const struct gj_blob_writer *w)
+{
+    return w ? w->size : 0;
+}
+
+void gj_blob_writer_digest(struct gj_blob_writer *w, unsigned char sha256[32])
+{
+    if (!w->finalized) {
+        unsigned int n = 0;
+        if (EVP_DigestFinal_ex(w->md, w->digest, &n) != 1 || n != 32) {
+            w->failed = 1;
+            memset(w->digest, 0, sizeof w->digest);
+        }
+        w->finalized = 1;
+    }
+    memcpy(sha256, w->digest, 32);
+}
+
+int gj_blob_writer_close(struct gj_blob_writer *w)
+{
+    if (!w || w->failed)
+        return -1;
+    unsigned char sha[32];
+    gj_blob_writer_digest(w, sha);
+    if (w->failed || flush(w) != 0)
+        return -1;
+    if (w->fd >= 0 && lo_close(w->conn, w->fd) != 0) {
+        lo_error(w->conn, "lo_close");
+        w->failed = 1;
+        return -1;
+    }
+    w->fd = -1;
+    free(w->buf);   /* what stays until the commit is small */
+    w->buf = NULL;
+    return 0;
+}
+
+int gj_blob_writer_commit(struct gj_blob_writer *w, const char *owner_job, char id_out[GJ_UUID_LEN + 1])
+{
+    if (!w)
+        return -1;
+    if (id_out)
+        id_out[0] = '\0';
+    unsigned char sha[32];
+    gj_blob_writer_digest(w, sha);
+    if (owner_job && !gj_is_uuid(owner_job)) {
+        gj_log_error("blob", "owner job id is not a uuid");
+        w->failed = 1;
+    }
+    if (w->failed || flush(w) != 0) {
+        gj_blob_writer_abort(w);
+        return -1;
+    }
+    if (w->fd >= 0 && lo_close(w->conn, w->fd) != 0) {   /* -1: closed by gj_blob_writer_close */
+        lo_error(w->conn, "lo_close");
+        w->fd = -1;
+        gj_blob_writer_abort(w);
+        return -1;
+    }
+    w->fd = -1;
+    struct gj_storage_refusal over;
+    int quota = gj_storage_quota_reserve(w->conn, w->tenant_id, w->size, &over);
+    if (quota != 0) {
+        if (quota > 0)
+            gj_storage_set_last_refusal(&over);
+        gj_blob_writer_abort(w);   /* nothing of it stays */
+        return quota > 0 ? GJ_BLOB_OVER_QUOTA : -1;
+    }
+    char hex[65], size[24], oid[16];
+    gj_sha256_hex(sha, hex);
+    snprintf(size, sizeof size, "%llu", (unsigned long long)w->size);
+    snprintf(oid, sizeof oid, "%u", (unsigned)w->oid);
+    const char *p[6] = { w->tenant_id, size, hex, w->content_type, oid, owner_job };
+    PGresult *res = gj_db_exec(w->conn,
+                               "INSERT INTO blobs (tenant_id, size, sha256, content_type, lo_oid, owner_job)"
+                               " VALUES ($1::uuid, $2::bigint, decode($3, 'hex'), $4, $5::oid, $6::uuid)"
+                               " RETURNING id",
+                               6, p, NULL);
+    if (!res) {
+        gj_blob_writer_abort(w);
+        return -1;
+    }
+    char id[GJ_UUID_LEN + 1];
+    snprintf(id, sizeof id, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (w->own_txn && gj_db_commit(w->conn) != 0) {
+        gj_db_rollback(w->conn);
+        writer_free(w);
+        return -1;
+    }
+    if (id_out)
+        memcpy(id_out, id, sizeof id);
+    writer_free(w);
+    return 0;
+}
+
+void gj_blob_writer_abort(struct gj_blob_writer *w)
+{
+    if (!w)
+        return;
+    if (w->own_txn) {
+        gj_db_rollback(w->conn);   /* takes the large object with it */
+    } else if (in_txn(w->conn)) {
+        if (w->fd >= 0 && lo_close(w->conn, w->fd) != 0)
+            lo_error(w->conn, "lo_close");
+        if (in_txn(w->conn) && lo_unlink(w->conn, w->oid) != 1)
+            lo_error(w->conn, "lo_unlink");
+    }
+    /* else: the caller's transaction failed and its rollback removes the object. */
+    writer_free(w);
+}
+
+int gj_blob_lookup(PGconn *conn, const char *tenant_id, const char *blob_id, struct gj_blob_info *info)
+{
+    if (!gj_is_uuid(blob_id) || (tenant_id && !gj_is_uuid(tenant_id)))
+        return 0;   /* not an id: nothing has it */
+    const char *p[2] = { blob_id, tenant_id };
+    PGresult *res = gj_db_exec(conn,
+                               "SELECT id, tenant_id, size, encode(sha256, 'hex'), content_type, lo_oid"
+                               " FROM blobs WHERE id = $1::uuid AND ($2::uuid IS NULL OR tenant_id = $2::uuid)",
+                               2, p, NULL);
+    if (!res)
+        return -1;
+    if (PQntuples(res) == 0) {
+        PQclear(res);
+        return 0;
+    }
+    memset(info, 0, sizeof *info);
+    snprintf(info->id, sizeof info->id, "%s", PQgetvalue(res, 0, 0));
+    snprintf(info->tenant_id, sizeof info->tenant_id, "%s", PQgetvalue(res, 0, 1));
+    info->size = strtoull(PQgetvalue(res, 0, 2), NULL, 10);
+    const char *hex = PQgetvalue(res, 0, 3);
+    for (int i = 0; i < 32 && hex[2 * i] && hex[2 * i + 1]; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            break;
+        info->sha256[i] = (unsigned char)v;
+    }
+    snprintf(info->content_type, sizeof info->content_type, "%s", PQgetvalue(res, 0, 4));
+    info->lo_oid = (unsigned)strtoul(PQgetvalue(res, 0, 5), NULL, 10);
+    PQclear(res);
+    return 1;
+}
+
+struct gj_blob_reader *gj_blob_reader_open(PGconn *conn, unsigned int lo_oid)
+{
+    if (!conn || !in_txn(conn)) {
+        gj_log_error("blob", "a blob reader needs an open transaction");
+        return NULL;
+    }
+    struct gj_blob_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->conn = conn;
+    r->pos = 0;
+    r->fd = lo_open(conn, (Oid)lo_oid, INV_READ);
+    if (r->fd < 0) {
+        lo_error(conn, "lo_open");
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+long gj_blob_reader_read(struct gj_blob_reader *r, uint64_t offset, void *buf, size_t len)
+{
+    if (!r || offset > (uint64_t)INT64_MAX)
+        return -1;
+    if (len > (size_t)LONG_MAX)
+        len = (size_t)LONG_MAX;
+    if (r->pos != (int64_t)offset) {
+        if (lo_lseek64(r->conn, r->fd, (pg_int64)offset, SEEK_SET) < 0) {
+            lo_error(r->conn, "lo_lseek64");
+            r->pos = -1;
+            return -1;
+        }
+        r->pos = (int64_t)offset;
+    }
+    size_t got = 0;
+    while (got < len) {
+        size_t want = len - got < CHUNK ? len - got : CHUNK;
+        int n = lo_read(r->conn, r->fd, (char *)buf + got, want);
+        if (n < 0) {
+            lo_error(r->conn, "lo_read");
+            r->pos = -1;
+            return -1;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+        r->pos += n;
+    }
+    return (long)got;
+}
+
+void gj_blob_reader_close(struct gj_blob_reader *r)
+{
+    if (!r)
+        return;
+    if (in_txn(r->conn) && lo_close(r->conn, r->fd) != 0)
+        lo_error(r->conn, "lo_close");
+    free(r);
+}
+
+int gj_blob_export(PGconn *conn, unsigned int lo_oid, const char *path)
+{
+    if (!conn || !path)
+        return -1;
+    int own = PQtransactionStatus(conn) == PQTRANS_IDLE;
+    if (!own && !in_txn(conn)) {
+        gj_log_error("blob", "export on a connection in a failed transaction");
+        return -1;
+    }
+    if (own && gj_db_begin(conn) != 0)
+        return -1;
+    int rc = -1;
+    char *buf = NULL;
+    int fd = -1, created = 0;
+    struct gj_blob_reader *r = gj_blob_reader_open(conn, lo_oid);
+    if (!r)
+        goto out;
+    buf = malloc(CHUNK);
+    if (!buf)
+        goto out;
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        gj_log_error("blob", "cannot create %s: %s", path, strerror(errno));
+        goto out;
+    }
+    created = 1;
+    uint64_t off = 0;
+    for (;;) {
+        long n = gj_blob_reader_read(r, off, buf, CHUNK);
+        if (n < 0)
+            goto out;
+        if (n == 0)
+            break;
+        size_t done = 0;
+        while (done < (size_t)n) {
+            ssize_t w = write(fd, buf + done, (size_t)n - done);
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                gj_log_error("blob", "cannot write %s: %s", path, strerror(errno));
+                goto out;
+            }
+            done += (size_t)w;
+        }
+        off += (uint64_t)n;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        gj_log_error("blob", "cannot write %s: %s", path, strerror(errno));
+        goto out;
+    }
+    fd = -1;
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (rc != 0 && created)
+        unlink(path);
+    free(buf);
+    gj_blob_reader_close(r);
+    if (own) {
+        if (rc == 0) {
+            if (gj_db_commit(conn) != 0) {
+                gj_db_rollback(conn);
+                if (created)
+                    unlink(path);
+                rc = -1;
+            }
+        } else {
+            gj_db_rollback(conn);
+        }
+    }
+    return rc;
+}
+
+void gj_sha256_hex(const unsigned char sha256[32], char hex[65])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        hex[2 * i] = digits[sha256[i] >> 4];
+        hex[2 * i + 1] = digits[sha256[i] & 15];
+    }
+    hex[64] = '\0';
+}
+
+void gj_sha256_base64(const unsigned char sha256[32], char b64[45])
+{
+    gj_base64_encode(sha256, 32, b64, 45, GJ_BASE64_STD);   /* 44 characters: always fits */
+}

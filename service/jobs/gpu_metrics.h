@@ -1,0 +1,13 @@
+/*
+ * gpu_metrics.h — nv_gpu_utilization, nv_gpu_memory_total_bytes and nv_gpu_memory_used_bytes
+ * per GPU of the placement, as Triton names them (gpu_metrics.c says where they come from).
+ */
+#ifndef GJ_GPU_METRICS_H
+#define GJ_GPU_METRICS_H
+
+#include <stdio.h>
+
+/* Appends the series in text format to f; nothing when no GPU can be read. */
+void gj_gpu_metrics_write(FILE *f);
+
+#endif

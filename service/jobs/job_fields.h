@@ -1,0 +1,60 @@
+/*
+ * job_fields.h — what a workflow sets on a job at submit beyond kind, params and inputs: a
+ * name, labels, a callback URL, and inputs that name another job's output; and the
+ * GET /v1/jobs filters on name and labels. Checked here, stored by gj_queue_submit.
+ */
+#ifndef GJ_JOB_FIELDS_H
+#define GJ_JOB_FIELDS_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+#include "service/http/http_server.h"
+
+#define GJ_JOB_NAME_MAX 200
+#define GJ_LABELS_MAX 32
+#define GJ_LABEL_KEY_MAX 63
+#define GJ_LABEL_VALUE_MAX 255
+
+/* Why a field was refused: the HTTP status, the field's path and a sentence. */
+struct gj_field_error {
+    int status;
+    char field[160];
+    char message[400];
+};
+
+/* 1 when key is one of the fields of a submit body this file reads. */
+int gj_job_field_known(const char *key);
+
+struct gj_job_fields {
+    const char *name;              /* borrowed from the body; NULL: none */
+    json_t *labels;                /* borrowed; NULL: none */
+    const char *callback_url;      /* borrowed; NULL: none */
+};
+
+/* name (1 to 200 characters, no control characters), labels (an object of at most 32
+ * keys of letters, digits and ._-/ of at most 63 characters, each a string of at most 255
+ * characters without control characters) and callback_url (callback_policy.h, against the
+ * server's settings). 0, or -1 with e filled. */
+int gj_job_fields_read(json_t *body, const struct gj_config *cfg, struct gj_job_fields *f,
+                       struct gj_field_error *e);
+
+/* A job's name, whichever API sets it (/v1, CARMIN's executions): NULL when fine, else
+ * GJ_JOB_NAME_RULE. Characters are code points of UTF-8 the JSON reader checked. */
+#define GJ_JOB_NAME_RULE "a name is a string of 1 to 200 characters without control characters"
+const char *gj_job_name_problem(const char *name);
+
+/* A label's key and value as above: NULL when fine, else why not. */
+const char *gj_label_problem(const char *key, const char *value);
+
+/* An input given as {"job": ID, "output": NAME}: 1 (job and output set, borrowed from v),
+ * 0 when v is not an object (a blob id, read elsewhere), -1 malformed (e filled, field
+ * naming the input). */
+int gj_input_ref_parse(const char *input, json_t *v, const char **job, const char **output,
+                       struct gj_field_error *e);
+
+/* The request's ?label=KEY=VALUE filters (repeatable) as one JSON object text for jsonb
+ * containment (labels @> it); *out NULL when there is none (caller frees). 0, or -1 with e. */
+int gj_label_filter(struct gj_req *r, char **out, struct gj_field_error *e);
+
+#endif

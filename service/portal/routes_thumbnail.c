@@ -22,7 +22,7 @@
 #include "service/db/db.h"
 #include "service/portal/png_gray.h"
 #include "service/portal/portal.h"
-#include "service/api/render_budget.h"
+#include "service/infer/render_budget.h"
 
 #define BLOB_MAX (64u << 20)
 #define THUMB_SIDE 256

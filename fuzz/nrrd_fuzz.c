@@ -3,7 +3,7 @@
  * (compute/recon/io.c): the input is a whole projection file, NRRD or raw, read the
  * way the recon kind reads it (rc_read_projections on a path: here a memfd, so no
  * disk is touched), and its header parsed the way the slab assembly parses a child's
- * volume (rc_nrrd_parse on at most 64 KiB). The geometry's float count is what the
+ * volume (gj_nrrd_parse on at most 64 KiB). The geometry's float count is what the
  * file claims (so the data path runs), then one more (the size check); the range read
  * is chosen by the last byte.
  */
@@ -40,8 +40,8 @@ static uint64_t claimed_floats(const uint8_t *data, size_t size)
 {
     struct gj_error err = { 0 };
     if (size >= 7 && memcmp(data, "NRRD000", 7) == 0) {
-        struct rc_nrrd h;
-        if (rc_nrrd_parse((const char *)data, size < 65536 ? size : 65536, size, &h, &err) != 0) {
+        struct gj_nrrd h;
+        if (gj_nrrd_parse((const char *)data, size < 65536 ? size : 65536, size, &h, &err) != 0) {
             if (!err.message[0])
                 abort();   /* every refusal says why */
             return 0;

@@ -7,7 +7,7 @@
 #include "gj_config.h"
 #include "common/gj_kind.h"
 #include "service/cli/cli.h"
-#include "infer/dicom.h"
+#include "service/module.h"
 
 static int cmd_version(int argc, char **argv)
 {
@@ -21,13 +21,9 @@ static int cmd_version(int argc, char **argv)
     return 0;
 }
 
-struct subcommand {
-    const char *name;
-    int (*main)(int argc, char **argv);
-    const char *usage;
-};
-
-static const struct subcommand subcommands[] = {
+/* The core's subcommands; the modules bring theirs (module.h), listed in --help after
+ * them, before version. */
+static const struct gj_subcommand subcommands[] = {
     { "serve", gj_cmd_serve, "serve [--listen ADDR:PORT] [--data-dir DIR] [--database-url URL] ..." },
     { "migrate", gj_cmd_migrate, "migrate [--database-url URL]" },
     { "run", gj_cmd_run, "run KIND --params FILE [--input NAME=FILE]... --out DIR" },
@@ -38,15 +34,32 @@ static const struct subcommand subcommands[] = {
     { "wait", gj_cmd_client, "wait ID [--out DIR]" },
     { "fetch", gj_cmd_client, "fetch ID --out DIR" },
     { "cancel", gj_cmd_client, "cancel ID" },
-    { "dicom", gj_dicom_cli_main, "dicom info FILE [--pixels OUT.f32]" },
     { "version", cmd_version, "version" },
 };
+#define N_CORE (sizeof subcommands / sizeof subcommands[0])
+
+/* The subcommand called name, the core's first, or NULL. */
+static const struct gj_subcommand *find_subcommand(const char *name)
+{
+    for (size_t i = 0; i < N_CORE; i++)
+        if (strcmp(name, subcommands[i].name) == 0)
+            return &subcommands[i];
+    for (size_t m = 0; gj_service_modules[m]; m++)
+        for (const struct gj_subcommand *c = gj_service_modules[m]->subcommands; c && c->name; c++)
+            if (strcmp(name, c->name) == 0)
+                return c;
+    return NULL;
+}
 
 static void usage(FILE *to)
 {
     fprintf(to, "usage: gpujobd COMMAND [OPTIONS]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+    for (size_t i = 0; i + 1 < N_CORE; i++)
         fprintf(to, "  gpujobd %s\n", subcommands[i].usage);
+    for (size_t m = 0; gj_service_modules[m]; m++)
+        for (const struct gj_subcommand *c = gj_service_modules[m]->subcommands; c && c->name; c++)
+            fprintf(to, "  gpujobd %s\n", c->usage);
+    fprintf(to, "  gpujobd %s\n", subcommands[N_CORE - 1].usage);   /* version, last */
     fprintf(to, "\nEvery option of serve has an environment twin: --data-dir is GPUJOBD_DATA_DIR.\n");
 }
 
@@ -58,9 +71,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "--version") == 0)
         return cmd_version(argc - 1, argv + 1);
-    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-        if (strcmp(argv[1], subcommands[i].name) == 0)
-            return subcommands[i].main(argc - 1, argv + 1);
+    const struct gj_subcommand *cmd = find_subcommand(argv[1]);
+    if (cmd)
+        return cmd->main(argc - 1, argv + 1);
     fprintf(stderr, "gpujobd: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -341,9 +341,9 @@ static int read_slab(struct gj_ctx *ctx, const struct rc_geom *g, size_t c, floa
     if (gj_read_file(path, RC_MAX_VOLUME_BYTES + 65536, &data, &len))
         return gj_error_set(err, "", "cannot read slab %zu: %s", c, strerror(errno));
     uint64_t slice = (uint64_t)g->nx * g->ny;
-    struct rc_nrrd h;
+    struct gj_nrrd h;
     int rc = 0;
-    if (rc_nrrd_parse(data, len < 65536 ? len : 65536, len, &h, err) || h.dim != 3 || h.sizes[0] != g->nx ||
+    if (gj_nrrd_parse(data, len < 65536 ? len : 65536, len, &h, err) || h.dim != 3 || h.sizes[0] != g->nx ||
         h.sizes[1] != g->ny || *z + h.sizes[2] > g->nz)
         rc = gj_error_set(err, "", "slab %zu has the wrong size", c);
     else {

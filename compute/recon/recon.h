@@ -26,6 +26,7 @@
 
 #include "common/gj_error.h"
 #include "common/gj_poll.h"
+#include "common/nrrd.h"
 
 enum rc_gtype { RC_PARALLEL2D = 0, RC_FAN2D = 1, RC_CONE3D = 2 };
 enum rc_algo { RC_FBP = 0, RC_SART = 1, RC_SIRT = 2, RC_FDK = 3 };
@@ -118,12 +119,6 @@ uint64_t rc_phantom_project_units(const struct rc_geom *g);
 uint64_t rc_phantom_truth_units(const struct rc_geom *g);
 
 /* ---- I/O (io.c) ---- */
-struct rc_nrrd {
-    int dim;
-    int64_t sizes[4];
-    double spacing[4];
-    uint64_t data_offset;     /* bytes of header */
-};
 /* Writes float32 little-endian NRRD; space-directions form when space=1 (volumes).
  * poll (may be NULL) is asked between pieces of 64 MiB: 0, -1 (errno), or 1 when
  * cancelled (nothing is left behind). */
@@ -131,10 +126,6 @@ int rc_nrrd_write(const char *path, const float *data, int dim, const int64_t *s
                   const double *spacing, const double *origin, int space, struct gj_poll *poll);
 /* Raw float32 little-endian, written like rc_nrrd_write. */
 int rc_raw_write(const char *path, const float *data, uint64_t n, struct gj_poll *poll);
-/* Parses an NRRD header (at most 64 KiB) of a file of file_size bytes; only float32 raw
- * little-endian attached data is accepted. -1 with err otherwise. */
-int rc_nrrd_parse(const char *buf, size_t len, uint64_t file_size, struct rc_nrrd *h,
-                  struct gj_error *err);
 /* Reads floats [first, first+count) of projections from a raw or NRRD file of exactly
  * total floats; rejects wrong sizes and non-finite values. poll (may be NULL) is asked
  * between pieces of 64 MiB. 0, -1 with err, or 1 when cancelled. */

@@ -13,11 +13,10 @@
 
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
-#include "infer/serving/batcher.h"
-#include "infer/serving/serving_host.h"
 #include "service/cli/cli.h"
 #include "service/config.h"
 #include "service/jobs/devices.h"
+#include "service/module.h"
 
 #define MAX_INPUTS 256
 #define MAX_CHILDREN 4096
@@ -198,26 +197,32 @@ static void usage(void)
             "                        [--device cpu|N] [--models-dir DIR] [--quiet]\n");
 }
 
-/* `infer` takes its models from a repository the host hands in (serving_host.h): here the
- * directory --models-dir names (default ./models), when it is there. */
-static gj_model_repo *open_models(const char *dir)
+static size_t n_modules(void)
 {
-    struct gj_error err = { 0 };
-    gj_model_repo *repo = gj_model_repo_open(dir, &err);
-    if (repo) {
-        struct gj_serving_host host = { .repo = repo };
-        gj_serving_host_set(&host);
-    }
-    return repo;
+    size_t n = 0;
+    while (gj_service_modules[n])
+        n++;
+    return n;
 }
 
-static void close_models(gj_model_repo *repo)
+/* What the modules' kinds need from the host (module.h's run_open: infer's model
+ * repository of --models-dir, default ./models): one entry per module, for close_hosts;
+ * NULL when out of memory. */
+static void **open_hosts(const char *models_dir)
 {
-    if (!repo)
-        return;
-    gj_batcher_registry_shutdown();
-    gj_serving_host_set(NULL);
-    gj_model_repo_free(repo);
+    void **opened = calloc(n_modules() + 1, sizeof *opened);
+    for (size_t m = 0; opened && gj_service_modules[m]; m++)
+        if (gj_service_modules[m]->run_open)
+            opened[m] = gj_service_modules[m]->run_open(models_dir);
+    return opened;
+}
+
+static void close_hosts(void **opened)
+{
+    for (size_t m = n_modules(); opened && m-- > 0;)
+        if (gj_service_modules[m]->run_close)
+            gj_service_modules[m]->run_close(opened[m]);
+    free(opened);
 }
 
 /* The command line of one run. */
@@ -370,10 +375,15 @@ int gj_cmd_run(int argc, char **argv)
     } else {
         params = json_object();
     }
-    gj_model_repo *models = open_models(a.models_dir ? a.models_dir : "./models");
+    void **opened = open_hosts(a.models_dir ? a.models_dir : "./models");
+    if (!opened) {
+        fprintf(stderr, "gpujobd run: out of memory\n");
+        json_decref(params);
+        return 1;
+    }
     struct gj_job job = { a.kind->name, params, a.inputs, a.n_inputs };
     status = run_job(&a, &job);
-    close_models(models);
+    close_hosts(opened);
     json_decref(params);
     return status;
 }

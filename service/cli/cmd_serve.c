@@ -34,25 +34,18 @@
 #include "service/server.h"
 #include "service/db/storage_quota.h"
 #include "service/http/tls.h"
-#include "service/grpc/grpc_server.h"
-#include "service/infer/infer.h"
 #include "service/http/upload_spool.h"
 #include "service/jobs/worker_pool.h"
 
-/* The service's modules (module.h), one line each: routes are matched in this order. */
-extern const struct gj_service_module gj_module_core;    /* service/api/core.c */
-extern const struct gj_service_module gj_module_infer;   /* service/infer/module.c */
-extern const struct gj_service_module gj_module_workflow; /* service/workflow/module.c */
-extern const struct gj_service_module gj_module_portal;  /* service/portal/module.c */
-extern const struct gj_service_module gj_module_carmin;  /* service/carmin/module.c */
-static const struct gj_service_module *const modules[] = {
-    &gj_module_core,
-    &gj_module_infer,
-    &gj_module_workflow,
-    &gj_module_portal,
-    &gj_module_carmin,
-};
-#define N_MODULES (sizeof modules / sizeof modules[0])
+static const struct gj_service_module *const *const modules = gj_service_modules;
+static size_t n_modules(void)
+{
+    size_t n = 0;
+    while (modules[n])
+        n++;
+    return n;
+}
+#define N_MODULES n_modules()
 
 #define MAX_ROUTE_TABLES 64
 #define MAX_KIND_HOOKS 64
@@ -132,6 +125,29 @@ static void shutdown_modules(struct gj_server *srv, size_t started)
     }
 }
 
+/* The modules' own listeners (the gRPC front end), after the HTTP server, with its TLS
+ * certificate and key; *started counts those to stop. 0 or -1. */
+static int start_listeners(struct gj_server *srv, const char *cert, const char *key, size_t *started)
+{
+    for (*started = 0; *started < N_MODULES; (*started)++) {
+        const struct gj_service_module *mod = modules[*started];
+        if (mod->start_listeners && mod->start_listeners(srv, cert, key) != 0) {
+            gj_log_error("serve", "module %s: its listeners did not start", mod->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void stop_listeners(struct gj_server *srv, size_t started)
+{
+    while (started > 0) {
+        const struct gj_service_module *mod = modules[--started];
+        if (mod->stop_listeners)
+            mod->stop_listeners(srv);
+    }
+}
+
 /* Applies migrations and creates the first admin key on one short-lived connection. */
 static int prepare_database(struct gj_server *srv)
 {
@@ -176,6 +192,7 @@ static void init_placement(struct gj_server *srv)
     struct gj_host_memory host;
     gj_host_memory_read(srv->cfg.test.fake_host_memory, srv->cfg.host_memory_reserve, &host);
     gj_placement_set_host(&srv->placement, host.usable);
+    gj_gpu_metrics_watch(&srv->placement);
     if (host.usable)
         gj_log_info("serve", "host memory for jobs: %llu MiB (%llu MiB%s, less %llu MiB kept for the service)",
                     (unsigned long long)(host.usable >> 20), (unsigned long long)(host.total >> 20),
@@ -198,9 +215,9 @@ struct serve_run {
     struct gj_pg_embedded *pg;
     struct gj_http_server *http;
     struct gj_http_server *metrics_http;   /* --metrics-listen, any role */
-    struct gj_grpc_server *grpc;           /* --grpc-listen */
     struct gj_lease_rescuer *rescuer;   /* --role api: no worker pool rescues here */
     size_t modules_started;
+    size_t listeners_started;   /* modules whose start_listeners ran */
     char *cert, *key;
 };
 
@@ -261,11 +278,7 @@ static int start_serving(struct serve_run *run)
         run->http = gj_http_start(srv, route_tables, run->cert, run->key);
         if (!run->http)
             return -1;
-        if (srv->cfg.grpc_host[0] && srv->cfg.insecure_http && !srv->cfg.grpc_insecure &&
-            gj_tls_load(srv->cfg.data_dir, srv->cfg.tls_cert, srv->cfg.tls_key, &run->cert, &run->key))
-            return -1;
-        if (srv->cfg.grpc_host[0] &&
-            !(run->grpc = gj_grpc_start(srv, &gj_infer_grpc_methods, run->cert, run->key)))
+        if (start_listeners(srv, run->cert, run->key, &run->listeners_started) != 0)
             return -1;
     }
     static const struct gj_route_table *const probe_tables[] = { &gj_routes_probes, NULL };
@@ -287,8 +300,7 @@ static void stop_all(struct serve_run *run)
     struct gj_server *srv = run->srv;
     int stuck = srv->workers && gj_worker_pool_stop(srv->workers, srv->cfg.shutdown_grace_seconds) != 0;
     gj_lease_rescuer_stop(run->rescuer);
-    if (run->grpc)
-        gj_grpc_stop(run->grpc, srv->cfg.shutdown_grace_seconds);
+    stop_listeners(srv, run->listeners_started);
     if (run->http)
         gj_http_stop(run->http);
     if (run->metrics_http)
@@ -307,6 +319,7 @@ static void stop_all(struct serve_run *run)
         gj_notifier_stop(srv->notifier);
     if (srv->db)
         gj_db_pool_close(srv->db);
+    gj_gpu_metrics_watch(NULL);
     if (srv->placement.cpu_slots || srv->placement.n_gpus)
         gj_placement_destroy(&srv->placement);
     if (run->pg)

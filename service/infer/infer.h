@@ -23,6 +23,11 @@
  *   dicom_json.c     a parsed instance as DICOM JSON (PS3.18 F.2)
  *   routes_wado.c    WADO-RS retrieve (multipart/related application/dicom)
  *   routes_wado_render.c  WADO-RS rendered (JPEG, PNG) and frames
+ *   render_budget.c  an instance opened within --render-memory (render_budget.h); its first
+ *                    frame for the portal's thumbnails in render_frame.c (render_frame.h)
+ *   gpu_accounting.c, grpc_listen.c, run_host.c  what the module brings through module.h
+ *                    (module_parts.h): the placement as its batchers' GPU accounting, the
+ *                    gRPC listener, the model repository of `gpujobd run`
  *   instances_store.c the instances each tenant stored by STOW-RS, with their searchable
  *                    attributes (migrations/0008_dicom_instances.sql)
  *   results_store.c  what a succeeded `infer` job records: inference_results rows

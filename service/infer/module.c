@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/fsutil.h"
+#include "infer/dicom.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/serving_host.h"
 #include "service/db/db.h"
@@ -23,6 +24,7 @@
 #include "service/infer/model_cache.h"
 #include "service/infer/model_store.h"
 #include "service/infer/model_sync.h"
+#include "service/infer/module_parts.h"
 #include "service/infer/oip.h"
 #include "service/base/log.h"
 #include "service/module.h"
@@ -174,6 +176,7 @@ static void stop_repository(void)
     gj_infer_model_control_stop();    /* no poll changes the store any more */
     gj_model_sync_stop();             /* nothing declares or loads any more */
     gj_batcher_registry_shutdown();   /* queued requests answered, executors joined */
+    gj_infer_gpu_accounting_detach();
     gj_serving_host_set(NULL);
     gj_infer_repo_set(NULL);
     gj_model_repo_free(g_repo);
@@ -194,7 +197,7 @@ static int infer_init(struct gj_server *srv)
                     "their result.json pseudonymised once results are stored");
     /* Loaded models reserve their GPU memory in the worker pool's accounting: attached
      * before the first pass loads what is to be loaded. */
-    gj_place_attach_models(&srv->placement);
+    gj_infer_gpu_accounting_attach(&srv->placement);
     if (import_seeds(srv) != 0 || gj_infer_model_control_start(srv, g_models_dir) != 0 ||
         start_repository(srv) != 0) {
         stop_repository();
@@ -225,6 +228,11 @@ static const struct gj_route_table *const infer_routes[] = {
 
 static const char *const infer_kinds[] = { "infer", NULL };
 
+static const struct gj_subcommand infer_subcommands[] = {
+    { "dicom", gj_dicom_cli_main, "dicom info FILE [--pixels OUT.f32]" },
+    { NULL, NULL, NULL },
+};
+
 const struct gj_service_module gj_module_infer = {
     .name = "infer",
     .routes = infer_routes,
@@ -233,4 +241,9 @@ const struct gj_service_module gj_module_infer = {
     .shutdown = infer_shutdown,
     .write_metrics = gj_infer_write_metrics,
     .on_job_succeeded = gj_infer_store_results,
+    .start_listeners = gj_infer_grpc_listen,
+    .stop_listeners = gj_infer_grpc_unlisten,
+    .subcommands = infer_subcommands,
+    .run_open = gj_infer_run_open,
+    .run_close = gj_infer_run_close,
 };

@@ -31,7 +31,7 @@
 #include "service/db/db.h"
 #include "service/infer/infer.h"
 #include "service/base/log.h"
-#include "service/api/render_budget.h"
+#include "service/infer/render_budget.h"
 
 #define COMPONENT "dicomweb"
 #define FRAMES_MAX 1000

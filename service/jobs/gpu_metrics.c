@@ -6,6 +6,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "gj_config.h"
@@ -94,13 +95,20 @@ static int nvml_sample(int ordinal, struct gpu_sample *s)
     return 0;
 }
 
+static _Atomic(struct gj_placement *) watched;
+
+void gj_gpu_metrics_watch(struct gj_placement *p)
+{
+    atomic_store(&watched, p);
+}
+
 /* Triton's nv_gpu_utilization, nv_gpu_memory_total_bytes and nv_gpu_memory_used_bytes,
  * per GPU of the placement (label gpu: the CUDA ordinal; gpu_uuid where NVML gives it).
  * Simulated GPUs (GPUJOBD_FAKE_GPUS) report what the worker pool has reserved on them as
  * used, and utilization 0. */
 void gj_gpu_metrics_write(FILE *f)
 {
-    struct gj_placement *p = gj_place_attached();
+    struct gj_placement *p = atomic_load(&watched);
     if (!p)
         return;
     struct gj_placement snap;

@@ -7,6 +7,12 @@
 
 #include <stdio.h>
 
+struct gj_placement;
+
+/* The placement whose GPUs the series cover (cmd_serve.c, once it is up); NULL before
+ * it goes. None: no series. */
+void gj_gpu_metrics_watch(struct gj_placement *p);
+
 /* Appends the series in text format to f; nothing when no GPU can be read. */
 void gj_gpu_metrics_write(FILE *f);
 

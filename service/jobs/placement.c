@@ -12,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "infer/serving/gpu_accounting.h"
 #include "service/base/log.h"
 #include "service/jobs/placement.h"
 
@@ -68,17 +67,8 @@ void gj_placement_set_host(struct gj_placement *p, uint64_t usable_bytes)
     pthread_mutex_unlock(&p->lock);
 }
 
-static struct gj_placement *attached;   /* the inference module's accounting, or NULL */
-static pthread_mutex_t attach_mu = PTHREAD_MUTEX_INITIALIZER;
-
 void gj_placement_destroy(struct gj_placement *p)
 {
-    pthread_mutex_lock(&attach_mu);
-    if (attached == p) {   /* batchers outliving the placement release into nothing */
-        gj_gpu_accounting_set(NULL);
-        attached = NULL;
-    }
-    pthread_mutex_unlock(&attach_mu);
     pthread_cond_destroy(&p->freed);
     pthread_mutex_destroy(&p->lock);
 }
@@ -339,20 +329,18 @@ void gj_place_release_memory(struct gj_placement *p, int device, uint64_t bytes)
     pthread_mutex_unlock(&p->lock);
 }
 
-static int acct_count(void *ctx)
+int gj_place_gpu_count(struct gj_placement *p)
 {
-    struct gj_placement *p = ctx;
     pthread_mutex_lock(&p->lock);
     int n = p->n_gpus;
     pthread_mutex_unlock(&p->lock);
     return n;
 }
 
-static int acct_load(void *ctx, int gpu, struct gj_gpu_load *out)
+int gj_place_gpu_load(struct gj_placement *p, int device, struct gj_place_gpu_load *out)
 {
-    struct gj_placement *p = ctx;
     pthread_mutex_lock(&p->lock);
-    struct gj_gpu_slotinfo *g = gpu_by_index(p, gpu);
+    struct gj_gpu_slotinfo *g = gpu_by_index(p, device);
     if (g) {
         out->running = g->running;
         out->total_bytes = g->total_bytes;
@@ -360,33 +348,4 @@ static int acct_load(void *ctx, int gpu, struct gj_gpu_load *out)
     }
     pthread_mutex_unlock(&p->lock);
     return g ? 0 : -1;
-}
-
-static int acct_reserve(void *ctx, int gpu, uint64_t bytes)
-{
-    return gj_place_reserve_memory(ctx, gpu, bytes);
-}
-
-static void acct_release(void *ctx, int gpu, uint64_t bytes)
-{
-    gj_place_release_memory(ctx, gpu, bytes);
-}
-
-void gj_place_attach_models(struct gj_placement *p)
-{
-    pthread_mutex_lock(&attach_mu);
-    if (attached != p) {
-        struct gj_gpu_accounting a = { p, acct_count, acct_load, acct_reserve, acct_release };
-        gj_gpu_accounting_set(&a);
-        attached = p;
-    }
-    pthread_mutex_unlock(&attach_mu);
-}
-
-struct gj_placement *gj_place_attached(void)
-{
-    pthread_mutex_lock(&attach_mu);
-    struct gj_placement *p = attached;
-    pthread_mutex_unlock(&attach_mu);
-    return p;
 }

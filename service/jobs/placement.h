@@ -90,13 +90,16 @@ void gj_place_release_job(struct gj_placement *p, int device, uint64_t device_by
 int gj_place_reserve_memory(struct gj_placement *p, int device, uint64_t bytes);
 void gj_place_release_memory(struct gj_placement *p, int device, uint64_t bytes);
 
-/* Makes p the GPU accounting of the inference module (compute/infer/serving/
- * gpu_accounting.h): its batchers reserve the memory of loaded models here, and
- * least-loaded model placement reads running tasks and free memory from here. Called by
- * the worker pool and the OIP endpoint at start (idempotent); gj_placement_destroy
- * detaches it. gj_place_attached() is the attached placement, or NULL (for /metrics). */
-void gj_place_attach_models(struct gj_placement *p);
-struct gj_placement *gj_place_attached(void);
+/* GPUs and one GPU's load now, for accounting kept outside jobs (the inference module
+ * hands them to its batchers as their GPU accounting). gj_place_gpu_load: 0, or -1 when
+ * the GPU does not exist. */
+struct gj_place_gpu_load {
+    int running;               /* task slots taken */
+    uint64_t total_bytes;
+    uint64_t reserved_bytes;   /* by jobs and by memory held outside them */
+};
+int gj_place_gpu_count(struct gj_placement *p);
+int gj_place_gpu_load(struct gj_placement *p, int device, struct gj_place_gpu_load *out);
 
 /* Free slots anywhere (the worker claims only when one exists). */
 int gj_place_free_slots(struct gj_placement *p);

@@ -23,7 +23,7 @@
 #include <openssl/evp.h>
 
 #include "common/gj_error.h"
-#include "recon/recon.h"
+#include "common/nrrd.h"
 #include "service/db/blobstore.h"
 #include "service/db/db.h"
 #include "service/portal/png_gray.h"
@@ -36,7 +36,7 @@
 struct volume {
     struct gj_blob_info info;
     struct gj_blob_reader *reader;
-    struct rc_nrrd h;
+    struct gj_nrrd h;
     int64_t nx, ny, nz;
 };
 
@@ -97,7 +97,7 @@ static int volume_open(struct gj_req *r, struct volume *v)
     }
     struct gj_error err;
     gj_error_clear(&err);
-    int bad = rc_nrrd_parse(head, want, v->info.size, &v->h, &err);
+    int bad = gj_nrrd_parse(head, want, v->info.size, &v->h, &err);
     free(head);
     if (bad || v->h.dim < 2 || v->h.dim > 3) {
         gj_problem(r, 422, NULL, "%s is not a float32 volume of 2 or 3 dimensions: %s", r->params[1],

@@ -16,13 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/gj_error.h"
-#include "infer/dicom.h"
 #include "service/db/blobstore.h"
 #include "service/db/db.h"
+#include "service/infer/render_frame.h"
 #include "service/portal/png_gray.h"
 #include "service/portal/portal.h"
-#include "service/api/render_budget.h"
 
 #define BLOB_MAX (64u << 20)
 #define THUMB_SIDE 256
@@ -72,23 +70,18 @@ static int export_blob(struct gj_req *r, struct gj_blob_info *info, char *path, 
 }
 
 /* The thumbnail and its PNG, besides the decoded frame (render_budget.h). */
-static uint64_t thumb_bytes(const struct gj_dicom_image *img, const void *arg)
-{
-    (void)img;
-    (void)arg;
-    return 1u << 20;
-}
+#define THUMB_BYTES (1u << 20)
 
 /* Frame 0's first plane, windowed and box-filtered down to at most THUMB_SIDE pixels a side. */
-static unsigned char *render(const gj_dicom *d, const struct gj_dicom_image *img, const float *f, uint32_t *tw,
-                             uint32_t *th)
+static unsigned char *render(const struct gj_render_frame *fr, uint32_t *tw, uint32_t *th)
 {
-    uint32_t w = img->columns, h = img->rows, side = w > h ? w : h;
+    const float *f = fr->pixels;
+    uint32_t w = fr->columns, h = fr->rows, side = w > h ? w : h;
     uint32_t step = side > THUMB_SIDE ? (side + THUMB_SIDE - 1) / THUMB_SIDE : 1;
-    double lo, hi, center, width;
-    if (gj_dicom_window(d, &center, &width) == 0 && width >= 1) {
-        lo = center - width / 2;
-        hi = center + width / 2;
+    double lo, hi;
+    if (fr->has_window) {
+        lo = fr->center - fr->width / 2;
+        hi = fr->center + fr->width / 2;
     } else if (gj_window_percentiles(f, (size_t)w * h, 0.005, 0.995, &lo, &hi) != 0) {
         lo = 0;
         hi = 1;
@@ -104,7 +97,7 @@ static unsigned char *render(const gj_dicom *d, const struct gj_dicom_image *img
                 for (uint32_t i = x * step; i < (x + 1) * step && i < w; i++, n++)
                     sum += f[(size_t)j * w + i];
             unsigned char g = gj_window_grey((float)(sum / n), lo, hi);
-            px[(size_t)y * *tw + x] = img->photometric == GJ_PI_MONOCHROME1 ? (unsigned char)(255 - g) : g;
+            px[(size_t)y * *tw + x] = fr->inverted ? (unsigned char)(255 - g) : g;
         }
     return px;
 }
@@ -116,24 +109,15 @@ static void thumbnail(struct gj_req *r)
     char path[1300];
     if (export_blob(r, &info, path, sizeof path) != 0)
         return;
-    struct gj_render rd;
-    int opened = gj_render_open(r, path, info.size, thumb_bytes, NULL, &rd);
+    struct gj_render_frame fr;
+    int opened = gj_render_frame_open(r, path, info.size, THUMB_BYTES, &fr);
     unlink(path);
     if (opened != 0)
         return;
-    struct gj_error err;
-    gj_error_clear(&err);
-    float *f = NULL;
-    unsigned char *px = NULL, *png = NULL;
+    unsigned char *png = NULL;
     size_t len = 0;
     uint32_t tw = 0, th = 0;
-    uint64_t n = gj_dicom_frame_floats(&rd.img);
-    f = malloc(n * sizeof *f);
-    if (!f || gj_dicom_decode_frame(rd.d, 0, f, n, &err) != 0) {
-        gj_problem(r, 422, NULL, "the image could not be decoded: %s", f ? err.message : "out of memory");
-        goto out;
-    }
-    px = render(rd.d, &rd.img, f, &tw, &th);
+    unsigned char *px = render(&fr, &tw, &th);
     if (!px || gj_png_gray8(px, tw, th, &png, &len) != 0) {
         gj_problem(r, 500, NULL, "out of memory");
         goto out;
@@ -143,8 +127,7 @@ static void thumbnail(struct gj_req *r)
     gj_portal_send_png(r, png, len, etag, CACHE_SECONDS);
 out:
     free(px);
-    free(f);
-    gj_render_close(&rd);
+    gj_render_frame_close(&fr);
 }
 
 static const struct gj_route routes[] = {

@@ -129,15 +129,15 @@ static void test_geometry_errors(void **state)
 static void test_nrrd_parse(void **state)
 {
     (void)state;
-    struct rc_nrrd h;
+    struct gj_nrrd h;
     struct gj_error err = { 0 };
     const char *ok = "NRRD0004\n# c\ntype: float\ndimension: 3\nsizes: 4 3 2\nendian: little\nencoding: raw\n\n";
     size_t hl = strlen(ok);
-    assert_int_equal(rc_nrrd_parse(ok, hl, hl + 96, &h, &err), 0);
+    assert_int_equal(gj_nrrd_parse(ok, hl, hl + 96, &h, &err), 0);
     assert_int_equal((int)h.data_offset, (int)hl);
     assert_int_equal((int)h.sizes[2], 2);
-    assert_int_equal(rc_nrrd_parse(ok, hl, hl + 95, &h, &err), -1);      /* truncated data */
-    assert_int_equal(rc_nrrd_parse(ok, hl - 1, hl + 96, &h, &err), -1);  /* no blank line */
+    assert_int_equal(gj_nrrd_parse(ok, hl, hl + 95, &h, &err), -1);      /* truncated data */
+    assert_int_equal(gj_nrrd_parse(ok, hl - 1, hl + 96, &h, &err), -1);  /* no blank line */
     const char *bad[] = {
         "NRRD0004\ntype: short\ndimension: 1\nsizes: 4\nencoding: raw\n\n",
         "NRRD0004\ntype: float\ndimension: 9\nsizes: 4\nencoding: raw\n\n",
@@ -153,14 +153,14 @@ static void test_nrrd_parse(void **state)
         "",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_int_equal(rc_nrrd_parse(bad[i], strlen(bad[i]), strlen(bad[i]) + 16, &h, &err), -1);
+        assert_int_equal(gj_nrrd_parse(bad[i], strlen(bad[i]), strlen(bad[i]) + 16, &h, &err), -1);
     /* a header line longer than the parser's line buffer */
     char *longl = malloc(70000);
     memcpy(longl, "NRRD0004\n# ", 11);
     memset(longl + 11, 'x', 70000 - 13);
     longl[69998] = '\n';
     longl[69999] = '\n';
-    assert_int_equal(rc_nrrd_parse(longl, 70000, 70000, &h, &err), -1);
+    assert_int_equal(gj_nrrd_parse(longl, 70000, 70000, &h, &err), -1);
     free(longl);
 
     /* round trip through the writer */

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "infer/serving/gpu_accounting.h"
+#include "service/infer/module_parts.h"
 #include "service/jobs/placement.h"
 
 #define GIB (1ull << 30)
@@ -419,8 +420,8 @@ static void test_seed000_least_loaded_keeps_devices_busy(void **state)
 }
 
 /* Loaded models' memory (the inference batchers) through the accounting hook the
- * placement registers: reserved beside jobs, refused when it does not fit, seen by the
- * job placement, released; destroying the placement detaches the hook. */
+ * inference module makes of the placement: reserved beside jobs, refused when it does not
+ * fit, seen by the job placement, released; once detached, nothing is counted. */
 static void test_model_memory_hook(void **state)
 {
     (void)state;
@@ -428,9 +429,8 @@ static void test_model_memory_hook(void **state)
     const uint64_t mem[2] = { 1000, 1000 };
     gj_placement_init(&p, GJ_PLACE_LEAST_LOADED, 2, mem, 2, 1, 1);
     assert_int_equal(gj_gpu_acct_count(), -1);
-    gj_place_attach_models(&p);
-    gj_place_attach_models(&p);   /* idempotent */
-    assert_ptr_equal(gj_place_attached(), &p);
+    gj_infer_gpu_accounting_attach(&p);
+    gj_infer_gpu_accounting_attach(&p);   /* idempotent */
     assert_int_equal(gj_gpu_acct_count(), 2);
 
     uint64_t gen;
@@ -468,9 +468,9 @@ static void test_model_memory_hook(void **state)
     assert_int_equal(snap.gpus[1].reserved_bytes, 0);
     assert_int_equal(snap.gpus[0].completed, 1);   /* the job; a model is not a task */
 
-    gj_placement_destroy(&p);
-    assert_null(gj_place_attached());
+    gj_infer_gpu_accounting_detach();
     assert_int_equal(gj_gpu_acct_count(), -1);
+    gj_placement_destroy(&p);
     gj_gpu_acct_release(0, 700, gen);   /* after the placement went: a no-op */
 }
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "service/base/mem_budget.h"
-#include "service/api/render_budget.h"
+#include "service/infer/render_budget.h"
 #include "service/server.h"
 
 #define HEADER_INFLATE_MAX ((uint64_t)4 << 20)   /* a deflated dataset's attributes, read to price it */

@@ -154,6 +154,13 @@ static void batch_gpu(const struct rc_geom *g, const struct rc_opts *o, const st
     if (rc_gpu_device_count() <= 0)
         return;
     struct gj_error err = { 0 };
+    /* one slice untimed first: the process's first GPU call creates the context and loads the
+     * module (up to seconds), no part of a batch's time; then fresh projections (the CPU run
+     * and this one may filter them in place) */
+    if (rc_gpu_reconstruct(0, g, o, proj, vol, 0, g->nz > 1 ? 1 : g->nz, NULL, &err) != 0) {
+        printf("batch %s gpu: %s\n", name, err.message);
+        return;
+    }
     rc_phantom_project(ph, g, proj, threads, NULL);
     double t0 = gj_now();
     if (rc_gpu_reconstruct(0, g, o, proj, vol, 0, g->nz, NULL, &err) == 0) {

@@ -290,7 +290,8 @@ device_call() {
     PY=/usr/bin/python3
     [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
     GJ_KIT_CUDA_LIBS=$(find_cuda_libs)
-    export GJ_KIT_CUDA_LIBS GJ_SOURCE_ROOT="$root" PYTHONUNBUFFERED=1
+    [ -d /usr/local/cuda/bin ] && PATH="$PATH:/usr/local/cuda/bin"   # nvcc, compute-sanitizer
+    export GJ_KIT_CUDA_LIBS GJ_SOURCE_ROOT="$root" PYTHONUNBUFFERED=1 PATH
     export OUT W K KIT MODELS PY root t0 KIT_TARGETS
     export -f say step_kit step_fallback_build step_facts sanitizer step_models
     failed=0

@@ -4,10 +4,11 @@
  * One session = one context: a non-blocking stream of its own, a cuDNN and a cuBLAS handle
  * bound to it, an explicit cuBLAS workspace (so a run can be captured into a CUDA graph) and
  * a device error word for data-dependent kernel errors. Conv goes to cuDNN (algorithm found
- * once per convolution shape and precision, cached for the process; bias and ReLU in our own
- * epilogue kernel; the choice is logged once per shape, onnx_log.h), Gemm and MatMul to cuBLAS, Concat to 2-D async copies, everything else to
- * the kernels of kernels/infer/ (onnx_cuda_kernels.h). Every CUDA, cuDNN and cuBLAS call is
- * checked; a failure leaves "call: reason" in ctx->msg (the executor adds it to its error).
+ * once per convolution shape and precision, cached for the process and logged once, onnx_log.h;
+ * bias and ReLU in our own epilogue kernel), Gemm and MatMul to cuBLAS, Concat to 2-D async
+ * copies, everything else to the kernels of kernels/infer/ (onnx_cuda_kernels.h). Every CUDA,
+ * cuDNN and cuBLAS call is checked; a failure leaves "call: reason" in ctx->msg (the executor
+ * adds it to its error).
  *
  * CUDA graphs (cuda_graphs=1): run 1 launches normally (warm-up: lazy module loading and
  * library initialisation happen outside any capture), run 2 is captured and then launched,
@@ -550,7 +551,8 @@ static int choose_algo(struct onnx_backend_ctx *c, struct conv_plan *pl)
     int cached = cached_algo(c, pl, &pl->algo, &math);
     if (!cached && search_algo(c, pl, &math, &how))
         return -1;
-    if (dnn_ok(c, cudnnSetConvolutionMathType(pl->cd, math_to_set(c->precision, math)), "cudnnSetConvolutionMathType") ||
+    if (dnn_ok(c, cudnnSetConvolutionMathType(pl->cd, math_to_set(c->precision, math)),
+               "cudnnSetConvolutionMathType") ||
         dnn_ok(c, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, pl->xd, pl->wd, pl->cd, pl->yd, pl->algo, &pl->ws),
                "cudnnGetConvolutionForwardWorkspaceSize"))
         return -1;

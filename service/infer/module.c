@@ -16,6 +16,7 @@
 
 #include "common/fsutil.h"
 #include "infer/dicom.h"
+#include "infer/onnx/onnx_log.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/serving_host.h"
 #include "service/db/db.h"
@@ -183,8 +184,15 @@ static void stop_repository(void)
     g_repo = NULL;
 }
 
+/* The ONNX runtime's notes (the cuDNN algorithm of each convolution shape) into our log. */
+static void onnx_note(enum onnx_log_level level, const char *message)
+{
+    gj_logv(level == ONNX_LOG_INFO ? GJ_LOG_INFO : GJ_LOG_DEBUG, "onnx", "%s", message);
+}
+
 static int infer_init(struct gj_server *srv)
 {
+    onnx_set_log(onnx_note);
     /* /v2's errors, the server's own included, in the shape Triton's clients decode */
     if (gj_http_error_body("/v2", oip_error_body) != 0)
         return -1;

@@ -26,12 +26,15 @@
 
 extern const struct gj_kind gj_kind_brkga;
 
+/* tests/brkga/data/NAME under $GJ_SOURCE_ROOT (the test environment sets it), else under the
+ * working directory: no path of the build machine is compiled in. */
 static char *data_path(const char *name)
 {
     static char buf[8][1024];
     static int k;
     char *b = buf[k++ % 8];
-    snprintf(b, 1024, "%s/%s", BRKGA_TEST_DATA, name);
+    const char *root = getenv("GJ_SOURCE_ROOT");
+    snprintf(b, 1024, "%s/tests/brkga/data/%s", root ? root : ".", name);
     return b;
 }
 

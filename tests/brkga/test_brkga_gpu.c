@@ -96,11 +96,14 @@ int main(void)
     int fails = 0;
     char *nt, *dt;
     size_t nl, dl;
+    /* the instance under $GJ_SOURCE_ROOT (the test environment sets it), else the working
+     * directory: no path of the build machine is compiled in (the device kit carries this) */
+    const char *root = getenv("GJ_SOURCE_ROOT");
     char path[1024];
-    snprintf(path, sizeof path, "%s/net14.xml", BRKGA_TEST_DATA);
+    snprintf(path, sizeof path, "%s/tests/brkga/data/net14.xml", root ? root : ".");
     if (gj_read_file(path, 1 << 20, &nt, &nl))
         return 1;
-    snprintf(path, sizeof path, "%s/dem14.xml", BRKGA_TEST_DATA);
+    snprintf(path, sizeof path, "%s/tests/brkga/data/dem14.xml", root ? root : ".");
     if (gj_read_file(path, 1 << 20, &dt, &dl))
         return 1;
     struct brkga_net net;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infer/onnx/onnx_log.h"
 #include "infer/onnx/onnx_model.h"
 #include "pbw.h"
 
@@ -767,6 +768,54 @@ static void test_precisions(void)
     free_bufs();
 }
 
+/* The cuDNN algorithm chosen for each convolution shape is logged once, by the session that
+ * searched it; a later session of the same shapes and precision takes the process's cached
+ * choice (no search, no note); another precision searches (and logs) again. */
+static int algo_notes;
+static void count_algo_note(enum onnx_log_level level, const char *message)
+{
+    if (level == ONNX_LOG_INFO && strstr(message, "cuDNN convolution") && strstr(message, "algorithm "))
+        algo_notes++;
+    printf("  note: %s\n", message);
+}
+
+static void test_conv_algo_log(void)
+{
+    int64_t xd[4];
+    struct pb mp = small_cnn(xd);   /* two convolutions of different shapes */
+    float *x = rfloats(numel(4, xd), -1, 1);
+    const void *ins[1] = { x };
+    struct gj_error err = { 0 };
+    char msg[600];
+    onnx_model *m = onnx_model_load_memory(mp.b, mp.n, &err);
+    free(mp.b);
+    if (!m) {
+        printf("FAIL algorithm log: load: %s\n", err.message);
+        failures++;
+        free_bufs();
+        return;
+    }
+    onnx_set_log(count_algo_note);
+    static const int precision[3] = { ONNX_PRECISION_FP32, ONNX_PRECISION_FP32, ONNX_PRECISION_FP16 };
+    static const int want[3] = { 2, 0, 2 };   /* new notes of each session */
+    for (int i = 0; i < 3; i++) {
+        checks++;
+        algo_notes = 0;
+        struct onnx_session_options o = { .batch = 2, .threads = 1, .backend = "cuda", .precision = precision[i] };
+        if (!run_session(m, &o, 1, ins, msg, sizeof msg, NULL)) {
+            printf("FAIL algorithm log: session %d: %s\n", i + 1, msg);
+            failures++;
+        } else if (algo_notes != want[i]) {
+            printf("FAIL algorithm log: session %d logged %d algorithm choices, wanted %d\n", i + 1, algo_notes,
+                   want[i]);
+            failures++;
+        }
+    }
+    onnx_set_log(NULL);
+    onnx_model_free(m);
+    free_bufs();
+}
+
 /* A run that must fail with a message containing `needle`. */
 static void expect_run_error(const char *what, struct pb *mp, int batch, const void *const *ins, const char *needle)
 {
@@ -880,6 +929,7 @@ int main(int argc, char **argv)
     if (argc > 1)
         seed = (uint32_t)strtoul(argv[1], NULL, 10);
     printf("seed %u\n", seed);
+    test_conv_algo_log();   /* first: no shape of it is cached yet */
     test_conv();
     test_batchnorm_pools();
     test_gemm_matmul();

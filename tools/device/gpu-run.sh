@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The one command a GPU session gives the device tool's `run` (carry [".debs"]):
+# The SECOND, optional device call (carry [".debs"]): builds on the device and takes what the
+# first call cannot (serving, the inference benchmarks, suite gpu through meson). The first
+# call, the GPU evidence in 540 s from binaries built here, is tools/device/gpu-kit.sh.
 #
-#   bash tools/device/gpu-run.sh [STEP...]          (default: all)
+#   bash tools/device/gpu-run.sh [STEP...]          (e.g. build bench-onnx bench-infer)
 #
 # STEP: info        nvidia-smi, nvcc, cuDNN, compilers, OS (also at the start of every call)
 #       build       meson setup -Dcuda=enabled -Dgpu_arch=90 build-gpu (once), ninja

@@ -4,10 +4,11 @@
  * One session = one context: a non-blocking stream of its own, a cuDNN and a cuBLAS handle
  * bound to it, an explicit cuBLAS workspace (so a run can be captured into a CUDA graph) and
  * a device error word for data-dependent kernel errors. Conv goes to cuDNN (algorithm found
- * once per convolution shape and precision, cached for the process; bias and ReLU in our own
- * epilogue kernel), Gemm and MatMul to cuBLAS, Concat to 2-D async copies, everything else to
- * the kernels of kernels/infer/ (onnx_cuda_kernels.h). Every CUDA, cuDNN and cuBLAS call is
- * checked; a failure leaves "call: reason" in ctx->msg (the executor adds it to its error).
+ * once per convolution shape and precision, cached for the process and logged once, onnx_log.h;
+ * bias and ReLU in our own epilogue kernel), Gemm and MatMul to cuBLAS, Concat to 2-D async
+ * copies, everything else to the kernels of kernels/infer/ (onnx_cuda_kernels.h). Every CUDA,
+ * cuDNN and cuBLAS call is checked; a failure leaves "call: reason" in ctx->msg (the executor
+ * adds it to its error).
  *
  * CUDA graphs (cuda_graphs=1): run 1 launches normally (warm-up: lazy module loading and
  * library initialisation happen outside any capture), run 2 is captured and then launched,
@@ -26,6 +27,7 @@
 
 #include "infer/onnx/onnx_cuda_kernels.h"
 #include "infer/onnx/onnx_ir.h"
+#include "infer/onnx/onnx_log.h"
 
 #define BLAS_WORKSPACE ((size_t)32 << 20)     /* cuBLAS's recommendation for Hopper */
 #define CONV_WORKSPACE_MAX ((size_t)512 << 20) /* largest cuDNN workspace an algorithm may take */
@@ -440,21 +442,64 @@ static int cached_algo(const struct onnx_backend_ctx *c, const struct conv_plan 
     return found;
 }
 
-/* Remembers pl's choice for the process (a failed allocation only costs a later search). */
-static void cache_algo(const struct onnx_backend_ctx *c, const struct conv_plan *pl, cudnnMathType_t math)
+/* Remembers pl's choice for the process (a failed allocation only costs a later search).
+ * 1 if it is new (another session may have searched the same shape at the same time). */
+static int cache_algo(const struct onnx_backend_ctx *c, const struct conv_plan *pl, cudnnMathType_t math)
 {
     struct algo_choice *ch = calloc(1, sizeof *ch);
     if (!ch)
-        return;
+        return 1;
     ch->device = c->device;
     ch->precision = c->precision;
     memcpy(ch->key, pl->key, sizeof ch->key);
     ch->algo = pl->algo;
     ch->math = math;
+    int fresh = 1;
     pthread_mutex_lock(&algo_lock);
-    ch->next = algo_cache;
-    algo_cache = ch;
+    for (struct algo_choice *o = algo_cache; o && fresh; o = o->next)
+        fresh = !(o->device == ch->device && o->precision == ch->precision && !memcmp(o->key, ch->key, sizeof ch->key));
+    if (fresh) {
+        ch->next = algo_cache;
+        algo_cache = ch;
+    }
     pthread_mutex_unlock(&algo_lock);
+    if (!fresh)
+        free(ch);
+    return fresh;
+}
+
+static const char *algo_name(cudnnConvolutionFwdAlgo_t a)
+{
+    static const char *names[] = { "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT",
+                                   "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED" };
+    return (unsigned)a < sizeof names / sizeof *names ? names[a] : "?";
+}
+
+static const char *math_name(cudnnMathType_t m)
+{
+    switch (m) {
+    case CUDNN_DEFAULT_MATH: return "default";
+    case CUDNN_TENSOR_OP_MATH: return "tensor-op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op-allow-conversion";
+    case CUDNN_FMA_MATH: return "fma";
+    default: return "?";
+    }
+}
+
+/* Once per process, device, precision and shape (the first session to search it): which
+ * algorithm cuDNN gave, so a slow or inexact convolution can be traced to its choice. */
+static void log_algo(const struct onnx_backend_ctx *c, const struct conv_plan *pl, cudnnMathType_t math,
+                     const char *how)
+{
+    static const char *prec[] = { "fp32", "tf32", "fp16" };
+    const int64_t *k = pl->key;
+    onnx_log(ONNX_LOG_INFO,
+             "cuDNN convolution x %ldx%ldx%ldx%ld w %ldx%ldx%ldx%ld pads %ld,%ld,%ld,%ld strides %ld,%ld "
+             "dilations %ld,%ld group %ld, %s on device %d: algorithm %s (%d), math %s, workspace %zu bytes (%s)",
+             (long)k[0], (long)k[1], (long)k[2], (long)k[3], (long)k[4], (long)k[5], (long)k[6], (long)k[7],
+             (long)k[8], (long)k[9], (long)k[10], (long)k[11], (long)k[12], (long)k[13], (long)k[14], (long)k[15],
+             (long)k[16], (unsigned)c->precision < 3 ? prec[c->precision] : "?", c->device, algo_name(pl->algo),
+             (int)pl->algo, math_name(math_to_set(c->precision, math)), pl->ws, how);
 }
 
 /* The first of n candidates (fastest first) that succeeded, fits CONV_WORKSPACE_MAX and keeps
@@ -470,8 +515,9 @@ static int pick_algo(const struct onnx_backend_ctx *c, const cudnnConvolutionFwd
 
 /* cudnnFindConvolutionForwardAlgorithm (measured); the cuDNN heuristics
  * (cudnnGetConvolutionForwardAlgorithm_v7) where Find fails or offers nothing usable. */
-static int search_algo(struct onnx_backend_ctx *c, struct conv_plan *pl, cudnnMathType_t *math)
+static int search_algo(struct onnx_backend_ctx *c, struct conv_plan *pl, cudnnMathType_t *math, const char **how)
 {
+    *how = "measured by cudnnFindConvolutionForwardAlgorithm";
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0;
     cudnnStatus_t st = cudnnFindConvolutionForwardAlgorithm(c->dnn, pl->xd, pl->wd, pl->cd, pl->yd,
@@ -480,6 +526,7 @@ static int search_algo(struct onnx_backend_ctx *c, struct conv_plan *pl, cudnnMa
         got = 0;
     int pick = pick_algo(c, perf, got);
     if (pick < 0) {
+        *how = "cuDNN's heuristics: Find offered nothing usable";
         st = cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, pl->xd, pl->wd, pl->cd, pl->yd,
                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
         if (dnn_ok(c, st, "cudnnGetConvolutionForwardAlgorithm_v7"))
@@ -500,16 +547,18 @@ static int search_algo(struct onnx_backend_ctx *c, struct conv_plan *pl, cudnnMa
 static int choose_algo(struct onnx_backend_ctx *c, struct conv_plan *pl)
 {
     cudnnMathType_t math;
+    const char *how = "";
     int cached = cached_algo(c, pl, &pl->algo, &math);
-    if (!cached && search_algo(c, pl, &math))
+    if (!cached && search_algo(c, pl, &math, &how))
         return -1;
-    if (dnn_ok(c, cudnnSetConvolutionMathType(pl->cd, math_to_set(c->precision, math)), "cudnnSetConvolutionMathType"))
+    if (dnn_ok(c, cudnnSetConvolutionMathType(pl->cd, math_to_set(c->precision, math)),
+               "cudnnSetConvolutionMathType") ||
+        dnn_ok(c, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, pl->xd, pl->wd, pl->cd, pl->yd, pl->algo, &pl->ws),
+               "cudnnGetConvolutionForwardWorkspaceSize"))
         return -1;
-    if (!cached)
-        cache_algo(c, pl, math);
-    return dnn_ok(c, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, pl->xd, pl->wd, pl->cd, pl->yd, pl->algo,
-                                                             &pl->ws),
-                  "cudnnGetConvolutionForwardWorkspaceSize");
+    if (!cached && cache_algo(c, pl, math))
+        log_algo(c, pl, math, how);
+    return 0;
 }
 
 static struct conv_plan *find_plan(struct onnx_backend_ctx *c, const struct onnx_kargs *a)

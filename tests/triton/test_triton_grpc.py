@@ -344,6 +344,39 @@ def raw_stream(requests):
     return ch, service_pb2_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests)
 
 
+def test_stream_error_names_request_id():
+    """A failed stream request's answer names its request, as Triton's: infer_response.id (with
+    error_message), and the message itself, the only thing tritonclient's callback is given."""
+    import queue
+    c = client()
+    got = queue.Queue()
+    c.start_stream(callback=lambda result, error: got.put((result, error)))
+    one = np.ones((1, 4), np.float32)
+    c.async_stream_infer("multi_io", [inp("a", one)], request_id="bad-1")
+    c.async_stream_infer("multi_io", [inp("a", one), inp("b", one)], request_id="good-2")
+    c.async_stream_infer("no_such_model", [inp("a", one)], request_id="bad-3")
+    answers = [got.get(timeout=30) for _ in range(3)]
+    c.stop_stream()
+    errors = sorted(e.message() for r, e in answers if e is not None)
+    assert len(errors) == 2, answers
+    assert errors[0].startswith("[request id: bad-1] ") and "'b'" in errors[0], errors
+    assert errors[1].startswith("[request id: bad-3] ") and "no_such_model" in errors[1], errors
+    assert [r.get_response().id for r, e in answers if e is None] == ["good-2"], answers
+
+    def request(rid, names):
+        req = service_pb2.ModelInferRequest(model_name="multi_io", id=rid)
+        for n in names:
+            t = req.inputs.add(name=n, datatype="FP32", shape=[1, 4])
+            t.contents.fp32_contents.extend([1, 2, 3, 4])
+        return req
+    ch, responses = raw_stream(iter([request("x-9", ["a"]), request("", ["a"]), request("ok", ["a", "b"])]))
+    got = list(responses)
+    ch.close()
+    assert [(r.infer_response.id, r.error_message != "") for r in got] == [("x-9", True), ("", True), ("ok", False)], got
+    assert got[0].infer_response.model_name == "multi_io" and got[0].error_message.startswith("[request id: x-9] ")
+    assert not got[1].error_message.startswith("[request id"), got[1]   # no id: the message as it was
+
+
 def test_idle_stream_is_cut():
     import threading
     import time
@@ -757,6 +790,7 @@ if __name__ == "__main__":
     tl.run_tests([test_listado_3_3_as_printed, test_health_and_metadata, test_several_inputs_and_outputs,
                   test_every_datatype, test_bytes_tensors, test_classification, test_typed_contents,
                   test_async_infer, test_aio_client, test_stream_infer_matched_by_request_id,
+                  test_stream_error_names_request_id,
                   test_idle_stream_is_cut, test_streams_bounded_unary_still_served, test_bad_requests, test_same_statistics_as_http,
                   test_metrics_count_grpc_beside_http, test_shared_memory_not_supported, test_model_config_as_http,
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,

@@ -33,6 +33,7 @@
 #include "service/server.h"
 #include "service/storage_quota.h"
 #include "service/tls.h"
+#include "service/grpc/client_crl.h"
 #include "service/grpc/grpc_server.h"
 #include "service/infer/infer.h"
 #include "service/upload_spool.h"
@@ -255,6 +256,8 @@ static int start_serving(struct serve_run *run)
         if (srv->cfg.api_key_cache_ms > 0 &&
             !(srv->api_keys = gj_key_cache_new(GJ_KEY_CACHE_CAPACITY, (uint64_t)srv->cfg.api_key_cache_ms)))
             return -1;
+        if (gj_client_crl_load(srv->cfg.tls_crl, srv->cfg.tls_client_ca) != 0)
+            return -1;
         run->http = gj_http_start(srv, route_tables, run->cert, run->key);
         if (!run->http)
             return -1;
@@ -290,6 +293,7 @@ static void stop_all(struct serve_run *run)
         gj_http_stop(run->http);
     if (run->metrics_http)
         gj_http_stop(run->metrics_http);
+    gj_client_crl_free();
     if (stuck) {
         /* A job's thread did not stop when asked (its job is back in the queue): it may
          * still use everything below, so nothing is freed; shutdown keeps its bound. */

@@ -25,6 +25,7 @@
 #include <grpc/support/time.h>
 
 #include "common/fsutil.h"
+#include "service/grpc/client_crl.h"
 #include "service/grpc/grpc_server.h"
 #include "service/key_cache.h"
 #include "service/log.h"
@@ -281,20 +282,26 @@ static PGconn *lazy_db_get(void *arg)
     return d->conn;
 }
 
-/* The verified client certificate's CN into cn (""when none was presented). */
-static void peer_cn(grpc_call *call, char *cn, size_t cap)
+/* The verified client certificate's CN into cn (""when none was presented). With --tls-crl:
+ * -1 when the certificate is revoked (or cannot be checked), why saying so; else 0. */
+static int peer_cn(grpc_call *call, char *cn, size_t cap, char *why, size_t why_cap)
 {
     cn[0] = '\0';
     grpc_auth_context *ctx = grpc_call_auth_context(call);
     if (!ctx)
-        return;
+        return 0;
     grpc_auth_property_iterator it = grpc_auth_context_find_properties_by_name(ctx, GRPC_X509_CN_PROPERTY_NAME);
     const grpc_auth_property *prop = grpc_auth_property_iterator_next(&it);
     if (prop && prop->value_length < cap) {
         memcpy(cn, prop->value, prop->value_length);
         cn[prop->value_length] = '\0';
     }
+    it = grpc_auth_context_find_properties_by_name(ctx, GRPC_X509_PEM_CERT_PROPERTY_NAME);
+    prop = grpc_auth_property_iterator_next(&it);
+    int refused = (prop || cn[0]) &&   /* a certificate without its PEM cannot be checked */
+                  gj_client_crl_refuses_pem(prop ? prop->value : "", prop ? prop->value_length : 0, why, why_cap);
     grpc_auth_context_release(ctx);
+    return refused ? -1 : 0;
 }
 
 /* The Bearer key of metadata `authorization` into key ("" when none). */
@@ -318,10 +325,14 @@ static void bearer_key(const grpc_metadata_array *md, char *key, size_t cap)
 static void authenticate(struct gj_grpc_server *g, grpc_call *call, const grpc_metadata_array *md,
                          struct gj_grpc_call *c)
 {
-    char cn[201], key[260];
+    char cn[201], key[260], why[160];
     struct lazy_db db = { g->srv, NULL };
     int rc;
-    peer_cn(call, cn, sizeof cn);
+    if (peer_cn(call, cn, sizeof cn, why, sizeof why) != 0) {
+        gj_log_warn(COMPONENT, "refused a client certificate: %s", why);
+        gj_grpc_fail(c, GJ_GRPC_UNAUTHENTICATED, "the client certificate is refused: %s", why);
+        return;
+    }
     if (cn[0]) {
         rc = lazy_db_get(&db) ? gj_tenant_principal(db.conn, cn, &c->who) : -1;
         if (rc == 0) {

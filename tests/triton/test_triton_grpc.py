@@ -46,12 +46,14 @@ def setup():
     CERTS["stranger"] = CA.issue("no-such-tenant")
     CERTS["expired"] = CA.issue("hospital", expired=True)
     CERTS["foreign"] = FOREIGN.issue("hospital")
+    CERTS["revoked"] = CA.issue("hospital", tag="hospital-revoked")
+    crl = CA.crl([CERTS["revoked"][0]])
     GRPC_PORT = harness.free_port()
     # the harness (and tritonlib.client) trust DATA_DIR/tls/cert.pem: here, the CA
     os.makedirs(os.path.join(data_dir, "tls"), exist_ok=True)
     shutil.copy(CA.cert_path, os.path.join(data_dir, "tls", "cert.pem"))
     SRV = H.start_server(["--cpu-workers", "1", "--tls-cert", CERTS["server"][0], "--tls-key", CERTS["server"][1],
-                          "--grpc-listen", f"127.0.0.1:{GRPC_PORT}", "--tls-client-ca", CA.cert_path,
+                          "--grpc-listen", f"127.0.0.1:{GRPC_PORT}", "--tls-client-ca", CA.cert_path, "--tls-crl", crl,
                           "--grpc-max-message", str(MAX_MESSAGE), "--grpc-threads", str(THREADS),
                           "--grpc-stream-idle-seconds", str(STREAM_IDLE_S), "--grpc-calls-per-tenant", str(THREADS)],
                          data_dir=data_dir)
@@ -633,6 +635,24 @@ def test_refused_certificates():
     assert client().get_model_metadata("multi_io").name == "multi_io"
 
 
+def test_revoked_certificate_refused():
+    """--tls-crl: a certificate the CA revoked (otherwise valid, for an existing tenant) is refused
+    on both listeners before any method or route runs, the log saying why (its serial)."""
+    refused(lambda: client("revoked").get_model_metadata("multi_io"), "UNAUTHENTICATED", "revoked")
+    status, body = https_get("/v2/models/multi_io", "revoked")
+    assert status == 401 and "revoked" in body, (status, body)
+    log = SRV.log_text()
+    from cryptography import x509
+    with open(CERTS["revoked"][0], "rb") as f:
+        serial = "%x" % x509.load_pem_x509_certificate(f.read()).serial_number
+    assert log.count("refused a client certificate: it is revoked") >= 2, log[-2000:]
+    assert serial[-8:] in log and "PRIVATE KEY" not in log, log[-2000:]
+    assert "checked against 1 CRL" in log, log[-3000:]
+    # the same tenant's certificate that is not revoked is served
+    assert client().get_model_metadata("multi_io").name == "multi_io"
+    assert https_get("/v2/models/multi_io", "hospital")[0] == 200
+
+
 def https_get(path, cert=None):
     import http.client
     import ssl
@@ -797,6 +817,6 @@ if __name__ == "__main__":
                   test_trace_and_log_settings_shared_with_http, test_deadline_and_cancel_free_the_batcher_slot,
                   test_sigterm_drains_calls_in_flight, test_calls_per_tenant_bounded,
                   test_bearer_key_without_certificate,
-                  test_refused_certificates, test_client_certificates_on_https, test_compressed_requests,
+                  test_refused_certificates, test_client_certificates_on_https, test_revoked_certificate_refused, test_compressed_requests,
                   test_three_gib_declared_message_refused, test_plain_text_only_when_asked, test_message_size_bounded,
                   test_thousand_idle_channels])

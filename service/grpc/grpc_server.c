@@ -368,14 +368,38 @@ static int64_t deadline_left_us(gpr_timespec deadline)
     return us > 0 ? us : 1;
 }
 
-/* The request message's bytes in one slice (unref it). 0, or -1 when none came. */
-static int message_slice(grpc_byte_buffer *msg, grpc_slice *out)
+/* The request message's bytes (decompressed) in one malloc'd block: *out the message's start
+ * within *block (free *block). Where the method names a part it reads in place (align_at: a
+ * large bytes field, e.g. a raw tensor), the message is placed so that part starts on an
+ * ALIGN boundary: one copy of the core's slices, none after it. 0, or -1 when none came. */
+#define ALIGN 64
+static int message_bytes(grpc_byte_buffer *msg, const struct gj_grpc_method *m, uint8_t **block,
+                         const uint8_t **out, size_t *len)
 {
     grpc_byte_buffer_reader reader;
     if (!msg || !grpc_byte_buffer_reader_init(&reader, msg))
         return -1;
-    *out = grpc_byte_buffer_reader_readall(&reader);
+    size_t total = grpc_byte_buffer_length(reader.buffer_out);
+    grpc_slice *slice;
+    uint8_t *dst = NULL;
+    *block = malloc(total + ALIGN);
+    for (int first = 1; *block && grpc_byte_buffer_reader_peek(&reader, &slice); first = 0) {
+        const uint8_t *p = GRPC_SLICE_START_PTR(*slice);
+        size_t n = GRPC_SLICE_LENGTH(*slice);
+        if (first) {
+            size_t at = m && m->align_at ? m->align_at(p, n) : 0;
+            dst = *block + (ALIGN - at % ALIGN) % ALIGN;
+            *out = dst;
+        }
+        memcpy(dst, p, n);
+        dst += n;
+    }
     grpc_byte_buffer_reader_destroy(&reader);
+    if (!*block)
+        return -1;
+    if (!dst)   /* an empty message */
+        *out = *block;
+    *len = total;
     return 0;
 }
 
@@ -438,15 +462,13 @@ static int stream_message(struct grpc_worker *w, grpc_call *call, const struct g
         return rc == 0 ? -1 : (c->status = -1, -1);
     }
     struct gj_grpc_call one = { .srv = c->srv, .who = c->who, .status = GJ_GRPC_OK };
-    grpc_slice req;
-    int have = message_slice(msg, &req) == 0;
+    uint8_t *block = NULL;
+    int have = message_bytes(msg, m, &block, &one.req, &one.req_len) == 0;
     grpc_byte_buffer_destroy(msg);
     one.timeout_us = deadline_left_us(details->deadline);
     if (have) {
-        one.req = GRPC_SLICE_START_PTR(req);
-        one.req_len = GRPC_SLICE_LENGTH(req);
         m->fn(&one);   /* a stream's handler answers errors in its message */
-        grpc_slice_unref(req);
+        free(block);
     } else {
         gj_grpc_fail(&one, GJ_GRPC_INVALID_ARGUMENT, "the stream's message cannot be read");
     }
@@ -522,14 +544,10 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
     double t0 = now_s();
     w->cancelled = 0;
     c.timeout_us = deadline_left_us(details->deadline);
-    grpc_slice req;
-    int have = message_slice(msg, &req) == 0;
+    uint8_t *block = NULL;
+    int have = message_bytes(msg, m, &block, &c.req, &c.req_len) == 0;
     if (msg)
         grpc_byte_buffer_destroy(msg);
-    if (have) {
-        c.req = GRPC_SLICE_START_PTR(req);
-        c.req_len = GRPC_SLICE_LENGTH(req);
-    }
     if (!m)
         gj_grpc_fail(&c, GJ_GRPC_UNIMPLEMENTED, "this server does not serve that method");
     else if (!have)
@@ -552,8 +570,7 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
     if (counted)
         tenant_give(g, c.who.tenant_id);
     count_call(m, c.status, t0, c.req_len);
-    if (have)
-        grpc_slice_unref(req);
+    free(block);
     free(c.resp);
 }
 

@@ -19,6 +19,7 @@
 #include "infer/serving/model_repo.h"
 #include "service/grpc/grpc_server.h"
 #include "service/grpc/grpc_service.pb-c.h"
+#include "service/infer/grpc_infer_decode.h"
 #include "service/infer/grpc_oip.h"
 #include "service/infer/infer.h"
 #include "service/infer/oip.h"
@@ -441,8 +442,7 @@ static void infer_free(struct grpc_infer *g)
     }
     gj_tensors_free(g->gout, g->n_out);
     gj_served_model_release(g->m);
-    if (g->req)
-        inference__model_infer_request__free_unpacked(g->req, NULL);
+    grpc_infer_request_free(g->req);
     free(g);
 }
 
@@ -515,7 +515,7 @@ static void run_infer(struct gj_grpc_call *c, struct infer_names *names)
         gj_grpc_fail(c, GJ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
-    g->req = inference__model_infer_request__unpack(NULL, c->req_len, c->req);
+    g->req = grpc_infer_request_unpack(c->req, c->req_len);   /* raw tensors in place */
     infer_names_take(names, g->req);
     int64_t version;
     struct gj_error err = { 0 };
@@ -676,25 +676,25 @@ static void cuda_shm_register(struct gj_grpc_call *c) { shm_call(c, 1, 1); }
 static void cuda_shm_unregister(struct gj_grpc_call *c) { shm_call(c, 1, -1); }
 
 static const struct gj_grpc_method methods[] = {
-    { "ServerLive", GJ_GRPC_OPEN, server_live, 0 },
-    { "ServerReady", GJ_GRPC_OPEN, server_ready, 0 },
-    { "ServerMetadata", GJ_GRPC_USER, server_metadata, 0 },
-    { "ModelReady", GJ_GRPC_USER, model_ready, 0 },
-    { "ModelMetadata", GJ_GRPC_USER, model_metadata, 0 },
-    { "ModelInfer", GJ_GRPC_USER, model_infer, 0 },
-    { "ModelStreamInfer", GJ_GRPC_USER, stream_infer, 1 },
-    { "ModelConfig", GJ_GRPC_USER, grpc_oip_model_config, 0 },
-    { "ModelStatistics", GJ_GRPC_ADMIN, grpc_oip_model_statistics, 0 },
-    { "RepositoryIndex", GJ_GRPC_USER, grpc_oip_repository_index, 0 },
-    { "RepositoryModelLoad", GJ_GRPC_ADMIN, grpc_oip_repository_load, 0 },
-    { "RepositoryModelUnload", GJ_GRPC_ADMIN, grpc_oip_repository_unload, 0 },
-    { "TraceSetting", GJ_GRPC_ADMIN, grpc_oip_trace_setting, 0 },
-    { "LogSettings", GJ_GRPC_ADMIN, grpc_oip_log_settings, 0 },
-    { "SystemSharedMemoryStatus", GJ_GRPC_USER, system_shm_status, 0 },
-    { "SystemSharedMemoryRegister", GJ_GRPC_USER, system_shm_register, 0 },
-    { "SystemSharedMemoryUnregister", GJ_GRPC_USER, system_shm_unregister, 0 },
-    { "CudaSharedMemoryStatus", GJ_GRPC_USER, cuda_shm_status, 0 },
-    { "CudaSharedMemoryRegister", GJ_GRPC_USER, cuda_shm_register, 0 },
-    { "CudaSharedMemoryUnregister", GJ_GRPC_USER, cuda_shm_unregister, 0 },
+    { "ServerLive", GJ_GRPC_OPEN, server_live, 0, NULL },
+    { "ServerReady", GJ_GRPC_OPEN, server_ready, 0, NULL },
+    { "ServerMetadata", GJ_GRPC_USER, server_metadata, 0, NULL },
+    { "ModelReady", GJ_GRPC_USER, model_ready, 0, NULL },
+    { "ModelMetadata", GJ_GRPC_USER, model_metadata, 0, NULL },
+    { "ModelInfer", GJ_GRPC_USER, model_infer, 0, grpc_infer_raw_offset },
+    { "ModelStreamInfer", GJ_GRPC_USER, stream_infer, 1, grpc_infer_raw_offset },
+    { "ModelConfig", GJ_GRPC_USER, grpc_oip_model_config, 0, NULL },
+    { "ModelStatistics", GJ_GRPC_ADMIN, grpc_oip_model_statistics, 0, NULL },
+    { "RepositoryIndex", GJ_GRPC_USER, grpc_oip_repository_index, 0, NULL },
+    { "RepositoryModelLoad", GJ_GRPC_ADMIN, grpc_oip_repository_load, 0, NULL },
+    { "RepositoryModelUnload", GJ_GRPC_ADMIN, grpc_oip_repository_unload, 0, NULL },
+    { "TraceSetting", GJ_GRPC_ADMIN, grpc_oip_trace_setting, 0, NULL },
+    { "LogSettings", GJ_GRPC_ADMIN, grpc_oip_log_settings, 0, NULL },
+    { "SystemSharedMemoryStatus", GJ_GRPC_USER, system_shm_status, 0, NULL },
+    { "SystemSharedMemoryRegister", GJ_GRPC_USER, system_shm_register, 0, NULL },
+    { "SystemSharedMemoryUnregister", GJ_GRPC_USER, system_shm_unregister, 0, NULL },
+    { "CudaSharedMemoryStatus", GJ_GRPC_USER, cuda_shm_status, 0, NULL },
+    { "CudaSharedMemoryRegister", GJ_GRPC_USER, cuda_shm_register, 0, NULL },
+    { "CudaSharedMemoryUnregister", GJ_GRPC_USER, cuda_shm_unregister, 0, NULL },
 };
 const struct gj_grpc_methods gj_infer_grpc_methods = { methods, sizeof methods / sizeof methods[0] };

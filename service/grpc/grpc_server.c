@@ -389,7 +389,7 @@ static int message_bytes(grpc_byte_buffer *msg, const struct gj_grpc_method *m, 
         size_t n = GRPC_SLICE_LENGTH(*slice);
         if (first) {
             size_t at = m && m->align_at ? m->align_at(p, n) : 0;
-            dst = *block + (ALIGN - at % ALIGN) % ALIGN;
+            dst = *block + (ALIGN - ((uintptr_t)*block + at) % ALIGN) % ALIGN;
             *out = dst;
         }
         memcpy(dst, p, n);

@@ -49,7 +49,7 @@ MODEL_DIR = os.path.join(ROOT, "models", MODEL)
 # reconnecting: raised too.
 SERVER_ARGS = ["--cpu-workers", "1", "--max-uploads", "256", "--max-uploads-per-tenant", "256",
                "--header-timeout-seconds", "600"]
-GRPC_THREADS = 64   # --grpc-threads: every client of the sweep served at once, as over HTTP
+GRPC_THREADS = 64   # --grpc-threads, --grpc-calls-per-tenant: the sweep's 64 clients (one tenant) served at once
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -244,7 +244,8 @@ def sweep(exe, batches, concurrency, seconds, warmup, threads, encodings, log=pr
         from harness import free_port
         grpc_port = free_port()
         srv = h.start_server(SERVER_ARGS + ["--infer-threads", str(threads), "--grpc-listen",
-                                            f"127.0.0.1:{grpc_port}", "--grpc-threads", str(GRPC_THREADS)]
+                                            f"127.0.0.1:{grpc_port}", "--grpc-threads", str(GRPC_THREADS),
+                                            "--grpc-calls-per-tenant", str(GRPC_THREADS)]
                              + list(server_args))
         rng = np.random.RandomState(0)
         for batch in batches:

@@ -97,6 +97,9 @@ static const struct setting settings[] = {
     { "tls-client-ca", T_STRING, S(tls_client_ca), 0, 0, 0,
       "PEM bundle of the CAs whose client certificates authenticate on the gRPC and HTTPS listeners (the "
       "subject's CN names the tenant)" },
+    { "tls-crl", T_STRING, S(tls_crl), 0, 0, 0,
+      "PEM certificate revocation lists of --tls-client-ca's CAs: a client certificate they list is refused on "
+      "both listeners (read at start)" },
     { "max-uploads", T_INT, S(max_uploads), 1, 100000, 0, "concurrent uploads (default 32)" },
     { "max-uploads-per-tenant", T_INT, S(max_uploads_per_tenant), 1, 100000, 0,
       "concurrent uploads of one tenant; more get 429 (default 8)" },
@@ -690,6 +693,10 @@ static int check_consistency(struct gj_config *cfg)
     if (cfg->tls_client_ca[0] && cfg->insecure_http && (!cfg->grpc_host[0] || cfg->grpc_insecure)) {
         fprintf(stderr, "gpujobd: --tls-client-ca: no listener uses TLS (--insecure-http%s)\n",
                 cfg->grpc_host[0] ? ", --grpc-insecure" : "");
+        return -1;
+    }
+    if (cfg->tls_crl[0] && !cfg->tls_client_ca[0]) {
+        fprintf(stderr, "gpujobd: --tls-crl: the CRLs are of --tls-client-ca's CAs; give --tls-client-ca\n");
         return -1;
     }
     if (cfg->grpc_host[0] && cfg->grpc_port == cfg->listen_port) {

@@ -50,6 +50,7 @@ struct gj_config {
     int grpc_port;
     int grpc_insecure;             /* plain-text gRPC, for TLS terminated elsewhere */
     char tls_client_ca[GJ_PATH_MAX];   /* PEM bundle of client-certificate issuers; "" = none */
+    char tls_crl[GJ_PATH_MAX];         /* PEM CRLs of those issuers; "" = none */
     uint64_t grpc_max_message;     /* bytes of one gRPC message */
     int grpc_threads;              /* calls served at once */
     int grpc_stream_idle_seconds;  /* a stream that neither sends nor reads this long is cut */

@@ -10,6 +10,7 @@
 #include <microhttpd.h>
 
 #include "service/auth/client_cert.h"
+#include "service/auth/client_crl.h"
 
 /* What a failed verification's status means, in a sentence for the log and the answer. */
 static const char *verify_problem(unsigned status)
@@ -42,6 +43,8 @@ int gj_client_cert_cn(struct MHD_Connection *conn, char *cn, size_t cap, char *w
         snprintf(why, why_cap, "%s", verify_problem(status));
         return -1;
     }
+    if (gj_client_crl_refuses_der(chain[0].data, chain[0].size, why, why_cap))
+        return -1;
     gnutls_x509_crt_t crt;
     if (gnutls_x509_crt_init(&crt) < 0) {
         snprintf(why, why_cap, "out of memory");

@@ -34,6 +34,7 @@
 #include "service/server.h"
 #include "service/db/storage_quota.h"
 #include "service/http/tls.h"
+#include "service/auth/client_crl.h"
 #include "service/http/upload_spool.h"
 #include "service/jobs/worker_pool.h"
 
@@ -275,6 +276,8 @@ static int start_serving(struct serve_run *run)
         if (srv->cfg.api_key_cache_ms > 0 &&
             !(srv->api_keys = gj_key_cache_new(GJ_KEY_CACHE_CAPACITY, (uint64_t)srv->cfg.api_key_cache_ms)))
             return -1;
+        if (gj_client_crl_load(srv->cfg.tls_crl, srv->cfg.tls_client_ca) != 0)
+            return -1;
         run->http = gj_http_start(srv, route_tables, run->cert, run->key);
         if (!run->http)
             return -1;
@@ -305,6 +308,7 @@ static void stop_all(struct serve_run *run)
         gj_http_stop(run->http);
     if (run->metrics_http)
         gj_http_stop(run->metrics_http);
+    gj_client_crl_free();
     if (stuck) {
         /* A job's thread did not stop when asked (its job is back in the queue): it may
          * still use everything below, so nothing is freed; shutdown keeps its bound. */

@@ -7,6 +7,7 @@
  * time; idle connections), the time a request message may take to arrive, half the threads
  * for streams, idle streams, calls per tenant.
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 #include <grpc/support/time.h>
 
 #include "common/fsutil.h"
+#include "service/auth/client_crl.h"
 #include "service/grpc/grpc_server.h"
 #include "service/auth/key_cache.h"
 #include "service/base/log.h"
@@ -281,20 +283,26 @@ static PGconn *lazy_db_get(void *arg)
     return d->conn;
 }
 
-/* The verified client certificate's CN into cn (""when none was presented). */
-static void peer_cn(grpc_call *call, char *cn, size_t cap)
+/* The verified client certificate's CN into cn (""when none was presented). With --tls-crl:
+ * -1 when the certificate is revoked (or cannot be checked), why saying so; else 0. */
+static int peer_cn(grpc_call *call, char *cn, size_t cap, char *why, size_t why_cap)
 {
     cn[0] = '\0';
     grpc_auth_context *ctx = grpc_call_auth_context(call);
     if (!ctx)
-        return;
+        return 0;
     grpc_auth_property_iterator it = grpc_auth_context_find_properties_by_name(ctx, GRPC_X509_CN_PROPERTY_NAME);
     const grpc_auth_property *prop = grpc_auth_property_iterator_next(&it);
     if (prop && prop->value_length < cap) {
         memcpy(cn, prop->value, prop->value_length);
         cn[prop->value_length] = '\0';
     }
+    it = grpc_auth_context_find_properties_by_name(ctx, GRPC_X509_PEM_CERT_PROPERTY_NAME);
+    prop = grpc_auth_property_iterator_next(&it);
+    int refused = (prop || cn[0]) &&   /* a certificate without its PEM cannot be checked */
+                  gj_client_crl_refuses_pem(prop ? prop->value : "", prop ? prop->value_length : 0, why, why_cap);
     grpc_auth_context_release(ctx);
+    return refused ? -1 : 0;
 }
 
 /* The Bearer key of metadata `authorization` into key ("" when none). */
@@ -318,10 +326,14 @@ static void bearer_key(const grpc_metadata_array *md, char *key, size_t cap)
 static void authenticate(struct gj_grpc_server *g, grpc_call *call, const grpc_metadata_array *md,
                          struct gj_grpc_call *c)
 {
-    char cn[201], key[260];
+    char cn[201], key[260], why[160];
     struct lazy_db db = { g->srv, NULL };
     int rc;
-    peer_cn(call, cn, sizeof cn);
+    if (peer_cn(call, cn, sizeof cn, why, sizeof why) != 0) {
+        gj_log_warn(COMPONENT, "refused a client certificate: %s", why);
+        gj_grpc_fail(c, GJ_GRPC_UNAUTHENTICATED, "the client certificate is refused: %s", why);
+        return;
+    }
     if (cn[0]) {
         rc = lazy_db_get(&db) ? gj_tenant_principal(db.conn, cn, &c->who) : -1;
         if (rc == 0) {
@@ -357,14 +369,38 @@ static int64_t deadline_left_us(gpr_timespec deadline)
     return us > 0 ? us : 1;
 }
 
-/* The request message's bytes in one slice (unref it). 0, or -1 when none came. */
-static int message_slice(grpc_byte_buffer *msg, grpc_slice *out)
+/* The request message's bytes (decompressed) in one malloc'd block: *out the message's start
+ * within *block (free *block). Where the method names a part it reads in place (align_at: a
+ * large bytes field, e.g. a raw tensor), the message is placed so that part starts on an
+ * ALIGN boundary: one copy of the core's slices, none after it. 0, or -1 when none came. */
+#define ALIGN 64
+static int message_bytes(grpc_byte_buffer *msg, const struct gj_grpc_method *m, uint8_t **block,
+                         const uint8_t **out, size_t *len)
 {
     grpc_byte_buffer_reader reader;
     if (!msg || !grpc_byte_buffer_reader_init(&reader, msg))
         return -1;
-    *out = grpc_byte_buffer_reader_readall(&reader);
+    size_t total = grpc_byte_buffer_length(reader.buffer_out);
+    grpc_slice *slice;
+    uint8_t *dst = NULL;
+    *block = malloc(total + ALIGN);
+    for (int first = 1; *block && grpc_byte_buffer_reader_peek(&reader, &slice); first = 0) {
+        const uint8_t *p = GRPC_SLICE_START_PTR(*slice);
+        size_t n = GRPC_SLICE_LENGTH(*slice);
+        if (first) {
+            size_t at = m && m->align_at ? m->align_at(p, n) : 0;
+            dst = *block + (ALIGN - ((uintptr_t)*block + at) % ALIGN) % ALIGN;
+            *out = dst;
+        }
+        memcpy(dst, p, n);
+        dst += n;
+    }
     grpc_byte_buffer_reader_destroy(&reader);
+    if (!*block)
+        return -1;
+    if (!dst)   /* an empty message */
+        *out = *block;
+    *len = total;
     return 0;
 }
 
@@ -427,15 +463,13 @@ static int stream_message(struct grpc_worker *w, grpc_call *call, const struct g
         return rc == 0 ? -1 : (c->status = -1, -1);
     }
     struct gj_grpc_call one = { .srv = c->srv, .who = c->who, .status = GJ_GRPC_OK };
-    grpc_slice req;
-    int have = message_slice(msg, &req) == 0;
+    uint8_t *block = NULL;
+    int have = message_bytes(msg, m, &block, &one.req, &one.req_len) == 0;
     grpc_byte_buffer_destroy(msg);
     one.timeout_us = deadline_left_us(details->deadline);
     if (have) {
-        one.req = GRPC_SLICE_START_PTR(req);
-        one.req_len = GRPC_SLICE_LENGTH(req);
         m->fn(&one);   /* a stream's handler answers errors in its message */
-        grpc_slice_unref(req);
+        free(block);
     } else {
         gj_grpc_fail(&one, GJ_GRPC_INVALID_ARGUMENT, "the stream's message cannot be read");
     }
@@ -511,14 +545,10 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
     double t0 = now_s();
     w->cancelled = 0;
     c.timeout_us = deadline_left_us(details->deadline);
-    grpc_slice req;
-    int have = message_slice(msg, &req) == 0;
+    uint8_t *block = NULL;
+    int have = message_bytes(msg, m, &block, &c.req, &c.req_len) == 0;
     if (msg)
         grpc_byte_buffer_destroy(msg);
-    if (have) {
-        c.req = GRPC_SLICE_START_PTR(req);
-        c.req_len = GRPC_SLICE_LENGTH(req);
-    }
     if (!m)
         gj_grpc_fail(&c, GJ_GRPC_UNIMPLEMENTED, "this server does not serve that method");
     else if (!have)
@@ -541,8 +571,7 @@ static void serve_call(struct grpc_worker *w, grpc_call *call, const grpc_call_d
     if (counted)
         tenant_give(g, c.who.tenant_id);
     count_call(m, c.status, t0, c.req_len);
-    if (have)
-        grpc_slice_unref(req);
+    free(block);
     free(c.resp);
 }
 
@@ -636,6 +665,19 @@ static int bind_port(struct gj_grpc_server *g, const char *cert, const char *key
     return 0;
 }
 
+/* The core reads each message into buffers it takes from malloc and frees once the message
+ * is handed over; at glibc's defaults the threads' arenas give that memory back to the
+ * kernel each time, so every 2 MiB message faulted its pages in anew (about 600 faults per
+ * batch-8 request, none over HTTP: BENCHMARKS.md). Keeping up to KEEP_BYTES at the top of
+ * an arena, and taking allocations up to it from the arenas, stops that; bigger ones are
+ * mapped and unmapped as before. Process-wide, set once gRPC serves. */
+#define KEEP_BYTES (16 << 20)
+static void keep_freed_memory(void)
+{
+    if (mallopt(M_MMAP_THRESHOLD, KEEP_BYTES) != 1 || mallopt(M_TRIM_THRESHOLD, KEEP_BYTES) != 1)
+        gj_log_warn(COMPONENT, "cannot set malloc's thresholds: large messages fault their pages in anew");
+}
+
 struct gj_grpc_server *gj_grpc_start(struct gj_server *srv, const struct gj_grpc_methods *methods,
                                      const char *cert_pem, const char *key_pem)
 {
@@ -646,6 +688,7 @@ struct gj_grpc_server *gj_grpc_start(struct gj_server *srv, const struct gj_grpc
     struct gj_grpc_server *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
+    keep_freed_memory();
     grpc_init();
     gpr_set_log_function(core_log);
     g->srv = srv;

@@ -43,7 +43,7 @@ enum gj_grpc_code {
 struct gj_grpc_call {
     struct gj_server *srv;
     struct gj_principal who;          /* authenticated (empty for an open method) */
-    const uint8_t *req;               /* the request message's bytes */
+    const uint8_t *req;               /* the request message's bytes (the transport's, read-only) */
     size_t req_len;
     int64_t timeout_us;               /* what is left of the client's deadline; 0: none */
     /* 1 once the client cancelled or the deadline passed: a handler that waits asks it
@@ -68,6 +68,10 @@ struct gj_grpc_method {
     gj_grpc_handler fn;               /* a stream's: called for each message, its answer the
                                        * stream's next message */
     int streaming;                    /* 1: a bidirectional stream (ModelStreamInfer) */
+    /* NULL, or the offset in the request message of the part the handler reads in place (a
+     * raw tensor), found in the message's first head_len bytes (0: none there): the transport
+     * places the message so that part is 64-byte aligned */
+    size_t (*align_at)(const uint8_t *head, size_t head_len);
 };
 
 struct gj_grpc_methods {

@@ -19,6 +19,7 @@
 #include "infer/serving/model_repo.h"
 #include "service/grpc/grpc_server.h"
 #include "service/grpc/grpc_service.pb-c.h"
+#include "service/infer/grpc_infer_decode.h"
 #include "service/infer/grpc_oip.h"
 #include "service/infer/infer.h"
 #include "service/infer/oip.h"
@@ -441,8 +442,7 @@ static void infer_free(struct grpc_infer *g)
     }
     gj_tensors_free(g->gout, g->n_out);
     gj_served_model_release(g->m);
-    if (g->req)
-        inference__model_infer_request__free_unpacked(g->req, NULL);
+    grpc_infer_request_free(g->req);
     free(g);
 }
 
@@ -485,15 +485,38 @@ static int request_timeout(struct gj_grpc_call *c, const Inference__ModelInferRe
     return 0;
 }
 
-/* Decodes, checks and runs a ModelInfer request through the model's batcher. */
-static void model_infer(struct gj_grpc_call *c)
+/* What a stream's error answer names of the request that failed (owned strings). */
+struct infer_names {
+    char *id, *model, *version;
+};
+
+static void infer_names_take(struct infer_names *names, const Inference__ModelInferRequest *req)
+{
+    if (!names || !req)
+        return;
+    names->id = strdup(req->id ? req->id : "");
+    names->model = strdup(req->model_name ? req->model_name : "");
+    names->version = strdup(req->model_version ? req->model_version : "");
+}
+
+static void infer_names_free(struct infer_names *names)
+{
+    free(names->id);
+    free(names->model);
+    free(names->version);
+}
+
+/* Decodes, checks and runs a ModelInfer request through the model's batcher; names (NULL:
+ * not wanted) takes the request's id and model, for a stream's error answer. */
+static void run_infer(struct gj_grpc_call *c, struct infer_names *names)
 {
     struct grpc_infer *g = calloc(1, sizeof *g);
     if (!g) {
         gj_grpc_fail(c, GJ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
-    g->req = inference__model_infer_request__unpack(NULL, c->req_len, c->req);
+    g->req = grpc_infer_request_unpack(c->req, c->req_len);   /* raw tensors in place */
+    infer_names_take(names, g->req);
     int64_t version;
     struct gj_error err = { 0 };
     gj_model_repo *repo = NULL;
@@ -552,6 +575,11 @@ static void model_infer(struct gj_grpc_call *c)
     infer_free(g);
 }
 
+static void model_infer(struct gj_grpc_call *c)
+{
+    run_infer(c, NULL);
+}
+
 /* ---- ModelStreamInfer --------------------------------------------------------------------- */
 
 /* A message of one length-delimited field (protobuf's wire form: tag, varint length, bytes). */
@@ -573,22 +601,46 @@ static uint8_t *one_field(unsigned field, const void *data, size_t len, size_t *
     return out;
 }
 
+/* A failed stream request's answer, as Triton's: error_message, and infer_response naming the
+ * request (its id, model and version) so that the client matches the error to its request;
+ * the message names the id too, as tritonclient's stream callback sees only the message. */
+static void stream_error(struct gj_grpc_call *c, const struct infer_names *names)
+{
+    char message[sizeof c->message + 240];
+    if (names->id && names->id[0])
+        snprintf(message, sizeof message, "[request id: %.200s%s] %s", names->id, strlen(names->id) > 200 ? "..." : "",
+                 c->message);
+    else
+        snprintf(message, sizeof message, "%s", c->message);
+    Inference__ModelInferResponse named = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+    named.id = names->id ? names->id : "";
+    named.model_name = names->model ? names->model : "";
+    named.model_version = names->version ? names->version : "";
+    Inference__ModelStreamInferResponse resp = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+    resp.error_message = message;
+    resp.infer_response = &named;
+    grpc_oip_reply(c, &resp.base);
+}
+
 /* One request of the stream, answered as ModelStreamInferResponse: infer_response (field 2)
- * with ModelInfer's answer, or error_message (field 1) with its error; the stream goes on
- * either way, as Triton's. */
+ * with ModelInfer's answer, or the error (stream_error); the stream goes on either way, as
+ * Triton's. */
 static void stream_infer(struct gj_grpc_call *c)
 {
-    model_infer(c);
-    int ok = c->status == GJ_GRPC_OK;
-    size_t len = 0;
-    uint8_t *wrapped = ok ? one_field(2, c->resp, c->resp_len, &len)
-                          : one_field(1, c->message, strlen(c->message), &len);
-    free(c->resp);
-    c->resp = wrapped;
-    c->resp_len = len;
-    c->status = wrapped ? GJ_GRPC_OK : GJ_GRPC_RESOURCE_EXHAUSTED;
-    if (!wrapped)
-        snprintf(c->message, sizeof c->message, "out of memory");
+    struct infer_names names = { 0 };
+    run_infer(c, &names);
+    if (c->status == GJ_GRPC_OK) {
+        size_t len = 0;
+        uint8_t *wrapped = one_field(2, c->resp, c->resp_len, &len);
+        free(c->resp);
+        c->resp = wrapped;
+        c->resp_len = len;
+        if (!wrapped)
+            gj_grpc_fail(c, GJ_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    } else {
+        stream_error(c, &names);
+    }
+    infer_names_free(&names);
 }
 
 /* ---- shared memory: not served ------------------------------------------------------------------------------ */
@@ -624,25 +676,25 @@ static void cuda_shm_register(struct gj_grpc_call *c) { shm_call(c, 1, 1); }
 static void cuda_shm_unregister(struct gj_grpc_call *c) { shm_call(c, 1, -1); }
 
 static const struct gj_grpc_method methods[] = {
-    { "ServerLive", GJ_GRPC_OPEN, server_live, 0 },
-    { "ServerReady", GJ_GRPC_OPEN, server_ready, 0 },
-    { "ServerMetadata", GJ_GRPC_USER, server_metadata, 0 },
-    { "ModelReady", GJ_GRPC_USER, model_ready, 0 },
-    { "ModelMetadata", GJ_GRPC_USER, model_metadata, 0 },
-    { "ModelInfer", GJ_GRPC_USER, model_infer, 0 },
-    { "ModelStreamInfer", GJ_GRPC_USER, stream_infer, 1 },
-    { "ModelConfig", GJ_GRPC_USER, grpc_oip_model_config, 0 },
-    { "ModelStatistics", GJ_GRPC_ADMIN, grpc_oip_model_statistics, 0 },
-    { "RepositoryIndex", GJ_GRPC_USER, grpc_oip_repository_index, 0 },
-    { "RepositoryModelLoad", GJ_GRPC_ADMIN, grpc_oip_repository_load, 0 },
-    { "RepositoryModelUnload", GJ_GRPC_ADMIN, grpc_oip_repository_unload, 0 },
-    { "TraceSetting", GJ_GRPC_ADMIN, grpc_oip_trace_setting, 0 },
-    { "LogSettings", GJ_GRPC_ADMIN, grpc_oip_log_settings, 0 },
-    { "SystemSharedMemoryStatus", GJ_GRPC_USER, system_shm_status, 0 },
-    { "SystemSharedMemoryRegister", GJ_GRPC_USER, system_shm_register, 0 },
-    { "SystemSharedMemoryUnregister", GJ_GRPC_USER, system_shm_unregister, 0 },
-    { "CudaSharedMemoryStatus", GJ_GRPC_USER, cuda_shm_status, 0 },
-    { "CudaSharedMemoryRegister", GJ_GRPC_USER, cuda_shm_register, 0 },
-    { "CudaSharedMemoryUnregister", GJ_GRPC_USER, cuda_shm_unregister, 0 },
+    { "ServerLive", GJ_GRPC_OPEN, server_live, 0, NULL },
+    { "ServerReady", GJ_GRPC_OPEN, server_ready, 0, NULL },
+    { "ServerMetadata", GJ_GRPC_USER, server_metadata, 0, NULL },
+    { "ModelReady", GJ_GRPC_USER, model_ready, 0, NULL },
+    { "ModelMetadata", GJ_GRPC_USER, model_metadata, 0, NULL },
+    { "ModelInfer", GJ_GRPC_USER, model_infer, 0, grpc_infer_raw_offset },
+    { "ModelStreamInfer", GJ_GRPC_USER, stream_infer, 1, grpc_infer_raw_offset },
+    { "ModelConfig", GJ_GRPC_USER, grpc_oip_model_config, 0, NULL },
+    { "ModelStatistics", GJ_GRPC_ADMIN, grpc_oip_model_statistics, 0, NULL },
+    { "RepositoryIndex", GJ_GRPC_USER, grpc_oip_repository_index, 0, NULL },
+    { "RepositoryModelLoad", GJ_GRPC_ADMIN, grpc_oip_repository_load, 0, NULL },
+    { "RepositoryModelUnload", GJ_GRPC_ADMIN, grpc_oip_repository_unload, 0, NULL },
+    { "TraceSetting", GJ_GRPC_ADMIN, grpc_oip_trace_setting, 0, NULL },
+    { "LogSettings", GJ_GRPC_ADMIN, grpc_oip_log_settings, 0, NULL },
+    { "SystemSharedMemoryStatus", GJ_GRPC_USER, system_shm_status, 0, NULL },
+    { "SystemSharedMemoryRegister", GJ_GRPC_USER, system_shm_register, 0, NULL },
+    { "SystemSharedMemoryUnregister", GJ_GRPC_USER, system_shm_unregister, 0, NULL },
+    { "CudaSharedMemoryStatus", GJ_GRPC_USER, cuda_shm_status, 0, NULL },
+    { "CudaSharedMemoryRegister", GJ_GRPC_USER, cuda_shm_register, 0, NULL },
+    { "CudaSharedMemoryUnregister", GJ_GRPC_USER, cuda_shm_unregister, 0, NULL },
 };
 const struct gj_grpc_methods gj_infer_grpc_methods = { methods, sizeof methods / sizeof methods[0] };

@@ -1,6 +1,6 @@
 """Certificates for the gRPC tests, made in the test (Debian's python3-cryptography, on
 OpenSSL): a CA, the server's certificate from it (localhost, 127.0.0.1), client certificates
-whose subject CN names a tenant, an expired one, and a foreign CA's."""
+whose subject CN names a tenant, an expired one, a foreign CA's, and a CA's revocation list."""
 import datetime
 import ipaddress
 import os
@@ -43,8 +43,8 @@ class CA:
         self.cert_path = _write(os.path.join(directory, f"{name}-cert.pem"),
                                 self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, cn, server=False, expired=False):
-        """(cert path, key path) of a certificate for cn signed by this CA."""
+    def issue(self, cn, server=False, expired=False, tag=None):
+        """(cert path, key path) of a certificate for cn signed by this CA (files named by tag)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         start, end = (now - 10 * DAY, now - DAY) if expired else (now - DAY, now + 30 * DAY)
@@ -59,9 +59,22 @@ class CA:
                                                              x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
                                 critical=False)
         cert = b.sign(self.key, hashes.SHA256())
-        tag = cn + ("-expired" if expired else "")
+        tag = tag or cn + ("-expired" if expired else "")
         cert_path = _write(os.path.join(self.dir, f"{tag}-cert.pem"), cert.public_bytes(serialization.Encoding.PEM))
         key_path = _write(os.path.join(self.dir, f"{tag}-key.pem"),
                           key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                             serialization.NoEncryption()))
         return cert_path, key_path
+
+    def crl(self, revoked_cert_paths, name="crl"):
+        """Path of a PEM CRL signed by this CA listing the certificates at revoked_cert_paths."""
+        now = datetime.datetime.now(datetime.timezone.utc)
+        b = (x509.CertificateRevocationListBuilder().issuer_name(self.cert.subject)
+             .last_update(now - DAY).next_update(now + 7 * DAY))
+        for path in revoked_cert_paths:
+            with open(path, "rb") as f:
+                serial = x509.load_pem_x509_certificate(f.read()).serial_number
+            b = b.add_revoked_certificate(x509.RevokedCertificateBuilder().serial_number(serial)
+                                          .revocation_date(now - DAY).build())
+        crl = b.sign(self.key, hashes.SHA256())
+        return _write(os.path.join(self.dir, f"{name}.pem"), crl.public_bytes(serialization.Encoding.PEM))

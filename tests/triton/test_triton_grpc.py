@@ -46,12 +46,14 @@ def setup():
     CERTS["stranger"] = CA.issue("no-such-tenant")
     CERTS["expired"] = CA.issue("hospital", expired=True)
     CERTS["foreign"] = FOREIGN.issue("hospital")
+    CERTS["revoked"] = CA.issue("hospital", tag="hospital-revoked")
+    crl = CA.crl([CERTS["revoked"][0]])
     GRPC_PORT = harness.free_port()
     # the harness (and tritonlib.client) trust DATA_DIR/tls/cert.pem: here, the CA
     os.makedirs(os.path.join(data_dir, "tls"), exist_ok=True)
     shutil.copy(CA.cert_path, os.path.join(data_dir, "tls", "cert.pem"))
     SRV = H.start_server(["--cpu-workers", "1", "--tls-cert", CERTS["server"][0], "--tls-key", CERTS["server"][1],
-                          "--grpc-listen", f"127.0.0.1:{GRPC_PORT}", "--tls-client-ca", CA.cert_path,
+                          "--grpc-listen", f"127.0.0.1:{GRPC_PORT}", "--tls-client-ca", CA.cert_path, "--tls-crl", crl,
                           "--grpc-max-message", str(MAX_MESSAGE), "--grpc-threads", str(THREADS),
                           "--grpc-stream-idle-seconds", str(STREAM_IDLE_S), "--grpc-calls-per-tenant", str(THREADS)],
                          data_dir=data_dir)
@@ -344,6 +346,39 @@ def raw_stream(requests):
     return ch, service_pb2_grpc.GRPCInferenceServiceStub(ch).ModelStreamInfer(requests)
 
 
+def test_stream_error_names_request_id():
+    """A failed stream request's answer names its request, as Triton's: infer_response.id (with
+    error_message), and the message itself, the only thing tritonclient's callback is given."""
+    import queue
+    c = client()
+    got = queue.Queue()
+    c.start_stream(callback=lambda result, error: got.put((result, error)))
+    one = np.ones((1, 4), np.float32)
+    c.async_stream_infer("multi_io", [inp("a", one)], request_id="bad-1")
+    c.async_stream_infer("multi_io", [inp("a", one), inp("b", one)], request_id="good-2")
+    c.async_stream_infer("no_such_model", [inp("a", one)], request_id="bad-3")
+    answers = [got.get(timeout=30) for _ in range(3)]
+    c.stop_stream()
+    errors = sorted(e.message() for r, e in answers if e is not None)
+    assert len(errors) == 2, answers
+    assert errors[0].startswith("[request id: bad-1] ") and "'b'" in errors[0], errors
+    assert errors[1].startswith("[request id: bad-3] ") and "no_such_model" in errors[1], errors
+    assert [r.get_response().id for r, e in answers if e is None] == ["good-2"], answers
+
+    def request(rid, names):
+        req = service_pb2.ModelInferRequest(model_name="multi_io", id=rid)
+        for n in names:
+            t = req.inputs.add(name=n, datatype="FP32", shape=[1, 4])
+            t.contents.fp32_contents.extend([1, 2, 3, 4])
+        return req
+    ch, responses = raw_stream(iter([request("x-9", ["a"]), request("", ["a"]), request("ok", ["a", "b"])]))
+    got = list(responses)
+    ch.close()
+    assert [(r.infer_response.id, r.error_message != "") for r in got] == [("x-9", True), ("", True), ("ok", False)], got
+    assert got[0].infer_response.model_name == "multi_io" and got[0].error_message.startswith("[request id: x-9] ")
+    assert not got[1].error_message.startswith("[request id"), got[1]   # no id: the message as it was
+
+
 def test_idle_stream_is_cut():
     import threading
     import time
@@ -600,6 +635,24 @@ def test_refused_certificates():
     assert client().get_model_metadata("multi_io").name == "multi_io"
 
 
+def test_revoked_certificate_refused():
+    """--tls-crl: a certificate the CA revoked (otherwise valid, for an existing tenant) is refused
+    on both listeners before any method or route runs, the log saying why (its serial)."""
+    refused(lambda: client("revoked").get_model_metadata("multi_io"), "UNAUTHENTICATED", "revoked")
+    status, body = https_get("/v2/models/multi_io", "revoked")
+    assert status == 401 and "revoked" in body, (status, body)
+    log = SRV.log_text()
+    from cryptography import x509
+    with open(CERTS["revoked"][0], "rb") as f:
+        serial = "%x" % x509.load_pem_x509_certificate(f.read()).serial_number
+    assert log.count("refused a client certificate: it is revoked") >= 2, log[-2000:]
+    assert serial[-8:] in log and "PRIVATE KEY" not in log, log[-2000:]
+    assert "checked against 1 CRL" in log, log[-3000:]
+    # the same tenant's certificate that is not revoked is served
+    assert client().get_model_metadata("multi_io").name == "multi_io"
+    assert https_get("/v2/models/multi_io", "hospital")[0] == 200
+
+
 def https_get(path, cert=None):
     import http.client
     import ssl
@@ -757,12 +810,13 @@ if __name__ == "__main__":
     tl.run_tests([test_listado_3_3_as_printed, test_health_and_metadata, test_several_inputs_and_outputs,
                   test_every_datatype, test_bytes_tensors, test_classification, test_typed_contents,
                   test_async_infer, test_aio_client, test_stream_infer_matched_by_request_id,
+                  test_stream_error_names_request_id,
                   test_idle_stream_is_cut, test_streams_bounded_unary_still_served, test_bad_requests, test_same_statistics_as_http,
                   test_metrics_count_grpc_beside_http, test_shared_memory_not_supported, test_model_config_as_http,
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
                   test_trace_and_log_settings_shared_with_http, test_deadline_and_cancel_free_the_batcher_slot,
                   test_sigterm_drains_calls_in_flight, test_calls_per_tenant_bounded,
                   test_bearer_key_without_certificate,
-                  test_refused_certificates, test_client_certificates_on_https, test_compressed_requests,
+                  test_refused_certificates, test_client_certificates_on_https, test_revoked_certificate_refused, test_compressed_requests,
                   test_three_gib_declared_message_refused, test_plain_text_only_when_asked, test_message_size_bounded,
                   test_thousand_idle_channels])

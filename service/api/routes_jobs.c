@@ -471,9 +471,9 @@ static int check_body(struct gj_req *r, json_t *body, struct submit_req *q)
                    GJ_JOB_TIMEOUT_MAX);
         return -1;
     }
-    struct gj_field_error fe;
+    struct gj_error fe;
     if (gj_job_fields_read(body, &r->srv->cfg, &q->fields, &fe) != 0) {
-        gj_problem(r, fe.status, fe.field, "%s", fe.message);
+        gj_respond_error(r, &fe);
         return -1;
     }
     return 0;
@@ -537,10 +537,10 @@ static int json_inputs(struct gj_req *r, PGconn *c, struct submit_req *q, json_t
             return -1;
         }
         const char *job, *output;
-        struct gj_field_error fe;
+        struct gj_error fe;
         int ref = gj_input_ref_parse(k, v, &job, &output, &fe);
         if (ref < 0) {
-            gj_problem(r, fe.status, fe.field, "%s", fe.message);
+            gj_respond_error(r, &fe);
             return -1;
         }
         if (ref) {
@@ -836,6 +836,37 @@ static void submit_done(struct gj_req *r, int ok)
 
 /* ======================= list ======================= */
 
+struct label_scan {
+    json_t *filter;
+    struct gj_error *e;
+    int failed;
+};
+
+static enum MHD_Result scan_label(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    struct label_scan *s = cls;
+    if (strcmp(key, "label") != 0)
+        return MHD_YES;
+    s->failed = gj_label_filter_add(s->filter, value, s->e);
+    return s->failed ? MHD_NO : MHD_YES;
+}
+
+/* The request's ?label=KEY=VALUE filters (repeatable) as one JSON object text for jsonb
+ * containment (labels @> it); *out NULL when there is none (caller frees). 0, or -1 with e. */
+static int label_filter(struct gj_req *r, char **out, struct gj_error *e)
+{
+    *out = NULL;
+    struct label_scan s = { json_object(), e, 0 };
+    if (!s.filter)
+        return gj_error_status(e, 500, NULL, "out of memory");
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, scan_label, &s);
+    if (!s.failed && json_object_size(s.filter) > 0 && !(*out = json_dumps(s.filter, JSON_COMPACT)))
+        s.failed = gj_error_status(e, 500, NULL, "out of memory");
+    json_decref(s.filter);
+    return s.failed ? -1 : 0;
+}
+
 static void jobs_list(struct gj_req *r)
 {
     const char *state = gj_req_query(r, "state"), *kind = gj_req_query(r, "kind"),
@@ -857,9 +888,9 @@ static void jobs_list(struct gj_req *r)
         return;
     }
     char *labels = NULL;
-    struct gj_field_error fe;
-    if (gj_label_filter(r, &labels, &fe) != 0) {
-        gj_problem(r, fe.status, fe.field, "%s", fe.message);
+    struct gj_error fe;
+    if (label_filter(r, &labels, &fe) != 0) {
+        gj_respond_error(r, &fe);
         return;
     }
     if (kind && (strlen(kind) == 0 || strlen(kind) > 64)) {

@@ -25,7 +25,7 @@
 #include "service/base/log.h"
 #include "service/http/multipart_related.h"
 #include "service/db/notify.h"
-#include "service/jobs/queue.h"
+#include "service/jobs/job_store.h"
 #include "service/db/storage_quota.h"
 #include "service/http/stream_outage.h"
 #include "service/base/text_buf.h"
@@ -623,7 +623,7 @@ static int kind_check(struct gj_req *r, PGconn *c, struct submit_req *q)
 {
     json_t *empty = json_object();
     struct gj_job job = { q->kind->name, q->params ? q->params : empty, q->in, q->n_in };
-    struct gj_error err;
+    struct gj_error err = { 0 };
     gj_error_clear(&err);
     int rc = gj_kind_validate(q->kind, &job, &err);
     int admit = rc == 0 ? gj_host_admit(c, q->kind, &job, &err) : 1;
@@ -872,12 +872,8 @@ static void jobs_list(struct gj_req *r)
     const char *state = gj_req_query(r, "state"), *kind = gj_req_query(r, "kind"),
                *after = gj_req_query(r, "created_after"), *before = gj_req_query(r, "created_before"),
                *limit_s = gj_req_query(r, "limit"), *cursor = gj_req_query(r, "cursor");
-    static const char *const states[] = { "queued", "waiting", "running", "succeeded", "failed", "canceled" };
     if (state) {
-        int ok = 0;
-        for (size_t i = 0; i < sizeof states / sizeof states[0]; i++)
-            ok |= strcmp(state, states[i]) == 0;
-        if (!ok) {
+        if (!gj_job_public_state_known(state)) {
             gj_problem(r, 400, "state", "state is one of queued, waiting, running, succeeded, failed, canceled");
             return;
         }
@@ -1144,7 +1140,7 @@ static void job_cancel(struct gj_req *r)
             gj_respond_not_found(r);
         return;
     }
-    rc = gj_queue_cancel(c, r->who.tenant_id, r->params[0]);
+    rc = gj_job_cancel(c, r->who.tenant_id, r->params[0]);
     if (rc < 0) {
         gj_respond_unavailable(r);
         return;
@@ -1163,58 +1159,22 @@ static void job_cancel(struct gj_req *r)
     gj_respond_json(r, is_final(state) ? 200 : 202, job);
 }
 
+/* DELETE (job_state.h's delete rule, as CARMIN's DELETE): 204 gone, 202 canceled and
+ * deleted once its worker has stopped, 409 a sub-task (or a blob of it another job needs). */
 static void job_delete(struct gj_req *r)
 {
     PGconn *c = gj_req_db(r);
-    if (!c || gj_db_begin(c) != 0) {
+    if (!c) {
         gj_respond_unavailable(r);
         return;
     }
-    const char *p[2] = { r->params[0], r->who.tenant_id };
-    PGresult *res = gj_db_exec(c,
-                               "SELECT state, stage, parent_id FROM jobs WHERE id = $1::uuid AND tenant_id = $2::uuid"
-                               " FOR UPDATE",
-                               2, p, NULL);
-    if (!res) {
-        gj_respond_unavailable(r);
+    enum gj_job_deleted how;
+    struct gj_error err = { 0 };
+    if (gj_job_delete(c, r->who.tenant_id, r->params[0], &how, &err) != 0) {
+        gj_respond_error(r, &err);
         return;
     }
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        gj_respond_not_found(r);
-        return;
-    }
-    const char *st = PQgetvalue(res, 0, 0);
-    int deletable = is_final(st) || strcmp(st, "blocked") == 0 ||
-                    (strcmp(st, "queued") == 0 && strcmp(PQgetvalue(res, 0, 1), "0") == 0);
-    int child = !PQgetisnull(res, 0, 2);
-    char stc[16];
-    snprintf(stc, sizeof stc, "%s", st);
-    PQclear(res);
-    if (child) {
-        gj_problem(r, 409, NULL, "this is a sub-task; delete its parent job");
-        return;
-    }
-    if (!deletable) {
-        gj_problem(r, 409, NULL, "the job is %s; cancel it and delete it once it has stopped",
-                   strcmp(stc, "waiting") == 0 ? "running" : stc);
-        return;
-    }
-    char sqlstate[6] = "";
-    res = gj_db_exec(c, "DELETE FROM jobs WHERE id = $1::uuid AND tenant_id = $2::uuid", 2, p, sqlstate);
-    if (!res) {
-        if (strcmp(sqlstate, "23503") == 0)
-            gj_problem(r, 409, NULL, "a blob of this job is an input of another job");
-        else
-            gj_respond_unavailable(r);
-        return;
-    }
-    PQclear(res);
-    if (gj_db_commit(c) != 0) {
-        gj_respond_unavailable(r);
-        return;
-    }
-    gj_respond_empty(r, 204);
+    gj_respond_empty(r, how == GJ_JOB_DELETED ? 204 : 202);
 }
 
 /* The request's connection, once job {id} is known to exist for this tenant;

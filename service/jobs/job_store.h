@@ -1,0 +1,70 @@
+/*
+ * job_store.h — the one owner of the statements on jobs and its tables (job_inputs,
+ * job_outputs, job_events, job_dependencies): what the routes (/v1, CARMIN, the portal,
+ * the job log, metrics) ask of a job goes through here, under job_state.h's states and
+ * rules. The queue's own statements (submit, claim, heartbeat, finish, rescue) are in
+ * queue.h, included here: one header for the jobs.
+ *
+ * Errors come back as a struct gj_error (common/gj_error.h) with the HTTP status a route
+ * answers with: 404 the tenant has no such job, 409 the job's state refuses, 503 the
+ * database; each route converts it at its edge (gj_respond_error, carmin_respond_error).
+ */
+#ifndef GJ_JOB_STORE_H
+#define GJ_JOB_STORE_H
+
+#include <libpq-fe.h>
+
+#include "common/gj_error.h"
+#include "service/jobs/job_state.h"
+#include "service/jobs/queue.h"
+
+/* A job's state as stored, for the rules: 0, or -1 with err (404, 503). Locks the row
+ * FOR UPDATE when lock is 1 (inside the caller's transaction). tenant_id NULL: any tenant's. */
+struct gj_job_status {
+    enum gj_job_state state;
+    int stage;
+    int is_subtask;
+    int cancel_requested;
+};
+int gj_job_status_read(PGconn *c, const char *tenant_id, const char *job_id, int lock,
+                       struct gj_job_status *st, struct gj_error *err);
+
+/* Cancel (job_state.h's rule): 1 canceled now or asked of its worker, 0 finished already or
+ * no such job, -1 database error. tenant_id NULL: any tenant's. */
+int gj_job_cancel(PGconn *c, const char *tenant_id, const char *job_id);
+
+/* Delete (job_state.h's rule), in the caller's transaction when one is open (so a route can
+ * delete what it owns of the job in the same commit), else in its own. 0 with *how, or -1
+ * with err: 404, 409 (a sub-task; a blob of it is another job's input), 503. */
+enum gj_job_deleted { GJ_JOB_DELETED, GJ_JOB_DELETED_WHEN_STOPPED };
+int gj_job_delete(PGconn *c, const char *tenant_id, const char *job_id, enum gj_job_deleted *how,
+                  struct gj_error *err);
+
+/* A job's name (1 to 200 characters, checked by the caller: gj_job_name_problem). 0, or -1
+ * with err (404, 503). */
+int gj_job_rename(PGconn *c, const char *tenant_id, const char *job_id, const char *name,
+                  struct gj_error *err);
+
+/* A job's time limit, only before its first run starts (a run keeps the limit it started
+ * with). 0, or -1 with err (404, 409 it has started, 503). */
+int gj_job_set_timeout(PGconn *c, const char *tenant_id, const char *job_id, int seconds,
+                       struct gj_error *err);
+
+/* The number of jobs (sub-tasks included) of each kind in each public state: rows of the
+ * result, freed with gj_job_counts_free. 0, or -1 database error. */
+struct gj_job_count {
+    char kind[64];
+    const char *state;            /* one of gj_job_public_states, or a stored name unknown here */
+    long long n;
+};
+struct gj_job_counts {
+    struct gj_job_count *rows;
+    size_t n;
+    long long queued;             /* claimable now or later (the queue's depth) */
+};
+int gj_job_counts_read(PGconn *c, struct gj_job_counts *out);
+void gj_job_counts_free(struct gj_job_counts *out);
+/* The count of kind in public state in counts (0 when absent). */
+long long gj_job_counts_of(const struct gj_job_counts *counts, const char *kind, const char *state);
+
+#endif

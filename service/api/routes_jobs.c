@@ -47,7 +47,7 @@ enum { C_ID, C_KIND, C_PARAMS, C_STATE, C_PRIO, C_ATT, C_MAXATT, C_PROG, C_MSG, 
 
 static int is_final(const char *state)
 {
-    return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "canceled") == 0;
+    return gj_job_public_final(state);
 }
 
 static json_t *text_or_null(PGresult *res, int row, int col)
@@ -1233,24 +1233,15 @@ static void output_get(struct gj_req *r)
         gj_respond_unavailable(r);
         return;
     }
-    const char *p[3] = { r->params[0], r->who.tenant_id, r->params[1] };
-    PGresult *res = gj_db_exec(c,
-                               "SELECT o.blob_id, o.content_type FROM job_outputs o JOIN jobs j ON j.id = o.job_id"
-                               " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid AND o.name = $3",
-                               3, p, NULL);
-    if (!res) {
-        gj_respond_unavailable(r);
-        return;
-    }
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        gj_respond_not_found(r);
-        return;
-    }
     char blob_id[GJ_UUID_LEN + 1], ctype[256];
-    snprintf(blob_id, sizeof blob_id, "%s", PQgetvalue(res, 0, 0));
-    snprintf(ctype, sizeof ctype, "%s", PQgetvalue(res, 0, 1));
-    PQclear(res);
+    struct gj_error err;
+    if (gj_job_output_find(c, r->who.tenant_id, r->params[0], r->params[1], blob_id, ctype, sizeof ctype, &err) != 0) {
+        if (err.status == 404)
+            gj_respond_not_found(r);
+        else
+            gj_respond_error(r, &err);
+        return;
+    }
     struct gj_blob_info info;
     int rc = gj_blob_lookup(c, r->who.tenant_id, blob_id, &info);
     if (rc <= 0) {

@@ -12,6 +12,7 @@
 
 #include "common/fsutil.h"
 #include "service/db/db.h"
+#include "service/jobs/job_store.h"
 #include "service/infer/infer.h"
 #include "service/base/log.h"
 
@@ -112,10 +113,7 @@ static int purge_inputs(PGconn *conn, const struct gj_claim *c)
                   " AND NOT EXISTS (SELECT 1 FROM job_inputs i WHERE i.blob_id = b.id)"
                   " AND NOT EXISTS (SELECT 1 FROM job_outputs o WHERE o.blob_id = b.id)",
                   1, p) != 0 ||
-        gj_db_cmd(conn,
-                  "INSERT INTO job_events (job_id, kind, detail) VALUES ($1::uuid, 'message',"
-                  " jsonb_build_object('message', 'the DICOM inputs were deleted once the results were stored'))",
-                  1, p) != 0)
+        gj_job_note(conn, c->id, "the DICOM inputs were deleted once the results were stored") != 0)
         return -1;
     gj_log_info(COMPONENT, "job %s: %ld DICOM input(s) deleted after inference", c->id, n);
     return 0;

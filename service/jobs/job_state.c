@@ -79,6 +79,12 @@ int gj_job_state_final(enum gj_job_state s)
     return s == GJ_JOB_SUCCEEDED || s == GJ_JOB_FAILED || s == GJ_JOB_CANCELED;
 }
 
+int gj_job_public_final(const char *name)
+{
+    enum gj_job_state s;
+    return gj_job_public_state_known(name) && gj_job_state_parse(name, &s) == 0 && gj_job_state_final(s);
+}
+
 int gj_job_state_can_move(enum gj_job_state from, enum gj_job_state to)
 {
     if ((unsigned)from >= GJ_JOB_STATE_COUNT || (unsigned)to >= GJ_JOB_STATE_COUNT)

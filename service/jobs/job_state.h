@@ -42,6 +42,9 @@ int gj_job_public_state_known(const char *name);
 /* 1 for succeeded, failed, canceled: nothing changes the job any more. */
 int gj_job_state_final(enum gj_job_state s);
 
+/* 1 when name, a public state (a job as the API shows it), is final. */
+int gj_job_public_final(const char *name);
+
 /* 1 when the queue, a worker or a trigger may move a job from one state to the other. */
 int gj_job_state_can_move(enum gj_job_state from, enum gj_job_state to);
 

@@ -193,6 +193,58 @@ int gj_job_set_timeout(PGconn *c, const char *tenant_id, const char *job_id, int
     return gj_error_status(err, 409, "timeout", "the time limit of a job can change only before it runs");
 }
 
+int gj_job_output_find(PGconn *c, const char *tenant_id, const char *job_id, const char *name,
+                       char blob_id[GJ_UUID_LEN + 1], char *content_type, size_t ctype_n, struct gj_error *err)
+{
+    if (!gj_is_uuid(job_id) || !tenant_id || !gj_is_uuid(tenant_id))
+        return not_found(err, job_id ? job_id : "");
+    const char *p[3] = { job_id, tenant_id, name };
+    PGresult *res = gj_db_exec(c,
+                               "SELECT o.blob_id, o.content_type FROM job_outputs o JOIN jobs j ON j.id = o.job_id"
+                               " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid AND o.name = $3",
+                               3, p, NULL);
+    if (!res)
+        return unavailable(err);
+    int found = PQntuples(res) == 1;
+    if (found) {
+        snprintf(blob_id, GJ_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+        if (content_type && ctype_n)
+            snprintf(content_type, ctype_n, "%s", PQgetvalue(res, 0, 1));
+    }
+    PQclear(res);
+    return found ? 0 : gj_error_status(err, 404, NULL, "job %s has no output %s", job_id, name);
+}
+
+int gj_job_note(PGconn *c, const char *job_id, const char *message)
+{
+    const char *p[2] = { job_id, message };
+    return gj_db_cmd(c, "INSERT INTO job_events (job_id, kind, detail) VALUES ($1::uuid, 'message',"
+                        " jsonb_build_object('message', $2::text))", 2, p);
+}
+
+int gj_job_log_head(PGconn *c, const char *tenant_id, const char *job_id, char state[16], long long *dropped)
+{
+    if (!gj_is_uuid(job_id) || !tenant_id || !gj_is_uuid(tenant_id))
+        return 0;
+    const char *p[2] = { job_id, tenant_id };
+    PGresult *res = gj_db_exec(c, "SELECT j.state, j.stage, coalesce(t.dropped, 0) FROM jobs j"
+                                  " LEFT JOIN job_log_totals t ON t.job_id = j.id"
+                                  " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid",
+                               2, p, NULL);
+    if (!res)
+        return -1;
+    int found = PQntuples(res) > 0;
+    if (found) {
+        enum gj_job_state s;
+        snprintf(state, 16, "%s", gj_job_state_parse(PQgetvalue(res, 0, 0), &s) == 0
+                                      ? gj_job_state_public(s, atoi(PQgetvalue(res, 0, 1)))
+                                      : "unknown");
+        *dropped = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+    }
+    PQclear(res);
+    return found;
+}
+
 /* The row of kind in public state, added when absent (rows has room for one per result row). */
 static struct gj_job_count *count_row(struct gj_job_counts *out, const char *kind, const char *state)
 {

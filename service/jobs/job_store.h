@@ -12,6 +12,7 @@
 #ifndef GJ_JOB_STORE_H
 #define GJ_JOB_STORE_H
 
+#include <stddef.h>
 #include <libpq-fe.h>
 
 #include "common/gj_error.h"
@@ -49,6 +50,19 @@ int gj_job_rename(PGconn *c, const char *tenant_id, const char *job_id, const ch
  * with). 0, or -1 with err (404, 409 it has started, 503). */
 int gj_job_set_timeout(PGconn *c, const char *tenant_id, const char *job_id, int seconds,
                        struct gj_error *err);
+
+/* The output called name of the tenant's job: 0 with blob_id (and content_type, when not
+ * NULL, cut to ctype_n) filled, or -1 with err (404 no such job or output, 503). */
+int gj_job_output_find(PGconn *c, const char *tenant_id, const char *job_id, const char *name,
+                       char blob_id[GJ_UUID_LEN + 1], char *content_type, size_t ctype_n, struct gj_error *err);
+
+/* A line in the job's history (an event 'message'): what a module did for it after its run
+ * (a report delivered, inputs deleted). 0, or -1 database error. */
+int gj_job_note(PGconn *c, const char *job_id, const char *message);
+
+/* What the log route needs of the tenant's job: its public state (16 bytes) and how many
+ * lines its log dropped. 1, 0 no such job, -1 database error. */
+int gj_job_log_head(PGconn *c, const char *tenant_id, const char *job_id, char state[16], long long *dropped);
 
 /* The number of jobs (sub-tasks included) of each kind in each public state: rows of the
  * result, freed with gj_job_counts_free. 0, or -1 database error. */

@@ -97,6 +97,10 @@ static void test_names(void **state)
     const char *want[] = { "queued", "waiting", "running", "succeeded", "failed", "canceled" };
     for (int i = 0; i < n; i++)
         assert_string_equal(all[i], want[i]);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(gj_job_public_final(all[i]), i >= 3);     /* succeeded, failed, canceled */
+    assert_false(gj_job_public_final("subtasks"));
+    assert_false(gj_job_public_final(NULL));
     assert_false(gj_job_public_state_known("subtasks"));
     assert_false(gj_job_public_state_known("blocked"));
 }

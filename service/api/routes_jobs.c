@@ -1204,25 +1204,18 @@ static void outputs_list(struct gj_req *r)
     PGconn *c = visible_job_db(r);
     if (!c)
         return;
-    const char *p[1] = { r->params[0] };
-    PGresult *res = gj_db_exec(c,
-                               "SELECT o.name, b.size, encode(b.sha256, 'hex'), o.content_type, o.blob_id FROM job_outputs o"
-                               " JOIN blobs b ON b.id = o.blob_id WHERE o.job_id = $1::uuid ORDER BY o.name",
-                               1, p, NULL);
-    if (!res) {
+    json_t *arr = gj_job_outputs_read(c, r->params[0]);
+    if (!arr) {
         gj_respond_unavailable(r);
         return;
     }
-    json_t *arr = json_array();
-    for (int i = 0; i < PQntuples(res); i++) {
+    size_t i;
+    json_t *o;
+    json_array_foreach(arr, i, o) {
         char url[400];
-        snprintf(url, sizeof url, "/v1/jobs/%s/outputs/%s", r->params[0], PQgetvalue(res, i, 0));
-        json_array_append_new(arr, json_pack("{s:s, s:I, s:s, s:s, s:s, s:s}", "name", PQgetvalue(res, i, 0), "size",
-                                             (json_int_t)strtoll(PQgetvalue(res, i, 1), NULL, 10), "sha256",
-                                             PQgetvalue(res, i, 2), "content_type", PQgetvalue(res, i, 3), "url",
-                                             url, "blob_id", PQgetvalue(res, i, 4)));
+        snprintf(url, sizeof url, "/v1/jobs/%s/outputs/%s", r->params[0], json_string_value(json_object_get(o, "name")));
+        json_object_set_new(o, "url", json_string(url));
     }
-    PQclear(res);
     gj_respond_json(r, 200, json_pack("{s:o}", "outputs", arr));
 }
 
@@ -1306,61 +1299,45 @@ static int sse_fill(struct sse *s)
     if (!c)
         return -1;
     int out = 0;
-    const char *pj[2] = { s->job_id, s->tenant_id };
     /* the job first, then its events: a final state read here has its event below */
-    PGresult *res = gj_db_exec(c,
-                               "SELECT gj_public_state(state, stage), progress, message FROM jobs"
-                               " WHERE id = $1::uuid AND tenant_id = $2::uuid",
-                               2, pj, NULL);
-    if (!res) {
+    char state[16];
+    double progress;
+    json_t *message;
+    int found = gj_job_progress_read(c, s->tenant_id, s->job_id, state, &progress, &message);
+    if (found < 0) {
         gj_db_release(s->srv->db, c);
         return -1;
     }
-    if (PQntuples(res) == 0) {            /* deleted meanwhile */
-        PQclear(res);
+    if (found == 0) {            /* deleted meanwhile */
         gj_db_release(s->srv->db, c);
         sse_event(s, NULL, "deleted", json_pack("{s:s}", "id", s->job_id));
         s->done = 1;
         return 1;
     }
-    char state[16];
-    snprintf(state, sizeof state, "%s", PQgetvalue(res, 0, 0));
-    double progress = strtod(PQgetvalue(res, 0, 1), NULL);
-    json_t *message = PQgetisnull(res, 0, 2) ? json_null() : json_string(PQgetvalue(res, 0, 2));
-    PQclear(res);
-
-    char last[24];
-    snprintf(last, sizeof last, "%lld", s->last_id);
-    const char *pe[2] = { s->job_id, last };
-    res = gj_db_exec(c,
-                     "SELECT id, kind, detail::text, " TS("at") " FROM job_events"
-                     " WHERE job_id = $1::uuid AND id > $2::bigint ORDER BY id LIMIT 500",
-                     2, pe, NULL);
+    json_t *events = gj_job_events_read(c, s->job_id, s->last_id, 500);
     gj_db_release(s->srv->db, c);
-    if (!res) {
+    if (!events) {
         json_decref(message);
         return -1;
     }
     int final_seen = 0;
-    for (int i = 0; i < PQntuples(res); i++) {
-        json_t *detail = json_loads(PQgetvalue(res, i, 2), 0, NULL);
-        if (!json_is_object(detail)) {
-            json_decref(detail);
-            detail = json_object();
-        }
-        json_object_set_new(detail, "at", json_string(PQgetvalue(res, i, 3)));
-        const char *kind = PQgetvalue(res, i, 1);
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        const char *kind = json_string_value(json_object_get(ev, "kind"));
+        json_t *detail = json_incref(json_object_get(ev, "detail"));
         if (strcmp(kind, "state") == 0) {
             const char *st = json_string_value(json_object_get(detail, "state"));
             if (st && is_final(st))
                 final_seen = 1;
         }
-        sse_event(s, PQgetvalue(res, i, 0), kind, detail);
-        s->last_id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        const char *id = json_string_value(json_object_get(ev, "id"));
+        sse_event(s, id, kind, detail);
+        s->last_id = strtoll(id, NULL, 10);
         out = 1;
     }
-    int more = PQntuples(res) == 500;
-    PQclear(res);
+    int more = json_array_size(events) == 500;
+    json_decref(events);
     if (!final_seen && !more && !is_final(state) && (!s->progress_sent || progress != s->progress)) {
         sse_event(s, NULL, "progress", json_pack("{s:f, s:o}", "progress", progress, "message", json_incref(message)));
         s->progress = progress;

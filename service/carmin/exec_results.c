@@ -9,6 +9,7 @@
 #include "service/carmin/carmin_exec.h"
 #include "service/carmin/carmin_fs.h"
 #include "service/db/db.h"
+#include "service/jobs/job_store.h"
 
 /* The directory the results go to: want, made at the execution's creation, while it is a
  * directory; else a fresh one of a free name beside it (want is now a file of the user's),
@@ -43,16 +44,16 @@ static int place(PGconn *c, const char *tenant, const char *id, const char *want
     const char *p[1] = { id };
     char dir[CARMIN_PATH_MAX];
     int rc = results_dir(c, tenant, id, want, dir);
-    PGresult *res = rc == 0 ? gj_db_exec(c, "SELECT name, blob_id FROM job_outputs WHERE job_id = $1::uuid"
-                                            " ORDER BY name", 1, p, NULL)
-                            : NULL;
-    if (!res)
+    json_t *outputs = rc == 0 ? gj_job_outputs_read(c, id) : NULL;
+    if (!outputs)
         return -1;
-    for (int i = 0; rc >= 0 && i < PQntuples(res); i++) {
+    for (size_t i = 0; rc >= 0 && i < json_array_size(outputs); i++) {
         char path[CARMIN_PATH_MAX];   /* no free name: it stays a job output (rc 1) */
-        rc = carmin_fs_create_free(c, tenant, dir, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), id, path);
+        json_t *o = json_array_get(outputs, i);
+        rc = carmin_fs_create_free(c, tenant, dir, json_string_value(json_object_get(o, "name")),
+                                   json_string_value(json_object_get(o, "blob_id")), id, path);
     }
-    PQclear(res);
+    json_decref(outputs);
     if (rc >= 0)
         rc = gj_db_cmd(c, "UPDATE blobs SET owner_job = NULL WHERE id IN (SELECT blob_id FROM carmin_paths"
                           " WHERE execution_id = $1::uuid) AND owner_job = $1::uuid", 1, p);

@@ -230,20 +230,15 @@ static void exec_log(struct gj_req *r, int errors_only)
     if (!e)
         return;
     json_decref(e);
-    const char *p[2] = { r->params[0], errors_only ? "t" : "f" };
-    PGresult *res = gj_db_exec(c, "SELECT coalesce(string_agg(to_char(at AT TIME ZONE 'UTC',"
-                                  " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') || ' ' || level || ': ' || line || E'\\n',"
-                                  " '' ORDER BY seq), '') FROM job_log WHERE job_id = $1::uuid"
-                                  " AND (NOT $2::boolean OR level <> 'info')",
-                               2, p, NULL);
-    if (!res) {
+    char *text;
+    size_t n;
+    if (gj_job_log_text(c, r->params[0], errors_only, &text, &n) != 0) {
         carmin_unavailable(r);
         return;
     }
-    size_t n = (size_t)PQgetlength(res, 0, 0);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(n, PQgetvalue(res, 0, 0), MHD_RESPMEM_MUST_COPY);
-    PQclear(res);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
+        free(text);
         carmin_error(r, CARMIN_INTERNAL, "out of memory");
         return;
     }

@@ -215,6 +215,96 @@ int gj_job_output_find(PGconn *c, const char *tenant_id, const char *job_id, con
     return found ? 0 : gj_error_status(err, 404, NULL, "job %s has no output %s", job_id, name);
 }
 
+#define TS(c) "to_char(" c " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+
+json_t *gj_job_outputs_read(PGconn *c, const char *job_id)
+{
+    const char *p[1] = { job_id };
+    PGresult *res = gj_db_exec(c,
+                               "SELECT o.name, b.size, encode(b.sha256, 'hex'), o.content_type, o.blob_id FROM job_outputs o"
+                               " JOIN blobs b ON b.id = o.blob_id WHERE o.job_id = $1::uuid ORDER BY o.name",
+                               1, p, NULL);
+    if (!res)
+        return NULL;
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < PQntuples(res); i++)
+        json_array_append_new(arr, json_pack("{s:s, s:I, s:s, s:s, s:s}", "name", PQgetvalue(res, i, 0), "size",
+                                             (json_int_t)strtoll(PQgetvalue(res, i, 1), NULL, 10), "sha256",
+                                             PQgetvalue(res, i, 2), "content_type", PQgetvalue(res, i, 3),
+                                             "blob_id", PQgetvalue(res, i, 4)));
+    PQclear(res);
+    return arr;
+}
+
+int gj_job_progress_read(PGconn *c, const char *tenant_id, const char *job_id, char state[16], double *progress,
+                         json_t **message)
+{
+    const char *p[2] = { job_id, tenant_id };
+    PGresult *res = gj_db_exec(c, "SELECT state, stage, progress, message FROM jobs"
+                                  " WHERE id = $1::uuid AND tenant_id = $2::uuid",
+                               2, p, NULL);
+    if (!res)
+        return -1;
+    int found = PQntuples(res) == 1;
+    if (found) {
+        enum gj_job_state st;
+        snprintf(state, 16, "%s", gj_job_state_parse(PQgetvalue(res, 0, 0), &st) == 0
+                                      ? gj_job_state_public(st, atoi(PQgetvalue(res, 0, 1)))
+                                      : "unknown");
+        *progress = strtod(PQgetvalue(res, 0, 2), NULL);
+        *message = PQgetisnull(res, 0, 3) ? json_null() : json_string(PQgetvalue(res, 0, 3));
+    }
+    PQclear(res);
+    return found;
+}
+
+json_t *gj_job_events_read(PGconn *c, const char *job_id, long long after, int limit)
+{
+    char last[24], lim[16];
+    snprintf(last, sizeof last, "%lld", after);
+    snprintf(lim, sizeof lim, "%d", limit);
+    const char *p[3] = { job_id, last, lim };
+    PGresult *res = gj_db_exec(c,
+                               "SELECT id, kind, detail::text, " TS("at") " FROM job_events"
+                               " WHERE job_id = $1::uuid AND id > $2::bigint ORDER BY id LIMIT $3::int",
+                               3, p, NULL);
+    if (!res)
+        return NULL;
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < PQntuples(res); i++) {
+        json_t *detail = json_loads(PQgetvalue(res, i, 2), 0, NULL);
+        if (!json_is_object(detail)) {
+            json_decref(detail);
+            detail = json_object();
+        }
+        json_object_set_new(detail, "at", json_string(PQgetvalue(res, i, 3)));
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "id", PQgetvalue(res, i, 0), "kind",
+                                             PQgetvalue(res, i, 1), "detail", detail));
+    }
+    PQclear(res);
+    return arr;
+}
+
+int gj_job_log_text(PGconn *c, const char *job_id, int errors_only, char **text, size_t *len)
+{
+    const char *p[2] = { job_id, errors_only ? "t" : "f" };
+    PGresult *res = gj_db_exec(c, "SELECT coalesce(string_agg(to_char(at AT TIME ZONE 'UTC',"
+                                  " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') || ' ' || level || ': ' || line || E'\\n',"
+                                  " '' ORDER BY seq), '') FROM job_log WHERE job_id = $1::uuid"
+                                  " AND (NOT $2::boolean OR level <> 'info')",
+                               2, p, NULL);
+    if (!res)
+        return -1;
+    *len = (size_t)PQgetlength(res, 0, 0);
+    *text = malloc(*len + 1);
+    if (*text)
+        memcpy(*text, PQgetvalue(res, 0, 0), *len + 1);
+    PQclear(res);
+    if (!*text)
+        gj_log_error(COMPONENT, "job %s: log text: out of memory", job_id);
+    return *text ? 0 : -1;
+}
+
 int gj_job_note(PGconn *c, const char *job_id, const char *message)
 {
     const char *p[2] = { job_id, message };

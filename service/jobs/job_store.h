@@ -13,6 +13,7 @@
 #define GJ_JOB_STORE_H
 
 #include <stddef.h>
+#include <jansson.h>
 #include <libpq-fe.h>
 
 #include "common/gj_error.h"
@@ -55,6 +56,23 @@ int gj_job_set_timeout(PGconn *c, const char *tenant_id, const char *job_id, int
  * NULL, cut to ctype_n) filled, or -1 with err (404 no such job or output, 503). */
 int gj_job_output_find(PGconn *c, const char *tenant_id, const char *job_id, const char *name,
                        char blob_id[GJ_UUID_LEN + 1], char *content_type, size_t ctype_n, struct gj_error *err);
+
+/* The job's outputs, by name: a JSON array (caller owns) of {name, size, sha256, content_type,
+ * blob_id}; NULL on a database error. The caller has checked the job is the tenant's. */
+json_t *gj_job_outputs_read(PGconn *c, const char *job_id);
+
+/* The tenant's job as its event stream shows it: public state (16 bytes), progress and
+ * message (a new JSON string or null). 1, 0 no such job (deleted), -1 database error. */
+int gj_job_progress_read(PGconn *c, const char *tenant_id, const char *job_id, char state[16], double *progress,
+                         json_t **message);
+
+/* The job's history after event id `after`, at most limit events: a JSON array (caller owns)
+ * of {id (text), kind, detail (an object with "at")}; NULL on a database error. */
+json_t *gj_job_events_read(PGconn *c, const char *job_id, long long after, int limit);
+
+/* The job's log as text, a line each ("TIME LEVEL: LINE"), warnings and errors only when
+ * errors_only; *text malloc'd (caller frees), *len its length. 0, or -1 database error. */
+int gj_job_log_text(PGconn *c, const char *job_id, int errors_only, char **text, size_t *len);
 
 /* A line in the job's history (an event 'message'): what a module did for it after its run
  * (a report delivered, inputs deleted). 0, or -1 database error. */

@@ -305,6 +305,62 @@ int gj_job_log_text(PGconn *c, const char *job_id, int errors_only, char **text,
     return *text ? 0 : -1;
 }
 
+/* The stored names of the final states, as a PostgreSQL text array. */
+static void final_states(char *out, size_t n)
+{
+    size_t used = (size_t)snprintf(out, n, "{");
+    for (int s = 0; s < GJ_JOB_STATE_COUNT; s++)
+        if (gj_job_state_final(s) && used < n)
+            used += (size_t)snprintf(out + used, n - used, "%s%s", used > 1 ? "," : "", gj_job_state_name(s));
+    if (used < n)
+        snprintf(out + used, n - used, "}");
+}
+
+int gj_job_inputs_release_blob(PGconn *c, const char *blob_id, struct gj_error *err)
+{
+    char finals[128];
+    final_states(finals, sizeof finals);
+    const char *p[2] = { blob_id, finals };
+    PGresult *res = gj_db_exec(c,
+                               "SELECT j.id FROM job_inputs i JOIN jobs j ON j.id = i.job_id"
+                               " WHERE i.blob_id = $1::uuid AND NOT j.state = ANY($2::text[]) LIMIT 1",
+                               2, p, NULL);
+    if (!res)
+        return unavailable(err);
+    if (PQntuples(res) > 0) {
+        gj_error_status(err, 409, NULL, "job %s, not finished yet, uses this blob", PQgetvalue(res, 0, 0));
+        PQclear(res);
+        return -1;
+    }
+    PQclear(res);
+    return gj_db_cmd(c, "DELETE FROM job_inputs WHERE blob_id = $1::uuid", 1, p) == 0 ? 0 : unavailable(err);
+}
+
+long gj_job_inputs_release_owned(PGconn *c, const char *job_id, const char *name)
+{
+    const char *p[2] = { job_id, name };
+    PGresult *res = gj_db_exec(c,
+                               "WITH gone AS (DELETE FROM job_inputs i USING blobs b"
+                               "  WHERE i.job_id = $1::uuid AND b.id = i.blob_id AND b.owner_job = $1::uuid"
+                               "  AND (i.name = $2 OR starts_with(i.name, $2 || '.')) RETURNING i.blob_id)"
+                               " SELECT count(*) FROM gone",
+                               2, p, NULL);
+    if (!res)
+        return -1;
+    long n = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return n;
+}
+
+int gj_job_blobs_drop_unused(PGconn *c, const char *job_id)
+{
+    const char *p[1] = { job_id };
+    return gj_db_cmd(c, "DELETE FROM blobs b WHERE b.owner_job = $1::uuid"
+                        " AND NOT EXISTS (SELECT 1 FROM job_inputs i WHERE i.blob_id = b.id)"
+                        " AND NOT EXISTS (SELECT 1 FROM job_outputs o WHERE o.blob_id = b.id)",
+                     1, p);
+}
+
 int gj_job_note(PGconn *c, const char *job_id, const char *message)
 {
     const char *p[2] = { job_id, message };

@@ -74,6 +74,20 @@ json_t *gj_job_events_read(PGconn *c, const char *job_id, long long after, int l
  * errors_only; *text malloc'd (caller frees), *len its length. 0, or -1 database error. */
 int gj_job_log_text(PGconn *c, const char *job_id, int errors_only, char **text, size_t *len);
 
+/* A blob its tenant deletes stops being an input of the finished jobs that took it (their
+ * job_inputs rows go), in the caller's transaction. 0, or -1 with err: 409 a job not
+ * finished yet takes it, 503. */
+int gj_job_inputs_release_blob(PGconn *c, const char *blob_id, struct gj_error *err);
+
+/* The job's own inputs named `name` or `name.*` that it uploaded (blobs it owns) stop being
+ * its inputs, in the caller's transaction (infer's purge of DICOM inputs after a run); the
+ * blobs themselves are the caller's to delete. The number released, or -1. */
+long gj_job_inputs_release_owned(PGconn *c, const char *job_id, const char *name);
+
+/* The blobs the job owns that no job takes as an input or output any more are deleted, in
+ * the caller's transaction. 0, or -1 database error. */
+int gj_job_blobs_drop_unused(PGconn *c, const char *job_id);
+
 /* A line in the job's history (an event 'message'): what a module did for it after its run
  * (a report delivered, inputs deleted). 0, or -1 database error. */
 int gj_job_note(PGconn *c, const char *job_id, const char *message);

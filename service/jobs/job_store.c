@@ -361,6 +361,28 @@ int gj_job_blobs_drop_unused(PGconn *c, const char *job_id)
                      1, p);
 }
 
+#define TSX(c) "to_char((" c ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+#define CHANGE_COLUMNS                                                                                 \
+    "SELECT j.id, j.kind, gj_public_state(j.state, j.stage), j.progress, j.message, j.device, "        \
+    "j.error::text, " TS("j.created_at") ", " TS("j.started_at") ", " TS("j.finished_at") ", "         \
+    TS("j.updated_at") ", j.cancel_requested, " TSX("$2::timestamptz - $3::interval") " FROM jobs j"  \
+    " WHERE j.tenant_id = $1::uuid AND j.parent_id IS NULL"
+
+PGresult *gj_job_changes_read(PGconn *c, const char *tenant_id, const char *after, const char *lookback, int batch,
+                              int stragglers)
+{
+    char b[16], st[16];
+    snprintf(b, sizeof b, "%d", batch);
+    snprintf(st, sizeof st, "%d", stragglers);
+    const char *p[5] = { tenant_id, after, lookback, b, st };
+    return gj_db_exec(c,
+        "(" CHANGE_COLUMNS " AND j.updated_at > $2::timestamptz ORDER BY j.updated_at, j.id LIMIT $4::int)"
+        " UNION ALL "
+        "(" CHANGE_COLUMNS " AND j.updated_at > $2::timestamptz - $3::interval AND j.updated_at <= $2::timestamptz"
+        "  ORDER BY j.updated_at DESC, j.id LIMIT $5::int)",
+        5, p, NULL);
+}
+
 int gj_job_note(PGconn *c, const char *job_id, const char *message)
 {
     const char *p[2] = { job_id, message };

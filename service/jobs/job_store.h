@@ -88,6 +88,15 @@ long gj_job_inputs_release_owned(PGconn *c, const char *job_id, const char *name
  * the caller's transaction. 0, or -1 database error. */
 int gj_job_blobs_drop_unused(PGconn *c, const char *job_id);
 
+/* The tenant's top-level jobs changed after the time `after` (the oldest `batch` first) and
+ * the late ones of the `lookback` (an interval's text) before it (the newest `stragglers`):
+ * what a portal's stream shows, columns below, GJ_JC_HORIZON being after - lookback. The
+ * result (caller clears), or NULL on a database error. */
+enum gj_job_change_col { GJ_JC_ID, GJ_JC_KIND, GJ_JC_STATE, GJ_JC_PROGRESS, GJ_JC_MESSAGE, GJ_JC_DEVICE, GJ_JC_ERROR,
+                         GJ_JC_CREATED, GJ_JC_STARTED, GJ_JC_FINISHED, GJ_JC_UPDATED, GJ_JC_CANCEL, GJ_JC_HORIZON };
+PGresult *gj_job_changes_read(PGconn *c, const char *tenant_id, const char *after, const char *lookback, int batch,
+                              int stragglers);
+
 /* A line in the job's history (an event 'message'): what a module did for it after its run
  * (a report delivered, inputs deleted). 0, or -1 database error. */
 int gj_job_note(PGconn *c, const char *job_id, const char *message);

@@ -373,20 +373,11 @@ static int int_field(json_t *v, json_int_t lo, json_int_t hi, json_int_t *out)
  * 409 when not. 1 answered, 0 no such job, -1 database error. */
 static int idempotent_replay(struct gj_req *r, PGconn *c, const char *key, const char *hash)
 {
-    const char *p[2] = { r->who.tenant_id, key };
-    PGresult *res = gj_db_exec(c, "SELECT id, encode(request_hash, 'hex') FROM jobs "
-                                  "WHERE tenant_id = $1::uuid AND idempotency_key = $2",
-                               2, p, NULL);
-    if (!res)
-        return -1;
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        return 0;
-    }
-    char id[GJ_UUID_LEN + 1];
-    snprintf(id, sizeof id, "%s", PQgetvalue(res, 0, 0));
-    int same = !PQgetisnull(res, 0, 1) && strcmp(PQgetvalue(res, 0, 1), hash) == 0;
-    PQclear(res);
+    char id[GJ_UUID_LEN + 1], prior[65];
+    int found = gj_job_find_idempotent(c, r->who.tenant_id, key, id, prior);
+    if (found <= 0)
+        return found;
+    int same = strcmp(prior, hash) == 0;
     if (!same) {
         gj_problem(r, 409, "Idempotency-Key", "this Idempotency-Key was used for a different request (job %s)", id);
         return 1;
@@ -494,34 +485,15 @@ static int ref_input(struct gj_req *r, PGconn *c, struct submit_req *q, const ch
 {
     char field[160];
     snprintf(field, sizeof field, "inputs.%.100s", name);
-    const char *p[3] = { job, r->who.tenant_id, output };
-    PGresult *res = gj_db_exec(c, "SELECT j.state, b.size FROM jobs j"
-                                  " LEFT JOIN job_outputs o ON o.job_id = j.id AND o.name = $3"
-                                  " LEFT JOIN blobs b ON b.id = o.blob_id"
-                                  " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid",
-                               3, p, NULL);
-    if (!res) {
-        gj_respond_unavailable(r);
+    long long size;
+    struct gj_error err;
+    if (gj_job_output_promised(c, r->who.tenant_id, job, output, field, &size, &err) != 0) {
+        gj_respond_error(r, &err);
         return -1;
     }
-    const char *st = PQntuples(res) ? PQgetvalue(res, 0, 0) : NULL;
-    int rc = -1;
-    if (!st)
-        gj_problem(r, 422, field, "no job %s", job);
-    else if (strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0)
-        gj_problem(r, 422, field, "job %s %s: its outputs will never exist", job, st);
-    else if (strcmp(st, "succeeded") == 0 && PQgetisnull(res, 0, 1))
-        gj_problem(r, 422, field, "job %s succeeded without an output named %s", job, output);
-    else
-        rc = 0;
-    if (rc == 0) {
-        int known = strcmp(st, "succeeded") == 0;
-        q->in[q->n_in++] = (struct gj_input){ name, NULL,
-                                              known ? strtoull(PQgetvalue(res, 0, 1), NULL, 10) : GJ_INPUT_SIZE_UNKNOWN };
-        q->refs[q->n_refs++] = (struct gj_submit_ref){ name, job, output };
-    }
-    PQclear(res);
-    return rc;
+    q->in[q->n_in++] = (struct gj_input){ name, NULL, size >= 0 ? (uint64_t)size : GJ_INPUT_SIZE_UNKNOWN };
+    q->refs[q->n_refs++] = (struct gj_submit_ref){ name, job, output };
+    return 0;
 }
 
 /* Inputs given as blob ids (this tenant's): into q and canon (name -> id). 0, or -1 answered. */
@@ -667,10 +639,8 @@ static void too_many_waiting(struct gj_req *r)
 static int lock_upstream(PGconn *c, const char *tenant_id, const struct submit_req *q)
 {
     for (size_t i = 0; i < q->n_refs; i++) {
-        if (!gj_is_uuid(q->refs[i].job))
-            continue;   /* gj_queue_submit says what is wrong with it */
-        const char *p[2] = { q->refs[i].job, tenant_id };
-        if (gj_db_cmd(c, "SELECT 1 FROM jobs WHERE id = $1::uuid AND tenant_id = $2::uuid FOR SHARE", 2, p) != 0)
+        /* a bad id: gj_queue_submit says what is wrong with it */
+        if (gj_job_lock_shared(c, tenant_id, q->refs[i].job) != 0)
             return -1;
     }
     return 0;

@@ -151,6 +151,57 @@ int gj_job_delete(PGconn *c, const char *tenant_id, const char *job_id, enum gj_
     return 0;
 }
 
+int gj_job_find_idempotent(PGconn *c, const char *tenant_id, const char *key, char id[GJ_UUID_LEN + 1],
+                           char hash[65])
+{
+    const char *p[2] = { tenant_id, key };
+    PGresult *res = gj_db_exec(c, "SELECT id, encode(request_hash, 'hex') FROM jobs"
+                                  " WHERE tenant_id = $1::uuid AND idempotency_key = $2",
+                               2, p, NULL);
+    if (!res)
+        return -1;
+    int found = PQntuples(res) > 0;
+    if (found) {
+        snprintf(id, GJ_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+        snprintf(hash, 65, "%s", PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+    }
+    PQclear(res);
+    return found;
+}
+
+int gj_job_output_promised(PGconn *c, const char *tenant_id, const char *job_id, const char *output,
+                           const char *field, long long *size, struct gj_error *err)
+{
+    const char *p[3] = { job_id, tenant_id, output };
+    PGresult *res = gj_db_exec(c, "SELECT j.state, b.size FROM jobs j"
+                                  " LEFT JOIN job_outputs o ON o.job_id = j.id AND o.name = $3"
+                                  " LEFT JOIN blobs b ON b.id = o.blob_id"
+                                  " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid",
+                               3, p, NULL);
+    if (!res)
+        return unavailable(err);
+    enum gj_job_state st;
+    int rc = 0;
+    if (PQntuples(res) == 0 || gj_job_state_parse(PQgetvalue(res, 0, 0), &st) != 0)
+        rc = gj_error_status(err, 422, field, "no job %s", job_id);
+    else if (st == GJ_JOB_FAILED || st == GJ_JOB_CANCELED)
+        rc = gj_error_status(err, 422, field, "job %s %s: its outputs will never exist", job_id, gj_job_state_name(st));
+    else if (st == GJ_JOB_SUCCEEDED && PQgetisnull(res, 0, 1))
+        rc = gj_error_status(err, 422, field, "job %s succeeded without an output named %s", job_id, output);
+    else
+        *size = st == GJ_JOB_SUCCEEDED ? strtoll(PQgetvalue(res, 0, 1), NULL, 10) : -1;
+    PQclear(res);
+    return rc;
+}
+
+int gj_job_lock_shared(PGconn *c, const char *tenant_id, const char *job_id)
+{
+    if (!gj_is_uuid(job_id) || !tenant_id || !gj_is_uuid(tenant_id))
+        return 0;
+    const char *p[2] = { job_id, tenant_id };
+    return gj_db_cmd(c, "SELECT 1 FROM jobs WHERE id = $1::uuid AND tenant_id = $2::uuid FOR SHARE", 2, p);
+}
+
 /* One statement that changes one job of the tenant: 0, 1 when no row matched, -1 (err). */
 static int update_one(PGconn *c, const char *sql, int n, const char *const *p, struct gj_error *err)
 {

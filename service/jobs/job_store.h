@@ -42,6 +42,22 @@ enum gj_job_deleted { GJ_JOB_DELETED, GJ_JOB_DELETED_WHEN_STOPPED };
 int gj_job_delete(PGconn *c, const char *tenant_id, const char *job_id, enum gj_job_deleted *how,
                   struct gj_error *err);
 
+/* The tenant's job submitted under an Idempotency-Key: 1 with id and the request's hash (hex,
+ * "" when none) filled, 0 none, -1 database error. */
+int gj_job_find_idempotent(PGconn *c, const char *tenant_id, const char *key, char id[GJ_UUID_LEN + 1],
+                           char hash[65]);
+
+/* Whether output of the tenant's job can be an input of a job being submitted: 0 with *size
+ * (-1 until the job has succeeded), or -1 with err: 422 (on field) no such job, it failed or
+ * was canceled, it succeeded without that output; 503. gj_queue_submit checks again under a
+ * lock (gj_job_lock_shared). */
+int gj_job_output_promised(PGconn *c, const char *tenant_id, const char *job_id, const char *output,
+                           const char *field, long long *size, struct gj_error *err);
+
+/* The tenant's job locked FOR SHARE in the caller's transaction (its row cannot settle or go
+ * until the commit). 0 (also when there is no such job), or -1 database error. */
+int gj_job_lock_shared(PGconn *c, const char *tenant_id, const char *job_id);
+
 /* A job's name (1 to 200 characters, checked by the caller: gj_job_name_problem). 0, or -1
  * with err (404, 503). */
 int gj_job_rename(PGconn *c, const char *tenant_id, const char *job_id, const char *name,

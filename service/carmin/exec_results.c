@@ -65,11 +65,18 @@ static int place(PGconn *c, const char *tenant, const char *id, const char *want
 int carmin_exec_place_results(PGconn *c, const char *tenant, const char *id)
 {
     const char *p[2] = { id, tenant };
+    struct gj_job_status st;
+    struct gj_error err;
     if (gj_db_begin(c) != 0)
         return -1;
+    int known = gj_job_status_read(c, tenant, id, 0, &st, &err);
+    if (known != 0 || st.state != GJ_JOB_SUCCEEDED) {    /* a succeeded job's outputs only */
+        gj_db_rollback(c);
+        return known != 0 && err.status != 404 ? -1 : 0;
+    }
     PGresult *res = gj_db_exec(c, "SELECT coalesce(e.results_dir, e.results_location) FROM carmin_executions e"
-                                  " JOIN jobs j ON j.id = e.job_id WHERE e.job_id = $1::uuid AND e.tenant_id = $2::uuid"
-                                  " AND NOT e.results_placed AND j.state = 'succeeded' FOR UPDATE OF e",
+                                  " WHERE e.job_id = $1::uuid AND e.tenant_id = $2::uuid AND NOT e.results_placed"
+                                  " FOR UPDATE OF e",
                                2, p, NULL);
     int rc = res ? 0 : -1;
     if (res && PQntuples(res) == 1) {

@@ -4,7 +4,7 @@ were the public names swapped ('blocked' for a public 'waiting', 'waiting' for a
 'running') are gone from the service's C and from every migration after the one that
 converted them (0016); migrations before it are applied history and never edited. And the
 states the newest CHECK constraint on jobs.state allows are the states of
-service/jobs/job_state.c. Usage: state_names.py ROOT"""
+service/jobs/job_state.c, whose public states openapi.yaml lists. Usage: state_names.py ROOT"""
 import glob
 import os
 import re
@@ -58,6 +58,14 @@ def problems(root):
     c_states = set(re.findall(r'\[GJ_JOB_\w+\] = \{ "(\w+)", "\w+" \}', c_table))
     if sql_states != c_states:
         found.append(f"jobs.state allows {sorted(sql_states)} but job_state.c names {sorted(c_states)}")
+    # the public states: job_state.c's list, the API's description of a job's state
+    m = re.search(r"public_states\[\] = \{([^}]*)\}", c_table)
+    public = re.findall(r'"(\w+)"', m.group(1)) if m else []
+    spec = open(os.path.join(root, "openapi", "openapi.yaml"), encoding="utf-8").read()
+    m = re.search(r"JobState:\s+type: string\s+enum: \[([^\]]*)\]", spec)
+    listed = [name.strip() for name in m.group(1).split(",")] if m else []
+    if not public or listed != public:
+        found.append(f"openapi.yaml's JobState {listed} is not job_state.c's public states {public}")
     return found
 
 

@@ -9,5 +9,7 @@ struct MHD_Response *gj_respond_error(struct gj_req *r, const struct gj_error *e
 {
     if (err->status == 503)
         return gj_respond_unavailable(r);
+    if (err->status == 404)     /* one answer whether it is another tenant's or none at all */
+        return gj_respond_not_found(r);
     return gj_problem(r, err->status ? err->status : 422, err->field, "%s", err->message);
 }

@@ -16,9 +16,11 @@ static inline int gj_job_store_unavailable(struct gj_error *err)
     return gj_error_status(err, 503, NULL, "the database is unavailable; try again");
 }
 
+/* The same words whether the job is another tenant's or none at all. */
 static inline int gj_job_store_not_found(struct gj_error *err, const char *job_id)
 {
-    return gj_error_status(err, 404, NULL, "no job %s", job_id ? job_id : "");
+    (void)job_id;
+    return gj_error_status(err, 404, NULL, "no such job");
 }
 
 /* The stored names of the states for which pick is 1, as a PostgreSQL text array ("{a,b}"). */

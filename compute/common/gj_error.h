@@ -18,6 +18,10 @@ struct gj_error {
 /* Sets err (if not NULL) and returns -1, so callers can `return gj_error_set(...)`. */
 int gj_error_set(struct gj_error *err, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* As gj_error_set, with the HTTP status the service answers with (404, 409, 503...): the
+ * service's one way of reporting an error, converted to an answer at the route's edge. */
+int gj_error_status(struct gj_error *err, int status, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 void gj_error_clear(struct gj_error *err);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
 #include "service/db/blobstore.h"
 #include "service/db/db.h"
 #include "service/http/http_server.h"
+#include "service/jobs/job_store.h"
 #include "service/base/log.h"
 #include "service/db/storage_quota.h"
 
@@ -328,25 +329,15 @@ static void blob_delete(struct gj_req *r)
         return;
     }
     PQclear(res);
-    res = gj_db_exec(c,
-                     "SELECT j.id FROM job_inputs i JOIN jobs j ON j.id = i.job_id "
-                     "WHERE i.blob_id = $1 AND j.state NOT IN ('succeeded', 'failed', 'canceled') LIMIT 1",
-                     1, p, NULL);
-    if (!res) {
-        gj_respond_unavailable(r);
-        return;
-    }
-    if (PQntuples(res) > 0) {
-        gj_problem(r, 409, NULL, "job %s, not finished yet, uses this blob", PQgetvalue(res, 0, 0));
-        PQclear(res);
-        return;
-    }
-    PQclear(res);
     /* Finished jobs let go of it: their input rows go, then the blob (its
      * large object follows by trigger). */
+    struct gj_error err;
+    if (gj_job_inputs_release_blob(c, r->params[0], &err) != 0) {
+        gj_respond_error(r, &err);
+        return;
+    }
     char state[6] = "";
-    if (gj_db_cmd(c, "DELETE FROM job_inputs WHERE blob_id = $1", 1, p) != 0 ||
-        !(res = gj_db_exec(c, "DELETE FROM blobs WHERE id = $1 AND tenant_id = $2", 2, p, state))) {
+    if (!(res = gj_db_exec(c, "DELETE FROM blobs WHERE id = $1 AND tenant_id = $2", 2, p, state))) {
         if (strcmp(state, "23503") == 0)
             gj_problem(r, 409, NULL, "the blob is in use");
         else

@@ -25,7 +25,7 @@
 #include "service/base/log.h"
 #include "service/http/multipart_related.h"
 #include "service/db/notify.h"
-#include "service/jobs/queue.h"
+#include "service/jobs/job_store.h"
 #include "service/db/storage_quota.h"
 #include "service/http/stream_outage.h"
 #include "service/base/text_buf.h"
@@ -47,7 +47,7 @@ enum { C_ID, C_KIND, C_PARAMS, C_STATE, C_PRIO, C_ATT, C_MAXATT, C_PROG, C_MSG, 
 
 static int is_final(const char *state)
 {
-    return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "canceled") == 0;
+    return gj_job_public_final(state);
 }
 
 static json_t *text_or_null(PGresult *res, int row, int col)
@@ -373,20 +373,11 @@ static int int_field(json_t *v, json_int_t lo, json_int_t hi, json_int_t *out)
  * 409 when not. 1 answered, 0 no such job, -1 database error. */
 static int idempotent_replay(struct gj_req *r, PGconn *c, const char *key, const char *hash)
 {
-    const char *p[2] = { r->who.tenant_id, key };
-    PGresult *res = gj_db_exec(c, "SELECT id, encode(request_hash, 'hex') FROM jobs "
-                                  "WHERE tenant_id = $1::uuid AND idempotency_key = $2",
-                               2, p, NULL);
-    if (!res)
-        return -1;
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        return 0;
-    }
-    char id[GJ_UUID_LEN + 1];
-    snprintf(id, sizeof id, "%s", PQgetvalue(res, 0, 0));
-    int same = !PQgetisnull(res, 0, 1) && strcmp(PQgetvalue(res, 0, 1), hash) == 0;
-    PQclear(res);
+    char id[GJ_UUID_LEN + 1], prior[65];
+    int found = gj_job_find_idempotent(c, r->who.tenant_id, key, id, prior);
+    if (found <= 0)
+        return found;
+    int same = strcmp(prior, hash) == 0;
     if (!same) {
         gj_problem(r, 409, "Idempotency-Key", "this Idempotency-Key was used for a different request (job %s)", id);
         return 1;
@@ -471,9 +462,9 @@ static int check_body(struct gj_req *r, json_t *body, struct submit_req *q)
                    GJ_JOB_TIMEOUT_MAX);
         return -1;
     }
-    struct gj_field_error fe;
+    struct gj_error fe;
     if (gj_job_fields_read(body, &r->srv->cfg, &q->fields, &fe) != 0) {
-        gj_problem(r, fe.status, fe.field, "%s", fe.message);
+        gj_respond_error(r, &fe);
         return -1;
     }
     return 0;
@@ -494,34 +485,15 @@ static int ref_input(struct gj_req *r, PGconn *c, struct submit_req *q, const ch
 {
     char field[160];
     snprintf(field, sizeof field, "inputs.%.100s", name);
-    const char *p[3] = { job, r->who.tenant_id, output };
-    PGresult *res = gj_db_exec(c, "SELECT j.state, b.size FROM jobs j"
-                                  " LEFT JOIN job_outputs o ON o.job_id = j.id AND o.name = $3"
-                                  " LEFT JOIN blobs b ON b.id = o.blob_id"
-                                  " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid",
-                               3, p, NULL);
-    if (!res) {
-        gj_respond_unavailable(r);
+    long long size;
+    struct gj_error err;
+    if (gj_job_output_promised(c, r->who.tenant_id, job, output, field, &size, &err) != 0) {
+        gj_respond_error(r, &err);
         return -1;
     }
-    const char *st = PQntuples(res) ? PQgetvalue(res, 0, 0) : NULL;
-    int rc = -1;
-    if (!st)
-        gj_problem(r, 422, field, "no job %s", job);
-    else if (strcmp(st, "failed") == 0 || strcmp(st, "canceled") == 0)
-        gj_problem(r, 422, field, "job %s %s: its outputs will never exist", job, st);
-    else if (strcmp(st, "succeeded") == 0 && PQgetisnull(res, 0, 1))
-        gj_problem(r, 422, field, "job %s succeeded without an output named %s", job, output);
-    else
-        rc = 0;
-    if (rc == 0) {
-        int known = strcmp(st, "succeeded") == 0;
-        q->in[q->n_in++] = (struct gj_input){ name, NULL,
-                                              known ? strtoull(PQgetvalue(res, 0, 1), NULL, 10) : GJ_INPUT_SIZE_UNKNOWN };
-        q->refs[q->n_refs++] = (struct gj_submit_ref){ name, job, output };
-    }
-    PQclear(res);
-    return rc;
+    q->in[q->n_in++] = (struct gj_input){ name, NULL, size >= 0 ? (uint64_t)size : GJ_INPUT_SIZE_UNKNOWN };
+    q->refs[q->n_refs++] = (struct gj_submit_ref){ name, job, output };
+    return 0;
 }
 
 /* Inputs given as blob ids (this tenant's): into q and canon (name -> id). 0, or -1 answered. */
@@ -537,10 +509,10 @@ static int json_inputs(struct gj_req *r, PGconn *c, struct submit_req *q, json_t
             return -1;
         }
         const char *job, *output;
-        struct gj_field_error fe;
+        struct gj_error fe;
         int ref = gj_input_ref_parse(k, v, &job, &output, &fe);
         if (ref < 0) {
-            gj_problem(r, fe.status, fe.field, "%s", fe.message);
+            gj_respond_error(r, &fe);
             return -1;
         }
         if (ref) {
@@ -623,7 +595,7 @@ static int kind_check(struct gj_req *r, PGconn *c, struct submit_req *q)
 {
     json_t *empty = json_object();
     struct gj_job job = { q->kind->name, q->params ? q->params : empty, q->in, q->n_in };
-    struct gj_error err;
+    struct gj_error err = { 0 };
     gj_error_clear(&err);
     int rc = gj_kind_validate(q->kind, &job, &err);
     int admit = rc == 0 ? gj_host_admit(c, q->kind, &job, &err) : 1;
@@ -667,10 +639,8 @@ static void too_many_waiting(struct gj_req *r)
 static int lock_upstream(PGconn *c, const char *tenant_id, const struct submit_req *q)
 {
     for (size_t i = 0; i < q->n_refs; i++) {
-        if (!gj_is_uuid(q->refs[i].job))
-            continue;   /* gj_queue_submit says what is wrong with it */
-        const char *p[2] = { q->refs[i].job, tenant_id };
-        if (gj_db_cmd(c, "SELECT 1 FROM jobs WHERE id = $1::uuid AND tenant_id = $2::uuid FOR SHARE", 2, p) != 0)
+        /* a bad id: gj_queue_submit says what is wrong with it */
+        if (gj_job_lock_shared(c, tenant_id, q->refs[i].job) != 0)
             return -1;
     }
     return 0;
@@ -836,17 +806,44 @@ static void submit_done(struct gj_req *r, int ok)
 
 /* ======================= list ======================= */
 
+struct label_scan {
+    json_t *filter;
+    struct gj_error *e;
+    int failed;
+};
+
+static enum MHD_Result scan_label(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    struct label_scan *s = cls;
+    if (strcmp(key, "label") != 0)
+        return MHD_YES;
+    s->failed = gj_label_filter_add(s->filter, value, s->e);
+    return s->failed ? MHD_NO : MHD_YES;
+}
+
+/* The request's ?label=KEY=VALUE filters (repeatable) as one JSON object text for jsonb
+ * containment (labels @> it); *out NULL when there is none (caller frees). 0, or -1 with e. */
+static int label_filter(struct gj_req *r, char **out, struct gj_error *e)
+{
+    *out = NULL;
+    struct label_scan s = { json_object(), e, 0 };
+    if (!s.filter)
+        return gj_error_status(e, 500, NULL, "out of memory");
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, scan_label, &s);
+    if (!s.failed && json_object_size(s.filter) > 0 && !(*out = json_dumps(s.filter, JSON_COMPACT)))
+        s.failed = gj_error_status(e, 500, NULL, "out of memory");
+    json_decref(s.filter);
+    return s.failed ? -1 : 0;
+}
+
 static void jobs_list(struct gj_req *r)
 {
     const char *state = gj_req_query(r, "state"), *kind = gj_req_query(r, "kind"),
                *after = gj_req_query(r, "created_after"), *before = gj_req_query(r, "created_before"),
                *limit_s = gj_req_query(r, "limit"), *cursor = gj_req_query(r, "cursor");
-    static const char *const states[] = { "queued", "waiting", "running", "succeeded", "failed", "canceled" };
     if (state) {
-        int ok = 0;
-        for (size_t i = 0; i < sizeof states / sizeof states[0]; i++)
-            ok |= strcmp(state, states[i]) == 0;
-        if (!ok) {
+        if (!gj_job_public_state_known(state)) {
             gj_problem(r, 400, "state", "state is one of queued, waiting, running, succeeded, failed, canceled");
             return;
         }
@@ -857,9 +854,9 @@ static void jobs_list(struct gj_req *r)
         return;
     }
     char *labels = NULL;
-    struct gj_field_error fe;
-    if (gj_label_filter(r, &labels, &fe) != 0) {
-        gj_problem(r, fe.status, fe.field, "%s", fe.message);
+    struct gj_error fe;
+    if (label_filter(r, &labels, &fe) != 0) {
+        gj_respond_error(r, &fe);
         return;
     }
     if (kind && (strlen(kind) == 0 || strlen(kind) > 64)) {
@@ -1113,7 +1110,7 @@ static void job_cancel(struct gj_req *r)
             gj_respond_not_found(r);
         return;
     }
-    rc = gj_queue_cancel(c, r->who.tenant_id, r->params[0]);
+    rc = gj_job_cancel(c, r->who.tenant_id, r->params[0]);
     if (rc < 0) {
         gj_respond_unavailable(r);
         return;
@@ -1132,58 +1129,22 @@ static void job_cancel(struct gj_req *r)
     gj_respond_json(r, is_final(state) ? 200 : 202, job);
 }
 
+/* DELETE (job_state.h's delete rule, as CARMIN's DELETE): 204 gone, 202 canceled and
+ * deleted once its worker has stopped, 409 a sub-task (or a blob of it another job needs). */
 static void job_delete(struct gj_req *r)
 {
     PGconn *c = gj_req_db(r);
-    if (!c || gj_db_begin(c) != 0) {
+    if (!c) {
         gj_respond_unavailable(r);
         return;
     }
-    const char *p[2] = { r->params[0], r->who.tenant_id };
-    PGresult *res = gj_db_exec(c,
-                               "SELECT state, stage, parent_id FROM jobs WHERE id = $1::uuid AND tenant_id = $2::uuid"
-                               " FOR UPDATE",
-                               2, p, NULL);
-    if (!res) {
-        gj_respond_unavailable(r);
+    enum gj_job_deleted how;
+    struct gj_error err = { 0 };
+    if (gj_job_delete(c, r->who.tenant_id, r->params[0], &how, &err) != 0) {
+        gj_respond_error(r, &err);
         return;
     }
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        gj_respond_not_found(r);
-        return;
-    }
-    const char *st = PQgetvalue(res, 0, 0);
-    int deletable = is_final(st) || strcmp(st, "blocked") == 0 ||
-                    (strcmp(st, "queued") == 0 && strcmp(PQgetvalue(res, 0, 1), "0") == 0);
-    int child = !PQgetisnull(res, 0, 2);
-    char stc[16];
-    snprintf(stc, sizeof stc, "%s", st);
-    PQclear(res);
-    if (child) {
-        gj_problem(r, 409, NULL, "this is a sub-task; delete its parent job");
-        return;
-    }
-    if (!deletable) {
-        gj_problem(r, 409, NULL, "the job is %s; cancel it and delete it once it has stopped",
-                   strcmp(stc, "waiting") == 0 ? "running" : stc);
-        return;
-    }
-    char sqlstate[6] = "";
-    res = gj_db_exec(c, "DELETE FROM jobs WHERE id = $1::uuid AND tenant_id = $2::uuid", 2, p, sqlstate);
-    if (!res) {
-        if (strcmp(sqlstate, "23503") == 0)
-            gj_problem(r, 409, NULL, "a blob of this job is an input of another job");
-        else
-            gj_respond_unavailable(r);
-        return;
-    }
-    PQclear(res);
-    if (gj_db_commit(c) != 0) {
-        gj_respond_unavailable(r);
-        return;
-    }
-    gj_respond_empty(r, 204);
+    gj_respond_empty(r, how == GJ_JOB_DELETED ? 204 : 202);
 }
 
 /* The request's connection, once job {id} is known to exist for this tenant;
@@ -1213,25 +1174,18 @@ static void outputs_list(struct gj_req *r)
     PGconn *c = visible_job_db(r);
     if (!c)
         return;
-    const char *p[1] = { r->params[0] };
-    PGresult *res = gj_db_exec(c,
-                               "SELECT o.name, b.size, encode(b.sha256, 'hex'), o.content_type, o.blob_id FROM job_outputs o"
-                               " JOIN blobs b ON b.id = o.blob_id WHERE o.job_id = $1::uuid ORDER BY o.name",
-                               1, p, NULL);
-    if (!res) {
+    json_t *arr = gj_job_outputs_read(c, r->params[0]);
+    if (!arr) {
         gj_respond_unavailable(r);
         return;
     }
-    json_t *arr = json_array();
-    for (int i = 0; i < PQntuples(res); i++) {
+    size_t i;
+    json_t *o;
+    json_array_foreach(arr, i, o) {
         char url[400];
-        snprintf(url, sizeof url, "/v1/jobs/%s/outputs/%s", r->params[0], PQgetvalue(res, i, 0));
-        json_array_append_new(arr, json_pack("{s:s, s:I, s:s, s:s, s:s, s:s}", "name", PQgetvalue(res, i, 0), "size",
-                                             (json_int_t)strtoll(PQgetvalue(res, i, 1), NULL, 10), "sha256",
-                                             PQgetvalue(res, i, 2), "content_type", PQgetvalue(res, i, 3), "url",
-                                             url, "blob_id", PQgetvalue(res, i, 4)));
+        snprintf(url, sizeof url, "/v1/jobs/%s/outputs/%s", r->params[0], json_string_value(json_object_get(o, "name")));
+        json_object_set_new(o, "url", json_string(url));
     }
-    PQclear(res);
     gj_respond_json(r, 200, json_pack("{s:o}", "outputs", arr));
 }
 
@@ -1242,24 +1196,15 @@ static void output_get(struct gj_req *r)
         gj_respond_unavailable(r);
         return;
     }
-    const char *p[3] = { r->params[0], r->who.tenant_id, r->params[1] };
-    PGresult *res = gj_db_exec(c,
-                               "SELECT o.blob_id, o.content_type FROM job_outputs o JOIN jobs j ON j.id = o.job_id"
-                               " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid AND o.name = $3",
-                               3, p, NULL);
-    if (!res) {
-        gj_respond_unavailable(r);
-        return;
-    }
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        gj_respond_not_found(r);
-        return;
-    }
     char blob_id[GJ_UUID_LEN + 1], ctype[256];
-    snprintf(blob_id, sizeof blob_id, "%s", PQgetvalue(res, 0, 0));
-    snprintf(ctype, sizeof ctype, "%s", PQgetvalue(res, 0, 1));
-    PQclear(res);
+    struct gj_error err;
+    if (gj_job_output_find(c, r->who.tenant_id, r->params[0], r->params[1], blob_id, ctype, sizeof ctype, &err) != 0) {
+        if (err.status == 404)
+            gj_respond_not_found(r);
+        else
+            gj_respond_error(r, &err);
+        return;
+    }
     struct gj_blob_info info;
     int rc = gj_blob_lookup(c, r->who.tenant_id, blob_id, &info);
     if (rc <= 0) {
@@ -1324,61 +1269,45 @@ static int sse_fill(struct sse *s)
     if (!c)
         return -1;
     int out = 0;
-    const char *pj[2] = { s->job_id, s->tenant_id };
     /* the job first, then its events: a final state read here has its event below */
-    PGresult *res = gj_db_exec(c,
-                               "SELECT gj_public_state(state, stage), progress, message FROM jobs"
-                               " WHERE id = $1::uuid AND tenant_id = $2::uuid",
-                               2, pj, NULL);
-    if (!res) {
+    char state[16];
+    double progress;
+    json_t *message;
+    int found = gj_job_progress_read(c, s->tenant_id, s->job_id, state, &progress, &message);
+    if (found < 0) {
         gj_db_release(s->srv->db, c);
         return -1;
     }
-    if (PQntuples(res) == 0) {            /* deleted meanwhile */
-        PQclear(res);
+    if (found == 0) {            /* deleted meanwhile */
         gj_db_release(s->srv->db, c);
         sse_event(s, NULL, "deleted", json_pack("{s:s}", "id", s->job_id));
         s->done = 1;
         return 1;
     }
-    char state[16];
-    snprintf(state, sizeof state, "%s", PQgetvalue(res, 0, 0));
-    double progress = strtod(PQgetvalue(res, 0, 1), NULL);
-    json_t *message = PQgetisnull(res, 0, 2) ? json_null() : json_string(PQgetvalue(res, 0, 2));
-    PQclear(res);
-
-    char last[24];
-    snprintf(last, sizeof last, "%lld", s->last_id);
-    const char *pe[2] = { s->job_id, last };
-    res = gj_db_exec(c,
-                     "SELECT id, kind, detail::text, " TS("at") " FROM job_events"
-                     " WHERE job_id = $1::uuid AND id > $2::bigint ORDER BY id LIMIT 500",
-                     2, pe, NULL);
+    json_t *events = gj_job_events_read(c, s->job_id, s->last_id, 500);
     gj_db_release(s->srv->db, c);
-    if (!res) {
+    if (!events) {
         json_decref(message);
         return -1;
     }
     int final_seen = 0;
-    for (int i = 0; i < PQntuples(res); i++) {
-        json_t *detail = json_loads(PQgetvalue(res, i, 2), 0, NULL);
-        if (!json_is_object(detail)) {
-            json_decref(detail);
-            detail = json_object();
-        }
-        json_object_set_new(detail, "at", json_string(PQgetvalue(res, i, 3)));
-        const char *kind = PQgetvalue(res, i, 1);
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        const char *kind = json_string_value(json_object_get(ev, "kind"));
+        json_t *detail = json_incref(json_object_get(ev, "detail"));
         if (strcmp(kind, "state") == 0) {
             const char *st = json_string_value(json_object_get(detail, "state"));
             if (st && is_final(st))
                 final_seen = 1;
         }
-        sse_event(s, PQgetvalue(res, i, 0), kind, detail);
-        s->last_id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        const char *id = json_string_value(json_object_get(ev, "id"));
+        sse_event(s, id, kind, detail);
+        s->last_id = strtoll(id, NULL, 10);
         out = 1;
     }
-    int more = PQntuples(res) == 500;
-    PQclear(res);
+    int more = json_array_size(events) == 500;
+    json_decref(events);
     if (!final_seen && !more && !is_final(state) && (!s->progress_sent || progress != s->progress)) {
         sse_event(s, NULL, "progress", json_pack("{s:f, s:o}", "progress", progress, "message", json_incref(message)));
         s->progress = progress;

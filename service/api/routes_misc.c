@@ -8,6 +8,7 @@
 #include "common/gj_kind.h"
 #include "service/auth/auth.h"
 #include "service/jobs/devices.h"
+#include "service/jobs/job_store.h"
 #include "service/http/http_server.h"
 #include "service/auth/key_cache.h"
 #include "service/base/log.h"
@@ -16,7 +17,6 @@
 #include "service/db/migrate.h"
 #include "service/jobs/placement.h"
 
-static const char *const public_states[] = { "queued", "running", "succeeded", "failed", "canceled" };
 
 /* GET /healthz: the process answers. */
 static void healthz(struct gj_req *r)
@@ -120,48 +120,35 @@ static int write_delivery_gauges(PGconn *c, FILE *f)
     return 0;
 }
 
+static void write_job_gauge(FILE *f, const char *kind, const char *state, long long n)
+{
+    fputs("gpujobd_jobs{kind=\"", f);
+    gj_metrics_put_label(f, kind);
+    fputs("\",state=\"", f);
+    gj_metrics_put_label(f, state);
+    fprintf(f, "\"} %lld\n", n);
+}
+
 static int write_job_gauges(PGconn *c, FILE *f)
 {
-    PGresult *res = gj_db_exec(c,
-        "SELECT kind, gj_public_state(state, stage), count(*) FROM jobs GROUP BY 1, 2 ORDER BY 1, 2",
-        0, NULL, NULL);
-    if (res) {
-        fputs("# HELP gpujobd_jobs Jobs (sub-tasks included) by kind and public state.\n"
-              "# TYPE gpujobd_jobs gauge\n", f);
-        /* every known kind and state, zero when absent, so series do not vanish */
-        for (size_t k = 0; k < gj_kind_count(); k++) {
-            const char *kind = gj_kind_at(k)->name;
-            for (size_t s = 0; s < sizeof public_states / sizeof public_states[0]; s++) {
-                const char *n = "0";
-                for (int i = 0; i < PQntuples(res); i++)
-                    if (strcmp(PQgetvalue(res, i, 0), kind) == 0 && strcmp(PQgetvalue(res, i, 1), public_states[s]) == 0)
-                        n = PQgetvalue(res, i, 2);
-                fputs("gpujobd_jobs{kind=\"", f);
-                gj_metrics_put_label(f, kind);
-                fprintf(f, "\",state=\"%s\"} %s\n", public_states[s], n);
-            }
-        }
-        for (int i = 0; i < PQntuples(res); i++) {
-            if (gj_kind_find(PQgetvalue(res, i, 0)))
-                continue;               /* listed above */
-            fputs("gpujobd_jobs{kind=\"", f);
-            gj_metrics_put_label(f, PQgetvalue(res, i, 0));
-            fputs("\",state=\"", f);
-            gj_metrics_put_label(f, PQgetvalue(res, i, 1));
-            fprintf(f, "\"} %s\n", PQgetvalue(res, i, 2));
-        }
-        PQclear(res);
-    }
-    int ok = res != NULL;
-    res = gj_db_exec(c, "SELECT count(*) FROM jobs WHERE state = 'queued'", 0, NULL, NULL);
-    if (res) {
-        fprintf(f, "# HELP gpujobd_queue_depth Jobs waiting to be claimed.\n"
-                   "# TYPE gpujobd_queue_depth gauge\ngpujobd_queue_depth %s\n", PQgetvalue(res, 0, 0));
-        PQclear(res);
-    } else {
-        ok = 0;
-    }
-    return ok ? 0 : -1;
+    struct gj_job_counts counts;
+    if (gj_job_counts_read(c, &counts) != 0)
+        return -1;
+    fputs("# HELP gpujobd_jobs Jobs (sub-tasks included) by kind and public state.\n"
+          "# TYPE gpujobd_jobs gauge\n", f);
+    /* every known kind in every public state, zero when absent, so series do not vanish */
+    int n;
+    const char *const *states = gj_job_public_states(&n);
+    for (size_t k = 0; k < gj_kind_count(); k++)
+        for (int s = 0; s < n; s++)
+            write_job_gauge(f, gj_kind_at(k)->name, states[s], gj_job_counts_of(&counts, gj_kind_at(k)->name, states[s]));
+    for (size_t i = 0; i < counts.n; i++)
+        if (!gj_kind_find(counts.rows[i].kind))     /* a kind this binary lacks: as found */
+            write_job_gauge(f, counts.rows[i].kind, counts.rows[i].state, counts.rows[i].n);
+    fprintf(f, "# HELP gpujobd_queue_depth Jobs waiting to be claimed.\n"
+               "# TYPE gpujobd_queue_depth gauge\ngpujobd_queue_depth %lld\n", counts.queued);
+    gj_job_counts_free(&counts);
+    return 0;
 }
 
 /* The gauges read from the database; then gpujobd_database_up, 1 when they all were. */

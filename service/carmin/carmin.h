@@ -33,6 +33,10 @@ enum carmin_error_code {
 /* Answers {errorCode, errorMessage}; the HTTP status is code / 100. */
 void carmin_error(struct gj_req *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void carmin_unavailable(struct gj_req *r);
+/* The service's error (common/gj_error.h) as CARMIN answers it: the code is the HTTP
+ * status and 01 (404 -> 40401), 503 as carmin_unavailable. */
+struct gj_error;
+void carmin_respond_error(struct gj_req *r, const struct gj_error *err);
 /* 50702 with the figures of gj_storage_last_refusal() (storage_quota.h). */
 void carmin_over_quota(struct gj_req *r);
 /* The server's own error bodies under /rest/ (gj_http_error_body): {errorCode: status*100+1, errorMessage}. */

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "service/auth/auth.h"
+#include "common/gj_error.h"
 #include "service/carmin/carmin.h"
 #include "service/db/storage_quota.h"
 
@@ -34,6 +35,14 @@ char *carmin_error_body(int status, const char *detail)
 void carmin_unavailable(struct gj_req *r)
 {
     carmin_error(r, CARMIN_UNAVAILABLE, "the database is unavailable; try again");
+}
+
+void carmin_respond_error(struct gj_req *r, const struct gj_error *err)
+{
+    if (err->status == 503)
+        carmin_unavailable(r);
+    else
+        carmin_error(r, (err->status ? err->status : 400) * 100 + 1, "%s", err->message);
 }
 
 void carmin_over_quota(struct gj_req *r)

@@ -9,6 +9,7 @@
 #include "service/carmin/carmin_exec.h"
 #include "service/carmin/carmin_fs.h"
 #include "service/db/db.h"
+#include "service/jobs/job_store.h"
 
 /* The directory the results go to: want, made at the execution's creation, while it is a
  * directory; else a fresh one of a free name beside it (want is now a file of the user's),
@@ -43,16 +44,16 @@ static int place(PGconn *c, const char *tenant, const char *id, const char *want
     const char *p[1] = { id };
     char dir[CARMIN_PATH_MAX];
     int rc = results_dir(c, tenant, id, want, dir);
-    PGresult *res = rc == 0 ? gj_db_exec(c, "SELECT name, blob_id FROM job_outputs WHERE job_id = $1::uuid"
-                                            " ORDER BY name", 1, p, NULL)
-                            : NULL;
-    if (!res)
+    json_t *outputs = rc == 0 ? gj_job_outputs_read(c, id) : NULL;
+    if (!outputs)
         return -1;
-    for (int i = 0; rc >= 0 && i < PQntuples(res); i++) {
+    for (size_t i = 0; rc >= 0 && i < json_array_size(outputs); i++) {
         char path[CARMIN_PATH_MAX];   /* no free name: it stays a job output (rc 1) */
-        rc = carmin_fs_create_free(c, tenant, dir, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), id, path);
+        json_t *o = json_array_get(outputs, i);
+        rc = carmin_fs_create_free(c, tenant, dir, json_string_value(json_object_get(o, "name")),
+                                   json_string_value(json_object_get(o, "blob_id")), id, path);
     }
-    PQclear(res);
+    json_decref(outputs);
     if (rc >= 0)
         rc = gj_db_cmd(c, "UPDATE blobs SET owner_job = NULL WHERE id IN (SELECT blob_id FROM carmin_paths"
                           " WHERE execution_id = $1::uuid) AND owner_job = $1::uuid", 1, p);
@@ -64,11 +65,18 @@ static int place(PGconn *c, const char *tenant, const char *id, const char *want
 int carmin_exec_place_results(PGconn *c, const char *tenant, const char *id)
 {
     const char *p[2] = { id, tenant };
+    struct gj_job_status st;
+    struct gj_error err;
     if (gj_db_begin(c) != 0)
         return -1;
+    int known = gj_job_status_read(c, tenant, id, 0, &st, &err);
+    if (known != 0 || st.state != GJ_JOB_SUCCEEDED) {    /* a succeeded job's outputs only */
+        gj_db_rollback(c);
+        return known != 0 && err.status != 404 ? -1 : 0;
+    }
     PGresult *res = gj_db_exec(c, "SELECT coalesce(e.results_dir, e.results_location) FROM carmin_executions e"
-                                  " JOIN jobs j ON j.id = e.job_id WHERE e.job_id = $1::uuid AND e.tenant_id = $2::uuid"
-                                  " AND NOT e.results_placed AND j.state = 'succeeded' FOR UPDATE OF e",
+                                  " WHERE e.job_id = $1::uuid AND e.tenant_id = $2::uuid AND NOT e.results_placed"
+                                  " FOR UPDATE OF e",
                                2, p, NULL);
     int rc = res ? 0 : -1;
     if (res && PQntuples(res) == 1) {

@@ -13,14 +13,14 @@
 #include "service/carmin/carmin_fs.h"
 #include "service/db/db.h"
 #include "service/jobs/job_fields.h"
-#include "service/jobs/queue.h"
+#include "service/jobs/job_store.h"
 #include "service/base/uuid.h"
 
 #define DEFAULT_LIMIT 500
 
 const char *carmin_exec_status(const char *s)
 {
-    static const char *const map[][2] = { { "waiting", "Initializing" }, { "blocked", "Initializing" },
+    static const char *const map[][2] = { { "waiting", "Initializing" },
                                           { "queued", "Ready" },         { "running", "Running" },
                                           { "succeeded", "Finished" },   { "failed", "ExecutionFailed" },
                                           { "canceled", "Killed" } };
@@ -230,20 +230,15 @@ static void exec_log(struct gj_req *r, int errors_only)
     if (!e)
         return;
     json_decref(e);
-    const char *p[2] = { r->params[0], errors_only ? "t" : "f" };
-    PGresult *res = gj_db_exec(c, "SELECT coalesce(string_agg(to_char(at AT TIME ZONE 'UTC',"
-                                  " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') || ' ' || level || ': ' || line || E'\\n',"
-                                  " '' ORDER BY seq), '') FROM job_log WHERE job_id = $1::uuid"
-                                  " AND (NOT $2::boolean OR level <> 'info')",
-                               2, p, NULL);
-    if (!res) {
+    char *text;
+    size_t n;
+    if (gj_job_log_text(c, r->params[0], errors_only, &text, &n) != 0) {
         carmin_unavailable(r);
         return;
     }
-    size_t n = (size_t)PQgetlength(res, 0, 0);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(n, PQgetvalue(res, 0, 0), MHD_RESPMEM_MUST_COPY);
-    PQclear(res);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
+        free(text);
         carmin_error(r, CARMIN_INTERNAL, "out of memory");
         return;
     }
@@ -279,7 +274,7 @@ static void exec_kill(struct gj_req *r)
     if (!e)
         return;
     json_decref(e);
-    int rc = gj_queue_cancel(c, r->who.tenant_id, r->params[0]);
+    int rc = gj_job_cancel(c, r->who.tenant_id, r->params[0]);
     if (rc < 0)
         carmin_unavailable(r);
     else if (rc == 0)
@@ -304,25 +299,6 @@ static const char *update_problem(json_t *b, json_t *e)
     return NULL;
 }
 
-/* The timeout, in the open transaction: only before the run starts (a run keeps the limit it
- * started with). 1 changed, 0 refused (answered), -1 database error. */
-static int update_timeout(struct gj_req *r, PGconn *c, json_t *t)
-{
-    char secs[24];
-    snprintf(secs, sizeof secs, "%lld", (long long)json_integer_value(t));
-    const char *p[3] = { r->params[0], r->who.tenant_id, secs };
-    PGresult *res = gj_db_exec(c, "UPDATE jobs SET timeout_seconds = $3::int WHERE id = $1::uuid"
-                                  " AND tenant_id = $2::uuid AND state IN ('queued', 'blocked') RETURNING id",
-                               3, p, NULL);
-    if (!res)
-        return -1;
-    int rows = PQntuples(res);
-    PQclear(res);
-    if (rows == 0)
-        carmin_error(r, CARMIN_CONFLICT, "the timeout of an execution can change only before it runs");
-    return rows;
-}
-
 /* PUT: the name (the job's too) and the timeout change, in one transaction. */
 static void exec_update(struct gj_req *r)
 {
@@ -339,25 +315,31 @@ static void exec_update(struct gj_req *r)
     const char *name = json_string_value(json_object_get(b, "name"));
     json_t *t = json_object_get(b, "timeout");
     const char *p[3] = { r->params[0], r->who.tenant_id, name };
-    int rc = gj_db_begin(c) == 0 ? 1 : -1;
-    if (rc > 0 && name &&
+    struct gj_error err = { 0 };
+    int rc = gj_db_begin(c) == 0 ? 0 : gj_error_status(&err, 503, NULL, "the database is unavailable");
+    if (rc == 0 && name &&
         (gj_db_cmd(c, "UPDATE carmin_executions SET name = $3 WHERE job_id = $1::uuid AND tenant_id = $2::uuid",
                    3, p) != 0 ||
-         gj_db_cmd(c, "UPDATE jobs SET name = $3 WHERE id = $1::uuid AND tenant_id = $2::uuid", 3, p) != 0))
+         gj_job_rename(c, r->who.tenant_id, r->params[0], name, &err) != 0))
+        rc = err.status ? -1 : gj_error_status(&err, 503, NULL, "the database is unavailable");
+    if (rc == 0 && t && gj_job_set_timeout(c, r->who.tenant_id, r->params[0], (int)json_integer_value(t), &err) != 0)
         rc = -1;
-    if (rc > 0 && t)
-        rc = update_timeout(r, c, t);
-    if (rc > 0 && gj_db_commit(c) == 0) {
+    if (rc == 0 && gj_db_commit(c) == 0) {
         gj_respond_empty(r, 204);
         return;
     }
     gj_db_rollback(c);
-    if (rc != 0)                     /* 0: refused, answered already */
-        carmin_unavailable(r);
+    if (rc == 0)
+        gj_error_status(&err, 503, NULL, "the database is unavailable");
+    if (err.status == 409)
+        carmin_error(r, CARMIN_CONFLICT, "the timeout of an execution can change only before it runs");
+    else
+        carmin_respond_error(r, &err);
 }
 
-/* DELETE: the execution goes (a job still running is canceled first and stays in
- * /v1/jobs until it stops; an ended one is deleted); ?deleteFiles=true: its result files too. */
+/* DELETE: the job's delete rule (job_store.h, as DELETE /v1/jobs/{id}): 204 the execution
+ * and its job are gone; 202 it was running: canceled, and both go once it has stopped.
+ * ?deleteFiles=true: its result files too, at once. */
 static void exec_delete(struct gj_req *r)
 {
     const char *df = gj_req_query(r, "deleteFiles");
@@ -370,21 +352,21 @@ static void exec_delete(struct gj_req *r)
     if (!e)
         return;
     json_decref(e);
-    const char *p[2] = { r->params[0], r->who.tenant_id };
-    int rc = gj_queue_cancel(c, r->who.tenant_id, r->params[0]) < 0 || gj_db_begin(c) != 0 ? -1 : 0;
-    if (rc == 0 && df && strcmp(df, "true") == 0)
-        rc = carmin_fs_delete_execution(c, r->who.tenant_id, r->params[0]) < 0 ? -1 : 0;
+    struct gj_error err = { 0 };
+    enum gj_job_deleted how;
+    int rc = gj_db_begin(c) == 0 ? 0 : gj_error_status(&err, 503, NULL, "the database is unavailable");
+    if (rc == 0 && df && strcmp(df, "true") == 0 && carmin_fs_delete_execution(c, r->who.tenant_id, r->params[0]) < 0)
+        rc = gj_error_status(&err, 503, NULL, "the database is unavailable");
     if (rc == 0)
-        rc = gj_db_cmd(c, "DELETE FROM carmin_executions WHERE job_id = $1::uuid AND tenant_id = $2::uuid", 2, p);
-    if (rc == 0)
-        rc = gj_db_cmd(c, "DELETE FROM jobs WHERE id = $1::uuid AND tenant_id = $2::uuid"
-                          " AND state IN ('succeeded', 'failed', 'canceled')", 2, p);
+        rc = gj_job_delete(c, r->who.tenant_id, r->params[0], &how, &err);
     if (rc == 0 && gj_db_commit(c) == 0) {
-        gj_respond_empty(r, 204);
+        gj_respond_empty(r, how == GJ_JOB_DELETED ? 204 : 202);
         return;
     }
     gj_db_rollback(c);
-    carmin_unavailable(r);
+    if (rc == 0)
+        gj_error_status(&err, 503, NULL, "the database is unavailable");
+    carmin_respond_error(r, &err);
 }
 
 #define EXEC "/rest/executions/{executionIdentifier}"

@@ -29,6 +29,7 @@
 #include "common/fsutil.h"
 #include "service/cli/cli.h"
 #include "service/cli/client_http.h"
+#include "service/jobs/job_state.h"
 
 enum { EXIT_DONE = 0, EXIT_JOB_FAILED = 1, EXIT_USAGE = 2, EXIT_UNREACHABLE = 3 };
 #define MAX_INPUTS 64
@@ -250,11 +251,6 @@ static void show(const char *id, const char *state, double progress, const char 
     }
 }
 
-static int final_state(const char *s)
-{
-    return !strcmp(s, "succeeded") || !strcmp(s, "failed") || !strcmp(s, "canceled");
-}
-
 static int settle(const struct opts *o, const char *id, json_t *job)
 {
     const char *state = json_string_value(json_object_get(job, "state"));
@@ -287,7 +283,7 @@ static int wait_job(const struct opts *o, const char *id)
         }
         show(id, state, json_number_value(json_object_get(job, "progress")), last, tty);
         snprintf(last, sizeof last, "%s", state);
-        if (final_state(state)) {
+        if (gj_job_public_final(state)) {
             if (tty)
                 fputc('\n', stderr);
             rc = settle(o, id, job);

@@ -182,6 +182,11 @@ int gj_http_prefix_auth(const char *prefix, gj_prefix_auth_fn fn);
 void gj_req_cut(struct gj_req *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 struct MHD_Response *gj_respond_unavailable(struct gj_req *r);
 struct MHD_Response *gj_respond_not_found(struct gj_req *r);
+/* The service's errors (common/gj_error.h) at the edge: a problem with err's status (0: 422),
+ * field and message; 503 as gj_respond_unavailable, 404 as gj_respond_not_found (the same
+ * answer for another tenant's and for none) (http_error.c). */
+struct gj_error;
+struct MHD_Response *gj_respond_error(struct gj_req *r, const struct gj_error *err);
 /* 1 when the server is shutting down (long polls and event streams end). */
 int gj_http_stopping(const struct gj_server *srv);
 

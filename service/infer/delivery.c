@@ -26,6 +26,7 @@
 
 #include "service/db/blobstore.h"
 #include "service/db/db.h"
+#include "service/jobs/job_store.h"
 #include "service/infer/infer.h"
 #include "service/base/log.h"
 
@@ -228,10 +229,8 @@ static void record(PGconn *conn, const struct claimed *c, long status, const cha
         snprintf(msg, sizeof msg, "report %s not delivered yet (attempt %d: %s); next try in %s ms", c->output,
                  c->attempts, why, backoff);
     int tell = ok || (c->attempts & (c->attempts - 1)) == 0;
-    const char *e[2] = { c->job_id, msg };
     if (rc == 0 && tell)
-        rc = gj_db_cmd(conn, "INSERT INTO job_events (job_id, kind, detail) VALUES ($1::uuid, 'message',"
-                             " jsonb_build_object('message', $2::text))", 2, e);
+        rc = gj_job_note(conn, c->job_id, msg);
     if (ok)
         gj_log_info(COMPONENT, "job %s: report %s delivered (HTTP %ld, attempt %d)", c->job_id, c->output, status,
                     c->attempts);

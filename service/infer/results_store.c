@@ -12,6 +12,7 @@
 
 #include "common/fsutil.h"
 #include "service/db/db.h"
+#include "service/jobs/job_store.h"
 #include "service/infer/infer.h"
 #include "service/base/log.h"
 
@@ -94,28 +95,13 @@ static int pseudonymise_result(json_t *root, const char *path)
  * Only with GPUJOBD_INFER_PURGE_PHI=1. 0 or -1. */
 static int purge_inputs(PGconn *conn, const struct gj_claim *c)
 {
-    const char *p[1] = { c->id };
-    PGresult *res = gj_db_exec(conn,
-                               "WITH gone AS (DELETE FROM job_inputs i USING blobs b"
-                               "  WHERE i.job_id = $1::uuid AND b.id = i.blob_id AND b.owner_job = $1::uuid"
-                               "  AND (i.name = 'dicom' OR i.name LIKE 'dicom.%') RETURNING i.blob_id)"
-                               " SELECT count(*) FROM gone",
-                               1, p, NULL);
-    if (!res)
+    long n = gj_job_inputs_release_owned(conn, c->id, "dicom");
+    if (n < 0)
         return -1;
-    long n = strtol(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
     if (n == 0)
         return 0;
-    if (gj_db_cmd(conn,
-                  "DELETE FROM blobs b WHERE b.owner_job = $1::uuid"
-                  " AND NOT EXISTS (SELECT 1 FROM job_inputs i WHERE i.blob_id = b.id)"
-                  " AND NOT EXISTS (SELECT 1 FROM job_outputs o WHERE o.blob_id = b.id)",
-                  1, p) != 0 ||
-        gj_db_cmd(conn,
-                  "INSERT INTO job_events (job_id, kind, detail) VALUES ($1::uuid, 'message',"
-                  " jsonb_build_object('message', 'the DICOM inputs were deleted once the results were stored'))",
-                  1, p) != 0)
+    if (gj_job_blobs_drop_unused(conn, c->id) != 0 ||
+        gj_job_note(conn, c->id, "the DICOM inputs were deleted once the results were stored") != 0)
         return -1;
     gj_log_info(COMPONENT, "job %s: %ld DICOM input(s) deleted after inference", c->id, n);
     return 0;

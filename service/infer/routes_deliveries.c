@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "service/db/db.h"
+#include "service/jobs/job_store.h"
 #include "service/infer/infer.h"
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
@@ -40,26 +41,27 @@ static void deliveries_list(struct gj_req *r)
         gj_respond_unavailable(r);
         return;
     }
-    const char *p[2] = { r->params[0], r->who.tenant_id };
+    struct gj_job_status st;
+    struct gj_error err;
+    if (gj_job_status_read(c, r->who.tenant_id, r->params[0], 0, &st, &err) != 0) {
+        if (err.status == 404)
+            gj_problem(r, 404, NULL, "no such job");
+        else
+            gj_respond_error(r, &err);
+        return;
+    }
+    const char *p[1] = { r->params[0] };
     PGresult *res = gj_db_exec(c,
                                "SELECT d.output_name, d.state, d.attempts, d.last_status, d.last_error, "
-                               TS("d.next_attempt_at") ", " TS("d.delivered_at") ", j.id"
-                               " FROM jobs j LEFT JOIN report_deliveries d ON d.job_id = j.id"
-                               " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid ORDER BY d.id",
-                               2, p, NULL);
+                               TS("d.next_attempt_at") ", " TS("d.delivered_at")
+                               " FROM report_deliveries d WHERE d.job_id = $1::uuid ORDER BY d.id",
+                               1, p, NULL);
     if (!res) {
         gj_respond_unavailable(r);
         return;
     }
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        gj_problem(r, 404, NULL, "no such job");
-        return;
-    }
     json_t *arr = json_array();
     for (int i = 0; i < PQntuples(res); i++) {
-        if (PQgetisnull(res, i, 0))
-            continue;   /* the job, without deliveries */
         int delivered = strcmp(PQgetvalue(res, i, 1), "delivered") == 0;
         json_array_append_new(arr, json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o}", "output",
                                              PQgetvalue(res, i, 0), "state", PQgetvalue(res, i, 1), "attempts",

@@ -3,26 +3,13 @@
  * them; the label filters of a job listing (job_fields.h).
  */
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/fsutil.h"
+#include "service/base/uuid.h"
 #include "service/jobs/callback_policy.h"
 #include "service/jobs/job_fields.h"
-
-static int refuse(struct gj_field_error *e, int status, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int refuse(struct gj_field_error *e, int status, const char *field, const char *fmt, ...)
-{
-    e->status = status;
-    snprintf(e->field, sizeof e->field, "%s", field);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 int gj_job_field_known(const char *key)
 {
@@ -61,28 +48,28 @@ const char *gj_label_problem(const char *key, const char *value)
     return NULL;
 }
 
-static int read_labels(json_t *labels, struct gj_field_error *e)
+static int read_labels(json_t *labels, struct gj_error *e)
 {
     if (!json_is_object(labels))
-        return refuse(e, 422, "labels", "labels is an object of label to string value");
+        return gj_error_status(e, 422, "labels", "labels is an object of label to string value");
     if (json_object_size(labels) > GJ_LABELS_MAX)
-        return refuse(e, 422, "labels", "at most %d labels", GJ_LABELS_MAX);
+        return gj_error_status(e, 422, "labels", "at most %d labels", GJ_LABELS_MAX);
     const char *k;
     json_t *v;
     json_object_foreach(labels, k, v) {
         char field[100];
         snprintf(field, sizeof field, "labels.%.60s", k);
         if (!json_is_string(v))
-            return refuse(e, 422, field, "a label's value is a string");
+            return gj_error_status(e, 422, field, "a label's value is a string");
         const char *why = gj_label_problem(k, json_string_value(v));
         if (why)
-            return refuse(e, 422, field, "%s", why);
+            return gj_error_status(e, 422, field, "%s", why);
     }
     return 0;
 }
 
 int gj_job_fields_read(json_t *body, const struct gj_config *cfg, struct gj_job_fields *f,
-                       struct gj_field_error *e)
+                       struct gj_error *e)
 {
     memset(f, 0, sizeof *f);
     json_t *name = json_object_get(body, "name"), *labels = json_object_get(body, "labels"),
@@ -90,7 +77,7 @@ int gj_job_fields_read(json_t *body, const struct gj_config *cfg, struct gj_job_
     if (name && !json_is_null(name)) {
         const char *why = gj_job_name_problem(json_string_value(name));
         if (why)
-            return refuse(e, 422, "name", "%s", why);
+            return gj_error_status(e, 422, "name", "%s", why);
         f->name = json_string_value(name);
     }
     if (labels && !json_is_null(labels)) {
@@ -102,17 +89,17 @@ int gj_job_fields_read(json_t *body, const struct gj_config *cfg, struct gj_job_
         struct gj_callback_target t;
         char why[300];
         if (!json_is_string(cb))
-            return refuse(e, 422, "callback_url", "callback_url is an https:// or http:// URL");
+            return gj_error_status(e, 422, "callback_url", "callback_url is an https:// or http:// URL");
         if (gj_callback_check(json_string_value(cb), cfg->callback_allow, cfg->callback_allow_private, &t, why,
                               sizeof why) != 0)
-            return refuse(e, 422, "callback_url", "%s", why);
+            return gj_error_status(e, 422, "callback_url", "%s", why);
         f->callback_url = json_string_value(cb);
     }
     return 0;
 }
 
 int gj_input_ref_parse(const char *input, json_t *v, const char **job, const char **output,
-                       struct gj_field_error *e)
+                       struct gj_error *e)
 {
     if (!json_is_object(v))
         return 0;
@@ -120,58 +107,29 @@ int gj_input_ref_parse(const char *input, json_t *v, const char **job, const cha
     snprintf(field, sizeof field, "inputs.%.100s", input);
     json_t *j = json_object_get(v, "job"), *o = json_object_get(v, "output");
     if (json_object_size(v) != 2 || !json_is_string(j) || !json_is_string(o))
-        return refuse(e, 422, field, "an input from another job is {\"job\": ID, \"output\": NAME}");
+        return gj_error_status(e, 422, field, "an input from another job is {\"job\": ID, \"output\": NAME}");
     if (!gj_is_uuid(json_string_value(j)))
-        return refuse(e, 422, field, "job is the id of a job of yours");
+        return gj_error_status(e, 422, field, "job is the id of a job of yours");
     if (!gj_safe_name(json_string_value(o)) || strlen(json_string_value(o)) > 255)
-        return refuse(e, 422, field, "output is the plain name of an output file");
+        return gj_error_status(e, 422, field, "output is the plain name of an output file");
     *job = json_string_value(j);
     *output = json_string_value(o);
     return 1;
 }
 
-struct label_scan {
-    json_t *filter;
-    struct gj_field_error *e;
-    int failed;
-};
-
-static enum MHD_Result scan_label(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+int gj_label_filter_add(json_t *filter, const char *value, struct gj_error *e)
 {
-    (void)kind;
-    struct label_scan *s = cls;
-    if (strcmp(key, "label") != 0)
-        return MHD_YES;
     const char *eq = value ? strchr(value, '=') : NULL;
     char k[GJ_LABEL_KEY_MAX + 2];
-    if (!eq || (size_t)(eq - value) > GJ_LABEL_KEY_MAX) {
-        s->failed = refuse(s->e, 400, "label", "label is KEY=VALUE, a key of 1 to 63 characters");
-        return MHD_NO;
-    }
+    if (!eq || (size_t)(eq - value) > GJ_LABEL_KEY_MAX)
+        return gj_error_status(e, 400, "label", "label is KEY=VALUE, a key of 1 to 63 characters");
     snprintf(k, sizeof k, "%.*s", (int)(eq - value), value);
     const char *why = gj_label_problem(k, eq + 1);
-    if (why || json_object_size(s->filter) >= GJ_LABELS_MAX) {
-        s->failed = refuse(s->e, 400, "label", "%s", why ? why : "at most 32 label filters");
-        return MHD_NO;
-    }
+    if (why || json_object_size(filter) >= GJ_LABELS_MAX)
+        return gj_error_status(e, 400, "label", "%s", why ? why : "at most 32 label filters");
     json_t *v = json_string(eq + 1);
-    if (!v) {
-        s->failed = refuse(s->e, 400, "label", "a label filter is UTF-8 text");
-        return MHD_NO;
-    }
-    json_object_set_new(s->filter, k, v);
-    return MHD_YES;
-}
-
-int gj_label_filter(struct gj_req *r, char **out, struct gj_field_error *e)
-{
-    *out = NULL;
-    struct label_scan s = { json_object(), e, 0 };
-    if (!s.filter)
-        return refuse(e, 500, "", "out of memory");
-    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, scan_label, &s);
-    if (!s.failed && json_object_size(s.filter) > 0 && !(*out = json_dumps(s.filter, JSON_COMPACT)))
-        s.failed = refuse(e, 500, "", "out of memory");
-    json_decref(s.filter);
-    return s.failed ? -1 : 0;
+    if (!v)
+        return gj_error_status(e, 400, "label", "a label filter is UTF-8 text");
+    json_object_set_new(filter, k, v);
+    return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * job_fields.h — what a workflow sets on a job at submit beyond kind, params and inputs: a
  * name, labels, a callback URL, and inputs that name another job's output; and the
- * GET /v1/jobs filters on name and labels. Checked here, stored by gj_queue_submit.
+ * GET /v1/jobs filters on name and labels. Checked here, stored by gj_queue_submit; errors
+ * as struct gj_error (status, field, message), answered by the route.
  */
 #ifndef GJ_JOB_FIELDS_H
 #define GJ_JOB_FIELDS_H
@@ -9,19 +10,13 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#include "service/http/http_server.h"
+#include "common/gj_error.h"
+#include "service/config.h"
 
 #define GJ_JOB_NAME_MAX 200
 #define GJ_LABELS_MAX 32
 #define GJ_LABEL_KEY_MAX 63
 #define GJ_LABEL_VALUE_MAX 255
-
-/* Why a field was refused: the HTTP status, the field's path and a sentence. */
-struct gj_field_error {
-    int status;
-    char field[160];
-    char message[400];
-};
 
 /* 1 when key is one of the fields of a submit body this file reads. */
 int gj_job_field_known(const char *key);
@@ -37,7 +32,7 @@ struct gj_job_fields {
  * characters without control characters) and callback_url (callback_policy.h, against the
  * server's settings). 0, or -1 with e filled. */
 int gj_job_fields_read(json_t *body, const struct gj_config *cfg, struct gj_job_fields *f,
-                       struct gj_field_error *e);
+                       struct gj_error *e);
 
 /* A job's name, whichever API sets it (/v1, CARMIN's executions): NULL when fine, else
  * GJ_JOB_NAME_RULE. Characters are code points of UTF-8 the JSON reader checked. */
@@ -51,10 +46,10 @@ const char *gj_label_problem(const char *key, const char *value);
  * 0 when v is not an object (a blob id, read elsewhere), -1 malformed (e filled, field
  * naming the input). */
 int gj_input_ref_parse(const char *input, json_t *v, const char **job, const char **output,
-                       struct gj_field_error *e);
+                       struct gj_error *e);
 
-/* The request's ?label=KEY=VALUE filters (repeatable) as one JSON object text for jsonb
- * containment (labels @> it); *out NULL when there is none (caller frees). 0, or -1 with e. */
-int gj_label_filter(struct gj_req *r, char **out, struct gj_field_error *e);
+/* One ?label=KEY=VALUE filter of a listing added to filter, an object for jsonb containment
+ * (labels @> it). 0, or -1 with e (400, field "label"). */
+int gj_label_filter_add(json_t *filter, const char *value, struct gj_error *e);
 
 #endif

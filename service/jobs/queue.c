@@ -537,7 +537,7 @@ int gj_queue_finish_waiting(PGconn *conn, const struct gj_claim *c)
     const char *params[] = { c->id, c->lease_token };
     int rows = fenced(conn,
                       "UPDATE jobs SET"
-                      "  state = CASE WHEN children_pending > 0 THEN 'waiting' ELSE 'queued' END,"
+                      "  state = CASE WHEN children_pending > 0 THEN 'subtasks' ELSE 'queued' END,"
                       "  stage = CASE WHEN children_pending > 0 THEN stage ELSE stage + 1 END,"
                       "  attempts = CASE WHEN children_pending > 0 THEN attempts ELSE 0 END,"
                       "  updated_at = now(), lease_owner = NULL, lease_token = NULL,"
@@ -628,23 +628,6 @@ int gj_queue_rescue_expired(PGconn *conn, int retry_backoff_ms)
                     PQgetvalue(r, i, 1));
     PQclear(r);
     return rows;
-}
-
-int gj_queue_cancel(PGconn *conn, const char *tenant_id, const char *job_id)
-{
-    if (!gj_is_uuid(job_id) || (tenant_id && !gj_is_uuid(tenant_id)))
-        return 0;
-    const char *params[] = { job_id, tenant_id };
-    int rows = fenced(conn,
-                      "UPDATE jobs SET"
-                      "  state = CASE WHEN state IN ('queued', 'waiting', 'blocked') THEN 'canceled' ELSE state END,"
-                      "  finished_at = CASE WHEN state IN ('queued', 'waiting', 'blocked') THEN now()"
-                      "                ELSE finished_at END,"
-                      "  cancel_requested = true, updated_at = now()"
-                      " WHERE id = $1::uuid AND ($2::uuid IS NULL OR tenant_id = $2::uuid)"
-                      "   AND state IN ('queued', 'waiting', 'blocked', 'running')",
-                      2, params, NULL);
-    return rows < 0 ? -1 : rows > 0 ? 1 : 0;
 }
 
 int gj_queue_worker_register(PGconn *conn, const char *worker_id, const char *host, int pid,

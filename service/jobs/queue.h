@@ -44,7 +44,7 @@ struct gj_submit_input {
 };
 
 /* An input that is another job's output (top-level jobs only). A job whose upstream has not
- * settled yet is created 'blocked' (shown as 'waiting') and queued once every such output
+ * settled yet is created 'waiting' and queued once every such output
  * exists; it fails when an upstream fails, is canceled or deleted, or succeeds without the
  * output (migration 0007). The output's blob itself becomes the input: no bytes are copied. */
 struct gj_submit_ref {
@@ -148,7 +148,7 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
 int gj_queue_finish_failure(PGconn *conn, const struct gj_claim *c, json_t *error, int transient,
                             int retry_backoff_ms);
 int gj_queue_finish_canceled(PGconn *conn, const struct gj_claim *c);
-/* Parent returned GJ_RUN_WAIT_CHILDREN: it becomes 'waiting' (its children are
+/* Parent returned GJ_RUN_WAIT_CHILDREN: it becomes 'subtasks' (its children are
  * already inserted by gj_queue_spawn_child) and gives up its lease. It commits
  * the transaction gj_queue_spawn_child opened, so children and the parent's
  * state change are one commit (a crash between them loses nothing). With no
@@ -174,9 +174,7 @@ int gj_queue_spawn_child(PGconn *conn, const struct gj_claim *c, int child_index
  * Returns the number rescued or -1. Any live process calls it periodically. */
 int gj_queue_rescue_expired(PGconn *conn, int retry_backoff_ms);
 
-/* Cancel as the API asks: queued/waiting/blocked -> canceled now; running -> flagged.
- * Returns 1 done or flagged, 0 already finished, -1 error. */
-int gj_queue_cancel(PGconn *conn, const char *tenant_id, const char *job_id);
+/* Cancel: gj_job_cancel (job_store.h). */
 
 /* Worker registry: insert/refresh this process's row; mark stopping; delete. */
 int gj_queue_worker_register(PGconn *conn, const char *worker_id, const char *host, int pid,

@@ -10,12 +10,13 @@
 #include "service/db/db.h"
 #include "service/base/log.h"
 #include "service/jobs/queue.h"
+#include "service/jobs/job_state.h"
 
 #define COMPONENT "queue"
 
 /* A sub-task takes its parent's tenant, priority, attempts and timeout, and counts in its
  * children_pending, only while the parent holds its lease ($8, $9); a top-level job
- * ($8 NULL) takes $1, $4, $5, $16. A job waiting for upstream jobs starts 'blocked' ($11, $12),
+ * ($8 NULL) takes $1, $4, $5, $16. A job waiting for upstream jobs starts 'waiting' ($11, $12),
  * $17 waiting jobs deep (0 when it does not wait).
  * No row back: the idempotency key was used, or the parent lost its lease. */
 static const char insert_job_sql[] =
@@ -45,7 +46,7 @@ static const char own_blob_sql[] =
  * deferred trigger that resolves its dependents (0007) then sees this job's row, or this
  * reads its settled state and outputs; and how many waiting jobs deep it is (0013). */
 static const char upstream_sql[] =
-    "SELECT j.state, o.blob_id, CASE WHEN j.state = 'blocked' THEN j.chain_depth ELSE 0 END"
+    "SELECT j.state, o.blob_id, CASE WHEN j.state = 'waiting' THEN j.chain_depth ELSE 0 END"
     " FROM jobs j LEFT JOIN job_outputs o ON o.job_id = j.id AND o.name = $3"
     " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid FOR SHARE OF j";
 
@@ -53,7 +54,7 @@ static const char upstream_sql[] =
  * jobs take until they commit, so two at once cannot both pass the bound. */
 static const char waiting_count_sql[] =
     "SELECT pg_advisory_xact_lock(hashtextextended('gpujobd.waiting:' || $1, 0)),"
-    " (SELECT count(*) FROM jobs WHERE tenant_id = $1::uuid AND state = 'blocked')";
+    " (SELECT count(*) FROM jobs WHERE tenant_id = $1::uuid AND state = 'waiting')";
 
 static const char insert_dependency_sql[] =
     "INSERT INTO job_dependencies (job_id, name, upstream_id, output, resolved)"
@@ -164,7 +165,7 @@ static int insert_job(PGconn *conn, const struct gj_submit *s, int pending, int 
     const char *params[17] = { p ? NULL : s->tenant_id, s->kind, ptext, prio, maxa,
                                s->idempotency_key, s->idempotency_key ? s->request_hash : NULL,
                                p ? p->id : NULL, p ? p->lease_token : NULL, p ? index : NULL,
-                               pending ? "blocked" : "queued", deps, p ? NULL : s->name, p ? NULL : ltext,
+                               gj_job_state_name(pending ? GJ_JOB_WAITING : GJ_JOB_QUEUED), deps, p ? NULL : s->name, p ? NULL : ltext,
                                p ? NULL : s->callback_url, timeout, chain };
     PGresult *r = gj_db_exec(conn, insert_job_sql, 17, params, NULL);
     free(ptext);

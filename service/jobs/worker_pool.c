@@ -449,7 +449,7 @@ static int upload_file(PGconn *conn, const char *tenant, const char *owner, cons
 }
 
 /* Parent returned WAIT_CHILDREN: inputs as blobs, children, and the parent's
- * 'waiting' state in one transaction. Returns what finish_waiting returns. */
+ * 'subtasks' state in one transaction. Returns what finish_waiting returns. */
 static int spawn_and_wait(PGconn *conn, struct wp_slot *s, const struct gj_claim *c)
 {
     if (s->n_children == 0)

@@ -27,14 +27,15 @@
 
 #include "service/db/db.h"
 #include "service/http/http_park.h"
+#include "service/jobs/job_store.h"
 #include "service/portal/portal.h"
 #include "service/auth/session.h"
 #include "service/http/stream_outage.h"
 #include "service/base/text_buf.h"
 
 #define LOOKBACK "30 seconds"
-#define BATCH "200"          /* jobs after the cursor per read */
-#define STRAGGLERS "500"     /* jobs of the look-back per read */
+#define BATCH 200            /* jobs after the cursor per read */
+#define STRAGGLERS 500       /* jobs of the look-back per read */
 #define SENT_MAX 4096
 #define KEEPALIVE_S 15.0
 #define AUTH_RECHECK_S 30.0
@@ -90,8 +91,9 @@ static void remember(struct stream *s, const char *id, const char *at, const cha
     s->n_sent++;
 }
 
-enum { C_ID, C_KIND, C_STATE, C_PROG, C_MSG, C_DEV, C_ERR, C_CREATED, C_STARTED, C_FINISHED, C_UPDATED,
-       C_CANCEL, C_HORIZON };
+enum { C_ID = GJ_JC_ID, C_KIND = GJ_JC_KIND, C_STATE = GJ_JC_STATE, C_PROG = GJ_JC_PROGRESS, C_MSG = GJ_JC_MESSAGE,
+       C_DEV = GJ_JC_DEVICE, C_ERR = GJ_JC_ERROR, C_CREATED = GJ_JC_CREATED, C_STARTED = GJ_JC_STARTED,
+       C_FINISHED = GJ_JC_FINISHED, C_UPDATED = GJ_JC_UPDATED, C_CANCEL = GJ_JC_CANCEL, C_HORIZON = GJ_JC_HORIZON };
 
 static json_t *text_or_null(PGresult *res, int row, int col)
 {
@@ -135,12 +137,6 @@ static void queue_rows(struct stream *s, PGresult *res)
     }
 }
 
-#define JOB_COLUMNS                                                                                    \
-    "SELECT j.id, j.kind, gj_public_state(j.state, j.stage), j.progress, j.message, j.device, "        \
-    "j.error::text, " TS("j.created_at") ", " TS("j.started_at") ", " TS("j.finished_at") ", "         \
-    TS("j.updated_at") ", j.cancel_requested, " TS("$2::timestamptz - $3::interval") " FROM jobs j"   \
-    " WHERE j.tenant_id = $1::uuid AND j.parent_id IS NULL"
-
 /* Reads the jobs changed after the cursor (the oldest BATCH first: a burst comes over a few
  * reads) and the late ones of the look-back before it (the newest STRAGGLERS). 1 events
  * queued, 0 none, -1 the database failed. */
@@ -150,13 +146,7 @@ static int fill(struct stream *s)
     if (!c)
         return -1;
     size_t before = s->len;
-    const char *p[3] = { s->tenant_id, s->cursor, LOOKBACK };
-    PGresult *res = gj_db_exec(c,
-        "(" JOB_COLUMNS " AND j.updated_at > $2::timestamptz ORDER BY j.updated_at, j.id LIMIT " BATCH ")"
-        " UNION ALL "
-        "(" JOB_COLUMNS " AND j.updated_at > $2::timestamptz - $3::interval AND j.updated_at <= $2::timestamptz"
-        "  ORDER BY j.updated_at DESC, j.id LIMIT " STRAGGLERS ")",
-        3, p, NULL);
+    PGresult *res = gj_job_changes_read(c, s->tenant_id, s->cursor, LOOKBACK, BATCH, STRAGGLERS);
     gj_db_release(s->srv->db, c);
     if (!res)
         return -1;

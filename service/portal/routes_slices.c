@@ -26,6 +26,7 @@
 #include "common/nrrd.h"
 #include "service/db/blobstore.h"
 #include "service/db/db.h"
+#include "service/jobs/job_store.h"
 #include "service/portal/png_gray.h"
 #include "service/portal/portal.h"
 
@@ -51,19 +52,13 @@ static void volume_close(struct volume *v)
  * answered. */
 static int find_output(struct gj_req *r, PGconn *c, struct gj_blob_info *info)
 {
-    const char *p[3] = { r->params[0], r->who.tenant_id, r->params[1] };
-    PGresult *res = gj_db_exec(c,
-                               "SELECT o.blob_id FROM job_outputs o JOIN jobs j ON j.id = o.job_id"
-                               " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid AND o.name = $3",
-                               3, p, NULL);
-    if (!res) {
+    char blob_id[GJ_UUID_LEN + 1] = "";
+    struct gj_error err;
+    if (gj_job_output_find(c, r->who.tenant_id, r->params[0], r->params[1], blob_id, NULL, 0, &err) != 0 &&
+        err.status != 404) {
         gj_respond_unavailable(r);
         return 0;
     }
-    char blob_id[GJ_UUID_LEN + 1] = "";
-    if (PQntuples(res) == 1)
-        snprintf(blob_id, sizeof blob_id, "%s", PQgetvalue(res, 0, 0));
-    PQclear(res);
     int rc = blob_id[0] ? gj_blob_lookup(c, r->who.tenant_id, blob_id, info) : 0;
     if (rc <= 0) {
         if (rc < 0)

@@ -25,6 +25,7 @@
 #include "service/db/db.h"
 #include "service/http/http_park.h"
 #include "service/http/http_server.h"
+#include "service/jobs/job_store.h"
 #include "service/base/text_buf.h"
 #include "service/workflow/workflow.h"
 
@@ -68,20 +69,7 @@ static int append_line(struct log_stream *s, PGresult *res, int row)
 /* The job's state (public) and how many lines its log dropped: 1, 0 gone, -1 error. */
 static int read_job(PGconn *c, struct log_stream *s, char state[16], long long *dropped)
 {
-    const char *p[2] = { s->job_id, s->tenant_id };
-    PGresult *res = gj_db_exec(c, "SELECT gj_public_state(j.state, j.stage), coalesce(t.dropped, 0) FROM jobs j"
-                                  " LEFT JOIN job_log_totals t ON t.job_id = j.id"
-                                  " WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid",
-                               2, p, NULL);
-    if (!res)
-        return -1;
-    int found = PQntuples(res) > 0;
-    if (found) {
-        snprintf(state, 16, "%s", PQgetvalue(res, 0, 0));
-        *dropped = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-    }
-    PQclear(res);
-    return found;
+    return gj_job_log_head(c, s->tenant_id, s->job_id, state, dropped);
 }
 
 /* The next page of lines. Returns the number read, or -1. */

@@ -112,6 +112,63 @@ static void test_storage_counted_from_existing_blobs(void **state)
     PQfinish(c);
 }
 
+/* Migration 0016 renames the stored states as the API shows them (issue 25): a parent whose
+ * sub-tasks run ('waiting' before) becomes 'subtasks', a job waiting for another job's output
+ * ('blocked' before) 'waiting'; what the API shows of each is unchanged, the history's
+ * internal_state follows, and the conversion itself writes no history. The schema is taken
+ * back to before 0016 with jobs in the old states, then migrated again. */
+static void test_job_states_renamed(void **state)
+{
+    (void)state;
+    char url[1024];
+    assert_int_equal(gj_test_pg_new_db(url, sizeof url), 0);
+    PGconn *c = gj_db_connect(url);
+    assert_non_null(c);
+    assert_int_equal(gj_migrate(c), (int)gj_migrations_count);
+    static const char *const before_0016[] = {
+        "ALTER TABLE jobs DROP CONSTRAINT jobs_state_check",
+        "ALTER TABLE jobs ADD CONSTRAINT jobs_state_check CHECK (state IN ('queued', 'running', 'waiting',"
+        " 'blocked', 'succeeded', 'failed', 'canceled'))",
+        "DROP INDEX jobs_tenant_waiting",
+        "CREATE INDEX jobs_tenant_blocked ON jobs (tenant_id) WHERE state = 'blocked'",
+        "ALTER TABLE jobs DROP COLUMN delete_requested",
+        "CREATE OR REPLACE FUNCTION gj_public_state(state text, stage integer) RETURNS text"
+        " LANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN state = 'waiting' THEN 'running'"
+        " WHEN state = 'blocked' THEN 'waiting' WHEN state = 'queued' AND stage > 0 THEN 'running'"
+        " ELSE state END $$",
+        "DELETE FROM schema_migrations WHERE name LIKE '%job_states%'",
+        "INSERT INTO tenants (name) VALUES ('a')",
+        "INSERT INTO jobs (tenant_id, kind, name, state, children_pending)"
+        " SELECT id, 'noop', 'parent', 'waiting', 2 FROM tenants",
+        "INSERT INTO jobs (tenant_id, kind, name, state, deps_pending)"
+        " SELECT id, 'noop', 'blocked', 'blocked', 1 FROM tenants",
+        "INSERT INTO jobs (tenant_id, kind, name) SELECT id, 'noop', 'queued' FROM tenants",
+        "INSERT INTO job_events (job_id, kind, detail) SELECT id, 'state',"
+        " jsonb_build_object('state', gj_public_state(state, 0), 'internal_state', state)"
+        " FROM jobs WHERE state IN ('waiting', 'blocked')",
+        NULL,
+    };
+    exec_all(c, before_0016);
+    long events = scalar(c, "SELECT count(*) FROM job_events");
+    assert_int_equal(gj_migrate(c), 1);
+    const char *shown = "SELECT string_agg(name || ':' || state || ':' || gj_public_state(state, stage), ','"
+                        " ORDER BY name) FROM jobs";
+    PGresult *r = gj_db_exec(c, shown, 0, NULL, NULL);
+    assert_non_null(r);
+    assert_string_equal(PQgetvalue(r, 0, 0), "blocked:waiting:waiting,parent:subtasks:running,queued:queued:queued");
+    PQclear(r);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM job_events"), events);     /* no history written */
+    r = gj_db_exec(c, "SELECT string_agg(coalesce(detail->>'internal_state', '-'), ',' ORDER BY detail->>'state')"
+                      " FROM job_events WHERE detail ? 'state' AND id IN (SELECT id FROM job_events ORDER BY id DESC"
+                      " LIMIT 2)", 0, NULL, NULL);
+    assert_non_null(r);
+    assert_string_equal(PQgetvalue(r, 0, 0), "subtasks,-");     /* running: the parent; waiting: as shown */
+    PQclear(r);
+    /* the old names are refused now */
+    assert_int_not_equal(gj_db_cmd(c, "UPDATE jobs SET state = 'blocked' WHERE name = 'queued'", 0, NULL), 0);
+    PQfinish(c);
+}
+
 struct racer {
     const char *url;
     pthread_barrier_t *barrier;
@@ -320,6 +377,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_migrate_once),
         cmocka_unit_test(test_storage_counted_from_existing_blobs),
+        cmocka_unit_test(test_job_states_renamed),
         cmocka_unit_test(test_migrate_concurrent),
         cmocka_unit_test(test_exec_errors),
         cmocka_unit_test(test_pool),

@@ -21,7 +21,7 @@
 #include "service/db/blobstore.h"
 #include "service/db/db.h"
 #include "service/db/notify.h"
-#include "service/jobs/queue.h"
+#include "service/jobs/job_store.h"
 #include "pg_test_util.h"
 
 static const char *const noop_kinds[] = { "noop", NULL };
@@ -447,17 +447,17 @@ static void test_cancel(void **state)
     assert_string_equal(c.id, running);
 
     /* Queued: canceled at once. Another tenant, or a bad id: nothing. */
-    assert_int_equal(gj_queue_cancel(f->conn, "00000000-0000-0000-0000-000000000000", queued), 0);
-    assert_int_equal(gj_queue_cancel(f->conn, f->tenant, "not-a-uuid"), 0);
+    assert_int_equal(gj_job_cancel(f->conn, "00000000-0000-0000-0000-000000000000", queued), 0);
+    assert_int_equal(gj_job_cancel(f->conn, f->tenant, "not-a-uuid"), 0);
     assert_string_equal(job_field(f, queued, "state"), "queued");
-    assert_int_equal(gj_queue_cancel(f->conn, f->tenant, queued), 1);
+    assert_int_equal(gj_job_cancel(f->conn, f->tenant, queued), 1);
     assert_string_equal(job_field(f, queued, "state"), "canceled");
-    assert_int_equal(gj_queue_cancel(f->conn, f->tenant, queued), 0);   /* already finished */
+    assert_int_equal(gj_job_cancel(f->conn, f->tenant, queued), 0);   /* already finished */
 
     /* Running: flagged; the notifier hears of it; the heartbeat says so. */
     uint64_t jseq = gj_notifier_jobs_seq(n);
     assert_int_equal(gj_queue_heartbeat(f->conn, &c, 30, 0.25, NULL), 0);
-    assert_int_equal(gj_queue_cancel(f->conn, f->tenant, running), 1);
+    assert_int_equal(gj_job_cancel(f->conn, f->tenant, running), 1);
     assert_string_equal(job_field(f, running, "state"), "running");
     assert_string_equal(job_field(f, running, "cancel_requested"), "true");
     /* Two notifications: the queued job's cancel, then the running one's. */
@@ -470,14 +470,14 @@ static void test_cancel(void **state)
     assert_int_equal(gj_queue_heartbeat(f->conn, &c, 30, 0.5, NULL), 1);
     assert_int_equal(gj_queue_finish_canceled(f->conn, &c), 0);
     assert_string_equal(job_field(f, running, "state"), "canceled");
-    assert_int_equal(gj_queue_cancel(f->conn, NULL, running), 0);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, running), 0);
     gj_claim_clear(&c);
 
     /* A transient failure of a job asked to stop is not retried. */
     char retry[40];
     submit(f, "noop", 0, 3, NULL, retry);
     assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c), 1);
-    assert_int_equal(gj_queue_cancel(f->conn, NULL, retry), 1);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, retry), 1);
     json_t *err = json_pack("{s:s}", "message", "interrupted");
     assert_int_equal(gj_queue_finish_failure(f->conn, &c, err, 1, 0), 0);
     json_decref(err);
@@ -522,7 +522,7 @@ static void test_subtasks(void **state)
     assert_int_equal(gj_queue_claim(other, "w2", noop_kinds, 30, &none), 0);
     assert_int_equal(gj_queue_finish_waiting(f->conn, &pc), 0);
     assert_int_equal(PQtransactionStatus(f->conn), PQTRANS_IDLE);
-    assert_string_equal(job_field(f, parent, "state"), "waiting");
+    assert_string_equal(job_field(f, parent, "state"), "subtasks");
     assert_string_equal(job_field(f, parent, "children_pending"), "2");
     assert_string_equal(job_field(f, parent, "gj_public_state(state, stage)"), "running");
     assert_int_equal(count(f, "SELECT count(*) FROM jobs WHERE parent_id = $1 AND state = 'queued'"
@@ -542,7 +542,7 @@ static void test_subtasks(void **state)
         write_text(out, "part.json", i ? "[1]" : "[0]");
         assert_int_equal(gj_queue_finish_success(other, &cc, out, NULL), 0);
         gj_claim_clear(&cc);
-        assert_string_equal(job_field(f, parent, "state"), i == 0 ? "waiting" : "queued");
+        assert_string_equal(job_field(f, parent, "state"), i == 0 ? "subtasks" : "queued");
     }
     assert_string_equal(job_field(f, parent, "stage"), "1");
     assert_string_equal(job_field(f, parent, "children_pending"), "0");
@@ -611,7 +611,7 @@ static void test_subtasks(void **state)
     assert_string_equal(pc.id, p4);
     assert_int_equal(gj_queue_spawn_child(f->conn, &pc, 0, "noop", NULL, NULL, NULL, 0), 0);
     assert_int_equal(gj_queue_finish_waiting(f->conn, &pc), 0);
-    assert_int_equal(gj_queue_cancel(f->conn, f->tenant, p4), 1);
+    assert_int_equal(gj_job_cancel(f->conn, f->tenant, p4), 1);
     assert_string_equal(job_field(f, p4, "state"), "canceled");
     assert_int_equal(count(f, "SELECT count(*) FROM jobs WHERE parent_id = $1 AND state = 'canceled'", p4), 1);
     gj_claim_clear(&pc);
@@ -634,7 +634,7 @@ static void test_rescue(void **state)
     expire_lease(f, once);
     expire_lease(f, twice);
     expire_lease(f, asked);
-    assert_int_equal(gj_queue_cancel(f->conn, NULL, asked), 1);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, asked), 1);
     assert_int_equal(gj_queue_rescue_expired(f->conn, 1000), 3);
     /* Attempts used up: failed. */
     assert_string_equal(job_field(f, once, "state"), "failed");
@@ -772,6 +772,73 @@ static void test_submit(void **state)
     assert_string_not_equal(out.id, first);
 }
 
+/* The one delete rule (job_state.h, issue 25), through the store as both APIs use it: a job no
+ * worker runs goes at once; a running one is canceled and goes at the commit of its end,
+ * whichever end it comes to; a sub-task only with its parent, which takes its running
+ * sub-tasks with it. */
+static void test_delete_rule(void **state)
+{
+    struct fixture *f = *state;
+    const char *gone = "SELECT count(*) FROM jobs WHERE id = $1::uuid";
+    enum gj_job_deleted how;
+    struct gj_error err;
+    char queued[40], a[40], b[40], parent[40], out[600];
+
+    submit(f, "noop", 0, 3, NULL, queued);
+    assert_int_equal(gj_job_delete(f->conn, "00000000-0000-0000-0000-000000000000", queued, &how, &err), -1);
+    assert_int_equal(err.status, 404);
+    assert_int_equal(gj_job_delete(f->conn, f->tenant, "not-a-uuid", &how, &err), -1);
+    assert_int_equal(err.status, 404);
+    assert_int_equal(gj_job_delete(f->conn, f->tenant, queued, &how, &err), 0);
+    assert_int_equal(how, GJ_JOB_DELETED);
+    assert_int_equal(count(f, gone, queued), 0);
+
+    /* running: canceled and marked; gone when its worker ends it, as canceled or succeeded */
+    struct gj_claim ca, cb;
+    submit(f, "noop", 9, 3, NULL, a);
+    submit(f, "noop", 8, 3, NULL, b);
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &ca), 1);
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &cb), 1);
+    assert_string_equal(ca.id, a);
+    for (int i = 0; i < 2; i++) {
+        const char *id = i ? b : a;
+        assert_int_equal(gj_job_delete(f->conn, f->tenant, id, &how, &err), 0);
+        assert_int_equal(how, GJ_JOB_DELETED_WHEN_STOPPED);
+        assert_string_equal(job_field(f, id, "state"), "running");
+        assert_string_equal(job_field(f, id, "cancel_requested"), "true");
+        assert_string_equal(job_field(f, id, "delete_requested"), "true");
+    }
+    assert_int_equal(gj_queue_finish_canceled(f->conn, &ca), 0);
+    assert_int_equal(count(f, gone, a), 0);
+    make_dir(f, "del-out", out, sizeof out);
+    write_text(out, "result.json", "{}");
+    assert_int_equal(gj_queue_finish_success(f->conn, &cb, out, NULL), 0);
+    assert_int_equal(count(f, gone, b), 0);
+    assert_int_equal(count(f, "SELECT count(*) FROM blobs WHERE owner_job = $1::uuid", b), 0);
+    gj_claim_clear(&ca);
+    gj_claim_clear(&cb);
+
+    /* a parent whose sub-task runs: the sub-task is refused, the parent goes with it */
+    struct gj_claim pc, child;
+    submit(f, "noop", 7, 3, NULL, parent);
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &pc), 1);
+    assert_int_equal(gj_queue_spawn_child(f->conn, &pc, 0, "noop", NULL, NULL, NULL, 0), 0);
+    assert_int_equal(gj_queue_finish_waiting(f->conn, &pc), 0);
+    assert_string_equal(job_field(f, parent, "state"), "subtasks");
+    assert_int_equal(gj_queue_claim(f->conn, "w2", noop_kinds, 30, &child), 1);
+    assert_string_equal(child.parent_id, parent);
+    assert_int_equal(gj_job_delete(f->conn, f->tenant, child.id, &how, &err), -1);
+    assert_int_equal(err.status, 409);
+    assert_int_equal(gj_job_delete(f->conn, f->tenant, parent, &how, &err), 0);
+    assert_int_equal(how, GJ_JOB_DELETED);
+    assert_int_equal(count(f, gone, parent), 0);
+    assert_int_equal(count(f, gone, child.id), 0);
+    assert_int_equal(gj_queue_finish_canceled(f->conn, &child), 1);     /* its worker finds the lease gone */
+    gj_claim_clear(&pc);
+    gj_claim_clear(&child);
+}
+
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -787,6 +854,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_notifier_reconnects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workers_registry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_rule, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

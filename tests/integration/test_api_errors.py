@@ -251,15 +251,23 @@ def test_ids_and_names():
 
 
 def test_delete_job_rules():
+    """One delete rule (issue 25): a running job is canceled and goes once it has stopped
+    (202); a finished one goes at once (204); either way, then, 404."""
     c = SRV.client()
     job = c.submit("noop", {"sleep_ms": 20000})
     c.wait_job(job["id"], states=("running",))
-    problem(c.request("DELETE", f"/v1/jobs/{job['id']}"), 409)
-    c.request("POST", f"/v1/jobs/{job['id']}/cancel")
-    c.wait_job(job["id"])
     before = counts()
-    assert c.request("DELETE", f"/v1/jobs/{job['id']}").status == 204
+    assert c.request("DELETE", f"/v1/jobs/{job['id']}").status == 202
+    deadline = time.time() + 15                          # it sleeps 20 s unless canceled
+    while c.request("GET", f"/v1/jobs/{job['id']}").status != 404 and time.time() < deadline:
+        time.sleep(0.1)
     assert counts()[0] == before[0] - 1
+    done = c.submit("noop", {})
+    c.wait_job(done["id"])
+    before = counts()
+    assert c.request("DELETE", f"/v1/jobs/{done['id']}").status == 204
+    assert counts()[0] == before[0] - 1
+    problem(c.request("DELETE", f"/v1/jobs/{done['id']}"), 404)
 
 
 def teardown():

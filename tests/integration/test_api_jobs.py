@@ -212,7 +212,6 @@ def test_cancel_queued_and_running():
     c = SRV.client()
     job = c.submit("noop", {"sleep_ms": 30000})
     c.wait_job(job["id"], states=("running",))
-    assert c.request("DELETE", f"/v1/jobs/{job['id']}").status == 409   # running: not yet
     r = c.request("POST", f"/v1/jobs/{job['id']}/cancel")
     assert r.status in (200, 202), r
     t0 = time.time()
@@ -220,6 +219,14 @@ def test_cancel_queued_and_running():
     assert done["state"] == "canceled" and time.time() - t0 < 20, done     # the job sleeps 30 s
     assert c.request("DELETE", f"/v1/jobs/{job['id']}").status == 204
     assert a.request("DELETE", f"/v1/jobs/{q['id']}").status == 204
+    # deleting a running job cancels it, and it goes once its worker has stopped (202)
+    job = c.submit("noop", {"sleep_ms": 30000})
+    c.wait_job(job["id"], states=("running",))
+    assert c.request("DELETE", f"/v1/jobs/{job['id']}").status == 202
+    deadline = time.time() + 20                                             # the job sleeps 30 s
+    while c.request("GET", f"/v1/jobs/{job['id']}").status != 404 and time.time() < deadline:
+        time.sleep(0.1)
+    assert c.request("GET", f"/v1/jobs/{job['id']}").status == 404
 
 
 def test_timeout():

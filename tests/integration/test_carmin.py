@@ -602,6 +602,70 @@ def test_execution_errors_and_kill():
     error(call("GET", "/executions/not-a-uuid", key=A), 404, 40401)
 
 
+def test_delete_one_rule_for_both_apis():
+    """Issue 25: DELETE /v1/jobs/{id} and CARMIN's DELETE /rest/executions/{id} follow one rule
+    (ARCHITECTURE.md): a job no worker runs (queued, waiting for another job's output,
+    finished) goes at once, 204; a running one is canceled and goes once it has stopped, 202.
+    Each state is made twice, one job deleted through each API; each job is an execution too
+    (a row of carmin_executions), so both APIs can name it."""
+    v1 = SRV.client(key=A)
+
+    def job(params, **kw):
+        j = v1.submit("noop", params, **kw)
+        H.sql("INSERT INTO carmin_executions (job_id, tenant_id, name, pipeline, input_values, results_location)"
+              " SELECT id, tenant_id, 'del', 'noop', '{}', '/vip/Home' FROM jobs WHERE id = '%s'" % j["id"])
+        return j["id"]
+
+    def gone(ident, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if v1.request("GET", "/v1/jobs/" + ident).status == 404:
+                break
+            time.sleep(0.1)
+        assert v1.request("GET", "/v1/jobs/" + ident).status == 404, ident
+        error(call("GET", "/executions/" + ident, key=A), 404, 40401)
+
+    def both(pair, state, status):
+        for ident in pair:
+            assert v1.json("GET", "/v1/jobs/" + ident, expect=200)["state"] == state, (ident, state)
+        answers = (v1.request("DELETE", "/v1/jobs/" + pair[0]).status,
+                   call("DELETE", "/executions/" + pair[1], key=A).status)
+        assert answers == (status, status), (state, answers)
+
+    # the one worker runs `busy`; what comes after waits behind it
+    busy = job({"sleep_ms": 30000})
+    v1.wait_job(busy, states=("running",), timeout=30)
+    upstream = job({"sleep_ms": 30000, "output_bytes": 8})
+    waiting = [job({}, inputs={"input": {"job": upstream, "output": "data.bin"}}) for _ in range(2)]
+    both(waiting, "waiting", 204)
+    queued = [job({}) for _ in range(2)]
+    both(queued, "queued", 204)
+    for ident in waiting + queued:
+        gone(ident, timeout=0)
+    # running: `busy` through /v1, then `upstream` (it runs next) through CARMIN
+    assert v1.request("DELETE", "/v1/jobs/" + busy).status == 202
+    v1.wait_job(upstream, states=("running",), timeout=30)
+    assert call("DELETE", "/executions/" + upstream, key=A).status == 202
+    gone(busy)
+    gone(upstream)
+    finished = {"succeeded": [job({}) for _ in range(2)],
+                "failed": [job({"fail_with": "no"}, max_attempts=1) for _ in range(2)]}
+    for pair in finished.values():
+        for ident in pair:
+            v1.wait_job(ident)
+    finished["canceled"] = [job({"sleep_ms": 30000}) for _ in range(2)]
+    for ident in finished["canceled"]:
+        assert v1.request("POST", "/v1/jobs/%s/cancel" % ident).status in (200, 202)
+        v1.wait_job(ident)
+    for state, pair in finished.items():
+        both(pair, state, 204)
+        for ident in pair:
+            gone(ident, timeout=0)
+    # either way, one that is gone is not found
+    assert v1.request("DELETE", "/v1/jobs/" + busy).status == 404
+    error(call("DELETE", "/executions/" + busy, key=A), 404, 40401)
+
+
 def test_execution_timeout():
     p = ok_json(call("GET", "/platform"))
     assert p["minAuthorizedExecutionTimeout"] == 0 and p["maxAuthorizedExecutionTimeout"] == 2592000, p
@@ -717,6 +781,7 @@ if __name__ == "__main__":
                    test_file_space, test_tenant_isolation, test_archive_upload, test_archive_made_by_zip_command,
                    test_archive_refusals, test_archive_bomb, test_archive_tenant_isolation,
                    test_delete_takes_the_tree_and_its_blobs, test_gateway_flow, test_execution_errors_and_kill,
+                   test_delete_one_rule_for_both_apis,
                    test_execution_timeout, test_executions_are_the_tenants_own, test_execution_names_as_v1,
                    test_rate_limit_holds,
                    test_server_stops_clean])

@@ -333,6 +333,23 @@ def test_webhook_private_address_refused_by_default():
     assert not [cl for cl in RECV.calls if cl[1] == "/strict"]
 
 
+def test_metrics_count_every_public_state():
+    """Issue 25: gpujobd_jobs left out the public state 'waiting', so a job waiting for
+    another job's output was in no series. Every public state has a series for every kind,
+    and the waiting job is counted."""
+    c = SRV.client()
+    parent = c.submit("noop", {"sleep_ms": 20000, "output_bytes": 8})
+    child = c.submit("noop", {}, inputs={"input": {"job": parent["id"], "output": "data.bin"}})
+    assert child["state"] == "waiting", child
+    text = c.request("GET", "/metrics").body.decode()
+    series = dict(re.findall(r'^gpujobd_jobs\{kind="noop",state="(\w+)"\} (\d+)$', text, re.M))
+    assert set(series) == {"queued", "waiting", "running", "succeeded", "failed", "canceled"}, series
+    waiting = int(H.scalar("SELECT count(*) FROM jobs WHERE kind = 'noop' AND gj_public_state(state, stage) = 'waiting'"))
+    assert waiting >= 1 and int(series["waiting"]) == waiting, (series, waiting)
+    assert c.request("POST", f"/v1/jobs/{parent['id']}/cancel").status in (200, 202)
+    assert c.wait_job(child["id"])["state"] == "failed"
+
+
 def teardown():
     if RECV:
         RECV.httpd.shutdown()
@@ -348,6 +365,6 @@ if __name__ == "__main__":
                    test_chain_fails_when_parent_fails, test_chain_errors_name_the_failed_job,
                    test_chain_depth_and_waiting_jobs_bounded, test_webhook_signed_retried_with_backoff,
                    test_slow_receiver_delays_no_other_tenant,
-                   test_webhook_private_address_refused_by_default])
+                   test_webhook_private_address_refused_by_default, test_metrics_count_every_public_state])
     finally:
         teardown()

@@ -38,6 +38,7 @@ static const struct subcommand subcommands[] = {
     { "wait", gj_cmd_client, "wait ID [--out DIR]" },
     { "fetch", gj_cmd_client, "fetch ID --out DIR" },
     { "cancel", gj_cmd_client, "cancel ID" },
+    { "rerun", gj_cmd_client, "rerun ID [--wait] [--out DIR]" },
     { "dicom", gj_dicom_cli_main, "dicom info FILE [--pixels OUT.f32]" },
     { "version", cmd_version, "version" },
 };

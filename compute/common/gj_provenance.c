@@ -105,7 +105,7 @@ int gj_device_environment(int device, json_t *obj)
 #endif
 }
 
-static json_t *kind_json(const struct gj_kind *kind)
+json_t *gj_kind_provenance(const struct gj_kind *kind)
 {
     json_t *promise = json_array();
     if (promise && (kind->reproducible & GJ_REPRO_CPU))
@@ -134,7 +134,7 @@ json_t *gj_run_environment(const struct gj_kind *kind, const struct gj_job *job,
     }
     json_t *build = json_pack("{s:s, s:s}", "version", gj_build_version(), "build", gj_build_describe());
     json_t *libs = json_pack("{s:s}", "jansson", JANSSON_VERSION);
-    if (json_object_set_new(env, "gpujobd", build) || json_object_set_new(env, "kind", kind_json(kind)) ||
+    if (json_object_set_new(env, "gpujobd", build) || json_object_set_new(env, "kind", gj_kind_provenance(kind)) ||
         json_object_set_new(env, "device", dev) || json_object_set_new(env, "libraries", libs) ||
         json_object_set_new(env, "os", os_json()) ||
         (kind->environment && kind->environment(job, device, env) != 0)) {

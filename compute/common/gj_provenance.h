@@ -20,6 +20,10 @@ const char *gj_build_describe(void);
  * environment() adds}. NULL when out of memory. */
 json_t *gj_run_environment(const struct gj_kind *kind, const struct gj_job *job, int device);
 
+/* The kind as provenance names it: {"name", "version", "bit_identical_on": ["cpu", "gpu"]}
+ * (the device classes on which a rerun gives identical bytes). A new object, or NULL. */
+json_t *gj_kind_provenance(const struct gj_kind *kind);
+
 /* The device part: {"type":"cpu","model","architecture","logical_cpus"} or the GPU's name,
  * compute capability, driver and CUDA runtime. Fills obj; 0 or -1. */
 int gj_device_environment(int device, json_t *obj);

@@ -227,16 +227,27 @@ static json_t *metadata_descriptor(void)
                      "conformsTo", "@id", "https://w3id.org/ro/crate/1.1", "about", "@id", "./");
 }
 
+/* RO-Crate 1.1 wants a license on the root; the terms of a tenant's data are its own. */
+#define LICENSE_ID "#license-of-the-tenant"
+static json_t *license(void)
+{
+    return json_pack("{s:s, s:s, s:s, s:s}", "@id", LICENSE_ID, "@type", "CreativeWork", "name",
+                     "The tenant's own terms", "description",
+                     "gpujobd does not know under which terms this job's inputs and outputs may be used: "
+                     "ask the tenant that ran it.");
+}
+
 static json_t *root_dataset(const json_t *record)
 {
     char name[200];
     snprintf(name, sizeof name, "gpujobd job %s (%s)", str(record, "id"), str(record, "kind"));
     const char *date = str(record, "finished_at") ? str(record, "finished_at") : str(record, "created_at");
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:[{s:s}], s:[], s:[]}", "@id", "./", "@type", "Dataset", "name",
-                     name, "description",
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:[{s:s}], s:[], s:[]}", "@id", "./", "@type", "Dataset",
+                     "name", name, "description",
                      "How this job's result was made: its kind and the gpujobd build that ran it, its "
                      "parameters, its inputs and outputs by digest, and the environment of its run.",
-                     "datePublished", date, "conformsTo", "@id", GJ_PROCESS_RUN_CRATE, "hasPart", "mentions");
+                     "datePublished", date, "license", "@id", LICENSE_ID, "conformsTo", "@id", GJ_PROCESS_RUN_CRATE,
+                     "hasPart", "mentions");
 }
 
 static json_t *context(void)
@@ -277,6 +288,7 @@ json_t *gj_ro_crate(const json_t *record, const json_t *upstreams, const json_t 
     int bad = !c.graph || !c.ids || !root || add(&c, metadata_descriptor()) ||
               add(&c, json_pack("{s:s, s:s, s:s, s:s}", "@id", GJ_PROCESS_RUN_CRATE, "@type", "CreativeWork", "name",
                                 "Process Run Crate", "version", "0.5")) ||
+              add(&c, license()) ||
               add_action(&c, record, "", upstreams, root, action, sizeof action);
     size_t i;
     json_t *child;

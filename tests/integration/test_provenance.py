@@ -140,6 +140,9 @@ def test_crate_of_a_job():
     env = env_of(crate, job["id"])
     assert env["kind.name"] == "phantom" and env["device.type"] == "cpu" and env["device.model"], env
     assert env["gpujobd.build"] == app["version"] and env["libraries.jansson"], env
+    kinds = {k["name"]: k for k in C.json("GET", "/v1/kinds", expect=200)["kinds"]}
+    assert kinds["phantom"]["version"] == "1" and kinds["phantom"]["bit_identical_on"] == ["cpu"], kinds["phantom"]
+    assert kinds["brkga"]["bit_identical_on"] == ["cpu", "gpu"], kinds["brkga"]
 
 
 def test_seed_chosen_at_submit_is_kept_and_recorded():
@@ -172,6 +175,9 @@ def test_chained_input_points_at_upstream_output():
     assert inputs[0]["sha256"] == want["sha256"] and inputs[0]["contentSize"] == want["size"], (inputs, want)
     up = g["#action-" + ph["id"]]
     assert inputs[0]["@id"] in ids(up["result"]) and g[up["instrument"]["@id"]]["name"] == "phantom", up
+    seen = read_with_ro_crate(crate)
+    mine = [a for a in seen["actions"] if a["id"] == "#action-" + rc["id"]][0]
+    assert [o["sha256"] for o in mine["objects"] if "File" in o["types"]] == [want["sha256"]], mine
 
 
 def test_reruns_of_cpu_kinds_are_identical():
@@ -209,6 +215,35 @@ def test_fdk_in_slabs_crate_and_rerun():
         a = g["#action-" + cid]
         assert a["@id"] in ids(g["./"]["mentions"]) and ids(a["result"]), a
     assert_identical(fdk, "recon fdk in slabs")
+    seen = read_with_ro_crate(crate)
+    actions = {a["id"]: a for a in seen["actions"]}
+    assert set(actions) >= {"#action-" + fdk["id"]} | {"#action-" + cid for (cid,) in children}, actions.keys()
+
+
+def read_with_ro_crate(crate):
+    """The npm ro-crate library's reading of crate (tests/ro_crate/read_crate.mjs, run through
+    tests/deploy/run_node.sh, which installs its package-lock.json), checked against the
+    RO-Crate 1.1 root requirements and the Process Run Crate's entities."""
+    path = os.path.join(tempfile.mkdtemp(prefix="gj-crate-"), "ro-crate-metadata.json")
+    with open(path, "w") as f:
+        json.dump(crate, f)
+    here = os.path.join(SRC, "tests", "ro_crate")
+    r = subprocess.run(["sh", os.path.join(SRC, "tests", "deploy", "run_node.sh"), os.path.join(here, "read_crate.mjs"),
+                        path], env=dict(os.environ, GJ_NODE_PACKAGES=here), capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    assert seen["errors"] == [], seen["errors"]
+    assert len(seen["passed"]) == 6, seen["passed"]
+    assert PROFILE in seen["conformsTo"] and seen["profile"]["version"] == "0.5", seen
+    for a in seen["actions"]:
+        assert "CreateAction" in a["types"], a
+        assert [i["types"] for i in a["instrument"]] == [["SoftwareApplication"]], a
+        assert a["instrument"][0]["partOf"][0][0] == "gpujobd", a
+        assert a["agent"] and "Organization" in a["agent"][0]["types"], a
+        assert a["endTime"] >= a["startTime"] and a["actionStatus"], a
+        for f in a["results"] + [o for o in a["objects"] if "File" in o["types"]]:
+            assert re.fullmatch(r"[0-9a-f]{64}", f["sha256"] or ""), f
+    return seen
 
 
 def make_dicom(tmp):
@@ -284,6 +319,22 @@ def test_zip_holds_the_crate_and_its_files():
     assert C.request("GET", f"/v1/jobs/{job['id']}/provenance?format=tar").status == 400
 
 
+def test_cli_rerun():
+    """`gpujobd rerun ID --wait` prints the new job's id and says it reproduced the original."""
+    job = run("phantom", {"geometry": PAR, "volume": VOL})
+    env = dict(os.environ, GPUJOBD_SERVER=f"https://127.0.0.1:{SRV.port}",
+               GPUJOBD_CACERT=os.path.join(SRV.data_dir, "tls", "cert.pem"), GPUJOBD_API_KEY=C.key)
+    gpujobd = os.environ.get("GPUJOBD", "gpujobd")
+    r = subprocess.run([gpujobd, "rerun", job["id"], "--wait"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r
+    new = r.stdout.strip()
+    assert C.json("GET", f"/v1/jobs/{new}", expect=200)["rerun_of"] == job["id"]
+    assert f"reproduced job {job['id']}: identical" in r.stderr, r.stderr
+    gone = subprocess.run([gpujobd, "rerun", "00000000-0000-4000-8000-000000000000"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert gone.returncode == 2 and "HTTP 404" in gone.stderr, gone
+
+
 def test_another_tenant_sees_nothing():
     job = run("noop", {"output_bytes": 8})
     other = SRV.client(key=tenant_key("prov-other"))
@@ -300,6 +351,6 @@ if __name__ == "__main__":
                    test_chained_input_points_at_upstream_output, test_reruns_of_cpu_kinds_are_identical,
                    test_fdk_in_slabs_crate_and_rerun, test_infer_rerun_is_identical_and_records_the_model,
                    test_environment_difference_is_reported, test_rerun_refused_when_an_input_blob_is_gone,
-                   test_zip_holds_the_crate_and_its_files, test_another_tenant_sees_nothing])
+                   test_zip_holds_the_crate_and_its_files, test_cli_rerun, test_another_tenant_sees_nothing])
     finally:
         H.close()

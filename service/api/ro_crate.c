@@ -28,8 +28,10 @@ static int add(struct crate *c, json_t *entity)
         json_decref(entity);
         return 0;
     }
-    if (json_object_set_new(c->ids, id, json_true()))
+    if (json_object_set_new(c->ids, id, json_true())) {
+        json_decref(entity);
         return -1;
+    }
     return json_array_append_new(c->graph, entity);
 }
 
@@ -45,7 +47,7 @@ static const char *str(const json_t *o, const char *key)
 
 static json_t *file_entity(const char *id, const json_t *f)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "@id", id, "@type", "File", "name",
+    return json_pack("{s:s, s:s, s:s?, s:s?, s:I, s:s?}", "@id", id, "@type", "File", "name",
                      str(f, "name"), "sha256", str(f, "sha256"), "contentSize",
                      json_integer_value(json_object_get(f, "size")), "encodingFormat", str(f, "content_type"));
 }

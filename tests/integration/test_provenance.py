@@ -335,6 +335,17 @@ def test_cli_rerun():
     assert gone.returncode == 2 and "HTTP 404" in gone.stderr, gone
 
 
+def test_crate_of_a_job_not_run_yet():
+    """A job waiting for another's output has a crate already: its action is potential, its
+    chained input named, nothing recorded yet."""
+    up = C.submit("noop", {"sleep_ms": 1500, "output_bytes": 8})
+    waiting = C.submit("noop", {}, inputs={"input": {"job": up["id"], "output": "data.bin"}})
+    a = action_of(crate_of(waiting["id"]), waiting["id"])
+    assert a["actionStatus"]["@id"] == "http://schema.org/PotentialActionStatus" and a["environment"] == [], a
+    assert "startTime" not in a and "endTime" not in a, a
+    C.wait_job(waiting["id"], timeout=60)
+
+
 def test_another_tenant_sees_nothing():
     job = run("noop", {"output_bytes": 8})
     other = SRV.client(key=tenant_key("prov-other"))
@@ -351,6 +362,7 @@ if __name__ == "__main__":
                    test_chained_input_points_at_upstream_output, test_reruns_of_cpu_kinds_are_identical,
                    test_fdk_in_slabs_crate_and_rerun, test_infer_rerun_is_identical_and_records_the_model,
                    test_environment_difference_is_reported, test_rerun_refused_when_an_input_blob_is_gone,
-                   test_zip_holds_the_crate_and_its_files, test_cli_rerun, test_another_tenant_sees_nothing])
+                   test_zip_holds_the_crate_and_its_files, test_cli_rerun, test_crate_of_a_job_not_run_yet,
+                   test_another_tenant_sees_nothing])
     finally:
         H.close()

@@ -747,7 +747,9 @@ static const char *const infer_run_records[] = { "result.json", "result*.dcm", N
 static int infer_environment(const struct gj_job *job, int device, json_t *env)
 {
     json_t *libs = json_object_get(env, "libraries");
-    if (json_object_set_new(libs, "openblas", json_string(onnx_cpu_blas_config())))
+    if (json_object_set_new(libs, "openblas", json_string(onnx_cpu_blas_config())) ||
+        (device != GJ_DEVICE_CPU && onnx_cudnn_version() &&
+         json_object_set_new(libs, "cudnn", json_integer((json_int_t)onnx_cudnn_version()))))
         return -1;
     const char *name = json_string_value(json_object_get(job->params, "model"));
     json_t *jv = json_object_get(job->params, "version");

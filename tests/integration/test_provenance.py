@@ -355,6 +355,14 @@ def test_another_tenant_sees_nothing():
     assert H.scalar(f"SELECT count(*) FROM job_reruns WHERE rerun_of = '{job['id']}'") == "0"
 
 
+def test_server_stops_clean():
+    """Last: under ASan/UBSan (CI's second run) a leak or an error in these routes shows here."""
+    code = SRV.terminate()
+    log = SRV.log_text()
+    assert code == 0, log[-3000:]
+    assert "Sanitizer" not in log and "runtime error" not in log, log[-3000:]
+
+
 if __name__ == "__main__":
     setup()
     try:
@@ -363,6 +371,6 @@ if __name__ == "__main__":
                    test_fdk_in_slabs_crate_and_rerun, test_infer_rerun_is_identical_and_records_the_model,
                    test_environment_difference_is_reported, test_rerun_refused_when_an_input_blob_is_gone,
                    test_zip_holds_the_crate_and_its_files, test_cli_rerun, test_crate_of_a_job_not_run_yet,
-                   test_another_tenant_sees_nothing])
+                   test_another_tenant_sees_nothing, test_server_stops_clean])
     finally:
         H.close()

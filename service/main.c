@@ -7,13 +7,14 @@
 #include "gj_config.h"
 #include "common/gj_kind.h"
 #include "service/cli/cli.h"
+#include "common/gj_provenance.h"
 #include "infer/dicom.h"
 
 static int cmd_version(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    printf("gpujobd %s (%s)\n", GJ_VERSION, GJ_HAVE_CUDA ? "CUDA" : "CPU only");
+    printf("gpujobd %s (%s), build %s\n", GJ_VERSION, GJ_HAVE_CUDA ? "CUDA" : "CPU only", gj_build_describe());
     printf("kinds:");
     for (size_t i = 0; i < gj_kind_count(); i++)
         printf(" %s", gj_kind_at(i)->name);

@@ -32,6 +32,7 @@ struct entry {
 enum phase { P_HEADER, P_DATA, P_DESCRIPTOR, P_CENTRAL, P_END, P_DONE };
 
 struct zip_stream {
+    json_t *blobs;           /* blob ids added: the same bytes once, as the crate has them (ro_crate.c) */
     struct gj_db_pool *pool;
     PGconn *conn;
     char *metadata;          /* ro-crate-metadata.json */
@@ -262,6 +263,7 @@ static void zip_free(void *cls)
         free(s->e[i].name);
     free(s->e);
     free(s->metadata);
+    json_decref(s->blobs);
     free(s);
 }
 
@@ -272,8 +274,13 @@ static int add_files(struct zip_stream *s, PGconn *c, const char *tenant, const 
     size_t i;
     json_t *f;
     json_array_foreach((json_t *)files, i, f) {
+        const char *blob = json_string_value(json_object_get(f, "blob"));
         struct gj_blob_info info;
-        int rc = gj_blob_lookup(c, tenant, json_string_value(json_object_get(f, "blob")), &info);
+        if (!blob || json_object_get(s->blobs, blob))
+            continue;
+        if (json_object_set_new(s->blobs, blob, json_true()))
+            return -1;
+        int rc = gj_blob_lookup(c, tenant, blob, &info);
         if (rc < 0)
             return -1;
         if (rc == 0)
@@ -349,9 +356,10 @@ void gj_crate_zip_respond(struct gj_req *r, json_t *crate, json_t *record)
     if (s) {
         s->metadata = json_dumps(crate, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
         s->e = calloc(MAX_ENTRIES, sizeof *s->e);
+        s->blobs = json_object();
     }
     json_decref(crate);
-    if (!s || !s->metadata || !s->e) {
+    if (!s || !s->metadata || !s->e || !s->blobs) {
         json_decref(record);
         if (s)
             zip_fail(r, s, -1);

@@ -1,6 +1,7 @@
 /*
  * crate_zip.h — GET /v1/jobs/{id}/provenance?format=zip: the crate's ro-crate-metadata.json
- * and its files (inputs/, outputs/, children/ID/outputs/) as one zip, streamed from the
+ * and its files (inputs/, outputs/, children/ID/...; each blob once, at the path the crate gives
+ * it) as one zip, streamed from the
  * blobs as the client reads (stored, not compressed: outputs are mostly compressed already).
  */
 #ifndef GJ_CRATE_ZIP_H

@@ -16,6 +16,9 @@
 struct crate {
     json_t *graph;
     json_t *ids;          /* @id -> true: each entity once */
+    json_t *blobs;        /* blob id -> the @id of its File: the same bytes are one file (a slab's
+                           * input is its parent's), in the zip once (crate_zip.c skips them alike) */
+    int detached;         /* adding the original of a rerun: its files are not in the zip */
 };
 
 /* Adds entity (stolen) unless one with its @id is there. 0, or -1. */
@@ -171,9 +174,15 @@ static int add_files(struct crate *c, const json_t *job, const char *prefix, int
     char id[400];
     const json_t *files = inputs ? inputs_of(job) : json_object_get(job, "outputs");
     json_array_foreach((json_t *)files, i, f) {
-        snprintf(id, sizeof id, "%s%s/%s", prefix, inputs ? "inputs" : "outputs", str(f, "name"));
-        if (add(c, file_entity(id, f)) || json_array_append_new(list, ref(id)) ||
-            json_array_append_new(root_parts, ref(id)))
+        const char *blob = str(f, "blob"), *seen = blob ? json_string_value(json_object_get(c->blobs, blob)) : NULL;
+        snprintf(id, sizeof id, "%s", seen ? seen : "");
+        if (!seen) {
+            snprintf(id, sizeof id, "%s%s/%s", prefix, inputs ? "inputs" : "outputs", str(f, "name"));
+            if (add(c, file_entity(id, f)) || (blob && json_object_set_new(c->blobs, blob, json_string(id))) ||
+                (!c->detached && json_array_append_new(root_parts, ref(id))))
+                return -1;
+        }
+        if (json_array_append_new(list, ref(id)))
             return -1;
         if (inputs && str(f, "job") && add_upstream(c, upstreams, f, id))
             return -1;
@@ -265,7 +274,10 @@ static int add_original(struct crate *c, const json_t *original, const json_t *r
 {
     char orig_action[96], prefix[80];
     snprintf(prefix, sizeof prefix, "original/%s/", str(original, "id"));
-    if (add_action(c, original, prefix, NULL, root, orig_action, sizeof orig_action))
+    c->detached = 1;
+    int rc = add_action(c, original, prefix, NULL, root, orig_action, sizeof orig_action);
+    c->detached = 0;
+    if (rc)
         return -1;
     size_t i;
     json_t *e;
@@ -284,10 +296,10 @@ static int add_original(struct crate *c, const json_t *original, const json_t *r
 json_t *gj_ro_crate(const json_t *record, const json_t *upstreams, const json_t *original,
                     const json_t *reproduction)
 {
-    struct crate c = { json_array(), json_object() };
+    struct crate c = { json_array(), json_object(), json_object(), 0 };
     json_t *root = root_dataset(record), *crate = NULL;
     char action[96], child_action[96], prefix[96];
-    int bad = !c.graph || !c.ids || !root || add(&c, metadata_descriptor()) ||
+    int bad = !c.graph || !c.ids || !c.blobs || !root || add(&c, metadata_descriptor()) ||
               add(&c, json_pack("{s:s, s:s, s:s, s:s}", "@id", GJ_PROCESS_RUN_CRATE, "@type", "CreativeWork", "name",
                                 "Process Run Crate", "version", "0.5")) ||
               add(&c, license()) ||
@@ -308,5 +320,6 @@ json_t *gj_ro_crate(const json_t *record, const json_t *upstreams, const json_t 
     json_decref(root);
     json_decref(c.graph);
     json_decref(c.ids);
+    json_decref(c.blobs);
     return crate;
 }

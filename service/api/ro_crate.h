@@ -2,7 +2,8 @@
  * ro_crate.h — a job's provenance as a Workflow Run RO-Crate, Process Run Crate profile 0.5
  * (https://w3id.org/ro/wfrun/process/0.5, RO-Crate 1.1): pure JSON, from the records of
  * service/jobs/provenance_store.h. The crate's files are laid out as the zip has them:
- * inputs/NAME, outputs/NAME, and children/CHILD-ID/NAME for a sub-task's outputs.
+ * inputs/NAME, outputs/NAME, and children/CHILD-ID/{inputs,outputs}/NAME for a sub-task's; the
+ * same blob is one File, under the first of these paths (a slab reads its parent's input).
  */
 #ifndef GJ_RO_CRATE_H
 #define GJ_RO_CRATE_H

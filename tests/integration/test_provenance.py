@@ -214,6 +214,13 @@ def test_fdk_in_slabs_crate_and_rerun():
     for (cid,) in children:
         a = g["#action-" + cid]
         assert a["@id"] in ids(g["./"]["mentions"]) and ids(a["result"]), a
+        # a slab reads its parent's projections: the same blob is one File, in the zip once
+        assert "inputs/projections" in ids(a["object"]), a["object"]
+    z = zipfile.ZipFile(io.BytesIO(C.request("GET", f"/v1/jobs/{fdk['id']}/provenance?format=zip").body))
+    names = z.namelist()
+    assert names.count("inputs/projections") == 1 and not [n for n in names if n.endswith("/inputs/projections")], names
+    files = {e["@id"] for e in g.values() if "File" in types(e)}
+    assert files == set(names) - {"ro-crate-metadata.json"}, (files, names)
     assert_identical(fdk, "recon fdk in slabs")
     seen = read_with_ro_crate(crate)
     actions = {a["id"]: a for a in seen["actions"]}

@@ -14,5 +14,9 @@ struct gj_req;
 int gj_api_job_json(PGconn *c, const char *tenant, const char *id, json_t **job);
 /* Answers job (consumed) with status, and its Location after a POST. */
 void gj_api_respond_job(struct gj_req *r, int status, json_t *job);
+/* A request with an Idempotency-Key: 1 answered (200 with the job the key made, or 409 when
+ * it was made by another request, hash being the hex SHA-256 of this one), 0 the key is
+ * new, -1 database error (nothing answered). */
+int gj_api_idempotent_replay(struct gj_req *r, PGconn *c, const char *key, const char *hash);
 
 #endif

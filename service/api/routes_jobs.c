@@ -415,6 +415,11 @@ static int idempotent_replay(struct gj_req *r, PGconn *c, const char *key, const
     return 1;
 }
 
+int gj_api_idempotent_replay(struct gj_req *r, PGconn *c, const char *key, const char *hash)
+{
+    return idempotent_replay(r, c, key, hash);
+}
+
 /* A submit as checked: what gj_kind_validate and gj_queue_submit take. */
 struct submit_req {
     const struct gj_kind *kind;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/evp.h>
 
 #include "common/gj_kind.h"
 #include "service/api/crate_zip.h"
@@ -14,6 +15,7 @@
 #include "service/api/ro_crate.h"
 #include "service/api/routes_provenance.h"
 #include "service/base/log.h"
+#include "service/db/blobstore.h"
 #include "service/db/db.h"
 #include "service/http/http_server.h"
 #include "service/jobs/provenance_store.h"
@@ -169,10 +171,35 @@ static int rerun_validate(struct gj_req *r, const struct gj_kind *kind, json_t *
     return -1;
 }
 
-/* Creates the rerun and its link in one transaction; answers every refusal. 0 with id. */
+/* An Idempotency-Key as POST /v1/jobs takes it: 1 to 200 visible ASCII characters. */
+static int key_ok(const char *key)
+{
+    size_t n = strlen(key);
+    int ok = n >= 1 && n <= 200;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (unsigned char)key[i] >= 0x21 && (unsigned char)key[i] <= 0x7e;
+    return ok;
+}
+
+/* What an Idempotency-Key of a rerun stands for: "rerun" and the job, hashed. */
+static void rerun_hash(const char *job_id, char hex[65])
+{
+    char text[64];
+    unsigned char md[32];
+    unsigned int n = 0;
+    int len = snprintf(text, sizeof text, "rerun %s", job_id);
+    EVP_Digest(text, (size_t)len, md, &n, EVP_sha256(), NULL);
+    gj_sha256_hex(md, hex);
+}
+
+/* Creates the rerun and its link in one transaction; answers every refusal. 0 with id; 1
+ * answered (a retry under the same Idempotency-Key gets the rerun it made). */
 static int rerun_store(struct gj_req *r, PGconn *c, const json_t *orig, json_t *params,
                        const struct rerun_inputs *in, char id[GJ_UUID_LEN + 1])
 {
+    char hash[65];
+    const char *key = gj_req_header(r, "Idempotency-Key");
+    rerun_hash(json_string_value(json_object_get(orig, "id")), hash);
     struct gj_submit s = {
         .tenant_id = r->who.tenant_id, .kind = json_string_value(json_object_get(orig, "kind")),
         .params = params, .priority = (int)json_integer_value(json_object_get(orig, "priority")),
@@ -180,6 +207,7 @@ static int rerun_store(struct gj_req *r, PGconn *c, const json_t *orig, json_t *
         .inputs = in->sub, .n_inputs = in->n, .name = json_string_value(json_object_get(orig, "name")),
         .labels = json_object_get(orig, "labels"),
         .timeout_seconds = (int)json_integer_value(json_object_get(orig, "timeout_seconds")),
+        .idempotency_key = key, .request_hash = key ? hash : NULL,
     };
     if (json_is_null(s.labels))
         s.labels = NULL;
@@ -196,6 +224,8 @@ static int rerun_store(struct gj_req *r, PGconn *c, const json_t *orig, json_t *
         return 0;
     }
     gj_db_rollback(c);
+    if (rc == GJ_SUBMIT_DUPLICATE && gj_api_idempotent_replay(r, c, key, hash) > 0)
+        return 1;   /* a concurrent request with the same key made it */
     const json_t *gone = rc == GJ_SUBMIT_INPUT_GONE ? input_named(in, out.bad_input) : NULL;
     if (gone) {
         char field[160];
@@ -213,9 +243,24 @@ static int rerun_store(struct gj_req *r, PGconn *c, const json_t *orig, json_t *
 static void rerun(struct gj_req *r)
 {
     PGconn *c = gj_req_db(r);
+    const char *key = gj_req_header(r, "Idempotency-Key");
+    if (key && !key_ok(key)) {
+        gj_problem(r, 400, "Idempotency-Key", "Idempotency-Key must be 1 to 200 visible ASCII characters");
+        return;
+    }
     if (!c) {
         gj_respond_unavailable(r);
         return;
+    }
+    if (key) {   /* a retry: the rerun this key made, before anything is checked again */
+        char hash[65];
+        rerun_hash(r->params[0], hash);
+        int replayed = gj_api_idempotent_replay(r, c, key, hash);
+        if (replayed != 0) {
+            if (replayed < 0)
+                gj_respond_unavailable(r);
+            return;
+        }
     }
     json_t *orig = NULL, *params = NULL, *job = NULL;
     struct rerun_inputs *in = calloc(1, sizeof *in);

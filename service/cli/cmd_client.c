@@ -490,9 +490,11 @@ static int rerun(const struct opts *o)
 {
     char path[300];
     snprintf(path, sizeof path, "/v1/jobs/%s/rerun", o->target);
+    char key[33];
+    idempotency_key(key);   /* a retry after a lost answer gets the same rerun, not a second one */
     struct gj_client_resp r;
-    int rc = gj_client_call(&o->c, "POST", path, NULL, NULL, 0, NULL, NULL, &r);
-    if (rc != 0 || r.status != 201) {
+    int rc = gj_client_call(&o->c, "POST", path, NULL, NULL, 0, key, NULL, &r);
+    if (rc != 0 || (r.status != 201 && r.status != 200)) {
         rc = report(o, rc, &r);
         gj_client_resp_free(&r);
         return rc;

@@ -342,6 +342,22 @@ def test_cli_rerun():
     assert gone.returncode == 2 and "HTTP 404" in gone.stderr, gone
 
 
+def test_rerun_idempotency_key():
+    """A rerun retried with the same Idempotency-Key gets the rerun it made; the key on another
+    job's rerun is refused."""
+    job = run("noop", {"output_bytes": 8})
+    other = run("noop", {"output_bytes": 9})
+    hdr = {"Idempotency-Key": "rerun-" + job["id"]}
+    first = C.request("POST", f"/v1/jobs/{job['id']}/rerun", headers=hdr)
+    again = C.request("POST", f"/v1/jobs/{job['id']}/rerun", headers=hdr)
+    assert first.status == 201 and again.status == 200, (first, again)
+    assert first.json()["id"] == again.json()["id"] and again.json()["rerun_of"] == job["id"], again.json()
+    r = C.request("POST", f"/v1/jobs/{other['id']}/rerun", headers=hdr)
+    assert r.status == 409 and r.json()["field"] == "Idempotency-Key", r
+    assert C.request("POST", f"/v1/jobs/{job['id']}/rerun", headers={"Idempotency-Key": "a b"}).status == 400
+    assert H.scalar(f"SELECT count(*) FROM job_reruns WHERE rerun_of = '{job['id']}'") == "1"
+
+
 def test_crate_of_a_job_not_run_yet():
     """A job waiting for another's output has a crate already: its action is potential, its
     chained input named, nothing recorded yet."""
@@ -377,7 +393,7 @@ if __name__ == "__main__":
                    test_chained_input_points_at_upstream_output, test_reruns_of_cpu_kinds_are_identical,
                    test_fdk_in_slabs_crate_and_rerun, test_infer_rerun_is_identical_and_records_the_model,
                    test_environment_difference_is_reported, test_rerun_refused_when_an_input_blob_is_gone,
-                   test_zip_holds_the_crate_and_its_files, test_cli_rerun, test_crate_of_a_job_not_run_yet,
+                   test_zip_holds_the_crate_and_its_files, test_cli_rerun, test_rerun_idempotency_key, test_crate_of_a_job_not_run_yet,
                    test_another_tenant_sees_nothing, test_server_stops_clean])
     finally:
         H.close()

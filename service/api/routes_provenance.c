@@ -227,13 +227,14 @@ static int rerun_store(struct gj_req *r, PGconn *c, const json_t *orig, json_t *
     if (rc == GJ_SUBMIT_DUPLICATE && gj_api_idempotent_replay(r, c, key, hash) > 0)
         return 1;   /* a concurrent request with the same key made it */
     const json_t *gone = rc == GJ_SUBMIT_INPUT_GONE ? input_named(in, out.bad_input) : NULL;
-    if (gone) {
+    if (rc == GJ_SUBMIT_INPUT_GONE) {
         char field[160];
-        snprintf(field, sizeof field, "inputs.%.100s", out.bad_input);
+        const char *name = out.bad_input ? out.bad_input : "";
+        snprintf(field, sizeof field, "inputs.%.100s", name);
         gj_problem(r, 409, field, "input '%s' cannot be given again: its blob %s (sha256 %s) was deleted; upload "
-                   "the same bytes and submit the job anew", out.bad_input,
-                   json_string_value(json_object_get(gone, "blob")),
-                   json_string_value(json_object_get(gone, "sha256")));
+                   "the same bytes and submit the job anew", name,
+                   gone ? json_string_value(json_object_get(gone, "blob")) : "?",
+                   gone ? json_string_value(json_object_get(gone, "sha256")) : "?");
     } else {
         gj_respond_unavailable(r);
     }

@@ -188,6 +188,9 @@ static int noop_run(struct gj_ctx *ctx, struct gj_error *err)
     return write_result(ctx, sleep_ms, bytes, err) ? GJ_RUN_FAILED : GJ_RUN_OK;
 }
 
+/* result.json says how long the job slept: it records the run. */
+static const char *const noop_run_records[] = { "result.json", NULL };
+
 const struct gj_kind gj_kind_noop = {
     .name = "noop",
     .summary = "Diagnostic job: sleeps, writes a byte pattern, or fails with a given message",
@@ -198,4 +201,7 @@ const struct gj_kind gj_kind_noop = {
     .estimate = noop_estimate,
     .run = noop_run,
     .host_bytes_floor = noop_host_floor,
+    .version = "1",
+    .reproducible = GJ_REPRO_CPU | GJ_REPRO_GPU,
+    .run_record_outputs = noop_run_records,
 };

@@ -6,6 +6,7 @@
 
 #include "gj_config.h"
 #include "common/gj_kind.h"
+#include "common/gj_provenance.h"
 #include "service/cli/cli.h"
 #include "service/module.h"
 
@@ -13,7 +14,7 @@ static int cmd_version(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    printf("gpujobd %s (%s)\n", GJ_VERSION, GJ_HAVE_CUDA ? "CUDA" : "CPU only");
+    printf("gpujobd %s (%s), build %s\n", GJ_VERSION, GJ_HAVE_CUDA ? "CUDA" : "CPU only", gj_build_describe());
     printf("kinds:");
     for (size_t i = 0; i < gj_kind_count(); i++)
         printf(" %s", gj_kind_at(i)->name);
@@ -34,6 +35,7 @@ static const struct gj_subcommand subcommands[] = {
     { "wait", gj_cmd_client, "wait ID [--out DIR]" },
     { "fetch", gj_cmd_client, "fetch ID --out DIR" },
     { "cancel", gj_cmd_client, "cancel ID" },
+    { "rerun", gj_cmd_client, "rerun ID [--wait] [--out DIR]" },
     { "version", cmd_version, "version" },
 };
 #define N_CORE (sizeof subcommands / sizeof subcommands[0])

@@ -17,6 +17,7 @@
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
 #include "common/gj_poll.h"
+#include "common/gj_provenance.h"
 #include "brkga/brkga_engine.h"
 #include "brkga/brkga_gpu.h"
 #include "brkga/brkga_kind.h"
@@ -469,6 +470,24 @@ out:
     return rc;
 }
 
+/* result.json and statistics.csv hold the run's times. */
+static const char *const brkga_run_records[] = { "result.json", "statistics.csv", NULL };
+
+/* The seed is chosen at submit when none is given, so the job's params keep it. */
+static int brkga_complete_params(json_t *params)
+{
+    if (json_object_get(params, "seed"))
+        return 0;
+    return json_object_set_new(params, "seed", json_integer(gj_fresh_seed()));
+}
+
+static int brkga_environment(const struct gj_job *job, int device, json_t *env)
+{
+    (void)device;
+    json_t *seed = json_object_get(job->params, "seed");
+    return seed && json_object_set(env, "seed", seed) ? -1 : 0;
+}
+
 const struct gj_kind gj_kind_brkga = {
     .name = "brkga",
     .summary = "Biased random-key GA: IP/MPLS-over-WSON network design (thesis decoder) or TSP",
@@ -479,4 +498,9 @@ const struct gj_kind gj_kind_brkga = {
     .estimate = brkga_estimate,
     .run = brkga_run,
     .host_bytes_floor = brkga_host_floor,
+    .version = "1",
+    .reproducible = GJ_REPRO_CPU | GJ_REPRO_GPU,
+    .run_record_outputs = brkga_run_records,
+    .complete_params = brkga_complete_params,
+    .environment = brkga_environment,
 };

@@ -120,7 +120,27 @@ struct gj_kind {
      * from params and input sizes alone, what the job needs whatever its inputs hold,
      * so that the service refuses at once a job that can never fit the host. 0: none known. */
     uint64_t (*host_bytes_floor)(const struct gj_job *job);
+    /* Provenance (gj_provenance.h). The kind's own version: changed whenever the same
+     * params and inputs could give other bits. */
+    const char *version;
+    /* What a rerun on the same device class promises (GJ_REPRO_*), and the outputs that
+     * also record the run itself (timings, fresh UIDs), which a rerun does not compare: names or
+     * fnmatch(3) patterns, NULL-terminated. */
+    unsigned reproducible;
+    const char *const *run_record_outputs;
+    /* Optional, at submit after validation: writes into params the choices the kind would
+     * otherwise make at run time (a random seed), so the job keeps them and a rerun repeats
+     * them. 0, or -1 (out of memory). */
+    int (*complete_params)(json_t *params);
+    /* Optional, at the start of each attempt: adds to env what else determines the result
+     * (library versions, a model's digest, precision). 0, or -1. */
+    int (*environment)(const struct gj_job *job, int device, json_t *env);
 };
+
+/* gj_kind.reproducible: bit-identical outputs on a rerun on the CPU (of the same
+ * architecture), on a GPU of the same model. */
+#define GJ_REPRO_CPU 1u
+#define GJ_REPRO_GPU 2u
 
 /* The registry (compute/registry.c). */
 size_t gj_kind_count(void);

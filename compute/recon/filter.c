@@ -12,6 +12,11 @@
 
 #include "recon/recon.h"
 
+const char *rc_fftw_version(void)
+{
+    return fftwf_version;
+}
+
 /* Smallest length >= n of the form 2^a 3^b 5^c (FFTW is fast on those). */
 static int good_size(int n)
 {

@@ -215,6 +215,9 @@ static int phantom_run(struct gj_ctx *ctx, struct gj_error *err)
     return rc == 0 ? GJ_RUN_OK : rc > 0 ? GJ_RUN_CANCELED : GJ_RUN_FAILED;
 }
 
+/* report.json holds the run's times. */
+static const char *const phantom_run_records[] = { "report.json", NULL };
+
 const struct gj_kind gj_kind_phantom = {
     .name = "phantom",
     .summary = "Shepp-Logan / Kak-Slaney / Yu-Ye-Wang phantoms with exact projections and ground truth",
@@ -225,4 +228,7 @@ const struct gj_kind gj_kind_phantom = {
     .estimate = phantom_estimate,
     .run = phantom_run,
     .host_bytes_floor = phantom_host_floor,
+    .version = "1",
+    .reproducible = GJ_REPRO_CPU,
+    .run_record_outputs = phantom_run_records,
 };

@@ -515,6 +515,17 @@ static int recon_run(struct gj_ctx *ctx, struct gj_error *err)
     return result;
 }
 
+/* report.json holds the run's times. */
+static const char *const recon_run_records[] = { "report.json", NULL };
+
+/* The CPU path filters with FFTW; the GPU path with cuFFT (gj_device_environment). */
+static int recon_environment(const struct gj_job *job, int device, json_t *env)
+{
+    (void)job;
+    json_t *libs = json_object_get(env, "libraries");
+    return device == GJ_DEVICE_CPU && json_object_set_new(libs, "fftw", json_string(rc_fftw_version())) ? -1 : 0;
+}
+
 const struct gj_kind gj_kind_recon = {
     .name = "recon",
     .summary = "CT reconstruction: batch 2D FBP / SART / SIRT, 3D FDK; split into z-slabs to fit device memory",
@@ -525,4 +536,8 @@ const struct gj_kind gj_kind_recon = {
     .estimate = recon_estimate,
     .run = recon_run,
     .host_bytes_floor = recon_host_floor,
+    .version = "1",
+    .reproducible = GJ_REPRO_CPU,
+    .run_record_outputs = recon_run_records,
+    .environment = recon_environment,
 };

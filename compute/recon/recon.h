@@ -137,6 +137,8 @@ int rc_write_preview(const char *path, const float *vol, int nx, int ny, int nz)
 uint64_t rc_preview_bytes(int nx, int ny, int nz);
 
 /* ---- algorithms (filter.c, project.c) ---- */
+/* The FFTW the CPU filter computes with (its fftwf_version), for provenance. */
+const char *rc_fftw_version(void);
 /* Filters projections in place: weights (fan/cone cosine, Parker), ramp with the window,
  * and scale so that backprojection with rc_backproject gives 1/mm. nsets x views x rows x cols. */
 int rc_filter_projections(const struct rc_geom *g, int filter, float *proj, int nsets, int threads,

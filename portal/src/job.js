@@ -1,5 +1,7 @@
 // job.js — one job: its state and progress live (GET /v1/jobs/{id}/events), its parameters,
-// its history, every output to download, and the view its kind's results call for.
+// its history, every output to download, and the view its kind's results call for; its
+// provenance (what the run recorded, the RO-Crate to download) and "Run again" (a rerun that
+// says whether it reproduced the job).
 import { api } from './api.js';
 import { announce, navigate } from './app.js';
 import { bytes, duration, h, replace, shortId, since, when } from './dom.js';
@@ -26,7 +28,67 @@ function summary(job) {
     ['Attempts', `${job.attempts} of ${job.max_attempts}`],
     ['Time limit', job.timeout_seconds ? duration(job.timeout_seconds) : 'none'],
   ];
+  if (job.rerun_of) rows.push(['Rerun of', h('a', { href: `#/jobs/${job.rerun_of}` }, shortId(job.rerun_of))]);
+  if (job.reproduced) rows.push(['Reproduced', reproducedText(job)]);
   return h('dl', { class: 'facts' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+}
+
+function reproducedText(job) {
+  const r = job.reproduction || {};
+  if (job.reproduced === 'identical') return `identical (${(r.compared || []).length} output(s) compared by digest)`;
+  if (job.reproduced === 'unknown') return `not known: ${r.why || ''}`;
+  const outs = (r.differing_outputs || []).map((d) => d.name).join(', ');
+  const env = (r.environment_differences || []).map((d) => d.path).join(', ');
+  return `different: ${outs}${env ? `; the environment differed in ${env}` : ''}`;
+}
+
+// What the job's last attempt recorded (its action's environment in the crate), on demand.
+function provenanceSection(job) {
+  const box = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  const details = h('details', {}, h('summary', {}, 'Provenance'),
+    h('p', {}, 'How this result was made, as a ',
+      h('a', { href: `/v1/jobs/${job.id}/provenance`, target: '_blank', rel: 'noopener' }, 'Process Run Crate'),
+      ' (RO-Crate); ',
+      h('a', { href: `/v1/jobs/${job.id}/provenance?format=zip`, download: `job-${job.id}-crate.zip` },
+        'download it with its files'), '.'),
+    box);
+  let loaded = false;
+  details.addEventListener('toggle', async () => {
+    if (!details.open || loaded) return;
+    loaded = true;
+    try {
+      const crate = await api('GET', `/v1/jobs/${job.id}/provenance`);
+      const byId = new Map(crate['@graph'].map((e) => [e['@id'], e]));
+      const action = byId.get(`#action-${job.id}`) || {};
+      const rows = (action.environment || []).map((ref) => byId.get(ref['@id'])).filter(Boolean)
+        .map((p) => h('tr', {}, h('th', { scope: 'row' }, p.name), h('td', { class: 'mono' }, String(p.value))));
+      replace(box, rows.length
+        ? h('div', { class: 'table-wrap' }, h('table', {}, h('caption', {}, 'Recorded at the start of the last attempt'),
+          h('tbody', {}, rows)))
+        : h('p', { class: 'muted' }, 'Nothing recorded yet: the job has not started.'));
+    } catch (err) {
+      replace(box, h('p', { class: 'error', role: 'alert' }, err.message));
+    }
+  });
+  return details;
+}
+
+// POST /v1/jobs/{id}/rerun, then the new job's page.
+function runAgainButton(job, onError) {
+  const b = h('button', { type: 'button', class: 'secondary' }, 'Run again',
+    h('span', { class: 'sr-only' }, ` job ${shortId(job.id)} as it was`));
+  b.addEventListener('click', async () => {
+    b.disabled = true;
+    try {
+      const again = await api('POST', `/v1/jobs/${job.id}/rerun`);
+      announce(`Job ${shortId(again.id)} reruns job ${shortId(job.id)}`);
+      navigate(`#/jobs/${again.id}`);
+    } catch (err) {
+      b.disabled = false;
+      onError(err);
+    }
+  });
+  return b;
 }
 
 function outputsTable(job, outputs) {
@@ -86,6 +148,7 @@ export async function render(main, { parts }) {
           show();
         } else navigate('#/jobs');
       }, (err) => { problem.textContent = err.message; problem.hidden = false; }),
+      job.parent_id ? [] : runAgainButton(job, (err) => { problem.textContent = err.message; problem.hidden = false; }),
       h('a', { class: 'button secondary', href: `#/submit/${job.kind}?again=${job.id}` }, 'Submit again'));
     if (job.error) {
       problem.textContent = `Failed: ${job.error.message || JSON.stringify(job.error)}`;
@@ -104,6 +167,7 @@ export async function render(main, { parts }) {
     actions,
     h('details', {}, h('summary', {}, 'Parameters'), h('pre', { class: 'mono' }, JSON.stringify(job.params, null, 2))),
     h('details', {}, h('summary', {}, 'History'), history),
+    provenanceSection(job),
     results);
   show();
   const events = new EventSource(`/v1/jobs/${encodeURIComponent(id)}/events`);

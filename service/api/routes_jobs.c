@@ -26,6 +26,8 @@
 #include "service/http/multipart_related.h"
 #include "service/db/notify.h"
 #include "service/jobs/job_store.h"
+#include "service/jobs/reproduction.h"
+#include "service/api/job_json.h"
 #include "service/db/storage_quota.h"
 #include "service/http/stream_outage.h"
 #include "service/base/text_buf.h"
@@ -113,6 +115,8 @@ static int job_fetch(PGconn *c, const char *tenant, const char *id, json_t **job
     }
     if (job)
         *job = job_from_row(res, 0);
+    if (job && gj_reproduction_annotate(c, tenant, *job) < 0)
+        gj_log_warn("jobs", "job %s: cannot tell what it reruns", id);   /* the job is answered all the same */
     if (state)
         snprintf(state, 16, "%s", PQgetvalue(res, 0, C_STATE));
     if (istate)
@@ -130,6 +134,16 @@ static void respond_job(struct gj_req *r, int status, json_t *job)
     struct MHD_Response *resp = gj_respond_json(r, status, job);
     if (resp && (status == 201 || status == 200) && r->method[0] == 'P')
         MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
+}
+
+int gj_api_job_json(PGconn *c, const char *tenant, const char *id, json_t **job)
+{
+    return job_fetch(c, tenant, id, job, NULL, NULL, NULL);
+}
+
+void gj_api_respond_job(struct gj_req *r, int status, json_t *job)
+{
+    respond_job(r, status, job);
 }
 
 /* ======================= submit ======================= */
@@ -390,6 +404,11 @@ static int idempotent_replay(struct gj_req *r, PGconn *c, const char *key, const
     }
     respond_job(r, 200, job);
     return 1;
+}
+
+int gj_api_idempotent_replay(struct gj_req *r, PGconn *c, const char *key, const char *hash)
+{
+    return idempotent_replay(r, c, key, hash);
 }
 
 /* A submit as checked: what gj_kind_validate and gj_queue_submit take. */

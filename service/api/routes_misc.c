@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/gj_provenance.h"
 #include "common/gj_kind.h"
 #include "service/auth/auth.h"
 #include "service/jobs/devices.h"
@@ -235,9 +236,10 @@ static void kinds(struct gj_req *r)
                                                     k->inputs[j].required, "multiple", k->inputs[j].multiple,
                                                     "description",
                                                     k->inputs[j].description ? k->inputs[j].description : ""));
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:o, s:o}", "name", k->name, "summary",
-                                             k->summary ? k->summary : "", "params_schema",
-                                             schema ? schema : json_object(), "inputs", inputs));
+        json_t *entry = json_pack("{s:s, s:s, s:o, s:o}", "name", k->name, "summary", k->summary ? k->summary : "",
+                                  "params_schema", schema ? schema : json_object(), "inputs", inputs);
+        json_object_update_new(entry, gj_kind_provenance(k));   /* version, bit_identical_on */
+        json_array_append_new(arr, entry);
     }
     gj_respond_json(r, 200, json_pack("{s:o}", "kinds", arr));
 }

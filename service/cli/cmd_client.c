@@ -6,6 +6,7 @@
  *                  [--wait] [--out DIR]
  *   gpujobd status ID [--json]     gpujobd wait ID [--out DIR]
  *   gpujobd fetch ID --out DIR     gpujobd cancel ID
+ *   gpujobd rerun ID [--wait] [--out DIR]   (the job again, as it was; says whether it reproduced it)
  *
  * each with --server URL, --key-file F, --cacert F, --retries N (environment: GPUJOBD_SERVER,
  * GPUJOBD_API_KEY or GPUJOBD_KEY_FILE, GPUJOBD_CACERT). Files are sent in the submit itself
@@ -57,6 +58,7 @@ static int usage(const char *cmd, const char *why)
             "                      [--name N] [--label K=V]... [--callback-url URL] [--timeout SECONDS]\n"
             "                      [--wait] [--out DIR]\n"
             "       gpujobd status ID [--json] | wait ID [--out DIR] | fetch ID --out DIR | cancel ID\n"
+            "       gpujobd rerun ID [--wait] [--out DIR]\n"
             "options of each: --server URL --key-file FILE --cacert FILE --retries N\n"
             "  (GPUJOBD_SERVER, GPUJOBD_API_KEY or GPUJOBD_KEY_FILE, GPUJOBD_CACERT)\n"
             "exit: 0 succeeded, 1 failed or canceled, 2 bad usage/params/inputs, 3 server unreachable\n");
@@ -254,6 +256,10 @@ static void show(const char *id, const char *state, double progress, const char 
 static int settle(const struct opts *o, const char *id, json_t *job)
 {
     const char *state = json_string_value(json_object_get(job, "state"));
+    const char *reproduced = json_string_value(json_object_get(job, "reproduced"));
+    if (reproduced)   /* a rerun: what POST /v1/jobs/{id}/rerun compared */
+        fprintf(stderr, "gpujobd %s: job %s reproduced job %s: %s\n", o->cmd, id,
+                json_string_value(json_object_get(job, "rerun_of")), reproduced);
     if (!strcmp(state, "succeeded"))
         return o->out ? fetch_outputs(o, id, o->out) : EXIT_DONE;
     json_t *err = json_object_get(job, "error");
@@ -475,6 +481,35 @@ static int cancel(const struct opts *o)
     return rc;
 }
 
+/* POST /v1/jobs/ID/rerun: prints the new job's id, then waits for it with --wait. */
+static int rerun(const struct opts *o)
+{
+    char path[300];
+    snprintf(path, sizeof path, "/v1/jobs/%s/rerun", o->target);
+    char key[33];
+    idempotency_key(key);   /* a retry after a lost answer gets the same rerun, not a second one */
+    struct gj_client_resp r;
+    int rc = gj_client_call(&o->c, "POST", path, NULL, NULL, 0, key, NULL, &r);
+    if (rc != 0 || (r.status != 201 && r.status != 200)) {
+        rc = report(o, rc, &r);
+        gj_client_resp_free(&r);
+        return rc;
+    }
+    json_t *job = json_loads(r.body ? r.body : "", 0, NULL);
+    gj_client_resp_free(&r);
+    const char *id = json_string_value(json_object_get(job, "id"));
+    if (!id) {
+        json_decref(job);
+        fprintf(stderr, "gpujobd %s: the server's answer names no job\n", o->cmd);
+        return EXIT_UNREACHABLE;
+    }
+    printf("%s\n", id);
+    fflush(stdout);
+    rc = o->wait || o->out ? wait_job(o, id) : EXIT_DONE;
+    json_decref(job);
+    return rc;
+}
+
 int gj_cmd_client(int argc, char **argv)
 {
     struct opts o = { 0 };
@@ -493,6 +528,8 @@ int gj_cmd_client(int argc, char **argv)
         rc = wait_job(&o, o.target);
     else if (!strcmp(o.cmd, "fetch"))
         rc = o.out ? fetch_outputs(&o, o.target, o.out) : usage(o.cmd, "fetch needs --out DIR");
+    else if (!strcmp(o.cmd, "rerun"))
+        rc = rerun(&o);
     else
         rc = cancel(&o);
     curl_global_cleanup();

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/gj_kind.h"
 #include "service/db/db.h"
 #include "service/base/log.h"
 #include "service/jobs/queue.h"
@@ -144,10 +145,23 @@ static int check_waiting(PGconn *conn, const struct gj_submit *s)
     return waiting >= s->max_waiting_jobs ? GJ_SUBMIT_TOO_MANY_WAITING : GJ_SUBMIT_OK;
 }
 
+/* The params as stored, with the choices the kind would otherwise make at run time (a
+ * random seed) written in, so that every attempt and a rerun make the same (gj_kind.h).
+ * NULL when out of memory. */
+static char *stored_params(const struct gj_submit *s)
+{
+    const struct gj_kind *kind = gj_kind_find(s->kind);
+    json_t *p = s->params ? json_deep_copy(s->params) : json_object();
+    char *text = p && (!kind || !kind->complete_params || kind->complete_params(p) == 0)
+                     ? json_dumps(p, JSON_COMPACT) : NULL;
+    json_decref(p);
+    return text;
+}
+
 /* The job row; GJ_SUBMIT_OK with out->id, or why not. */
 static int insert_job(PGconn *conn, const struct gj_submit *s, int pending, int depth, struct gj_submitted *out)
 {
-    char *ptext = s->params ? json_dumps(s->params, JSON_COMPACT) : strdup("{}");
+    char *ptext = stored_params(s);
     char *ltext = s->labels ? json_dumps(s->labels, JSON_COMPACT) : NULL;
     if (!ptext || (s->labels && !ltext)) {
         free(ptext);

@@ -27,6 +27,7 @@
 #include "service/db/db.h"
 #include "service/jobs/devices.h"
 #include "service/jobs/job_log.h"
+#include "service/jobs/provenance_store.h"
 #include "service/jobs/host_admission.h"
 #include "service/base/log.h"
 #include "service/base/metrics.h"
@@ -972,6 +973,18 @@ static void log_failure(const struct job_run *j)
                    j->err.field[0] ? ": " : "", j->err.message, retried ? " (transient: the job is retried)" : "");
 }
 
+/* What determines the attempt's result, recorded before it runs (provenance_store.h). A
+ * record that cannot be written is logged: the job runs all the same. */
+static void record_provenance(const struct job_run *j, const struct gj_job *job)
+{
+    struct gj_worker_pool *wp = j->s->wp;
+    PGconn *conn = acquire(wp);
+    if (!conn || gj_provenance_record_attempt(conn, j->c, j->kind, job, j->device, wp->srv->worker_id) != 0)
+        gj_log_warn(COMPONENT, "job %s: its provenance (attempt %d) was not recorded", j->c->id, j->c->attempts);
+    if (conn)
+        release_conn(wp, conn);
+}
+
 static void run_claim(struct wp_slot *s, const struct gj_claim *c)
 {
     double t0 = mono_now();
@@ -1000,6 +1013,7 @@ static void run_claim(struct wp_slot *s, const struct gj_claim *c)
                               .n_inputs = j->in.n };
         if (place(j, &job) == 0) {
             log_placed(j, t0);
+            record_provenance(j, &job);
             double t_run = mono_now();
             run_kind(j, &job);
             log_ran(j, t_run);

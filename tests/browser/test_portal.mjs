@@ -148,6 +148,23 @@ async function phantom(page, srv) {
   return id;
 }
 
+// The recon's page shows what its run recorded (Provenance, opened) and "Run again" makes a
+// rerun whose page links the original and, once done, says it reproduced it.
+async function runAgain(page, srv, reconId) {
+  await page.goto(`${srv.url}/#/jobs/${reconId}`);
+  await page.getByText('Provenance', { exact: true }).click();
+  await page.getByRole('rowheader', { name: 'kind.name' }).waitFor();
+  const fftw = page.getByRole('row').filter({ hasText: 'libraries.fftw' });
+  assert(/fftw-3/.test(await fftw.textContent()), `the recorded FFTW: ${await fftw.textContent()}`);
+  await axe(page, 'recon job, provenance open');
+  await page.getByRole('button', { name: `Run again job ${reconId.slice(0, 8)} as it was` }).click();
+  await page.waitForURL((u) => !u.href.endsWith(reconId));
+  const again = await waitSucceeded(page);
+  assert(again !== reconId, 'a new job');
+  await page.getByRole('link', { name: reconId.slice(0, 8) }).waitFor();
+  await page.locator('dl.facts dd', { hasText: /^identical/ }).waitFor({ timeout: DONE_MS });
+}
+
 // The recon form filled in from the phantom's page ("Reconstruct projections.nrrd": the
 // phantom's projections blob and its geometry and grid) is submitted as it is; the recon
 // reaches done, its input is the phantom's output, and its slice viewer moves.
@@ -535,6 +552,7 @@ async function main() {
     await shot(page, '02-jobs');
     const phantomId = await step('phantom', () => phantom(page, srv));
     const reconId = await step('recon of its projections', () => reconFromPhantom(page, srv, phantomId));
+    await step('provenance and run again', () => runAgain(page, srv, reconId));
     await step('bad parameter', () => badParameter(page, srv));
     await step('time limit', () => timeLimit(page, srv));
     await step('keyboard: submit and cancel', () => keyboardSubmitCancel(page, srv));

@@ -1,6 +1,7 @@
 """The command line without a server: `gpujobd run`, `version`, and start-up refusals."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,8 @@ def test_version_lists_kinds():
     r = gj("version")
     assert r.returncode == 0, r.stderr
     assert "noop" in r.stdout
+    # the build provenance records (git describe: a release's tag, else its commit)
+    assert re.match(r"gpujobd \S+ \((CUDA|CPU only)\), build \S+", r.stdout), r.stdout
 
 
 def test_run_noop_writes_outputs():

@@ -17,6 +17,11 @@
 
 static struct onnx_backend_ctx host_ctx = { NULL, 1 };
 
+const char *onnx_cpu_blas_config(void)
+{
+    return openblas_get_config();
+}
+
 struct onnx_backend_ctx *onnx_cpu_host_ctx(void)
 {
     return &host_ctx;

@@ -136,6 +136,11 @@ struct onnx_session_options {
 /* 1 when `backend` can run here (for "cuda": built with CUDA and at least one device),
  * else 0 with the reason in why (field "backend"; why may be NULL). */
 int onnx_backend_available(const char *backend, struct gj_error *why);
+/* The BLAS the cpu backend computes with: OpenBLAS's build configuration (version, kernel
+ * core and threading), for provenance records. */
+const char *onnx_cpu_blas_config(void);
+/* cuDNN's version (cudnnGetVersion, e.g. 90100) for the cuda backend; 0 when built without it. */
+size_t onnx_cudnn_version(void);
 
 /* Creates a session: shape inference for this batch size, constant folding, a schedule
  * and a buffer plan. NULL with err (e.g. a shape the model cannot take). */

@@ -22,6 +22,9 @@
 #include <string.h>
 #include <time.h>
 
+#if ONNX_WITH_CUDA
+#include <cudnn.h>
+#endif
 #include "infer/onnx/onnx_exec.h"
 
 /* ---- the backend ------------------------------------------------------------------------- */
@@ -41,6 +44,15 @@ static const struct onnx_backend *find_backend(const char *name, struct gj_error
     }
     gj_error_set(why, "backend", "unknown backend '%s' (cpu or cuda)", name);
     return NULL;
+}
+
+size_t onnx_cudnn_version(void)
+{
+#if ONNX_WITH_CUDA
+    return cudnnGetVersion();
+#else
+    return 0;
+#endif
 }
 
 int onnx_backend_available(const char *backend, struct gj_error *why)

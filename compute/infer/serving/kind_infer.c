@@ -12,7 +12,9 @@
  * Instance UID, the acquisition time (acquired_at.h: what the service's results table
  * needs, so it never reads the inputs), the scores per label, the top label and timings,
  * and per study (by Study Instance UID only) a summary. No patient name or id is read into
- * the result or written to a log.
+ * the result or written to a log. scores.csv holds the scores alone (one row per input: its
+ * name, status and a score per label): result.json and the Structured Reports also record the
+ * run (times, new UIDs), so scores.csv is what a rerun compares (gj_kind.h: run_record_outputs).
  *
  * Device: a model that runs on a GPU (batcher.h, gj_model_uses_gpu) makes the job ask for
  * a GPU slot, and the job uses the model's batcher on the GPU it was placed on; result.json
@@ -31,6 +33,7 @@
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
 #include "infer/dicom.h"
+#include "infer/onnx/onnx_model.h"
 #include "infer/serving/acquired_at.h"
 #include "infer/serving/batcher.h"
 #include "infer/serving/infer_report.h"
@@ -547,6 +550,35 @@ static json_t *write_reports(struct gj_ctx *ctx, const gj_served_model *sm, cons
     return reports;
 }
 
+/* scores.csv: the result without the run's times, in input order; %.9g keeps every bit of
+ * a float. 0, or -1 with err. */
+static int write_scores(struct gj_ctx *ctx, const gj_served_model *sm, const struct image *ims, size_t n,
+                        struct gj_error *err)
+{
+    static const char *const status[] = { "pending", "ok", "skipped", "failed" };
+    const struct gj_model_config *cfg = gj_served_model_config(sm);
+    char path[GJ_PATH_MAX];
+    FILE *f = gj_path_join(path, sizeof path, ctx->output_dir, "scores.csv") == 0 ? fopen(path, "w") : NULL;
+    if (!f)
+        return gj_error_set(err, "", "cannot write scores.csv: %s", strerror(errno));
+    fputs("input,status", f);
+    for (size_t l = 0; l < cfg->n_labels; l++)
+        fprintf(f, ",%s", cfg->labels[l]);
+    fputc('\n', f);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%s,%s", ims[i].input->name, status[ims[i].status]);
+        for (size_t l = 0; l < cfg->n_labels; l++)
+            if (ims[i].status == IMG_OK && ims[i].scores)
+                fprintf(f, ",%.9g", (double)ims[i].scores[l]);
+            else
+                fputc(',', f);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0)
+        return gj_error_set(err, "", "cannot write scores.csv: %s", strerror(errno));
+    return 0;
+}
+
 static int write_result(struct gj_ctx *ctx, const gj_served_model *sm, struct image *ims, size_t n,
                         int batch, int device, enum gj_precision precision, double load_ms,
                         double t_start, struct gj_error *err)
@@ -693,7 +725,8 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
         result = rc > 0 ? GJ_RUN_CANCELED : GJ_RUN_FAILED;
         goto out;
     }
-    if (write_result(ctx, sm, ims, n, batch, b.ran_on, b.ran_in, load_ms, t_start, err))
+    if (write_result(ctx, sm, ims, n, batch, b.ran_on, b.ran_in, load_ms, t_start, err) ||
+        write_scores(ctx, sm, ims, n, err))
         goto out;
     gj_progress(ctx, 1.0, NULL);
     result = GJ_RUN_OK;
@@ -706,6 +739,43 @@ out:
     return result;
 }
 
+/* result.json holds the run's times; each Structured Report new UIDs and its time. */
+static const char *const infer_run_records[] = { "result.json", "result*.dcm", NULL };
+
+/* The model as this attempt will run it: its version, digest (SHA-256 of model.onnx),
+ * config and precision; OpenBLAS for the cpu backend. */
+static int infer_environment(const struct gj_job *job, int device, json_t *env)
+{
+    json_t *libs = json_object_get(env, "libraries");
+    if (json_object_set_new(libs, "openblas", json_string(onnx_cpu_blas_config())) ||
+        (device != GJ_DEVICE_CPU && onnx_cudnn_version() &&
+         json_object_set_new(libs, "cudnn", json_integer((json_int_t)onnx_cudnn_version()))))
+        return -1;
+    const char *name = json_string_value(json_object_get(job->params, "model"));
+    json_t *jv = json_object_get(job->params, "version");
+    gj_model_repo *repo = host_repo();
+    gj_served_model *sm = NULL;
+    struct gj_error err = { 0 };
+    json_t *model = json_object();
+    if (!model || json_object_set_new(env, "model", model))
+        return -1;
+    if (!repo || !name ||
+        gj_model_repo_acquire(repo, name, json_is_integer(jv) ? (int64_t)json_integer_value(jv) : 0, &sm, &err)) {
+        json_object_set_new(model, "error", json_string(repo ? err.message : "no model repository"));
+        return 0;
+    }
+    const struct gj_model_config *cfg = gj_served_model_config(sm);
+    int rc = json_object_set_new(model, "name", json_string(gj_served_model_name(sm))) ||
+             json_object_set_new(model, "version", json_integer((json_int_t)gj_served_model_version(sm))) ||
+             json_object_set_new(model, "sha256", json_string(gj_served_model_digest(sm))) ||
+             json_object_set_new(model, "config", gj_model_config_to_json(cfg)) ||
+             json_object_set_new(env, "precision", json_string(device == GJ_DEVICE_CPU ? "fp32"
+                                                               : gj_precision_name(cfg->precision)))
+             ? -1 : 0;
+    gj_served_model_release(sm);
+    return rc;
+}
+
 const struct gj_kind gj_kind_infer = {
     .name = "infer",
     .summary = "Runs an image model of the model repository on DICOM images (chest X-ray triage "
@@ -716,4 +786,8 @@ const struct gj_kind gj_kind_infer = {
     .validate = infer_validate,
     .estimate = infer_estimate,
     .run = infer_run,
+    .version = "1",
+    .reproducible = GJ_REPRO_CPU,
+    .run_record_outputs = infer_run_records,
+    .environment = infer_environment,
 };

@@ -1,0 +1,38 @@
+/*
+ * provenance_store.h — what determined each attempt's result, and reruns (migration 0017,
+ * issue 26): written at the start of each attempt by the worker, read by the provenance
+ * crate (api/routes_provenance.c) and the rerun's comparison (reproduction.h).
+ */
+#ifndef GJ_PROVENANCE_STORE_H
+#define GJ_PROVENANCE_STORE_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+
+#include "common/gj_kind.h"
+#include "service/jobs/queue.h"
+
+/* Records attempt c->attempts (stage c->stage) of a claimed job before its kind runs: the
+ * environment gathered here (gj_run_environment on device) and the job's inputs by digest.
+ * Recorded again (replaced) when the same attempt and stage start once more. 0, or -1. */
+int gj_provenance_record_attempt(PGconn *conn, const struct gj_claim *c, const struct gj_kind *kind,
+                                 const struct gj_job *job, int device, const char *worker);
+
+/* A job of tenant_id as its provenance needs it (a new JSON object in *out):
+ *   id, kind, params, state (the public one), priority, max_attempts, timeout_seconds, name,
+ *   labels, error, device, created_at, started_at, finished_at, parent_id, rerun_of,
+ *   tenant {id, name},
+ *   attempts [{attempt, stage, recorded_at, worker, environment, inputs}],
+ *   inputs   [{name, blob, sha256, size, content_type, job?, output?}]  (as the job has them now),
+ *   outputs  [{name, blob, sha256, size, content_type}],
+ *   children [the same, for each sub-task, in spawn order]   (with_children only).
+ * 1 found, 0 no such job of the tenant's, -1 database error. */
+int gj_provenance_load(PGconn *conn, const char *tenant_id, const char *job_id, int with_children,
+                       json_t **out);
+
+/* The job a rerun repeats: 1 with rerun_of (37 bytes) filled, 0 not a rerun, -1 error. */
+int gj_provenance_rerun_of(PGconn *conn, const char *job_id, char rerun_of[37]);
+/* Records that job_id reruns rerun_of (in the caller's transaction). 0, or -1. */
+int gj_provenance_link_rerun(PGconn *conn, const char *job_id, const char *rerun_of);
+
+#endif

@@ -706,6 +706,52 @@ int gj_s3_list_uploads(struct gj_s3_conn *c, const char *prefix, gj_s3_upload_fn
     return rc;
 }
 
+int gj_s3_list_objects(struct gj_s3_conn *c, const char *prefix, gj_s3_object_fn fn, void *arg)
+{
+    char *token = NULL;
+    int rc = GJ_S3_OK, stop = 0;
+    while (rc == GJ_S3_OK && !stop) {
+        char query[4096], p_enc[1024] = "", t_enc[2048] = "";
+        if ((prefix && uri_encode(prefix, 0, p_enc, sizeof p_enc) != 0) ||
+            (token && uri_encode(token, 0, t_enc, sizeof t_enc) != 0)) {
+            rc = GJ_S3_ERROR;
+            break;
+        }
+        /* Sorted by name: continuation-token, list-type, prefix. */
+        int n = snprintf(query, sizeof query, "%s%s%slist-type=2%s%s", token ? "continuation-token=" : "",
+                         token ? t_enc : "", token ? "&" : "", prefix ? "&prefix=" : "", prefix ? p_enc : "");
+        if (n < 0 || (size_t)n >= sizeof query) {
+            rc = GJ_S3_ERROR;
+            break;
+        }
+        struct body answer = { 0 };
+        struct request rq = { .method = "GET", .query = query, .answer = &answer };
+        rc = result_of(perform(c, &rq, NULL));
+        if (rc == GJ_S3_OK) {
+            const char *at = answer.data;
+            char *item;
+            while (!stop && (item = xml_value(answer.data, "Contents", &at))) {
+                char *k = xml_value(item, "Key", NULL), *size = xml_value(item, "Size", NULL);
+                if (k)
+                    stop = fn(k, size ? strtoull(size, NULL, 10) : 0, arg) != 0;
+                free(k);
+                free(size);
+                free(item);
+            }
+            char *truncated = xml_value(answer.data, "IsTruncated", NULL);
+            int more = truncated && strcmp(truncated, "true") == 0;
+            free(truncated);
+            free(token);
+            token = more ? xml_value(answer.data, "NextContinuationToken", NULL) : NULL;
+            if (!token || !*token)
+                stop = 1;
+        }
+        free(answer.data);
+    }
+    free(token);
+    return rc;
+}
+
 int gj_s3_get(struct gj_s3_conn *c, const char *key, uint64_t offset, uint64_t len, const char *if_match,
               gj_s3_sink_fn sink, void *arg, uint64_t *total)
 {

@@ -69,6 +69,10 @@ int gj_s3_multipart_abort(struct gj_s3_conn *c, const char *key, const char *upl
 typedef int (*gj_s3_upload_fn)(const char *key, const char *upload_id, time_t initiated, void *arg);
 int gj_s3_list_uploads(struct gj_s3_conn *c, const char *prefix, gj_s3_upload_fn fn, void *arg);
 
+/* Calls fn for each object under prefix (key, size); fn returning non-zero stops. */
+typedef int (*gj_s3_object_fn)(const char *key, uint64_t size, void *arg);
+int gj_s3_list_objects(struct gj_s3_conn *c, const char *prefix, gj_s3_object_fn fn, void *arg);
+
 /* GET of [offset, offset+len) (len 0: to the end), each piece of the body passed to sink (which
  * returns 0, or non-zero to stop: GJ_S3_ERROR then). if_match: NULL, or an ETag the object must
  * have. *total (may be NULL) receives the object's size when the store says it. */

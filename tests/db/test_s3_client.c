@@ -80,6 +80,20 @@ static void fill(unsigned char *p, size_t n, unsigned seed)
         p[i] = (unsigned char)((i * 2654435761u + seed) >> 13);
 }
 
+struct listed {
+    int n;
+    uint64_t bytes;
+};
+
+static int on_object(const char *key, uint64_t size, void *arg)
+{
+    struct listed *l = arg;
+    (void)key;
+    l->n++;
+    l->bytes += size;
+    return 0;
+}
+
 static void test_put_get_range_head_delete(void **state)
 {
     (void)state;
@@ -112,6 +126,12 @@ static void test_put_get_range_head_delete(void **state)
     S3_OK(gj_s3_get(conn, "t/one", 0, 10, etag, collect, &got, NULL));
     assert_int_equal(gj_s3_get(conn, "t/one", 0, 10, "\"0123\"", collect, &got, NULL), GJ_S3_PRECONDITION);
 
+    S3_OK(gj_s3_put(conn, "t/two", data, 10, NULL, NULL));
+    struct listed l = { 0 };
+    S3_OK(gj_s3_list_objects(conn, "t/", on_object, &l));
+    assert_int_equal(l.n, 2);
+    assert_int_equal(l.bytes, n + 10);
+    S3_OK(gj_s3_delete(conn, "t/two"));
     S3_OK(gj_s3_delete(conn, "t/one"));
     assert_int_equal(gj_s3_head(conn, "t/one", &size, NULL), GJ_S3_NOT_FOUND);
     got.len = 0;

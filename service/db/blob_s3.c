@@ -1,0 +1,500 @@
+/*
+ * blob_s3.c — blobs as objects of an S3 bucket (blob_s3.h): the writer's multipart upload,
+ * the reader's window, the export to a file, the records of unowned objects and the
+ * maintenance pass that deletes them.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "service/base/log.h"
+#include "service/base/uuid.h"
+#include "service/db/blob_s3.h"
+#include "service/db/db.h"
+
+#define COMPONENT "blob"
+#define FIRST_PART (8u * 1024 * 1024)
+#define MAX_PART (5ull * 1024 * 1024 * 1024)
+#define MAX_PARTS 10000
+#define WINDOW (4u * 1024 * 1024)
+
+static const struct gj_s3 *store;
+static char *records_url;
+static PGconn *records;   /* the upload records' own connection, under records_lock */
+static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static pthread_mutex_t health_lock = PTHREAD_MUTEX_INITIALIZER;
+static int store_down;
+static time_t down_since;
+static char down_why[300];
+static _Thread_local int thread_unreachable;
+
+int gj_blobstore_use_s3(const struct gj_s3 *s3, const char *db_url)
+{
+    char *url = strdup(db_url ? db_url : "");
+    if (!s3 || !url) {
+        free(url);
+        return -1;
+    }
+    gj_blobstore_use_postgres();
+    pthread_mutex_lock(&records_lock);
+    records_url = url;
+    store = s3;
+    pthread_mutex_unlock(&records_lock);
+    return 0;
+}
+
+void gj_blobstore_use_postgres(void)
+{
+    pthread_mutex_lock(&records_lock);
+    store = NULL;
+    if (records)
+        PQfinish(records);
+    records = NULL;
+    free(records_url);
+    records_url = NULL;
+    pthread_mutex_unlock(&records_lock);
+}
+
+const struct gj_s3 *gj_blobstore_s3(void)
+{
+    return store;
+}
+
+/* Every S3 call's outcome passes here: the store's health for /readyz and 503s. */
+static int noted(int rc, struct gj_s3_conn *c)
+{
+    thread_unreachable = rc == GJ_S3_UNREACHABLE;
+    if (rc == GJ_S3_OK || rc == GJ_S3_NOT_FOUND || rc == GJ_S3_UNREACHABLE) {
+        pthread_mutex_lock(&health_lock);
+        if (rc == GJ_S3_UNREACHABLE) {
+            if (!store_down)
+                down_since = time(NULL);
+            store_down = 1;
+            snprintf(down_why, sizeof down_why, "%s", gj_s3_conn_error(c));
+        } else {
+            store_down = 0;
+        }
+        pthread_mutex_unlock(&health_lock);
+    }
+    if (rc != GJ_S3_OK && rc != GJ_S3_NOT_FOUND)
+        gj_log_error(COMPONENT, "object store: %s", gj_s3_conn_error(c));
+    return rc;
+}
+
+int gj_blobstore_health(char *why, size_t why_size)
+{
+    pthread_mutex_lock(&health_lock);
+    int up = !store || !store_down;
+    if (!up && why)
+        snprintf(why, why_size, "the object store has not answered for %lld s: %s",
+                 (long long)(time(NULL) - down_since), down_why);
+    pthread_mutex_unlock(&health_lock);
+    return up;
+}
+
+int gj_blobstore_unreachable(void)
+{
+    return thread_unreachable;
+}
+
+/* One statement on the records' connection (reconnected when it broke). 0 or -1. */
+static int record(const char *sql, const char *key)
+{
+    pthread_mutex_lock(&records_lock);
+    int rc = -1;
+    for (int attempt = 0; attempt < 2 && rc != 0; attempt++) {
+        if (records && PQstatus(records) != CONNECTION_OK) {
+            PQfinish(records);
+            records = NULL;
+        }
+        if (!records && records_url)
+            records = gj_db_connect(records_url);
+        if (!records)
+            break;
+        const char *p[1] = { key };
+        rc = gj_db_cmd(records, sql, 1, p);
+    }
+    pthread_mutex_unlock(&records_lock);
+    return rc;
+}
+
+/* ---------- writing ---------- */
+
+struct gj_blob_s3w {
+    struct gj_s3_conn *conn;
+    char key[GJ_BLOB_S3_KEY_MAX];
+    char content_type[256];
+    char upload_id[GJ_S3_UPLOAD_ID_MAX];   /* "" until the first full part */
+    unsigned char *part;
+    size_t part_len, part_cap;
+    int parts;                              /* sent so far */
+    char (*etags)[GJ_S3_ETAG_MAX];
+    int etags_cap;
+    int finished;                           /* the object exists */
+    int failed;
+};
+
+static size_t part_size(int n)   /* part n, 1-based */
+{
+    uint64_t size = (uint64_t)FIRST_PART << ((n - 1) / 1000);
+    return (size_t)(size < MAX_PART ? size : MAX_PART);
+}
+
+struct gj_blob_s3w *gj_blob_s3w_open(const char *tenant_id, const char *content_type)
+{
+    thread_unreachable = 0;
+    if (!store || !gj_is_uuid(tenant_id))
+        return NULL;
+    struct gj_blob_s3w *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    unsigned char rnd[16];
+    char hex[33];
+    if (RAND_bytes(rnd, sizeof rnd) != 1) {
+        free(w);
+        return NULL;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+    snprintf(w->key, sizeof w->key, "blobs/%s/%s", tenant_id, hex);
+    snprintf(w->content_type, sizeof w->content_type, "%s", content_type);
+    w->part_cap = part_size(1);
+    w->part = malloc(w->part_cap);
+    w->conn = gj_s3_conn_new(store);
+    if (!w->part || !w->conn) {
+        gj_log_error(COMPONENT, "out of memory for an object upload");
+        gj_blob_s3w_free(w);
+        return NULL;
+    }
+    if (record("INSERT INTO blob_objects_unowned (s3_key, uploading) VALUES ($1, true)", w->key) != 0) {
+        gj_log_error(COMPONENT, "cannot record the upload of %s", w->key);
+        gj_blob_s3w_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static int send_part(struct gj_blob_s3w *w)
+{
+    if (!w->upload_id[0] &&
+        noted(gj_s3_multipart_create(w->conn, w->key, w->content_type, w->upload_id), w->conn) != GJ_S3_OK)
+        return -1;
+    if (w->parts >= MAX_PARTS) {
+        gj_log_error(COMPONENT, "%s: more than %d parts", w->key, MAX_PARTS);
+        return -1;
+    }
+    if (w->parts == w->etags_cap) {
+        int cap = w->etags_cap ? w->etags_cap * 2 : 64;
+        void *e = realloc(w->etags, (size_t)cap * sizeof *w->etags);
+        if (!e)
+            return -1;
+        w->etags = e;
+        w->etags_cap = cap;
+    }
+    unsigned char md[32];
+    unsigned int n = 0;
+    if (EVP_Digest(w->part, w->part_len, md, &n, EVP_sha256(), NULL) != 1)
+        return -1;
+    int rc = gj_s3_multipart_part(w->conn, w->key, w->upload_id, w->parts + 1, w->part, w->part_len, md,
+                                  w->etags[w->parts]);
+    if (noted(rc, w->conn) != GJ_S3_OK)
+        return -1;
+    w->parts++;
+    w->part_len = 0;
+    size_t next = part_size(w->parts + 1);
+    if (next > w->part_cap) {   /* the next thousand parts are twice as large */
+        unsigned char *p = realloc(w->part, next);
+        if (!p)
+            return -1;
+        w->part = p;
+        w->part_cap = next;
+    }
+    return 0;
+}
+
+int gj_blob_s3w_write(struct gj_blob_s3w *w, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    while (len > 0 && !w->failed) {
+        size_t room;
+        unsigned char *at = gj_blob_s3w_room(w, &room);
+        size_t n = len < room ? len : room;
+        memcpy(at, p, n);
+        if (gj_blob_s3w_wrote(w, n) != 0)
+            return -1;
+        p += n;
+        len -= n;
+    }
+    return w->failed ? -1 : 0;
+}
+
+unsigned char *gj_blob_s3w_room(struct gj_blob_s3w *w, size_t *room)
+{
+    *room = w->part_cap - w->part_len;
+    return w->part + w->part_len;
+}
+
+int gj_blob_s3w_wrote(struct gj_blob_s3w *w, size_t n)
+{
+    if (w->failed || w->finished)
+        return -1;
+    w->part_len += n;
+    if (w->part_len == w->part_cap && send_part(w) != 0) {
+        w->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+int gj_blob_s3w_finish(struct gj_blob_s3w *w)
+{
+    if (w->failed)
+        return -1;
+    if (w->finished)
+        return 0;
+    int ok;
+    if (!w->upload_id[0]) {   /* smaller than one part: one PUT */
+        ok = noted(gj_s3_put(w->conn, w->key, w->part, w->part_len, NULL, w->content_type), w->conn) == GJ_S3_OK;
+    } else {
+        ok = (w->part_len == 0 || send_part(w) == 0) &&
+             noted(gj_s3_multipart_complete(w->conn, w->key, w->upload_id, (const char(*)[GJ_S3_ETAG_MAX])w->etags,
+                                            w->parts), w->conn) == GJ_S3_OK;
+    }
+    if (!ok) {
+        w->failed = 1;
+        return -1;
+    }
+    w->finished = 1;
+    free(w->part);   /* what stays until the commit is small */
+    w->part = NULL;
+    w->part_cap = w->part_len = 0;
+    return 0;
+}
+
+const char *gj_blob_s3w_key(const struct gj_blob_s3w *w)
+{
+    return w->key;
+}
+
+void gj_blob_s3w_free(struct gj_blob_s3w *w)
+{
+    if (!w)
+        return;
+    gj_s3_conn_free(w->conn);
+    free(w->part);
+    free(w->etags);
+    free(w);
+}
+
+void gj_blob_s3w_abort(struct gj_blob_s3w *w)
+{
+    if (!w)
+        return;
+    int unreachable = thread_unreachable;   /* why it failed, kept for the answer */
+    /* Nothing is left behind: the parts go with the upload, a made object is deleted; what
+     * fails here stays recorded in blob_objects_unowned for the maintenance pass. */
+    int clean = 1;
+    if (w->finished)
+        clean = noted(gj_s3_delete(w->conn, w->key), w->conn) == GJ_S3_OK;
+    else if (w->upload_id[0])
+        clean = noted(gj_s3_multipart_abort(w->conn, w->key, w->upload_id), w->conn) == GJ_S3_OK;
+    if (clean)
+        record("DELETE FROM blob_objects_unowned WHERE s3_key = $1 AND uploading", w->key);
+    thread_unreachable = unreachable || thread_unreachable;
+    gj_blob_s3w_free(w);
+}
+
+/* ---------- reading ---------- */
+
+struct gj_blob_s3r {
+    struct gj_s3_conn *conn;
+    char key[GJ_BLOB_S3_KEY_MAX];
+    uint64_t size;
+    unsigned char *win;
+    uint64_t win_off;
+    size_t win_len;
+};
+
+struct into_buf {
+    unsigned char *buf;
+    size_t len, cap;
+};
+
+static int into_buf(const void *data, size_t len, void *arg)
+{
+    struct into_buf *b = arg;
+    if (len > b->cap - b->len)
+        return 1;   /* more than asked for: the store is not answering the range */
+    memcpy(b->buf + b->len, data, len);
+    b->len += len;
+    return 0;
+}
+
+struct gj_blob_s3r *gj_blob_s3r_open(const char *key, uint64_t size, int *missing)
+{
+    thread_unreachable = 0;
+    *missing = 0;
+    if (!store || !key)
+        return NULL;
+    struct gj_blob_s3r *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    snprintf(r->key, sizeof r->key, "%s", key);
+    r->size = size;
+    r->win = malloc(WINDOW);
+    r->conn = gj_s3_conn_new(store);
+    if (!r->win || !r->conn) {
+        gj_blob_s3r_close(r);
+        return NULL;
+    }
+    /* The object must be there before any byte is promised to a client. */
+    uint64_t have = 0;
+    int rc = noted(gj_s3_head(r->conn, key, &have, NULL), r->conn);
+    if (rc == GJ_S3_OK && have != size) {
+        gj_log_error(COMPONENT, "object %s holds %llu bytes where its blob has %llu", key,
+                     (unsigned long long)have, (unsigned long long)size);
+        rc = GJ_S3_NOT_FOUND;
+    }
+    if (rc != GJ_S3_OK) {
+        *missing = rc == GJ_S3_NOT_FOUND;
+        gj_blob_s3r_close(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* Up to len bytes from offset, out of the window (refilled by one ranged GET when offset is
+ * outside it): as many as there are, as for a large object. */
+long gj_blob_s3r_read(struct gj_blob_s3r *r, uint64_t offset, void *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len && offset + got < r->size) {
+        uint64_t at = offset + got;
+        if (at < r->win_off || at >= r->win_off + r->win_len) {
+            uint64_t want = r->size - at < WINDOW ? r->size - at : WINDOW;
+            struct into_buf b = { r->win, 0, (size_t)want };
+            r->win_len = 0;
+            int rc = noted(gj_s3_get(r->conn, r->key, at, want, NULL, into_buf, &b, NULL), r->conn);
+            if (rc != GJ_S3_OK || b.len == 0)
+                return -1;
+            r->win_off = at;
+            r->win_len = b.len;
+        }
+        size_t from = (size_t)(at - r->win_off), n = r->win_len - from;
+        if (n > len - got)
+            n = len - got;
+        memcpy((char *)buf + got, r->win + from, n);
+        got += n;
+    }
+    return (long)got;
+}
+
+void gj_blob_s3r_close(struct gj_blob_s3r *r)
+{
+    if (!r)
+        return;
+    gj_s3_conn_free(r->conn);
+    free(r->win);
+    free(r);
+}
+
+static int into_fd(const void *data, size_t len, void *arg)
+{
+    int fd = *(int *)arg;
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return 1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int gj_blob_s3_export(const char *key, int fd, int *missing)
+{
+    thread_unreachable = 0;
+    *missing = 0;
+    if (!store)
+        return -1;
+    struct gj_s3_conn *c = gj_s3_conn_new(store);
+    if (!c)
+        return -1;
+    int rc = noted(gj_s3_get(c, key, 0, 0, NULL, into_fd, &fd, NULL), c);
+    gj_s3_conn_free(c);
+    *missing = rc == GJ_S3_NOT_FOUND;
+    return rc == GJ_S3_OK ? 0 : -1;
+}
+
+/* ---------- maintenance ---------- */
+
+struct stale {
+    time_t before;
+    struct gj_s3_conn *conn;
+    int aborted, failed;
+};
+
+static int abort_stale(const char *key, const char *upload_id, time_t initiated, void *arg)
+{
+    struct stale *s = arg;
+    if (initiated == 0 || initiated > s->before)
+        return 0;
+    if (noted(gj_s3_multipart_abort(s->conn, key, upload_id), s->conn) == GJ_S3_OK) {
+        s->aborted++;
+        gj_log_info(COMPONENT, "aborted the stale upload of %s (begun %lld s ago)", key,
+                    (long long)(time(NULL) - initiated));
+    } else {
+        s->failed = 1;
+    }
+    return 0;
+}
+
+int gj_blob_s3_maintain(PGconn *conn, long upload_grace_s, int *deleted, int *aborted)
+{
+    *deleted = *aborted = 0;
+    if (!store)
+        return 0;
+    struct gj_s3_conn *c = gj_s3_conn_new(store);
+    if (!c)
+        return -1;
+    char grace[24];
+    snprintf(grace, sizeof grace, "%ld", upload_grace_s);
+    const char *p[1] = { grace };
+    int rc = 0;
+    PGresult *res = gj_db_exec(conn,
+                               "SELECT s3_key FROM blob_objects_unowned WHERE NOT uploading"
+                               " OR since < now() - make_interval(secs => $1::bigint) ORDER BY since LIMIT 1000",
+                               1, p, NULL);
+    if (!res)
+        rc = -1;
+    for (int i = 0; res && i < PQntuples(res); i++) {
+        const char *key = PQgetvalue(res, i, 0);
+        if (noted(gj_s3_delete(c, key), c) != GJ_S3_OK) {
+            rc = -1;
+            break;
+        }
+        const char *k[1] = { key };
+        if (gj_db_cmd(conn, "DELETE FROM blob_objects_unowned WHERE s3_key = $1", 1, k) != 0) {
+            rc = -1;
+            break;
+        }
+        (*deleted)++;
+    }
+    PQclear(res);
+    struct stale s = { time(NULL) - upload_grace_s, c, 0, 0 };
+    if (noted(gj_s3_list_uploads(c, "blobs/", abort_stale, &s), c) != GJ_S3_OK || s.failed)
+        rc = -1;
+    *aborted = s.aborted;
+    gj_s3_conn_free(c);
+    return rc;
+}

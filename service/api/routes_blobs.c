@@ -117,10 +117,16 @@ void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const 
         s->pool = r->srv->db;
         s->first = first;
         s->len = len;
-        s->reader = gj_blob_reader_open(r->db, info->lo_oid);
+        int missing = 0;
+        s->reader = gj_blob_reader_open_blob(r->db, info, &missing);
         if (!s->reader) {
             free(s);
-            gj_problem(r, 500, NULL, "the blob could not be read");
+            if (missing)
+                gj_problem(r, 410, NULL, "blob %s is gone: its object is missing from the object store", info->id);
+            else if (gj_blob_store_unreachable(0))
+                gj_respond_unavailable(r);   /* says the object store, with Retry-After */
+            else
+                gj_problem(r, 500, NULL, "the blob could not be read");
             return;
         }
         s->conn = gj_req_take_db(r);

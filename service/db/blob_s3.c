@@ -99,9 +99,30 @@ int gj_blobstore_health(char *why, size_t why_size)
     return up;
 }
 
-int gj_blobstore_unreachable(void)
+int gj_blobstore_unreachable(int clear)
 {
-    return thread_unreachable;
+    int was = thread_unreachable;
+    if (clear)
+        thread_unreachable = 0;
+    return was;
+}
+
+int gj_blobstore_probe(char *why, size_t why_size)
+{
+    if (!store)
+        return 1;
+    struct gj_s3_conn *c = gj_s3_conn_new(store);
+    if (!c) {
+        snprintf(why, why_size, "object store: out of memory");
+        return 0;
+    }
+    /* Any answer about a key that does not exist is the store answering with our keys. */
+    uint64_t size;
+    int rc = noted(gj_s3_head(c, "gpujobd-readyz-probe", &size, NULL), c);
+    if (rc != GJ_S3_OK && rc != GJ_S3_NOT_FOUND)
+        snprintf(why, why_size, "object store: %s", gj_s3_conn_error(c));
+    gj_s3_conn_free(c);
+    return rc == GJ_S3_OK || rc == GJ_S3_NOT_FOUND;
 }
 
 /* One statement on the records' connection (reconnected when it broke). 0 or -1. */

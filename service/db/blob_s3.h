@@ -35,8 +35,11 @@ const struct gj_s3 *gj_blobstore_s3(void);
  * unreachable, until one succeeds. For /readyz and for uploads' 503. */
 int gj_blobstore_health(char *why, size_t why_size);
 /* 1 when the calling thread's last blob call failed because the store was unreachable (the
- * answer is then 503 with Retry-After, not 500). Reset by each writer or reader opened. */
-int gj_blobstore_unreachable(void);
+ * answer is then 503 with Retry-After, not 500). Each writer or reader opened clears it, as
+ * does reading it with clear = 1 (the answer that told the client). */
+int gj_blobstore_unreachable(int clear);
+/* Asks the store now (/readyz): 1 it answers (or there is none); 0 with why. */
+int gj_blobstore_probe(char *why, size_t why_size);
 
 struct gj_blob_s3w;
 struct gj_blob_s3w *gj_blob_s3w_open(const char *tenant_id, const char *content_type);

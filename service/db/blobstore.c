@@ -439,9 +439,14 @@ struct gj_blob_reader *gj_blob_reader_open_blob(PGconn *conn, const struct gj_bl
     return r;
 }
 
-int gj_blob_store_unreachable(void)
+int gj_blob_store_unreachable(int clear)
 {
-    return gj_blobstore_unreachable();
+    return gj_blobstore_unreachable(clear);
+}
+
+int gj_blob_store_ready(char *why, size_t why_size)
+{
+    return gj_blobstore_probe(why, why_size);
 }
 
 long gj_blob_reader_read(struct gj_blob_reader *r, uint64_t offset, void *buf, size_t len)

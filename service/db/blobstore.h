@@ -77,8 +77,11 @@ int gj_blob_export(PGconn *conn, unsigned int lo_oid, const char *path);
 int gj_blob_export_blob(PGconn *conn, const struct gj_blob_info *info, const char *path, int *missing);
 /* The same by blob id (any tenant's: the caller has checked). */
 int gj_blob_export_id(PGconn *conn, const char *blob_id, const char *path, int *missing);
-/* 1 when this thread's last blob call failed because the object store did not answer. */
-int gj_blob_store_unreachable(void);
+/* 1 when this thread's last blob call failed because the object store did not answer;
+ * clear = 1 forgets it (the answer that said so). */
+int gj_blob_store_unreachable(int clear);
+/* /readyz: 1 when blobs can be stored (always, on large objects); 0 with why. */
+int gj_blob_store_ready(char *why, size_t why_size);
 
 /* "sha-256=:BASE64:" style encodings used by Content-Digest and ETag. */
 void gj_sha256_hex(const unsigned char sha256[32], char hex[65]);

@@ -1,0 +1,139 @@
+"""Blobs in an S3-compatible store (issue 30), against a real one: Swift with s3api (swift_s3.py).
+
+`--blob-store s3`: uploads become objects (multipart past one part) and the database holds
+only their rows; downloads with Range and ETag; job inputs and outputs through the store;
+deleting a blob or a job deletes its objects (the maintenance pass); an object deleted behind
+the service's back is a 410 naming the blob; quotas count the store's bytes; a store that
+stops answering makes uploads 503 with Retry-After and /readyz say why. Swift starts once."""
+import hashlib
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Harness, run_tests  # noqa: E402
+
+H = None
+SRV = None
+
+
+def setup():
+    global H, SRV
+    H = Harness(blob_store="s3")
+    # A short stale-upload age makes the maintenance pass run every second.
+    SRV = H.start_server(["--cpu-workers", "1", "--s3-stale-upload-seconds", "2"])
+
+
+def pattern(n, seed=0):
+    block = hashlib.sha256(str(seed).encode()).digest() * 2048   # 64 KiB
+    return (block * (n // len(block) + 1))[:n]
+
+
+def keys():
+    return set(H.s3.list_keys(H.bucket))
+
+
+def wait_for(cond, what, timeout=30):
+    deadline = time.time() + timeout
+    while not cond():
+        if time.time() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.3)
+
+
+def test_upload_download_in_the_store():
+    c = SRV.client()
+    los = H.scalar("SELECT count(*) FROM pg_largeobject_metadata")
+    data = pattern(20 * 1024 * 1024 + 123)   # three parts of 8 MiB: a multipart upload
+    blob = c.upload(data, "application/x-test")
+    assert blob["size"] == len(data) and blob["sha256"] == hashlib.sha256(data).hexdigest()
+    row = H.sql(f"SELECT lo_oid IS NULL, s3_key FROM blobs WHERE id = '{blob['id']}'")
+    assert row[0][0] == "t" and row[0][1].startswith("blobs/"), row
+    assert row[0][1] in keys()
+    # the database holds no blob bytes: no large object was made
+    assert H.scalar("SELECT count(*) FROM pg_largeobject_metadata") == los
+    assert H.scalar("SELECT count(*) FROM blob_objects_unowned") == "0"
+    r = c.request("GET", f"/v1/blobs/{blob['id']}")
+    assert r.status == 200 and r.body == data and r.headers["content-type"] == "application/x-test"
+    etag = r.headers["etag"]
+    assert c.request("GET", f"/v1/blobs/{blob['id']}", headers={"If-None-Match": etag}).status == 304
+    lo, hi = 8 * 1024 * 1024 - 5, 8 * 1024 * 1024 + 5   # across a part boundary
+    r = c.request("GET", f"/v1/blobs/{blob['id']}", headers={"Range": f"bytes={lo}-{hi}"})
+    assert r.status == 206 and r.body == data[lo:hi + 1], r
+    # awscli, from outside, reads the same bytes
+    out = os.path.join(H.tmp, "via-aws.bin")
+    H.s3.aws("s3", "cp", f"s3://{H.bucket}/{row[0][1]}", out)
+    with open(out, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == blob["sha256"]
+    # deleting the blob deletes its object (the maintenance pass, within seconds)
+    assert c.request("DELETE", f"/v1/blobs/{blob['id']}").status == 204
+    wait_for(lambda: row[0][1] not in keys(), "the deleted blob's object to go")
+    wait_for(lambda: H.scalar("SELECT count(*) FROM blob_objects_unowned") == "0", "the record to go")
+
+
+def test_job_inputs_and_outputs_through_the_store():
+    c = SRV.client()
+    inp = c.upload(pattern(70000, 1))
+    job = c.submit("noop", {"output_bytes": 200000}, inputs={"input": inp["id"]})
+    done = c.wait_job(job["id"])
+    assert done["state"] == "succeeded", done
+    res = json.loads(c.request("GET", f"/v1/jobs/{job['id']}/outputs/result.json").body)
+    assert res["inputs"] == {"input": 70000}, res
+    out = c.request("GET", f"/v1/jobs/{job['id']}/outputs/data.bin", headers={"Range": "bytes=100-199"})
+    assert out.status == 206 and len(out.body) == 100, out
+    owned = [r[0] for r in H.sql(f"SELECT s3_key FROM blobs WHERE owner_job = '{job['id']}'")]
+    assert owned and all(k.startswith("blobs/") for k in owned) and set(owned) <= keys()
+    assert c.request("DELETE", f"/v1/jobs/{job['id']}").status == 204
+    wait_for(lambda: not (set(owned) & keys()), "the job's objects to go")
+
+
+def test_object_lost_behind_our_back():
+    c = SRV.client()
+    blob = c.upload(b"soon gone" * 1000)
+    key = H.sql(f"SELECT s3_key FROM blobs WHERE id = '{blob['id']}'")[0][0]
+    H.s3.aws("s3", "rm", f"s3://{H.bucket}/{key}")
+    r = c.request("GET", f"/v1/blobs/{blob['id']}")
+    assert r.status == 410 and blob["id"] in r.json()["detail"], r
+    job = c.submit("noop", {}, inputs={"input": blob["id"]})
+    done = c.wait_job(job["id"])
+    assert done["state"] == "failed" and blob["id"] in json.dumps(done["error"]), done
+    assert SRV.proc.poll() is None   # never a crash
+
+
+def test_quota_counts_the_store():
+    c = SRV.client()
+    key = c.json("POST", "/v1/api-keys", {"tenant": "s3-quota"}, expect=201)["key"]
+    u = SRV.client(key=key)
+    tenant = H.scalar("SELECT id FROM tenants WHERE name = 's3-quota'")
+    c.json("PUT", f"/v1/tenants/{tenant}/storage-quota", {"quota_bytes": 100000}, expect=200)
+    u.upload(pattern(60000, 2))
+    r = u.request("POST", "/v1/blobs", body=pattern(60000, 3))
+    assert r.status == 507, r
+
+
+def test_store_unreachable():
+    c = SRV.client()
+    H.s3.stop()
+    r = c.request("POST", "/v1/blobs", body=b"x" * 1000)
+    assert r.status == 503 and "object store" in r.json()["detail"] and r.headers.get("retry-after"), r
+    r = c.request("GET", "/readyz")
+    assert r.status == 503 and any("object store" in why for why in r.json()["reasons"]), r
+    assert SRV.proc.poll() is None
+
+
+def teardown():
+    H.close()
+
+
+if __name__ == "__main__":
+    import swift_s3
+    if not swift_s3.available():
+        print("Swift is not installed: skipped")
+        sys.exit(77)
+    setup()
+    try:
+        run_tests([test_upload_download_in_the_store, test_job_inputs_and_outputs_through_the_store,
+                   test_object_lost_behind_our_back, test_quota_counts_the_store, test_store_unreachable])
+    finally:
+        teardown()

@@ -674,8 +674,8 @@ static int check_blob_store(struct gj_config *cfg)
         fprintf(stderr, "gpujobd: %s: path or virtual\n", both_names("s3-addressing", name, sizeof name));
         return -1;
     }
-    if (strcmp(cfg->blob_store, "s3") != 0)
-        return 0;
+    if (strcmp(cfg->blob_store, "s3") != 0 && !cfg->s3_endpoint[0])
+        return 0;   /* a store given with --blob-store postgres is read (blobs moved there) */
     if (!cfg->s3_endpoint[0] || !cfg->s3_bucket[0]) {
         fprintf(stderr, "gpujobd: --blob-store s3 needs --s3-endpoint and --s3-bucket\n");
         return -1;

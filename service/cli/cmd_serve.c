@@ -238,15 +238,15 @@ static int start_storage(struct serve_run *run)
 static int start_blob_store(struct serve_run *run)
 {
     const struct gj_config *cfg = &run->srv->cfg;
-    if (strcmp(cfg->blob_store, "s3") != 0)
-        return 0;
+    if (!cfg->s3_endpoint[0])
+        return 0;   /* with --blob-store postgres and a store given, its blobs are still read */
     struct gj_s3_config s3 = { .endpoint = cfg->s3_endpoint, .bucket = cfg->s3_bucket, .region = cfg->s3_region,
                                .virtual_host = strcmp(cfg->s3_addressing, "virtual") == 0,
                                .access_key = cfg->s3_access_key, .secret_key = cfg->s3_secret_key,
                                .ca_file = cfg->s3_ca_file };
     char why[300] = "cannot initialise libcurl";
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(run->s3 = gj_s3_new(&s3, why, sizeof why)) ||
-        gj_blobstore_use_s3(run->s3, run->srv->database_url) != 0) {
+        gj_blobstore_use_s3(run->s3, run->srv->database_url, strcmp(cfg->blob_store, "s3") == 0) != 0) {
         fprintf(stderr, "gpujobd: --blob-store s3: %s\n", run->s3 ? "out of memory" : why);
         return -1;
     }
@@ -254,7 +254,8 @@ static int start_blob_store(struct serve_run *run)
     run->blob_janitor = gj_blob_janitor_start(run->srv->db, every, cfg->s3_stale_upload_seconds);
     if (!run->blob_janitor)
         return -1;
-    gj_log_info("serve", "blobs go to %s, bucket %s", cfg->s3_endpoint, cfg->s3_bucket);
+    gj_log_info("serve", "blobs %s %s, bucket %s", strcmp(cfg->blob_store, "s3") == 0 ? "go to" : "are also read from",
+                cfg->s3_endpoint, cfg->s3_bucket);
     return 0;
 }
 

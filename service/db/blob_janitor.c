@@ -54,8 +54,6 @@ static void *run(void *arg)
 
 struct gj_blob_janitor *gj_blob_janitor_start(struct gj_db_pool *pool, int interval_s, long upload_grace_s)
 {
-    if (!gj_blobstore_s3())
-        return NULL;
     struct gj_blob_janitor *j = calloc(1, sizeof *j);
     if (!j)
         return NULL;

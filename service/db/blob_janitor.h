@@ -9,7 +9,7 @@
 struct gj_db_pool;
 struct gj_blob_janitor;
 
-/* NULL when no object store is configured (nothing to do) or the thread could not start. */
+/* Started where an object store is configured. NULL when the thread could not start. */
 struct gj_blob_janitor *gj_blob_janitor_start(struct gj_db_pool *pool, int interval_s, long upload_grace_s);
 void gj_blob_janitor_stop(struct gj_blob_janitor *j);
 

@@ -24,7 +24,8 @@
 #define MAX_PARTS 10000
 #define WINDOW (4u * 1024 * 1024)
 
-static const struct gj_s3 *store;
+static const struct gj_s3 *store;   /* where blobs are read from */
+static int store_writes;           /* and whether new ones go there */
 static char *records_url;
 static PGconn *records;   /* the upload records' own connection, under records_lock */
 static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -35,7 +36,7 @@ static time_t down_since;
 static char down_why[300];
 static _Thread_local int thread_unreachable;
 
-int gj_blobstore_use_s3(const struct gj_s3 *s3, const char *db_url)
+int gj_blobstore_use_s3(const struct gj_s3 *s3, const char *db_url, int writes)
 {
     char *url = strdup(db_url ? db_url : "");
     if (!s3 || !url) {
@@ -46,6 +47,7 @@ int gj_blobstore_use_s3(const struct gj_s3 *s3, const char *db_url)
     pthread_mutex_lock(&records_lock);
     records_url = url;
     store = s3;
+    store_writes = writes;
     pthread_mutex_unlock(&records_lock);
     return 0;
 }
@@ -54,6 +56,7 @@ void gj_blobstore_use_postgres(void)
 {
     pthread_mutex_lock(&records_lock);
     store = NULL;
+    store_writes = 0;
     if (records)
         PQfinish(records);
     records = NULL;
@@ -64,7 +67,7 @@ void gj_blobstore_use_postgres(void)
 
 const struct gj_s3 *gj_blobstore_s3(void)
 {
-    return store;
+    return store_writes ? store : NULL;
 }
 
 /* Every S3 call's outcome passes here: the store's health for /readyz and 503s. */
@@ -483,7 +486,7 @@ static int abort_stale(const char *key, const char *upload_id, time_t initiated,
 int gj_blob_s3_maintain(PGconn *conn, long upload_grace_s, int *deleted, int *aborted)
 {
     *deleted = *aborted = 0;
-    if (!store)
+    if (!store)   /* a replica that only reads the store still deletes what no blob owns */
         return 0;
     struct gj_s3_conn *c = gj_s3_conn_new(store);
     if (!c)

@@ -23,12 +23,13 @@
 
 #define GJ_BLOB_S3_KEY_MAX 128
 
-/* From now on new blobs go to s3 (kept, not copied: it outlives every blob call), and blobs
- * there can be read. db_url: the database for the upload records' own connection. 0 or -1. */
-int gj_blobstore_use_s3(const struct gj_s3 *s3, const char *db_url);
+/* From now on blobs in s3 can be read and, with writes, new blobs go there (s3 is kept, not
+ * copied: it outlives every blob call). db_url: the database for the upload records' own
+ * connection. 0 or -1. */
+int gj_blobstore_use_s3(const struct gj_s3 *s3, const char *db_url, int writes);
 /* Back to large objects for new blobs (tests); closes the records' connection. */
 void gj_blobstore_use_postgres(void);
-/* The store blobs go to, or NULL for PostgreSQL. */
+/* The store new blobs go to, or NULL for PostgreSQL. */
 const struct gj_s3 *gj_blobstore_s3(void);
 
 /* Whether the store answered lately: 1 yes (or no store); 0 with why after a call found it

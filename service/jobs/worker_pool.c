@@ -324,9 +324,10 @@ static int materialize_inputs(PGconn *conn, const struct gj_claim *c, const char
         if (gj_blob_export_id(conn, in->blob_ids[in->n - 1], path, &missing) != 0) {
             PQclear(r);
             err->transient = !missing;
-            return missing ? gj_error_set(err, "inputs", "input %s: blob %s is missing from the object store", name,
-                                          in->blob_ids[in->n - 1])
-                           : gj_error_set(err, "", "internal: cannot download input %s", name);
+            /* item->name: name was the result's, cleared just now */
+            return missing ? gj_error_set(err, "inputs", "input %s: blob %s is missing from the object store",
+                                          item->name, in->blob_ids[in->n - 1])
+                           : gj_error_set(err, "", "internal: cannot download input %s", item->name);
         }
     }
     PQclear(r);

@@ -97,7 +97,7 @@ static int setup(void **state)
                                     .secret_key = getenv("AWS_SECRET_ACCESS_KEY") };
         char why[256];
         s3 = gj_s3_new(&cfg, why, sizeof why);
-        if (!s3 || gj_blobstore_use_s3(s3, url) != 0)
+        if (!s3 || gj_blobstore_use_s3(s3, url, 1) != 0)
             return -1;
     }
     data = malloc(BIG);

@@ -4,15 +4,17 @@
 only their rows; downloads with Range and ETag; job inputs and outputs through the store;
 deleting a blob or a job deletes its objects (the maintenance pass); an object deleted behind
 the service's back is a 410 naming the blob; quotas count the store's bytes; a store that
-stops answering makes uploads 503 with Retry-After and /readyz say why. Swift starts once."""
+stops answering makes uploads 503 with Retry-After and /readyz say why; `gpujobd blobs migrate
+--to s3` moves large objects there while the service runs. Swift starts once."""
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Harness, run_tests  # noqa: E402
+from harness import GPUJOBD, Harness, run_tests  # noqa: E402
 
 H = None
 SRV = None
@@ -112,6 +114,41 @@ def test_quota_counts_the_store():
     assert r.status == 507, r
 
 
+def test_migrate_large_objects_to_the_store():
+    """Blobs stored as large objects (a replica on --blob-store postgres) move to the store with
+    `gpujobd blobs migrate --to s3` while both replicas run; every digest still matches, and a
+    second run has nothing left to move."""
+    flags, env = H.s3_args()
+    flags = [f for f in flags if f not in ("--blob-store", "s3")]
+    pg = H.start_server(["--blob-store", "postgres", "--cpu-workers", "0"] + flags, env=env)
+    admin = SRV.client().key   # one database: the first server made the admin key
+    c = pg.client(key=admin)
+    datas = [pattern(n, 10 + n) for n in (0, 1000, 9 * 1024 * 1024 + 7)]
+    blobs = [c.upload(d) for d in datas]
+    ids = "', '".join(b["id"] for b in blobs)
+    assert H.scalar(f"SELECT count(*) FROM blobs WHERE id IN ('{ids}') AND lo_oid IS NOT NULL") == "3"
+    los = int(H.scalar("SELECT count(*) FROM pg_largeobject_metadata"))
+    # both kinds are read at once: the S3 replica reads a large object
+    assert SRV.client().request("GET", f"/v1/blobs/{blobs[1]['id']}").body == datas[1]
+    run = subprocess.run([GPUJOBD, "blobs", "migrate", "--to", "s3", "--database-url", H.url] + flags,
+                         env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "moved" in run.stdout and H.s3.secret_key not in run.stdout + run.stderr, run.stdout
+    rows = H.sql(f"SELECT id, lo_oid IS NULL, s3_key FROM blobs WHERE id IN ('{ids}')")
+    assert all(r[1] == "t" and r[2] in keys() for r in rows), rows
+    assert int(H.scalar("SELECT count(*) FROM pg_largeobject_metadata")) <= los - 3
+    for b, d in zip(blobs, datas):
+        for srv in (SRV, pg):
+            r = srv.client(key=admin).request("GET", f"/v1/blobs/{b['id']}")
+            assert r.status == 200 and hashlib.sha256(r.body).hexdigest() == b["sha256"] and r.body == d
+    again = subprocess.run([GPUJOBD, "blobs", "migrate", "--to", "s3", "--database-url", H.url] + flags,
+                           env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and again.stdout.startswith("0 blobs"), again.stdout + again.stderr
+    bad = subprocess.run([GPUJOBD, "blobs", "migrate", "--to", "nowhere"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage" in bad.stderr
+    pg.terminate()
+
+
 def test_store_unreachable():
     c = SRV.client()
     H.s3.stop()
@@ -134,6 +171,7 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_upload_download_in_the_store, test_job_inputs_and_outputs_through_the_store,
-                   test_object_lost_behind_our_back, test_quota_counts_the_store, test_store_unreachable])
+                   test_object_lost_behind_our_back, test_quota_counts_the_store,
+                   test_migrate_large_objects_to_the_store, test_store_unreachable])
     finally:
         teardown()

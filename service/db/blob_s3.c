@@ -460,6 +460,11 @@ int gj_blob_s3_export(const char *key, int fd, int *missing)
     return rc == GJ_S3_OK ? 0 : -1;
 }
 
+char *gj_blob_s3_presign(const char *key, long expires_s, const char *content_disposition)
+{
+    return store ? gj_s3_presign_get(store, key, expires_s, time(NULL), content_disposition) : NULL;
+}
+
 /* ---------- maintenance ---------- */
 
 struct stale {

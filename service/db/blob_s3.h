@@ -62,6 +62,8 @@ struct gj_blob_s3r;
 struct gj_blob_s3r *gj_blob_s3r_open(const char *key, uint64_t size, int *missing);
 long gj_blob_s3r_read(struct gj_blob_s3r *r, uint64_t offset, void *buf, size_t len);
 void gj_blob_s3r_close(struct gj_blob_s3r *r);
+/* A presigned GET of key valid expires_s seconds (malloc'd), or NULL. */
+char *gj_blob_s3_presign(const char *key, long expires_s, const char *content_disposition);
 /* The whole object into the file at fd. 0, -1; *missing = 1 when the object is gone. */
 int gj_blob_s3_export(const char *key, int fd, int *missing);
 

@@ -598,6 +598,11 @@ int gj_blob_export_blob(PGconn *conn, const struct gj_blob_info *info, const cha
     return rc;
 }
 
+char *gj_blob_presigned_url(const struct gj_blob_info *info, long expires_s, const char *content_disposition)
+{
+    return info->s3_key[0] ? gj_blob_s3_presign(info->s3_key, expires_s, content_disposition) : NULL;
+}
+
 int gj_blob_export_id(PGconn *conn, const char *blob_id, const char *path, int *missing)
 {
     struct gj_blob_info info;

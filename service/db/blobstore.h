@@ -83,6 +83,10 @@ int gj_blob_store_unreachable(int clear);
 /* /readyz: 1 when blobs can be stored (always, on large objects); 0 with why. */
 int gj_blob_store_ready(char *why, size_t why_size);
 
+/* A short-lived URL that downloads a blob straight from the object store (a presigned GET,
+ * expires_s seconds), or NULL for a large object. malloc'd. */
+char *gj_blob_presigned_url(const struct gj_blob_info *info, long expires_s, const char *content_disposition);
+
 /* "sha-256=:BASE64:" style encodings used by Content-Digest and ETag. */
 void gj_sha256_hex(const unsigned char sha256[32], char hex[65]);
 void gj_sha256_base64(const unsigned char sha256[32], char b64[45]);

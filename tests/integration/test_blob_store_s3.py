@@ -3,8 +3,8 @@
 `--blob-store s3`: uploads become objects (multipart past one part) and the database holds
 only their rows; downloads with Range and ETag; job inputs and outputs through the store;
 deleting a blob or a job deletes its objects (the maintenance pass); an object deleted behind
-the service's back is a 410 naming the blob; quotas count the store's bytes; a store that
-stops answering makes uploads 503 with Retry-After and /readyz say why; `gpujobd blobs migrate
+the service's back is a 410 naming the blob; ?redirect=presigned answers 307 to the store;
+quotas count the store's bytes; a store that stops answering makes uploads 503 with Retry-After and /readyz say why; `gpujobd blobs migrate
 --to s3` moves large objects there while the service runs. Swift starts once."""
 import hashlib
 import json
@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import GPUJOBD, Harness, run_tests  # noqa: E402
@@ -68,6 +69,15 @@ def test_upload_download_in_the_store():
     H.s3.aws("s3", "cp", f"s3://{H.bucket}/{row[0][1]}", out)
     with open(out, "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == blob["sha256"]
+    # a presigned redirect, opted into: the bytes come straight from the store, no key needed
+    r = c.request("GET", f"/v1/blobs/{blob['id']}?redirect=presigned")
+    assert r.status == 307 and r.headers["cache-control"] == "no-store", r
+    loc = r.headers["location"]
+    assert loc.startswith(H.s3.endpoint) and "X-Amz-Signature=" in loc and H.s3.secret_key not in loc
+    with urllib.request.urlopen(loc, timeout=60) as direct:
+        assert direct.read() == data and direct.headers["content-disposition"].startswith("attachment")
+    out = c.request("GET", f"/v1/blobs/{blob['id']}?redirect=other")
+    assert out.status == 200 and out.body == data
     # deleting the blob deletes its object (the maintenance pass, within seconds)
     assert c.request("DELETE", f"/v1/blobs/{blob['id']}").status == 204
     wait_for(lambda: row[0][1] not in keys(), "the deleted blob's object to go")
@@ -128,8 +138,10 @@ def test_migrate_large_objects_to_the_store():
     ids = "', '".join(b["id"] for b in blobs)
     assert H.scalar(f"SELECT count(*) FROM blobs WHERE id IN ('{ids}') AND lo_oid IS NOT NULL") == "3"
     los = int(H.scalar("SELECT count(*) FROM pg_largeobject_metadata"))
-    # both kinds are read at once: the S3 replica reads a large object
+    # both kinds are read at once: the S3 replica reads a large object; no redirect for one
     assert SRV.client().request("GET", f"/v1/blobs/{blobs[1]['id']}").body == datas[1]
+    r = SRV.client().request("GET", f"/v1/blobs/{blobs[1]['id']}?redirect=presigned")
+    assert r.status == 200 and r.body == datas[1], r
     run = subprocess.run([GPUJOBD, "blobs", "migrate", "--to", "s3", "--database-url", H.url] + flags,
                          env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]

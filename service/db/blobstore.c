@@ -439,6 +439,17 @@ struct gj_blob_reader *gj_blob_reader_open_blob(PGconn *conn, const struct gj_bl
     return r;
 }
 
+struct gj_blob_reader *gj_blob_reader_open_id(PGconn *conn, const char *blob_id, int *missing)
+{
+    struct gj_blob_info info;
+    if (missing)
+        *missing = 0;
+    int found = gj_blob_lookup(conn, NULL, blob_id, &info);
+    if (found == 0)
+        gj_log_error("blob", "blob %s does not exist", blob_id);
+    return found == 1 ? gj_blob_reader_open_blob(conn, &info, missing) : NULL;
+}
+
 int gj_blob_store_unreachable(int clear)
 {
     return gj_blobstore_unreachable(clear);

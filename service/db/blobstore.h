@@ -67,6 +67,8 @@ struct gj_blob_reader *gj_blob_reader_open(PGconn *conn, unsigned int lo_oid);
  * answer naming the blob, 410), and gj_blob_store_unreachable() says when the store did not
  * answer (503). */
 struct gj_blob_reader *gj_blob_reader_open_blob(PGconn *conn, const struct gj_blob_info *info, int *missing);
+/* The same by blob id (any tenant's: the caller has checked). */
+struct gj_blob_reader *gj_blob_reader_open_id(PGconn *conn, const char *blob_id, int *missing);
 long gj_blob_reader_read(struct gj_blob_reader *r, uint64_t offset, void *buf, size_t len);
 void gj_blob_reader_close(struct gj_blob_reader *r);
 

@@ -151,16 +151,32 @@ static int record(const char *sql, const char *key)
 
 /* ---------- writing ---------- */
 
+#define IN_FLIGHT 3   /* parts sent at once, each on a connection of its own */
+
+/* One part on its way: its bytes, and the thread that sends them. */
+struct part_job {
+    struct gj_blob_s3w *w;
+    struct gj_s3_conn *conn;
+    unsigned char *buf;
+    size_t len, cap;
+    int n;                                  /* the part's number */
+    int rc;
+    int busy;                               /* a thread to join */
+    pthread_t thread;
+};
+
 struct gj_blob_s3w {
     struct gj_s3_conn *conn;
     char key[GJ_BLOB_S3_KEY_MAX];
     char content_type[256];
     char upload_id[GJ_S3_UPLOAD_ID_MAX];   /* "" until the first full part */
-    unsigned char *part;
+    unsigned char *part;                    /* the part being filled */
     size_t part_len, part_cap;
-    int parts;                              /* sent so far */
-    char (*etags)[GJ_S3_ETAG_MAX];
+    int parts;                              /* handed to a job so far */
+    char (*etags)[GJ_S3_ETAG_MAX];          /* written by the jobs: grown only with none busy */
     int etags_cap;
+    struct part_job jobs[IN_FLIGHT];
+    int next_job;
     int finished;                           /* the object exists */
     int failed;
 };
@@ -205,6 +221,44 @@ struct gj_blob_s3w *gj_blob_s3w_open(const char *tenant_id, const char *content_
     return w;
 }
 
+static void *send_job(void *arg)
+{
+    struct part_job *j = arg;
+    struct gj_blob_s3w *w = j->w;
+    unsigned char md[32];
+    unsigned int n = 0;
+    if (EVP_Digest(j->buf, j->len, md, &n, EVP_sha256(), NULL) != 1) {
+        j->rc = GJ_S3_ERROR;
+        return NULL;
+    }
+    j->rc = noted(gj_s3_multipart_part(j->conn, w->key, w->upload_id, j->n, j->buf, j->len, md, w->etags[j->n - 1]),
+                  j->conn);
+    return NULL;
+}
+
+/* Waits for job j; -1 when its part failed (the store's silence is then this thread's too). */
+static int join_job(struct part_job *j)
+{
+    if (!j->busy)
+        return 0;
+    pthread_join(j->thread, NULL);
+    j->busy = 0;
+    if (j->rc == GJ_S3_UNREACHABLE)
+        thread_unreachable = 1;
+    return j->rc == GJ_S3_OK ? 0 : -1;
+}
+
+static int join_all(struct gj_blob_s3w *w)
+{
+    int rc = 0;
+    for (int i = 0; i < IN_FLIGHT; i++)
+        if (join_job(&w->jobs[i]) != 0)
+            rc = -1;
+    return rc;
+}
+
+/* Hands the filled part to a job (waiting for the oldest when all are busy) and takes that job's
+ * old buffer to fill next. */
 static int send_part(struct gj_blob_s3w *w)
 {
     if (!w->upload_id[0] &&
@@ -214,7 +268,9 @@ static int send_part(struct gj_blob_s3w *w)
         gj_log_error(COMPONENT, "%s: more than %d parts", w->key, MAX_PARTS);
         return -1;
     }
-    if (w->parts == w->etags_cap) {
+    if (w->parts == w->etags_cap) {   /* the jobs write into it: none may be running */
+        if (join_all(w) != 0)
+            return -1;
         int cap = w->etags_cap ? w->etags_cap * 2 : 64;
         void *e = realloc(w->etags, (size_t)cap * sizeof *w->etags);
         if (!e)
@@ -222,18 +278,30 @@ static int send_part(struct gj_blob_s3w *w)
         w->etags = e;
         w->etags_cap = cap;
     }
-    unsigned char md[32];
-    unsigned int n = 0;
-    if (EVP_Digest(w->part, w->part_len, md, &n, EVP_sha256(), NULL) != 1)
+    struct part_job *j = &w->jobs[w->next_job];
+    w->next_job = (w->next_job + 1) % IN_FLIGHT;
+    if (join_job(j) != 0)
         return -1;
-    int rc = gj_s3_multipart_part(w->conn, w->key, w->upload_id, w->parts + 1, w->part, w->part_len, md,
-                                  w->etags[w->parts]);
-    if (noted(rc, w->conn) != GJ_S3_OK)
+    if (!j->conn && !(j->conn = gj_s3_conn_new(store)))
         return -1;
-    w->parts++;
+    unsigned char *spare = j->buf;
+    size_t spare_cap = j->cap;
+    j->w = w;
+    j->buf = w->part;
+    j->cap = w->part_cap;
+    j->len = w->part_len;
+    j->n = ++w->parts;
+    j->rc = GJ_S3_ERROR;
+    w->part = spare;
+    w->part_cap = spare_cap;
     w->part_len = 0;
+    if (pthread_create(&j->thread, NULL, send_job, j) != 0) {
+        gj_log_error(COMPONENT, "%s: cannot start a thread for part %d", w->key, j->n);
+        return -1;
+    }
+    j->busy = 1;
     size_t next = part_size(w->parts + 1);
-    if (next > w->part_cap) {   /* the next thousand parts are twice as large */
+    if (next > w->part_cap || !w->part) {   /* the next thousand parts are twice as large */
         unsigned char *p = realloc(w->part, next);
         if (!p)
             return -1;
@@ -287,7 +355,8 @@ int gj_blob_s3w_finish(struct gj_blob_s3w *w)
     if (!w->upload_id[0]) {   /* smaller than one part: one PUT */
         ok = noted(gj_s3_put(w->conn, w->key, w->part, w->part_len, NULL, w->content_type), w->conn) == GJ_S3_OK;
     } else {
-        ok = (w->part_len == 0 || send_part(w) == 0) &&
+        ok = (w->part_len == 0 || send_part(w) == 0);
+        ok = join_all(w) == 0 && ok &&
              noted(gj_s3_multipart_complete(w->conn, w->key, w->upload_id, (const char(*)[GJ_S3_ETAG_MAX])w->etags,
                                             w->parts), w->conn) == GJ_S3_OK;
     }
@@ -296,9 +365,15 @@ int gj_blob_s3w_finish(struct gj_blob_s3w *w)
         return -1;
     }
     w->finished = 1;
-    free(w->part);   /* what stays until the commit is small */
+    /* what stays until the commit is small */
+    free(w->part);
     w->part = NULL;
     w->part_cap = w->part_len = 0;
+    for (int i = 0; i < IN_FLIGHT; i++) {
+        free(w->jobs[i].buf);
+        w->jobs[i].buf = NULL;
+        w->jobs[i].cap = 0;
+    }
     return 0;
 }
 
@@ -311,6 +386,11 @@ void gj_blob_s3w_free(struct gj_blob_s3w *w)
 {
     if (!w)
         return;
+    join_all(w);
+    for (int i = 0; i < IN_FLIGHT; i++) {
+        gj_s3_conn_free(w->jobs[i].conn);
+        free(w->jobs[i].buf);
+    }
     gj_s3_conn_free(w->conn);
     free(w->part);
     free(w->etags);
@@ -322,6 +402,8 @@ void gj_blob_s3w_abort(struct gj_blob_s3w *w)
     if (!w)
         return;
     int unreachable = thread_unreachable;   /* why it failed, kept for the answer */
+    if (join_all(w) != 0 && thread_unreachable)   /* no part may still be on its way */
+        unreachable = 1;
     /* Nothing is left behind: the parts go with the upload, a made object is deleted; what
      * fails here stays recorded in blob_objects_unowned for the maintenance pass. */
     int clean = 1;

@@ -2,10 +2,10 @@
  * blob_s3.h — the blob store's S3 half (issue 30): blobs as objects of one bucket, their
  * metadata in the blobs table as for large objects (blobstore.h is the API callers use).
  *
- * An upload streams into a multipart upload, one part buffered at a time, each sent with its
- * SHA-256. Parts are 8 MiB for the first thousand, then twice as large every thousand more (capped at
- * 5 GiB), so 10000 parts reach 5 TiB while an upload below 8 GiB holds 8 MiB. A blob smaller
- * than one part is one PUT. Before its first byte an upload's key is recorded, on a
+ * An upload streams into a multipart upload: one part is filled while up to three others are
+ * sent, each on a connection and thread of its own with its SHA-256. Parts are 8 MiB for the
+ * first thousand, then twice as large every thousand more (capped at 5 GiB), so 10000 parts
+ * reach 5 TiB while an upload below 8 GiB holds 32 MiB. A blob smaller than one part is one PUT. Before its first byte an upload's key is recorded, on a
  * connection of its own, in blob_objects_unowned (migration 0018), and the commit that inserts
  * the blob removes that row in the same transaction: an upload whose transaction never
  * commits leaves the row, and gj_blob_s3_maintain deletes its object. Deleted blobs' keys

@@ -419,13 +419,29 @@ void gj_blob_s3w_abort(struct gj_blob_s3w *w)
 
 /* ---------- reading ---------- */
 
+/* A window of the object: its bytes and where they start. */
+struct window {
+    unsigned char *buf;
+    uint64_t off;
+    size_t len;
+};
+
+/* The next window, fetched on a thread of its own while the current one is read. */
+struct prefetch {
+    struct gj_blob_s3r *r;
+    struct gj_s3_conn *conn;
+    struct window win;
+    int rc;
+    int busy;
+    pthread_t thread;
+};
+
 struct gj_blob_s3r {
     struct gj_s3_conn *conn;
     char key[GJ_BLOB_S3_KEY_MAX];
     uint64_t size;
-    unsigned char *win;
-    uint64_t win_off;
-    size_t win_len;
+    struct window cur;
+    struct prefetch next;
 };
 
 struct into_buf {
@@ -443,6 +459,64 @@ static int into_buf(const void *data, size_t len, void *arg)
     return 0;
 }
 
+/* One ranged GET of the window starting at off into w (w->buf holds WINDOW bytes). */
+static int fetch_window(struct gj_blob_s3r *r, struct gj_s3_conn *c, uint64_t off, struct window *w)
+{
+    uint64_t want = r->size - off < WINDOW ? r->size - off : WINDOW;
+    struct into_buf b = { w->buf, 0, (size_t)want };
+    w->len = 0;
+    int rc = noted(gj_s3_get(c, r->key, off, want, NULL, into_buf, &b, NULL), c);
+    if (rc == GJ_S3_OK && b.len == 0)
+        rc = GJ_S3_ERROR;
+    if (rc == GJ_S3_OK) {
+        w->off = off;
+        w->len = b.len;
+    }
+    return rc;
+}
+
+static void *prefetch_run(void *arg)
+{
+    struct prefetch *p = arg;
+    p->rc = fetch_window(p->r, p->conn, p->win.off, &p->win);
+    return NULL;
+}
+
+/* Starts fetching the window after the current one, when there is one. */
+static void prefetch_start(struct gj_blob_s3r *r)
+{
+    struct prefetch *p = &r->next;
+    uint64_t off = r->cur.off + r->cur.len;
+    if (p->busy || off >= r->size)
+        return;
+    if (!p->conn && !(p->conn = gj_s3_conn_new(store)))
+        return;
+    if (!p->win.buf && !(p->win.buf = malloc(WINDOW)))
+        return;
+    p->r = r;
+    p->win.off = off;
+    p->win.len = 0;
+    p->busy = pthread_create(&p->thread, NULL, prefetch_run, p) == 0;
+}
+
+/* Waits for the prefetch; 1 when it holds offset (then it becomes the current window). */
+static int prefetch_take(struct gj_blob_s3r *r, uint64_t offset)
+{
+    struct prefetch *p = &r->next;
+    if (!p->busy)
+        return 0;
+    pthread_join(p->thread, NULL);
+    p->busy = 0;
+    if (p->rc == GJ_S3_UNREACHABLE)
+        thread_unreachable = 1;
+    if (p->rc != GJ_S3_OK || offset < p->win.off || offset >= p->win.off + p->win.len)
+        return 0;
+    struct window t = r->cur;
+    r->cur = p->win;
+    p->win = t;
+    return 1;
+}
+
 struct gj_blob_s3r *gj_blob_s3r_open(const char *key, uint64_t size, int *missing)
 {
     thread_unreachable = 0;
@@ -454,9 +528,9 @@ struct gj_blob_s3r *gj_blob_s3r_open(const char *key, uint64_t size, int *missin
         return NULL;
     snprintf(r->key, sizeof r->key, "%s", key);
     r->size = size;
-    r->win = malloc(WINDOW);
+    r->cur.buf = malloc(WINDOW);
     r->conn = gj_s3_conn_new(store);
-    if (!r->win || !r->conn) {
+    if (!r->cur.buf || !r->conn) {
         gj_blob_s3r_close(r);
         return NULL;
     }
@@ -476,27 +550,23 @@ struct gj_blob_s3r *gj_blob_s3r_open(const char *key, uint64_t size, int *missin
     return r;
 }
 
-/* Up to len bytes from offset, out of the window (refilled by one ranged GET when offset is
- * outside it): as many as there are, as for a large object. */
+/* Up to len bytes from offset, out of the current window; outside it, out of the prefetched
+ * next one, or else one ranged GET there. Reading on, the window after is fetched meanwhile. As
+ * many bytes as there are, as for a large object. */
 long gj_blob_s3r_read(struct gj_blob_s3r *r, uint64_t offset, void *buf, size_t len)
 {
     size_t got = 0;
     while (got < len && offset + got < r->size) {
         uint64_t at = offset + got;
-        if (at < r->win_off || at >= r->win_off + r->win_len) {
-            uint64_t want = r->size - at < WINDOW ? r->size - at : WINDOW;
-            struct into_buf b = { r->win, 0, (size_t)want };
-            r->win_len = 0;
-            int rc = noted(gj_s3_get(r->conn, r->key, at, want, NULL, into_buf, &b, NULL), r->conn);
-            if (rc != GJ_S3_OK || b.len == 0)
+        if (at < r->cur.off || at >= r->cur.off + r->cur.len) {
+            if (!prefetch_take(r, at) && fetch_window(r, r->conn, at, &r->cur) != GJ_S3_OK)
                 return -1;
-            r->win_off = at;
-            r->win_len = b.len;
+            prefetch_start(r);
         }
-        size_t from = (size_t)(at - r->win_off), n = r->win_len - from;
+        size_t from = (size_t)(at - r->cur.off), n = r->cur.len - from;
         if (n > len - got)
             n = len - got;
-        memcpy((char *)buf + got, r->win + from, n);
+        memcpy((char *)buf + got, r->cur.buf + from, n);
         got += n;
     }
     return (long)got;
@@ -506,8 +576,12 @@ void gj_blob_s3r_close(struct gj_blob_s3r *r)
 {
     if (!r)
         return;
+    if (r->next.busy)
+        pthread_join(r->next.thread, NULL);
+    gj_s3_conn_free(r->next.conn);
+    free(r->next.win.buf);
     gj_s3_conn_free(r->conn);
-    free(r->win);
+    free(r->cur.buf);
     free(r);
 }
 

@@ -5,7 +5,8 @@ only their rows; downloads with Range and ETag; job inputs and outputs through t
 deleting a blob or a job deletes its objects (the maintenance pass); an object deleted behind
 the service's back is a 410 naming the blob; ?redirect=presigned answers 307 to the store;
 quotas count the store's bytes; a store that stops answering makes uploads 503 with Retry-After and /readyz say why; `gpujobd blobs migrate
---to s3` moves large objects there while the service runs. Swift starts once."""
+--to s3` moves large objects there while the service runs; a replica killed mid-upload leaves
+no parts after the maintenance pass. Swift starts once."""
 import hashlib
 import json
 import os
@@ -161,6 +162,32 @@ def test_migrate_large_objects_to_the_store():
     pg.terminate()
 
 
+def uploads_in_progress():
+    """The bucket's multipart uploads under blobs/, asked with a signed GET (awscli is slow)."""
+    status, body = H.s3.signed("GET", "/" + H.bucket, "prefix=blobs%2F&uploads=")
+    assert status == 200, (status, body[:300])
+    return body.count(b"<Upload>")
+
+
+def test_replica_killed_mid_upload():
+    """A replica killed while it sends an upload's parts leaves them in the store; another
+    replica's maintenance pass aborts the upload once it is older than --s3-stale-upload-seconds,
+    and deletes what the upload's record names."""
+    victim = H.start_server(["--cpu-workers", "0"])
+    admin = SRV.client().key
+    body = pattern(200 * 1024 * 1024, 4)   # 25 parts: seconds of sending here
+    import threading
+    threading.Thread(target=lambda: victim.client(key=admin).request("POST", "/v1/blobs", body=body, timeout=300),
+                     daemon=True).start()
+    wait_for(lambda: uploads_in_progress() > 0, "the victim's multipart upload to begin", timeout=120)
+    victim.kill9()
+    assert uploads_in_progress() > 0
+    # SRV's pass (every second, stale after 2 s) aborts it and deletes what was recorded
+    wait_for(lambda: uploads_in_progress() == 0, "the maintenance pass to abort the killed replica's upload")
+    wait_for(lambda: H.scalar("SELECT count(*) FROM blob_objects_unowned") == "0",
+             "the upload's record to be taken care of")
+
+
 def test_store_unreachable():
     c = SRV.client()
     H.s3.stop()
@@ -184,6 +211,7 @@ if __name__ == "__main__":
     try:
         run_tests([test_upload_download_in_the_store, test_job_inputs_and_outputs_through_the_store,
                    test_object_lost_behind_our_back, test_quota_counts_the_store,
-                   test_migrate_large_objects_to_the_store, test_store_unreachable])
+                   test_migrate_large_objects_to_the_store, test_replica_killed_mid_upload,
+                   test_store_unreachable])
     finally:
         teardown()

@@ -585,33 +585,88 @@ void gj_blob_s3r_close(struct gj_blob_s3r *r)
     free(r);
 }
 
-static int into_fd(const void *data, size_t len, void *arg)
+#define EXPORT_RANGES 4                    /* a large object is fetched in this many ranges at once */
+#define EXPORT_SPLIT (16u * 1024 * 1024)   /* from this size on */
+
+/* One range of an export: written where it belongs in the file, on a connection of its own. */
+struct export_range {
+    const char *key;
+    int fd;
+    uint64_t off, len, at;
+    int rc;
+    struct gj_s3_conn *conn;
+    pthread_t thread;
+    int started;
+};
+
+static int into_fd_at(const void *data, size_t len, void *arg)
 {
-    int fd = *(int *)arg;
+    struct export_range *e = arg;
     const char *p = data;
     while (len > 0) {
-        ssize_t w = write(fd, p, len);
+        ssize_t w = pwrite(e->fd, p, len, (off_t)e->at);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
             return 1;
         p += w;
         len -= (size_t)w;
+        e->at += (uint64_t)w;
     }
     return 0;
 }
 
-int gj_blob_s3_export(const char *key, int fd, int *missing)
+static void *export_range_run(void *arg)
+{
+    struct export_range *e = arg;
+    e->rc = noted(gj_s3_get(e->conn, e->key, e->off, e->len, NULL, into_fd_at, e, NULL), e->conn);
+    if (e->rc == GJ_S3_OK && e->at != e->off + e->len)
+        e->rc = GJ_S3_ERROR;   /* the store sent less than the range */
+    return NULL;
+}
+
+int gj_blob_s3_export(const char *key, uint64_t size, int fd, int *missing)
 {
     thread_unreachable = 0;
     *missing = 0;
     if (!store)
         return -1;
-    struct gj_s3_conn *c = gj_s3_conn_new(store);
-    if (!c)
-        return -1;
-    int rc = noted(gj_s3_get(c, key, 0, 0, NULL, into_fd, &fd, NULL), c);
-    gj_s3_conn_free(c);
+    /* A small object in one GET; a large one in ranges fetched at once (job inputs). */
+    int n = size >= EXPORT_SPLIT ? EXPORT_RANGES : 1;
+    struct export_range ranges[EXPORT_RANGES] = { 0 };
+    uint64_t step = size / (uint64_t)n;
+    int rc = GJ_S3_OK;
+    for (int i = 0; i < n; i++) {
+        struct export_range *e = &ranges[i];
+        e->key = key;
+        e->fd = fd;
+        e->off = e->at = step * (uint64_t)i;
+        e->len = i == n - 1 ? size - e->off : step;
+        e->rc = GJ_S3_ERROR;
+        if (!(e->conn = gj_s3_conn_new(store))) {
+            rc = GJ_S3_ERROR;
+            break;
+        }
+        if (n == 1) {   /* on this thread (an empty object: len 0 asks for all of it) */
+            export_range_run(e);
+            continue;
+        }
+        e->started = pthread_create(&e->thread, NULL, export_range_run, e) == 0;
+        if (!e->started) {
+            rc = GJ_S3_ERROR;
+            break;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        struct export_range *e = &ranges[i];
+        if (e->started)
+            pthread_join(e->thread, NULL);
+        if (e->rc == GJ_S3_UNREACHABLE)
+            thread_unreachable = 1;
+        if (rc == GJ_S3_OK && e->rc != GJ_S3_OK)
+            rc = e->rc;
+        gj_s3_conn_free(e->conn);
+    }
     *missing = rc == GJ_S3_NOT_FOUND;
     return rc == GJ_S3_OK ? 0 : -1;
 }

@@ -64,8 +64,9 @@ long gj_blob_s3r_read(struct gj_blob_s3r *r, uint64_t offset, void *buf, size_t 
 void gj_blob_s3r_close(struct gj_blob_s3r *r);
 /* A presigned GET of key valid expires_s seconds (malloc'd), or NULL. */
 char *gj_blob_s3_presign(const char *key, long expires_s, const char *content_disposition);
-/* The whole object into the file at fd. 0, -1; *missing = 1 when the object is gone. */
-int gj_blob_s3_export(const char *key, int fd, int *missing);
+/* The whole object (size bytes) into the file at fd, from 16 MiB on in four ranges fetched at
+ * once. 0, -1; *missing = 1 when the object is gone. */
+int gj_blob_s3_export(const char *key, uint64_t size, int fd, int *missing);
 
 /* The maintenance pass: deletes the objects recorded in blob_objects_unowned (deleted blobs
  * at once; uploads that never committed once older than upload_grace_s) and aborts the

@@ -594,7 +594,7 @@ int gj_blob_export_blob(PGconn *conn, const struct gj_blob_info *info, const cha
         return -1;
     }
     int gone = 0;
-    int rc = gj_blob_s3_export(info->s3_key, fd, &gone);
+    int rc = gj_blob_s3_export(info->s3_key, info->size, fd, &gone);
     if (close(fd) != 0 && rc == 0) {
         gj_log_error("blob", "cannot write %s: %s", path, strerror(errno));
         rc = -1;

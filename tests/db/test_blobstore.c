@@ -345,7 +345,7 @@ static void test_store_faults(void **state)
     PGconn *c = gj_test_pg_connect(url);
     struct gj_blob_writer *w = gj_blob_writer_open(c, tenant, NULL, 1);
     assert_non_null(w);
-    write_odd(w, 9u * 1024 * 1024 + 3);   /* two parts: a multipart upload */
+    write_odd(w, 17u * 1024 * 1024 + 3);   /* three parts; exported in four ranges */
     char id[GJ_UUID_LEN + 1];
     assert_int_equal(gj_blob_writer_commit(w, NULL, id), 0);
     struct gj_blob_info info;

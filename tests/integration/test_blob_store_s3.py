@@ -49,8 +49,11 @@ def wait_for(cond, what, timeout=30):
 def test_upload_download_in_the_store():
     c = SRV.client()
     los = H.scalar("SELECT count(*) FROM pg_largeobject_metadata")
+    db_before = int(H.scalar("SELECT pg_database_size(current_database())"))
     data = pattern(20 * 1024 * 1024 + 123)   # three parts of 8 MiB: a multipart upload
     blob = c.upload(data, "application/x-test")
+    # the database does not grow with the blob's bytes (a row, an index entry)
+    assert int(H.scalar("SELECT pg_database_size(current_database())")) - db_before < 2 * 1024 * 1024
     assert blob["size"] == len(data) and blob["sha256"] == hashlib.sha256(data).hexdigest()
     row = H.sql(f"SELECT lo_oid IS NULL, s3_key FROM blobs WHERE id = '{blob['id']}'")
     assert row[0][0] == "t" and row[0][1].startswith("blobs/"), row

@@ -138,8 +138,14 @@ static int record(const char *sql, const char *key)
             PQfinish(records);
             records = NULL;
         }
-        if (!records && records_url)
+        if (!records && records_url) {
             records = gj_db_connect(records_url);
+            /* Never wait long on a row another transaction holds: a record is for the pass. */
+            if (records && gj_db_cmd(records, "SET lock_timeout = '5s'", 0, NULL) != 0) {
+                PQfinish(records);
+                records = NULL;
+            }
+        }
         if (!records)
             break;
         const char *p[1] = { key };
@@ -412,7 +418,10 @@ void gj_blob_s3w_abort(struct gj_blob_s3w *w)
     else if (w->upload_id[0])
         clean = noted(gj_s3_multipart_abort(w->conn, w->key, w->upload_id), w->conn) == GJ_S3_OK;
     if (clean)
-        record("DELETE FROM blob_objects_unowned WHERE s3_key = $1 AND uploading", w->key);
+        /* SKIP LOCKED: the caller's failed transaction may hold the row (its INSERT's DELETE)
+         * until it rolls back, after this returns; then the record stays for the pass. */
+        record("DELETE FROM blob_objects_unowned WHERE s3_key IN (SELECT s3_key FROM blob_objects_unowned"
+               " WHERE s3_key = $1 AND uploading FOR UPDATE SKIP LOCKED)", w->key);
     thread_unreachable = unreachable || thread_unreachable;
     gj_blob_s3w_free(w);
 }

@@ -368,6 +368,17 @@ static void test_store_faults(void **state)
     const char *p[1] = { id };
     assert_int_equal(gj_db_cmd(c, "DELETE FROM blobs WHERE id = $1::uuid", 1, p), 0);
 
+    /* A blob the caller's transaction cannot take (an owner job that does not exist): the commit
+     * fails inside it, holding the upload's record locked, and the abort must not wait for it. */
+    long before = stored(c);
+    assert_int_equal(gj_db_begin(c), 0);
+    w = gj_blob_writer_open(c, tenant, NULL, 0);
+    assert_non_null(w);
+    write_odd(w, 100);
+    assert_int_equal(gj_blob_writer_commit(w, "00000000-0000-0000-0000-00000000abcd", id), -1);
+    gj_db_rollback(c);
+    assert_int_equal(stored(c), before);
+
     /* A replica killed mid-upload: its parts stay in the store until the maintenance pass. */
     char upload[GJ_S3_UPLOAD_ID_MAX], etag[GJ_S3_ETAG_MAX];
     assert_int_equal(gj_s3_multipart_create(sc, "blobs/killed/upload", NULL, upload), GJ_S3_OK);

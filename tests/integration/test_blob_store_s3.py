@@ -199,6 +199,8 @@ def test_store_unreachable():
     r = c.request("GET", "/readyz")
     assert r.status == 503 and any("object store" in why for why in r.json()["reasons"]), r
     assert SRV.proc.poll() is None
+    # the store's secret is never logged, whatever failed
+    assert H.s3.secret_key not in SRV.log_text()
 
 
 def teardown():

@@ -24,6 +24,7 @@
 #include "service/base/log.h"
 #include "service/db/pg_embedded.h"
 #include "service/base/secret_file.h"
+#include "service/db/s3_client.h"
 
 enum setting_type {
     T_STRING, T_INT, T_I64, T_BYTES, T_DOUBLE, T_BOOL, T_LISTEN, T_PLACEMENT, T_LEVEL, T_ROLE, T_PG_BINDIR,
@@ -201,6 +202,22 @@ static const struct setting settings[] = {
       "a browser session ends after this many minutes unused (default 60)" },
     { "session-hours", T_INT, S(session_hours), 1, 720, 0,
       "a browser session ends this many hours after sign-in (default 12)" },
+    { "blob-store", T_STRING, S(blob_store), 0, 0, 0,
+      "where new blobs go: postgres (large objects) or s3 (an S3-compatible store; blobs of both "
+      "are read) (default postgres)" },
+    { "s3-endpoint", T_STRING, S(s3_endpoint), 0, 0, 0, "the S3 store's http(s)://host[:port]" },
+    { "s3-bucket", T_STRING, S(s3_bucket), 0, 0, 0, "the bucket blobs go to (it must exist)" },
+    { "s3-region", T_STRING, S(s3_region), 0, 0, 0, "the region requests are signed for (default us-east-1)" },
+    { "s3-addressing", T_STRING, S(s3_addressing), 0, 0, 0,
+      "path (host/bucket/key) or virtual (bucket.host/key) (default path)" },
+    { "s3-credentials-file", T_STRING, S(s3_credentials_file), 0, 0, 0,
+      "AWS shared-credentials file ([default] aws_access_key_id, aws_secret_access_key; mode 0600) "
+      "(default: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)" },
+    { "s3-ca-file", T_STRING, S(s3_ca_file), 0, 0, 0,
+      "PEM CA certificates the store's TLS certificate is checked against (default: the system's)" },
+    { "s3-stale-upload-seconds", T_INT, S(s3_stale_upload_seconds), 1, 30 * 86400, 0,
+      "a multipart upload begun this long ago is a stopped replica's: the maintenance pass aborts it "
+      "(default 86400)" },
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
 
@@ -245,6 +262,10 @@ static void set_defaults(struct gj_config *cfg)
     cfg->api_key_cache_ms = GJ_KEY_CACHE_TTL_MS;
     snprintf(cfg->log_level, sizeof cfg->log_level, "info");
     snprintf(cfg->role, sizeof cfg->role, "all");
+    snprintf(cfg->blob_store, sizeof cfg->blob_store, "postgres");
+    snprintf(cfg->s3_region, sizeof cfg->s3_region, "us-east-1");
+    snprintf(cfg->s3_addressing, sizeof cfg->s3_addressing, "path");
+    cfg->s3_stale_upload_seconds = 86400;
     snprintf(cfg->model_control_mode, sizeof cfg->model_control_mode, "on-use");
     cfg->repository_poll_secs = 15;
     cfg->test.fake_gpus = -1;
@@ -586,6 +607,7 @@ static int read_secret(const char *flag, const char *path, char *out, size_t siz
 }
 
 static int check_results_dicomweb(const struct gj_config *cfg);
+static int check_blob_store(struct gj_config *cfg);
 
 /* The secrets given as files, read and checked at start. */
 static int load_secret_files(struct gj_config *cfg, int for_migrate)
@@ -601,6 +623,8 @@ static int load_secret_files(struct gj_config *cfg, int for_migrate)
         return -1;
     if (for_migrate)
         return 0;
+    if (check_blob_store(cfg) != 0)
+        return -1;
     if (cfg->admin_key_file[0]) {
         if (read_secret("admin-key-file", cfg->admin_key_file, cfg->admin_key, sizeof cfg->admin_key))
             return -1;
@@ -636,6 +660,46 @@ static int load_secret_files(struct gj_config *cfg, int for_migrate)
         fprintf(stderr, "gpujobd: %s: %s\n", both_names("tls-key", name, sizeof name), why);
         return -1;
     }
+    return 0;
+}
+
+/* --blob-store and --s3-*: the store's settings whole, the key and secret from the
+ * credentials file or the AWS_* variables (never echoed). 0, or -1 (said). */
+static int check_blob_store(struct gj_config *cfg)
+{
+    char name[96], why[GJ_PATH_MAX + 256];
+    if (strcmp(cfg->blob_store, "postgres") != 0 && strcmp(cfg->blob_store, "s3") != 0) {
+        fprintf(stderr, "gpujobd: %s: postgres or s3, not %s\n", both_names("blob-store", name, sizeof name),
+                cfg->blob_store);
+        return -1;
+    }
+    if (strcmp(cfg->s3_addressing, "path") != 0 && strcmp(cfg->s3_addressing, "virtual") != 0) {
+        fprintf(stderr, "gpujobd: %s: path or virtual\n", both_names("s3-addressing", name, sizeof name));
+        return -1;
+    }
+    if (strcmp(cfg->blob_store, "s3") != 0 && !cfg->s3_endpoint[0])
+        return 0;   /* a store given with --blob-store postgres is read (blobs moved there) */
+    if (!cfg->s3_endpoint[0] || !cfg->s3_bucket[0]) {
+        fprintf(stderr, "gpujobd: --blob-store s3 needs --s3-endpoint and --s3-bucket\n");
+        return -1;
+    }
+    if (cfg->s3_credentials_file[0]) {
+        if (gj_s3_read_credentials(cfg->s3_credentials_file, NULL, cfg->s3_access_key, sizeof cfg->s3_access_key,
+                                   cfg->s3_secret_key, sizeof cfg->s3_secret_key, why, sizeof why) != 0) {
+            fprintf(stderr, "gpujobd: %s: %s\n", both_names("s3-credentials-file", name, sizeof name), why);
+            return -1;
+        }
+        return 0;
+    }
+    const char *key = getenv("AWS_ACCESS_KEY_ID"), *secret = getenv("AWS_SECRET_ACCESS_KEY");
+    if (!key || !*key || !secret || !*secret || strlen(key) >= sizeof cfg->s3_access_key ||
+        strlen(secret) >= sizeof cfg->s3_secret_key) {
+        fprintf(stderr, "gpujobd: --blob-store s3 needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+                        "--s3-credentials-file\n");
+        return -1;
+    }
+    snprintf(cfg->s3_access_key, sizeof cfg->s3_access_key, "%s", key);
+    snprintf(cfg->s3_secret_key, sizeof cfg->s3_secret_key, "%s", secret);
     return 0;
 }
 

@@ -115,6 +115,17 @@ struct gj_config {
     char cors_origins[2048];       /* origins allowed to call the API, comma-separated; "" = none */
     int session_idle_minutes;      /* a portal session ends after this long unused (default 60) */
     int session_hours;             /* and this long after sign-in in any case (default 12) */
+    /* Where blobs live (issue 30; service/db/blob_s3.h): */
+    char blob_store[16];           /* "postgres" (large objects, default) or "s3" */
+    char s3_endpoint[1024];        /* http(s)://host[:port] */
+    char s3_bucket[64];
+    char s3_region[64];            /* default us-east-1 */
+    char s3_addressing[16];        /* "path" (default) or "virtual" (bucket.host) */
+    char s3_credentials_file[GJ_PATH_MAX];   /* AWS shared-credentials format; else AWS_* variables */
+    char s3_ca_file[GJ_PATH_MAX];  /* PEM CAs the store's certificate is checked against */
+    int s3_stale_upload_seconds;   /* a multipart upload older than this is a dead replica's */
+    char s3_access_key[256];       /* from the file or AWS_ACCESS_KEY_ID; never logged */
+    char s3_secret_key[256];       /* from the file or AWS_SECRET_ACCESS_KEY; never logged */
 };
 
 /* Defaults, then environment, then argv (argv[0] is the subcommand name), then the

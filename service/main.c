@@ -27,6 +27,7 @@ static int cmd_version(int argc, char **argv)
 static const struct gj_subcommand subcommands[] = {
     { "serve", gj_cmd_serve, "serve [--listen ADDR:PORT] [--data-dir DIR] [--database-url URL] ..." },
     { "migrate", gj_cmd_migrate, "migrate [--database-url URL]" },
+    { "blobs", gj_cmd_blobs, "blobs migrate --to s3 [--database-url URL] --s3-endpoint URL --s3-bucket NAME ..." },
     { "run", gj_cmd_run, "run KIND --params FILE [--input NAME=FILE]... --out DIR" },
     { "bench", gj_cmd_bench, "bench NAME [ARGS...]" },
     { "submit", gj_cmd_client, "submit KIND --server URL [--params FILE] [--input NAME=FILE|NAME=job:ID/OUT]... "

@@ -70,12 +70,38 @@ void gj_http_user_bytes(struct MHD_Response *resp, int attachment, const char *f
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, disp);
 }
 
+#define PRESIGNED_SECONDS 300
+
+/* ?redirect=presigned on a blob in the object store: 307 to a presigned GET, so the bytes go
+ * straight from the store. 1 answered, 0 not (a large object, or not asked). */
+static int redirect_presigned(struct gj_req *r, const struct gj_blob_info *info, const char *filename)
+{
+    const char *want = gj_req_query(r, "redirect");
+    if (!want || strcmp(want, "presigned") != 0 || !info->s3_key[0])
+        return 0;
+    char disp[300] = "attachment";
+    if (filename && *filename && strlen(filename) < 256 && filename_ok(filename))
+        snprintf(disp, sizeof disp, "attachment; filename=\"%s\"", filename);
+    char *url = gj_blob_presigned_url(info, PRESIGNED_SECONDS, disp);
+    if (!url)
+        return 0;   /* streamed as usual */
+    struct MHD_Response *resp = gj_respond_empty(r, 307);
+    if (resp) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, url);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    }
+    free(url);
+    return 1;
+}
+
 void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const char *content_type,
                        const char *filename)
 {
     char hex[65], etag[80], crange[96];
     gj_sha256_hex(info->sha256, hex);
     snprintf(etag, sizeof etag, "\"%s\"", hex);
+    if (redirect_presigned(r, info, filename))
+        return;
 
     const char *inm = gj_req_header(r, MHD_HTTP_HEADER_IF_NONE_MATCH);
     if (inm && gj_http_etag_match(inm, etag)) {
@@ -118,10 +144,16 @@ void gj_http_send_blob(struct gj_req *r, const struct gj_blob_info *info, const 
         s->pool = r->srv->db;
         s->first = first;
         s->len = len;
-        s->reader = gj_blob_reader_open(r->db, info->lo_oid);
+        int missing = 0;
+        s->reader = gj_blob_reader_open_blob(r->db, info, &missing);
         if (!s->reader) {
             free(s);
-            gj_problem(r, 500, NULL, "the blob could not be read");
+            if (missing)
+                gj_problem(r, 410, NULL, "blob %s is gone: its object is missing from the object store", info->id);
+            else if (gj_blob_store_unreachable(0))
+                gj_respond_unavailable(r);   /* says the object store, with Retry-After */
+            else
+                gj_problem(r, 500, NULL, "the blob could not be read");
             return;
         }
         s->conn = gj_req_take_db(r);

@@ -68,6 +68,9 @@ static void readyz(struct gj_req *r)
                 json_array_append_new(reasons, json_string("migrations: not applied"));
         }
     }
+    char store_why[400];
+    if (!gj_blob_store_ready(store_why, sizeof store_why))
+        json_array_append_new(reasons, json_string(store_why));
     if (!atomic_load(&r->srv->ready))
         json_array_append_new(reasons, json_string("service: starting (workers not running yet)"));
     if (atomic_load(&r->srv->stopping))

@@ -19,7 +19,7 @@
 struct tar_entry {
     char name[CARMIN_PATH_MAX];   /* <root>/<relative> */
     int is_dir;
-    unsigned int lo_oid;
+    char blob_id[GJ_UUID_LEN + 1];   /* "" for a directory */
     uint64_t size;
     long long mtime;
 };
@@ -105,7 +105,7 @@ static long entry_piece(struct tar_stream *s, char *buf, size_t max)
         k = BLOCK - s->at < max ? (size_t)(BLOCK - s->at) : max;
         memcpy(buf, s->hdr + s->at, k);
     } else if (s->at < data_end) {
-        if (!s->rd && !(s->rd = gj_blob_reader_open(s->conn, e->lo_oid)))
+        if (!s->rd && !(s->rd = gj_blob_reader_open_id(s->conn, e->blob_id, NULL)))
             return -1;
         k = data_end - s->at < max ? (size_t)(data_end - s->at) : max;
         long got = gj_blob_reader_read(s->rd, s->at - BLOCK, buf, k);
@@ -165,7 +165,7 @@ static void tar_free(void *cls)
 static int read_entries(struct gj_req *r, PGconn *c, const char *path, struct tar_stream *s)
 {
     const char *p[2] = { r->who.tenant_id, path };
-    PGresult *res = gj_db_exec(c, "SELECT substr(p.path, length($2) + 2), p.blob_id IS NULL, coalesce(b.lo_oid, 0),"
+    PGresult *res = gj_db_exec(c, "SELECT substr(p.path, length($2) + 2), p.blob_id IS NULL, coalesce(b.id::text, ''),"
                                   " coalesce(b.size, 0), extract(epoch FROM p.modified_at)::bigint FROM carmin_paths p"
                                   " LEFT JOIN blobs b ON b.id = p.blob_id WHERE p.tenant_id = $1::uuid"
                                   " AND left(p.path, length($2) + 1) = $2 || '/' ORDER BY p.path LIMIT 10001",
@@ -187,7 +187,7 @@ static int read_entries(struct gj_req *r, PGconn *c, const char *path, struct ta
         struct tar_entry *e = &s->e[i + 1];
         snprintf(e->name, sizeof e->name, "%s/%s", root, PQgetvalue(res, i, 0));
         e->is_dir = PQgetvalue(res, i, 1)[0] == 't';
-        e->lo_oid = (unsigned int)strtoul(PQgetvalue(res, i, 2), NULL, 10);
+        snprintf(e->blob_id, sizeof e->blob_id, "%s", PQgetvalue(res, i, 2));
         e->size = strtoull(PQgetvalue(res, i, 3), NULL, 10);
         e->mtime = strtoll(PQgetvalue(res, i, 4), NULL, 10);
     }

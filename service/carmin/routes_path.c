@@ -364,7 +364,7 @@ static void put_done(struct gj_req *r, int ok)
 /* The MD5 of a blob, read in pieces inside the open transaction. 0 or -1. */
 static int blob_md5(PGconn *c, const struct gj_blob_info *info, char hex[33])
 {
-    struct gj_blob_reader *rd = gj_blob_reader_open(c, info->lo_oid);
+    struct gj_blob_reader *rd = gj_blob_reader_open_blob(c, info, NULL);
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     int ok = rd && md && EVP_DigestInit_ex(md, EVP_md5(), NULL) == 1;
     char *piece = malloc(1 << 16);

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
 #include "service/auth/auth.h"
@@ -28,6 +30,8 @@
 #include "service/jobs/lease_rescue.h"
 #include "service/base/log.h"
 #include "service/base/metrics.h"
+#include "service/db/blob_janitor.h"
+#include "service/db/blob_s3.h"
 #include "service/db/migrate.h"
 #include "service/module.h"
 #include "service/db/pg_embedded.h"
@@ -217,6 +221,8 @@ struct serve_run {
     struct gj_http_server *http;
     struct gj_http_server *metrics_http;   /* --metrics-listen, any role */
     struct gj_lease_rescuer *rescuer;   /* --role api: no worker pool rescues here */
+    struct gj_s3 *s3;                      /* --blob-store s3 */
+    struct gj_blob_janitor *blob_janitor;
     size_t modules_started;
     size_t listeners_started;   /* modules whose start_listeners ran */
     char *cert, *key;
@@ -246,6 +252,31 @@ static int start_storage(struct serve_run *run)
     return prepare_database(srv);
 }
 
+/* --blob-store s3: new blobs go to the store, and its maintenance pass runs here. */
+static int start_blob_store(struct serve_run *run)
+{
+    const struct gj_config *cfg = &run->srv->cfg;
+    if (!cfg->s3_endpoint[0])
+        return 0;   /* with --blob-store postgres and a store given, its blobs are still read */
+    struct gj_s3_config s3 = { .endpoint = cfg->s3_endpoint, .bucket = cfg->s3_bucket, .region = cfg->s3_region,
+                               .virtual_host = strcmp(cfg->s3_addressing, "virtual") == 0,
+                               .access_key = cfg->s3_access_key, .secret_key = cfg->s3_secret_key,
+                               .ca_file = cfg->s3_ca_file };
+    char why[300] = "cannot initialise libcurl";
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(run->s3 = gj_s3_new(&s3, why, sizeof why)) ||
+        gj_blobstore_use_s3(run->s3, run->srv->database_url, strcmp(cfg->blob_store, "s3") == 0) != 0) {
+        fprintf(stderr, "gpujobd: --blob-store s3: %s\n", run->s3 ? "out of memory" : why);
+        return -1;
+    }
+    int every = cfg->s3_stale_upload_seconds / 2 < 60 ? cfg->s3_stale_upload_seconds / 2 : 60;
+    run->blob_janitor = gj_blob_janitor_start(run->srv->db, every, cfg->s3_stale_upload_seconds);
+    if (!run->blob_janitor)
+        return -1;
+    gj_log_info("serve", "blobs %s %s, bucket %s", strcmp(cfg->blob_store, "s3") == 0 ? "go to" : "are also read from",
+                cfg->s3_endpoint, cfg->s3_bucket);
+    return 0;
+}
+
 /* Pool, notifications, placement, the modules, then HTTP and the workers (by role). */
 static int start_serving(struct serve_run *run)
 {
@@ -254,6 +285,8 @@ static int start_serving(struct serve_run *run)
     if (!srv->db)
         return -1;
     gj_db_pool_set_read_reserve(srv->db, srv->cfg.db_reserve_for_reads);
+    if (start_blob_store(run) != 0)
+        return -1;
     srv->notifier = gj_notifier_start(srv->database_url);
     if (!srv->notifier)
         return -1;
@@ -319,6 +352,12 @@ static void stop_all(struct serve_run *run)
         _exit(0);
     }
     shutdown_modules(srv, run->modules_started);
+    gj_blob_janitor_stop(run->blob_janitor);
+    if (run->s3) {
+        gj_blobstore_use_postgres();
+        gj_s3_free(run->s3);
+        curl_global_cleanup();
+    }
     if (srv->notifier)
         gj_notifier_stop(srv->notifier);
     if (srv->db)

@@ -2,7 +2,9 @@
  * blobstore.c — blobs as PostgreSQL large objects (ARCHITECTURE.md: data model). Writes are
  * gathered into a 1 MiB buffer and sent with lowrite; reads go through
  * lo_lseek64 + loread in chunks of at most 1 MiB; the SHA-256 is computed as
- * the bytes pass. Nothing is ever whole in memory.
+ * the bytes pass. Nothing is ever whole in memory. With an object store configured
+ * (blob_s3.h) new blobs go there instead and their row holds the key; blobs of both
+ * kinds are read.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "service/base/base64.h"
+#include "service/db/blob_s3.h"
 #include "service/db/blobstore.h"
 #include "service/db/db.h"
 #include "service/base/log.h"
@@ -38,12 +41,14 @@ struct gj_blob_writer {
     char *content_type;
     size_t buffered;
     unsigned char *buf;
+    struct gj_blob_s3w *s3;   /* an object store's upload instead of a large object */
 };
 
 struct gj_blob_reader {
     PGconn *conn;
     int fd;
     int64_t pos;   /* -1 unknown */
+    struct gj_blob_s3r *s3;
 };
 
 static int in_txn(PGconn *conn)
@@ -66,6 +71,7 @@ static void lo_error(PGconn *conn, const char *what)
 
 static void writer_free(struct gj_blob_writer *w)
 {
+    gj_blob_s3w_abort(w->s3);   /* NULL once committed */
     EVP_MD_CTX_free(w->md);
     free(w->buf);
     free(w->content_type);
@@ -92,9 +98,10 @@ struct gj_blob_writer *gj_blob_writer_open(PGconn *conn, const char *tenant_id, 
     w->fd = -1;
     snprintf(w->tenant_id, sizeof w->tenant_id, "%s", tenant_id);
     w->content_type = strdup(content_type && *content_type ? content_type : "application/octet-stream");
-    w->buf = malloc(CHUNK);
+    int to_s3 = gj_blobstore_s3() != NULL;
+    w->buf = to_s3 ? NULL : malloc(CHUNK);   /* the object store's upload buffers its part */
     w->md = EVP_MD_CTX_new();
-    if (!w->content_type || !w->buf || !w->md || EVP_DigestInit_ex(w->md, EVP_sha256(), NULL) != 1) {
+    if (!w->content_type || (!to_s3 && !w->buf) || !w->md || EVP_DigestInit_ex(w->md, EVP_sha256(), NULL) != 1) {
         gj_log_error("blob", "out of memory for a blob writer");
         writer_free(w);
         return NULL;
@@ -102,6 +109,12 @@ struct gj_blob_writer *gj_blob_writer_open(PGconn *conn, const char *tenant_id, 
     if (own_txn && gj_db_begin(conn) != 0) {
         writer_free(w);
         return NULL;
+    }
+    if (to_s3) {
+        w->s3 = gj_blob_s3w_open(tenant_id, w->content_type);
+        if (!w->s3)
+            goto fail;
+        return w;
     }
     w->oid = lo_creat(conn, INV_READ | INV_WRITE);
     if (w->oid == InvalidOid) {
@@ -125,6 +138,8 @@ fail:
 
 static int flush(struct gj_blob_writer *w)
 {
+    if (w->s3)
+        return 0;   /* nothing buffered here */
     size_t off = 0;
     while (off < w->buffered) {
         int n = lo_write(w->conn, w->fd, (const char *)w->buf + off, w->buffered - off);
@@ -154,6 +169,12 @@ int gj_blob_writer_write(struct gj_blob_writer *w, const void *data, size_t len)
         w->failed = 1;
         return -1;
     }
+    if (w->s3) {
+        w->size += len;
+        if (gj_blob_s3w_write(w->s3, data, len) != 0)
+            w->failed = 1;
+        return w->failed ? -1 : 0;
+    }
     const unsigned char *p = data;
     while (len > 0) {
         size_t room = CHUNK - w->buffered;
@@ -178,8 +199,23 @@ int gj_blob_writer_write_fd(struct gj_blob_writer *w, int fd)
         w->failed = 1;
         return -1;
     }
-    /* Straight into the writer's buffer: no second buffer, no copy. */
+    /* Straight into the writer's buffer (or the upload's part): no second buffer, no copy. */
     for (;;) {
+        if (w->s3) {
+            size_t room;
+            unsigned char *at = gj_blob_s3w_room(w->s3, &room);
+            ssize_t got = read(fd, at, room);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0)
+                return got < 0 ? (errno ? errno : EIO) : 0;
+            if (EVP_DigestUpdate(w->md, at, (size_t)got) != 1 || gj_blob_s3w_wrote(w->s3, (size_t)got) != 0) {
+                w->failed = 1;
+                return -1;
+            }
+            w->size += (uint64_t)got;
+            continue;
+        }
         ssize_t got = read(fd, w->buf + w->buffered, CHUNK - w->buffered);
         if (got < 0 && errno == EINTR)
             continue;
@@ -224,6 +260,10 @@ int gj_blob_writer_close(struct gj_blob_writer *w)
     gj_blob_writer_digest(w, sha);
     if (w->failed || flush(w) != 0)
         return -1;
+    if (w->s3 && gj_blob_s3w_finish(w->s3) != 0) {
+        w->failed = 1;
+        return -1;
+    }
     if (w->fd >= 0 && lo_close(w->conn, w->fd) != 0) {
         lo_error(w->conn, "lo_close");
         w->failed = 1;
@@ -247,7 +287,7 @@ int gj_blob_writer_commit(struct gj_blob_writer *w, const char *owner_job, char 
         gj_log_error("blob", "owner job id is not a uuid");
         w->failed = 1;
     }
-    if (w->failed || flush(w) != 0) {
+    if (w->failed || flush(w) != 0 || (w->s3 && gj_blob_s3w_finish(w->s3) != 0)) {
         gj_blob_writer_abort(w);
         return -1;
     }
@@ -270,12 +310,15 @@ int gj_blob_writer_commit(struct gj_blob_writer *w, const char *owner_job, char 
     gj_sha256_hex(sha, hex);
     snprintf(size, sizeof size, "%llu", (unsigned long long)w->size);
     snprintf(oid, sizeof oid, "%u", (unsigned)w->oid);
-    const char *p[6] = { w->tenant_id, size, hex, w->content_type, oid, owner_job };
+    const char *key = w->s3 ? gj_blob_s3w_key(w->s3) : NULL;
+    const char *p[7] = { w->tenant_id, size, hex, w->content_type, key ? NULL : oid, owner_job, key };
+    /* The object's record of an upload in progress goes in the transaction that makes its blob. */
     PGresult *res = gj_db_exec(w->conn,
-                               "INSERT INTO blobs (tenant_id, size, sha256, content_type, lo_oid, owner_job)"
-                               " VALUES ($1::uuid, $2::bigint, decode($3, 'hex'), $4, $5::oid, $6::uuid)"
+                               "WITH owned AS (DELETE FROM blob_objects_unowned WHERE s3_key = $7 AND uploading)"
+                               " INSERT INTO blobs (tenant_id, size, sha256, content_type, lo_oid, owner_job, s3_key)"
+                               " VALUES ($1::uuid, $2::bigint, decode($3, 'hex'), $4, $5::oid, $6::uuid, $7)"
                                " RETURNING id",
-                               6, p, NULL);
+                               7, p, NULL);
     if (!res) {
         gj_blob_writer_abort(w);
         return -1;
@@ -288,6 +331,10 @@ int gj_blob_writer_commit(struct gj_blob_writer *w, const char *owner_job, char 
         writer_free(w);
         return -1;
     }
+    /* The blob owns its object now (without own_txn: once the caller commits; a rollback
+     * leaves the upload's record, and the maintenance pass deletes the object). */
+    gj_blob_s3w_free(w->s3);
+    w->s3 = NULL;
     if (id_out)
         memcpy(id_out, id, sizeof id);
     writer_free(w);
@@ -298,7 +345,11 @@ void gj_blob_writer_abort(struct gj_blob_writer *w)
 {
     if (!w)
         return;
-    if (w->own_txn) {
+    if (w->s3) {
+        /* writer_free aborts the upload or deletes the object */
+        if (w->own_txn)
+            gj_db_rollback(w->conn);
+    } else if (w->own_txn) {
         gj_db_rollback(w->conn);   /* takes the large object with it */
     } else if (in_txn(w->conn)) {
         if (w->fd >= 0 && lo_close(w->conn, w->fd) != 0)
@@ -316,7 +367,8 @@ int gj_blob_lookup(PGconn *conn, const char *tenant_id, const char *blob_id, str
         return 0;   /* not an id: nothing has it */
     const char *p[2] = { blob_id, tenant_id };
     PGresult *res = gj_db_exec(conn,
-                               "SELECT id, tenant_id, size, encode(sha256, 'hex'), content_type, lo_oid"
+                               "SELECT id, tenant_id, size, encode(sha256, 'hex'), content_type,"
+                               " coalesce(lo_oid, 0), coalesce(s3_key, '')"
                                " FROM blobs WHERE id = $1::uuid AND ($2::uuid IS NULL OR tenant_id = $2::uuid)",
                                2, p, NULL);
     if (!res)
@@ -338,6 +390,7 @@ int gj_blob_lookup(PGconn *conn, const char *tenant_id, const char *blob_id, str
     }
     snprintf(info->content_type, sizeof info->content_type, "%s", PQgetvalue(res, 0, 4));
     info->lo_oid = (unsigned)strtoul(PQgetvalue(res, 0, 5), NULL, 10);
+    snprintf(info->s3_key, sizeof info->s3_key, "%s", PQgetvalue(res, 0, 6));
     PQclear(res);
     return 1;
 }
@@ -362,8 +415,55 @@ struct gj_blob_reader *gj_blob_reader_open(PGconn *conn, unsigned int lo_oid)
     return r;
 }
 
+struct gj_blob_reader *gj_blob_reader_open_blob(PGconn *conn, const struct gj_blob_info *info, int *missing)
+{
+    if (missing)
+        *missing = 0;
+    if (!info->s3_key[0])
+        return gj_blob_reader_open(conn, info->lo_oid);
+    struct gj_blob_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    int gone = 0;
+    r->conn = conn;
+    r->fd = -1;
+    r->s3 = gj_blob_s3r_open(info->s3_key, info->size, &gone);
+    if (!r->s3) {
+        if (gone)
+            gj_log_error("blob", "blob %s: its object %s is missing from the store", info->id, info->s3_key);
+        if (missing)
+            *missing = gone;
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+struct gj_blob_reader *gj_blob_reader_open_id(PGconn *conn, const char *blob_id, int *missing)
+{
+    struct gj_blob_info info;
+    if (missing)
+        *missing = 0;
+    int found = gj_blob_lookup(conn, NULL, blob_id, &info);
+    if (found == 0)
+        gj_log_error("blob", "blob %s does not exist", blob_id);
+    return found == 1 ? gj_blob_reader_open_blob(conn, &info, missing) : NULL;
+}
+
+int gj_blob_store_unreachable(int clear)
+{
+    return gj_blobstore_unreachable(clear);
+}
+
+int gj_blob_store_ready(char *why, size_t why_size)
+{
+    return gj_blobstore_probe(why, why_size);
+}
+
 long gj_blob_reader_read(struct gj_blob_reader *r, uint64_t offset, void *buf, size_t len)
 {
+    if (r && r->s3)
+        return gj_blob_s3r_read(r->s3, offset, buf, len);
     if (!r || offset > (uint64_t)INT64_MAX)
         return -1;
     if (len > (size_t)LONG_MAX)
@@ -397,6 +497,11 @@ void gj_blob_reader_close(struct gj_blob_reader *r)
 {
     if (!r)
         return;
+    if (r->s3) {
+        gj_blob_s3r_close(r->s3);
+        free(r);
+        return;
+    }
     if (in_txn(r->conn) && lo_close(r->conn, r->fd) != 0)
         lo_error(r->conn, "lo_close");
     free(r);
@@ -475,6 +580,49 @@ out:
         }
     }
     return rc;
+}
+
+int gj_blob_export_blob(PGconn *conn, const struct gj_blob_info *info, const char *path, int *missing)
+{
+    if (missing)
+        *missing = 0;
+    if (!info->s3_key[0])
+        return gj_blob_export(conn, info->lo_oid, path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        gj_log_error("blob", "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int gone = 0;
+    int rc = gj_blob_s3_export(info->s3_key, info->size, fd, &gone);
+    if (close(fd) != 0 && rc == 0) {
+        gj_log_error("blob", "cannot write %s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0) {
+        if (gone)
+            gj_log_error("blob", "blob %s: its object %s is missing from the store", info->id, info->s3_key);
+        unlink(path);
+    }
+    if (missing)
+        *missing = gone;
+    return rc;
+}
+
+char *gj_blob_presigned_url(const struct gj_blob_info *info, long expires_s, const char *content_disposition)
+{
+    return info->s3_key[0] ? gj_blob_s3_presign(info->s3_key, expires_s, content_disposition) : NULL;
+}
+
+int gj_blob_export_id(PGconn *conn, const char *blob_id, const char *path, int *missing)
+{
+    struct gj_blob_info info;
+    if (missing)
+        *missing = 0;
+    int found = gj_blob_lookup(conn, NULL, blob_id, &info);
+    if (found == 0)
+        gj_log_error("blob", "blob %s does not exist", blob_id);
+    return found == 1 ? gj_blob_export_blob(conn, &info, path, missing) : -1;
 }
 
 void gj_sha256_hex(const unsigned char sha256[32], char hex[65])

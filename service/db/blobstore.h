@@ -51,7 +51,8 @@ struct gj_blob_info {
     uint64_t size;
     unsigned char sha256[32];
     char content_type[256];
-    unsigned int lo_oid;
+    unsigned int lo_oid;       /* 0 for a blob in the object store */
+    char s3_key[128];          /* "" for a large object */
 };
 
 /* Looks up a blob visible to tenant (NULL tenant: any). 1 found, 0 not, -1 error. */
@@ -61,12 +62,32 @@ int gj_blob_lookup(PGconn *conn, const char *tenant_id, const char *blob_id, str
  * (large object descriptors live in one). Returns bytes read or -1. */
 struct gj_blob_reader;
 struct gj_blob_reader *gj_blob_reader_open(PGconn *conn, unsigned int lo_oid);
+/* A blob wherever it lives (a large object, or an object of the store: blob_s3.h). NULL when
+ * it cannot be read; *missing (may be NULL) = 1 when its object is gone from the store (an
+ * answer naming the blob, 410), and gj_blob_store_unreachable() says when the store did not
+ * answer (503). */
+struct gj_blob_reader *gj_blob_reader_open_blob(PGconn *conn, const struct gj_blob_info *info, int *missing);
+/* The same by blob id (any tenant's: the caller has checked). */
+struct gj_blob_reader *gj_blob_reader_open_id(PGconn *conn, const char *blob_id, int *missing);
 long gj_blob_reader_read(struct gj_blob_reader *r, uint64_t offset, void *buf, size_t len);
 void gj_blob_reader_close(struct gj_blob_reader *r);
 
 /* Copies a blob into a file (worker materialization). On an idle connection it
  * runs in a transaction of its own; inside one, in the caller's. 0 or -1. */
 int gj_blob_export(PGconn *conn, unsigned int lo_oid, const char *path);
+/* The same for a blob wherever it lives; *missing as for gj_blob_reader_open_blob. */
+int gj_blob_export_blob(PGconn *conn, const struct gj_blob_info *info, const char *path, int *missing);
+/* The same by blob id (any tenant's: the caller has checked). */
+int gj_blob_export_id(PGconn *conn, const char *blob_id, const char *path, int *missing);
+/* 1 when this thread's last blob call failed because the object store did not answer;
+ * clear = 1 forgets it (the answer that said so). */
+int gj_blob_store_unreachable(int clear);
+/* /readyz: 1 when blobs can be stored (always, on large objects); 0 with why. */
+int gj_blob_store_ready(char *why, size_t why_size);
+
+/* A short-lived URL that downloads a blob straight from the object store (a presigned GET,
+ * expires_s seconds), or NULL for a large object. malloc'd. */
+char *gj_blob_presigned_url(const struct gj_blob_info *info, long expires_s, const char *content_disposition);
 
 /* "sha-256=:BASE64:" style encodings used by Content-Digest and ETag. */
 void gj_sha256_hex(const unsigned char sha256[32], char hex[65]);

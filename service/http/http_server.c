@@ -26,6 +26,7 @@
 #include "common/fsutil.h"
 #include "service/base/base64.h"
 #include "service/auth/client_cert.h"
+#include "service/db/blobstore.h"
 #include "service/http/cors.h"
 #include "service/http/http_conns.h"
 #include "service/http/http_park.h"
@@ -339,6 +340,12 @@ struct MHD_Response *gj_problem(struct gj_req *r, int status, const char *field,
 
 struct MHD_Response *gj_respond_unavailable(struct gj_req *r)
 {
+    if (gj_blob_store_unreachable(1)) {   /* this thread's blob call found the object store silent */
+        struct MHD_Response *resp = gj_problem(r, 503, NULL, "the object store is not available; retry shortly");
+        if (resp)
+            MHD_add_response_header(resp, "Retry-After", "5");
+        return resp;
+    }
     struct MHD_Response *resp = gj_problem(r, 503, NULL, "the database is not available; retry shortly");
     if (resp)
         MHD_add_response_header(resp, "Retry-After", "1");

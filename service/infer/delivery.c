@@ -108,7 +108,7 @@ static int read_report(PGconn *conn, const char *blob_id, uint8_t **data, size_t
         snprintf(why, wn, "out of memory or no database");
         return -1;
     }
-    struct gj_blob_reader *r = gj_blob_reader_open(conn, info.lo_oid);
+    struct gj_blob_reader *r = gj_blob_reader_open_blob(conn, &info, NULL);
     long got = r ? gj_blob_reader_read(r, 0, *data, info.size) : -1;
     if (r)
         gj_blob_reader_close(r);

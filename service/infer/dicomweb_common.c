@@ -141,7 +141,7 @@ PGresult *gj_dicomweb_instances_under(struct gj_req *r, PGconn *c, int max)
     snprintf(limit, sizeof limit, "%d", max + 1);
     p[4] = limit;
     return gj_db_exec(c,
-                      "SELECT b.lo_oid, b.size FROM dicom_instances d JOIN blobs b ON b.id = d.blob_id"
+                      "SELECT b.id, b.size FROM dicom_instances d JOIN blobs b ON b.id = d.blob_id"
                       " WHERE d.tenant_id = $1::uuid AND d.study_uid = $2"
                       " AND ($3::text IS NULL OR d.series_uid = $3) AND ($4::text IS NULL OR d.sop_uid = $4)"
                       " ORDER BY d.id LIMIT $5::integer",

@@ -23,7 +23,7 @@
 #define WADO_MAX_INSTANCES 100000
 
 struct wado_part {
-    unsigned int lo_oid;
+    char blob_id[GJ_UUID_LEN + 1];   /* a large object or an object of the store */
     uint64_t size;
 };
 
@@ -77,7 +77,7 @@ static ssize_t wado_read_cb(void *cls, uint64_t pos, char *buf, size_t max)
         if (s->phase == 0 && s->off == s->head_len) {
             s->phase = 1;
             s->off = 0;
-            if (!(s->reader = gj_blob_reader_open(s->conn, s->parts[s->i].lo_oid)))
+            if (!(s->reader = gj_blob_reader_open_id(s->conn, s->parts[s->i].blob_id, NULL)))
                 return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         return (ssize_t)n;
@@ -135,7 +135,7 @@ static struct wado_stream *stream_new(struct gj_req *r, PGresult *res)
         return NULL;
     }
     for (int i = 0; i < n; i++) {
-        s->parts[i].lo_oid = (unsigned int)strtoul(PQgetvalue(res, i, 0), NULL, 10);
+        snprintf(s->parts[i].blob_id, sizeof s->parts[i].blob_id, "%s", PQgetvalue(res, i, 0));
         s->parts[i].size = strtoull(PQgetvalue(res, i, 1), NULL, 10);
     }
     s->n = (size_t)n;

@@ -23,7 +23,7 @@
 
 #define METADATA_MAX_INSTANCES 10000   /* the answer is built in memory (~10 KiB each) */
 
-/* The tenant's instances under the path: (lo_oid, size) per row. NULL with a response prepared. */
+/* The tenant's instances under the path: (blob id, size) per row. NULL with a response prepared. */
 static PGresult *find_instances(struct gj_req *r, PGconn *c)
 {
     if (MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, NULL, NULL) > 0) {
@@ -37,14 +37,14 @@ static PGresult *find_instances(struct gj_req *r, PGconn *c)
 }
 
 /* One stored instance as DICOM JSON; NULL with a response prepared. */
-static json_t *instance_json(struct gj_req *r, PGconn *c, unsigned int oid)
+static json_t *instance_json(struct gj_req *r, PGconn *c, const char *blob_id)
 {
     char path[1300];
     if (snprintf(path, sizeof path, "%s/wado-meta-%s.dcm", r->srv->cfg.work_dir, r->request_id) >= (int)sizeof path) {
         gj_problem(r, 500, NULL, "the work directory path is too long");
         return NULL;
     }
-    if (gj_blob_export(c, oid, path) != 0) {
+    if (gj_blob_export_id(c, blob_id, path, NULL) != 0) {
         unlink(path);
         gj_respond_unavailable(r);
         return NULL;
@@ -82,7 +82,7 @@ static void wado_metadata(struct gj_req *r)
         return;
     json_t *list = json_array();
     for (int i = 0; list && i < PQntuples(res); i++) {
-        json_t *o = instance_json(r, c, (unsigned int)strtoul(PQgetvalue(res, i, 0), NULL, 10));
+        json_t *o = instance_json(r, c, PQgetvalue(res, i, 0));
         if (!o) {
             json_decref(list);
             list = NULL;

@@ -50,7 +50,7 @@ static int export_instance(struct gj_req *r, char *path, size_t path_cap, uint64
     const char *p[4] = { r->who.tenant_id, r->params[0], r->params[1], r->params[2] };
     PGconn *c = gj_req_db(r);
     PGresult *res = c ? gj_db_exec(c,
-                                   "SELECT b.lo_oid, b.size FROM dicom_instances d JOIN blobs b ON b.id = d.blob_id"
+                                   "SELECT b.id, b.size FROM dicom_instances d JOIN blobs b ON b.id = d.blob_id"
                                    " WHERE d.tenant_id = $1::uuid AND d.study_uid = $2 AND d.series_uid = $3"
                                    " AND d.sop_uid = $4", 4, p, NULL) : NULL;
     if (!res) {
@@ -62,14 +62,15 @@ static int export_instance(struct gj_req *r, char *path, size_t path_cap, uint64
         gj_respond_not_found(r);
         return -1;
     }
-    unsigned int oid = (unsigned int)strtoul(PQgetvalue(res, 0, 0), NULL, 10);
+    char blob_id[GJ_UUID_LEN + 1];
+    snprintf(blob_id, sizeof blob_id, "%s", PQgetvalue(res, 0, 0));
     *size = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
     PQclear(res);
     if (snprintf(path, path_cap, "%s/wado-%s.dcm", r->srv->cfg.work_dir, r->request_id) >= (int)path_cap) {
         gj_problem(r, 500, NULL, "the work directory path is too long");
         return -1;
     }
-    if (gj_blob_export(c, oid, path) != 0) {
+    if (gj_blob_export_id(c, blob_id, path, NULL) != 0) {
         unlink(path);
         gj_respond_unavailable(r);
         return -1;

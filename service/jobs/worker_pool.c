@@ -317,15 +317,18 @@ static int materialize_inputs(PGconn *conn, const struct gj_claim *c, const char
             err->transient = 1;
             return gj_error_set(err, "", "out of memory");
         }
-        unsigned int oid = (unsigned int)strtoul(PQgetvalue(r, i, 1), NULL, 10);
         if (*stop) {
             PQclear(r);
             return 1;
         }
-        if (gj_blob_export(conn, oid, path) != 0) {
+        int missing = 0;   /* its object gone from the object store: no retry brings it back */
+        if (gj_blob_export_id(conn, in->blob_ids[in->n - 1], path, &missing) != 0) {
             PQclear(r);
-            err->transient = 1;
-            return gj_error_set(err, "", "internal: cannot download input %s", name);
+            err->transient = !missing;
+            /* item->name: name was the result's, cleared just now */
+            return missing ? gj_error_set(err, "inputs", "input %s: blob %s is missing from the object store",
+                                          item->name, in->blob_ids[in->n - 1])
+                           : gj_error_set(err, "", "internal: cannot download input %s", item->name);
         }
     }
     PQclear(r);
@@ -361,7 +364,7 @@ static int materialize_children(PGconn *conn, const struct gj_claim *c, const ch
     snprintf(hi, sizeof hi, "%lld", (long long)c->stage * GJ_CHILD_STAGE_STRIDE);
     const char *params[] = { c->id, lo, hi };
     PGresult *r = gj_db_exec(conn,
-                             "SELECT j.id, j.child_index, o.name, b.lo_oid FROM jobs j"
+                             "SELECT j.id, j.child_index, o.name, b.id FROM jobs j"
                              " LEFT JOIN job_outputs o ON o.job_id = j.id"
                              " LEFT JOIN blobs b ON b.id = o.blob_id"
                              " WHERE j.parent_id = $1 AND j.child_index >= $2::int"
@@ -413,8 +416,7 @@ static int materialize_children(PGconn *conn, const struct gj_claim *c, const ch
             PQclear(r);
             return gj_error_set(err, "", "internal: sub-task output name is not usable");
         }
-        unsigned int oid = (unsigned int)strtoul(PQgetvalue(r, i, 3), NULL, 10);
-        if (gj_blob_export(conn, oid, path) != 0) {
+        if (gj_blob_export_id(conn, PQgetvalue(r, i, 3), path, NULL) != 0) {
             PQclear(r);
             err->transient = 1;
             return gj_error_set(err, "", "internal: cannot download a sub-task's output %s", name);

@@ -81,7 +81,7 @@ static int volume_open(struct gj_req *r, struct volume *v)
     }
     if (!find_output(r, c, &v->info))
         return 0;
-    v->reader = gj_blob_reader_open(c, v->info.lo_oid);
+    v->reader = gj_blob_reader_open_blob(c, &v->info, NULL);
     size_t want = v->info.size < HEADER_MAX ? (size_t)v->info.size : HEADER_MAX;
     char *head = malloc(want + 1);
     long got = v->reader && head ? gj_blob_reader_read(v->reader, 0, head, want) : -1;

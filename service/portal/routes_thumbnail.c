@@ -61,7 +61,7 @@ static int export_blob(struct gj_req *r, struct gj_blob_info *info, char *path, 
         gj_problem(r, 500, NULL, "the work directory path is too long");
         return -1;
     }
-    if (gj_blob_export(c, info->lo_oid, path) != 0) {
+    if (gj_blob_export_blob(c, info, path, NULL) != 0) {
         unlink(path);
         gj_problem(r, 500, NULL, "the file could not be read");
         return -1;

@@ -1,7 +1,9 @@
 /*
  * test_blobstore.c — blobs as large objects against a real PostgreSQL: a 20 MiB
  * blob written in odd-sized chunks, ranges read back, SHA-256, abort leaving
- * nothing behind, and the caller's-transaction path (own_txn = 0).
+ * nothing behind, and the caller's-transaction path (own_txn = 0). Run twice: on large
+ * objects, and under tests/integration/swift_s3.py (GJ_S3_ENDPOINT set) on a real S3 store,
+ * where "what is stored" counts the bucket's objects and uploads after a maintenance pass.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "common/fsutil.h"
+#include "service/db/blob_s3.h"
 #include "service/db/blobstore.h"
 #include "service/db/db.h"
 #include "service/jobs/queue.h"
@@ -27,6 +30,39 @@ static char url[1024];
 static char tenant[GJ_UUID_LEN + 1];
 static char other_tenant[GJ_UUID_LEN + 1];
 static unsigned char *data;
+static struct gj_s3 *s3;   /* NULL: large objects */
+
+static int count_object(const char *key, uint64_t size, void *arg)
+{
+    (void)key, (void)size;
+    ++*(long *)arg;
+    return 0;
+}
+
+static int count_upload(const char *key, const char *upload_id, time_t initiated, void *arg)
+{
+    (void)key, (void)upload_id, (void)initiated;
+    ++*(long *)arg;
+    return 0;
+}
+
+/* What the blobs' bytes occupy: large objects, or the store's objects and uploads once the
+ * maintenance pass has deleted what no blob owns. */
+static long scalar(PGconn *c, const char *sql);
+
+static long stored(PGconn *c)
+{
+    if (!s3)
+        return scalar(c, "SELECT count(*) FROM pg_largeobject_metadata");
+    int deleted, aborted;
+    assert_int_equal(gj_blob_s3_maintain(c, 0, &deleted, &aborted), 0);
+    struct gj_s3_conn *sc = gj_s3_conn_new(s3);
+    long n = 0;
+    assert_int_equal(gj_s3_list_objects(sc, "blobs/", count_object, &n), GJ_S3_OK);
+    assert_int_equal(gj_s3_list_uploads(sc, "blobs/", count_upload, &n), GJ_S3_OK);
+    gj_s3_conn_free(sc);
+    return n;
+}
 
 static long scalar(PGconn *c, const char *sql)
 {
@@ -55,6 +91,15 @@ static int setup(void **state)
     make_tenant(c, "blobs", tenant);
     make_tenant(c, "other", other_tenant);
     PQfinish(c);
+    if (getenv("GJ_S3_ENDPOINT")) {
+        struct gj_s3_config cfg = { .endpoint = getenv("GJ_S3_ENDPOINT"), .bucket = getenv("GJ_S3_BUCKET"),
+                                    .access_key = getenv("AWS_ACCESS_KEY_ID"),
+                                    .secret_key = getenv("AWS_SECRET_ACCESS_KEY") };
+        char why[256];
+        s3 = gj_s3_new(&cfg, why, sizeof why);
+        if (!s3 || gj_blobstore_use_s3(s3, url, 1) != 0)
+            return -1;
+    }
     data = malloc(BIG);
     if (!data)
         return -1;
@@ -72,6 +117,8 @@ static int teardown(void **state)
 {
     (void)state;
     free(data);
+    gj_blobstore_use_postgres();
+    gj_s3_free(s3);
     return 0;
 }
 
@@ -124,7 +171,7 @@ static void test_big_roundtrip(void **state)
 
     /* Ranges, in and out of order, across chunk boundaries and past the end. */
     assert_int_equal(gj_db_begin(c), 0);
-    struct gj_blob_reader *r = gj_blob_reader_open(c, info.lo_oid);
+    struct gj_blob_reader *r = gj_blob_reader_open_blob(c, &info, NULL);
     assert_non_null(r);
     static const uint64_t ranges[][2] = {
         { 0, 100 }, { 1048576 - 3, 10 }, { 5, 3 * 1048576 + 17 }, { BIG - 5, 5 }, { 17, 1 },
@@ -147,7 +194,7 @@ static void test_big_roundtrip(void **state)
     /* Export (its own transaction) gives the same bytes. */
     char path[GJ_PATH_MAX];
     snprintf(path, sizeof path, "%s/export.bin", gj_test_dir());
-    assert_int_equal(gj_blob_export(c, info.lo_oid, path), 0);
+    assert_int_equal(gj_blob_export_blob(c, &info, path, NULL), 0);
     char *file;
     size_t len;
     assert_int_equal(gj_read_file(path, BIG + 1, &file, &len), 0);
@@ -157,11 +204,11 @@ static void test_big_roundtrip(void **state)
     unlink(path);
     free(buf);
 
-    /* Deleting the row takes the large object with it (trigger of 0001). */
-    long los = scalar(c, "SELECT count(*) FROM pg_largeobject_metadata");
+    /* Deleting the row takes the large object with it (trigger of 0001), or its object (0018). */
+    long los = stored(c);
     const char *p[1] = { id };
     assert_int_equal(gj_db_cmd(c, "DELETE FROM blobs WHERE id = $1::uuid", 1, p), 0);
-    assert_int_equal(scalar(c, "SELECT count(*) FROM pg_largeobject_metadata"), los - 1);
+    assert_int_equal(stored(c), los - 1);
     PQfinish(c);
 }
 
@@ -190,7 +237,7 @@ static void test_abort_leaves_nothing(void **state)
     (void)state;
     PGconn *c = gj_test_pg_connect(url);
     long blobs = scalar(c, "SELECT count(*) FROM blobs");
-    long los = scalar(c, "SELECT count(*) FROM pg_largeobject_metadata");
+    long los = stored(c);
 
     struct gj_blob_writer *w = gj_blob_writer_open(c, tenant, "x/y", 1);
     assert_non_null(w);
@@ -198,7 +245,7 @@ static void test_abort_leaves_nothing(void **state)
     gj_blob_writer_abort(w);
     assert_int_equal(PQtransactionStatus(c), PQTRANS_IDLE);
     assert_int_equal(scalar(c, "SELECT count(*) FROM blobs"), blobs);
-    assert_int_equal(scalar(c, "SELECT count(*) FROM pg_largeobject_metadata"), los);
+    assert_int_equal(stored(c), los);
 
     /* own_txn = 0, aborted inside the caller's transaction that then commits. */
     assert_int_equal(gj_db_begin(c), 0);
@@ -208,7 +255,7 @@ static void test_abort_leaves_nothing(void **state)
     gj_blob_writer_abort(w);
     assert_int_equal(gj_db_commit(c), 0);
     assert_int_equal(scalar(c, "SELECT count(*) FROM blobs"), blobs);
-    assert_int_equal(scalar(c, "SELECT count(*) FROM pg_largeobject_metadata"), los);
+    assert_int_equal(stored(c), los);
 
     /* A writer that lost its connection midway: commit fails, nothing stays. */
     PGconn *victim = gj_test_pg_connect(url);
@@ -227,7 +274,7 @@ static void test_abort_leaves_nothing(void **state)
     PQfinish(victim);
     usleep(200000);
     assert_int_equal(scalar(c, "SELECT count(*) FROM blobs"), blobs);
-    assert_int_equal(scalar(c, "SELECT count(*) FROM pg_largeobject_metadata"), los);
+    assert_int_equal(stored(c), los);
 
     /* Misuse is refused: own_txn inside a transaction, caller's txn without one, a bad tenant. */
     assert_null(gj_blob_writer_open(c, tenant, "x/y", 0));
@@ -243,7 +290,7 @@ static void test_callers_transaction(void **state)
     (void)state;
     PGconn *c = gj_test_pg_connect(url);
     long blobs = scalar(c, "SELECT count(*) FROM blobs");
-    long los = scalar(c, "SELECT count(*) FROM pg_largeobject_metadata");
+    long los = stored(c);
 
     /* Committed by the writer, then rolled back by the caller: nothing stays. */
     assert_int_equal(gj_db_begin(c), 0);
@@ -258,7 +305,7 @@ static void test_callers_transaction(void **state)
     gj_db_rollback(c);
     assert_int_equal(gj_blob_lookup(c, tenant, id, &info), 0);
     assert_int_equal(scalar(c, "SELECT count(*) FROM blobs"), blobs);
-    assert_int_equal(scalar(c, "SELECT count(*) FROM pg_largeobject_metadata"), los);
+    assert_int_equal(stored(c), los);
 
     /* Two blobs in one caller transaction, with an owner job, committed together. */
     struct gj_submit sub = { .tenant_id = tenant, .kind = "noop" };
@@ -276,7 +323,7 @@ static void test_callers_transaction(void **state)
     }
     assert_int_equal(gj_db_commit(c), 0);
     assert_int_equal(scalar(c, "SELECT count(*) FROM blobs"), blobs + 2);
-    assert_int_equal(scalar(c, "SELECT count(*) FROM pg_largeobject_metadata"), los + 2);
+    assert_int_equal(stored(c), los + 2);
     assert_int_equal(gj_blob_lookup(c, tenant, ids[1], &info), 1);
     assert_int_equal(info.size, 100001);
     unsigned char want[32];
@@ -285,7 +332,67 @@ static void test_callers_transaction(void **state)
     /* Deleting the job takes its blobs and their large objects. */
     assert_int_equal(gj_db_cmd(c, "DELETE FROM jobs WHERE id = $1::uuid", 1, (const char *[]){ job }), 0);
     assert_int_equal(scalar(c, "SELECT count(*) FROM blobs"), blobs);
-    assert_int_equal(scalar(c, "SELECT count(*) FROM pg_largeobject_metadata"), los);
+    assert_int_equal(stored(c), los);
+    PQfinish(c);
+}
+
+/* S3 only: an object deleted behind the service's back, and a killed replica's upload. */
+static void test_store_faults(void **state)
+{
+    (void)state;
+    if (!s3)
+        skip();
+    PGconn *c = gj_test_pg_connect(url);
+    struct gj_blob_writer *w = gj_blob_writer_open(c, tenant, NULL, 1);
+    assert_non_null(w);
+    write_odd(w, 17u * 1024 * 1024 + 3);   /* three parts; exported in four ranges */
+    char id[GJ_UUID_LEN + 1];
+    assert_int_equal(gj_blob_writer_commit(w, NULL, id), 0);
+    struct gj_blob_info info;
+    assert_int_equal(gj_blob_lookup(c, tenant, id, &info), 1);
+    assert_int_equal(info.lo_oid, 0);
+    assert_true(strncmp(info.s3_key, "blobs/", 6) == 0);
+    assert_int_equal(scalar(c, "SELECT count(*) FROM blob_objects_unowned"), 0);
+
+    struct gj_s3_conn *sc = gj_s3_conn_new(s3);
+    assert_int_equal(gj_s3_delete(sc, info.s3_key), GJ_S3_OK);
+    int missing = 0;
+    assert_null(gj_blob_reader_open_blob(c, &info, &missing));
+    assert_int_equal(missing, 1);
+    char path[GJ_PATH_MAX];
+    snprintf(path, sizeof path, "%s/gone.bin", gj_test_dir());
+    missing = 0;
+    assert_int_equal(gj_blob_export_blob(c, &info, path, &missing), -1);
+    assert_int_equal(missing, 1);
+    assert_int_equal(access(path, F_OK), -1);   /* no half file */
+    const char *p[1] = { id };
+    assert_int_equal(gj_db_cmd(c, "DELETE FROM blobs WHERE id = $1::uuid", 1, p), 0);
+
+    /* A blob the caller's transaction cannot take (an owner job that does not exist): the commit
+     * fails inside it, holding the upload's record locked, and the abort must not wait for it. */
+    long before = stored(c);
+    assert_int_equal(gj_db_begin(c), 0);
+    w = gj_blob_writer_open(c, tenant, NULL, 0);
+    assert_non_null(w);
+    write_odd(w, 100);
+    assert_int_equal(gj_blob_writer_commit(w, "00000000-0000-0000-0000-00000000abcd", id), -1);
+    gj_db_rollback(c);
+    assert_int_equal(stored(c), before);
+
+    /* A replica killed mid-upload: its parts stay in the store until the maintenance pass. */
+    char upload[GJ_S3_UPLOAD_ID_MAX], etag[GJ_S3_ETAG_MAX];
+    assert_int_equal(gj_s3_multipart_create(sc, "blobs/killed/upload", NULL, upload), GJ_S3_OK);
+    assert_int_equal(gj_s3_multipart_part(sc, "blobs/killed/upload", upload, 1, data, 1000, NULL, etag), GJ_S3_OK);
+    int deleted, aborted;
+    assert_int_equal(gj_blob_s3_maintain(c, 3600, &deleted, &aborted), 0);
+    assert_int_equal(aborted, 0);   /* younger than the grace: may still be going */
+    sleep(3);   /* the store rounds an upload's start up to the second */
+    assert_int_equal(gj_blob_s3_maintain(c, 1, &deleted, &aborted), 0);
+    assert_int_equal(aborted, 1);
+    long uploads = 0;
+    assert_int_equal(gj_s3_list_uploads(sc, "blobs/", count_upload, &uploads), GJ_S3_OK);
+    assert_int_equal(uploads, 0);
+    gj_s3_conn_free(sc);
     PQfinish(c);
 }
 
@@ -296,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_empty_blob),
         cmocka_unit_test(test_abort_leaves_nothing),
         cmocka_unit_test(test_callers_transaction),
+        cmocka_unit_test(test_store_faults),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,6 +10,10 @@ GPUJOBD (the binary), GJ_SOURCE_ROOT, GJ_BUILD_ROOT.
     job = c.json("POST", "/v1/jobs", {"kind": "noop", "params": {}})
     h.sql("SELECT count(*) FROM jobs")  # -> [['1']]
     h.close()                          # stops servers, then PostgreSQL; removes temp dirs
+
+With GJ_TEST_BLOB_STORE=s3 (or Harness(blob_store="s3")) every server stores its blobs in a real
+S3 store: Swift with s3api (swift_s3.py), started once per test process, a bucket per harness
+(h.s3, h.bucket).
 """
 
 import atexit
@@ -206,10 +210,27 @@ class Server:
             self.proc.wait()
 
 
+_SWIFT = None
+
+
+def shared_s3():
+    """The process's one Swift (started on first use; stopped at exit)."""
+    global _SWIFT
+    if _SWIFT is None:
+        import swift_s3
+        _SWIFT = swift_s3.SwiftS3()
+    return _SWIFT
+
+
 class Harness:
     """A private PostgreSQL cluster (real server, Unix socket only) for one test."""
 
-    def __init__(self):
+    def __init__(self, blob_store=None):
+        self.blob_store = blob_store or os.environ.get("GJ_TEST_BLOB_STORE", "postgres")
+        self.s3 = self.bucket = None
+        if self.blob_store == "s3":
+            self.s3 = shared_s3()
+            self.bucket = self.s3.create_bucket("gpujobd-" + uuid.uuid4().hex[:12])
         self.tmp = tempfile.mkdtemp(prefix="gpujobd-it-")
         os.chmod(self.tmp, 0o755)
         self.servers = []
@@ -267,7 +288,19 @@ class Harness:
         rows = self.sql(query)
         return rows[0][0] if rows else None
 
+    def s3_args(self):
+        """The flags and environment that send a server's blobs to this harness's bucket."""
+        if not self.s3:
+            return [], {}
+        return (["--blob-store", "s3", "--s3-endpoint", self.s3.endpoint, "--s3-bucket", self.bucket,
+                 "--s3-region", self.s3.region],
+                {"AWS_ACCESS_KEY_ID": self.s3.access_key, "AWS_SECRET_ACCESS_KEY": self.s3.secret_key})
+
     def start_server(self, args=(), env=None, insecure=False, wait=True, data_dir=None, port=None):
+        if self.s3 and "--blob-store" not in args:
+            extra, extra_env = self.s3_args()
+            args = extra + list(args)
+            env = dict(extra_env, **(env or {}))
         n = len(self.servers)
         data_dir = data_dir or os.path.join(self.tmp, f"srv{n}")
         srv = Server(self, data_dir, port or free_port(), args, env, insecure)

@@ -407,4 +407,28 @@ export const OVERLAY_SHAPES = {
         }
         return problems;
     },
+    // production with blobs in an S3 store (issue 30): the same shape, every serving pod on
+    // --blob-store s3 with the endpoint and bucket from a Secret and the keys in a mounted Secret
+    // file (never the environment), and a way out to the store.
+    "production-s3": (objects) => {
+        const problems = OVERLAY_SHAPES.production(objects);
+        for (const w of workloads(objects)) {
+            for (const c of (w.pod.containers ?? []).filter(isServe)) {
+                if (setting(c, "blob-store") !== "s3")
+                    problems.push(`${w.key}: --blob-store is not s3`);
+                for (const flag of ["s3-endpoint", "s3-bucket"])
+                    if (setting(c, flag) !== "<secret>")
+                        problems.push(`${w.key}: --${flag} must come from a Secret`);
+                const file = setting(c, "s3-credentials-file");
+                const mount = (c.volumeMounts ?? []).find((m) => file?.startsWith(m.mountPath + "/"));
+                const vol = (w.pod.volumes ?? []).find((v) => v.name === mount?.name);
+                if (!vol?.secret)
+                    problems.push(`${w.key}: the S3 credentials must be a file from a mounted Secret`);
+            }
+        }
+        if (!objects.some((o) => o.kind === "NetworkPolicy" &&
+            (o.spec?.egress ?? []).some((rule) => (rule.ports ?? []).some((p) => p.port === 443))))
+            problems.push("no NetworkPolicy lets the pods reach the object store (443)");
+        return problems;
+    },
 };

@@ -4,7 +4,7 @@
 only their rows; downloads with Range and ETag; job inputs and outputs through the store;
 deleting a blob or a job deletes its objects (the maintenance pass); an object deleted behind
 the service's back is a 410 naming the blob; ?redirect=presigned answers 307 to the store;
-quotas count the store's bytes; a store that stops answering makes uploads 503 with Retry-After and /readyz say why; `gpujobd blobs migrate
+quotas count the store's bytes; a job whose input is in a store that stops answering is retried until it is back; a store that stops answering makes uploads 503 with Retry-After and /readyz say why; `gpujobd blobs migrate
 --to s3` moves large objects there while the service runs; a replica killed mid-upload leaves
 no parts after the maintenance pass. Swift starts once."""
 import hashlib
@@ -117,6 +117,30 @@ def test_object_lost_behind_our_back():
     assert SRV.proc.poll() is None   # never a crash
 
 
+def test_job_waits_for_the_store():
+    """A job whose input is in a store that does not answer is retried with backoff (a
+    transient failure: queued again, its error saying why), not failed at once, and succeeds
+    once the store is back."""
+    c = SRV.client()
+    inp = c.upload(pattern(50000, 3))
+    H.s3.stop_proxy()
+    try:
+        job = c.submit("noop", {}, inputs={"input": inp["id"]}, max_attempts=10)
+        def retried():
+            j = c.json("GET", f"/v1/jobs/{job['id']}", expect=200)
+            assert j["state"] not in ("failed", "succeeded"), j
+            return j["attempts"] >= 1 and j["state"] in ("queued", "retrying")
+        wait_for(retried, "the job's first attempt to give way")
+        j = c.json("GET", f"/v1/jobs/{job['id']}", expect=200)
+        assert "object store is not available" in j["error"]["message"], j   # not "internal"
+    finally:
+        H.s3.start_proxy()
+    done = c.wait_job(job["id"], timeout=120)
+    assert done["state"] == "succeeded" and done["attempts"] >= 2, done
+    res = json.loads(c.request("GET", f"/v1/jobs/{job['id']}/outputs/result.json").body)
+    assert res["inputs"] == {"input": 50000}, res
+
+
 def test_quota_counts_the_store():
     c = SRV.client()
     key = c.json("POST", "/v1/api-keys", {"tenant": "s3-quota"}, expect=201)["key"]
@@ -215,7 +239,7 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_upload_download_in_the_store, test_job_inputs_and_outputs_through_the_store,
-                   test_object_lost_behind_our_back, test_quota_counts_the_store,
+                   test_object_lost_behind_our_back, test_job_waits_for_the_store, test_quota_counts_the_store,
                    test_migrate_large_objects_to_the_store, test_replica_killed_mid_upload,
                    test_store_unreachable])
     finally:

@@ -36,6 +36,16 @@
 #define BACKOFF_MAX_MS 2000
 #define PING_MS 2000
 
+/* What a pool connection has prepared (gj_db_exec_prepared): names only, since a name
+ * stands for one statement's text. Touched only by the connection's borrower, and by the
+ * reset event (on the borrower's thread too), which empties it: a fresh session has none. */
+#define MAX_PREPARED 64
+struct conn_info {
+    struct gj_db_pool *pool;
+    const char *prepared[MAX_PREPARED];   /* static strings: the callers' names */
+    int n_prepared;
+};
+
 struct gj_db_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -43,6 +53,7 @@ struct gj_db_pool {
     int n;
     int read_reserve;          /* free connections a writer must leave */
     PGconn **conns;
+    struct conn_info *info;    /* per connection, its libpq instance data */
     unsigned char *busy;
     /* Reconnection, guarded by mu. */
     int down;                  /* the last connect attempt failed */
@@ -76,19 +87,30 @@ static void one_line(const char *msg, char *out, size_t n)
     }
 }
 
-/* Pool connections carry their pool as libpq instance data (an event procedure is
- * what libpq hangs it on): gj_db_exec finds it there to retry on a fresh one. */
-static int pool_conn_event(PGEventId id, void *info, void *pass)
+/* Pool connections carry their struct conn_info as libpq instance data (an event
+ * procedure is what libpq hangs it on): gj_db_exec finds the pool there to retry on a
+ * fresh connection, gj_db_exec_prepared what the session has prepared. A reset session
+ * has prepared nothing. */
+static int pool_conn_event(PGEventId id, void *evt, void *pass)
 {
-    (void)id;
-    (void)info;
     (void)pass;
+    if (id == PGEVT_CONNRESET) {
+        struct conn_info *ci = PQinstanceData(((PGEventConnReset *)evt)->conn, pool_conn_event);
+        if (ci)
+            ci->n_prepared = 0;
+    }
     return 1;
+}
+
+static struct conn_info *info_of(const PGconn *conn)
+{
+    return PQinstanceData(conn, pool_conn_event);
 }
 
 static struct gj_db_pool *pool_of(const PGconn *conn)
 {
-    return PQinstanceData(conn, pool_conn_event);
+    struct conn_info *ci = info_of(conn);
+    return ci ? ci->pool : NULL;
 }
 
 static void notice_to_log(void *arg, const char *message)
@@ -149,8 +171,9 @@ struct gj_db_pool *gj_db_pool_open(const char *url, int n)
         return NULL;
     pool->url = strdup(url ? url : "");
     pool->conns = calloc((size_t)n, sizeof *pool->conns);
+    pool->info = calloc((size_t)n, sizeof *pool->info);
     pool->busy = calloc((size_t)n, 1);
-    if (!pool->url || !pool->conns || !pool->busy) {
+    if (!pool->url || !pool->conns || !pool->info || !pool->busy) {
         gj_log_error("db", "out of memory for the connection pool");
         goto fail_alloc;
     }
@@ -174,8 +197,9 @@ struct gj_db_pool *gj_db_pool_open(const char *url, int n)
             gj_db_pool_close(pool);
             return NULL;
         }
+        pool->info[i].pool = pool;
         if (!PQregisterEventProc(pool->conns[i], pool_conn_event, "gpujobd pool", NULL) ||
-            !PQsetInstanceData(pool->conns[i], pool_conn_event, pool)) {
+            !PQsetInstanceData(pool->conns[i], pool_conn_event, &pool->info[i])) {
             gj_log_error("db", "cannot mark pool connection %d", i);
             gj_db_pool_close(pool);
             return NULL;
@@ -186,6 +210,7 @@ struct gj_db_pool *gj_db_pool_open(const char *url, int n)
 
 fail_alloc:
     free(pool->busy);
+    free(pool->info);
     free(pool->conns);
     free(pool->url);
     free(pool);
@@ -207,6 +232,7 @@ void gj_db_pool_close(struct gj_db_pool *pool)
     pthread_cond_destroy(&pool->cv);
     pthread_mutex_destroy(&pool->mu);
     free(pool->busy);
+    free(pool->info);
     free(pool->conns);
     free(pool->url);
     free(pool);
@@ -548,8 +574,36 @@ static void log_failure(PGconn *conn, PGresult *res, const char *where, const ch
     gj_log_fields(level_for_sqlstate(st), "db", line, fields);
 }
 
+/* Sends the statement once: by name where conn is a pool connection (prepared on its first
+ * use there), else as text. A failed prepare is returned as the statement's failure. */
+static PGresult *send_once(PGconn *conn, const char *name, const char *sql, int n, const char *const *params)
+{
+    struct conn_info *ci = name ? info_of(conn) : NULL;
+    if (!ci)
+        return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+    int known = 0;
+    for (int i = 0; i < ci->n_prepared && !known; i++)
+        known = strcmp(ci->prepared[i], name) == 0;
+    if (!known) {
+        if (ci->n_prepared == MAX_PREPARED)   /* more names than any caller has: run it as text */
+            return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+        PGresult *res = PQprepare(conn, name, sql, n, NULL);
+        if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+            return res;
+        PQclear(res);
+        ci->prepared[ci->n_prepared++] = name;   /* a session's, not a transaction's: kept on rollback */
+    }
+    return PQexecPrepared(conn, name, n, params, NULL, NULL, 0);
+}
+
 PGresult *gj_db_exec_at(const char *where, PGconn *conn, const char *sql, int n, const char *const *params,
                         char sqlstate[6])
+{
+    return gj_db_exec_prepared_at(where, conn, NULL, sql, n, params, sqlstate);
+}
+
+PGresult *gj_db_exec_prepared_at(const char *where, PGconn *conn, const char *name, const char *sql, int n,
+                                 const char *const *params, char sqlstate[6])
 {
     if (sqlstate)
         memcpy(sqlstate, "00000", 6);
@@ -560,7 +614,7 @@ PGresult *gj_db_exec_at(const char *where, PGconn *conn, const char *sql, int n,
         return NULL;
     }
     int idle = PQtransactionStatus(conn) == PQTRANS_IDLE;
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+    PGresult *res = send_once(conn, name, sql, n, params);
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     struct gj_db_pool *pool;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && idle && PQstatus(conn) == CONNECTION_BAD &&
@@ -568,7 +622,7 @@ PGresult *gj_db_exec_at(const char *where, PGconn *conn, const char *sql, int n,
         /* The connection broke (the server restarted) outside a transaction: once more. */
         gj_log_info("db", "connection lost; the statement is sent again on a fresh one");
         PQclear(res);
-        res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+        res = send_once(conn, name, sql, n, params);
         st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     }
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)

@@ -772,6 +772,69 @@ static void test_submit(void **state)
     assert_string_not_equal(out.id, first);
 }
 
+/* ---- a success, its log and the next claim in one statement ------------------------- */
+
+static void test_finish_and_claim_next(void **state)
+{
+    struct fixture *f = *state;
+    char a[GJ_UUID_LEN + 1], b[GJ_UUID_LEN + 1], c3[GJ_UUID_LEN + 1];
+    submit(f, "noop", 0, 3, NULL, a);
+    submit(f, "noop", 0, 3, NULL, b);
+    struct gj_claim ca, next, after;
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &ca), 1);
+    assert_string_equal(ca.id, a);
+    char empty[600];
+    make_dir(f, "empty", empty, sizeof empty);
+    const char *log[4] = { a, "1", "[[1700000000000, \"info\", \"ran\"]]", "0" };
+    struct gj_claim_ask ask = { "w1", noop_kinds, 30, "cpu" };
+    int written = 0, claimed = 0;
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &ca, empty, NULL, log, &written, &ask, &next, &claimed), 0);
+    assert_int_equal(written, 1);
+    assert_string_equal(job_field(f, a, "state"), "succeeded");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1 AND line = 'ran'", a), 1);
+    /* the next job, claimed as gj_queue_claim_on would: leased to w1, on cpu, its attempt counted */
+    assert_int_equal(claimed, 1);
+    assert_string_equal(next.id, b);
+    assert_string_equal(job_field(f, b, "state"), "running");
+    assert_string_equal(job_field(f, b, "lease_owner"), "w1");
+    assert_string_equal(job_field(f, b, "device"), "cpu");
+    assert_string_equal(job_field(f, b, "lease_token"), next.lease_token);
+    assert_int_equal(next.attempts, 1);
+    assert_string_equal(next.kind, "noop");
+    /* a lost lease: the end is refused, the log lines are kept, and the slot still gets work */
+    submit(f, "noop", 0, 3, NULL, c3);
+    expire_lease(f, b);
+    const char *log_b[4] = { b, "1", "[[1700000000000, \"warn\", \"late\"]]", "0" };
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &next, empty, NULL, log_b, &written, &ask, &after,
+                                                  &claimed), 1);
+    assert_int_equal(written, 1);
+    assert_string_equal(job_field(f, b, "state"), "running");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1", b), 1);
+    assert_int_equal(claimed, 1);
+    assert_string_equal(after.id, c3);
+    /* outputs to store: the transaction as before, no claim along */
+    char out[600];
+    make_dir(f, "out", out, sizeof out);
+    write_text(out, "result.json", "{}");
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &after, out, NULL, NULL, &written, &ask, &ca, &claimed),
+                     0);
+    assert_int_equal(written, 0);
+    assert_int_equal(claimed, 0);
+    assert_string_equal(job_field(f, c3, "state"), "succeeded");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_outputs WHERE job_id = $1", c3), 1);
+    /* nothing queued: no claim, the end recorded */
+    gj_claim_clear(&next);
+    exec_ok(f, "UPDATE jobs SET lease_expires_at = now() + interval '30 s' WHERE id = $1", b);
+    struct gj_claim nb;
+    memset(&nb, 0, sizeof nb);
+    snprintf(nb.id, sizeof nb.id, "%s", b);
+    snprintf(nb.lease_token, sizeof nb.lease_token, "%s", job_field(f, b, "lease_token"));
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &nb, empty, NULL, NULL, &written, &ask, &ca, &claimed), 0);
+    assert_int_equal(claimed, 0);
+    assert_string_equal(job_field(f, b, "state"), "succeeded");
+    gj_claim_clear(&after);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -787,6 +850,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_notifier_reconnects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workers_registry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_finish_and_claim_next, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

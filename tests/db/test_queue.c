@@ -790,6 +790,7 @@ static void test_finish_and_claim_next(void **state)
     int written = 0, claimed = 0;
     assert_int_equal(gj_queue_finish_success_next(f->conn, &ca, empty, NULL, log, &written, &ask, &next, &claimed), 0);
     assert_int_equal(written, 1);
+    gj_claim_clear(&ca);
     assert_string_equal(job_field(f, a, "state"), "succeeded");
     assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1 AND line = 'ran'", a), 1);
     /* the next job, claimed as gj_queue_claim_on would: leased to w1, on cpu, its attempt counted */

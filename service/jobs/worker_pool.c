@@ -616,6 +616,8 @@ static int record_end(struct wp_slot *s, PGconn *conn, const struct gj_claim *c,
         /* Outputs or sub-tasks could not be stored (nothing was): a transient
          * failure, so the job is retried rather than left to its lease. */
         gj_db_rollback(conn);
+        if (how == END_SUCCESS)   /* its lines were given back when the success failed */
+            gj_job_log_flush(s->log, conn);
         json_t *e = json_pack("{s:s}", "message",
                               how == END_SUCCESS ? "internal: the job's outputs could not be stored"
                                                  : "internal: the job's sub-tasks could not be queued");

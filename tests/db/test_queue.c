@@ -836,6 +836,43 @@ static void test_finish_and_claim_next(void **state)
     gj_claim_clear(&after);
 }
 
+/* gj_job_log_append keeps a line while the job's log stays under 10000 lines and within 1 MiB,
+ * in order (a line too long is dropped, a shorter one after it kept), and counts the rest as
+ * dropped; a batch that fits is kept whole (migration 0018's one INSERT), numbered on. */
+static void append(struct fixture *f, const char *job, const char *entries)
+{
+    const char *p[] = { job, entries };
+    assert_int_equal(gj_db_cmd(f->conn, "SELECT gj_job_log_append($1::uuid, 1, $2::jsonb, 0)", 2, p), 0);
+}
+
+static void test_job_log_bounds(void **state)
+{
+    struct fixture *f = *state;
+    char id[GJ_UUID_LEN + 1];
+    submit(f, "noop", 0, 3, NULL, id);
+    append(f, id, "[[1700000000000, \"info\", \"a\"], [1700000000001, \"warn\", \"bb\"]]");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1", id), 2);
+    assert_int_equal(count(f, "SELECT max(seq) FROM job_log WHERE job_id = $1 AND line = 'bb'", id), 2);
+    /* 3 short of the line bound: a batch of 3 is kept whole, at the bound */
+    exec_ok(f, "UPDATE job_log_totals SET lines = 9995 WHERE job_id = $1", id);
+    append(f, id, "[[1, \"info\", \"c\"], [2, \"info\", \"d\"], [3, \"info\", \"e\"], [4, \"info\", \"f\"], "
+                  "[5, \"info\", \"g\"]]");
+    assert_int_equal(count(f, "SELECT lines FROM job_log_totals WHERE job_id = $1", id), 10000);
+    assert_int_equal(count(f, "SELECT dropped FROM job_log_totals WHERE job_id = $1", id), 0);
+    assert_int_equal(count(f, "SELECT max(seq) FROM job_log WHERE job_id = $1", id), 10000);
+    /* at the bound: dropped, counted */
+    append(f, id, "[[6, \"info\", \"h\"], [7, \"info\", \"i\"]]");
+    assert_int_equal(count(f, "SELECT dropped FROM job_log_totals WHERE job_id = $1", id), 2);
+    /* the byte bound, line by line in order: the long line dropped, the short one after it kept */
+    exec_ok(f, "UPDATE job_log_totals SET lines = 0, bytes = 1048570, dropped = 0 WHERE job_id = $1", id);
+    exec_ok(f, "DELETE FROM job_log WHERE job_id = $1", id);
+    append(f, id, "[[8, \"info\", \"0123456789\"], [9, \"info\", \"xyz\"]]");
+    assert_int_equal(count(f, "SELECT lines FROM job_log_totals WHERE job_id = $1", id), 1);
+    assert_int_equal(count(f, "SELECT bytes FROM job_log_totals WHERE job_id = $1", id), 1048573);
+    assert_int_equal(count(f, "SELECT dropped FROM job_log_totals WHERE job_id = $1", id), 1);
+    assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1 AND line = 'xyz' AND seq = 1", id), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -852,6 +889,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_workers_registry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_finish_and_claim_next, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_job_log_bounds, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

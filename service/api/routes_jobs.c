@@ -1064,15 +1064,16 @@ static void job_get(struct gj_req *r)
         gj_park_join(&lp->park, r->conn, r->params[0], r->who.key_id);   /* before the read: no change missed */
     }
     char state0[16];
+    size_t len;
     /* What this replica knows, unless it has changed since (job_cache.h); a long poll
      * reads the database for the state it then waits to see change. */
-    json_t *job = gj_job_cache_get(r->srv->job_cache, r->params[0], r->who.tenant_id, state0);
-    if (job && (!lp || is_final(state0))) {
-        respond_job(r, 200, job);
+    char *kept = gj_job_cache_get(r->srv->job_cache, r->params[0], r->who.tenant_id, state0, &len);
+    if (kept && (!lp || is_final(state0))) {
+        gj_respond_json_text(r, 200, kept, len);
         return;
     }
-    json_decref(job);
-    job = NULL;
+    free(kept);
+    json_t *job = NULL;
     uint64_t ticket = gj_job_cache_ticket(r->srv->job_cache, r->params[0]);
     PGconn *c = gj_req_db(r);
     if (!c) {

@@ -18,7 +18,8 @@ struct entry {
     char id[40];
     char tenant[40];
     char state[16];
-    json_t *job;
+    char *job;               /* the answer's body, as gj_respond_json writes it; NULL: free */
+    size_t len;
     uint64_t put_ms;
 };
 
@@ -59,7 +60,7 @@ struct gj_job_cache *gj_job_cache_new(size_t capacity, uint64_t ttl_ms)
 
 static void drop(struct entry *e)
 {
-    json_decref(e->job);
+    free(e->job);
     e->job = NULL;
 }
 
@@ -93,11 +94,12 @@ static struct entry *find(struct gj_job_cache *jc, size_t set, const char *id)
     return NULL;
 }
 
-json_t *gj_job_cache_get(struct gj_job_cache *jc, const char *job_id, const char *tenant_id, char state[16])
+char *gj_job_cache_get(struct gj_job_cache *jc, const char *job_id, const char *tenant_id, char state[16],
+                       size_t *len)
 {
     if (!jc || !job_id || !tenant_id || strlen(job_id) >= sizeof ((struct entry *)0)->id)
         return NULL;
-    json_t *kept = NULL;
+    char *copy = NULL;
     uint64_t now = now_ms();
     pthread_mutex_lock(&jc->lock);
     struct entry *e = jc->live ? find(jc, set_index(jc, job_id), job_id) : NULL;
@@ -106,19 +108,15 @@ json_t *gj_job_cache_get(struct gj_job_cache *jc, const char *job_id, const char
         drop(e);   /* expired: the database is asked again */
         e = NULL;
     }
-    if (e && strcmp(e->tenant, tenant_id) == 0) {
-        kept = json_incref(e->job);
+    if (e && strcmp(e->tenant, tenant_id) == 0 && (copy = malloc(e->len + 1)) != NULL) {
+        memcpy(copy, e->job, e->len + 1);
+        *len = e->len;
         memcpy(state, e->state, 16);
         jc->hits++;
     } else {
         jc->misses++;
     }
     pthread_mutex_unlock(&jc->lock);
-    if (!kept)
-        return NULL;
-    /* outside the lock: a kept answer is never changed, and its count is atomic */
-    json_t *copy = json_deep_copy(kept);
-    json_decref(kept);
     return copy;
 }
 
@@ -155,9 +153,17 @@ void gj_job_cache_put(struct gj_job_cache *jc, const char *tenant_id, const json
     if (!jc || !tenant_id || !id || !state || strlen(id) >= sizeof ((struct entry *)0)->id ||
         strlen(tenant_id) >= sizeof ((struct entry *)0)->tenant || strlen(state) >= 16)
         return;
-    json_t *copy = json_deep_copy(job);   /* outside the lock: the caller's is not shared */
-    if (!copy)
+    /* outside the lock, and once: a hit answers these bytes (http_server.c: gj_respond_json's form) */
+    char *copy = json_dumps(job, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    size_t len = copy ? strlen(copy) : 0;
+    char *nl = copy ? realloc(copy, len + 2) : NULL;
+    if (!nl) {
+        free(copy);
         return;
+    }
+    copy = nl;
+    copy[len++] = '\n';
+    copy[len] = '\0';
     uint64_t now = now_ms();
     pthread_mutex_lock(&jc->lock);
     size_t set = set_index(jc, id);
@@ -168,11 +174,12 @@ void gj_job_cache_put(struct gj_job_cache *jc, const char *tenant_id, const json
         snprintf(e->tenant, sizeof e->tenant, "%s", tenant_id);
         snprintf(e->state, sizeof e->state, "%s", state);
         e->job = copy;
+        e->len = len;
         e->put_ms = now;
         copy = NULL;
     }
     pthread_mutex_unlock(&jc->lock);
-    json_decref(copy);
+    free(copy);
 }
 
 /* Called with the lock held. */

@@ -43,15 +43,17 @@ struct gj_job_cache;
 struct gj_job_cache *gj_job_cache_new(size_t capacity, uint64_t ttl_ms);
 void gj_job_cache_free(struct gj_job_cache *jc);
 
-/* job_id's answer as put for tenant_id: a deep copy (the caller's), with its public state
- * in state; NULL on a miss (absent, another tenant's, older than the TTL, not live). */
-json_t *gj_job_cache_get(struct gj_job_cache *jc, const char *job_id, const char *tenant_id, char state[16]);
+/* job_id's answer as put for tenant_id: its JSON body as GET /v1/jobs/{id} sends it (compact,
+ * newline-terminated, NUL after), a copy the caller frees, *len bytes, with its public state in
+ * state; NULL on a miss (absent, another tenant's, older than the TTL, not live). */
+char *gj_job_cache_get(struct gj_job_cache *jc, const char *job_id, const char *tenant_id, char state[16],
+                       size_t *len);
 
 /* Take before reading job_id from the database; hand to gj_job_cache_put. */
 uint64_t gj_job_cache_ticket(struct gj_job_cache *jc, const char *job_id);
 
-/* Keeps a copy of job (its "id" is the key) as tenant_id's answer; left out when job_id
- * was forgotten since ticket was taken, or the cache is not live. */
+/* Keeps job (its "id" is the key), encoded, as tenant_id's answer; left out when job_id was
+ * forgotten since ticket was taken, or the cache is not live. */
 void gj_job_cache_put(struct gj_job_cache *jc, const char *tenant_id, const json_t *job, const char *state,
                       uint64_t ticket);
 

@@ -73,12 +73,18 @@ def stop(jid):
 def test_unchanged_reads_come_from_memory():
     j = on(A).submit("noop", {"sleep_ms": 0, "write_result": False})
     on(A).wait_job(j["id"])
-    # B answers from memory once its LISTEN connection is up (it connects as B starts).
+    # B answers from memory once its LISTEN connection is up (it connects as B starts), the
+    # same bytes as its first read, from the database.
     hits = cache_hits(B)
+    bodies = set()
     deadline = time.time() + NOTIFY_BOUND_S
     while cache_hits(B) < hits + 5:
         assert time.time() < deadline, (hits, cache_hits(B))
-        assert on(B).json("GET", f"/v1/jobs/{j['id']}", expect=200)["state"] == "succeeded"
+        r = on(B).request("GET", f"/v1/jobs/{j['id']}")
+        assert r.status == 200 and r.json()["state"] == "succeeded", r
+        assert r.headers.get("content-type") == "application/json", r.headers
+        bodies.add(r.body)
+    assert len(bodies) == 1, bodies
 
 
 def test_cancel_on_a_seen_on_b():

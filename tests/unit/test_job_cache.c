@@ -1,4 +1,5 @@
-/* service/jobs/job_cache.c, without a database: a kept answer is handed (a copy) to the tenant
+/* service/jobs/job_cache.c, without a database: a kept answer (its body, encoded as
+ * gj_respond_json encodes it) is handed (a copy) to the tenant
  * that put it and to no other; a forget (the job's NOTIFY) drops it, and a read begun before the
  * forget does not put its older answer back; nothing is kept or answered while the cache is not
  * live (LISTEN down), and going live or down empties it; an answer older than the TTL is not
@@ -36,11 +37,16 @@ static void put(struct gj_job_cache *jc, const char *id, const char *tenant, con
 static const char *kept_state(struct gj_job_cache *jc, const char *id, const char *tenant)
 {
     static char state[16];
-    json_t *j = gj_job_cache_get(jc, id, tenant, state);
-    if (!j)
+    size_t len = 0;
+    char *text = gj_job_cache_get(jc, id, tenant, state, &len);
+    if (!text)
         return "";
+    assert_int_equal(strlen(text), len);
+    json_t *j = json_loads(text, 0, NULL);
+    assert_non_null(j);
     assert_int_equal(strcasecmp(json_string_value(json_object_get(j, "id")), id), 0);
     json_decref(j);
+    free(text);
     return state;
 }
 
@@ -51,15 +57,15 @@ static void test_hit_is_a_copy_for_its_tenant_only(void **st)
     gj_job_cache_set_live(jc, 1);
     put(jc, JOB_A, TENANT_1, "running");
     char state[16];
-    json_t *j = gj_job_cache_get(jc, JOB_A, TENANT_1, state);
-    assert_non_null(j);
+    size_t len = 0;
+    char *text = gj_job_cache_get(jc, JOB_A, TENANT_1, state, &len);
+    assert_non_null(text);
     assert_string_equal(state, "running");
-    json_object_set_new(j, "state", json_string("mangled"));   /* the caller's copy */
-    json_decref(j);
+    /* the body gj_respond_json would send: compact, in order, newline-terminated */
+    assert_string_equal(text, "{\"id\":\"" JOB_A "\",\"state\":\"running\",\"params\":{\"n\":1}}\n");
+    text[0] = 'X';   /* the caller's copy */
+    free(text);
     assert_string_equal(kept_state(jc, JOB_A, TENANT_1), "running");
-    j = gj_job_cache_get(jc, JOB_A, TENANT_1, state);
-    assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
-    json_decref(j);
     assert_string_equal(kept_state(jc, JOB_A, TENANT_2), "");   /* another tenant: the database */
     /* the id as a client may type it */
     assert_string_equal(kept_state(jc, "0B7F2C6E-1D3A-4E5F-9A8B-7C6D5E4F3A2B", TENANT_1), "running");
@@ -147,7 +153,7 @@ static void test_bounded(void **st)
     free(text);
     gj_job_cache_free(jc);
     gj_job_cache_free(NULL);
-    assert_null(gj_job_cache_get(NULL, JOB_A, TENANT_1, (char[16]){ 0 }));
+    assert_null(gj_job_cache_get(NULL, JOB_A, TENANT_1, (char[16]){ 0 }, &len));
 }
 
 int main(void)

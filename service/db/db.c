@@ -43,6 +43,7 @@
 struct conn_info {
     struct gj_db_pool *pool;
     const char *prepared[MAX_PREPARED];   /* static strings: the callers' names */
+    unsigned char stale[MAX_PREPARED];    /* its plan's result no longer fits: prepare it anew */
     int n_prepared;
 };
 
@@ -574,6 +575,34 @@ static void log_failure(PGconn *conn, PGresult *res, const char *where, const ch
     gj_log_fields(level_for_sqlstate(st), "db", line, fields);
 }
 
+static void drop_prepared(PGconn *conn, const char *name)
+{
+    char *id = PQescapeIdentifier(conn, name, strlen(name));
+    char sql[200];
+    if (id && snprintf(sql, sizeof sql, "DEALLOCATE %s", id) < (int)sizeof sql) {
+        PGresult *res = PQexec(conn, sql);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK)
+            gj_log_warn("db", "DEALLOCATE of a stale prepared statement failed");
+        PQclear(res);
+    }
+    PQfreemem(id);
+}
+
+/* A statement whose plan no longer fits the schema (a migration changed what it returns:
+ * 0A000 "cached plan must not change result type") or that the session lost (26000) is
+ * prepared anew at its next use. 1 when res says so. */
+static int mark_stale(PGconn *conn, const char *name, const PGresult *res)
+{
+    const char *code = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    struct conn_info *ci = name ? info_of(conn) : NULL;
+    if (!ci || !code || (strcmp(code, "0A000") != 0 && strcmp(code, "26000") != 0))
+        return 0;
+    for (int i = 0; i < ci->n_prepared; i++)
+        if (strcmp(ci->prepared[i], name) == 0)
+            ci->stale[i] = 1;
+    return 1;
+}
+
 /* Sends the statement once: by name where conn is a pool connection (prepared on its first
  * use there), else as text. A failed prepare is returned as the statement's failure. */
 static PGresult *send_once(PGconn *conn, const char *name, const char *sql, int n, const char *const *params)
@@ -582,8 +611,17 @@ static PGresult *send_once(PGconn *conn, const char *name, const char *sql, int 
     if (!ci)
         return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
     int known = 0;
-    for (int i = 0; i < ci->n_prepared && !known; i++)
-        known = strcmp(ci->prepared[i], name) == 0;
+    for (int i = 0; i < ci->n_prepared && !known; i++) {
+        if (strcmp(ci->prepared[i], name) != 0)
+            continue;
+        known = !ci->stale[i];
+        if (!known) {   /* the session still has it: drop it before preparing it again */
+            drop_prepared(conn, name);
+            ci->prepared[i] = ci->prepared[--ci->n_prepared];
+            ci->stale[i] = ci->stale[ci->n_prepared];
+        }
+        break;
+    }
     if (!known) {
         if (ci->n_prepared == MAX_PREPARED)   /* more names than any caller has: run it as text */
             return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
@@ -591,6 +629,7 @@ static PGresult *send_once(PGconn *conn, const char *name, const char *sql, int 
         if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
             return res;
         PQclear(res);
+        ci->stale[ci->n_prepared] = 0;
         ci->prepared[ci->n_prepared++] = name;   /* a session's, not a transaction's: kept on rollback */
     }
     return PQexecPrepared(conn, name, n, params, NULL, NULL, 0);
@@ -622,6 +661,11 @@ PGresult *gj_db_exec_prepared_at(const char *where, PGconn *conn, const char *na
         /* The connection broke (the server restarted) outside a transaction: once more. */
         gj_log_info("db", "connection lost; the statement is sent again on a fresh one");
         PQclear(res);
+        res = send_once(conn, name, sql, n, params);
+        st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    }
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && mark_stale(conn, name, res) && idle) {
+        PQclear(res);   /* outside a transaction nothing was lost: once more, prepared anew */
         res = send_once(conn, name, sql, n, params);
         st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     }

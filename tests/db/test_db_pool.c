@@ -195,6 +195,45 @@ static void test_prepared_per_connection(void **state)
     PQfinish(plain);
 }
 
+/* A migration changes what a prepared statement returns (ADD COLUMN under SELECT *): outside a
+ * transaction the statement is prepared anew and answers at once; inside one it fails (the
+ * transaction is lost anyway) and is prepared anew at its next use. */
+static void test_prepared_after_schema_change(void **state)
+{
+    (void)state;
+    PGconn *admin = gj_test_pg_connect(NULL);
+    assert_int_equal(gj_db_cmd(admin, "DROP TABLE IF EXISTS prep_t", 0, NULL), 0);
+    assert_int_equal(gj_db_cmd(admin, "CREATE TABLE prep_t (a int)", 0, NULL), 0);
+    assert_int_equal(gj_db_cmd(admin, "INSERT INTO prep_t VALUES (1)", 0, NULL), 0);
+    struct gj_db_pool *pool = gj_db_pool_open(gj_test_pg_url(), 1);
+    assert_non_null(pool);
+    PGconn *c = gj_db_acquire(pool, 100);
+    assert_non_null(c);
+    static const char sql[] = "SELECT * FROM prep_t";
+    PGresult *r = gj_db_exec_prepared(c, "test_prep_t", sql, 0, NULL, NULL);
+    assert_non_null(r);
+    assert_int_equal(PQnfields(r), 1);
+    PQclear(r);
+    assert_int_equal(gj_db_cmd(admin, "ALTER TABLE prep_t ADD COLUMN b int DEFAULT 7", 0, NULL), 0);
+    r = gj_db_exec_prepared(c, "test_prep_t", sql, 0, NULL, NULL);
+    assert_non_null(r);
+    assert_int_equal(PQnfields(r), 2);
+    PQclear(r);
+    assert_int_equal(gj_db_cmd(admin, "ALTER TABLE prep_t ADD COLUMN c int DEFAULT 8", 0, NULL), 0);
+    assert_int_equal(gj_db_begin(c), 0);
+    assert_null(gj_db_exec_prepared(c, "test_prep_t", sql, 0, NULL, NULL));
+    gj_db_rollback(c);
+    r = gj_db_exec_prepared(c, "test_prep_t", sql, 0, NULL, NULL);
+    assert_non_null(r);
+    assert_int_equal(PQnfields(r), 3);
+    PQclear(r);
+    assert_int_equal(prepared_on(c, "test_prep_t"), 1);
+    gj_db_release(pool, c);
+    gj_db_pool_close(pool);
+    assert_int_equal(gj_db_cmd(admin, "DROP TABLE prep_t", 0, NULL), 0);
+    PQfinish(admin);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -202,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_reserve_is_clamped),
         cmocka_unit_test(test_silent_database),
         cmocka_unit_test(test_prepared_per_connection),
+        cmocka_unit_test(test_prepared_after_schema_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,7 @@
  *
  * Why it is correct: every change a reader can see of a job (its row, its inputs, its
  * dependencies, its callback's deliveries; its deletion) sends NOTIFY gpujobd_jobs with the
- * job's id (migrations/0017_job_read_notify.sql), and every replica LISTENs. The notifier
+ * job's id (migrations/0019_job_read_notify.sql), and every replica LISTENs. The notifier
  * calls gj_job_cache_forget with that id before it wakes the long polls, so an entry lives
  * from a read until the next change of its job is known here. A finished job rarely changes
  * again, a running one at each progress report.

@@ -838,7 +838,7 @@ static void test_finish_and_claim_next(void **state)
 
 /* gj_job_log_append keeps a line while the job's log stays under 10000 lines and within 1 MiB,
  * in order (a line too long is dropped, a shorter one after it kept), and counts the rest as
- * dropped; a batch that fits is kept whole (migration 0018's one INSERT), numbered on. */
+ * dropped; a batch that fits is kept whole (migration 0020's one INSERT), numbered on. */
 static void append(struct fixture *f, const char *job, const char *entries)
 {
     const char *p[] = { job, entries };

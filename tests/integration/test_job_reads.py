@@ -110,7 +110,7 @@ def test_finish_on_a_seen_on_b():
 
 
 def test_rename_in_database_seen_on_b():
-    """A column the state trigger does not watch (name): migration 0017 notifies it."""
+    """A column the state trigger does not watch (name): migration 0019 notifies it."""
     j = on(A).submit("noop", {"sleep_ms": 0, "write_result": False}, name="before")
     on(A).wait_job(j["id"])
     assert on(B).json("GET", f"/v1/jobs/{j['id']}", expect=200)["name"] == "before"

@@ -1,4 +1,4 @@
--- 0018_job_log_batch.sql — gj_job_log_append writes a batch that fits the job's bounds with one
+-- 0020_job_log_batch.sql — gj_job_log_append writes a batch that fits the job's bounds with one
 -- INSERT (issue 25: every job's end writes its last lines, and the queue's throughput is
 -- measured against pgbench); a batch that does not fit goes line by line as in 0007, so what
 -- is kept and what is counted as dropped is unchanged. Fits: every line would be kept by the

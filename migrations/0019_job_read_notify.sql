@@ -1,4 +1,4 @@
--- 0017_job_read_notify.sql — every change a reader of a job can see sends NOTIFY gpujobd_jobs
+-- 0019_job_read_notify.sql — every change a reader of a job can see sends NOTIFY gpujobd_jobs
 -- with the job's id (issue 25). Replicas answer GET /v1/jobs/{id} from memory
 -- (service/jobs/job_cache.h) and forget a job when its notification comes, so a change that
 -- did not notify would be served stale. Before this, only changes of state, progress and

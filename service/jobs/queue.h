@@ -143,6 +143,22 @@ typedef int (*gj_job_succeeded_fn)(PGconn *conn, const struct gj_claim *c, const
  * (returns -1). */
 int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *output_dir,
                             gj_job_succeeded_fn on_success);
+/* What a worker slot asks for next along with its job's end (gj_queue_finish_success_next):
+ * gj_queue_claim_on's arguments. */
+struct gj_claim_ask {
+    const char *worker_id;
+    const char *const *kinds;
+    int lease_seconds;
+    const char *device;
+};
+/* gj_queue_finish_success, writing the job's last log lines with it (log: gj_job_log_append's
+ * four parameters, job_log.h; NULL: none; *log_written says whether they were), and, when
+ * there is nothing to store (no output files, no on_success) and ask is given, claiming the
+ * slot's next job in the same statement (*claimed 1 and next filled, else 0; a claim is made
+ * even when the finish was refused). Nothing to store, it is one statement in all. */
+int gj_queue_finish_success_next(PGconn *conn, const struct gj_claim *c, const char *output_dir,
+                                 gj_job_succeeded_fn on_success, const char *const *log, int *log_written,
+                                 const struct gj_claim_ask *ask, struct gj_claim *next, int *claimed);
 /* Failure: retried (queued after backoff) when transient and attempts remain,
  * else failed. error is a JSON object {"message", "field"?} (borrowed). */
 int gj_queue_finish_failure(PGconn *conn, const struct gj_claim *c, json_t *error, int transient,

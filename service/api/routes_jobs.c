@@ -645,12 +645,11 @@ static void end_txn(PGconn *c, struct submit_state *s)
         s->in_txn = 0;
 }
 
-static void too_many_waiting(struct gj_req *r)
+/* A submit refused as gj_queue_submit words it; a 429 says when to try again. */
+static void respond_refusal(struct gj_req *r, const struct gj_error *err)
 {
-    struct MHD_Response *resp = gj_problem(r, 429, NULL, "%d of this tenant's jobs wait for other jobs' outputs, "
-                                           "the most this server allows (--max-waiting-jobs-per-tenant); submit "
-                                           "this one when some have run", r->srv->cfg.max_waiting_jobs);
-    if (resp)
+    struct MHD_Response *resp = gj_respond_error(r, err);
+    if (resp && err->status == 429)
         MHD_add_response_header(resp, "Retry-After", "5");
 }
 
@@ -702,25 +701,11 @@ static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struc
     struct gj_submitted out;
     int rc = gj_queue_submit(c, &sub, &out);
     if (rc == GJ_SUBMIT_OK && gj_db_commit(c) != 0)
-        rc = GJ_SUBMIT_ERROR;
+        rc = gj_error_status(&out.err, 503, NULL, "the job could not be committed");
     if (rc != GJ_SUBMIT_OK) {
-        char field[160];
-        snprintf(field, sizeof field, "inputs.%.100s", out.bad_input ? out.bad_input : "");
         end_txn(c, s);
-        if (rc == GJ_SUBMIT_INPUT_GONE)
-            gj_problem(r, 422, field, "the blob of input '%s' was deleted", out.bad_input);
-        else if (rc == GJ_SUBMIT_UPSTREAM_GONE || rc == GJ_SUBMIT_UPSTREAM_FAILED || rc == GJ_SUBMIT_NO_OUTPUT)
-            gj_problem(r, 422, field, "%s", rc == GJ_SUBMIT_UPSTREAM_GONE ? "the job it names was deleted"
-                                            : rc == GJ_SUBMIT_NO_OUTPUT ? "the job it names has no such output"
-                                                                        : "the job it names failed or was canceled");
-        else if (rc == GJ_SUBMIT_CHAIN_TOO_DEEP)
-            gj_problem(r, 422, field, "the job it names waits in a chain of waiting jobs: this one would wait "
-                       "more than %d deep (--max-chain-depth); submit it once the chain has run further",
-                       r->srv->cfg.max_chain_depth);
-        else if (rc == GJ_SUBMIT_TOO_MANY_WAITING)
-            too_many_waiting(r);
-        else if (rc != GJ_SUBMIT_DUPLICATE || idempotent_replay(r, c, ikey ? ikey : "", q->hash) <= 0)
-            gj_respond_unavailable(r);   /* (a concurrent submit with the same key won: replayed) */
+        if (rc != GJ_SUBMIT_DUPLICATE || idempotent_replay(r, c, ikey ? ikey : "", q->hash) <= 0)
+            respond_refusal(r, &out.err);   /* (a concurrent submit with the same key won: replayed) */
         return;
     }
     if (s)

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
+#include "common/gj_error.h"
 #include "service/db/blobstore.h"
 
 /* A claimed job, owned by the worker that claimed it. */
@@ -101,13 +102,16 @@ struct gj_submitted {
     const char *bad_input;         /* GJ_SUBMIT_INPUT_GONE, the upstream codes, CHAIN_TOO_DEEP: the input */
     char upstream_state[16];       /* GJ_SUBMIT_UPSTREAM_FAILED: 'failed' or 'canceled' */
     int waiting;                   /* GJ_SUBMIT_OK: 1 when the job waits for upstream jobs */
+    struct gj_error err;           /* anything but GJ_SUBMIT_OK: the answer POST /v1/jobs gives
+                                    * (status, field, message), for the route's gj_respond_error */
 };
 
 /* Creates a job: its row and its inputs. The one way a job comes to be (POST /v1/jobs,
  * STOW-RS, sub-tasks, tests); the history row and the NOTIFY come from the triggers. Runs
  * in the caller's transaction when one is open (anything but GJ_SUBMIT_OK leaves it for
  * the caller to roll back), else in a transaction of its own (committed on
- * GJ_SUBMIT_OK, else rolled back). Returns an enum gj_submit_rc. */
+ * GJ_SUBMIT_OK, else rolled back). Returns an enum gj_submit_rc, and on a refusal fills
+ * out->err: a caller tells the codes apart only where it answers in its own words. */
 int gj_queue_submit(PGconn *conn, const struct gj_submit *s, struct gj_submitted *out);
 
 /* Claims the best queued job of one of kinds (NULL-terminated) for worker_id.

@@ -751,6 +751,9 @@ static void test_submit(void **state)
     struct gj_submitted out;
     assert_int_equal(gj_queue_submit(f->conn, &s, &out), GJ_SUBMIT_INPUT_GONE);
     assert_string_equal(out.bad_input, "b");
+    assert_int_equal(out.err.status, 422);   /* worded here, answered by the route as it is */
+    assert_string_equal(out.err.field, "inputs.b");
+    assert_string_equal(out.err.message, "the blob of input 'b' was deleted");
     assert_int_equal(count(f, "SELECT count(*) FROM jobs", NULL), jobs0);   /* rolled back */
     assert_int_equal(count(f, "SELECT count(*) FROM blobs WHERE owner_job IS NOT NULL", NULL), 0);
 
@@ -764,6 +767,7 @@ static void test_submit(void **state)
     char first[GJ_UUID_LEN + 1];
     snprintf(first, sizeof first, "%s", out.id);
     assert_int_equal(gj_queue_submit(f->conn, &s, &out), GJ_SUBMIT_DUPLICATE);
+    assert_int_equal(out.err.status, 503);   /* unless the caller replays the first */
     assert_int_equal(count(f, "SELECT count(*) FROM jobs", NULL), jobs0 + 1);
     s.idempotency_key = NULL;   /* no key: a second job */
     s.inputs = NULL;

@@ -50,6 +50,11 @@ static int md_copy(md_t *md, cmd_t from)
     *md = NULL;
     return dnnl_memory_desc_clone(md, from) != dnnl_success;
 }
+static int md_sub(md_t *md, cmd_t parent, const dnnl_dims_t d, const dnnl_dims_t off)
+{
+    *md = NULL;
+    return dnnl_memory_desc_create_submemory(md, parent, d, off) != dnnl_success;
+}
 static void md_free(md_t md)
 {
     if (md)
@@ -82,6 +87,10 @@ static int md_copy(md_t *md, cmd_t from)
 {
     *md = *from;
     return 0;
+}
+static int md_sub(md_t *md, cmd_t parent, const dnnl_dims_t d, const dnnl_dims_t off)
+{
+    return dnnl_memory_desc_init_submemory(md, parent, d, off) != dnnl_success;
 }
 static void md_free(md_t md)
 {
@@ -116,23 +125,32 @@ struct dnnl_slice {
     size_t dst_off, pad_off;              /* in the session's scratch */
 };
 
-/* One Conv node: the input reordered into the blocked layout every slice reads, and the
- * slices. Memories without a buffer of their own get theirs at each run. */
+/* One part of the input's reorder into the blocked layout: channels [c0, c1) (multiples of
+ * 16), from the NCHW input to the blocked copy in scratch (both submemories). */
+struct dnnl_in_part {
+    dnnl_primitive_t reorder;
+    dnnl_memory_t from, to;
+};
+
+/* One Conv node: the input reordered into the blocked layout every slice reads (by parts,
+ * one per thread; none where the primitives take NCHW), and the slices. Memories without a
+ * buffer of their own get theirs at each run. */
 struct dnnl_conv {
     const struct onnx_node *node;
-    dnnl_primitive_t src_reorder;         /* NULL where the primitives take NCHW */
-    dnnl_memory_t src_user, src;
+    int n_in;
+    struct dnnl_in_part in[MAX_SLICES];
+    dnnl_memory_t src_user, src;          /* src: the blocked copy (NULL: src_user is read) */
     size_t src_off;
     int n;
     struct dnnl_slice s[MAX_SLICES];
-    struct dnnl_conv *next;
 };
 
 struct onnx_dnnl {
     dnnl_engine_t eng;
     int threads;
-    dnnl_stream_t streams[MAX_SLICES];    /* slice k runs on stream k (streams are not shared) */
-    struct dnnl_conv *convs;
+    dnnl_stream_t streams[MAX_SLICES];    /* part or slice k runs on stream k (never shared) */
+    struct dnnl_conv **convs;             /* in preparation order, which is the run order */
+    size_t n_convs, cap_convs, cursor;    /* cursor: where the next lookup starts */
 };
 
 static void slice_free(struct dnnl_slice *sl)
@@ -149,10 +167,15 @@ static void slice_free(struct dnnl_slice *sl)
 
 static void conv_free(struct dnnl_conv *p)
 {
-    for (int k = 0; k < MAX_SLICES; k++)
+    for (int k = 0; k < MAX_SLICES; k++) {
         slice_free(&p->s[k]);
-    if (p->src_reorder)
-        dnnl_primitive_destroy(p->src_reorder);
+        if (p->in[k].reorder)
+            dnnl_primitive_destroy(p->in[k].reorder);
+        if (p->in[k].from)
+            dnnl_memory_destroy(p->in[k].from);
+        if (p->in[k].to)
+            dnnl_memory_destroy(p->in[k].to);
+    }
     if (p->src_user)
         dnnl_memory_destroy(p->src_user);
     if (p->src)
@@ -164,11 +187,9 @@ void onnx_dnnl_free(struct onnx_dnnl *d)
 {
     if (!d)
         return;
-    while (d->convs) {
-        struct dnnl_conv *n = d->convs->next;
-        conv_free(d->convs);
-        d->convs = n;
-    }
+    for (size_t i = 0; i < d->n_convs; i++)
+        conv_free(d->convs[i]);
+    free(d->convs);
     for (int k = 0; k < MAX_SLICES; k++)
         if (d->streams[k])
             dnnl_stream_destroy(d->streams[k]);
@@ -196,11 +217,19 @@ struct onnx_dnnl *onnx_dnnl_create(int threads)
     return d;
 }
 
-static struct dnnl_conv *find_conv(const struct onnx_dnnl *d, const struct onnx_node *node)
+/* Node's plan: runs look them up in the order they were prepared, so the search starts
+ * after the last one found. */
+static struct dnnl_conv *find_conv(struct onnx_dnnl *d, const struct onnx_node *node, size_t *at)
 {
-    for (struct dnnl_conv *p = d->convs; p; p = p->next)
-        if (p->node == node)
-            return p;
+    for (size_t k = 0; k < d->n_convs; k++) {
+        size_t i = (d->cursor + k) % d->n_convs;
+        if (d->convs[i]->node == node) {
+            d->cursor = i + 1;
+            if (at)
+                *at = i;
+            return d->convs[i];
+        }
+    }
     return NULL;
 }
 
@@ -226,6 +255,43 @@ static int make_reorder(struct onnx_dnnl *d, cmd_t from, cmd_t to, dnnl_primitiv
     int rc = dnnl_primitive_create(out, pd) != dnnl_success;
     dnnl_primitive_desc_destroy(pd);
     return rc;
+}
+
+/* The input's reorder from NCHW (src_user) into the primitives' layout (src), in parts of
+ * whole blocks of 16 channels, one per thread where the input is large enough; *off: the
+ * scratch used so far (the blocked copy is added). */
+static int make_input_reorders(struct onnx_dnnl *d, struct dnnl_conv *p, const struct onnx_tensor *x, cmd_t src_user,
+                               cmd_t src, size_t *off)
+{
+    if (dnnl_memory_desc_equal(src_user, src))
+        return 0;   /* the primitives read NCHW */
+    int64_t C = x->dims[1], blocks = (C + 15) / 16;
+    int n = x->numel < 65536 ? 1 : d->threads;
+    if (n > blocks)
+        n = (int)blocks;
+    int64_t per = (blocks + n - 1) / n * 16;
+    if (dnnl_memory_create(&p->src, src, d->eng, DNNL_MEMORY_NONE) != dnnl_success)
+        return -1;
+    p->src_off = *off;
+    *off += align64(dnnl_memory_desc_get_size(src));
+    for (int k = 0; k < n && k * per < C; k++) {
+        int64_t c0 = k * per, c1 = c0 + per < C ? c0 + per : C;
+        dnnl_dims_t dims = { x->dims[0], c1 - c0, x->dims[2], x->dims[3] }, at = { 0, c0, 0, 0 };
+        md_t from, to;
+        memset(&from, 0, sizeof from);
+        to = from;
+        int rc = n == 1 ? md_copy(&from, src_user) || md_copy(&to, src)
+                        : md_sub(&from, src_user, dims, at) || md_sub(&to, src, dims, at);
+        rc = rc || make_reorder(d, MDP(from), MDP(to), &p->in[k].reorder) ||
+             dnnl_memory_create(&p->in[k].from, MDP(from), d->eng, DNNL_MEMORY_NONE) != dnnl_success ||
+             dnnl_memory_create(&p->in[k].to, MDP(to), d->eng, DNNL_MEMORY_NONE) != dnnl_success;
+        md_free(from);
+        md_free(to);
+        if (rc || !p->in[k].reorder)
+            return -1;
+        p->n_in = k + 1;
+    }
+    return 0;
 }
 
 /* The slice's weights in its primitive's layout, once: a reorder from the model's OIHW. */
@@ -335,14 +401,9 @@ static int make_slice(struct onnx_dnnl *d, const struct onnx_kargs *a, struct dn
              make_reorder(d, dst, MDP(m.dst), &sl->dst_reorder) ||
              dnnl_memory_create(&sl->dst_user, MDP(m.dst), d->eng, DNNL_MEMORY_NONE) != dnnl_success ||
              (m.has_bias && dnnl_memory_create(&sl->bias, MDP(m.bias), d->eng, DNNL_MEMORY_NONE) != dnnl_success);
-        if (!rc && !k) {   /* the first slice chooses the input's layout for all */
-            rc = make_reorder(d, MDP(src_user), src, &p->src_reorder) ||
-                 dnnl_memory_create(&p->src_user, MDP(src_user), d->eng, DNNL_MEMORY_NONE) != dnnl_success ||
-                 (p->src_reorder && dnnl_memory_create(&p->src, src, d->eng, DNNL_MEMORY_NONE) != dnnl_success);
-            p->src_off = *off;
-            if (p->src_reorder)
-                *off += align64(dnnl_memory_desc_get_size(src));
-        }
+        if (!rc && !k)   /* the first slice chooses the input's layout for all */
+            rc = dnnl_memory_create(&p->src_user, MDP(src_user), d->eng, DNNL_MEMORY_NONE) != dnnl_success ||
+                 make_input_reorders(d, p, a->in[0], MDP(src_user), src, off);
         if (!rc && sl->dst_reorder) {
             rc = dnnl_memory_create(&sl->dst, dst, d->eng, DNNL_MEMORY_NONE) != dnnl_success;
             sl->dst_off = *off;
@@ -390,13 +451,20 @@ size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a)
 {
     if (!d || !eligible(a))
         return (size_t)-1;
-    struct dnnl_conv *p = find_conv(d, a->node);
+    size_t at = 0;
+    struct dnnl_conv *p = find_conv(d, a->node, &at);
     if (p) {   /* prepared again: replace */
-        struct dnnl_conv **pp = &d->convs;
-        while (*pp != p)
-            pp = &(*pp)->next;
-        *pp = p->next;
         conv_free(p);
+        memmove(d->convs + at, d->convs + at + 1, (d->n_convs - at - 1) * sizeof *d->convs);
+        d->n_convs--;
+    }
+    if (d->n_convs == d->cap_convs) {
+        size_t cap = d->cap_convs ? 2 * d->cap_convs : 64;
+        struct dnnl_conv **grown = realloc(d->convs, cap * sizeof *grown);
+        if (!grown)
+            return (size_t)-1;
+        d->convs = grown;
+        d->cap_convs = cap;
     }
     p = calloc(1, sizeof *p);
     if (!p)
@@ -426,8 +494,7 @@ size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a)
         conv_free(p);
         return (size_t)-1;
     }
-    p->next = d->convs;
-    d->convs = p;
+    d->convs[d->n_convs++] = p;
     return off;
 }
 
@@ -464,6 +531,20 @@ static int run_slice(struct onnx_dnnl *d, struct dnnl_conv *p, const struct onnx
     return run1(d->streams[k], sl->dst_reorder, 2, out);
 }
 
+static void in_task(void *vctx, int64_t b, int64_t e)
+{
+    struct slice_run *r = vctx;
+    omp_set_num_threads(1);
+    for (int64_t k = b; k < e; k++) {
+        struct dnnl_in_part *in = &r->p->in[k];
+        dnnl_exec_arg_t args[] = { { DNNL_ARG_FROM, in->from }, { DNNL_ARG_TO, in->to } };
+        if (dnnl_memory_set_data_handle(in->from, r->a->in[0]->data) != dnnl_success ||
+            dnnl_memory_set_data_handle(in->to, (char *)r->a->scratch + r->p->src_off) != dnnl_success ||
+            run1(r->d->streams[k], in->reorder, 2, args))
+            r->failed = 1;
+    }
+}
+
 static void slice_task(void *vctx, int64_t b, int64_t e)
 {
     struct slice_run *r = vctx;
@@ -474,20 +555,18 @@ static void slice_task(void *vctx, int64_t b, int64_t e)
 
 int onnx_dnnl_conv_run(struct onnx_backend_ctx *c, struct onnx_dnnl *d, const struct onnx_kargs *a)
 {
-    struct dnnl_conv *p = d ? find_conv(d, a->node) : NULL;
+    struct dnnl_conv *p = d ? find_conv(d, a->node, NULL) : NULL;
     if (!p)
         return 1;   /* not prepared: our kernel runs it */
     omp_set_num_threads(1);
     if (dnnl_memory_set_data_handle(p->src_user, a->in[0]->data) != dnnl_success ||
         (p->src && dnnl_memory_set_data_handle(p->src, (char *)a->scratch + p->src_off) != dnnl_success))
         return -1;
-    if (p->src_reorder) {
-        dnnl_exec_arg_t args[] = { { DNNL_ARG_FROM, p->src_user }, { DNNL_ARG_TO, p->src } };
-        if (run1(d->streams[0], p->src_reorder, 2, args))
-            return -1;
-    }
     struct slice_run r = { d, p, a, 0 };
-    par(c, p->n, 1, slice_task, &r);
+    if (p->n_in)
+        par(c, p->n_in, 1, in_task, &r);
+    if (!r.failed)
+        par(c, p->n, 1, slice_task, &r);
     return r.failed ? -1 : 0;
 }
 

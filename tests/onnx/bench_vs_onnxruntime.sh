@@ -4,7 +4,8 @@
 #
 #   tests/onnx/bench_vs_onnxruntime.sh [BUILD_DIR]      (default: build-onnx)
 #   env: THREADS (2), BENCH_SECONDS (10), BATCHES ("1 8"), CPUS (taskset list, default 0..THREADS-1),
-#        GPUJOBD (the binary; falls back to BUILD_DIR/tests/onnx/onnx_bench), ROUNDS (2),
+#        GPUJOBD (`gpujobd` or `onnx_bench`; default BUILD_DIR/service/gpujobd, else
+#        BUILD_DIR/tests/onnx/onnx_bench), ROUNDS (2),
 #        MODELS (default "resnet18:224 densenet121:224 densenet169:1024 chest-xray:256"),
 #        BASELINE (a second `onnx_bench` or `gpujobd` binary, e.g. a build of the previous
 #        commit: run too, alternating with the other two, rows marked "baseline")
@@ -74,7 +75,7 @@ bench_cmd() {
     fi
 }
 ours=$(bench_cmd "${GPUJOBD:-$build/service/gpujobd}")
-case $ours in *" bench onnx") ;; *) ours="$build/tests/onnx/onnx_bench" ;; esac
+[ -z "${GPUJOBD:-}" ] && [ "$ours" = "$build/service/gpujobd" ] && ours="$build/tests/onnx/onnx_bench"
 [ -x "${ours%% *}" ] || die "no benchmark binary: build $build first (ninja -C $build tests/onnx/onnx_bench)"
 base=
 if [ -n "${BASELINE:-}" ]; then

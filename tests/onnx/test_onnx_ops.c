@@ -207,10 +207,11 @@ static void conv_case(const struct conv_geom *g, const char *dnnl)
     free(want);
 }
 
-/* Convolutions large enough to be split across threads by output channels (40 and 128
- * filters: a partial block of 16 in the last slice), with stride 2 and uneven padding (an end
- * padding the output size makes negative: 1x1 stride 2 on an even size), dilation, batch 2,
- * with and without bias and ReLU: the CPU backend's kernels (oneDNN's where built, and ours)
+/* Convolutions large enough to be split across 2 threads: by images (batch 2) and, at batch
+ * 1, by output channels (40 filters: a partial block of 16 in the last slice; 48 input
+ * channels of 40x40: the input's reorder in two parts), with stride 2 and uneven padding (an
+ * end padding the output size makes negative: 1x1 stride 2 on an even size), dilation, with
+ * and without bias and ReLU: the CPU backend's kernels (oneDNN's where built, and ours)
  * against a direct convolution. */
 static void test_conv_shapes(void **st)
 {
@@ -220,6 +221,8 @@ static void test_conv_shapes(void **st)
         { 1, 3, 17, 15, 20, 3, 3, 1, 1, 2, 2, { 2, 2, 2, 2 }, 0, 0 },
         { 2, 64, 14, 14, 128, 1, 1, 2, 2, 1, 1, { 0, 0, 0, 0 }, 1, 0 },
         { 1, 24, 9, 9, 33, 1, 1, 1, 1, 1, 1, { 0, 0, 0, 0 }, 0, 1 },
+        { 1, 16, 20, 20, 40, 3, 3, 2, 2, 1, 1, { 1, 0, 2, 1 }, 1, 1 },
+        { 1, 48, 40, 40, 64, 1, 1, 1, 1, 1, 1, { 0, 0, 0, 0 }, 1, 0 },
     };
     for (size_t i = 0; i < sizeof g / sizeof *g; i++) {
         conv_case(&g[i], "1");

@@ -116,13 +116,16 @@ static int append_relu(dnnl_post_ops_t po)
 
 #define MAX_SLICES 64
 
-/* One thread's part of a convolution: output channels [o0, o1), written blocked into its
- * scratch (dst), then reordered into its channels of the NCHW output (dst_user). */
+/* One thread's part of a convolution: images [n0, n1) and output channels [o0, o1), written
+ * blocked into its scratch (dst), then reordered into its part of the NCHW output
+ * (dst_user). A slice of whole images (batch >= threads) reorders its own images' input
+ * (in_reorder, from in_from into in_to); slices of channels share the conv's input parts. */
 struct dnnl_slice {
-    int64_t o0, o1;
+    int64_t n0, n1, o0, o1;
     dnnl_primitive_t conv, dst_reorder;   /* dst_reorder: NULL where the output is NCHW */
-    dnnl_memory_t wei, bias, dst, dst_user, pad;
-    size_t dst_off, pad_off;              /* in the session's scratch */
+    dnnl_primitive_t in_reorder;          /* NULL: none, or the slice's input is NCHW */
+    dnnl_memory_t wei, bias, dst, dst_user, pad, in_from, in_to;
+    size_t dst_off, pad_off, in_off;      /* in the session's scratch */
 };
 
 /* One part of the input's reorder into the blocked layout: channels [c0, c1) (multiples of
@@ -141,7 +144,7 @@ struct dnnl_conv {
     struct dnnl_in_part in[MAX_SLICES];
     dnnl_memory_t src_user, src;          /* src: the blocked copy (NULL: src_user is read) */
     size_t src_off;
-    int n;
+    int n, by_images;                     /* by_images: slices of whole images */
     struct dnnl_slice s[MAX_SLICES];
 };
 
@@ -155,8 +158,8 @@ struct onnx_dnnl {
 
 static void slice_free(struct dnnl_slice *sl)
 {
-    dnnl_primitive_t prims[] = { sl->conv, sl->dst_reorder };
-    dnnl_memory_t mems[] = { sl->wei, sl->bias, sl->dst, sl->dst_user, sl->pad };
+    dnnl_primitive_t prims[] = { sl->conv, sl->dst_reorder, sl->in_reorder };
+    dnnl_memory_t mems[] = { sl->wei, sl->bias, sl->dst, sl->dst_user, sl->pad, sl->in_from, sl->in_to };
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
         if (prims[i])
             dnnl_primitive_destroy(prims[i]);
@@ -327,12 +330,12 @@ struct slice_mds {
     int has_bias;
 };
 
-static int slice_user_mds(const struct onnx_kargs *a, int64_t o0, int64_t o1, struct slice_mds *m)
+static int slice_user_mds(const struct onnx_kargs *a, const struct dnnl_slice *sl, struct slice_mds *m)
 {
     const struct onnx_tensor *w = a->in[1], *y = a->out[0];
-    int64_t M = y->dims[1], plane = y->dims[2] * y->dims[3];
+    int64_t M = y->dims[1], plane = y->dims[2] * y->dims[3], o0 = sl->o0, o1 = sl->o1;
     dnnl_dims_t wd = { o1 - o0, w->dims[1], w->dims[2], w->dims[3] };
-    dnnl_dims_t dd = { y->dims[0], o1 - o0, y->dims[2], y->dims[3] };
+    dnnl_dims_t dd = { sl->n1 - sl->n0, o1 - o0, y->dims[2], y->dims[3] };
     dnnl_dims_t ds = { M * plane, plane, y->dims[3], 1 };
     dnnl_dims_t bd = { o1 - o0 };
     m->has_bias = a->n_in > 2 && a->in[2];
@@ -341,14 +344,15 @@ static int slice_user_mds(const struct onnx_kargs *a, int64_t o0, int64_t o1, st
 }
 
 /* The primitive descriptor of one slice; src: the input's layout, or NULL for oneDNN's choice. */
-static int slice_pd(struct onnx_dnnl *d, const struct onnx_kargs *a, int64_t o0, int64_t o1, cmd_t src,
+static int slice_pd(struct onnx_dnnl *d, const struct onnx_kargs *a, const struct dnnl_slice *sl, cmd_t src,
                     const struct slice_mds *m, dnnl_primitive_desc_t *pd)
 {
     const struct onnx_tensor *x = a->in[0], *w = a->in[1], *y = a->out[0];
     const struct onnx_params *p = a->p;
-    dnnl_dims_t sd = { x->dims[0], x->dims[1], x->dims[2], x->dims[3] };
-    dnnl_dims_t dd = { y->dims[0], o1 - o0, y->dims[2], y->dims[3] };
-    dnnl_dims_t wd = { o1 - o0, w->dims[1], w->dims[2], w->dims[3] };
+    int64_t n = sl->n1 - sl->n0;
+    dnnl_dims_t sd = { n, x->dims[1], x->dims[2], x->dims[3] };
+    dnnl_dims_t dd = { n, sl->o1 - sl->o0, y->dims[2], y->dims[3] };
+    dnnl_dims_t wd = { sl->o1 - sl->o0, w->dims[1], w->dims[2], w->dims[3] };
     dnnl_dims_t st = { p->strides[0], p->strides[1] }, dil = { p->dilations[0] - 1, p->dilations[1] - 1 };
     dnnl_dims_t pl = { p->pads[0], p->pads[1] }, pr;
     for (int i = 0; i < 2; i++)   /* the end padding that gives exactly the planned output size */
@@ -377,6 +381,25 @@ static int slice_pd(struct onnx_dnnl *d, const struct onnx_kargs *a, int64_t o0,
     return rc;
 }
 
+/* A slice of whole images: its images of the NCHW input, and their blocked copy where the
+ * primitive wants one. */
+static int slice_input(struct onnx_dnnl *d, struct dnnl_slice *sl, const struct onnx_tensor *x, cmd_t src,
+                       size_t *off)
+{
+    dnnl_dims_t sd = { sl->n1 - sl->n0, x->dims[1], x->dims[2], x->dims[3] };
+    md_t from;
+    memset(&from, 0, sizeof from);
+    int rc = md_tag(&from, 4, sd, dnnl_nchw) || make_reorder(d, MDP(from), src, &sl->in_reorder) ||
+             dnnl_memory_create(&sl->in_from, MDP(from), d->eng, DNNL_MEMORY_NONE) != dnnl_success;
+    if (!rc && sl->in_reorder) {
+        rc = dnnl_memory_create(&sl->in_to, src, d->eng, DNNL_MEMORY_NONE) != dnnl_success;
+        sl->in_off = *off;
+        *off += align64(dnnl_memory_desc_get_size(src));
+    }
+    md_free(from);
+    return rc;
+}
+
 /* Slice k's primitive, packed weights and memories; *off: the scratch used so far. */
 static int make_slice(struct onnx_dnnl *d, const struct onnx_kargs *a, struct dnnl_conv *p, int k, md_t src_user,
                       size_t *off)
@@ -387,10 +410,10 @@ static int make_slice(struct onnx_dnnl *d, const struct onnx_kargs *a, struct dn
     struct slice_mds m;
     memset(&m, 0, sizeof m);
     dnnl_primitive_desc_t pd = NULL;
-    cmd_t src0 = NULL;   /* slices after the first read the layout the first chose */
-    if (k && dnnl_memory_get_memory_desc(p->src ? p->src : p->src_user, &src0) != dnnl_success)
+    cmd_t src0 = NULL;   /* slices of channels after the first read the layout the first chose */
+    if (k && !p->by_images && dnnl_memory_get_memory_desc(p->src ? p->src : p->src_user, &src0) != dnnl_success)
         return -1;
-    int rc = slice_user_mds(a, sl->o0, sl->o1, &m) || slice_pd(d, a, sl->o0, sl->o1, src0, &m, &pd);
+    int rc = slice_user_mds(a, sl, &m) || slice_pd(d, a, sl, src0, &m, &pd);
     if (!rc) {
         cmd_t src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
         cmd_t dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -401,7 +424,9 @@ static int make_slice(struct onnx_dnnl *d, const struct onnx_kargs *a, struct dn
              make_reorder(d, dst, MDP(m.dst), &sl->dst_reorder) ||
              dnnl_memory_create(&sl->dst_user, MDP(m.dst), d->eng, DNNL_MEMORY_NONE) != dnnl_success ||
              (m.has_bias && dnnl_memory_create(&sl->bias, MDP(m.bias), d->eng, DNNL_MEMORY_NONE) != dnnl_success);
-        if (!rc && !k)   /* the first slice chooses the input's layout for all */
+        if (!rc && p->by_images)
+            rc = slice_input(d, sl, a->in[0], src, off);
+        else if (!rc && !k)   /* the first slice of channels chooses the input's layout for all */
             rc = dnnl_memory_create(&p->src_user, MDP(src_user), d->eng, DNNL_MEMORY_NONE) != dnnl_success ||
                  make_input_reorders(d, p, a->in[0], MDP(src_user), src, off);
         if (!rc && sl->dst_reorder) {
@@ -436,15 +461,31 @@ static int eligible(const struct onnx_kargs *a)
     return (a->const_in & 2u) && (!b || (a->const_in & 4u));
 }
 
-/* How many slices: one per thread, each at least 16 output channels (one AVX-512 block) and
- * worth a thread (small convolutions stay whole). */
-static int slice_count(const struct onnx_dnnl *d, const struct onnx_kargs *a)
+/* The slices: one per thread, of whole images where the batch has one for each thread
+ * (each thread then runs the whole convolution on its images, input reorder included),
+ * else of output channels, at least 16 each (one AVX-512 block); a convolution not worth
+ * a thread stays whole. */
+static void plan_slices(const struct onnx_dnnl *d, const struct onnx_kargs *a, struct dnnl_conv *p)
 {
     const struct onnx_tensor *w = a->in[1], *y = a->out[0];
     double flops = 2.0 * (double)y->numel * (double)(w->dims[1] * w->dims[2] * w->dims[3]);
-    int64_t blocks = (y->dims[1] + 15) / 16;
+    int64_t N = y->dims[0], M = y->dims[1], blocks = (M + 15) / 16;
     int n = flops < 1e6 ? 1 : d->threads;
-    return blocks < n ? (int)blocks : n;
+    p->by_images = n > 1 && N >= n;
+    if (!p->by_images && n > blocks)
+        n = (int)blocks;
+    int64_t total = p->by_images ? N : M, per = (total + n - 1) / n;
+    if (!p->by_images)
+        per = (per + 15) / 16 * 16;
+    p->n = 0;
+    for (int k = 0; k < n && k * per < total; k++) {
+        int64_t lo = k * per, hi = lo + per < total ? lo + per : total;
+        struct dnnl_slice *sl = &p->s[p->n++];
+        sl->n0 = p->by_images ? lo : 0;
+        sl->n1 = p->by_images ? hi : N;
+        sl->o0 = p->by_images ? 0 : lo;
+        sl->o1 = p->by_images ? M : hi;
+    }
 }
 
 size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a)
@@ -472,23 +513,14 @@ size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a)
     p->node = a->node;
     omp_set_num_threads(1);   /* each primitive is made for (and run on) one thread */
     const struct onnx_tensor *x = a->in[0];
-    int64_t M = a->out[0]->dims[1];
     dnnl_dims_t sd = { x->dims[0], x->dims[1], x->dims[2], x->dims[3] };
     md_t src_user;
     memset(&src_user, 0, sizeof src_user);
     int rc = md_tag(&src_user, 4, sd, dnnl_nchw);
-    p->n = slice_count(d, a);
-    int64_t per = (M + 16 * p->n - 1) / (16 * p->n) * 16;
+    plan_slices(d, a, p);
     size_t off = 0;
-    for (int k = 0; !rc && k < p->n; k++) {
-        p->s[k].o0 = k * per < M ? k * per : M;
-        p->s[k].o1 = (k + 1) * per < M ? (k + 1) * per : M;
-        if (p->s[k].o0 == p->s[k].o1) {
-            p->n = k;
-            break;
-        }
+    for (int k = 0; !rc && k < p->n; k++)
         rc = make_slice(d, a, p, k, src_user, &off);
-    }
     md_free(src_user);
     if (rc) {
         conv_free(p);
@@ -509,14 +541,27 @@ static int run_slice(struct onnx_dnnl *d, struct dnnl_conv *p, const struct onnx
 {
     struct dnnl_slice *sl = &p->s[k];
     char *scratch = a->scratch;
-    int64_t plane = a->out[0]->dims[2] * a->out[0]->dims[3];
+    const struct onnx_tensor *x = a->in[0], *y = a->out[0];
+    int64_t plane = y->dims[2] * y->dims[3];
     omp_set_num_threads(1);
-    if (dnnl_memory_set_data_handle(sl->dst_user, (float *)a->out[0]->data + sl->o0 * plane) != dnnl_success ||
+    dnnl_memory_t src = p->src ? p->src : p->src_user;
+    if (p->by_images) {
+        float *from = (float *)x->data + sl->n0 * x->dims[1] * x->dims[2] * x->dims[3];
+        if (dnnl_memory_set_data_handle(sl->in_from, from) != dnnl_success ||
+            (sl->in_to && dnnl_memory_set_data_handle(sl->in_to, scratch + sl->in_off) != dnnl_success))
+            return -1;
+        src = sl->in_to ? sl->in_to : sl->in_from;
+        dnnl_exec_arg_t in[] = { { DNNL_ARG_FROM, sl->in_from }, { DNNL_ARG_TO, sl->in_to } };
+        if (sl->in_reorder && run1(d->streams[k], sl->in_reorder, 2, in))
+            return -1;
+    }
+    float *to = (float *)y->data + (sl->n0 * y->dims[1] + sl->o0) * plane;
+    if (dnnl_memory_set_data_handle(sl->dst_user, to) != dnnl_success ||
         (sl->dst && dnnl_memory_set_data_handle(sl->dst, scratch + sl->dst_off) != dnnl_success) ||
         (sl->pad && dnnl_memory_set_data_handle(sl->pad, scratch + sl->pad_off) != dnnl_success) ||
         (sl->bias && dnnl_memory_set_data_handle(sl->bias, (float *)a->in[2]->data + sl->o0) != dnnl_success))
         return -1;
-    dnnl_exec_arg_t args[5] = { { DNNL_ARG_SRC, p->src ? p->src : p->src_user }, { DNNL_ARG_WEIGHTS, sl->wei },
+    dnnl_exec_arg_t args[5] = { { DNNL_ARG_SRC, src }, { DNNL_ARG_WEIGHTS, sl->wei },
                                 { DNNL_ARG_DST, sl->dst ? sl->dst : sl->dst_user } };
     int n = 3;
     if (sl->bias)
@@ -559,7 +604,7 @@ int onnx_dnnl_conv_run(struct onnx_backend_ctx *c, struct onnx_dnnl *d, const st
     if (!p)
         return 1;   /* not prepared: our kernel runs it */
     omp_set_num_threads(1);
-    if (dnnl_memory_set_data_handle(p->src_user, a->in[0]->data) != dnnl_success ||
+    if ((p->src_user && dnnl_memory_set_data_handle(p->src_user, a->in[0]->data) != dnnl_success) ||
         (p->src && dnnl_memory_set_data_handle(p->src, (char *)a->scratch + p->src_off) != dnnl_success))
         return -1;
     struct slice_run r = { d, p, a, 0 };

@@ -35,9 +35,10 @@ async function main() {
     }
     const total = el();
     lat.sort((x, y) => x - y);
+    const perS = lat.length * batch / total;   // 3 decimals below 10 (1024x1024 models)
     const base = path.split('/').pop();
     console.log(`${base.padEnd(24)} batch ${String(batch).padStart(2)} threads ${threads}: ` +
-        `${(lat.length * batch / total).toFixed(1).padStart(8)} inferences/s  median ` +
+        `${perS.toFixed(perS < 10 ? 3 : 1).padStart(8)} inferences/s  median ` +
         `${lat[lat.length >> 1].toFixed(2).padStart(8)} ms/batch  p90 ` +
         `${lat[Math.floor(lat.length * 9 / 10)].toFixed(2).padStart(8)} ms  (${lat.length} runs, ` +
         `session ${tCreate.toFixed(0)} ms, onnxruntime ${require('onnxruntime-node/package.json').version})`);

@@ -125,6 +125,7 @@ struct dnnl_slice {
     dnnl_primitive_t conv, dst_reorder;   /* dst_reorder: NULL where the output is NCHW */
     dnnl_primitive_t in_reorder;          /* NULL: none, or the slice's input is NCHW */
     dnnl_memory_t wei, bias, dst, dst_user, pad, in_from, in_to;
+    int wei_shared;                       /* wei is slice 0's (slices of images share it) */
     size_t dst_off, pad_off, in_off;      /* in the session's scratch */
 };
 
@@ -159,7 +160,8 @@ struct onnx_dnnl {
 static void slice_free(struct dnnl_slice *sl)
 {
     dnnl_primitive_t prims[] = { sl->conv, sl->dst_reorder, sl->in_reorder };
-    dnnl_memory_t mems[] = { sl->wei, sl->bias, sl->dst, sl->dst_user, sl->pad, sl->in_from, sl->in_to };
+    dnnl_memory_t mems[] = { sl->wei_shared ? NULL : sl->wei, sl->bias, sl->dst, sl->dst_user, sl->pad, sl->in_from,
+                             sl->in_to };
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
         if (prims[i])
             dnnl_primitive_destroy(prims[i]);
@@ -418,9 +420,14 @@ static int make_slice(struct onnx_dnnl *d, const struct onnx_kargs *a, struct dn
         cmd_t src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
         cmd_t dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
         cmd_t pad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        cmd_t wei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), wei0 = NULL;
+        if (k && p->by_images && dnnl_memory_get_memory_desc(p->s[0].wei, &wei0) == dnnl_success &&
+            dnnl_memory_desc_equal(wei, wei0)) {   /* one packed copy for all threads */
+            sl->wei = p->s[0].wei;
+            sl->wei_shared = 1;
+        }
         rc = dnnl_primitive_create(&sl->conv, pd) != dnnl_success ||
-             pack_weights(d, sl, m.wei, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
-                          (const float *)w->data + sl->o0 * kk) ||
+             (!sl->wei_shared && pack_weights(d, sl, m.wei, wei, (const float *)w->data + sl->o0 * kk)) ||
              make_reorder(d, dst, MDP(m.dst), &sl->dst_reorder) ||
              dnnl_memory_create(&sl->dst_user, MDP(m.dst), d->eng, DNNL_MEMORY_NONE) != dnnl_success ||
              (m.has_bias && dnnl_memory_create(&sl->bias, MDP(m.bias), d->eng, DNNL_MEMORY_NONE) != dnnl_success);

@@ -20,10 +20,13 @@
  * Both oneDNN APIs are handled: 2.x (Debian 12) and 3.x (Ubuntu 24.04), which differ in how
  * memory and convolution descriptors are made.
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "infer/onnx/onnx_cpu.h"
+#include "infer/onnx/onnx_model.h"
 
 #if ONNX_WITH_DNNL
 #include <omp.h>
@@ -203,10 +206,33 @@ void onnx_dnnl_free(struct onnx_dnnl *d)
     free(d);
 }
 
-struct onnx_dnnl *onnx_dnnl_create(int threads)
+static int dnnl_turned_off(void)
 {
     const char *env = getenv("GJ_ONNX_DNNL");
-    if (env && !strcmp(env, "0"))
+    return env && !strcmp(env, "0");
+}
+
+static char version_text[64];
+
+static void dnnl_version_text(void)
+{
+    const dnnl_version_t *v = dnnl_version();
+    if (v)
+        snprintf(version_text, sizeof version_text, "%d.%d.%d (%.8s)", v->major, v->minor, v->patch, v->hash);
+}
+
+const char *onnx_dnnl_version(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (dnnl_turned_off())
+        return NULL;
+    pthread_once(&once, dnnl_version_text);
+    return version_text[0] ? version_text : NULL;
+}
+
+struct onnx_dnnl *onnx_dnnl_create(int threads)
+{
+    if (dnnl_turned_off())
         return NULL;   /* our own kernels only (comparisons) */
     struct onnx_dnnl *d = calloc(1, sizeof *d);
     if (!d)
@@ -623,6 +649,11 @@ int onnx_dnnl_conv_run(struct onnx_backend_ctx *c, struct onnx_dnnl *d, const st
 }
 
 #else /* !ONNX_WITH_DNNL: our own kernels only */
+
+const char *onnx_dnnl_version(void)
+{
+    return NULL;
+}
 
 struct onnx_dnnl *onnx_dnnl_create(int threads)
 {

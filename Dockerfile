@@ -20,7 +20,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential meson ninja-build pkg-config python3 \
       libmicrohttpd-dev libgnutls28-dev libjansson-dev libpq-dev libssl-dev libcmocka-dev \
-      libfftw3-dev libopenblas-dev libpng-dev zlib1g-dev libexpat1-dev \
+      libfftw3-dev libopenblas-dev libdnnl-dev libpng-dev zlib1g-dev libexpat1-dev \
       libturbojpeg0-dev libopenjp2-7-dev libcharls-dev libprotobuf-c-dev protobuf-c-compiler \
       libcurl4-openssl-dev libarchive-dev libgrpc-dev libgcc-13-dev \
  && rm -rf /var/lib/apt/lists/*
@@ -51,7 +51,7 @@ RUN mkdir -p /etc/postgresql-common/createcluster.d \
  && echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.d/gpujobd.conf \
  && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libmicrohttpd12t64 libgnutls30t64 libjansson4 libpq5 libssl3t64 libfftw3-single3 libopenblas0-pthread \
+      libmicrohttpd12t64 libgnutls30t64 libjansson4 libpq5 libssl3t64 libfftw3-single3 libopenblas0-pthread libdnnl3 \
       libpng16-16t64 zlib1g libexpat1 libturbojpeg libopenjp2-7 libcharls2 libprotobuf-c1 \
       libgomp1 libstdc++6 libcurl4t64 libarchive13t64 libgrpc29t64 postgresql-16 tini curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* \

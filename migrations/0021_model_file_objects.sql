@@ -1,6 +1,6 @@
 -- A model's files in the object store too (issue 30): with `--blob-store s3` a version's
 -- files are objects of the bucket (s3_key), as blobs are; older files stay large objects
--- (lo_oid) and both are read. 0019 and 0020 are another branch's (jobread).
+-- (lo_oid) and both are read.
 ALTER TABLE model_files ALTER COLUMN lo_oid DROP NOT NULL;
 ALTER TABLE model_files ADD COLUMN s3_key text;
 ALTER TABLE model_files ADD CONSTRAINT model_files_one_place CHECK ((lo_oid IS NULL) <> (s3_key IS NULL));

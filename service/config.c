@@ -21,6 +21,7 @@
 #include "service/config.h"
 #include "service/jobs/devices.h"
 #include "service/auth/key_cache.h"
+#include "service/jobs/job_cache.h"
 #include "service/base/log.h"
 #include "service/db/pg_embedded.h"
 #include "service/base/secret_file.h"
@@ -148,6 +149,9 @@ static const struct setting settings[] = {
     { "api-key-cache-ms", T_INT, S(api_key_cache_ms), 0, GJ_KEY_CACHE_MAX_TTL_MS, 0,
       "a verified API key is answered from memory this long, and a key revoked through another "
       "replica is refused here within it; 0 = off (default 1000)" },
+    { "job-cache-ms", T_INT, S(job_cache_ms), 0, GJ_JOB_CACHE_MAX_TTL_MS, 0,
+      "a job's status is answered from memory until it changes (NOTIFY), at most this long: the "
+      "bound on a change missed while the LISTEN connection is silently gone; 0 = off (default 5000)" },
     { "log-level", T_LEVEL, S(log_level), 0, 0, 1, "debug | info | warn | error" },
     { "work-dir", T_STRING, S(work_dir), 0, 0, 0, "scratch for running jobs (default DATA_DIR/work)" },
     { "role", T_ROLE, S(role), 0, 0, 0, "all | api | worker (default all)" },
@@ -260,6 +264,7 @@ static void set_defaults(struct gj_config *cfg)
     cfg->shutdown_grace_seconds = 30;
     cfg->max_wait_seconds = 60;
     cfg->api_key_cache_ms = GJ_KEY_CACHE_TTL_MS;
+    cfg->job_cache_ms = GJ_JOB_CACHE_TTL_MS;
     snprintf(cfg->log_level, sizeof cfg->log_level, "info");
     snprintf(cfg->role, sizeof cfg->role, "all");
     snprintf(cfg->blob_store, sizeof cfg->blob_store, "postgres");

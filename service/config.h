@@ -78,6 +78,7 @@ struct gj_config {
     int max_wait_seconds;          /* cap of ?wait= long polls */
     double rate_limit_per_key;     /* requests per second per key; 0 = off */
     int api_key_cache_ms;          /* a verified key is answered without the database this long; 0 = off */
+    int job_cache_ms;              /* a job's status answer is kept at most this long (job_cache.h); 0 = off */
     char log_level[16];
     char work_dir[GJ_PATH_MAX];    /* scratch for running jobs (default data_dir/work) */
     char role[16];                 /* "all" (API + workers), "api", "worker" */

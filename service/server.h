@@ -16,6 +16,7 @@
 
 struct gj_worker_pool;
 struct gj_key_cache;
+struct gj_job_cache;
 
 /* A kind whose succeeded jobs a module records (module.h: kinds, on_job_succeeded). */
 struct gj_kind_hook {
@@ -32,6 +33,7 @@ struct gj_server {
     struct gj_mem_budget render_memory;   /* --render-memory: DICOM renders (render_budget.h) */
     struct gj_worker_pool *workers;   /* NULL when role is "api" */
     struct gj_key_cache *api_keys;    /* keys verified lately (key_cache.h); NULL: off */
+    struct gj_job_cache *job_cache;   /* status answers kept until their job changes (job_cache.h); NULL: off */
     char worker_id[256];              /* host:pid:start — lease owner name */
     const struct gj_kind_hook *kind_hooks;   /* from the modules (cmd_serve.c); may be NULL */
     size_t n_kind_hooks;

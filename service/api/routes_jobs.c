@@ -21,6 +21,7 @@
 #include "service/http/http_park.h"
 #include "service/jobs/host_admission.h"
 #include "service/http/http_server.h"
+#include "service/jobs/job_cache.h"
 #include "service/jobs/job_fields.h"
 #include "service/base/log.h"
 #include "service/http/multipart_related.h"
@@ -106,7 +107,8 @@ static int job_fetch(PGconn *c, const char *tenant, const char *id, json_t **job
                      char istate[16], int *is_child)
 {
     const char *p[2] = { id, tenant };
-    PGresult *res = gj_db_exec(c, JOB_SELECT "WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid", 2, p, NULL);
+    PGresult *res = gj_db_exec_prepared(c, "gj_job_fetch", JOB_SELECT "WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid",
+                                        2, p, NULL);
     if (!res)
         return -1;
     if (PQntuples(res) == 0) {
@@ -643,12 +645,11 @@ static void end_txn(PGconn *c, struct submit_state *s)
         s->in_txn = 0;
 }
 
-static void too_many_waiting(struct gj_req *r)
+/* A submit refused as gj_queue_submit words it; a 429 says when to try again. */
+static void respond_refusal(struct gj_req *r, const struct gj_error *err)
 {
-    struct MHD_Response *resp = gj_problem(r, 429, NULL, "%d of this tenant's jobs wait for other jobs' outputs, "
-                                           "the most this server allows (--max-waiting-jobs-per-tenant); submit "
-                                           "this one when some have run", r->srv->cfg.max_waiting_jobs);
-    if (resp)
+    struct MHD_Response *resp = gj_respond_error(r, err);
+    if (resp && err->status == 429)
         MHD_add_response_header(resp, "Retry-After", "5");
 }
 
@@ -700,25 +701,11 @@ static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struc
     struct gj_submitted out;
     int rc = gj_queue_submit(c, &sub, &out);
     if (rc == GJ_SUBMIT_OK && gj_db_commit(c) != 0)
-        rc = GJ_SUBMIT_ERROR;
+        rc = gj_error_status(&out.err, 503, NULL, "the job could not be committed");
     if (rc != GJ_SUBMIT_OK) {
-        char field[160];
-        snprintf(field, sizeof field, "inputs.%.100s", out.bad_input ? out.bad_input : "");
         end_txn(c, s);
-        if (rc == GJ_SUBMIT_INPUT_GONE)
-            gj_problem(r, 422, field, "the blob of input '%s' was deleted", out.bad_input);
-        else if (rc == GJ_SUBMIT_UPSTREAM_GONE || rc == GJ_SUBMIT_UPSTREAM_FAILED || rc == GJ_SUBMIT_NO_OUTPUT)
-            gj_problem(r, 422, field, "%s", rc == GJ_SUBMIT_UPSTREAM_GONE ? "the job it names was deleted"
-                                            : rc == GJ_SUBMIT_NO_OUTPUT ? "the job it names has no such output"
-                                                                        : "the job it names failed or was canceled");
-        else if (rc == GJ_SUBMIT_CHAIN_TOO_DEEP)
-            gj_problem(r, 422, field, "the job it names waits in a chain of waiting jobs: this one would wait "
-                       "more than %d deep (--max-chain-depth); submit it once the chain has run further",
-                       r->srv->cfg.max_chain_depth);
-        else if (rc == GJ_SUBMIT_TOO_MANY_WAITING)
-            too_many_waiting(r);
-        else if (rc != GJ_SUBMIT_DUPLICATE || idempotent_replay(r, c, ikey ? ikey : "", q->hash) <= 0)
-            gj_respond_unavailable(r);   /* (a concurrent submit with the same key won: replayed) */
+        if (rc != GJ_SUBMIT_DUPLICATE || idempotent_replay(r, c, ikey ? ikey : "", q->hash) <= 0)
+            respond_refusal(r, &out.err);   /* (a concurrent submit with the same key won: replayed) */
         return;
     }
     if (s)
@@ -983,8 +970,11 @@ static int long_poll_read(struct gj_req *r, struct long_poll *lp)
         return -1;
     json_t *job = NULL;
     char state[16];
+    uint64_t ticket = gj_job_cache_ticket(r->srv->job_cache, r->params[0]);
     int rc = job_fetch(c, r->who.tenant_id, r->params[0], &job, state, NULL, NULL);
     gj_db_release(r->srv->db, c);
+    if (rc > 0)
+        gj_job_cache_put(r->srv->job_cache, r->who.tenant_id, job, state, ticket);
     if (rc == 0) {
         gj_respond_not_found(r);
         return 1;
@@ -1074,14 +1064,26 @@ static void job_get(struct gj_req *r)
         lp->deadline = gj_park_now() + (double)wait;
         gj_park_join(&lp->park, r->conn, r->params[0], r->who.key_id);   /* before the read: no change missed */
     }
+    char state0[16];
+    size_t len;
+    /* What this replica knows, unless it has changed since (job_cache.h); a long poll
+     * reads the database for the state it then waits to see change. */
+    char *kept = gj_job_cache_get(r->srv->job_cache, r->params[0], r->who.tenant_id, state0, &len);
+    if (kept && (!lp || is_final(state0))) {
+        gj_respond_json_text(r, 200, kept, len);
+        return;
+    }
+    free(kept);
+    json_t *job = NULL;
+    uint64_t ticket = gj_job_cache_ticket(r->srv->job_cache, r->params[0]);
     PGconn *c = gj_req_db(r);
     if (!c) {
         gj_respond_unavailable(r);
         return;
     }
-    json_t *job = NULL;
-    char state0[16];
     int rc = job_fetch(c, r->who.tenant_id, r->params[0], &job, state0, NULL, NULL);
+    if (rc > 0)
+        gj_job_cache_put(r->srv->job_cache, r->who.tenant_id, job, state0, ticket);
     if (rc <= 0) {
         if (rc < 0)
             gj_respond_unavailable(r);
@@ -1134,6 +1136,7 @@ static void job_cancel(struct gj_req *r)
         gj_respond_unavailable(r);
         return;
     }
+    gj_job_cache_forget(r->srv->job_cache, r->params[0]);   /* read your write: before its NOTIFY comes */
     json_t *job = NULL;
     if (job_fetch(c, r->who.tenant_id, r->params[0], &job, state, NULL, NULL) != 1) {
         gj_respond_not_found(r);
@@ -1163,6 +1166,7 @@ static void job_delete(struct gj_req *r)
         gj_respond_error(r, &err);
         return;
     }
+    gj_job_cache_forget(r->srv->job_cache, r->params[0]);   /* read your write: before its NOTIFY comes */
     gj_respond_empty(r, how == GJ_JOB_DELETED ? 204 : 202);
 }
 

@@ -12,6 +12,7 @@
 #include "service/jobs/job_store.h"
 #include "service/http/http_server.h"
 #include "service/auth/key_cache.h"
+#include "service/jobs/job_cache.h"
 #include "service/base/log.h"
 #include "service/base/metrics.h"
 #include "service/db/storage_quota.h"
@@ -207,6 +208,7 @@ static void metrics(struct gj_req *r)
     }
     gj_metrics_write(f);
     gj_key_cache_write_metrics(r->srv->api_keys, f);
+    gj_job_cache_write_metrics(r->srv->job_cache, f);
     write_db_gauges(r, f);
     write_placement_gauges(r, f);
     fprintf(f, "# HELP gpujobd_ready 1 when the service is ready.\n# TYPE gpujobd_ready gauge\ngpujobd_ready %d\n",

@@ -27,6 +27,7 @@
 #include "service/jobs/host_memory.h"
 #include "service/http/http_server.h"
 #include "service/auth/key_cache.h"
+#include "service/jobs/job_cache.h"
 #include "service/jobs/lease_rescue.h"
 #include "service/base/log.h"
 #include "service/base/metrics.h"
@@ -277,6 +278,29 @@ static int start_blob_store(struct serve_run *run)
     return 0;
 }
 
+/* The notifier's forgets, into the job cache (job_cache.h). */
+static void forget_job(const char *job_id, int listening, void *arg)
+{
+    struct gj_job_cache *jc = arg;
+    if (job_id)
+        gj_job_cache_forget(jc, job_id);
+    else
+        gj_job_cache_set_live(jc, listening);
+}
+
+/* Status answers kept from one read to the job's next change (--job-cache-ms 0: none). */
+static int start_job_cache(struct gj_server *srv)
+{
+    if (srv->cfg.job_cache_ms <= 0)
+        return 0;
+    if (!(srv->job_cache = gj_job_cache_new(GJ_JOB_CACHE_CAPACITY, (uint64_t)srv->cfg.job_cache_ms))) {
+        gj_log_error("serve", "out of memory for the job cache");
+        return -1;
+    }
+    gj_notifier_on_forget(srv->notifier, forget_job, srv->job_cache);
+    return 0;
+}
+
 /* Pool, notifications, placement, the modules, then HTTP and the workers (by role). */
 static int start_serving(struct serve_run *run)
 {
@@ -308,6 +332,8 @@ static int start_serving(struct serve_run *run)
         gj_http_set_upload_ops(&gj_upload_spool_ops);
         if (srv->cfg.api_key_cache_ms > 0 &&
             !(srv->api_keys = gj_key_cache_new(GJ_KEY_CACHE_CAPACITY, (uint64_t)srv->cfg.api_key_cache_ms)))
+            return -1;
+        if (start_job_cache(srv) != 0)
             return -1;
         if (gj_client_crl_load(srv->cfg.tls_crl, srv->cfg.tls_client_ca) != 0)
             return -1;
@@ -360,6 +386,8 @@ static void stop_all(struct serve_run *run)
     }
     if (srv->notifier)
         gj_notifier_stop(srv->notifier);
+    gj_job_cache_free(srv->job_cache);
+    srv->job_cache = NULL;
     if (srv->db)
         gj_db_pool_close(srv->db);
     gj_gpu_metrics_watch(NULL);

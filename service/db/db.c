@@ -36,6 +36,17 @@
 #define BACKOFF_MAX_MS 2000
 #define PING_MS 2000
 
+/* What a pool connection has prepared (gj_db_exec_prepared): names only, since a name
+ * stands for one statement's text. Touched only by the connection's borrower, and by the
+ * reset event (on the borrower's thread too), which empties it: a fresh session has none. */
+#define MAX_PREPARED 64
+struct conn_info {
+    struct gj_db_pool *pool;
+    const char *prepared[MAX_PREPARED];   /* static strings: the callers' names */
+    unsigned char stale[MAX_PREPARED];    /* its plan's result no longer fits: prepare it anew */
+    int n_prepared;
+};
+
 struct gj_db_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -43,6 +54,7 @@ struct gj_db_pool {
     int n;
     int read_reserve;          /* free connections a writer must leave */
     PGconn **conns;
+    struct conn_info *info;    /* per connection, its libpq instance data */
     unsigned char *busy;
     /* Reconnection, guarded by mu. */
     int down;                  /* the last connect attempt failed */
@@ -76,19 +88,30 @@ static void one_line(const char *msg, char *out, size_t n)
     }
 }
 
-/* Pool connections carry their pool as libpq instance data (an event procedure is
- * what libpq hangs it on): gj_db_exec finds it there to retry on a fresh one. */
-static int pool_conn_event(PGEventId id, void *info, void *pass)
+/* Pool connections carry their struct conn_info as libpq instance data (an event
+ * procedure is what libpq hangs it on): gj_db_exec finds the pool there to retry on a
+ * fresh connection, gj_db_exec_prepared what the session has prepared. A reset session
+ * has prepared nothing. */
+static int pool_conn_event(PGEventId id, void *evt, void *pass)
 {
-    (void)id;
-    (void)info;
     (void)pass;
+    if (id == PGEVT_CONNRESET) {
+        struct conn_info *ci = PQinstanceData(((PGEventConnReset *)evt)->conn, pool_conn_event);
+        if (ci)
+            ci->n_prepared = 0;
+    }
     return 1;
+}
+
+static struct conn_info *info_of(const PGconn *conn)
+{
+    return PQinstanceData(conn, pool_conn_event);
 }
 
 static struct gj_db_pool *pool_of(const PGconn *conn)
 {
-    return PQinstanceData(conn, pool_conn_event);
+    struct conn_info *ci = info_of(conn);
+    return ci ? ci->pool : NULL;
 }
 
 static void notice_to_log(void *arg, const char *message)
@@ -149,8 +172,9 @@ struct gj_db_pool *gj_db_pool_open(const char *url, int n)
         return NULL;
     pool->url = strdup(url ? url : "");
     pool->conns = calloc((size_t)n, sizeof *pool->conns);
+    pool->info = calloc((size_t)n, sizeof *pool->info);
     pool->busy = calloc((size_t)n, 1);
-    if (!pool->url || !pool->conns || !pool->busy) {
+    if (!pool->url || !pool->conns || !pool->info || !pool->busy) {
         gj_log_error("db", "out of memory for the connection pool");
         goto fail_alloc;
     }
@@ -174,8 +198,9 @@ struct gj_db_pool *gj_db_pool_open(const char *url, int n)
             gj_db_pool_close(pool);
             return NULL;
         }
+        pool->info[i].pool = pool;
         if (!PQregisterEventProc(pool->conns[i], pool_conn_event, "gpujobd pool", NULL) ||
-            !PQsetInstanceData(pool->conns[i], pool_conn_event, pool)) {
+            !PQsetInstanceData(pool->conns[i], pool_conn_event, &pool->info[i])) {
             gj_log_error("db", "cannot mark pool connection %d", i);
             gj_db_pool_close(pool);
             return NULL;
@@ -186,6 +211,7 @@ struct gj_db_pool *gj_db_pool_open(const char *url, int n)
 
 fail_alloc:
     free(pool->busy);
+    free(pool->info);
     free(pool->conns);
     free(pool->url);
     free(pool);
@@ -207,6 +233,7 @@ void gj_db_pool_close(struct gj_db_pool *pool)
     pthread_cond_destroy(&pool->cv);
     pthread_mutex_destroy(&pool->mu);
     free(pool->busy);
+    free(pool->info);
     free(pool->conns);
     free(pool->url);
     free(pool);
@@ -548,8 +575,74 @@ static void log_failure(PGconn *conn, PGresult *res, const char *where, const ch
     gj_log_fields(level_for_sqlstate(st), "db", line, fields);
 }
 
+static void drop_prepared(PGconn *conn, const char *name)
+{
+    char *id = PQescapeIdentifier(conn, name, strlen(name));
+    char sql[200];
+    if (id && snprintf(sql, sizeof sql, "DEALLOCATE %s", id) < (int)sizeof sql) {
+        PGresult *res = PQexec(conn, sql);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK)
+            gj_log_warn("db", "DEALLOCATE of a stale prepared statement failed");
+        PQclear(res);
+    }
+    PQfreemem(id);
+}
+
+/* A statement whose plan no longer fits the schema (a migration changed what it returns:
+ * 0A000 "cached plan must not change result type") or that the session lost (26000) is
+ * prepared anew at its next use. 1 when res says so. */
+static int mark_stale(PGconn *conn, const char *name, const PGresult *res)
+{
+    const char *code = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    struct conn_info *ci = name ? info_of(conn) : NULL;
+    if (!ci || !code || (strcmp(code, "0A000") != 0 && strcmp(code, "26000") != 0))
+        return 0;
+    for (int i = 0; i < ci->n_prepared; i++)
+        if (strcmp(ci->prepared[i], name) == 0)
+            ci->stale[i] = 1;
+    return 1;
+}
+
+/* Sends the statement once: by name where conn is a pool connection (prepared on its first
+ * use there), else as text. A failed prepare is returned as the statement's failure. */
+static PGresult *send_once(PGconn *conn, const char *name, const char *sql, int n, const char *const *params)
+{
+    struct conn_info *ci = name ? info_of(conn) : NULL;
+    if (!ci)
+        return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+    int known = 0;
+    for (int i = 0; i < ci->n_prepared && !known; i++) {
+        if (strcmp(ci->prepared[i], name) != 0)
+            continue;
+        known = !ci->stale[i];
+        if (!known) {   /* the session still has it: drop it before preparing it again */
+            drop_prepared(conn, name);
+            ci->prepared[i] = ci->prepared[--ci->n_prepared];
+            ci->stale[i] = ci->stale[ci->n_prepared];
+        }
+        break;
+    }
+    if (!known) {
+        if (ci->n_prepared == MAX_PREPARED)   /* more names than any caller has: run it as text */
+            return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+        PGresult *res = PQprepare(conn, name, sql, n, NULL);
+        if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+            return res;
+        PQclear(res);
+        ci->stale[ci->n_prepared] = 0;
+        ci->prepared[ci->n_prepared++] = name;   /* a session's, not a transaction's: kept on rollback */
+    }
+    return PQexecPrepared(conn, name, n, params, NULL, NULL, 0);
+}
+
 PGresult *gj_db_exec_at(const char *where, PGconn *conn, const char *sql, int n, const char *const *params,
                         char sqlstate[6])
+{
+    return gj_db_exec_prepared_at(where, conn, NULL, sql, n, params, sqlstate);
+}
+
+PGresult *gj_db_exec_prepared_at(const char *where, PGconn *conn, const char *name, const char *sql, int n,
+                                 const char *const *params, char sqlstate[6])
 {
     if (sqlstate)
         memcpy(sqlstate, "00000", 6);
@@ -560,7 +653,7 @@ PGresult *gj_db_exec_at(const char *where, PGconn *conn, const char *sql, int n,
         return NULL;
     }
     int idle = PQtransactionStatus(conn) == PQTRANS_IDLE;
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+    PGresult *res = send_once(conn, name, sql, n, params);
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     struct gj_db_pool *pool;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && idle && PQstatus(conn) == CONNECTION_BAD &&
@@ -568,7 +661,12 @@ PGresult *gj_db_exec_at(const char *where, PGconn *conn, const char *sql, int n,
         /* The connection broke (the server restarted) outside a transaction: once more. */
         gj_log_info("db", "connection lost; the statement is sent again on a fresh one");
         PQclear(res);
-        res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+        res = send_once(conn, name, sql, n, params);
+        st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    }
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && mark_stale(conn, name, res) && idle) {
+        PQclear(res);   /* outside a transaction nothing was lost: once more, prepared anew */
+        res = send_once(conn, name, sql, n, params);
         st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     }
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)

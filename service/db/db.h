@@ -53,6 +53,12 @@ void gj_db_set_password(const char *password);
  * On a pool connection outside a transaction, a statement that failed because the
  * connection broke is sent once more on a fresh one. */
 #define gj_db_exec(conn, sql, n, params, sqlstate) gj_db_exec_at(GJ_DB_WHERE, conn, sql, n, params, sqlstate)
+/* Like gj_db_exec, for a statement run often (a status read, the queue's claim and finish):
+ * on a pool connection it is prepared on first use under name, then executed by name, so
+ * the server parses and plans it once per connection. name is a static string that stands
+ * for this sql alone, process-wide. Elsewhere (a connection outside the pool) it is gj_db_exec. */
+#define gj_db_exec_prepared(conn, name, sql, n, params, sqlstate)                                   \
+    gj_db_exec_prepared_at(GJ_DB_WHERE, conn, name, sql, n, params, sqlstate)
 /* Like gj_db_exec for statements whose result is not needed: 0 or -1. */
 #define gj_db_cmd(conn, sql, n, params) gj_db_cmd_at(GJ_DB_WHERE, conn, sql, n, params)
 #define GJ_DB_WHERE_STR(x) #x
@@ -60,6 +66,8 @@ void gj_db_set_password(const char *password);
 #define GJ_DB_WHERE __FILE__ ":" GJ_DB_WHERE_LINE(__LINE__)
 PGresult *gj_db_exec_at(const char *where, PGconn *conn, const char *sql, int n, const char *const *params,
                         char sqlstate[6]);
+PGresult *gj_db_exec_prepared_at(const char *where, PGconn *conn, const char *name, const char *sql, int n,
+                                 const char *const *params, char sqlstate[6]);
 int gj_db_cmd_at(const char *where, PGconn *conn, const char *sql, int n, const char *const *params);
 int gj_db_begin(PGconn *conn);
 int gj_db_commit(PGconn *conn);

@@ -40,6 +40,9 @@ struct gj_notifier {
     void *on_cancel_arg;
     void (*on_job)(const char *job_id, void *arg);
     void *on_job_arg;
+    void (*on_forget)(const char *job_id, int listening, void *arg);
+    void *on_forget_arg;
+    int listening;               /* under cb_lock: LISTEN in place */
 };
 
 static void deadline_after(struct timespec *ts, int ms)
@@ -111,10 +114,22 @@ static PGconn *connect_and_listen(struct gj_notifier *n)
     return conn;
 }
 
+/* The LISTEN connection lost or back: whatever was kept may have missed a change. */
+static void set_listening(struct gj_notifier *n, int listening)
+{
+    pthread_mutex_lock(&n->cb_lock);
+    n->listening = listening;
+    if (n->on_forget)
+        n->on_forget(NULL, listening, n->on_forget_arg);
+    pthread_mutex_unlock(&n->cb_lock);
+}
+
 /* job_id NULL: any job (after a reconnect). */
 static void job_changed(struct gj_notifier *n, const char *job_id)
 {
     pthread_mutex_lock(&n->cb_lock);
+    if (n->on_forget && job_id)
+        n->on_forget(job_id, n->listening, n->on_forget_arg);
     if (n->on_job)
         n->on_job(job_id, n->on_job_arg);
     pthread_mutex_unlock(&n->cb_lock);
@@ -163,8 +178,14 @@ static void *notifier_main(void *arg)
             gj_log_info(COMPONENT, "LISTEN connection restored");
         logged_down = 0;
         backoff = BACKOFF_MIN_MS;
+        set_listening(n, 1);
         bump(n, 1, 1);   /* whatever happened while we were not listening */
         job_changed(n, NULL);
+        PGnotify *early;   /* read along with LISTEN's answers: the socket will not say so */
+        while ((early = PQnotifies(conn)) != NULL) {
+            dispatch(n, early);
+            PQfreemem(early);
+        }
 
         while (!stopping(n)) {
             struct pollfd fds[2] = {
@@ -198,6 +219,7 @@ static void *notifier_main(void *arg)
                 break;
             }
         }
+        set_listening(n, 0);
         PQfinish(conn);
         if (!stopping(n)) {
             logged_down = 1;
@@ -368,6 +390,19 @@ void gj_notifier_on_job(struct gj_notifier *n, void (*fn)(const char *job_id, vo
     pthread_mutex_lock(&n->cb_lock);
     n->on_job = fn;
     n->on_job_arg = arg;
+    pthread_mutex_unlock(&n->cb_lock);
+}
+
+void gj_notifier_on_forget(struct gj_notifier *n, void (*fn)(const char *job_id, int listening, void *arg),
+                           void *arg)
+{
+    if (!n)
+        return;
+    pthread_mutex_lock(&n->cb_lock);
+    n->on_forget = fn;
+    n->on_forget_arg = arg;
+    if (fn)
+        fn(NULL, n->listening, arg);
     pthread_mutex_unlock(&n->cb_lock);
 }
 

@@ -31,6 +31,15 @@ void gj_notifier_wait_jobs(struct gj_notifier *n, uint64_t seen, int timeout_ms)
  * and with NULL after every (re)connect: any job may have changed meanwhile. */
 void gj_notifier_on_job(struct gj_notifier *n, void (*fn)(const char *job_id, void *arg), void *arg);
 
+/* Called (on the notifier's thread) with the job id of each gpujobd_jobs notification before
+ * the on_job waiters are woken, so that what a woken reader reads next is not an answer kept
+ * from before the change; and with NULL whenever the LISTEN connection is lost or back, with
+ * listening 0 from a loss until LISTEN is in place again (notifications may be missed
+ * meanwhile), else 1. Registering calls fn(NULL, listening now). job_cache.h keeps answers
+ * on these terms. */
+void gj_notifier_on_forget(struct gj_notifier *n, void (*fn)(const char *job_id, int listening, void *arg),
+                           void *arg);
+
 /* Called with the job id of each gpujobd_cancel notification. */
 void gj_notifier_on_cancel(struct gj_notifier *n, void (*fn)(const char *job_id, void *arg), void *arg);
 

@@ -190,6 +190,11 @@ struct MHD_Response *gj_respond_json(struct gj_req *r, int status, json_t *body)
     return respond_text(r, status, "application/json", text, len);
 }
 
+struct MHD_Response *gj_respond_json_text(struct gj_req *r, int status, char *text, size_t len)
+{
+    return respond_text(r, status, "application/json", text, len);
+}
+
 struct MHD_Response *gj_respond_empty(struct gj_req *r, int status)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);

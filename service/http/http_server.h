@@ -152,6 +152,8 @@ unsigned int gj_http_idle_timeout(const struct gj_server *srv);
  * further headers (NULL on allocation failure). */
 struct MHD_Response *gj_respond(struct gj_req *r, int status, struct MHD_Response *resp, uint64_t bytes);
 struct MHD_Response *gj_respond_json(struct gj_req *r, int status, json_t *body /* consumed */);
+/* A JSON body already encoded as gj_respond_json encodes it (text: malloc'd, consumed). */
+struct MHD_Response *gj_respond_json_text(struct gj_req *r, int status, char *text, size_t len);
 struct MHD_Response *gj_respond_empty(struct gj_req *r, int status);
 /* application/problem+json (RFC 9457): type, title, status, detail, and
  * "field" when field is not NULL or "". */

@@ -34,18 +34,20 @@ const char *gj_job_name_problem(const char *name)
     return len == 0 || len > GJ_JOB_NAME_MAX ? GJ_JOB_NAME_RULE : NULL;
 }
 
-const char *gj_label_problem(const char *key, const char *value)
+/* A label's key and value (job_fields.h): 0, or -1 with e filled (status, field). */
+static int check_label(const char *key, const char *value, int status, const char *field, struct gj_error *e)
 {
     size_t klen = strlen(key);
     if (klen == 0 || klen > GJ_LABEL_KEY_MAX)
-        return "a label's key is 1 to 63 characters";
+        return gj_error_status(e, status, field, "a label's key is 1 to 63 characters");
     for (size_t i = 0; i < klen; i++)
         if (!isalnum((unsigned char)key[i]) && !strchr("._-/", key[i]))
-            return "a label's key holds letters, digits and . _ - / only";
+            return gj_error_status(e, status, field, "a label's key holds letters, digits and . _ - / only");
     size_t vlen = text_length(value);
     if (vlen == (size_t)-1 || vlen > GJ_LABEL_VALUE_MAX)
-        return "a label's value is a string of at most 255 characters without control characters";
-    return NULL;
+        return gj_error_status(e, status, field,
+                               "a label's value is a string of at most 255 characters without control characters");
+    return 0;
 }
 
 static int read_labels(json_t *labels, struct gj_error *e)
@@ -61,9 +63,8 @@ static int read_labels(json_t *labels, struct gj_error *e)
         snprintf(field, sizeof field, "labels.%.60s", k);
         if (!json_is_string(v))
             return gj_error_status(e, 422, field, "a label's value is a string");
-        const char *why = gj_label_problem(k, json_string_value(v));
-        if (why)
-            return gj_error_status(e, 422, field, "%s", why);
+        if (check_label(k, json_string_value(v), 422, field, e) != 0)
+            return -1;
     }
     return 0;
 }
@@ -124,9 +125,10 @@ int gj_label_filter_add(json_t *filter, const char *value, struct gj_error *e)
     if (!eq || (size_t)(eq - value) > GJ_LABEL_KEY_MAX)
         return gj_error_status(e, 400, "label", "label is KEY=VALUE, a key of 1 to 63 characters");
     snprintf(k, sizeof k, "%.*s", (int)(eq - value), value);
-    const char *why = gj_label_problem(k, eq + 1);
-    if (why || json_object_size(filter) >= GJ_LABELS_MAX)
-        return gj_error_status(e, 400, "label", "%s", why ? why : "at most 32 label filters");
+    if (check_label(k, eq + 1, 400, "label", e) != 0)
+        return -1;
+    if (json_object_size(filter) >= GJ_LABELS_MAX)
+        return gj_error_status(e, 400, "label", "at most 32 label filters");
     json_t *v = json_string(eq + 1);
     if (!v)
         return gj_error_status(e, 400, "label", "a label filter is UTF-8 text");

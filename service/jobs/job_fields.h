@@ -39,9 +39,6 @@ int gj_job_fields_read(json_t *body, const struct gj_config *cfg, struct gj_job_
 #define GJ_JOB_NAME_RULE "a name is a string of 1 to 200 characters without control characters"
 const char *gj_job_name_problem(const char *name);
 
-/* A label's key and value as above: NULL when fine, else why not. */
-const char *gj_label_problem(const char *key, const char *value);
-
 /* An input given as {"job": ID, "output": NAME}: 1 (job and output set, borrowed from v),
  * 0 when v is not an object (a blob id, read elsewhere), -1 malformed (e filled, field
  * naming the input). */

@@ -137,15 +137,8 @@ int gj_job_log_pending(struct gj_job_log *l)
     return n;
 }
 
-/* A batch taken out of l under its lock (the lines gathered meanwhile wait for the next). */
-struct batch {
-    char job_id[GJ_UUID_LEN + 1];
-    char attempt[16], dropped[24];
-    char *entries;
-};
-
 /* 1 taken, 0 nothing to write, -1 out of memory (nothing taken). */
-static int take_batch(struct gj_job_log *l, struct batch *b)
+static int take_batch(struct gj_job_log *l, struct gj_job_log_batch *b)
 {
     pthread_mutex_lock(&l->lock);
     int rc = 0;
@@ -160,13 +153,17 @@ static int take_batch(struct gj_job_log *l, struct batch *b)
         json_array_clear(l->pending);
         l->pending_bytes = 0;
         l->dropped = 0;
+        b->params[0] = b->job_id;
+        b->params[1] = b->attempt;
+        b->params[2] = b->entries;
+        b->params[3] = b->dropped;
     }
     pthread_mutex_unlock(&l->lock);
     return rc;
 }
 
 /* A batch that could not be written waits again, before what came since (bounded). */
-static void put_back(struct gj_job_log *l, const struct batch *b)
+static void put_back(struct gj_job_log *l, const struct gj_job_log_batch *b)
 {
     json_t *again = json_loads(b->entries, 0, NULL);
     pthread_mutex_lock(&l->lock);
@@ -188,14 +185,31 @@ static void put_back(struct gj_job_log *l, const struct batch *b)
     json_decref(again);
 }
 
+int gj_job_log_take(struct gj_job_log *l, struct gj_job_log_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    return take_batch(l, b);
+}
+
+void gj_job_log_settle(struct gj_job_log *l, struct gj_job_log_batch *b, int written)
+{
+    if (!b->entries)
+        return;
+    if (!written)
+        put_back(l, b);
+    free(b->entries);
+    b->entries = NULL;
+}
+
 int gj_job_log_flush(struct gj_job_log *l, PGconn *conn)
 {
-    struct batch b = { 0 };
+    struct gj_job_log_batch b = { 0 };
     int rc = take_batch(l, &b);
     if (rc <= 0)
         return rc;
-    const char *p[4] = { b.job_id, b.attempt, b.entries, b.dropped };
-    if (gj_db_cmd(conn, "SELECT gj_job_log_append($1::uuid, $2::int, $3::jsonb, $4::bigint)", 4, p) != 0) {
+    PGresult *res = gj_db_exec_prepared(conn, GJ_JOB_LOG_APPEND_NAME, GJ_JOB_LOG_APPEND_SQL, 4, b.params, NULL);
+    PQclear(res);
+    if (!res) {
         gj_log_warn(COMPONENT, "job %s: log lines not written yet (database error); kept for the next try", b.job_id);
         put_back(l, &b);
         rc = -1;

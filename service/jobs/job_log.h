@@ -11,6 +11,8 @@
 
 #include <libpq-fe.h>
 
+#include "service/base/uuid.h"
+
 enum gj_job_log_level { GJ_JOB_LOG_INFO, GJ_JOB_LOG_WARN, GJ_JOB_LOG_ERROR };
 
 /* A line is cut to this many bytes (at a character boundary). */
@@ -37,6 +39,23 @@ int gj_job_log_pending(struct gj_job_log *l);
 /* Writes the waiting lines in one statement. 0 (written, or nothing to write), -1 on a
  * database error (the lines wait for the next flush). */
 int gj_job_log_flush(struct gj_job_log *l, PGconn *conn);
+
+/* The waiting lines taken out as the four parameters of gj_job_log_append (job, attempt,
+ * entries, dropped: params), for a statement that writes them along with something else (a
+ * job's end: queue.h, gj_queue_finish_success_next). 1 taken, 0 nothing waits, -1 out of
+ * memory. A taken batch is handed back with gj_job_log_settle: written, or not (its lines
+ * wait again, before those added since). */
+struct gj_job_log_batch {
+    char job_id[GJ_UUID_LEN + 1];
+    char attempt[16], dropped[24];
+    char *entries;
+    const char *params[4];
+};
+int gj_job_log_take(struct gj_job_log *l, struct gj_job_log_batch *b);
+/* The statement that writes a batch (params), and its prepared name (db.h). */
+#define GJ_JOB_LOG_APPEND_SQL "SELECT gj_job_log_append($1::uuid, $2::int, $3::jsonb, $4::bigint)"
+#define GJ_JOB_LOG_APPEND_NAME "gj_job_log_append"
+void gj_job_log_settle(struct gj_job_log *l, struct gj_job_log_batch *b, int written);
 
 /* Pure, for tests: text made safe for a log line into out (cap bytes, NUL included). */
 void gj_job_log_clean(const char *text, char *out, size_t cap);

@@ -16,6 +16,7 @@
 #include "common/fsutil.h"
 #include "service/db/db.h"
 #include "service/base/log.h"
+#include "service/jobs/job_log.h"
 #include "service/jobs/queue.h"
 #include "service/db/storage_quota.h"
 
@@ -68,20 +69,57 @@ static char *kinds_literal(const char *const *kinds)
 }
 
 /* q.queued_since: updated_at before the claim, when the job last became queued (created,
- * retried, its upstream settled, its children done); it could run from then or run_after. */
-static const char claim_sql[] =
-    "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = $2,"
-    " lease_token = nextval('job_lease_token_seq'),"
-    " lease_expires_at = now() + $3::int * interval '1 second',"
-    " started_at = coalesce(started_at, now()), updated_at = now(), device = $4"
-    " FROM (SELECT id, updated_at AS queued_since FROM jobs WHERE state = 'queued' AND run_after <= now()"
-    "   AND kind = ANY($1::text[]) ORDER BY priority DESC, created_at, id"
-    "   FOR UPDATE SKIP LOCKED LIMIT 1) q"
-    " WHERE jobs.id = q.id"
-    " RETURNING jobs.id, tenant_id, kind, params, lease_token, attempts, max_attempts, stage,"
-    " coalesce(parent_id::text, ''), coalesce(child_index, 0),"
-    " EXISTS (SELECT 1 FROM job_inputs i WHERE i.job_id = jobs.id), timeout_seconds,"
-    " extract(epoch FROM now() - greatest(q.queued_since, run_after))";
+ * retried, its upstream settled, its children done); it could run from then or run_after.
+ * The parameters' places are given: a claim is a statement of its own, or a part of a
+ * finish (finish_claim_sql). Its columns are read by claim_from_row. */
+#define CLAIM_SQL(KINDS, OWNER, LEASE, DEVICE)                                                          \
+    "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = " OWNER ","            \
+    " lease_token = nextval('job_lease_token_seq'),"                                                    \
+    " lease_expires_at = now() + " LEASE "::int * interval '1 second',"                                 \
+    " started_at = coalesce(started_at, now()), updated_at = now(), device = " DEVICE                  \
+    " FROM (SELECT id, updated_at AS queued_since FROM jobs WHERE state = 'queued' AND run_after <= now()" \
+    "   AND kind = ANY(" KINDS "::text[]) ORDER BY priority DESC, created_at, id"                         \
+    "   FOR UPDATE SKIP LOCKED LIMIT 1) q"                                                              \
+    " WHERE jobs.id = q.id"                                                                             \
+    " RETURNING jobs.id, tenant_id, kind, params, lease_token, attempts, max_attempts, stage,"          \
+    " coalesce(parent_id::text, '') AS parent, coalesce(child_index, 0) AS child,"                     \
+    " EXISTS (SELECT 1 FROM job_inputs i WHERE i.job_id = jobs.id) AS has_inputs, timeout_seconds,"     \
+    " extract(epoch FROM now() - greatest(q.queued_since, run_after)) AS waited"
+#define CLAIM_COLUMNS 13
+
+static const char claim_sql[] = CLAIM_SQL("$1", "$2", "$3", "$4");
+
+/* The claim in r's columns col .. col + CLAIM_COLUMNS - 1 of row 0 into c: 1, or -1 (out of
+ * memory: the job was given back). */
+static int claim_from_row(PGconn *conn, PGresult *r, int col, struct gj_claim *c)
+{
+    copy_field(c->id, sizeof c->id, PQgetvalue(r, 0, col + 0));
+    copy_field(c->tenant_id, sizeof c->tenant_id, PQgetvalue(r, 0, col + 1));
+    copy_field(c->kind, sizeof c->kind, PQgetvalue(r, 0, col + 2));
+    json_error_t jerr;
+    c->params = json_loads(PQgetvalue(r, 0, col + 3), 0, &jerr);
+    if (!c->params) {
+        gj_log_warn(COMPONENT, "job %s: params do not parse (%s); using {}", c->id, jerr.text);
+        c->params = json_object();
+    }
+    copy_field(c->lease_token, sizeof c->lease_token, PQgetvalue(r, 0, col + 4));
+    c->attempts = atoi(PQgetvalue(r, 0, col + 5));
+    c->max_attempts = atoi(PQgetvalue(r, 0, col + 6));
+    c->stage = atoi(PQgetvalue(r, 0, col + 7));
+    copy_field(c->parent_id, sizeof c->parent_id, PQgetvalue(r, 0, col + 8));
+    c->child_index = atoi(PQgetvalue(r, 0, col + 9));
+    c->has_inputs = PQgetvalue(r, 0, col + 10)[0] == 't';
+    c->timeout_seconds = atoi(PQgetvalue(r, 0, col + 11));
+    c->waited_seconds = strtod(PQgetvalue(r, 0, col + 12), NULL);
+    if (!c->params) {
+        gj_log_error(COMPONENT, "claim: out of memory");
+        /* Give it back: it was claimed but cannot be described. */
+        gj_queue_release(conn, c);
+        gj_claim_clear(c);
+        return -1;
+    }
+    return 1;
+}
 
 int gj_queue_claim(PGconn *conn, const char *worker_id, const char *const *kinds,
                    int lease_seconds, struct gj_claim *c)
@@ -103,47 +141,21 @@ int gj_queue_claim_on(PGconn *conn, const char *worker_id, const char *const *ki
     char lease[16];
     snprintf(lease, sizeof lease, "%d", lease_seconds > 0 ? lease_seconds : 1);
     const char *params[] = { arr, worker_id, lease, device };
-    PGresult *r = gj_db_exec(conn, claim_sql, 4, params, NULL);
+    PGresult *r = gj_db_exec_prepared(conn, "gj_queue_claim", claim_sql, 4, params, NULL);
     free(arr);
     if (!r)
         return -1;
-    if (PQntuples(r) == 0) {
-        PQclear(r);
-        return 0;
-    }
-    copy_field(c->id, sizeof c->id, PQgetvalue(r, 0, 0));
-    copy_field(c->tenant_id, sizeof c->tenant_id, PQgetvalue(r, 0, 1));
-    copy_field(c->kind, sizeof c->kind, PQgetvalue(r, 0, 2));
-    json_error_t jerr;
-    c->params = json_loads(PQgetvalue(r, 0, 3), 0, &jerr);
-    if (!c->params) {
-        gj_log_warn(COMPONENT, "job %s: params do not parse (%s); using {}", c->id, jerr.text);
-        c->params = json_object();
-    }
-    copy_field(c->lease_token, sizeof c->lease_token, PQgetvalue(r, 0, 4));
-    c->attempts = atoi(PQgetvalue(r, 0, 5));
-    c->max_attempts = atoi(PQgetvalue(r, 0, 6));
-    c->stage = atoi(PQgetvalue(r, 0, 7));
-    copy_field(c->parent_id, sizeof c->parent_id, PQgetvalue(r, 0, 8));
-    c->child_index = atoi(PQgetvalue(r, 0, 9));
-    c->has_inputs = PQgetvalue(r, 0, 10)[0] == 't';
-    c->timeout_seconds = atoi(PQgetvalue(r, 0, 11));
-    c->waited_seconds = strtod(PQgetvalue(r, 0, 12), NULL);
+    int rc = PQntuples(r) == 0 ? 0 : claim_from_row(conn, r, 0, c);
     PQclear(r);
-    if (!c->params) {
-        gj_log_error(COMPONENT, "claim: out of memory");
-        /* Give it back: it was claimed but cannot be described. */
-        gj_queue_release(conn, c);
-        gj_claim_clear(c);
-        return -1;
-    }
-    return 1;
+    return rc;
 }
 
-/* Runs a fenced statement; returns the number of rows affected/returned, or -1. */
-static int fenced(PGconn *conn, const char *sql, int n, const char *const *params, PGresult **out)
+/* Runs a fenced statement (prepared under name, when not NULL: one run for every job);
+ * returns the number of rows affected/returned, or -1. */
+static int fenced_named(PGconn *conn, const char *name, const char *sql, int n, const char *const *params,
+                        PGresult **out)
 {
-    PGresult *r = gj_db_exec(conn, sql, n, params, NULL);
+    PGresult *r = gj_db_exec_prepared(conn, name, sql, n, params, NULL);
     if (!r)
         return -1;
     int rows = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : atoi(PQcmdTuples(r));
@@ -152,6 +164,11 @@ static int fenced(PGconn *conn, const char *sql, int n, const char *const *param
     else
         PQclear(r);
     return rows;
+}
+
+static int fenced(PGconn *conn, const char *sql, int n, const char *const *params, PGresult **out)
+{
+    return fenced_named(conn, NULL, sql, n, params, out);
 }
 
 int gj_queue_set_device(PGconn *conn, const struct gj_claim *c, const char *device)
@@ -176,7 +193,7 @@ int gj_queue_heartbeat(PGconn *conn, const struct gj_claim *c, int lease_seconds
     }
     const char *params[] = { c->id, c->lease_token, lease, progress_param, message };
     PGresult *r = NULL;
-    int rows = fenced(conn,
+    int rows = fenced_named(conn, "gj_queue_heartbeat",
                       "UPDATE jobs SET lease_expires_at = now() + $3::int * interval '1 second',"
                       " progress = coalesce($4::real, progress), message = coalesce($5, message),"
                       " updated_at = now()"
@@ -398,20 +415,84 @@ static int fail_over_quota(PGconn *conn, const struct gj_claim *c)
     return rc == 0 ? 2 : rc;
 }
 
-static const char success_sql[] =
-    "UPDATE jobs SET state = 'succeeded', finished_at = now(), updated_at = now(), progress = 1,"
-    " error = NULL, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL"
-    " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'" LEASE_VALID " RETURNING id";
+#define SUCCESS_SQL                                                                                  \
+    "UPDATE jobs SET state = 'succeeded', finished_at = now(), updated_at = now(), progress = 1,"      \
+    " error = NULL, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL"                   \
+    " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'" LEASE_VALID " RETURNING id"
+static const char success_sql[] = SUCCESS_SQL;
+
+/* A success with nothing to store, the job's last log lines ($3-$6, gj_job_log_append's; $3
+ * NULL: none) and the slot's next claim ($7-$10, CLAIM_SQL's; $7 NULL: none), in one statement:
+ * one round trip and one commit where there were three of each. The claim cannot take the
+ * finished job (it is not queued in the statement's snapshot). One row: lines written, jobs
+ * finished (0: the lease was lost), then the claim's columns (NULL: none). */
+static const char finish_claim_sql[] =
+    "WITH log AS (SELECT gj_job_log_append($3::uuid, $4::int, $5::jsonb, $6::bigint) WHERE $3::uuid IS NOT NULL),"
+    " fin AS (" SUCCESS_SQL "),"
+    " next AS (" CLAIM_SQL("$7", "$8", "$9", "$10") ")"
+    " SELECT (SELECT count(*) FROM log), (SELECT count(*) FROM fin), next.* FROM (SELECT 1) one"
+    " LEFT JOIN next ON true";
+
+static int finish_and_claim(PGconn *conn, const struct gj_claim *c, const char *const *log, int *log_written,
+                            const struct gj_claim_ask *ask, struct gj_claim *next, int *claimed)
+{
+    char *kinds = NULL, lease[16] = "1";
+    if (ask && next && claimed) {
+        if (!(kinds = kinds_literal(ask->kinds))) {
+            gj_log_error(COMPONENT, "claim: out of memory");
+            return -1;
+        }
+        snprintf(lease, sizeof lease, "%d", ask->lease_seconds > 0 ? ask->lease_seconds : 1);
+    }
+    const char *p[10] = { c->id, c->lease_token, log ? log[0] : NULL, log ? log[1] : NULL, log ? log[2] : NULL,
+                          log ? log[3] : NULL, kinds, kinds ? ask->worker_id : NULL, lease,
+                          kinds ? ask->device : NULL };
+    PGresult *r = gj_db_exec_prepared(conn, "gj_queue_finish_claim", finish_claim_sql, 10, p, NULL);
+    free(kinds);
+    if (!r)
+        return -1;
+    *log_written = log != NULL;
+    int rows = atoi(PQgetvalue(r, 0, 1));
+    if (!PQgetisnull(r, 0, 2) && claim_from_row(conn, r, 2, next) == 1)
+        *claimed = 1;
+    PQclear(r);
+    if (rows == 0)
+        gj_log_warn(COMPONENT, "job %s: lease %s lost; result refused", c->id, c->lease_token);
+    return rows > 0 ? 0 : 1;
+}
 
 int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *output_dir,
                             gj_job_succeeded_fn on_success)
 {
+    return gj_queue_finish_success_next(conn, c, output_dir, on_success, NULL, NULL, NULL, NULL, NULL);
+}
+
+int gj_queue_finish_success_next(PGconn *conn, const struct gj_claim *c, const char *output_dir,
+                                 gj_job_succeeded_fn on_success, const char *const *log, int *log_written,
+                                 const struct gj_claim_ask *ask, struct gj_claim *next, int *claimed)
+{
+    int unused_written = 0, unused_claimed = 0;
+    struct gj_claim unused_next;
+    log_written = log_written ? log_written : &unused_written;
+    claimed = claimed ? claimed : &unused_claimed;
+    *log_written = *claimed = 0;
+    if (!next) {
+        next = &unused_next;
+        ask = NULL;
+    }
     char **names = NULL;
     size_t n = 0;
     if (output_dir && list_dir(output_dir, &names, &n) != 0) {
         gj_log_error(COMPONENT, "job %s: cannot list outputs in %s: %s", c->id, output_dir,
                      strerror(errno));
         return -1;
+    }
+    if (n == 0 && !on_success)
+        return finish_and_claim(conn, c, log, log_written, ask, next, claimed);
+    if (log) {   /* the log is whole before the job is seen to end, and outlives a rollback below */
+        PGresult *lr = gj_db_exec_prepared(conn, GJ_JOB_LOG_APPEND_NAME, GJ_JOB_LOG_APPEND_SQL, 4, log, NULL);
+        *log_written = lr != NULL;
+        PQclear(lr);
     }
     /* Names a client could not fetch safely fail the job (nothing is stored). */
     for (size_t i = 0; i < n; i++) {
@@ -436,18 +517,11 @@ int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *
     }
 
     const char *params[] = { c->id, c->lease_token };
-    if (n == 0 && !on_success) {
-        /* Nothing to store: one fenced statement is the whole finish. */
-        int rows = fenced(conn, success_sql, 2, params, NULL);
-        if (rows == 0)
-            gj_log_warn(COMPONENT, "job %s: lease %s lost; result refused", c->id, c->lease_token);
-        return rows > 0 ? 0 : rows == 0 ? 1 : -1;
-    }
     if (gj_db_begin(conn) != 0) {
         free_names(names, n);
         return -1;
     }
-    int rows = fenced(conn, success_sql, 2, params, NULL);
+    int rows = fenced_named(conn, "gj_queue_success", success_sql, 2, params, NULL);
     if (rows <= 0) {
         gj_db_rollback(conn);
         free_names(names, n);

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
+#include "common/gj_error.h"
 #include "service/db/blobstore.h"
 
 /* A claimed job, owned by the worker that claimed it. */
@@ -101,13 +102,16 @@ struct gj_submitted {
     const char *bad_input;         /* GJ_SUBMIT_INPUT_GONE, the upstream codes, CHAIN_TOO_DEEP: the input */
     char upstream_state[16];       /* GJ_SUBMIT_UPSTREAM_FAILED: 'failed' or 'canceled' */
     int waiting;                   /* GJ_SUBMIT_OK: 1 when the job waits for upstream jobs */
+    struct gj_error err;           /* anything but GJ_SUBMIT_OK: the answer POST /v1/jobs gives
+                                    * (status, field, message), for the route's gj_respond_error */
 };
 
 /* Creates a job: its row and its inputs. The one way a job comes to be (POST /v1/jobs,
  * STOW-RS, sub-tasks, tests); the history row and the NOTIFY come from the triggers. Runs
  * in the caller's transaction when one is open (anything but GJ_SUBMIT_OK leaves it for
  * the caller to roll back), else in a transaction of its own (committed on
- * GJ_SUBMIT_OK, else rolled back). Returns an enum gj_submit_rc. */
+ * GJ_SUBMIT_OK, else rolled back). Returns an enum gj_submit_rc, and on a refusal fills
+ * out->err: a caller tells the codes apart only where it answers in its own words. */
 int gj_queue_submit(PGconn *conn, const struct gj_submit *s, struct gj_submitted *out);
 
 /* Claims the best queued job of one of kinds (NULL-terminated) for worker_id.
@@ -143,6 +147,22 @@ typedef int (*gj_job_succeeded_fn)(PGconn *conn, const struct gj_claim *c, const
  * (returns -1). */
 int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *output_dir,
                             gj_job_succeeded_fn on_success);
+/* What a worker slot asks for next along with its job's end (gj_queue_finish_success_next):
+ * gj_queue_claim_on's arguments. */
+struct gj_claim_ask {
+    const char *worker_id;
+    const char *const *kinds;
+    int lease_seconds;
+    const char *device;
+};
+/* gj_queue_finish_success, writing the job's last log lines with it (log: gj_job_log_append's
+ * four parameters, job_log.h; NULL: none; *log_written says whether they were), and, when
+ * there is nothing to store (no output files, no on_success) and ask is given, claiming the
+ * slot's next job in the same statement (*claimed 1 and next filled, else 0; a claim is made
+ * even when the finish was refused). Nothing to store, it is one statement in all. */
+int gj_queue_finish_success_next(PGconn *conn, const struct gj_claim *c, const char *output_dir,
+                                 gj_job_succeeded_fn on_success, const char *const *log, int *log_written,
+                                 const struct gj_claim_ask *ask, struct gj_claim *next, int *claimed);
 /* Failure: retried (queued after backoff) when transient and attempts remain,
  * else failed. error is a JSON object {"message", "field"?} (borrowed). */
 int gj_queue_finish_failure(PGconn *conn, const struct gj_claim *c, json_t *error, int transient,

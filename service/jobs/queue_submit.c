@@ -245,9 +245,42 @@ static int insert_inputs(PGconn *conn, const struct gj_submit *s, const struct u
     return GJ_SUBMIT_OK;
 }
 
-int gj_queue_submit(PGconn *conn, const struct gj_submit *s, struct gj_submitted *out)
+/* out->err for a refusal rc: the answer POST /v1/jobs gives (the one place it is worded). */
+static void describe_refusal(int rc, const struct gj_submit *s, struct gj_submitted *out)
 {
-    memset(out, 0, sizeof *out);
+    char field[160];
+    snprintf(field, sizeof field, "inputs.%.100s", out->bad_input ? out->bad_input : "");
+    struct gj_error *e = &out->err;
+    switch (rc) {
+    case GJ_SUBMIT_INPUT_GONE:
+        gj_error_status(e, 422, field, "the blob of input '%s' was deleted", out->bad_input);
+        break;
+    case GJ_SUBMIT_UPSTREAM_GONE:
+        gj_error_status(e, 422, field, "the job it names was deleted");
+        break;
+    case GJ_SUBMIT_NO_OUTPUT:
+        gj_error_status(e, 422, field, "the job it names has no such output");
+        break;
+    case GJ_SUBMIT_UPSTREAM_FAILED:
+        gj_error_status(e, 422, field, "the job it names failed or was canceled");
+        break;
+    case GJ_SUBMIT_CHAIN_TOO_DEEP:
+        gj_error_status(e, 422, field, "the job it names waits in a chain of waiting jobs: this one would wait "
+                        "more than %d deep (--max-chain-depth); submit it once the chain has run further",
+                        s->max_chain_depth);
+        break;
+    case GJ_SUBMIT_TOO_MANY_WAITING:
+        gj_error_status(e, 429, NULL, "%d of this tenant's jobs wait for other jobs' outputs, the most this "
+                        "server allows (--max-waiting-jobs-per-tenant); submit this one when some have run",
+                        s->max_waiting_jobs);
+        break;
+    default:   /* a database error; a duplicate key or a lost lease, which callers act on by code */
+        gj_error_status(e, 503, NULL, "the job could not be stored");
+    }
+}
+
+static int submit(PGconn *conn, const struct gj_submit *s, struct gj_submitted *out)
+{
     struct upstream *ups = calloc(s->n_refs ? s->n_refs : 1, sizeof *ups);
     if (!ups) {
         gj_log_error(COMPONENT, "submit: out of memory");
@@ -274,5 +307,14 @@ int gj_queue_submit(PGconn *conn, const struct gj_submit *s, struct gj_submitted
         if (rc != GJ_SUBMIT_OK)
             gj_db_rollback(conn);
     }
+    return rc;
+}
+
+int gj_queue_submit(PGconn *conn, const struct gj_submit *s, struct gj_submitted *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = submit(conn, s, out);
+    if (rc != GJ_SUBMIT_OK)
+        describe_refusal(rc, s, out);
     return rc;
 }

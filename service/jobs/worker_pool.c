@@ -82,6 +82,8 @@ struct wp_slot {
     /* Private to the slot's thread. */
     char spare[1100];             /* an emptied work tree kept between jobs (see take_work_dir) */
     const struct gj_claim *claim;
+    struct gj_claim next;         /* claimed along with the last job's end; has_next: to run next */
+    int has_next;
     const struct input_set *inputs;   /* the running job's materialized inputs */
     struct child_spec *children;
     size_t n_children;
@@ -559,6 +561,23 @@ static gj_job_succeeded_fn succeeded_hook(const struct gj_server *srv, const cha
 
 enum ending { END_SUCCESS, END_FAIL, END_CANCEL, END_RELEASE, END_WAIT, END_NOTHING };
 
+/* A success, with the job's last log lines and, unless shutting down, the slot's next claim in
+ * the same statement where nothing is to be stored (gj_queue_finish_success_next). */
+static int record_success(struct wp_slot *s, PGconn *conn, const struct gj_claim *c, const char *out_dir)
+{
+    struct gj_worker_pool *wp = s->wp;
+    struct gj_server *srv = wp->srv;
+    struct gj_job_log_batch b;
+    int taken = gj_job_log_take(s->log, &b) == 1, written = 0;
+    struct gj_claim_ask ask = { srv->worker_id, wp->kinds, srv->cfg.lease_seconds,
+                                srv->placement.n_gpus == 0 ? "cpu" : NULL };
+    int ask_next = !s->has_next && !is_stopping(wp);
+    int rc = gj_queue_finish_success_next(conn, c, out_dir, succeeded_hook(srv, c->kind), taken ? b.params : NULL,
+                                          &written, ask_next ? &ask : NULL, &s->next, &s->has_next);
+    gj_job_log_settle(s->log, &b, written);
+    return rc;
+}
+
 /* One try at writing the job's end on conn. Returns what the finish_* functions
  * return (0 done, 1 refused: the lease was lost, -1 error) and sets *label, the
  * state for metrics. */
@@ -570,7 +589,7 @@ static int record_end(struct wp_slot *s, PGconn *conn, const struct gj_claim *c,
     *label = "lost";
     switch (how) {
     case END_SUCCESS:
-        rc = gj_queue_finish_success(conn, c, out_dir, succeeded_hook(wp->srv, c->kind));
+        rc = record_success(s, conn, c, out_dir);
         *label = rc == 0 ? "succeeded" : rc == 2 ? "failed" : "lost";
         break;
     case END_FAIL: {
@@ -603,6 +622,8 @@ static int record_end(struct wp_slot *s, PGconn *conn, const struct gj_claim *c,
         /* Outputs or sub-tasks could not be stored (nothing was): a transient
          * failure, so the job is retried rather than left to its lease. */
         gj_db_rollback(conn);
+        if (how == END_SUCCESS)   /* its lines were given back when the success failed */
+            gj_job_log_flush(s->log, conn);
         json_t *e = json_pack("{s:s}", "message",
                               how == END_SUCCESS ? "internal: the job's outputs could not be stored"
                                                  : "internal: the job's sub-tasks could not be queued");
@@ -654,7 +675,8 @@ static const char *finish(struct wp_slot *s, const struct gj_claim *c, enum endi
         int rc = -1, broken = 1;
         tries++;
         if (conn) {
-            gj_job_log_flush(s->log, conn);   /* the log is whole before the job is seen to end */
+            if (how != END_SUCCESS)   /* the log is whole before the job is seen to end (a success writes it) */
+                gj_job_log_flush(s->log, conn);
             rc = record_end(s, conn, c, how, err, out_dir, &label);
             broken = PQstatus(conn) != CONNECTION_OK;
             release_conn(wp, conn);
@@ -1048,6 +1070,21 @@ static int wait_free_slot(struct gj_worker_pool *wp)
     return gj_place_free_slots(p) > 0;
 }
 
+/* A claim made with the last job's end that the slot will not run (shutting down): back to the
+ * queue without spending an attempt, or, with no database now, to its lease's expiry. */
+static void give_back_next(struct wp_slot *s)
+{
+    if (!s->has_next)
+        return;
+    PGconn *conn = gj_db_acquire(s->wp->srv->db, DB_WAIT_MS);
+    if (!conn || gj_queue_release(conn, &s->next) != 0)
+        gj_log_warn(COMPONENT, "job %s: not given back; its lease will expire", s->next.id);
+    if (conn)
+        gj_db_release(s->wp->srv->db, conn);
+    gj_claim_clear(&s->next);
+    s->has_next = 0;
+}
+
 static void *worker_main(void *arg)
 {
     struct wp_slot *s = arg;
@@ -1055,6 +1092,15 @@ static void *worker_main(void *arg)
     struct gj_server *srv = wp->srv;
     int poll_ms = srv->cfg.poll_interval_ms > 0 ? srv->cfg.poll_interval_ms : 1000;
     while (!is_stopping(wp)) {
+        if (s->has_next) {   /* claimed with the last job's end */
+            struct gj_claim next = s->next;
+            s->has_next = 0;
+            memset(&s->next, 0, sizeof s->next);
+            gj_metrics_job_waited(next.kind, next.waited_seconds);
+            run_claim(s, &next);
+            gj_claim_clear(&next);
+            continue;
+        }
         if (!wait_free_slot(wp))
             continue;
         uint64_t seen = gj_notifier_queue_seq(srv->notifier);
@@ -1077,6 +1123,7 @@ static void *worker_main(void *arg)
         run_claim(s, &c);
         gj_claim_clear(&c);
     }
+    give_back_next(s);
     return NULL;
 }
 

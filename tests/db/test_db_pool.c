@@ -11,6 +11,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -131,12 +133,115 @@ static void test_silent_database(void **state)
     gj_db_pool_close(pool);
 }
 
+/* How many times the server has prepared name on conn's session (0 or 1). */
+static int prepared_on(PGconn *conn, const char *name)
+{
+    const char *p[] = { name };
+    PGresult *r = gj_db_exec(conn, "SELECT count(*) FROM pg_prepared_statements WHERE name = $1", 1, p, NULL);
+    assert_non_null(r);
+    int n = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return n;
+}
+
+static const char add_sql[] = "SELECT $1::int + 1";
+
+static int add_one(PGconn *conn, const char *v)
+{
+    const char *p[] = { v };
+    PGresult *r = gj_db_exec_prepared(conn, "test_add_one", add_sql, 1, p, NULL);
+    assert_non_null(r);
+    int n = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return n;
+}
+
+/* A statement run by name is prepared once per pool connection, and again on the fresh
+ * session after the old one was killed; outside the pool it runs as text. */
+static void test_prepared_per_connection(void **state)
+{
+    (void)state;
+    struct gj_db_pool *pool = gj_db_pool_open(gj_test_pg_url(), 1);
+    assert_non_null(pool);
+    PGconn *c = gj_db_acquire(pool, 100);
+    assert_non_null(c);
+    assert_int_equal(prepared_on(c, "test_add_one"), 0);
+    assert_int_equal(add_one(c, "1"), 2);
+    assert_int_equal(add_one(c, "41"), 42);
+    assert_int_equal(prepared_on(c, "test_add_one"), 1);
+    /* kept across a rolled-back transaction: a session's, not a transaction's */
+    assert_int_equal(gj_db_begin(c), 0);
+    assert_int_equal(add_one(c, "2"), 3);
+    gj_db_rollback(c);
+    assert_int_equal(add_one(c, "3"), 4);
+    /* the session is killed: the next statement goes on a fresh one, prepared there again */
+    PGconn *admin = gj_test_pg_connect(NULL);
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", PQbackendPID(c));
+    const char *p[] = { pid };
+    PGresult *r = gj_db_exec(admin, "SELECT pg_terminate_backend($1::int)", 1, p, NULL);
+    assert_non_null(r);
+    PQclear(r);
+    PQfinish(admin);
+    sleep_s(0.2);
+    assert_int_equal(add_one(c, "9"), 10);
+    assert_int_equal(prepared_on(c, "test_add_one"), 1);
+    gj_db_release(pool, c);
+    gj_db_pool_close(pool);
+    /* outside the pool: as text, nothing left prepared */
+    PGconn *plain = gj_test_pg_connect(NULL);
+    assert_int_equal(add_one(plain, "5"), 6);
+    assert_int_equal(prepared_on(plain, "test_add_one"), 0);
+    PQfinish(plain);
+}
+
+/* A migration changes what a prepared statement returns (ADD COLUMN under SELECT *): outside a
+ * transaction the statement is prepared anew and answers at once; inside one it fails (the
+ * transaction is lost anyway) and is prepared anew at its next use. */
+static void test_prepared_after_schema_change(void **state)
+{
+    (void)state;
+    PGconn *admin = gj_test_pg_connect(NULL);
+    assert_int_equal(gj_db_cmd(admin, "DROP TABLE IF EXISTS prep_t", 0, NULL), 0);
+    assert_int_equal(gj_db_cmd(admin, "CREATE TABLE prep_t (a int)", 0, NULL), 0);
+    assert_int_equal(gj_db_cmd(admin, "INSERT INTO prep_t VALUES (1)", 0, NULL), 0);
+    struct gj_db_pool *pool = gj_db_pool_open(gj_test_pg_url(), 1);
+    assert_non_null(pool);
+    PGconn *c = gj_db_acquire(pool, 100);
+    assert_non_null(c);
+    static const char sql[] = "SELECT * FROM prep_t";
+    PGresult *r = gj_db_exec_prepared(c, "test_prep_t", sql, 0, NULL, NULL);
+    assert_non_null(r);
+    assert_int_equal(PQnfields(r), 1);
+    PQclear(r);
+    assert_int_equal(gj_db_cmd(admin, "ALTER TABLE prep_t ADD COLUMN b int DEFAULT 7", 0, NULL), 0);
+    r = gj_db_exec_prepared(c, "test_prep_t", sql, 0, NULL, NULL);
+    assert_non_null(r);
+    assert_int_equal(PQnfields(r), 2);
+    PQclear(r);
+    assert_int_equal(gj_db_cmd(admin, "ALTER TABLE prep_t ADD COLUMN c int DEFAULT 8", 0, NULL), 0);
+    assert_int_equal(gj_db_begin(c), 0);
+    assert_null(gj_db_exec_prepared(c, "test_prep_t", sql, 0, NULL, NULL));
+    gj_db_rollback(c);
+    r = gj_db_exec_prepared(c, "test_prep_t", sql, 0, NULL, NULL);
+    assert_non_null(r);
+    assert_int_equal(PQnfields(r), 3);
+    PQclear(r);
+    assert_int_equal(prepared_on(c, "test_prep_t"), 1);
+    gj_db_release(pool, c);
+    gj_db_pool_close(pool);
+    assert_int_equal(gj_db_cmd(admin, "DROP TABLE prep_t", 0, NULL), 0);
+    PQfinish(admin);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_reserve),
         cmocka_unit_test(test_reserve_is_clamped),
         cmocka_unit_test(test_silent_database),
+        cmocka_unit_test(test_prepared_per_connection),
+        cmocka_unit_test(test_prepared_after_schema_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -751,6 +751,9 @@ static void test_submit(void **state)
     struct gj_submitted out;
     assert_int_equal(gj_queue_submit(f->conn, &s, &out), GJ_SUBMIT_INPUT_GONE);
     assert_string_equal(out.bad_input, "b");
+    assert_int_equal(out.err.status, 422);   /* worded here, answered by the route as it is */
+    assert_string_equal(out.err.field, "inputs.b");
+    assert_string_equal(out.err.message, "the blob of input 'b' was deleted");
     assert_int_equal(count(f, "SELECT count(*) FROM jobs", NULL), jobs0);   /* rolled back */
     assert_int_equal(count(f, "SELECT count(*) FROM blobs WHERE owner_job IS NOT NULL", NULL), 0);
 
@@ -764,6 +767,7 @@ static void test_submit(void **state)
     char first[GJ_UUID_LEN + 1];
     snprintf(first, sizeof first, "%s", out.id);
     assert_int_equal(gj_queue_submit(f->conn, &s, &out), GJ_SUBMIT_DUPLICATE);
+    assert_int_equal(out.err.status, 503);   /* unless the caller replays the first */
     assert_int_equal(count(f, "SELECT count(*) FROM jobs", NULL), jobs0 + 1);
     s.idempotency_key = NULL;   /* no key: a second job */
     s.inputs = NULL;
@@ -839,6 +843,107 @@ static void test_delete_rule(void **state)
 }
 
 
+/* ---- a success, its log and the next claim in one statement ------------------------- */
+
+static void test_finish_and_claim_next(void **state)
+{
+    struct fixture *f = *state;
+    char a[GJ_UUID_LEN + 1], b[GJ_UUID_LEN + 1], c3[GJ_UUID_LEN + 1];
+    submit(f, "noop", 0, 3, NULL, a);
+    submit(f, "noop", 0, 3, NULL, b);
+    struct gj_claim ca, next, after;
+    assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &ca), 1);
+    assert_string_equal(ca.id, a);
+    char empty[600];
+    make_dir(f, "empty", empty, sizeof empty);
+    const char *log[4] = { a, "1", "[[1700000000000, \"info\", \"ran\"]]", "0" };
+    struct gj_claim_ask ask = { "w1", noop_kinds, 30, "cpu" };
+    int written = 0, claimed = 0;
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &ca, empty, NULL, log, &written, &ask, &next, &claimed), 0);
+    assert_int_equal(written, 1);
+    gj_claim_clear(&ca);
+    assert_string_equal(job_field(f, a, "state"), "succeeded");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1 AND line = 'ran'", a), 1);
+    /* the next job, claimed as gj_queue_claim_on would: leased to w1, on cpu, its attempt counted */
+    assert_int_equal(claimed, 1);
+    assert_string_equal(next.id, b);
+    assert_string_equal(job_field(f, b, "state"), "running");
+    assert_string_equal(job_field(f, b, "lease_owner"), "w1");
+    assert_string_equal(job_field(f, b, "device"), "cpu");
+    assert_string_equal(job_field(f, b, "lease_token"), next.lease_token);
+    assert_int_equal(next.attempts, 1);
+    assert_string_equal(next.kind, "noop");
+    /* a lost lease: the end is refused, the log lines are kept, and the slot still gets work */
+    submit(f, "noop", 0, 3, NULL, c3);
+    expire_lease(f, b);
+    const char *log_b[4] = { b, "1", "[[1700000000000, \"warn\", \"late\"]]", "0" };
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &next, empty, NULL, log_b, &written, &ask, &after,
+                                                  &claimed), 1);
+    assert_int_equal(written, 1);
+    assert_string_equal(job_field(f, b, "state"), "running");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1", b), 1);
+    assert_int_equal(claimed, 1);
+    assert_string_equal(after.id, c3);
+    /* outputs to store: the transaction as before, no claim along */
+    char out[600];
+    make_dir(f, "out", out, sizeof out);
+    write_text(out, "result.json", "{}");
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &after, out, NULL, NULL, &written, &ask, &ca, &claimed),
+                     0);
+    assert_int_equal(written, 0);
+    assert_int_equal(claimed, 0);
+    assert_string_equal(job_field(f, c3, "state"), "succeeded");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_outputs WHERE job_id = $1", c3), 1);
+    /* nothing queued: no claim, the end recorded */
+    gj_claim_clear(&next);
+    exec_ok(f, "UPDATE jobs SET lease_expires_at = now() + interval '30 s' WHERE id = $1", b);
+    struct gj_claim nb;
+    memset(&nb, 0, sizeof nb);
+    snprintf(nb.id, sizeof nb.id, "%s", b);
+    snprintf(nb.lease_token, sizeof nb.lease_token, "%s", job_field(f, b, "lease_token"));
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &nb, empty, NULL, NULL, &written, &ask, &ca, &claimed), 0);
+    assert_int_equal(claimed, 0);
+    assert_string_equal(job_field(f, b, "state"), "succeeded");
+    gj_claim_clear(&after);
+}
+
+/* gj_job_log_append keeps a line while the job's log stays under 10000 lines and within 1 MiB,
+ * in order (a line too long is dropped, a shorter one after it kept), and counts the rest as
+ * dropped; a batch that fits is kept whole (migration 0020's one INSERT), numbered on. */
+static void append(struct fixture *f, const char *job, const char *entries)
+{
+    const char *p[] = { job, entries };
+    assert_int_equal(gj_db_cmd(f->conn, "SELECT gj_job_log_append($1::uuid, 1, $2::jsonb, 0)", 2, p), 0);
+}
+
+static void test_job_log_bounds(void **state)
+{
+    struct fixture *f = *state;
+    char id[GJ_UUID_LEN + 1];
+    submit(f, "noop", 0, 3, NULL, id);
+    append(f, id, "[[1700000000000, \"info\", \"a\"], [1700000000001, \"warn\", \"bb\"]]");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1", id), 2);
+    assert_int_equal(count(f, "SELECT max(seq) FROM job_log WHERE job_id = $1 AND line = 'bb'", id), 2);
+    /* 3 short of the line bound: a batch of 3 is kept whole, at the bound */
+    exec_ok(f, "UPDATE job_log_totals SET lines = 9995 WHERE job_id = $1", id);
+    append(f, id, "[[1, \"info\", \"c\"], [2, \"info\", \"d\"], [3, \"info\", \"e\"], [4, \"info\", \"f\"], "
+                  "[5, \"info\", \"g\"]]");
+    assert_int_equal(count(f, "SELECT lines FROM job_log_totals WHERE job_id = $1", id), 10000);
+    assert_int_equal(count(f, "SELECT dropped FROM job_log_totals WHERE job_id = $1", id), 0);
+    assert_int_equal(count(f, "SELECT max(seq) FROM job_log WHERE job_id = $1", id), 10000);
+    /* at the bound: dropped, counted */
+    append(f, id, "[[6, \"info\", \"h\"], [7, \"info\", \"i\"]]");
+    assert_int_equal(count(f, "SELECT dropped FROM job_log_totals WHERE job_id = $1", id), 2);
+    /* the byte bound, line by line in order: the long line dropped, the short one after it kept */
+    exec_ok(f, "UPDATE job_log_totals SET lines = 0, bytes = 1048570, dropped = 0 WHERE job_id = $1", id);
+    exec_ok(f, "DELETE FROM job_log WHERE job_id = $1", id);
+    append(f, id, "[[8, \"info\", \"0123456789\"], [9, \"info\", \"xyz\"]]");
+    assert_int_equal(count(f, "SELECT lines FROM job_log_totals WHERE job_id = $1", id), 1);
+    assert_int_equal(count(f, "SELECT bytes FROM job_log_totals WHERE job_id = $1", id), 1048573);
+    assert_int_equal(count(f, "SELECT dropped FROM job_log_totals WHERE job_id = $1", id), 1);
+    assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1 AND line = 'xyz' AND seq = 1", id), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -855,6 +960,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_workers_registry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_rule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_finish_and_claim_next, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_job_log_bounds, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

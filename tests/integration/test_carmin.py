@@ -580,20 +580,26 @@ def test_gateway_flow():
 
 
 def test_execution_errors_and_kill():
-    bad = [({"name": "x"}, 400, 40001),
-           ({"name": "x", "pipelineIdentifier": "nope", "inputValues": {}}, 404, 40401),
-           ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"colour": "red"}}, 400, 40001),
+    # each refusal's status, code and words (checked once, at the edge: carmin_respond_error)
+    bad = [({"name": "x"}, 400, 40001, "an execution is {name (1 to 200 characters, no control characters), "
+            "pipelineIdentifier, inputValues (an object), resultsLocation and timeout (optional)}"),
+           ({"name": "x", "pipelineIdentifier": "nope", "inputValues": {}}, 404, 40401, "no pipeline nope"),
+           ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"colour": "red"}}, 400, 40001,
+            "pipeline recon has no parameter colour"),
            ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"projections": "/vip/Home/none"}}, 404,
-            40401),
-           ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"params": "{not json"}}, 400, 40001),
+            40401, "input projections: no file "),
+           ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"params": "{not json"}}, 400, 40001,
+            "params is a JSON object (or its text)"),
            ({"name": "x", "pipelineIdentifier": "noop", "inputValues": {}, "resultsLocation": "/vip/Home/secret.txt"},
-            409, 40901),
+            409, 40901, " is not a directory: it, or a directory above it, is a file"),
            ({"name": "x", "pipelineIdentifier": "recon", "inputValues": {"params": {"algorithm": "magic"}}}, 400,
-            40001)]
+            40001, "geometry: geometry is required"),   # the kind's field: its words
+           ({"name": "x", "pipelineIdentifier": "noop", "inputValues": {}, "timeout": -1}, 400, 40001, "timeout")]
     before = int(call("GET", "/executions/count", key=A).body)
-    for body, status, code in bad:
-        error(call("POST", "/executions", key=A, body=json.dumps(body).encode(),
-                   headers={"Content-Type": "application/json"}), status, code)
+    for body, status, code, words in bad:
+        got = error(call("POST", "/executions", key=A, body=json.dumps(body).encode(),
+                         headers={"Content-Type": "application/json"}), status, code)
+        assert words in got["errorMessage"], (body, got)
     assert int(call("GET", "/executions/count", key=A).body) == before          # nothing half-made
     e = execution(A, {"name": "long", "pipelineIdentifier": "noop", "inputValues": {"params": {"sleep_ms": 20000}}})
     r = call("PUT", "/executions/%s/kill" % e["identifier"], key=A)

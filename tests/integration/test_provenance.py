@@ -267,6 +267,13 @@ def make_dicom(tmp):
     return open(dcm, "rb").read()
 
 
+def have_onednn():
+    """Whether the server's binary links oneDNN (meson finds libdnnl-dev where it is installed)."""
+    import harness
+    out = subprocess.run(["ldd", harness.GPUJOBD], capture_output=True, text=True).stdout
+    return "libdnnl" in out
+
+
 def test_infer_rerun_is_identical_and_records_the_model():
     blob = C.upload(make_dicom(tempfile.mkdtemp(prefix="gj-prov-")), "application/dicom")["id"]
     job = run("infer", {"model": "chest-xray-demo"}, {"dicom": blob})
@@ -274,6 +281,9 @@ def test_infer_rerun_is_identical_and_records_the_model():
     env = env_of(crate_of(job["id"]), job["id"])
     assert re.fullmatch(r"[0-9a-f]{64}", env["model.sha256"]) and env["model.name"] == "chest-xray-demo", env
     assert env["libraries.openblas"] and env["precision"] == "fp32", env
+    # oneDNN convolves where the build has it (the server's default), and the record says which
+    if os.environ.get("GJ_ONNX_DNNL") != "0" and have_onednn():
+        assert re.fullmatch(r"\d+\.\d+\.\d+ \(.*\)", env.get("libraries.onednn", "")), env
     assert_identical(job, "infer")
 
 

@@ -3,7 +3,7 @@
 reference output and writes MODEL.onnx, MODEL.in.f32 and MODEL.out.f32 into OUTDIR.
 
     models.py OUTDIR NAME [--size S] [--batch B] [--opset N] [--reuse]
-      NAME: resnet18 | densenet121 | vit | chest-xray
+      NAME: resnet18 | densenet121 | densenet169 | vit | chest-xray
 
 chest-xray is the shipped demo model (models/chest-xray-demo/1/model.onnx, copied as is) with
 its PyTorch weights (model.pt in the network of tools/train_demo_model.py) as the reference.
@@ -91,6 +91,8 @@ def build(name, size):
         m = torchvision.models.resnet18()
     elif name == "densenet121":
         m = torchvision.models.densenet121()
+    elif name == "densenet169":
+        m = torchvision.models.densenet169()
     elif name == "vit":
         m = ViT(img=size)
     else:

@@ -129,6 +129,107 @@ static void test_conv(void **st)
     }
 }
 
+/* A Conv's geometry for conv_case: input N x C x H x W, M filters of kh x kw. */
+struct conv_geom {
+    int64_t N, C, H, W, M, kh, kw, sh, sw, dh, dw, pads[4];
+    int bias, relu;
+};
+
+/* y = Conv(x) computed directly (the reference for conv_case). */
+static void conv_direct(const struct conv_geom *g, const float *x, const float *w, const float *bias, float *y,
+                        int64_t OH, int64_t OW)
+{
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t m = 0; m < g->M; m++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = g->bias ? bias[m] : 0;
+                    for (int64_t c = 0; c < g->C; c++)
+                        for (int64_t i = 0; i < g->kh; i++)
+                            for (int64_t j = 0; j < g->kw; j++) {
+                                int64_t ih = oh * g->sh - g->pads[0] + i * g->dh, iw = ow * g->sw - g->pads[1] + j * g->dw;
+                                if (ih >= 0 && ih < g->H && iw >= 0 && iw < g->W)
+                                    acc += (double)x[((n * g->C + c) * g->H + ih) * g->W + iw] *
+                                           w[((m * g->C + c) * g->kh + i) * g->kw + j];
+                            }
+                    float v = (float)acc;
+                    y[((n * g->M + m) * OH + oh) * OW + ow] = g->relu && v < 0 ? 0 : v;
+                }
+}
+
+/* One Conv (with bias and a following Relu where asked) on pseudo-random data, run by the CPU
+ * backend (dnnl "1": oneDNN where the build has it; "0": our im2col + GEMM), against
+ * conv_direct. */
+static void conv_case(const struct conv_geom *g, const char *dnnl)
+{
+    int64_t OH = (g->H + g->pads[0] + g->pads[2] - ((g->kh - 1) * g->dh + 1)) / g->sh + 1;
+    int64_t OW = (g->W + g->pads[1] + g->pads[3] - ((g->kw - 1) * g->dw + 1)) / g->sw + 1;
+    size_t nx = (size_t)(g->N * g->C * g->H * g->W), nw = (size_t)(g->M * g->C * g->kh * g->kw);
+    size_t ny = (size_t)(g->N * g->M * OH * OW);
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *bias = malloc((size_t)g->M * 4);
+    float *y = malloc(ny * 4), *want = malloc(ny * 4);
+    assert_true(x && w && bias && y && want);
+    uint32_t seed = 12345;
+    for (size_t i = 0; i < nx + nw + (size_t)g->M; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        float v = (float)(seed >> 8) / 16777216.0f - 0.5f;
+        if (i < nx)
+            x[i] = v;
+        else if (i < nx + nw)
+            w[i - nx] = v;
+        else
+            bias[i - nx - nw] = v;
+    }
+    conv_direct(g, x, w, bias, want, OH, OW);
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 4, D(g->N, g->C, g->H, g->W));
+    gb_init(&b, "w", T_FLOAT, 4, D(g->M, g->C, g->kh, g->kw), w);
+    if (g->bias)
+        gb_init(&b, "b", T_FLOAT, 1, D(g->M), bias);
+    struct pb at[3] = { pb_attr_ints("pads", 4, g->pads), pb_attr_ints("strides", 2, D(g->sh, g->sw)),
+                        pb_attr_ints("dilations", 2, D(g->dh, g->dw)) };
+    gb_node(&b, "Conv", g->bias ? S("x", "w", "b") : S("x", "w"), S(g->relu ? "c" : "y"), 3, at);
+    if (g->relu)
+        gb_node(&b, "Relu", S("c"), S("y"), 0, NULL);
+    gb_output(&b, "y");
+    struct pb m = gb_finish(&b);
+    char msg[600];
+    setenv("GJ_ONNX_DNNL", dnnl, 1);
+    int rc = run_model(&m, (int)g->N, x, NULL, y, ny * 4, msg);
+    unsetenv("GJ_ONNX_DNNL");
+    if (rc)
+        fail_msg("%s", msg);
+    expect_f(y, want, (int)ny, 1e-4f);
+    free(x);
+    free(w);
+    free(bias);
+    free(y);
+    free(want);
+}
+
+/* Convolutions large enough to be split across 2 threads: by images (batch 2) and, at batch
+ * 1, by output channels (40 filters: a partial block of 16 in the last slice; 48 input
+ * channels of 40x40: the input's reorder in two parts), with stride 2 and uneven padding (an
+ * end padding the output size makes negative: 1x1 stride 2 on an even size), dilation, with
+ * and without bias and ReLU: the CPU backend's kernels (oneDNN's where built, and ours)
+ * against a direct convolution. */
+static void test_conv_shapes(void **st)
+{
+    (void)st;
+    const struct conv_geom g[] = {
+        { 2, 16, 20, 20, 40, 3, 3, 2, 2, 1, 1, { 1, 0, 2, 1 }, 1, 1 },
+        { 1, 3, 17, 15, 20, 3, 3, 1, 1, 2, 2, { 2, 2, 2, 2 }, 0, 0 },
+        { 2, 64, 14, 14, 128, 1, 1, 2, 2, 1, 1, { 0, 0, 0, 0 }, 1, 0 },
+        { 1, 24, 9, 9, 33, 1, 1, 1, 1, 1, 1, { 0, 0, 0, 0 }, 0, 1 },
+        { 1, 16, 20, 20, 40, 3, 3, 2, 2, 1, 1, { 1, 0, 2, 1 }, 1, 1 },
+        { 1, 48, 40, 40, 64, 1, 1, 1, 1, 1, 1, { 0, 0, 0, 0 }, 1, 0 },
+    };
+    for (size_t i = 0; i < sizeof g / sizeof *g; i++) {
+        conv_case(&g[i], "1");
+        conv_case(&g[i], "0");
+    }
+}
+
 static void test_pools(void **st)
 {
     (void)st;
@@ -650,8 +751,9 @@ static void test_huge_sizes(void **st)
         expect_limit(&e, &op, "limit", &ok);
     }
     /* the limit counts scratch: a 3x3 Conv on 100x100 holds about 80 kB of tensors but needs
-     * 360 kB of im2col scratch on the CPU */
+     * 360 kB of im2col scratch on the CPU (our kernel: oneDNN's needs none here) */
     {
+        setenv("GJ_ONNX_DNNL", "0", 1);
         float w9[9] = { 0 };
         struct gb e = { 0 };
         gb_input(&e, "x", T_FLOAT, 4, D(1, 1, 100, 100));
@@ -663,6 +765,7 @@ static void test_huge_sizes(void **st)
         struct onnx_session_options ok = op;
         ok.max_bytes = 500000;
         expect_limit(&e, &op, "scratch", &ok);
+        unsetenv("GJ_ONNX_DNNL");
     }
     /* a length prefix claiming 2^60 bytes */
     uint8_t bad[16] = { (7 << 3) | 2, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10 };
@@ -876,6 +979,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_conv_shapes),
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_unary),
         cmocka_unit_test(test_softmax_layernorm),

@@ -673,7 +673,7 @@ static int cuda_takes(int op, int xe, int ye, int ne, char *msg)
     struct onnx_tensor x = { .elem = xe }, y = { .elem = ye }, o = { .elem = ne };
     const struct onnx_tensor *ins[2] = { &x, &y };
     struct onnx_tensor *outs[1] = { &o };
-    struct onnx_kargs a = { &nd, &p, ye ? 2 : 1, 1, ins, outs, NULL };
+    struct onnx_kargs a = { &nd, &p, ye ? 2 : 1, 1, ins, outs, NULL, 0 };
     return onnx_cuda_types_ok(&a, msg, 256);
 }
 

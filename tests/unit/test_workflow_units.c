@@ -1,9 +1,10 @@
 /* Issue 15's pure parts: the webhook signature against Standard Webhooks' published vector,
  * the secret's text form, a job log line made safe, and the callback policy (allow list,
- * URLs, refused addresses, IPv4-mapped IPv6 included). */
+ * URLs, refused addresses, IPv4-mapped IPv6 included); the label checks' errors. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -11,6 +12,7 @@
 
 #include "service/base/base64.h"
 #include "service/jobs/callback_policy.h"
+#include "service/jobs/job_fields.h"
 #include "service/jobs/job_log.h"
 #include "service/workflow/workflow.h"
 
@@ -139,6 +141,37 @@ static void test_ipv4_inside_ipv6(void **state)
     assert_non_null(strstr(why, "loopback"));
 }
 
+/* Labels in a body (422, field labels.KEY) and as ?label= filters (400, field label): one
+ * check, its words and status the caller's struct gj_error carries to the route. */
+static void test_label_errors(void **state)
+{
+    (void)state;
+    struct gj_error e = { 0 };
+    json_t *filter = json_object();
+    assert_int_equal(gj_label_filter_add(filter, "team=a", &e), 0);
+    assert_int_equal(gj_label_filter_add(filter, "bad key=a", &e), -1);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.field, "label");
+    assert_string_equal(e.message, "a label's key holds letters, digits and . _ - / only");
+    for (int i = 1; i < GJ_LABELS_MAX; i++) {
+        char kv[32];
+        snprintf(kv, sizeof kv, "k%d=v", i);
+        assert_int_equal(gj_label_filter_add(filter, kv, &e), 0);
+    }
+    assert_int_equal(gj_label_filter_add(filter, "one=more", &e), -1);
+    assert_string_equal(e.message, "at most 32 label filters");
+    json_decref(filter);
+
+    json_t *body = json_pack("{s:{s:s}}", "labels", "ok", "a\001b");
+    struct gj_config cfg = { 0 };
+    struct gj_job_fields f;
+    assert_int_equal(gj_job_fields_read(body, &cfg, &f, &e), -1);
+    assert_int_equal(e.status, 422);
+    assert_string_equal(e.field, "labels.ok");
+    assert_string_equal(e.message, "a label's value is a string of at most 255 characters without control characters");
+    json_decref(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -147,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_allow_list_and_urls),
         cmocka_unit_test(test_addresses),
         cmocka_unit_test(test_ipv4_inside_ipv6),
+        cmocka_unit_test(test_label_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

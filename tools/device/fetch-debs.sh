@@ -32,7 +32,7 @@ list_only=0
 ROOTS="
 pkgconf
 libmicrohttpd-dev libjansson-dev libpq-dev libssl-dev libcmocka-dev
-libfftw3-dev libopenblas-dev libpng-dev zlib1g-dev libexpat1-dev
+libfftw3-dev libopenblas-dev libdnnl-dev libpng-dev zlib1g-dev libexpat1-dev
 libturbojpeg0-dev libjpeg62-turbo-dev libopenjp2-7-dev libcharls-dev
 libprotobuf-c-dev protobuf-c-compiler libcurl4-openssl-dev libarchive-dev libgrpc-dev
 postgresql-15 postgresql-client-15

@@ -197,9 +197,10 @@ static int bench_one(const char *path, onnx_model *m, int batch, const struct be
     else
         snprintf(how, sizeof how, "%s %s%s", bo->backend, precision_names[bo->precision],
                  bo->graphs ? " graphs" : "");
-    printf("%-24s batch %2d %s: %8.1f inferences/s  median %8.2f ms/batch  p90 %8.2f ms  "
+    double per_s = (double)r.runs * batch / r.total_s;   /* 3 decimals below 10 (1024x1024 models) */
+    printf("%-24s batch %2d %s: %8.*f inferences/s  median %8.2f ms/batch  p90 %8.2f ms  "
            "(%d runs, session %.0f ms, arena %.1f MiB, %.1f MiB without reuse, device %.1f MiB)\n",
-           name, batch, how, (double)r.runs * batch / r.total_s, r.median_s * 1e3, r.p90_s * 1e3,
+           name, batch, how, per_s < 10 ? 3 : 1, per_s, r.median_s * 1e3, r.p90_s * 1e3,
            (int)r.runs, r.create_s * 1e3, r.arena_bytes / 1048576.0, r.naive_bytes / 1048576.0,
            r.device_bytes / 1048576.0);
     fflush(stdout);

@@ -15,7 +15,7 @@
 
 #include "infer/onnx/onnx_cpu.h"
 
-static struct onnx_backend_ctx host_ctx = { NULL, 1 };
+static struct onnx_backend_ctx host_ctx = { NULL, 1, NULL };
 
 const char *onnx_cpu_blas_config(void)
 {
@@ -43,6 +43,7 @@ static int cpu_init(struct onnx_backend_ctx **out, const struct onnx_session_opt
     /* GEMMs are split across the pool's threads, each calling a single-threaded
      * OpenBLAS: only our threads run, and OpenBLAS's own workers never spin against them. */
     openblas_set_num_threads(1);
+    c->dnnl = onnx_dnnl_create(threads);
     *out = c;
     return 0;
 }
@@ -50,6 +51,7 @@ static int cpu_init(struct onnx_backend_ctx **out, const struct onnx_session_opt
 static void cpu_fini(struct onnx_backend_ctx *c)
 {
     if (c && c != &host_ctx) {
+        onnx_dnnl_free(c->dnnl);
         onnx_pool_free(c->pool);
         free(c);
     }
@@ -235,6 +237,9 @@ static int k_conv(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     int one = conv_is_1x1(p);
     if (y->numel == 0)   /* an empty output (a dim of 0) has no scratch to index */
         return 0;
+    int rc = onnx_dnnl_conv_run(c, c->dnnl, a);
+    if (rc <= 0)
+        return rc;
     struct conv_job j = { .H = H, .W = W, .OH = OH, .OW = OW, .kh = p->kernel[0], .kw = p->kernel[1],
         .sh = p->strides[0], .sw = p->strides[1], .ph = p->pads[0], .pw = p->pads[1],
         .dh = p->dilations[0], .dw = p->dilations[1], .col = a->scratch };
@@ -1028,6 +1033,14 @@ static size_t f32_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a
     return a->node->op == ONNX_OP_CONV ? conv_scratch(c, a) : 0;
 }
 
+/* A float32 Conv goes to oneDNN where it takes it (its primitive is made now), else to
+ * our im2col + GEMM. */
+static size_t conv_or_dnnl_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
+{
+    size_t sb = a->in[0]->elem == ONNX_ELEM_FLOAT ? onnx_dnnl_conv_prepare(c->dnnl, a) : (size_t)-1;
+    return sb != (size_t)-1 ? sb : conv_scratch(c, a);
+}
+
 static int k_floats(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     int op = a->node->op, e = a->in[0]->elem;
@@ -1045,6 +1058,8 @@ static size_t cpu_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a
         return onnx_cpu_reduce_scratch(a);
     if (!f32_kernels[op])
         return 0;
+    if (op == ONNX_OP_CONV && a->in[0]->elem == ONNX_ELEM_FLOAT)
+        return conv_or_dnnl_scratch(c, a);
     return f32_scratch(c, a) + (is_half(a->in[0]->elem) ? onnx_cpu_via_f32_scratch(a) : 0);
 }
 

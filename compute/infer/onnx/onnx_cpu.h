@@ -17,6 +17,7 @@
 struct onnx_backend_ctx {
     struct onnx_pool *pool;
     int threads;
+    struct onnx_dnnl *dnnl;   /* oneDNN's convolutions (onnx_cpu_dnnl.c), or NULL */
 };
 
 #define PAR_GRAIN 16384   /* elements below which a loop runs on one thread */
@@ -78,6 +79,16 @@ static inline void onnx_cpu_reduce_next(const struct onnx_tensor *x, const int64
         idx[d] = 0;
     }
 }
+
+/* onnx_cpu_dnnl.c: float32 convolutions through oneDNN where the build has it (else these
+ * do nothing and our im2col + GEMM kernel runs). create: NULL when oneDNN is absent, fails,
+ * or GJ_ONNX_DNNL=0. prepare (at session creation): builds node a's primitive and packs its
+ * weights; returns the scratch bytes its runs need, or (size_t)-1 where it takes no part.
+ * run: 0 done, 1 not prepared (run our kernel), -1 failed. */
+struct onnx_dnnl *onnx_dnnl_create(int threads);
+void onnx_dnnl_free(struct onnx_dnnl *d);
+size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a);
+int onnx_dnnl_conv_run(struct onnx_backend_ctx *c, struct onnx_dnnl *d, const struct onnx_kargs *a);
 
 /* onnx_cpu_floats.c: runs `f32` (a float32 kernel) on a node whose float tensors are FLOAT16
  * or BFLOAT16: they are converted to float32 in scratch (after the kernel's own scratch,

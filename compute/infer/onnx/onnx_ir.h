@@ -143,6 +143,7 @@ struct onnx_kargs {
     const struct onnx_tensor *const *in;  /* n_in entries; NULL for absent optional inputs */
     struct onnx_tensor *const *out;       /* n_out entries; NULL for unused optional outputs */
     void *scratch;
+    unsigned const_in;                    /* bit i: input i is a constant (same data every run) */
 };
 
 typedef int (*onnx_kernel_fn)(struct onnx_backend_ctx *be, const struct onnx_kargs *a);

@@ -139,6 +139,9 @@ int onnx_backend_available(const char *backend, struct gj_error *why);
 /* The BLAS the cpu backend computes with: OpenBLAS's build configuration (version, kernel
  * core and threading), for provenance records. */
 const char *onnx_cpu_blas_config(void);
+/* oneDNN's version, "MAJOR.MINOR.PATCH (commit)", when it runs the float32 convolutions;
+ * NULL when not built in or turned off (GJ_ONNX_DNNL=0). */
+const char *onnx_dnnl_version(void);
 /* cuDNN's version (cudnnGetVersion, e.g. 90100) for the cuda backend; 0 when built without it. */
 size_t onnx_cudnn_version(void);
 

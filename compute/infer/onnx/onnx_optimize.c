@@ -46,7 +46,7 @@ static int host_outputs(struct onnx_session *s, const struct rnode *rn, struct o
 /* rn's CPU kernel on the host, with the scratch it asks for. */
 static int host_kernel(const struct rnode *rn, const struct onnx_tensor *const *ins, struct onnx_tensor *const *outs)
 {
-    struct onnx_kargs a = { rn->n, &rn->p, rn->n_in, rn->n_out, ins, outs, NULL };
+    struct onnx_kargs a = { rn->n, &rn->p, rn->n_in, rn->n_out, ins, outs, NULL, 0 };
     struct onnx_backend_ctx *h = onnx_cpu_host_ctx();
     size_t sb = onnx_backend_cpu.scratch_bytes ? onnx_backend_cpu.scratch_bytes(h, &a) : 0;
     a.scratch = sb ? malloc(sb) : NULL;

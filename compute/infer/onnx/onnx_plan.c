@@ -260,7 +260,10 @@ static int prepare_call(struct onnx_session *s, struct rnode *rn, struct gj_erro
         rn->ain[i] = rn->in[i] >= 0 ? &s->v[rn->in[i]].t : NULL;
     for (int o = 0; o < rn->n_out; o++)
         rn->aout[o] = rn->out[o] >= 0 ? &s->v[rn->out[o]].t : NULL;
-    rn->a = (struct onnx_kargs){ rn->n, &rn->p, rn->n_in, rn->n_out, rn->ain, rn->aout, NULL };
+    rn->a = (struct onnx_kargs){ rn->n, &rn->p, rn->n_in, rn->n_out, rn->ain, rn->aout, NULL, 0 };
+    for (int i = 0; i < rn->n_in && i < 32; i++)
+        if (rn->in[i] >= 0 && s->v[rn->in[i]].storage == ST_CONST)
+            rn->a.const_in |= 1u << i;
     if (!rn->alias && !be->kernels[rn->op])
         return gj_error_set(err, "model", "node '%s' (%s): backend '%s' has no kernel for it", rn->n->name,
                             onnx_op_name(rn->op), be->name);

@@ -743,11 +743,13 @@ out:
 static const char *const infer_run_records[] = { "result.json", "result*.dcm", NULL };
 
 /* The model as this attempt will run it: its version, digest (SHA-256 of model.onnx),
- * config and precision; OpenBLAS for the cpu backend. */
+ * config and precision; OpenBLAS and oneDNN (where it convolves) for the cpu backend. */
 static int infer_environment(const struct gj_job *job, int device, json_t *env)
 {
     json_t *libs = json_object_get(env, "libraries");
+    const char *dnnl = onnx_dnnl_version();
     if (json_object_set_new(libs, "openblas", json_string(onnx_cpu_blas_config())) ||
+        (dnnl && json_object_set_new(libs, "onednn", json_string(dnnl))) ||
         (device != GJ_DEVICE_CPU && onnx_cudnn_version() &&
          json_object_set_new(libs, "cudnn", json_integer((json_int_t)onnx_cudnn_version()))))
         return -1;

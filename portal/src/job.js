@@ -91,6 +91,13 @@ function runAgainButton(job, onError) {
   return b;
 }
 
+// A large output is fetched straight from the object store when the service keeps it there
+// (?redirect=presigned: 307 to a presigned URL; a large object is answered as before).
+const PRESIGNED_FROM = 16 * 1024 * 1024;
+function downloadUrl(o) {
+  return o.size >= PRESIGNED_FROM ? `${o.url}${o.url.includes('?') ? '&' : '?'}redirect=presigned` : o.url;
+}
+
 function outputsTable(job, outputs) {
   const rows = outputs.map((o) => {
     const extra = [];
@@ -99,7 +106,7 @@ function outputsTable(job, outputs) {
         'Reconstruct', h('span', { class: 'sr-only' }, ` ${o.name}`)));
     }
     return h('tr', {},
-      h('th', { scope: 'row' }, h('a', { href: o.url, download: o.name }, o.name)),
+      h('th', { scope: 'row' }, h('a', { href: downloadUrl(o), download: o.name }, o.name)),
       h('td', {}, bytes(o.size)), h('td', {}, o.content_type), h('td', {}, extra));
   });
   return h('section', { 'aria-labelledby': 'outputs-h' }, h('h2', { id: 'outputs-h' }, 'Outputs'),

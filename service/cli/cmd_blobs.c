@@ -1,6 +1,7 @@
 /*
  * cmd_blobs.c — `gpujobd blobs migrate --to s3 [--database-url URL] --s3-endpoint ... --s3-bucket ...`:
- * moves the blobs kept as large objects into the S3 store while the service runs (issue 30).
+ * moves the blobs kept as large objects, then the model repository's files, into the S3 store while
+ * the service runs (issue 30).
  *
  * One blob at a time: its large object is read (in a transaction of its own) into an upload
  * (blob_s3.h: the key recorded as unowned first), the object is read back from the store and
@@ -28,20 +29,24 @@
 #define CHUNK (1024 * 1024)
 
 struct moved {
-    long blobs, failed;
+    long blobs, model_files, failed;
     unsigned long long bytes;
 };
 
-/* The large object into an upload; sha256 receives the digest of what was read. NULL on failure. */
-static struct gj_blob_s3w *copy_out(PGconn *conn, const char *tenant, unsigned int oid, const char *content_type,
-                                    unsigned char *buf, unsigned char sha256[32])
+/* The large object into the upload w (aborted on failure); sha256 receives the digest of what
+ * was read. 0 or -1. */
+static int copy_out(PGconn *conn, unsigned int oid, struct gj_blob_s3w *w, unsigned char *buf,
+                    unsigned char sha256[32])
 {
-    if (gj_db_begin(conn) != 0)
-        return NULL;
+    if (!w)
+        return -1;
+    if (gj_db_begin(conn) != 0) {
+        gj_blob_s3w_abort(w);
+        return -1;
+    }
     struct gj_blob_reader *r = gj_blob_reader_open(conn, oid);
-    struct gj_blob_s3w *w = r ? gj_blob_s3w_open(tenant, content_type) : NULL;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
-    int ok = w && md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
+    int ok = r && md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
     for (uint64_t off = 0; ok;) {
         long n = gj_blob_reader_read(r, off, buf, CHUNK);
         if (n <= 0) {
@@ -58,9 +63,9 @@ static struct gj_blob_s3w *copy_out(PGconn *conn, const char *tenant, unsigned i
     gj_db_rollback(conn);   /* a read: nothing to keep */
     if (!ok) {
         gj_blob_s3w_abort(w);
-        return NULL;
+        return -1;
     }
-    return w;
+    return 0;
 }
 
 static int hash_sink(const void *data, size_t len, void *arg)
@@ -83,21 +88,19 @@ static int verify(const struct gj_s3 *s3, const char *key, const unsigned char w
     return ok ? 0 : -1;
 }
 
-/* Points the blob at its object and drops its large object, if the blob is still there. 1 done,
- * 0 the blob is gone (or moved by another run), -1 failure. */
-static int switch_over(PGconn *conn, const char *id, const char *oid, const char *key)
+/* Points the row at its object (update: an UPDATE ... RETURNING of the row still on large object
+ * oid; p[n-1] is the key) and drops the large object, if the row is still there. 1 done, 0 the
+ * row is gone (or moved by another run), -1 failure. */
+static int switch_over(PGconn *conn, const char *update, int n, const char *const *p, const char *oid)
 {
     if (gj_db_begin(conn) != 0)
         return -1;
-    const char *p[3] = { id, oid, key };
-    PGresult *res = gj_db_exec(conn,
-                               "UPDATE blobs SET s3_key = $3, lo_oid = NULL WHERE id = $1::uuid AND lo_oid = $2::oid"
-                               " RETURNING id",
-                               3, p, NULL);
+    PGresult *res = gj_db_exec(conn, update, n, p, NULL);
     int done = res ? PQntuples(res) : -1;
     PQclear(res);
-    if (done == 1 && (gj_db_cmd(conn, "DELETE FROM blob_objects_unowned WHERE s3_key = $1", 1, p + 2) != 0 ||
-                      gj_db_cmd(conn, "SELECT lo_unlink($1::oid)", 1, p + 1) != 0))
+    const char *o[1] = { oid };
+    if (done == 1 && (gj_db_cmd(conn, "DELETE FROM blob_objects_unowned WHERE s3_key = $1", 1, p + n - 1) != 0 ||
+                      gj_db_cmd(conn, "SELECT lo_unlink($1::oid)", 1, o) != 0))
         done = -1;
     if (done == 1 && gj_db_commit(conn) == 0)
         return 1;
@@ -105,48 +108,60 @@ static int switch_over(PGconn *conn, const char *id, const char *oid, const char
     return done == 0 ? 0 : -1;
 }
 
-static void migrate_one(PGconn *conn, const struct gj_s3 *s3, PGresult *res, int i, unsigned char *buf,
-                        struct moved *m)
+/* One large object (oid, its SHA-256 in hex) into the upload w, checked, and its row pointed at
+ * the object (switch_over's update; p[n-1] is set to the key here). 1 moved, 0 its row went
+ * meanwhile (the object goes too), -1 failed: it stays a large object (logged, naming what). */
+static int move_one(PGconn *conn, const struct gj_s3 *s3, struct gj_blob_s3w *w, const char *oid, const char *hex,
+                    unsigned char *buf, const char *what, const char *update, int n, const char **p)
 {
-    const char *id = PQgetvalue(res, i, 0), *oid = PQgetvalue(res, i, 2), *hex = PQgetvalue(res, i, 4);
     unsigned char sha[32], want[32];
     for (int k = 0; k < 32; k++) {
         unsigned v = 0;
         sscanf(hex + 2 * k, "%2x", &v);
         want[k] = (unsigned char)v;
     }
-    struct gj_blob_s3w *w = copy_out(conn, PQgetvalue(res, i, 1), (unsigned)strtoul(oid, NULL, 10),
-                                     PQgetvalue(res, i, 5), buf, sha);
-    if (!w) {
-        gj_log_error("blobs", "blob %s: could not be copied to the store; it stays a large object", id);
-        m->failed++;
-        return;
+    if (copy_out(conn, (unsigned)strtoul(oid, NULL, 10), w, buf, sha) != 0) {
+        gj_log_error("blobs", "%s: could not be copied to the store; it stays a large object", what);
+        return -1;
     }
-    if (memcmp(sha, want, 32) != 0 || verify(s3, gj_blob_s3w_key(w), want) != 0) {
-        gj_log_error("blobs", "blob %s: the store's copy does not match its SHA-256; it stays a large object", id);
+    p[n - 1] = gj_blob_s3w_key(w);
+    if (memcmp(sha, want, 32) != 0 || verify(s3, p[n - 1], want) != 0) {
+        gj_log_error("blobs", "%s: the store's copy does not match its SHA-256; it stays a large object", what);
         gj_blob_s3w_abort(w);
-        m->failed++;
-        return;
+        return -1;
     }
-    int rc = switch_over(conn, id, oid, gj_blob_s3w_key(w));
+    int rc = switch_over(conn, update, n, p, oid);
+    if (rc == 1) {
+        gj_blob_s3w_free(w);
+        return 1;
+    }
+    if (rc < 0)
+        gj_log_error("blobs", "%s: the database did not take the move; it stays a large object", what);
+    gj_blob_s3w_abort(w);   /* its row went meanwhile, or the move failed: the object goes */
+    return rc;
+}
+
+static void migrate_one(PGconn *conn, const struct gj_s3 *s3, PGresult *res, int i, unsigned char *buf,
+                        struct moved *m)
+{
+    const char *id = PQgetvalue(res, i, 0), *oid = PQgetvalue(res, i, 2);
+    char what[64];
+    snprintf(what, sizeof what, "blob %s", id);
+    const char *p[3] = { id, oid, NULL };
+    int rc = move_one(conn, s3, gj_blob_s3w_open(PQgetvalue(res, i, 1), PQgetvalue(res, i, 5)), oid,
+                      PQgetvalue(res, i, 4), buf, what,
+                      "UPDATE blobs SET s3_key = $3, lo_oid = NULL WHERE id = $1::uuid AND lo_oid = $2::oid"
+                      " RETURNING id", 3, p);
     if (rc == 1) {
         m->blobs++;
         m->bytes += strtoull(PQgetvalue(res, i, 3), NULL, 10);
-        gj_blob_s3w_free(w);
-        return;
-    }
-    if (rc < 0) {
-        gj_log_error("blobs", "blob %s: the database did not take the move; it stays a large object", id);
+    } else if (rc < 0) {
         m->failed++;
     }
-    gj_blob_s3w_abort(w);   /* its row went meanwhile: the object goes too */
 }
 
-static int migrate_all(PGconn *conn, const struct gj_s3 *s3, struct moved *m)
+static int migrate_blobs(PGconn *conn, const struct gj_s3 *s3, unsigned char *buf, struct moved *m)
 {
-    unsigned char *buf = malloc(CHUNK);
-    if (!buf)
-        return -1;
     char last[GJ_UUID_LEN + 1] = "00000000-0000-0000-0000-000000000000";
     for (;;) {
         const char *p[1] = { last };
@@ -154,10 +169,8 @@ static int migrate_all(PGconn *conn, const struct gj_s3 *s3, struct moved *m)
                                    "SELECT id, tenant_id, lo_oid, size, encode(sha256, 'hex'), content_type FROM blobs"
                                    " WHERE lo_oid IS NOT NULL AND id > $1::uuid ORDER BY id LIMIT 100",
                                    1, p, NULL);
-        if (!res) {
-            free(buf);
+        if (!res)
             return -1;
-        }
         int n = PQntuples(res);
         for (int i = 0; i < n; i++)
             migrate_one(conn, s3, res, i, buf, m);
@@ -165,11 +178,50 @@ static int migrate_all(PGconn *conn, const struct gj_s3 *s3, struct moved *m)
             snprintf(last, sizeof last, "%s", PQgetvalue(res, n - 1, 0));
         PQclear(res);
         if (n == 0)
-            break;
+            return 0;
         gj_log_info("blobs", "%ld blobs (%llu bytes) moved so far, %ld failed", m->blobs, m->bytes, m->failed);
     }
-    free(buf);
+}
+
+/* The model repository's files still in large objects (model_store.h), as the blobs. */
+static int migrate_model_files(PGconn *conn, const struct gj_s3 *s3, unsigned char *buf, struct moved *m)
+{
+    PGresult *res = gj_db_exec(conn,
+                               "SELECT model, version, path, lo_oid, size, encode(sha256, 'hex') FROM model_files"
+                               " WHERE lo_oid IS NOT NULL ORDER BY model, version, path",
+                               0, NULL, NULL);
+    if (!res)
+        return -1;
+    for (int i = 0; i < PQntuples(res); i++) {
+        const char *oid = PQgetvalue(res, i, 3);
+        char what[400];
+        snprintf(what, sizeof what, "model %s version %s file %s", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+                 PQgetvalue(res, i, 2));
+        const char *p[5] = { PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2), oid, NULL };
+        int rc = move_one(conn, s3, gj_blob_s3w_open_model_file(), oid, PQgetvalue(res, i, 5), buf, what,
+                          "UPDATE model_files SET s3_key = $5, lo_oid = NULL WHERE model = $1"
+                          " AND version = $2::integer AND path = $3 AND lo_oid = $4::oid RETURNING 1", 5, p);
+        if (rc == 1) {
+            m->model_files++;
+            m->bytes += strtoull(PQgetvalue(res, i, 4), NULL, 10);
+        } else if (rc < 0) {
+            m->failed++;
+        }
+    }
+    PQclear(res);
     return 0;
+}
+
+static int migrate_all(PGconn *conn, const struct gj_s3 *s3, struct moved *m)
+{
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf)
+        return -1;
+    int rc = migrate_blobs(conn, s3, buf, m);
+    if (rc == 0)
+        rc = migrate_model_files(conn, s3, buf, m);
+    free(buf);
+    return rc;
 }
 
 static int usage(void)
@@ -223,8 +275,8 @@ int gj_cmd_blobs(int argc, char **argv)
         goto out;
     struct moved m = { 0 };
     if (migrate_all(conn, s3, &m) == 0) {
-        printf("%ld blobs (%llu bytes) moved to %s/%s; %ld left as large objects after a failure\n", m.blobs,
-               m.bytes, cfg->s3_endpoint, cfg->s3_bucket, m.failed);
+        printf("%ld blobs and %ld model files (%llu bytes) moved to %s/%s; %ld left as large objects after a "
+               "failure\n", m.blobs, m.model_files, m.bytes, cfg->s3_endpoint, cfg->s3_bucket, m.failed);
         status = m.failed ? 1 : 0;
     }
 out:

@@ -193,10 +193,12 @@ static size_t part_size(int n)   /* part n, 1-based */
     return (size_t)(size < MAX_PART ? size : MAX_PART);
 }
 
-struct gj_blob_s3w *gj_blob_s3w_open(const char *tenant_id, const char *content_type)
+/* An upload to a new key under prefix ("blobs/<tenant>", "blobs/models"): under blobs/, so the
+ * maintenance pass aborts it when its replica dies mid-upload. */
+static struct gj_blob_s3w *open_under(const char *prefix, const char *content_type)
 {
     thread_unreachable = 0;
-    if (!store || !gj_is_uuid(tenant_id))
+    if (!store)
         return NULL;
     struct gj_blob_s3w *w = calloc(1, sizeof *w);
     if (!w)
@@ -209,7 +211,7 @@ struct gj_blob_s3w *gj_blob_s3w_open(const char *tenant_id, const char *content_
     }
     for (int i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
-    snprintf(w->key, sizeof w->key, "blobs/%s/%s", tenant_id, hex);
+    snprintf(w->key, sizeof w->key, "%s/%s", prefix, hex);
     snprintf(w->content_type, sizeof w->content_type, "%s", content_type);
     w->part_cap = part_size(1);
     w->part = malloc(w->part_cap);
@@ -225,6 +227,20 @@ struct gj_blob_s3w *gj_blob_s3w_open(const char *tenant_id, const char *content_
         return NULL;
     }
     return w;
+}
+
+struct gj_blob_s3w *gj_blob_s3w_open(const char *tenant_id, const char *content_type)
+{
+    if (!gj_is_uuid(tenant_id))
+        return NULL;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "blobs/%s", tenant_id);
+    return open_under(prefix, content_type);
+}
+
+struct gj_blob_s3w *gj_blob_s3w_open_model_file(void)
+{
+    return open_under("blobs/models", "application/octet-stream");
 }
 
 static void *send_job(void *arg)

@@ -44,6 +44,9 @@ int gj_blobstore_probe(char *why, size_t why_size);
 
 struct gj_blob_s3w;
 struct gj_blob_s3w *gj_blob_s3w_open(const char *tenant_id, const char *content_type);
+/* The same for a model's file (model_store.h): a key under blobs/models/, whose row is a
+ * model_files row rather than a blob's. */
+struct gj_blob_s3w *gj_blob_s3w_open_model_file(void);
 int gj_blob_s3w_write(struct gj_blob_s3w *w, const void *data, size_t len);
 /* Room to read into directly (write_fd): *room bytes at the returned pointer; then
  * gj_blob_s3w_wrote(n) with what was put there. */

@@ -609,6 +609,59 @@ int gj_blob_export_blob(PGconn *conn, const struct gj_blob_info *info, const cha
     return rc;
 }
 
+/* The file's bytes into a new object of the store. */
+static int import_to_store(const char *path, char key[128])
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        gj_log_error("blob", "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct gj_blob_s3w *w = gj_blob_s3w_open_model_file();
+    int rc = w ? 0 : -1;
+    while (rc == 0) {
+        size_t room;
+        unsigned char *at = gj_blob_s3w_room(w, &room);
+        ssize_t got = read(fd, at, room);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            gj_log_error("blob", "cannot read %s: %s", path, strerror(errno));
+        if (got <= 0) {
+            rc = got < 0 ? -1 : gj_blob_s3w_finish(w);
+            break;
+        }
+        rc = gj_blob_s3w_wrote(w, (size_t)got);
+    }
+    close(fd);
+    if (rc != 0) {
+        gj_blob_s3w_abort(w);
+        return -1;
+    }
+    snprintf(key, 128, "%s", gj_blob_s3w_key(w));
+    gj_blob_s3w_free(w);   /* its record goes with the caller's row */
+    return 0;
+}
+
+int gj_blob_import_file(PGconn *conn, const char *path, unsigned int *lo_oid, char key[128])
+{
+    *lo_oid = 0;
+    key[0] = '\0';
+    if (gj_blobstore_s3())
+        return import_to_store(path, key);
+    if (!in_txn(conn)) {
+        gj_log_error("blob", "importing a file as a large object needs an open transaction");
+        return -1;
+    }
+    Oid oid = lo_import(conn, path);
+    if (oid == InvalidOid) {
+        lo_error(conn, "lo_import");
+        return -1;
+    }
+    *lo_oid = oid;
+    return 0;
+}
+
 char *gj_blob_presigned_url(const struct gj_blob_info *info, long expires_s, const char *content_disposition)
 {
     return info->s3_key[0] ? gj_blob_s3_presign(info->s3_key, expires_s, content_disposition) : NULL;

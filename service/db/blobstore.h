@@ -89,6 +89,13 @@ int gj_blob_store_ready(char *why, size_t why_size);
  * expires_s seconds), or NULL for a large object. malloc'd. */
 char *gj_blob_presigned_url(const struct gj_blob_info *info, long expires_s, const char *content_disposition);
 
+/* A file stored for a row other than a blob's (a model's file, model_store.h), where new blobs
+ * go: an object of the store (key; recorded as an upload in blob_objects_unowned until the
+ * transaction that inserts the row deletes that record, as gj_blob_writer_commit's does), or
+ * else a large object made in conn's open transaction (*lo_oid; key ""). 0 or -1 (logged;
+ * gj_blob_store_unreachable() says when the store did not answer). */
+int gj_blob_import_file(PGconn *conn, const char *path, unsigned int *lo_oid, char key[128]);
+
 /* "sha-256=:BASE64:" style encodings used by Content-Digest and ETag. */
 void gj_sha256_hex(const unsigned char sha256[32], char hex[65]);
 void gj_sha256_base64(const unsigned char sha256[32], char b64[45]);

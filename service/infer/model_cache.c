@@ -130,6 +130,18 @@ static int fsync_path(const char *path, int flags)
     return rc;
 }
 
+/* One file of the store into path, from wherever it lives (a large object or an object). */
+static int export_file(PGconn *conn, const struct gj_ms_file *f, const char *path)
+{
+    struct gj_blob_info info;
+    memset(&info, 0, sizeof info);
+    snprintf(info.id, sizeof info.id, "model");   /* what the log names if the object is gone */
+    info.size = f->size;
+    info.lo_oid = f->lo_oid;
+    snprintf(info.s3_key, sizeof info.s3_key, "%s", f->s3_key);
+    return gj_blob_export_blob(conn, &info, path, NULL);
+}
+
 /* Fetches v's files into tmp (created here), checks them, syncs them. 0 or -1 with err. */
 static int fetch_into(PGconn *conn, const struct gj_ms_version *v, const char *tmp, struct gj_error *err)
 {
@@ -138,7 +150,7 @@ static int fetch_into(PGconn *conn, const struct gj_ms_version *v, const char *t
     for (size_t i = 0; i < v->n_files; i++) {
         char path[GJ_PATH_MAX];
         if (gj_path_join(path, sizeof path, tmp, v->files[i].path) != 0 ||
-            gj_blob_export(conn, v->files[i].lo_oid, path) != 0)
+            export_file(conn, &v->files[i], path) != 0)
             return gj_error_set(err, "", "%s could not be fetched from the model store", v->files[i].path);
         if (fsync_path(path, O_RDONLY) != 0)
             return gj_error_set(err, "", "cannot write %s: %s", path, strerror(errno));

@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 
 #include "common/fsutil.h"
+#include "service/db/blobstore.h"
 #include "service/db/db.h"
 #include "service/infer/model_store.h"
 #include "service/base/log.h"
@@ -159,7 +160,7 @@ static struct gj_ms_version *find_version(const struct gj_ms_snapshot *s, const 
 static int read_files(PGconn *conn, struct gj_ms_snapshot *s)
 {
     PGresult *res = gj_db_exec(conn,
-                               "SELECT model, version, path, size, encode(sha256, 'hex'), lo_oid"
+                               "SELECT model, version, path, size, encode(sha256, 'hex'), coalesce(lo_oid, 0), coalesce(s3_key, '')"
                                " FROM model_files ORDER BY model COLLATE \"C\", version, path COLLATE \"C\"",
                                0, NULL, NULL);
     if (!res)
@@ -181,6 +182,7 @@ static int read_files(PGconn *conn, struct gj_ms_snapshot *s)
         f->size = strtoull(PQgetvalue(res, i, 3), NULL, 10);
         snprintf(f->sha256, sizeof f->sha256, "%s", PQgetvalue(res, i, 4));
         f->lo_oid = (unsigned int)strtoul(PQgetvalue(res, i, 5), NULL, 10);
+        snprintf(f->s3_key, sizeof f->s3_key, "%s", PQgetvalue(res, i, 6));
     }
     PQclear(res);
     return rc;
@@ -254,7 +256,9 @@ int gj_model_store_file_name_ok(const char *p)
     return 1;
 }
 
-/* Imports the files as large objects and describes them; inside the caller's transaction. */
+/* Stores the files where new blobs go and describes them; inside the caller's transaction (a
+ * large object goes with its rollback; an object stays recorded as an upload, which the
+ * maintenance pass deletes). */
 static int import_files(PGconn *conn, const struct gj_ms_new_file *files, size_t n, struct gj_ms_file *out,
                         struct gj_error *err)
 {
@@ -265,12 +269,10 @@ static int import_files(PGconn *conn, const struct gj_ms_new_file *files, size_t
             gj_log_error(COMPONENT, "cannot read %s: %s", files[i].local, strerror(errno));
             return refuse(err, 500, "", "the model's file %s could not be read", files[i].path);
         }
-        Oid oid = lo_import(conn, files[i].local);
-        if (oid == InvalidOid) {
-            gj_log_error(COMPONENT, "lo_import %s: %s", files[i].local, PQerrorMessage(conn));
-            return refuse(err, 500, "", "the model could not be stored");
-        }
-        f->lo_oid = oid;
+        if (gj_blob_import_file(conn, files[i].local, &f->lo_oid, f->s3_key) != 0)
+            return gj_blob_store_unreachable(1)
+                       ? refuse(err, 503, "", "the object store is not available: try again later")
+                       : refuse(err, 500, "", "the model could not be stored");
     }
     return 0;
 }
@@ -309,9 +311,12 @@ static int insert_rows(PGconn *conn, const char *name, int64_t version, const ch
         char size[24], oid[16];
         snprintf(size, sizeof size, "%" PRIu64, files[i].size);
         snprintf(oid, sizeof oid, "%u", files[i].lo_oid);
-        const char *fp[6] = { name, v, files[i].path, size, files[i].sha256, oid };
-        if (gj_db_cmd(conn, "INSERT INTO model_files (model, version, path, size, sha256, lo_oid)"
-                            " VALUES ($1, $2, $3, $4, decode($5, 'hex'), $6)", 6, fp) != 0)
+        const char *key = files[i].s3_key[0] ? files[i].s3_key : NULL;
+        const char *fp[7] = { name, v, files[i].path, size, files[i].sha256, key ? NULL : oid, key };
+        /* The object's record of an upload goes with the row that owns it (as a blob's does). */
+        if (gj_db_cmd(conn, "WITH owned AS (DELETE FROM blob_objects_unowned WHERE s3_key = $7 AND uploading)"
+                            " INSERT INTO model_files (model, version, path, size, sha256, lo_oid, s3_key)"
+                            " VALUES ($1, $2, $3, $4, decode($5, 'hex'), $6::oid, $7)", 7, fp) != 0)
             return refuse(err, 500, "", "the model could not be stored");
     }
     return 0;
@@ -341,7 +346,7 @@ int gj_model_store_add_version(PGconn *conn, const char *name, int64_t version,
     if (rc == 0 && gj_db_commit(conn) != 0)
         rc = refuse(err, 500, "", "the model could not be stored");
     if (rc != 0)
-        gj_db_rollback(conn);   /* the large objects go with the transaction */
+        gj_db_rollback(conn);   /* the large objects go with the transaction; objects are recorded */
     free(desc);
     return rc;
 }

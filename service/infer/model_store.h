@@ -8,7 +8,8 @@
  *                           digest (of its files: the cache key), desired ('available' |
  *                           'loaded' | 'unloaded'), requested_at (moves with every load or
  *                           unload asked)
- *   model_files             model, version, path, size, sha256, lo_oid (a large object)
+ *   model_files             model, version, path, size, sha256, and where its bytes are: lo_oid
+ *                           (a large object) or s3_key (an object of the store, 0021)
  *   model_seeds             the seed versions imported once (a deleted one stays deleted)
  *   model_replicas          replica (host:pid:start), role, serving, generation applied,
  *                           seen_at (its heartbeat)
@@ -49,7 +50,8 @@ struct gj_ms_file {
     char path[GJ_MODEL_FILE_NAME_MAX];   /* its name in the version: model.onnx, labels.txt */
     uint64_t size;
     char sha256[65];
-    unsigned int lo_oid;
+    unsigned int lo_oid;          /* 0 for an object of the store */
+    char s3_key[128];             /* "" for a large object */
 };
 
 struct gj_ms_version {
@@ -96,12 +98,13 @@ struct gj_ms_new_file {
     const char *local;
 };
 
-/* Adds version `version` of model `name` in one transaction: its files imported as large
- * objects (sizes and SHA-256 taken here), its digest. model_config non-NULL: the model is
+/* Adds version `version` of model `name` in one transaction: its files stored where new blobs
+ * go (gj_blob_import_file: objects of the store, or large objects; sizes and SHA-256 taken here), its digest. model_config non-NULL: the model is
  * new and this is its config.json (it must not exist: 409); NULL: the model exists (404
  * otherwise). version_config: the version's own config.json, or NULL. 0 with
  * digest_out, or -1 with err (status 409 the version or model exists, 404 no such model,
- * 422 a bad file name or too many files, 500 the database or a file): nothing stored. */
+ * 422 a bad file name or too many files, 500 the database or a file, 503 the object store did
+ * not answer): nothing stored. */
 int gj_model_store_add_version(PGconn *conn, const char *name, int64_t version,
                                const char *model_config, const char *version_config,
                                const struct gj_ms_new_file *files, size_t n, char digest_out[65],

@@ -328,9 +328,12 @@ static int materialize_inputs(PGconn *conn, const struct gj_claim *c, const char
             PQclear(r);
             err->transient = !missing;
             /* item->name: name was the result's, cleared just now */
-            return missing ? gj_error_set(err, "inputs", "input %s: blob %s is missing from the object store",
-                                          item->name, in->blob_ids[in->n - 1])
-                           : gj_error_set(err, "", "internal: cannot download input %s", item->name);
+            if (missing)
+                return gj_error_set(err, "inputs", "input %s: blob %s is missing from the object store",
+                                    item->name, in->blob_ids[in->n - 1]);
+            return gj_blob_store_unreachable(1)
+                       ? gj_error_set(err, "", "input %s: the object store is not available", item->name)
+                       : gj_error_set(err, "", "internal: cannot download input %s", item->name);
         }
     }
     PQclear(r);

@@ -94,7 +94,17 @@ class SwiftS3:
         self.log = open(os.path.join(self.tmp, "swift.log"), "ab")
         for name in ("account", "container", "object"):
             self._start(f"{name}-server.conf", f"{name}-server")
-        self._start("proxy-server.conf", "proxy-server")
+        self.proxy = self._start("proxy-server.conf", "proxy-server")
+        self._wait(timeout)
+
+    def stop_proxy(self):
+        """Stops the proxy alone: the store's endpoint refuses connections until start_proxy."""
+        self._end(self.proxy)
+        self.procs.remove(self.proxy)
+
+    def start_proxy(self, timeout=30):
+        """The proxy again, on the same port, over the same data."""
+        self.proxy = self._start("proxy-server.conf", "proxy-server")
         self._wait(timeout)
 
     def _write_conf(self, ports):
@@ -133,6 +143,17 @@ class SwiftS3:
         p = subprocess.Popen([PY, "-c", _SERVE, self.conf, os.path.join(self.conf, conf), section],
                              stdout=self.log, stderr=self.log, start_new_session=True)
         self.procs.append(p)
+        return p
+
+    @staticmethod
+    def _end(p):
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
     def _wait(self, timeout):
         deadline = time.time() + timeout
@@ -230,16 +251,12 @@ class SwiftS3:
             return ""
 
     def stop(self):
-        """Stops the servers (the store becomes unreachable); the data stays for start_again."""
+        """Stops the servers (the store becomes unreachable)."""
         for p in self.procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
         for p in self.procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+            self._end(p)
         self.procs = []
 
     def close(self):

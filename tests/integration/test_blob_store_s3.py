@@ -4,7 +4,7 @@
 only their rows; downloads with Range and ETag; job inputs and outputs through the store;
 deleting a blob or a job deletes its objects (the maintenance pass); an object deleted behind
 the service's back is a 410 naming the blob; ?redirect=presigned answers 307 to the store;
-quotas count the store's bytes; a store that stops answering makes uploads 503 with Retry-After and /readyz say why; `gpujobd blobs migrate
+quotas count the store's bytes; a job whose input is in a store that stops answering is retried until it is back; a store that stops answering makes uploads 503 with Retry-After and /readyz say why; `gpujobd blobs migrate
 --to s3` moves large objects there while the service runs; a replica killed mid-upload leaves
 no parts after the maintenance pass. Swift starts once."""
 import hashlib
@@ -16,7 +16,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import GPUJOBD, Harness, run_tests  # noqa: E402
+from harness import GPUJOBD, Harness, multipart_form, run_tests  # noqa: E402
 
 H = None
 SRV = None
@@ -117,6 +117,30 @@ def test_object_lost_behind_our_back():
     assert SRV.proc.poll() is None   # never a crash
 
 
+def test_job_waits_for_the_store():
+    """A job whose input is in a store that does not answer is retried with backoff (a
+    transient failure: queued again, its error saying why), not failed at once, and succeeds
+    once the store is back."""
+    c = SRV.client()
+    inp = c.upload(pattern(50000, 3))
+    H.s3.stop_proxy()
+    try:
+        job = c.submit("noop", {}, inputs={"input": inp["id"]}, max_attempts=10)
+        def retried():
+            j = c.json("GET", f"/v1/jobs/{job['id']}", expect=200)
+            assert j["state"] not in ("failed", "succeeded"), j
+            return j["attempts"] >= 1 and j["state"] in ("queued", "retrying")
+        wait_for(retried, "the job's first attempt to give way")
+        j = c.json("GET", f"/v1/jobs/{job['id']}", expect=200)
+        assert "object store is not available" in j["error"]["message"], j   # not "internal"
+    finally:
+        H.s3.start_proxy()
+    done = c.wait_job(job["id"], timeout=120)
+    assert done["state"] == "succeeded" and done["attempts"] >= 2, done
+    res = json.loads(c.request("GET", f"/v1/jobs/{job['id']}/outputs/result.json").body)
+    assert res["inputs"] == {"input": 50000}, res
+
+
 def test_quota_counts_the_store():
     c = SRV.client()
     key = c.json("POST", "/v1/api-keys", {"tenant": "s3-quota"}, expect=201)["key"]
@@ -129,9 +153,9 @@ def test_quota_counts_the_store():
 
 
 def test_migrate_large_objects_to_the_store():
-    """Blobs stored as large objects (a replica on --blob-store postgres) move to the store with
-    `gpujobd blobs migrate --to s3` while both replicas run; every digest still matches, and a
-    second run has nothing left to move."""
+    """Blobs and a model's files stored as large objects (a replica on --blob-store postgres) move
+    to the store with `gpujobd blobs migrate --to s3` while both replicas run; every digest still
+    matches, and a second run has nothing left to move."""
     flags, env = H.s3_args()
     flags = [f for f in flags if f not in ("--blob-store", "s3")]
     pg = H.start_server(["--blob-store", "postgres", "--cpu-workers", "0"] + flags, env=env)
@@ -141,6 +165,17 @@ def test_migrate_large_objects_to_the_store():
     blobs = [c.upload(d) for d in datas]
     ids = "', '".join(b["id"] for b in blobs)
     assert H.scalar(f"SELECT count(*) FROM blobs WHERE id IN ('{ids}') AND lo_oid IS NOT NULL") == "3"
+    # a model version's files, large objects too (the replica on postgres stored them)
+    demo = os.path.join(os.path.dirname(__file__), "..", "..", "models", "chest-xray-demo")
+    with open(os.path.join(demo, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["name"] = "moved-demo"
+    with open(os.path.join(demo, "1", "model.onnx"), "rb") as f:
+        onnx = f.read()
+    body, ct = multipart_form([("model", "model.onnx", onnx), ("config", "config.json", json.dumps(cfg).encode())])
+    r = c.request("PUT", "/v1/models/moved-demo/versions/1", body=body, headers={"Content-Type": ct})
+    assert r.status == 201, r
+    assert H.sql("SELECT lo_oid IS NOT NULL FROM model_files WHERE model = 'moved-demo'") == [["t"]]
     los = int(H.scalar("SELECT count(*) FROM pg_largeobject_metadata"))
     # both kinds are read at once: the S3 replica reads a large object; no redirect for one
     assert SRV.client().request("GET", f"/v1/blobs/{blobs[1]['id']}").body == datas[1]
@@ -152,14 +187,19 @@ def test_migrate_large_objects_to_the_store():
     assert "moved" in run.stdout and H.s3.secret_key not in run.stdout + run.stderr, run.stdout
     rows = H.sql(f"SELECT id, lo_oid IS NULL, s3_key FROM blobs WHERE id IN ('{ids}')")
     assert all(r[1] == "t" and r[2] in keys() for r in rows), rows
-    assert int(H.scalar("SELECT count(*) FROM pg_largeobject_metadata")) <= los - 3
+    assert int(H.scalar("SELECT count(*) FROM pg_largeobject_metadata")) <= los - 4
+    [(key, sha)] = H.sql("SELECT s3_key, encode(sha256, 'hex') FROM model_files WHERE model = 'moved-demo'"
+                         " AND lo_oid IS NULL")
+    status, obj = H.s3.signed("GET", f"/{H.bucket}/{key}")
+    assert status == 200 and key.startswith("blobs/models/") and hashlib.sha256(obj).hexdigest() == sha, key
+    assert "1 model files" in run.stdout, run.stdout
     for b, d in zip(blobs, datas):
         for srv in (SRV, pg):
             r = srv.client(key=admin).request("GET", f"/v1/blobs/{b['id']}")
             assert r.status == 200 and hashlib.sha256(r.body).hexdigest() == b["sha256"] and r.body == d
     again = subprocess.run([GPUJOBD, "blobs", "migrate", "--to", "s3", "--database-url", H.url] + flags,
                            env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and again.stdout.startswith("0 blobs"), again.stdout + again.stderr
+    assert again.returncode == 0 and again.stdout.startswith("0 blobs and 0 model files"), again.stdout + again.stderr
     bad = subprocess.run([GPUJOBD, "blobs", "migrate", "--to", "nowhere"], capture_output=True, text=True)
     assert bad.returncode == 2 and "usage" in bad.stderr
     pg.terminate()
@@ -215,7 +255,7 @@ if __name__ == "__main__":
     setup()
     try:
         run_tests([test_upload_download_in_the_store, test_job_inputs_and_outputs_through_the_store,
-                   test_object_lost_behind_our_back, test_quota_counts_the_store,
+                   test_object_lost_behind_our_back, test_job_waits_for_the_store, test_quota_counts_the_store,
                    test_migrate_large_objects_to_the_store, test_replica_killed_mid_upload,
                    test_store_unreachable])
     finally:

@@ -4,7 +4,8 @@ unload through a third (an api replica, which runs no models) reaches every repl
 each converging within a bound, and /v1/models shows each replica's state of each
 version; a replica started later picks the models up; a replica whose cached copy of
 a model's files was corrupted fetches them again by digest; a worker replica (no
-HTTP listener) converges and reports like the others. Every replica is given
+HTTP listener) converges and reports like the others. A version's files are stored where blobs
+are (objects of the store under GJ_TEST_BLOB_STORE=s3: test_replicas_s3) and go with it. Every replica is given
 the admin key of one file (GPUJOBD_ADMIN_KEY_FILE), as the Kubernetes overlay does: the
 first registers it, none makes or logs one."""
 import hashlib
@@ -47,6 +48,8 @@ def setup():
         f.write(KEY + "\n")
     os.chmod(os.path.join(H.tmp, "admin.key"), 0o400)
     args = ["--cpu-workers", "1"]
+    if H.blob_store == "s3":   # the maintenance pass every 5 s (a deleted version's objects)
+        args += ["--s3-stale-upload-seconds", "10"]
     A = H.start_server(args, env=replica_env())
     B = H.start_server(args, env=replica_env())
     C = H.start_server(args + ["--role", "api"], env=replica_env())
@@ -138,6 +141,23 @@ def test_upload_on_one_served_on_another():
     r = infer(C, x, expect=503)
     assert b"worker" in r.body or b"api" in r.body, r.body
     wait_until("every replica converged", lambda: converged_everywhere([A, B, C]))
+    files_where_blobs_go(SHARED, 1)
+
+
+def files_where_blobs_go(model, version):
+    """A version's files are stored where blobs are: objects of the store with --blob-store
+    s3 (test_replicas_s3), each upload's record gone with the row; large objects otherwise."""
+    rows = H.sql("SELECT coalesce(lo_oid::text, ''), coalesce(s3_key, '') FROM model_files"
+                 f" WHERE model = '{model}' AND version = {version}")
+    assert rows, model
+    if H.blob_store == "s3":
+        keys = set(H.s3.list_keys(H.bucket))
+        for oid, key in rows:
+            assert oid == "" and key.startswith("blobs/models/") and key in keys, (oid, key, keys)
+        assert H.scalar("SELECT count(*) FROM blob_objects_unowned WHERE s3_key LIKE 'blobs/models/%'") == "0"
+    else:
+        assert all(oid and not key for oid, key in rows), rows
+    return rows
 
 
 def test_unload_on_a_third_reaches_all():
@@ -221,6 +241,27 @@ def test_corrupted_cache_fetched_again_by_digest():
     assert np.allclose(infer(D, x), infer(B, x), rtol=1e-5, atol=1e-6)
 
 
+def test_deleted_version_takes_its_files():
+    """Deleting a version deletes its files' bytes: a large object at once, an object of the
+    store by the maintenance pass (recorded as unowned by the same trigger as a blob's)."""
+    onnx, cfg = demo_files()
+    cfg = json.loads(cfg)
+    cfg["name"] = "doomed-demo"
+    body, ct = multipart_form([("model", "model.onnx", onnx), ("config", "config.json", json.dumps(cfg).encode())])
+    r = client(A).request("PUT", "/v1/models/doomed-demo/versions/1", body=body, headers={"Content-Type": ct})
+    assert r.status == 201, r
+    rows = files_where_blobs_go("doomed-demo", 1)
+    r = client(B).request("DELETE", "/v1/models/doomed-demo/versions/1")
+    assert r.status in (200, 204), r
+    if H.blob_store == "s3":
+        keys = {key for _, key in rows}
+        wait_until("the maintenance pass deleted the objects",
+                   lambda: not keys & set(H.s3.list_keys(H.bucket)), bound=60)
+    else:
+        for oid, _ in rows:
+            assert H.scalar(f"SELECT count(*) FROM pg_largeobject_metadata WHERE oid = {oid}") == "0", oid
+
+
 def test_stopped_replica_leaves_the_view():
     assert D.terminate() == 0
     wait_until("D's reports gone", lambda: all_states(C, SHARED, "loaded", 3))
@@ -238,4 +279,4 @@ if __name__ == "__main__":
     setup()
     run_tests([test_upload_on_one_served_on_another, test_unload_on_a_third_reaches_all,
                test_replica_started_later_picks_models_up, test_corrupted_cache_fetched_again_by_digest,
-               test_stopped_replica_leaves_the_view, test_logs_clean])
+               test_deleted_version_takes_its_files, test_stopped_replica_leaves_the_view, test_logs_clean])

@@ -27,7 +27,6 @@
 #include "service/http/multipart_related.h"
 #include "service/db/notify.h"
 #include "service/jobs/job_store.h"
-#include "service/jobs/reproduction.h"
 #include "service/api/job_json.h"
 #include "service/db/storage_quota.h"
 #include "service/http/stream_outage.h"

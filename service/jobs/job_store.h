@@ -63,8 +63,8 @@ int gj_job_cancel(PGconn *c, struct gj_job_cache *jc, const char *tenant_id, con
  * delete what it owns of the job in the same commit), else in its own. 0 with *how, or -1
  * with err: 404, 409 (a sub-task; a blob of it is another job's input), 503. */
 enum gj_job_deleted { GJ_JOB_DELETED, GJ_JOB_DELETED_WHEN_STOPPED };
-int gj_job_delete(PGconn *c, struct gj_job_cache *jc, const char *tenant_id, const char *job_id, enum gj_job_deleted *how,
-                  struct gj_error *err);
+int gj_job_delete(PGconn *c, struct gj_job_cache *jc, const char *tenant_id, const char *job_id,
+                  enum gj_job_deleted *how, struct gj_error *err);
 
 /* The tenant's job submitted under an Idempotency-Key: 1 with id and the request's hash (hex,
  * "" when none) filled, 0 none, -1 database error. */

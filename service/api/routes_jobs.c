@@ -27,7 +27,6 @@
 #include "service/http/multipart_related.h"
 #include "service/db/notify.h"
 #include "service/jobs/job_store.h"
-#include "service/jobs/reproduction.h"
 #include "service/api/job_json.h"
 #include "service/db/storage_quota.h"
 #include "service/http/stream_outage.h"
@@ -37,96 +36,9 @@
 #define LIST_DEFAULT 50
 #define LIST_MAX 200
 
-#define TS(c) "to_char(" c " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-#define JOB_SELECT                                                                                          \
-    "SELECT j.id, j.kind, j.params::text, gj_public_state(j.state, j.stage), j.priority, j.attempts, "      \
-    "j.max_attempts, j.progress, j.message, j.error::text, j.device, " TS("j.created_at") ", "             \
-    TS("j.started_at") ", " TS("j.finished_at") ", " TS("j.updated_at") ", "                               \
-    "(SELECT coalesce(json_object_agg(i.name, i.blob_id ORDER BY i.name), '{}'::json)::text "              \
-    "   FROM job_inputs i WHERE i.job_id = j.id), j.state, j.parent_id, j.cancel_requested, "               \
-    "gj_job_workflow(j)::text, j.timeout_seconds FROM jobs j "
-enum { C_ID, C_KIND, C_PARAMS, C_STATE, C_PRIO, C_ATT, C_MAXATT, C_PROG, C_MSG, C_ERR, C_DEV, C_CREATED,
-       C_STARTED, C_FINISHED, C_UPDATED, C_INPUTS, C_ISTATE, C_PARENT, C_CANCEL, C_WORKFLOW, C_TIMEOUT };
-
 static int is_final(const char *state)
 {
     return gj_job_public_final(state);
-}
-
-static json_t *text_or_null(PGresult *res, int row, int col)
-{
-    return PQgetisnull(res, row, col) ? json_null() : json_string(PQgetvalue(res, row, col));
-}
-
-static json_t *json_col(PGresult *res, int row, int col, int object_default)
-{
-    if (PQgetisnull(res, row, col))
-        return object_default ? json_object() : json_null();
-    json_t *v = json_loads(PQgetvalue(res, row, col), JSON_DECODE_ANY, NULL);
-    return v ? v : (object_default ? json_object() : json_null());
-}
-
-static json_t *job_from_row(PGresult *res, int row)
-{
-    const char *id = PQgetvalue(res, row, C_ID);
-    char url[96];
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(id));
-    json_object_set_new(o, "kind", json_string(PQgetvalue(res, row, C_KIND)));
-    json_object_set_new(o, "state", json_string(PQgetvalue(res, row, C_STATE)));
-    json_object_set_new(o, "params", json_col(res, row, C_PARAMS, 1));
-    json_object_set_new(o, "priority", json_integer(strtoll(PQgetvalue(res, row, C_PRIO), NULL, 10)));
-    json_object_set_new(o, "attempts", json_integer(strtoll(PQgetvalue(res, row, C_ATT), NULL, 10)));
-    json_object_set_new(o, "max_attempts", json_integer(strtoll(PQgetvalue(res, row, C_MAXATT), NULL, 10)));
-    json_int_t timeout = strtoll(PQgetvalue(res, row, C_TIMEOUT), NULL, 10);
-    json_object_set_new(o, "timeout_seconds", timeout > 0 ? json_integer(timeout) : json_null());
-    json_object_set_new(o, "progress", json_real(strtod(PQgetvalue(res, row, C_PROG), NULL)));
-    json_object_set_new(o, "message", text_or_null(res, row, C_MSG));
-    json_object_set_new(o, "error", json_col(res, row, C_ERR, 0));
-    json_object_set_new(o, "device", text_or_null(res, row, C_DEV));
-    json_object_set_new(o, "created_at", text_or_null(res, row, C_CREATED));
-    json_object_set_new(o, "started_at", text_or_null(res, row, C_STARTED));
-    json_object_set_new(o, "finished_at", text_or_null(res, row, C_FINISHED));
-    json_object_set_new(o, "updated_at", text_or_null(res, row, C_UPDATED));
-    json_object_set_new(o, "inputs", json_col(res, row, C_INPUTS, 1));
-    if (!PQgetisnull(res, row, C_PARENT))
-        json_object_set_new(o, "parent_id", json_string(PQgetvalue(res, row, C_PARENT)));
-    snprintf(url, sizeof url, "/v1/jobs/%s/outputs", id);
-    json_object_set_new(o, "outputs_url", json_string(url));
-    snprintf(url, sizeof url, "/v1/jobs/%s/events", id);
-    json_object_set_new(o, "events_url", json_string(url));
-    json_t *wf = json_col(res, row, C_WORKFLOW, 1);   /* name, labels, inputs_from, callback, log_url */
-    json_object_update(o, wf);
-    json_decref(wf);
-    return o;
-}
-
-/* 1 found (*job set; state/istate filled when not NULL), 0 not (or another
- * tenant's), -1 database error. */
-static int job_fetch(PGconn *c, const char *tenant, const char *id, json_t **job, char state[16],
-                     char istate[16], int *is_child)
-{
-    const char *p[2] = { id, tenant };
-    PGresult *res = gj_db_exec_prepared(c, "gj_job_fetch", JOB_SELECT "WHERE j.id = $1::uuid AND j.tenant_id = $2::uuid",
-                                        2, p, NULL);
-    if (!res)
-        return -1;
-    if (PQntuples(res) == 0) {
-        PQclear(res);
-        return 0;
-    }
-    if (job)
-        *job = job_from_row(res, 0);
-    if (job && gj_reproduction_annotate(c, tenant, *job) < 0)
-        gj_log_warn("jobs", "job %s: cannot tell what it reruns", id);   /* the job is answered all the same */
-    if (state)
-        snprintf(state, 16, "%s", PQgetvalue(res, 0, C_STATE));
-    if (istate)
-        snprintf(istate, 16, "%s", PQgetvalue(res, 0, C_ISTATE));
-    if (is_child)
-        *is_child = !PQgetisnull(res, 0, C_PARENT);
-    PQclear(res);
-    return 1;
 }
 
 static void respond_job(struct gj_req *r, int status, json_t *job)
@@ -140,7 +52,7 @@ static void respond_job(struct gj_req *r, int status, json_t *job)
 
 int gj_api_job_json(PGconn *c, const char *tenant, const char *id, json_t **job)
 {
-    return job_fetch(c, tenant, id, job, NULL, NULL, NULL);
+    return gj_job_read(c, tenant, id, job, NULL);
 }
 
 void gj_api_respond_job(struct gj_req *r, int status, json_t *job)
@@ -399,7 +311,7 @@ static int idempotent_replay(struct gj_req *r, PGconn *c, const char *key, const
         return 1;
     }
     json_t *job = NULL;
-    int rc = job_fetch(c, r->who.tenant_id, id, &job, NULL, NULL, NULL);
+    int rc = gj_job_read(c, r->who.tenant_id, id, &job, NULL);
     if (rc <= 0) {
         gj_problem(r, 409, "Idempotency-Key", "this Idempotency-Key was used for a job that is gone");
         return 1;
@@ -711,7 +623,7 @@ static void store_job(struct gj_req *r, PGconn *c, struct submit_state *s, struc
     if (s)
         s->in_txn = 0;
     json_t *job = NULL;
-    if (job_fetch(c, r->who.tenant_id, out.id, &job, NULL, NULL, NULL) != 1) {
+    if (gj_job_read(c, r->who.tenant_id, out.id, &job, NULL) != 1) {
         gj_respond_unavailable(r);
         return;
     }
@@ -897,42 +809,23 @@ static void jobs_list(struct gj_req *r)
         gj_respond_unavailable(r);
         return;
     }
-    char lim[24];
-    snprintf(lim, sizeof lim, "%ld", limit + 1);
-    const char *p[10] = { r->who.tenant_id, state, kind, after, before, cursor ? cts : NULL, cursor ? cid : NULL, lim,
-                          name, labels };
-    char sqlstate[6] = "";
-    PGresult *res = gj_db_exec(c,
-                               JOB_SELECT "WHERE j.tenant_id = $1::uuid AND j.parent_id IS NULL"
-                               " AND ($2::text IS NULL OR gj_public_state(j.state, j.stage) = $2)"
-                               " AND ($3::text IS NULL OR j.kind = $3)"
-                               " AND ($4::timestamptz IS NULL OR j.created_at > $4::timestamptz)"
-                               " AND ($5::timestamptz IS NULL OR j.created_at < $5::timestamptz)"
-                               " AND ($6::timestamptz IS NULL OR (j.created_at, j.id) < ($6::timestamptz, $7::uuid))"
-                               " AND ($9::text IS NULL OR j.name = $9)"
-                               " AND ($10::jsonb IS NULL OR j.labels @> $10::jsonb)"
-                               " ORDER BY j.created_at DESC, j.id DESC LIMIT $8::int",
-                               10, p, sqlstate);
+    struct gj_job_filter f = { state, kind, after, before, name, labels, cursor ? cts : NULL, cursor ? cid : NULL,
+                               limit };
+    json_t *arr;
+    char last_created[40], last_id[GJ_UUID_LEN + 1];
+    struct gj_error err;
+    int rc = gj_job_list(c, r->who.tenant_id, &f, &arr, last_created, last_id, &err);
     free(labels);
-    if (!res) {
-        if (strncmp(sqlstate, "22", 2) == 0)
-            gj_problem(r, 400, NULL, "a query parameter is out of range or not valid text");
-        else
-            gj_respond_unavailable(r);
+    if (rc != 0) {
+        gj_respond_error(r, &err);
         return;
     }
-    int n = PQntuples(res);
-    json_t *arr = json_array();
-    for (int i = 0; i < n && i < limit; i++)
-        json_array_append_new(arr, job_from_row(res, i));
     json_t *next = json_null();
-    if (n > limit) {
+    if (last_id[0]) {
         char enc[160];
-        if (gj_cursor_encode(PQgetvalue(res, (int)limit - 1, C_CREATED), PQgetvalue(res, (int)limit - 1, C_ID), enc,
-                             sizeof enc) == 0)
+        if (gj_cursor_encode(last_created, last_id, enc, sizeof enc) == 0)
             next = json_string(enc);
     }
-    PQclear(res);
     gj_respond_json(r, 200, json_pack("{s:o, s:o}", "jobs", arr, "next_cursor", next));
 }
 
@@ -971,7 +864,7 @@ static int long_poll_read(struct gj_req *r, struct long_poll *lp)
     json_t *job = NULL;
     char state[16];
     uint64_t ticket = gj_job_cache_ticket(r->srv->job_cache, r->params[0]);
-    int rc = job_fetch(c, r->who.tenant_id, r->params[0], &job, state, NULL, NULL);
+    int rc = gj_job_read(c, r->who.tenant_id, r->params[0], &job, state);
     gj_db_release(r->srv->db, c);
     if (rc > 0)
         gj_job_cache_put(r->srv->job_cache, r->who.tenant_id, job, state, ticket);
@@ -1081,7 +974,7 @@ static void job_get(struct gj_req *r)
         gj_respond_unavailable(r);
         return;
     }
-    int rc = job_fetch(c, r->who.tenant_id, r->params[0], &job, state0, NULL, NULL);
+    int rc = gj_job_read(c, r->who.tenant_id, r->params[0], &job, state0);
     if (rc > 0)
         gj_job_cache_put(r->srv->job_cache, r->who.tenant_id, job, state0, ticket);
     if (rc <= 0) {
@@ -1123,7 +1016,7 @@ static void job_cancel(struct gj_req *r)
         return;
     }
     char state[16];
-    int rc = job_fetch(c, r->who.tenant_id, r->params[0], NULL, state, NULL, NULL);
+    int rc = gj_job_read(c, r->who.tenant_id, r->params[0], NULL, state);
     if (rc <= 0) {
         if (rc < 0)
             gj_respond_unavailable(r);
@@ -1131,14 +1024,13 @@ static void job_cancel(struct gj_req *r)
             gj_respond_not_found(r);
         return;
     }
-    rc = gj_job_cancel(c, r->who.tenant_id, r->params[0]);
+    rc = gj_job_cancel(c, r->srv->job_cache, r->who.tenant_id, r->params[0]);   /* forgets its cached answer */
     if (rc < 0) {
         gj_respond_unavailable(r);
         return;
     }
-    gj_job_cache_forget(r->srv->job_cache, r->params[0]);   /* read your write: before its NOTIFY comes */
     json_t *job = NULL;
-    if (job_fetch(c, r->who.tenant_id, r->params[0], &job, state, NULL, NULL) != 1) {
+    if (gj_job_read(c, r->who.tenant_id, r->params[0], &job, state) != 1) {
         gj_respond_not_found(r);
         return;
     }
@@ -1162,11 +1054,10 @@ static void job_delete(struct gj_req *r)
     }
     enum gj_job_deleted how;
     struct gj_error err = { 0 };
-    if (gj_job_delete(c, r->who.tenant_id, r->params[0], &how, &err) != 0) {
+    if (gj_job_delete(c, r->srv->job_cache, r->who.tenant_id, r->params[0], &how, &err) != 0) {
         gj_respond_error(r, &err);
         return;
     }
-    gj_job_cache_forget(r->srv->job_cache, r->params[0]);   /* read your write: before its NOTIFY comes */
     gj_respond_empty(r, how == GJ_JOB_DELETED ? 204 : 202);
 }
 
@@ -1179,7 +1070,7 @@ static PGconn *visible_job_db(struct gj_req *r)
         gj_respond_unavailable(r);
         return NULL;
     }
-    int rc = job_fetch(c, r->who.tenant_id, r->params[0], NULL, NULL, NULL, NULL);
+    int rc = gj_job_read(c, r->who.tenant_id, r->params[0], NULL, NULL);
     if (rc <= 0) {
         if (rc < 0)
             gj_respond_unavailable(r);

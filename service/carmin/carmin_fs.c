@@ -9,6 +9,7 @@
 #include "service/carmin/carmin.h"
 #include "service/carmin/carmin_fs.h"
 #include "service/db/db.h"
+#include "service/jobs/job_store.h"
 
 int carmin_path_normalize(const char *in, char out[CARMIN_PATH_MAX])
 {
@@ -122,28 +123,23 @@ json_t *carmin_fs_describe(PGconn *c, const char *tenant, const char *path, enum
     return out;
 }
 
-/* Deletes blobs that were a path's and that nothing holds any more. */
-#define DROP_FREE_BLOBS                                                                          \
-    " DELETE FROM blobs b USING gone WHERE b.id = gone.blob_id AND b.tenant_id = $1::uuid"       \
-    " AND b.owner_job IS NULL"                                                                   \
-    " AND NOT EXISTS (SELECT 1 FROM job_inputs i WHERE i.blob_id = b.id)"                        \
-    " AND NOT EXISTS (SELECT 1 FROM job_outputs o WHERE o.blob_id = b.id)"                       \
-    " AND NOT EXISTS (SELECT 1 FROM carmin_paths c WHERE c.blob_id = b.id)"
-
-/* Blobs (a PostgreSQL uuid[] text) that paths no longer hold: those nothing holds go; one a
- * job still takes as an input or keeps as an output passes to that job (so it goes with the
- * job, as the job's own blobs do, migration 0007) rather than outliving everything. 0 or -1. */
+/* Blobs (a PostgreSQL uuid[] text) that paths no longer hold: those no path holds either,
+ * locked (a path made meanwhile waits for the commit), are the job store's to settle: freed,
+ * or passed to a job that still takes or keeps them. 0 or -1. */
 static int release_blobs(PGconn *c, const char *tenant, const char *ids)
 {
     const char *q[2] = { tenant, ids };
-    if (gj_db_cmd(c, "WITH gone AS (SELECT unnest($2::uuid[]) AS blob_id)" DROP_FREE_BLOBS, 2, q) != 0)
+    PGresult *res = gj_db_exec(c, "SELECT coalesce(array_agg(f.id), '{}')::text FROM"
+                                  " (SELECT b.id FROM blobs b WHERE b.id = ANY ($2::uuid[]) AND b.tenant_id = $1::uuid"
+                                  "  AND b.owner_job IS NULL"
+                                  "  AND NOT EXISTS (SELECT 1 FROM carmin_paths c WHERE c.blob_id = b.id)"
+                                  "  FOR UPDATE OF b) f",
+                               2, q, NULL);
+    if (!res)
         return -1;
-    return gj_db_cmd(c, "UPDATE blobs b SET owner_job = coalesce("
-                        " (SELECT o.job_id FROM job_outputs o WHERE o.blob_id = b.id ORDER BY o.job_id LIMIT 1),"
-                        " (SELECT i.job_id FROM job_inputs i WHERE i.blob_id = b.id ORDER BY i.job_id LIMIT 1))"
-                        " WHERE b.id = ANY ($2::uuid[]) AND b.tenant_id = $1::uuid AND b.owner_job IS NULL"
-                        " AND NOT EXISTS (SELECT 1 FROM carmin_paths c WHERE c.blob_id = b.id)",
-                     2, q);
+    int rc = gj_job_blobs_settle(c, tenant, PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return rc;
 }
 
 /* A failed statement's outcome: CARMIN_FS_RACE for the parent's foreign key, else -1. */

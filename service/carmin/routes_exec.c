@@ -30,31 +30,27 @@ const char *carmin_exec_status(const char *s)
     return "Unknown";
 }
 
+/* The execution's own row; its job's public columns come from the job store. */
 #define EXEC_SELECT                                                                                          \
-    "SELECT j.id, e.name, e.pipeline, e.input_values::text, gj_public_state(j.state, j.stage),"            \
-    " extract(epoch FROM coalesce(j.started_at, j.created_at))::bigint, extract(epoch FROM j.finished_at)::bigint," \
-    " e.results_location, e.results_placed, j.timeout_seconds"                                             \
-    " FROM carmin_executions e JOIN jobs j ON j.id = e.job_id"                                             \
-    " WHERE e.tenant_id = $1::uuid"
+    "SELECT e.job_id, e.name, e.pipeline, e.input_values::text, e.results_location, e.results_placed"     \
+    " FROM carmin_executions e WHERE e.tenant_id = $1::uuid"
 
-static json_t *exec_json(PGresult *res, int i)
+static json_t *exec_json(PGresult *res, int i, const struct gj_job_times *t)
 {
-    const char *id = PQgetvalue(res, i, 0), *status = carmin_exec_status(PQgetvalue(res, i, 4));
+    const char *id = PQgetvalue(res, i, 0), *status = carmin_exec_status(t->state);
     json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:s, s:I, s:s}", "identifier", id, "name", PQgetvalue(res, i, 1),
                           "pipelineIdentifier", PQgetvalue(res, i, 2), "inputValues",
                           json_loads(PQgetvalue(res, i, 3), 0, NULL), "status", status, "startDate",
-                          (json_int_t)strtoll(PQgetvalue(res, i, 5), NULL, 10), "resultsLocation",
-                          PQgetvalue(res, i, 7));
+                          (json_int_t)t->started, "resultsLocation", PQgetvalue(res, i, 4));
     if (!o)
         return NULL;
-    if (!PQgetisnull(res, i, 6))
-        json_object_set_new(o, "endDate", json_integer(strtoll(PQgetvalue(res, i, 6), NULL, 10)));
+    if (t->finished >= 0)
+        json_object_set_new(o, "endDate", json_integer(t->finished));
     if (strcmp(status, "ExecutionFailed") == 0)
         json_object_set_new(o, "errorCode", json_integer(CARMIN_INTERNAL));
-    int timeout = atoi(PQgetvalue(res, i, 9));
-    if (timeout > 0)   /* 0: none, which CARMIN says by leaving it out */
-        json_object_set_new(o, "timeout", json_integer(timeout));
-    if (PQgetvalue(res, i, 8)[0] == 't')   /* once placed: the result files, as content URLs */
+    if (t->timeout_seconds > 0)   /* 0: none, which CARMIN says by leaving it out */
+        json_object_set_new(o, "timeout", json_integer(t->timeout_seconds));
+    if (PQgetvalue(res, i, 5)[0] == 't')   /* once placed: the result files, as content URLs */
         json_object_set_new(o, "returnedFiles", json_object());
     return o;
 }
@@ -94,7 +90,9 @@ json_t *carmin_exec_read(PGconn *c, const char *tenant, const char *id)
     PGresult *res = gj_db_exec(c, EXEC_SELECT " AND e.job_id = $2::uuid", 2, p, NULL);
     if (!res)
         return NULL;
-    json_t *e = PQntuples(res) == 1 ? exec_json(res, 0) : json_null();
+    struct gj_job_times t;
+    int found = PQntuples(res) == 1 ? gj_job_times_read(c, tenant, id, &t) : 0;
+    json_t *e = found > 0 ? exec_json(res, 0, &t) : found == 0 ? json_null() : NULL;
     PQclear(res);
     if (e && add_returned(c, tenant, e) != 0) {
         json_decref(e);
@@ -274,7 +272,7 @@ static void exec_kill(struct gj_req *r)
     if (!e)
         return;
     json_decref(e);
-    int rc = gj_job_cancel(c, r->who.tenant_id, r->params[0]);
+    int rc = gj_job_cancel(c, r->srv->job_cache, r->who.tenant_id, r->params[0]);
     if (rc < 0)
         carmin_unavailable(r);
     else if (rc == 0)
@@ -320,9 +318,10 @@ static void exec_update(struct gj_req *r)
     if (rc == 0 && name &&
         (gj_db_cmd(c, "UPDATE carmin_executions SET name = $3 WHERE job_id = $1::uuid AND tenant_id = $2::uuid",
                    3, p) != 0 ||
-         gj_job_rename(c, r->who.tenant_id, r->params[0], name, &err) != 0))
+         gj_job_rename(c, r->srv->job_cache, r->who.tenant_id, r->params[0], name, &err) != 0))
         rc = err.status ? -1 : gj_error_status(&err, 503, NULL, "the database is unavailable");
-    if (rc == 0 && t && gj_job_set_timeout(c, r->who.tenant_id, r->params[0], (int)json_integer_value(t), &err) != 0)
+    if (rc == 0 && t &&
+        gj_job_set_timeout(c, r->srv->job_cache, r->who.tenant_id, r->params[0], (int)json_integer_value(t), &err) != 0)
         rc = -1;
     if (rc == 0 && gj_db_commit(c) == 0) {
         gj_respond_empty(r, 204);
@@ -358,7 +357,7 @@ static void exec_delete(struct gj_req *r)
     if (rc == 0 && df && strcmp(df, "true") == 0 && carmin_fs_delete_execution(c, r->who.tenant_id, r->params[0]) < 0)
         rc = gj_error_status(&err, 503, NULL, "the database is unavailable");
     if (rc == 0)
-        rc = gj_job_delete(c, r->who.tenant_id, r->params[0], &how, &err);
+        rc = gj_job_delete(c, r->srv->job_cache, r->who.tenant_id, r->params[0], &how, &err);
     if (rc == 0 && gj_db_commit(c) == 0) {
         gj_respond_empty(r, how == GJ_JOB_DELETED ? 204 : 202);
         return;

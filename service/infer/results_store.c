@@ -110,8 +110,8 @@ static int purge_inputs(PGconn *conn, const struct gj_claim *c)
 static const char insert_sql[] =
     "INSERT INTO inference_results (tenant_id, job_id, study_key, image_key, input_name, model,"
     " model_version, status, reason, scores, top_label, top_score, acquired_at, received_at)"
-    " SELECT $1::uuid, $2::uuid, $3, $4, $5, $6, $7::bigint, $8, $9, $10::jsonb, $11,"
-    " $12::double precision, $13::timestamp, j.created_at FROM jobs j WHERE j.id = $2::uuid"
+    " VALUES ($1::uuid, $2::uuid, $3, $4, $5, $6, $7::bigint, $8, $9, $10::jsonb, $11,"
+    " $12::double precision, $13::timestamp, $14::timestamptz)"
     " ON CONFLICT (job_id, input_name) DO NOTHING";
 
 static int safe_input_name(const char *s)
@@ -141,9 +141,10 @@ static int timestamp_text_ok(const char *s)
 }
 
 /* One inference_results row for an image of result.json (rows that are not one are
- * skipped). 1 stored, 0 not (skipped, or already there), -1 database error. */
-static int store_image(PGconn *conn, const struct gj_claim *c, const char *model, const char *version,
-                       json_t *im, int *no_time)
+ * skipped), received_at being received ("" when the job has no row: none stored). 1 stored,
+ * 0 not (skipped, or already there), -1 database error. */
+static int store_image(PGconn *conn, const struct gj_claim *c, const char *received, const char *model,
+                       const char *version, json_t *im, int *no_time)
 {
     const char *input = json_string_value(json_object_get(im, "input"));
     const char *status = json_string_value(json_object_get(im, "status"));
@@ -168,11 +169,15 @@ static int store_image(PGconn *conn, const struct gj_claim *c, const char *model
         acquired = NULL;
         (*no_time)++;
     }
-    const char *p[13] = { c->tenant_id, c->id, study_key[0] ? study_key : NULL, image_key[0] ? image_key : NULL,
+    if (!received[0]) {          /* no job row any more: nothing to attach a result to */
+        free(scores_text);
+        return 0;
+    }
+    const char *p[14] = { c->tenant_id, c->id, study_key[0] ? study_key : NULL, image_key[0] ? image_key : NULL,
                           input, model, version, status, json_string_value(json_object_get(im, "reason")),
                           scores_text, json_string_value(json_object_get(im, "top_label")),
-                          top_score[0] ? top_score : NULL, acquired };
-    PGresult *res = gj_db_exec(conn, insert_sql, 13, p, NULL);
+                          top_score[0] ? top_score : NULL, acquired, received };
+    PGresult *res = gj_db_exec(conn, insert_sql, 14, p, NULL);
     free(scores_text);
     if (!res)
         return -1;
@@ -215,6 +220,11 @@ int gj_infer_store_results(PGconn *conn, const struct gj_claim *c, const char *o
     json_t *root = read_result(c, path);
     if (!root)
         return 0;
+    char received[64] = "";      /* a result's received_at is its job's created_at */
+    if (gj_job_created_at(conn, c->id, received) < 0) {
+        json_decref(root);
+        return -1;
+    }
     json_t *model = json_object_get(root, "model");
     char version[32];
     snprintf(version, sizeof version, "%lld", (long long)json_integer_value(json_object_get(model, "version")));
@@ -222,7 +232,8 @@ int gj_infer_store_results(PGconn *conn, const struct gj_claim *c, const char *o
     json_t *im;
     int stored = 0, no_time = 0;
     json_array_foreach(json_object_get(root, "images"), i, im) {
-        int rc = store_image(conn, c, json_string_value(json_object_get(model, "name")), version, im, &no_time);
+        int rc = store_image(conn, c, received, json_string_value(json_object_get(model, "name")), version, im,
+                             &no_time);
         if (rc < 0) {
             json_decref(root);
             return -1;

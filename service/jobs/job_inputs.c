@@ -107,3 +107,19 @@ int gj_job_blobs_drop_unused(PGconn *c, const char *job_id)
                         " AND NOT EXISTS (SELECT 1 FROM job_outputs o WHERE o.blob_id = b.id)",
                      1, p);
 }
+
+int gj_job_blobs_settle(PGconn *c, const char *tenant_id, const char *ids)
+{
+    const char *p[2] = { tenant_id, ids };
+    if (gj_db_cmd(c, "DELETE FROM blobs b WHERE b.id = ANY ($2::uuid[]) AND b.tenant_id = $1::uuid"
+                     " AND b.owner_job IS NULL"
+                     " AND NOT EXISTS (SELECT 1 FROM job_inputs i WHERE i.blob_id = b.id)"
+                     " AND NOT EXISTS (SELECT 1 FROM job_outputs o WHERE o.blob_id = b.id)",
+                  2, p) != 0)
+        return -1;
+    return gj_db_cmd(c, "UPDATE blobs b SET owner_job = coalesce("
+                        " (SELECT o.job_id FROM job_outputs o WHERE o.blob_id = b.id ORDER BY o.job_id LIMIT 1),"
+                        " (SELECT i.job_id FROM job_inputs i WHERE i.blob_id = b.id ORDER BY i.job_id LIMIT 1))"
+                        " WHERE b.id = ANY ($2::uuid[]) AND b.tenant_id = $1::uuid AND b.owner_job IS NULL",
+                     2, p);
+}

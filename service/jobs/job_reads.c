@@ -225,3 +225,39 @@ long long gj_job_counts_of(const struct gj_job_counts *counts, const char *kind,
             return counts->rows[i].n;
     return 0;
 }
+
+int gj_job_created_at(PGconn *c, const char *job_id, char out[64])
+{
+    out[0] = '\0';
+    const char *p[1] = { job_id };
+    PGresult *res = gj_db_exec(c, "SELECT created_at::text FROM jobs WHERE id = $1::uuid", 1, p, NULL);
+    if (!res)
+        return -1;
+    int found = PQntuples(res) == 1;
+    if (found)
+        snprintf(out, 64, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return found;
+}
+
+int gj_job_times_read(PGconn *c, const char *tenant_id, const char *job_id, struct gj_job_times *out)
+{
+    const char *p[2] = { tenant_id, job_id };
+    PGresult *res = gj_db_exec(c,
+                               "SELECT gj_public_state(state, stage),"
+                               " extract(epoch FROM coalesce(started_at, created_at))::bigint,"
+                               " extract(epoch FROM finished_at)::bigint, timeout_seconds"
+                               " FROM jobs WHERE id = $2::uuid AND tenant_id = $1::uuid",
+                               2, p, NULL);
+    if (!res)
+        return -1;
+    int found = PQntuples(res) == 1;
+    if (found) {
+        snprintf(out->state, sizeof out->state, "%s", PQgetvalue(res, 0, 0));
+        out->started = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+        out->finished = PQgetisnull(res, 0, 2) ? -1 : strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+        out->timeout_seconds = atoi(PQgetvalue(res, 0, 3));
+    }
+    PQclear(res);
+    return found;
+}

@@ -9,6 +9,7 @@
 #include "service/base/log.h"
 #include "service/base/uuid.h"
 #include "service/db/db.h"
+#include "service/jobs/job_cache.h"
 #include "service/jobs/job_store_internal.h"
 
 int gj_job_status_read(PGconn *c, const char *tenant_id, const char *job_id, int lock,
@@ -50,7 +51,7 @@ static int cancel_asks_worker(enum gj_job_state s)
     return gj_job_cancel_rule(s) == GJ_CANCEL_ASK_WORKER;
 }
 
-int gj_job_cancel(PGconn *c, const char *tenant_id, const char *job_id)
+int gj_job_cancel(PGconn *c, struct gj_job_cache *jc, const char *tenant_id, const char *job_id)
 {
     if (!gj_is_uuid(job_id) || (tenant_id && !gj_is_uuid(tenant_id)))
         return 0;
@@ -70,6 +71,8 @@ int gj_job_cancel(PGconn *c, const char *tenant_id, const char *job_id)
         return -1;
     int rows = atoi(PQcmdTuples(res));
     PQclear(res);
+    if (rows > 0)
+        gj_job_cache_forget(jc, job_id);
     return rows > 0 ? 1 : 0;
 }
 
@@ -100,7 +103,7 @@ static int delete_in(PGconn *c, const char *tenant_id, const char *job_id, enum 
     case GJ_DELETE_REFUSED_SUBTASK:
         return gj_error_status(err, 409, NULL, "this is a sub-task; delete its parent job");
     case GJ_DELETE_WHEN_STOPPED:
-        if (gj_job_cancel(c, tenant_id, job_id) < 0 ||
+        if (gj_job_cancel(c, NULL, tenant_id, job_id) < 0 ||
             gj_db_cmd(c, "UPDATE jobs SET delete_requested = true WHERE id = $1::uuid AND tenant_id = $2::uuid",
                       2, p) != 0)
             return gj_job_store_unavailable(err);
@@ -110,7 +113,7 @@ static int delete_in(PGconn *c, const char *tenant_id, const char *job_id, enum 
         break;
     }
     /* canceled first, so that a parent's running sub-tasks are asked to stop */
-    if (!gj_job_state_final(st.state) && gj_job_cancel(c, tenant_id, job_id) < 0)
+    if (!gj_job_state_final(st.state) && gj_job_cancel(c, NULL, tenant_id, job_id) < 0)
         return gj_job_store_unavailable(err);
     if (delete_row(c, p, err) != 0)
         return -1;
@@ -118,8 +121,8 @@ static int delete_in(PGconn *c, const char *tenant_id, const char *job_id, enum 
     return 0;
 }
 
-int gj_job_delete(PGconn *c, const char *tenant_id, const char *job_id, enum gj_job_deleted *how,
-                  struct gj_error *err)
+int gj_job_delete(PGconn *c, struct gj_job_cache *jc, const char *tenant_id, const char *job_id,
+                  enum gj_job_deleted *how, struct gj_error *err)
 {
     if (!tenant_id || !gj_is_uuid(tenant_id))
         return gj_job_store_not_found(err, job_id);
@@ -135,6 +138,7 @@ int gj_job_delete(PGconn *c, const char *tenant_id, const char *job_id, enum gj_
         gj_db_rollback(c);
         return gj_job_store_unavailable(err);
     }
+    gj_job_cache_forget(jc, job_id);
     return 0;
 }
 
@@ -149,7 +153,7 @@ static int update_one(PGconn *c, const char *sql, int n, const char *const *p, s
     return rows > 0 ? 0 : 1;
 }
 
-int gj_job_rename(PGconn *c, const char *tenant_id, const char *job_id, const char *name,
+int gj_job_rename(PGconn *c, struct gj_job_cache *jc, const char *tenant_id, const char *job_id, const char *name,
                   struct gj_error *err)
 {
     if (!gj_is_uuid(job_id) || !tenant_id || !gj_is_uuid(tenant_id))
@@ -157,10 +161,12 @@ int gj_job_rename(PGconn *c, const char *tenant_id, const char *job_id, const ch
     const char *p[3] = { job_id, tenant_id, name };
     int rc = update_one(c, "UPDATE jobs SET name = $3, updated_at = now() WHERE id = $1::uuid AND tenant_id = $2::uuid",
                         3, p, err);
+    if (rc == 0)
+        gj_job_cache_forget(jc, job_id);
     return rc == 1 ? gj_job_store_not_found(err, job_id) : rc;
 }
 
-int gj_job_set_timeout(PGconn *c, const char *tenant_id, const char *job_id, int seconds,
+int gj_job_set_timeout(PGconn *c, struct gj_job_cache *jc, const char *tenant_id, const char *job_id, int seconds,
                        struct gj_error *err)
 {
     if (!gj_is_uuid(job_id) || !tenant_id || !gj_is_uuid(tenant_id))
@@ -172,6 +178,8 @@ int gj_job_set_timeout(PGconn *c, const char *tenant_id, const char *job_id, int
     int rc = update_one(c, "UPDATE jobs SET timeout_seconds = $3::int, updated_at = now()"
                            " WHERE id = $1::uuid AND tenant_id = $2::uuid AND state IN ('queued', 'waiting')",
                         3, p, err);
+    if (rc == 0)
+        gj_job_cache_forget(jc, job_id);
     if (rc != 1)
         return rc;
     struct gj_job_status st;

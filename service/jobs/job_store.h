@@ -20,6 +20,8 @@
 #include "service/jobs/job_state.h"
 #include "service/jobs/queue.h"
 
+struct gj_job_cache;
+
 /* A job's state as stored, for the rules: 0, or -1 with err (404, 503). Locks the row
  * FOR UPDATE when lock is 1 (inside the caller's transaction). tenant_id NULL: any tenant's. */
 struct gj_job_status {
@@ -31,16 +33,38 @@ struct gj_job_status {
 int gj_job_status_read(PGconn *c, const char *tenant_id, const char *job_id, int lock,
                        struct gj_job_status *st, struct gj_error *err);
 
+/* The tenant's job as GET /v1/jobs/{id} shows it (job_view.c): 1 found (*job, a new object,
+ * and its public state (16 bytes) filled, each when not NULL), 0 no such job (or another
+ * tenant's), -1 database error. A prepared statement (gj_job_fetch): the read path cached. */
+int gj_job_read(PGconn *c, const char *tenant_id, const char *job_id, json_t **job, char state[16]);
+
+/* GET /v1/jobs's filters, each NULL when absent; labels a JSON object's text (jsonb @>). */
+struct gj_job_filter {
+    const char *state, *kind, *created_after, *created_before, *name, *labels;
+    const char *cursor_created, *cursor_id;   /* the page after this (created_at, id) */
+    long limit;
+};
+/* The tenant's top-level jobs, newest first, at most f->limit: 0 with *jobs (a JSON array,
+ * caller owns) and, when more follow, the last one's created_at and id (else ""); or -1 with
+ * err: 400 a parameter the database refuses, 503. */
+int gj_job_list(PGconn *c, const char *tenant_id, const struct gj_job_filter *f, json_t **jobs,
+                char last_created[40], char last_id[GJ_UUID_LEN + 1], struct gj_error *err);
+
+/* The changes below (cancel, delete, rename, time limit) forget the job's status answer in
+ * jc (job_cache.h; NULL: none) once made: after the store's commit, or at once inside the
+ * caller's transaction (whose commit's NOTIFY forgets it again), so that the next read here
+ * sees the change without waiting for the notification. */
+
 /* Cancel (job_state.h's rule): 1 canceled now or asked of its worker, 0 finished already or
  * no such job, -1 database error. tenant_id NULL: any tenant's. */
-int gj_job_cancel(PGconn *c, const char *tenant_id, const char *job_id);
+int gj_job_cancel(PGconn *c, struct gj_job_cache *jc, const char *tenant_id, const char *job_id);
 
 /* Delete (job_state.h's rule), in the caller's transaction when one is open (so a route can
  * delete what it owns of the job in the same commit), else in its own. 0 with *how, or -1
  * with err: 404, 409 (a sub-task; a blob of it is another job's input), 503. */
 enum gj_job_deleted { GJ_JOB_DELETED, GJ_JOB_DELETED_WHEN_STOPPED };
-int gj_job_delete(PGconn *c, const char *tenant_id, const char *job_id, enum gj_job_deleted *how,
-                  struct gj_error *err);
+int gj_job_delete(PGconn *c, struct gj_job_cache *jc, const char *tenant_id, const char *job_id,
+                  enum gj_job_deleted *how, struct gj_error *err);
 
 /* The tenant's job submitted under an Idempotency-Key: 1 with id and the request's hash (hex,
  * "" when none) filled, 0 none, -1 database error. */
@@ -60,12 +84,12 @@ int gj_job_lock_shared(PGconn *c, const char *tenant_id, const char *job_id);
 
 /* A job's name (1 to 200 characters, checked by the caller: gj_job_name_problem). 0, or -1
  * with err (404, 503). */
-int gj_job_rename(PGconn *c, const char *tenant_id, const char *job_id, const char *name,
+int gj_job_rename(PGconn *c, struct gj_job_cache *jc, const char *tenant_id, const char *job_id, const char *name,
                   struct gj_error *err);
 
 /* A job's time limit, only before its first run starts (a run keeps the limit it started
  * with). 0, or -1 with err (404, 409 it has started, 503). */
-int gj_job_set_timeout(PGconn *c, const char *tenant_id, const char *job_id, int seconds,
+int gj_job_set_timeout(PGconn *c, struct gj_job_cache *jc, const char *tenant_id, const char *job_id, int seconds,
                        struct gj_error *err);
 
 /* The output called name of the tenant's job: 0 with blob_id (and content_type, when not
@@ -81,6 +105,17 @@ json_t *gj_job_outputs_read(PGconn *c, const char *job_id);
  * message (a new JSON string or null). 1, 0 no such job (deleted), -1 database error. */
 int gj_job_progress_read(PGconn *c, const char *tenant_id, const char *job_id, char state[16], double *progress,
                          json_t **message);
+
+/* What a facade shows of the tenant's job beside its own row (a CARMIN execution): public
+ * state, when it started (its creation until then) and finished (-1 not yet), in whole epoch
+ * seconds, and its time limit (0 none). 1, 0 no such job, -1 database error. */
+struct gj_job_times {
+    char state[16];
+    long long started;
+    long long finished;
+    int timeout_seconds;
+};
+int gj_job_times_read(PGconn *c, const char *tenant_id, const char *job_id, struct gj_job_times *out);
 
 /* The job's history after event id `after`, at most limit events: a JSON array (caller owns)
  * of {id (text), kind, detail (an object with "at")}; NULL on a database error. */
@@ -104,6 +139,13 @@ long gj_job_inputs_release_owned(PGconn *c, const char *job_id, const char *name
  * the caller's transaction. 0, or -1 database error. */
 int gj_job_blobs_drop_unused(PGconn *c, const char *job_id);
 
+/* Blobs of the tenant (ids: a PostgreSQL uuid[] text) that no job owns and their holder
+ * outside the jobs (a CARMIN path) let go, locked by the caller, in its transaction: those no
+ * job takes as an input or keeps as an output are deleted; one a job still holds passes to
+ * that job (it goes with the job, as the job's own blobs do, migration 0007) rather than
+ * outliving everything. 0, or -1 database error. */
+int gj_job_blobs_settle(PGconn *c, const char *tenant_id, const char *ids);
+
 /* The tenant's top-level jobs changed after the time `after` (the oldest `batch` first) and
  * the late ones of the `lookback` (an interval's text) before it (the newest `stragglers`):
  * what a portal's stream shows, columns below, GJ_JC_HORIZON being after - lookback. The
@@ -116,6 +158,10 @@ PGresult *gj_job_changes_read(PGconn *c, const char *tenant_id, const char *afte
 /* A line in the job's history (an event 'message'): what a module did for it after its run
  * (a report delivered, inputs deleted). 0, or -1 database error. */
 int gj_job_note(PGconn *c, const char *job_id, const char *message);
+
+/* The job's created_at as timestamptz text (exact when cast back), for a row that copies it
+ * (an inference result's received_at): 1, 0 no such job (out ""), -1 database error. */
+int gj_job_created_at(PGconn *c, const char *job_id, char out[64]);
 
 /* What the log route needs of the tenant's job: its public state (16 bytes) and how many
  * lines its log dropped. 1, 0 no such job, -1 database error. */

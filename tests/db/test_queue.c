@@ -21,6 +21,7 @@
 #include "service/db/blobstore.h"
 #include "service/db/db.h"
 #include "service/db/notify.h"
+#include "service/jobs/job_cache.h"
 #include "service/jobs/job_store.h"
 #include "pg_test_util.h"
 
@@ -447,17 +448,17 @@ static void test_cancel(void **state)
     assert_string_equal(c.id, running);
 
     /* Queued: canceled at once. Another tenant, or a bad id: nothing. */
-    assert_int_equal(gj_job_cancel(f->conn, "00000000-0000-0000-0000-000000000000", queued), 0);
-    assert_int_equal(gj_job_cancel(f->conn, f->tenant, "not-a-uuid"), 0);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, "00000000-0000-0000-0000-000000000000", queued), 0);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, f->tenant, "not-a-uuid"), 0);
     assert_string_equal(job_field(f, queued, "state"), "queued");
-    assert_int_equal(gj_job_cancel(f->conn, f->tenant, queued), 1);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, f->tenant, queued), 1);
     assert_string_equal(job_field(f, queued, "state"), "canceled");
-    assert_int_equal(gj_job_cancel(f->conn, f->tenant, queued), 0);   /* already finished */
+    assert_int_equal(gj_job_cancel(f->conn, NULL, f->tenant, queued), 0);   /* already finished */
 
     /* Running: flagged; the notifier hears of it; the heartbeat says so. */
     uint64_t jseq = gj_notifier_jobs_seq(n);
     assert_int_equal(gj_queue_heartbeat(f->conn, &c, 30, 0.25, NULL), 0);
-    assert_int_equal(gj_job_cancel(f->conn, f->tenant, running), 1);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, f->tenant, running), 1);
     assert_string_equal(job_field(f, running, "state"), "running");
     assert_string_equal(job_field(f, running, "cancel_requested"), "true");
     /* Two notifications: the queued job's cancel, then the running one's. */
@@ -470,14 +471,14 @@ static void test_cancel(void **state)
     assert_int_equal(gj_queue_heartbeat(f->conn, &c, 30, 0.5, NULL), 1);
     assert_int_equal(gj_queue_finish_canceled(f->conn, &c), 0);
     assert_string_equal(job_field(f, running, "state"), "canceled");
-    assert_int_equal(gj_job_cancel(f->conn, NULL, running), 0);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, NULL, running), 0);
     gj_claim_clear(&c);
 
     /* A transient failure of a job asked to stop is not retried. */
     char retry[40];
     submit(f, "noop", 0, 3, NULL, retry);
     assert_int_equal(gj_queue_claim(f->conn, "w1", noop_kinds, 30, &c), 1);
-    assert_int_equal(gj_job_cancel(f->conn, NULL, retry), 1);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, NULL, retry), 1);
     json_t *err = json_pack("{s:s}", "message", "interrupted");
     assert_int_equal(gj_queue_finish_failure(f->conn, &c, err, 1, 0), 0);
     json_decref(err);
@@ -611,7 +612,7 @@ static void test_subtasks(void **state)
     assert_string_equal(pc.id, p4);
     assert_int_equal(gj_queue_spawn_child(f->conn, &pc, 0, "noop", NULL, NULL, NULL, 0), 0);
     assert_int_equal(gj_queue_finish_waiting(f->conn, &pc), 0);
-    assert_int_equal(gj_job_cancel(f->conn, f->tenant, p4), 1);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, f->tenant, p4), 1);
     assert_string_equal(job_field(f, p4, "state"), "canceled");
     assert_int_equal(count(f, "SELECT count(*) FROM jobs WHERE parent_id = $1 AND state = 'canceled'", p4), 1);
     gj_claim_clear(&pc);
@@ -634,7 +635,7 @@ static void test_rescue(void **state)
     expire_lease(f, once);
     expire_lease(f, twice);
     expire_lease(f, asked);
-    assert_int_equal(gj_job_cancel(f->conn, NULL, asked), 1);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, NULL, asked), 1);
     assert_int_equal(gj_queue_rescue_expired(f->conn, 1000), 3);
     /* Attempts used up: failed. */
     assert_string_equal(job_field(f, once, "state"), "failed");
@@ -776,6 +777,58 @@ static void test_submit(void **state)
     assert_string_not_equal(out.id, first);
 }
 
+/* The store's changes forget the job's cached status answer themselves (read your write on
+ * this replica before the NOTIFY comes): rename, cancel, delete; not another job's. */
+static int cached(struct gj_job_cache *jc, const char *tenant, const char *id)
+{
+    char st[16];
+    size_t len;
+    char *body = gj_job_cache_get(jc, id, tenant, st, &len);
+    free(body);
+    return body != NULL;
+}
+
+static void cache_put(struct gj_job_cache *jc, const char *tenant, const char *id)
+{
+    json_t *job = json_pack("{s:s}", "id", id);
+    gj_job_cache_put(jc, tenant, job, "queued", gj_job_cache_ticket(jc, id));
+    json_decref(job);
+}
+
+static void test_changes_forget_cache(void **state)
+{
+    struct fixture *f = *state;
+    struct gj_job_cache *jc = gj_job_cache_new(64, 60000);
+    assert_non_null(jc);
+    gj_job_cache_set_live(jc, 1);
+    struct gj_error err;
+    enum gj_job_deleted how;
+    char a[40], other[40];
+    submit(f, "noop", 0, 3, NULL, a);
+    submit(f, "noop", 0, 3, NULL, other);
+    cache_put(jc, f->tenant, other);
+
+    cache_put(jc, f->tenant, a);
+    assert_true(cached(jc, f->tenant, a));
+    assert_int_equal(gj_job_rename(f->conn, jc, f->tenant, a, "renamed", &err), 0);
+    assert_false(cached(jc, f->tenant, a));
+
+    cache_put(jc, f->tenant, a);
+    assert_int_equal(gj_job_set_timeout(f->conn, jc, f->tenant, a, 60, &err), 0);
+    assert_false(cached(jc, f->tenant, a));
+
+    cache_put(jc, f->tenant, a);
+    assert_int_equal(gj_job_cancel(f->conn, jc, f->tenant, a), 1);
+    assert_false(cached(jc, f->tenant, a));
+
+    cache_put(jc, f->tenant, a);
+    assert_int_equal(gj_job_delete(f->conn, jc, f->tenant, a, &how, &err), 0);
+    assert_false(cached(jc, f->tenant, a));
+
+    assert_true(cached(jc, f->tenant, other));
+    gj_job_cache_free(jc);
+}
+
 /* The one delete rule (job_state.h, issue 25), through the store as both APIs use it: a job no
  * worker runs goes at once; a running one is canceled and goes at the commit of its end,
  * whichever end it comes to; a sub-task only with its parent, which takes its running
@@ -789,11 +842,11 @@ static void test_delete_rule(void **state)
     char queued[40], a[40], b[40], parent[40], out[600];
 
     submit(f, "noop", 0, 3, NULL, queued);
-    assert_int_equal(gj_job_delete(f->conn, "00000000-0000-0000-0000-000000000000", queued, &how, &err), -1);
+    assert_int_equal(gj_job_delete(f->conn, NULL, "00000000-0000-0000-0000-000000000000", queued, &how, &err), -1);
     assert_int_equal(err.status, 404);
-    assert_int_equal(gj_job_delete(f->conn, f->tenant, "not-a-uuid", &how, &err), -1);
+    assert_int_equal(gj_job_delete(f->conn, NULL, f->tenant, "not-a-uuid", &how, &err), -1);
     assert_int_equal(err.status, 404);
-    assert_int_equal(gj_job_delete(f->conn, f->tenant, queued, &how, &err), 0);
+    assert_int_equal(gj_job_delete(f->conn, NULL, f->tenant, queued, &how, &err), 0);
     assert_int_equal(how, GJ_JOB_DELETED);
     assert_int_equal(count(f, gone, queued), 0);
 
@@ -806,7 +859,7 @@ static void test_delete_rule(void **state)
     assert_string_equal(ca.id, a);
     for (int i = 0; i < 2; i++) {
         const char *id = i ? b : a;
-        assert_int_equal(gj_job_delete(f->conn, f->tenant, id, &how, &err), 0);
+        assert_int_equal(gj_job_delete(f->conn, NULL, f->tenant, id, &how, &err), 0);
         assert_int_equal(how, GJ_JOB_DELETED_WHEN_STOPPED);
         assert_string_equal(job_field(f, id, "state"), "running");
         assert_string_equal(job_field(f, id, "cancel_requested"), "true");
@@ -831,9 +884,9 @@ static void test_delete_rule(void **state)
     assert_string_equal(job_field(f, parent, "state"), "subtasks");
     assert_int_equal(gj_queue_claim(f->conn, "w2", noop_kinds, 30, &child), 1);
     assert_string_equal(child.parent_id, parent);
-    assert_int_equal(gj_job_delete(f->conn, f->tenant, child.id, &how, &err), -1);
+    assert_int_equal(gj_job_delete(f->conn, NULL, f->tenant, child.id, &how, &err), -1);
     assert_int_equal(err.status, 409);
-    assert_int_equal(gj_job_delete(f->conn, f->tenant, parent, &how, &err), 0);
+    assert_int_equal(gj_job_delete(f->conn, NULL, f->tenant, parent, &how, &err), 0);
     assert_int_equal(how, GJ_JOB_DELETED);
     assert_int_equal(count(f, gone, parent), 0);
     assert_int_equal(count(f, gone, child.id), 0);
@@ -960,6 +1013,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_workers_registry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_rule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_changes_forget_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_finish_and_claim_next, setup, teardown),
         cmocka_unit_test_setup_teardown(test_job_log_bounds, setup, teardown),
     };

@@ -220,7 +220,7 @@ static void test_cancel_running(void **state)
     submit(f, "{\"sleep_ms\": 60000}", 3, NULL, slow);
     assert_true(wait_state(f, slow, "running", 10000));
     usleep(300000);
-    assert_int_equal(gj_job_cancel(f->conn, f->tenant, slow), 1);
+    assert_int_equal(gj_job_cancel(f->conn, NULL, f->tenant, slow), 1);
     /* The notifier's cancel callback stops it well before the next heartbeat. The row says
      * canceled as soon as the cancel commits; the worker lets go of the job just after. */
     assert_true(wait_state(f, slow, "canceled", 2000));

@@ -217,6 +217,9 @@ def test_results_json_filters_and_cursor():
     assert one["model"] == DEMO and one["model_version"] == 1
     assert one["received_at"].endswith("Z") and one["processed_at"].endswith("Z")
     assert one["received_at"] <= one["processed_at"]
+    # received_at is its job's created_at to the microsecond (issue 25: copied through the job store)
+    assert H.scalar("SELECT count(*) FROM inference_results r JOIN jobs j ON j.id = r.job_id"
+                    " WHERE r.received_at = j.created_at") == "3"
     page1 = c.json("GET", "/v1/inference-results?limit=2", expect=200)
     assert len(page1["results"]) == 2 and page1["next_cursor"], page1
     page2 = c.json("GET", "/v1/inference-results?limit=2&cursor=" + page1["next_cursor"], expect=200)

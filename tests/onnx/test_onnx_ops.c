@@ -550,6 +550,82 @@ static void test_view_outputs(void **st)
     expect_f(y, (const float[]){ -2, 8, -6, 16 }, 4, 0);
 }
 
+/* ---- Concats written in place (onnx_plan_concat.c) ---- */
+
+/* A dense block in small: c2 = Concat(a, f1), c3 = Concat(a, f1, f2), each feature read
+ * elsewhere too; w = Concat(x, f2) has a graph input (copied). Outputs c3, Sigmoid(c2), w. */
+static struct pb dense_block_model(void)
+{
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 4, D(-1, 2, 2, 2));
+    struct pb cat[3] = { pb_attr_int("axis", 1), pb_attr_int("axis", 1), pb_attr_int("axis", 1) };
+    gb_node(&b, "Relu", S("x"), S("a"), 0, NULL);
+    gb_node(&b, "Sigmoid", S("a"), S("f1"), 0, NULL);
+    gb_node(&b, "Concat", S("a", "f1"), S("c2"), 1, cat);
+    gb_node(&b, "Mul", S("f1", "a"), S("f2"), 0, NULL);
+    gb_node(&b, "Concat", S("a", "f1", "f2"), S("c3"), 1, cat + 1);
+    gb_node(&b, "Sigmoid", S("c2"), S("z"), 0, NULL);
+    gb_node(&b, "Concat", S("x", "f2"), S("w"), 1, cat + 2);
+    gb_output(&b, "c3");
+    gb_output(&b, "z");
+    gb_output(&b, "w");
+    return gb_finish(&b);
+}
+
+/* Runs the model at batch n into out (c3, z, w back to back); returns the nodes run. */
+static size_t run_dense_block(int n, const float *x, float *out)
+{
+    struct pb mp = dense_block_model();
+    struct gj_error err = { 0 };
+    onnx_model *m = onnx_model_load_memory(mp.b, mp.n, &err);
+    free(mp.b);
+    if (!m)
+        fail_msg("%s", err.message);
+    struct onnx_session_options o = { .batch = n, .threads = 2, .backend = "cpu" };
+    onnx_session *s = onnx_session_create(m, &o, &err);
+    if (!s)
+        fail_msg("%s", err.message);
+    const void *ins[1] = { x };
+    void *outs[3] = { out, out + n * 24, out + n * 24 + n * 16 };
+    assert_int_equal(onnx_session_run(s, ins, outs, &err), 0);
+    struct onnx_session_stats st;
+    onnx_session_get_stats(s, &st);
+    onnx_session_free(s);
+    onnx_model_free(m);
+    return st.n_nodes_run;
+}
+
+static float sigm(float v)
+{
+    return 1.0f / (1.0f + expf(-v));
+}
+
+static void test_concat_in_place(void **st)
+{
+    (void)st;
+    float x[16], want[2 * 56], got[2 * 56], copied[2 * 56];
+    for (int i = 0; i < 16; i++)
+        x[i] = (float)(i % 5) - 2.0f + 0.25f * (float)i;
+    for (int n = 1; n <= 2; n++) {
+        for (int b = 0; b < n; b++) {
+            float *c3 = want + b * 24, *z = want + n * 24 + b * 16, *w = want + n * 40 + b * 16;
+            for (int i = 0; i < 8; i++) {
+                float xv = x[b * 8 + i], a = xv > 0 ? xv : 0, f1 = sigm(a), f2 = f1 * a;
+                c3[i] = a, c3[8 + i] = f1, c3[16 + i] = f2;
+                z[i] = sigm(a), z[8 + i] = sigm(f1);
+                w[i] = xv, w[8 + i] = f2;
+            }
+        }
+        /* batch 1: both Concats of features run no kernel; batch 2: slices are not contiguous */
+        assert_int_equal(run_dense_block(n, x, got), n == 1 ? 5 : 7);
+        expect_f(got, want, n * 56, 1e-6f);
+        setenv("GJ_ONNX_CONCAT_COPY", "1", 1);
+        assert_int_equal(run_dense_block(n, x, copied), 7);
+        unsetenv("GJ_ONNX_CONCAT_COPY");
+        assert_memory_equal(got, copied, sizeof(float) * (size_t)n * 56);
+    }
+}
+
 /* ---- refusals ---- */
 
 static struct pb tiny_model(const char *op, int n_attr, struct pb *attrs)
@@ -989,6 +1065,7 @@ int main(void)
         cmocka_unit_test(test_misc_ops),
         cmocka_unit_test(test_more_ops),
         cmocka_unit_test(test_view_outputs),
+        cmocka_unit_test(test_concat_in_place),
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_attribute_refusals),
         cmocka_unit_test(test_wrong_dims),

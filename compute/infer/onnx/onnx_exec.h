@@ -26,6 +26,7 @@ struct tinfo {
     int own_hdata;
     int storage;
     int alias_of;             /* ST_ALIAS: the value whose storage this one shares */
+    size_t alias_off;         /* ST_ALIAS: at this byte offset (a Concat's slice, onnx_plan_concat.c) */
     size_t offset;            /* ST_ARENA */
     int def, last;            /* schedule steps */
     int n_consumers;
@@ -99,6 +100,8 @@ int onnx_optimize(struct onnx_session *s, struct gj_error *err);
 /* onnx_plan.c: storage and lifetimes, the arena plan, the memory limit (max_bytes, 0: none),
  * buffers (constants uploaded) and every kernel call's arguments and scratch. */
 int onnx_plan(struct onnx_session *s, size_t max_bytes, int batch, struct gj_error *err);
+/* onnx_plan_concat.c: Concats whose inputs are written in place, before lifetimes are extended. */
+void onnx_plan_concats(struct onnx_session *s);
 /* onnx_plan.c: frees the buffers onnx_plan allocated. */
 void onnx_plan_free(struct onnx_session *s);
 /* ": <the backend's last error>" into buf, or "" */

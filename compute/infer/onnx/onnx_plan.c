@@ -2,7 +2,8 @@
  * onnx_plan.c — a session's buffers, once the graph is final (onnx_optimize.c):
  *   storage classes: constants and inputs get buffers of their own, intermediates a place
  *     in one arena, outputs of view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
- *     Dropout) alias their input;
+ *     Dropout) alias their input, inputs of a Concat written in place its output
+ *     (onnx_plan_concat.c);
  *   lifetimes over the schedule, and a liveness-based arena plan: tensors whose lifetimes
  *     do not overlap share bytes (greedy, largest first);
  *   the memory limit (checked before allocating, and again once scratch is known);
@@ -239,9 +240,14 @@ static int alloc_buffers(struct onnx_session *s, struct gj_error *err)
             t->t.data = (char *)s->arena + t->offset;
         }
     }
-    for (size_t i = 0; i < s->n_values; i++)
-        if (s->v[i].storage == ST_ALIAS)
-            s->v[i].t.data = s->v[root_of(s, (int)i)].t.data;
+    for (size_t i = 0; i < s->n_values; i++) {
+        size_t off = 0;
+        int r = (int)i;
+        for (; s->v[r].storage == ST_ALIAS; r = s->v[r].alias_of)
+            off += s->v[r].alias_off;
+        if (r != (int)i)
+            s->v[i].t.data = (char *)s->v[r].t.data + off;
+    }
     return 0;
 }
 
@@ -302,6 +308,7 @@ static int alloc_scratch(struct onnx_session *s, size_t max_bytes, int batch, st
 int onnx_plan(struct onnx_session *s, size_t max_bytes, int batch, struct gj_error *err)
 {
     assign_storage(s);
+    onnx_plan_concats(s);
     extend_lifetimes(s);
     if (plan_arena(s, err) || check_limit(s, max_bytes, batch, err) || alloc_buffers(s, err))
         return -1;

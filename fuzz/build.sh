@@ -65,13 +65,13 @@ harness() {
     brkga)
       srcs+=" $(cd "$src" && ls compute/brkga/brkga_*.c | grep -v brkga_bench.c) $schema
               compute/common/gj_ctx.c compute/common/gj_poll.c compute/common/kind_validate.c
-              compute/common/kind_schema.c compute/common/fsutil.c"
+              compute/common/kind_schema.c compute/common/fsutil.c compute/common/gj_seed.c"
       libs="$(pkg-config --libs jansson expat) -lm -lpthread" ;;
     json_schema)
       srcs+=" $schema"
       libs="$(pkg-config --libs jansson) -lm" ;;
     nrrd)
-      srcs+=" compute/recon/io.c compute/common/gj_poll.c compute/common/gj_ctx.c"
+      srcs+=" compute/recon/io.c compute/common/nrrd.c compute/common/gj_poll.c compute/common/gj_ctx.c"
       libs="$(pkg-config --libs libpng) -lm" ;;
     onnx)
       [ -f "$out/gen/onnx.pb-c.c" ] && [ "$out/gen/onnx.pb-c.c" -nt "$src/compute/infer/onnx/onnx.proto" ] ||

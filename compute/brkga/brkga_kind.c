@@ -17,7 +17,7 @@
 #include "common/fsutil.h"
 #include "common/gj_kind.h"
 #include "common/gj_poll.h"
-#include "common/gj_provenance.h"
+#include "common/gj_seed.h"
 #include "brkga/brkga_engine.h"
 #include "brkga/brkga_gpu.h"
 #include "brkga/brkga_kind.h"

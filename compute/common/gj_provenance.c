@@ -6,9 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "gj_config.h"
@@ -142,15 +140,4 @@ json_t *gj_run_environment(const struct gj_kind *kind, const struct gj_job *job,
         return NULL;
     }
     return env;
-}
-
-json_int_t gj_fresh_seed(void)
-{
-    uint64_t s = 0;
-    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        s = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec;
-    }
-    return (json_int_t)(s & ((1ull << 53) - 1));
 }

@@ -28,8 +28,5 @@ json_t *gj_kind_provenance(const struct gj_kind *kind);
  * compute capability, driver and CUDA runtime. Fills obj; 0 or -1. */
 int gj_device_environment(int device, json_t *obj);
 
-/* A fresh seed for a kind that draws random numbers: in [0, 2^53) so that every JSON
- * client reads it exactly. */
-json_int_t gj_fresh_seed(void);
 
 #endif

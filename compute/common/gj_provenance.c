@@ -3,6 +3,7 @@
  * the kind, the device and the libraries every kind shares. A kind adds its own
  * (FFTW, OpenBLAS, a model's digest, the seed) through its environment() hook.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@
 #endif
 
 /* The first "model name" line of /proc/cpuinfo (x86), or "Model"/"CPU part" elsewhere. */
-static void cpu_model(char *out, size_t cap)
+static void read_cpu_model(char *out, size_t cap)
 {
     snprintf(out, cap, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -42,11 +43,20 @@ static void cpu_model(char *out, size_t cap)
     fclose(f);
 }
 
+/* Read once: every attempt of every job records it, and it does not change under a process. */
+static char cpu_model_text[256];
+
+static void cpu_model_once(void)
+{
+    read_cpu_model(cpu_model_text, sizeof cpu_model_text);
+}
+
 static int cpu_environment(json_t *obj)
 {
-    char model[256];
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    const char *model = cpu_model_text;
     struct utsname u;
-    cpu_model(model, sizeof model);
+    pthread_once(&once, cpu_model_once);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return json_object_set_new(obj, "type", json_string("cpu")) ||
            json_object_set_new(obj, "model", json_string(model)) ||

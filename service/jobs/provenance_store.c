@@ -42,9 +42,11 @@ int gj_provenance_record_attempt(PGconn *conn, const struct gj_claim *c, const s
     snprintf(attempt, sizeof attempt, "%d", c->attempts);
     snprintf(stage, sizeof stage, "%d", c->stage);
     const char *p[5] = { c->id, attempt, stage, worker, text };
-    int rc = gj_db_cmd(conn, record_sql, 5, p);
+    /* prepared once per connection: a statement every attempt of every job sends */
+    PGresult *res = gj_db_exec_prepared(conn, "gj_attempt_record", record_sql, 5, p, NULL);
     free(text);
-    return rc;
+    PQclear(res);
+    return res ? 0 : -1;
 }
 
 #define JOB_SQL                                                                                              \

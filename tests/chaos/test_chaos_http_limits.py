@@ -256,10 +256,15 @@ def test_parked_long_polls_and_streams():
         for s in streams:
             head = read_until(s, b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 200"), head[:200]
+        # all parked at once: a notification of the job's row (its submit's, if it comes late)
+        # wakes the long polls, each reads the job again and parks again, so wait for the count
+        # to be 2n rather than read it once after it first reached 2n
         deadline = time.time() + 20
-        while metric(SRV, "gpujobd_http_streams_parked") < 2 * n and time.time() < deadline:
+        parked = metric(SRV, "gpujobd_http_streams_parked")
+        while parked != 2 * n and time.time() < deadline:
             time.sleep(0.2)
-        assert metric(SRV, "gpujobd_http_streams_parked") == 2 * n
+            parked = metric(SRV, "gpujobd_http_streams_parked")
+        assert parked == 2 * n, (parked, 2 * n)
         assert https(SRV, "127.0.0.9", "GET", "/healthz")[0] == 200
         during = threads(SRV)
         assert during <= before + 2, f"threads {before} -> {during} with {2 * n} requests waiting"

@@ -316,6 +316,7 @@ device_call() {
     run_step figures "$PY" tools/device/gpu_figures.py --facts "$OUT/facts.txt" --summary "$OUT/summary.txt" \
         --recon "$W/bench-recon.json" --brkga "$W/bench-brkga.log" --out "$OUT"
     pack_steps
+    rm -rf "$W"   # its logs are in $OUT/steps.tar.gz now
     say "summary ($failed failed):"
     cat "$OUT/summary.txt"
     say "second, optional call: $SECOND_CALL"

@@ -5,6 +5,7 @@ function, as printed, is one of the tests. Inference goes through the same batch
 over HTTP (the statistics HTTP reports count gRPC's requests). Refused: no credentials, a
 foreign CA's certificate, an expired one, one for a tenant that does not exist, a wrong key;
 a message over --grpc-max-message. Each refusal leaves the server serving others."""
+import json
 import os
 import pathlib
 import shutil
@@ -489,6 +490,37 @@ def test_load_and_unload():
     assert list(r.as_numpy("i_out")[0]) == [11, 14, 17], r.as_numpy("i_out")
 
 
+def served_version(model):
+    """The version a request that names none is served by, over gRPC and over HTTP."""
+    ins = [np.array([[1, 2, 3]], np.int64), np.array([[1, 2, 3]], np.float16)]
+    g = client().infer(model, [inp("i", ins[0]), inp("h", ins[1])]).get_response().model_version
+    hi = [tl.httpclient.InferInput(n, list(a.shape), dt) for n, a, dt in (("i", ins[0], "INT64"), ("h", ins[1], "FP16"))]
+    for i, a in zip(hi, ins):
+        i.set_data_from_numpy(a, binary_data=True)
+    h = tl.client(SRV).infer(model, hi).get_response()["model_version"]
+    return g, h
+
+
+def test_reload_with_changed_config_served_anew():
+    """The repository keeps each model's parsed default_version between requests: a reload
+    with a changed config is served by what the new config says, over gRPC and HTTP alike."""
+    c = client(cert=None)
+    h = admin_headers()
+    cfg = tl.client(SRV).get_model_config("int_half")
+    cfg["name"] = "int_half_versions"
+    onnx = open(os.path.join(SRV.data_dir, "models", "int_half", "1", "model.onnx"), "rb").read()
+    files = {"file:1/model.onnx": onnx, "file:2/model.onnx": onnx}
+    cfg.pop("default_version", None)
+    c.load_model("int_half_versions", headers=h, config=json.dumps(cfg), files=files)
+    assert served_version("int_half_versions") == ("2", "2")      # the latest
+    cfg["default_version"] = 1
+    c.load_model("int_half_versions", headers=h, config=json.dumps(cfg), files=files)
+    assert served_version("int_half_versions") == ("1", "1")
+    cfg["default_version"] = 2
+    tl.client(SRV).load_model("int_half_versions", config=json.dumps(cfg), files=files)   # over HTTP
+    assert served_version("int_half_versions") == ("2", "2")
+
+
 def test_trace_and_log_settings_shared_with_http():
     c = client(cert=None)
     h = admin_headers()
@@ -817,6 +849,7 @@ if __name__ == "__main__":
                   test_idle_stream_is_cut, test_streams_bounded_unary_still_served, test_bad_requests, test_same_statistics_as_http,
                   test_metrics_count_grpc_beside_http, test_shared_memory_not_supported, test_model_config_as_http,
                   test_statistics_need_admin_and_match_http, test_repository_index, test_load_and_unload,
+                  test_reload_with_changed_config_served_anew,
                   test_trace_and_log_settings_shared_with_http, test_deadline_and_cancel_free_the_batcher_slot,
                   test_sigterm_drains_calls_in_flight, test_calls_per_tenant_bounded,
                   test_bearer_key_without_certificate,

@@ -32,6 +32,11 @@ struct repo_model {
     size_t n;
     int seen;
     char *config;                  /* declared: the model's config.json text */
+    /* The config's default_version, parsed once instead of at every request that names no
+     * version; forgotten when the config may have changed (declared anew, a scan, a load,
+     * an unload: forget_default). */
+    int default_known;
+    int64_t default_version;
 };
 
 struct gj_model_repo {
@@ -101,6 +106,12 @@ static struct repo_version *find_version(struct repo_model *m, int64_t v)
         if (m->v[i].version == v)
             return &m->v[i];
     return NULL;
+}
+
+/* Forgets the model's parsed default version: its config is read again when next needed. */
+static void forget_default(struct repo_model *m)
+{
+    m->default_known = 0;
 }
 
 static void drop_version(struct repo_version *v)
@@ -218,8 +229,10 @@ static int scan_locked(gj_model_repo *r, struct gj_error *err)
     if (!d)
         return gj_error_set(err, "models_dir", "cannot open the model repository %s: %s", r->dir,
                             strerror(errno));
-    for (size_t i = 0; i < r->n; i++)
+    for (size_t i = 0; i < r->n; i++) {
         r->m[i].seen = 0;
+        forget_default(&r->m[i]);   /* config.json may have changed on disk */
+    }
     struct dirent *e;
     int rc = 0;
     while ((e = readdir(d)) != NULL) {
@@ -364,7 +377,7 @@ int gj_model_repo_versions(gj_model_repo *r, const char *name, struct gj_model_v
 
 /* The configured default version of a model (0: latest); 0 when the config is unreadable
  * (the load will say what is wrong with it). */
-static int64_t config_default(const gj_model_repo *r, const struct repo_model *m)
+static int64_t config_default_read(const gj_model_repo *r, const struct repo_model *m)
 {
     char mdir[GJ_PATH_MAX], *text = NULL;
     const char *which;
@@ -383,6 +396,16 @@ static int64_t config_default(const gj_model_repo *r, const struct repo_model *m
     int64_t v = rc == 0 ? cfg.default_version : 0;
     gj_model_config_free(&cfg);
     return v;
+}
+
+/* config_default_read once per config. Caller holds r->mu. */
+static int64_t config_default(const gj_model_repo *r, struct repo_model *m)
+{
+    if (!m->default_known) {
+        m->default_version = config_default_read(r, m);
+        m->default_known = 1;
+    }
+    return m->default_version;
 }
 
 static int64_t resolve_locked(gj_model_repo *r, const char *name, int64_t requested,
@@ -457,6 +480,7 @@ static int load_locked(gj_model_repo *r, struct repo_model *m, struct repo_versi
     }
     /* Loading holds the lock: models load once, and a second request for the same
      * version waits for the first instead of loading it twice. */
+    forget_default(m);   /* a (re)load reads the config anew */
     gj_served_model *sm = load_version(r, m, rv, err);
     if (!sm) {
         rv->state = GJ_MODEL_FAILED;
@@ -623,6 +647,7 @@ int gj_model_repo_unload(gj_model_repo *r, const char *name, int64_t version,
                          (long long)v);
         } else {
             drop_version(rv);
+            forget_default(m);
             rv->state = GJ_MODEL_UNLOADED;
             rc = 0;
         }
@@ -639,6 +664,7 @@ int gj_model_repo_fail(gj_model_repo *r, const char *name, int64_t version, cons
     struct repo_version *rv = m ? find_version(m, version) : NULL;
     if (rv) {
         drop_version(rv);
+        forget_default(m);
         rv->state = GJ_MODEL_FAILED;
         snprintf(rv->reason, sizeof rv->reason, "%s", reason ? reason : "load failed");
         rc = 0;
@@ -788,6 +814,7 @@ int gj_model_repo_declare(gj_model_repo *r, const char *name, const char *config
     m->v = nv;
     m->n = n;
     m->config = mcfg;
+    forget_default(m);
     pthread_mutex_unlock(&r->mu);
     return 0;
 }

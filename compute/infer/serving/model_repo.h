@@ -91,6 +91,10 @@
  * unloaded stays unloaded: use does not load it again, only an explicit load does.
  * Readiness (gj_model_repo_get_loaded) never loads.
  *
+ * A request that names no version is served the config's default_version, parsed once per
+ * model and kept until the config may have changed: declared anew, a scan, a load, an unload
+ * or a failed load (in a scanned repository an edit of config.json on disk counts from then).
+ *
  * A loaded model's identity is its content: the SHA-256 of its model.onnx
  * (gj_served_model_digest), which the batchers are keyed by.
  */

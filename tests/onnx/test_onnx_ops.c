@@ -626,6 +626,130 @@ static void test_concat_in_place(void **st)
     }
 }
 
+/* A DenseNet layer on pseudo-random data: BatchNormalization+ReLU, a 1x1 convolution (bias,
+ * ReLU), a 3x3 one (pad 1); with `side`, the 1x1 convolution's output is also a graph
+ * output (through an Identity, a view). Channels and pixels that are no multiple of 4, 16 or the
+ * normalisation's tile (75 channels, 11x13), and convolutions large enough to be split
+ * across 2 threads by images (batch 3) or channels (batch 1). */
+enum { NL_C = 75, NL_H = 11, NL_W = 13, NL_M1 = 48, NL_M2 = 40 };
+
+struct nl_data {
+    float x[3 * NL_C * NL_H * NL_W], bn[4 * NL_C], w1[NL_M1 * NL_C], b1[NL_M1], w2[NL_M2 * NL_M1 * 9];
+};
+
+static void nl_fill(struct nl_data *d)
+{
+    uint32_t seed = 777;
+    float *all = d->x;
+    for (size_t i = 0; i < sizeof *d / sizeof(float); i++) {
+        seed = seed * 1664525u + 1013904223u;
+        all[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
+    }
+    for (int c = 0; c < NL_C; c++)
+        d->bn[3 * NL_C + c] += 1.0f;   /* variances > 0 */
+}
+
+/* The layer computed directly: y (N x M2 x H x W) and h (the 1x1 convolution's output). */
+static void nl_reference(const struct nl_data *d, int n, float *y, float *h)
+{
+    size_t plane = NL_H * NL_W;
+    float *r = malloc((size_t)n * NL_C * plane * 4);
+    assert_non_null(r);
+    for (int b = 0; b < n; b++)
+        for (int c = 0; c < NL_C; c++) {
+            float sc = d->bn[c] / sqrtf(d->bn[3 * NL_C + c] + 1e-5f), sh = d->bn[NL_C + c] - d->bn[2 * NL_C + c] * sc;
+            for (size_t i = 0; i < plane; i++) {
+                float v = d->x[(b * NL_C + c) * plane + i] * sc + sh;
+                r[(b * NL_C + c) * plane + i] = v > 0 ? v : 0;
+            }
+        }
+    struct conv_geom g1 = { n, NL_C, NL_H, NL_W, NL_M1, 1, 1, 1, 1, 1, 1, { 0, 0, 0, 0 }, 1, 1 };
+    struct conv_geom g2 = { n, NL_M1, NL_H, NL_W, NL_M2, 3, 3, 1, 1, 1, 1, { 1, 1, 1, 1 }, 0, 0 };
+    conv_direct(&g1, r, d->w1, d->b1, h, NL_H, NL_W);
+    conv_direct(&g2, h, d->w2, NULL, y, NL_H, NL_W);
+    free(r);
+}
+
+/* Runs the layer at batch n into y (and h where side); returns the activations kept NHWC. */
+static size_t nl_run(const struct nl_data *d, int n, int side, float *y, float *h)
+{
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 4, D(-1, NL_C, NL_H, NL_W));
+    gb_init(&b, "s", T_FLOAT, 1, D(NL_C), d->bn);
+    gb_init(&b, "bb", T_FLOAT, 1, D(NL_C), d->bn + NL_C);
+    gb_init(&b, "mean", T_FLOAT, 1, D(NL_C), d->bn + 2 * NL_C);
+    gb_init(&b, "var", T_FLOAT, 1, D(NL_C), d->bn + 3 * NL_C);
+    gb_init(&b, "w1", T_FLOAT, 4, D(NL_M1, NL_C, 1, 1), d->w1);
+    gb_init(&b, "b1", T_FLOAT, 1, D(NL_M1), d->b1);
+    gb_init(&b, "w2", T_FLOAT, 4, D(NL_M2, NL_M1, 3, 3), d->w2);
+    struct pb eps[1] = { pb_attr_float("epsilon", 1e-5f) }, pads[1] = { pb_attr_ints("pads", 4, D(1, 1, 1, 1)) };
+    gb_node(&b, "BatchNormalization", S("x", "s", "bb", "mean", "var"), S("a"), 1, eps);
+    gb_node(&b, "Relu", S("a"), S("r"), 0, NULL);
+    gb_node(&b, "Conv", S("r", "w1", "b1"), S("c1"), 0, NULL);
+    gb_node(&b, "Relu", S("c1"), S("h"), 0, NULL);
+    gb_node(&b, "Conv", S("h", "w2"), S("y"), 1, pads);
+    gb_output(&b, "y");
+    if (side) {
+        gb_node(&b, "Identity", S("h"), S("h_out"), 0, NULL);
+        gb_output(&b, "h_out");
+    }
+    struct pb mp = gb_finish(&b);
+    struct gj_error err = { 0 };
+    onnx_model *m = onnx_model_load_memory(mp.b, mp.n, &err);
+    free(mp.b);
+    if (!m)
+        fail_msg("%s", err.message);
+    struct onnx_session_options o = { .batch = n, .threads = 2, .backend = "cpu" };
+    onnx_session *s = onnx_session_create(m, &o, &err);
+    if (!s)
+        fail_msg("%s", err.message);
+    const void *ins[1] = { d->x };
+    void *outs[2] = { y, h };
+    assert_int_equal(onnx_session_run(s, ins, outs, &err), 0);
+    struct onnx_session_stats st;
+    onnx_session_get_stats(s, &st);
+    onnx_session_free(s);
+    onnx_model_free(m);
+    return st.n_nhwc;
+}
+
+/* With oneDNN, the normalisation's output and the 1x1 convolution's are kept NHWC between
+ * the kernels (not the latter where something else reads it); the results are the
+ * reference's either way, and with the layouts turned off (GJ_ONNX_NCHW) or oneDNN off. */
+static void test_nhwc_between_convs(void **st)
+{
+    (void)st;
+    struct nl_data *d = malloc(sizeof *d);
+    size_t ny = 3 * NL_M2 * NL_H * NL_W, nh = 3 * NL_M1 * NL_H * NL_W;
+    float *want = malloc(ny * 4), *want_h = malloc(nh * 4), *y = malloc(ny * 4), *h = malloc(nh * 4);
+    assert_true(d && want && want_h && y && h);
+    nl_fill(d);
+    int dnnl = onnx_dnnl_version() != NULL;
+    for (int n = 1; n <= 3; n += 2) {
+        nl_reference(d, n, want, want_h);
+        for (int side = 0; side <= 1; side++) {
+            const char *envs[] = { NULL, "GJ_ONNX_NCHW", "GJ_ONNX_DNNL" };
+            for (size_t e = 0; e < sizeof envs / sizeof *envs; e++) {
+                if (envs[e])
+                    setenv(envs[e], e == 2 ? "0" : "1", 1);
+                memset(y, 0, ny * 4);
+                size_t nhwc = nl_run(d, n, side, y, h);
+                if (envs[e])
+                    unsetenv(envs[e]);
+                assert_int_equal(nhwc, dnnl && !envs[e] ? 2 - side : 0);
+                expect_f(y, want, n * NL_M2 * NL_H * NL_W, 1e-4f);
+                if (side)
+                    expect_f(h, want_h, n * NL_M1 * NL_H * NL_W, 1e-4f);
+            }
+        }
+    }
+    free(d);
+    free(want);
+    free(want_h);
+    free(y);
+    free(h);
+}
+
 /* ---- refusals ---- */
 
 static struct pb tiny_model(const char *op, int n_attr, struct pb *attrs)
@@ -1066,6 +1190,7 @@ int main(void)
         cmocka_unit_test(test_more_ops),
         cmocka_unit_test(test_view_outputs),
         cmocka_unit_test(test_concat_in_place),
+        cmocka_unit_test(test_nhwc_between_convs),
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_attribute_refusals),
         cmocka_unit_test(test_wrong_dims),

@@ -12,6 +12,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <xmmintrin.h>
+#endif
 
 #include "infer/onnx/onnx_cpu.h"
 
@@ -240,6 +243,8 @@ static int k_conv(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     int rc = onnx_dnnl_conv_run(c, c->dnnl, a);
     if (rc <= 0)
         return rc;
+    if (x->layout != ONNX_LAYOUT_NCHW || y->layout != ONNX_LAYOUT_NCHW)
+        return -1;   /* only oneDNN's path reads and writes NHWC (prepare refused it) */
     struct conv_job j = { .H = H, .W = W, .OH = OH, .OW = OW, .kh = p->kernel[0], .kw = p->kernel[1],
         .sh = p->strides[0], .sw = p->strides[1], .ph = p->pads[0], .pw = p->pads[1],
         .dh = p->dilations[0], .dw = p->dilations[1], .col = a->scratch };
@@ -290,12 +295,87 @@ static void bn_task(void *vctx, int64_t b, int64_t e)
     }
 }
 
+/* NCHW in, NHWC out (the input of oneDNN convolutions, onnx_plan_layout.c), by tiles of
+ * BN_TILE pixels of one image: 4 channels x 4 pixels at a time are normalised and
+ * transposed in registers, so that reads and writes both run along cache lines. */
+#define BN_TILE 32
+
+static inline float bn1(const struct bn_job *j, float x, float sc, float sh)
+{
+    float v = x * sc + sh;
+    return j->relu && !(v > 0) ? 0 : v;
+}
+
+#ifdef __SSE2__
+/* Channels [c, c+4) of pixels [0, np) of a tile: x at the tile's first pixel of channel 0. */
+static void bn_nhwc_4(const struct bn_job *j, const float *x, float *y, int64_t c, int64_t np)
+{
+    int64_t C = j->C, plane = j->plane, i = 0;
+    float sc[4], sh[4];
+    for (int k = 0; k < 4; k++) {
+        sc[k] = j->scale[c + k] / sqrtf(j->var[c + k] + j->eps);
+        sh[k] = j->bias[c + k] - j->mean[c + k] * sc[k];
+    }
+    __m128 s0 = _mm_set1_ps(sc[0]), s1 = _mm_set1_ps(sc[1]), s2 = _mm_set1_ps(sc[2]), s3 = _mm_set1_ps(sc[3]);
+    __m128 h0 = _mm_set1_ps(sh[0]), h1 = _mm_set1_ps(sh[1]), h2 = _mm_set1_ps(sh[2]), h3 = _mm_set1_ps(sh[3]);
+    const float *x0 = x + c * plane, *x1 = x0 + plane, *x2 = x1 + plane, *x3 = x2 + plane;
+    for (; i + 4 <= np; i += 4) {
+        __m128 a0 = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x0 + i), s0), h0);
+        __m128 a1 = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x1 + i), s1), h1);
+        __m128 a2 = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x2 + i), s2), h2);
+        __m128 a3 = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x3 + i), s3), h3);
+        if (j->relu) {   /* max(0, NaN) is 0, as in the scalar ReLU */
+            __m128 z = _mm_setzero_ps();
+            a0 = _mm_max_ps(z, a0);
+            a1 = _mm_max_ps(z, a1);
+            a2 = _mm_max_ps(z, a2);
+            a3 = _mm_max_ps(z, a3);
+        }
+        _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
+        _mm_storeu_ps(y + i * C + c, a0);
+        _mm_storeu_ps(y + (i + 1) * C + c, a1);
+        _mm_storeu_ps(y + (i + 2) * C + c, a2);
+        _mm_storeu_ps(y + (i + 3) * C + c, a3);
+    }
+    for (; i < np; i++)
+        for (int k = 0; k < 4; k++)
+            y[i * C + c + k] = bn1(j, x[(c + k) * plane + i], sc[k], sh[k]);
+}
+#endif
+
+static void bn_nhwc_task(void *vctx, int64_t b, int64_t e)
+{
+    const struct bn_job *j = vctx;
+    int64_t tiles = (j->plane + BN_TILE - 1) / BN_TILE;
+    for (int64_t r = b; r < e; r++) {
+        int64_t n = r / tiles, p0 = r % tiles * BN_TILE, np = j->plane - p0 < BN_TILE ? j->plane - p0 : BN_TILE;
+        const float *x = j->x + n * j->C * j->plane + p0;
+        float *y = j->y + (n * j->plane + p0) * j->C;
+        int64_t c = 0;
+#ifdef __SSE2__
+        for (; c + 4 <= j->C; c += 4)
+            bn_nhwc_4(j, x, y, c, np);
+#endif
+        for (; c < j->C; c++) {
+            float sc = j->scale[c] / sqrtf(j->var[c] + j->eps), sh = j->bias[c] - j->mean[c] * sc;
+            for (int64_t i = 0; i < np; i++)
+                y[i * j->C + c] = bn1(j, x[c * j->plane + i], sc, sh);
+        }
+    }
+}
+
 static int k_batchnorm(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
     int64_t C = x->dims[1], plane = x->numel / (x->dims[0] * C > 0 ? x->dims[0] * C : 1);
     struct bn_job j = { CF(x), CF(a->in[1]), CF(a->in[2]), CF(a->in[3]), CF(a->in[4]), F(OUTT(0)),
                         C, plane, a->p->epsilon, a->p->fused_relu };
+    if (OUTT(0)->layout == ONNX_LAYOUT_NHWC) {
+        int64_t tiles = (plane + BN_TILE - 1) / BN_TILE;
+        par(c, x->dims[0] * tiles, (PAR_GRAIN + BN_TILE * C - 1) / (BN_TILE * C > 0 ? BN_TILE * C : 1), bn_nhwc_task,
+            &j);
+        return 0;
+    }
     par(c, x->dims[0] * C, (PAR_GRAIN + plane - 1) / (plane ? plane : 1), bn_task, &j);
     return 0;
 }
@@ -1038,7 +1118,20 @@ static size_t f32_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a
 static size_t conv_or_dnnl_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     size_t sb = a->in[0]->elem == ONNX_ELEM_FLOAT ? onnx_dnnl_conv_prepare(c->dnnl, a) : (size_t)-1;
+    if (sb == (size_t)-1 && (a->in[0]->layout != ONNX_LAYOUT_NCHW || a->out[0]->layout != ONNX_LAYOUT_NCHW))
+        return (size_t)-1;   /* NHWC was planned for oneDNN, which failed to take it */
     return sb != (size_t)-1 ? sb : conv_scratch(c, a);
+}
+
+/* The backend's takes_nhwc: oneDNN's convolutions read and write NHWC, BatchNormalization
+ * writes it (from an NCHW input). */
+static int cpu_takes_nhwc(struct onnx_backend_ctx *c, const struct onnx_kargs *a, int output)
+{
+    int op = a->node->op;
+    if (op == ONNX_OP_CONV)
+        return onnx_dnnl_conv_takes(c->dnnl, a);
+    return op == ONNX_OP_BATCHNORM && output && a->n_in == 5 && a->in[0]->elem == ONNX_ELEM_FLOAT &&
+           a->in[0]->rank == 4 && a->in[0]->layout == ONNX_LAYOUT_NCHW && c->dnnl;
 }
 
 static int k_floats(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
@@ -1073,6 +1166,7 @@ const struct onnx_backend onnx_backend_cpu = {
     .download = cpu_copy,
     .sync = NULL,
     .scratch_bytes = cpu_scratch,
+    .takes_nhwc = cpu_takes_nhwc,
     .host_memory = 1,
     .kernels = {
         [ONNX_OP_CONV] = k_floats,

@@ -7,7 +7,8 @@
  *   lifetimes over the schedule, and a liveness-based arena plan: tensors whose lifetimes
  *     do not overlap share bytes (greedy, largest first);
  *   the memory limit (checked before allocating, and again once scratch is known);
- *   the buffers (constants uploaded) and every kernel call's arguments and scratch.
+ *   the buffers (constants uploaded) and every kernel call's arguments, the layouts of
+ *     activations between kernels that agree on another (onnx_plan_layout.c), and scratch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,11 +254,9 @@ static int alloc_buffers(struct onnx_session *s, struct gj_error *err)
 
 /* ---- kernel calls ------------------------------------------------------------------------------ */
 
-/* rn's kernel arguments, and the scratch its kernel asks for (the largest of all is kept). */
-static int prepare_call(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
+/* rn's kernel arguments. */
+static int prepare_args(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
 {
-    const struct onnx_backend *be = s->be;
-    char msg[320];
     rn->ain = calloc((size_t)rn->n_in + 1, sizeof *rn->ain);
     rn->aout = calloc((size_t)rn->n_out + 1, sizeof *rn->aout);
     if (!rn->ain || !rn->aout)
@@ -270,9 +269,17 @@ static int prepare_call(struct onnx_session *s, struct rnode *rn, struct gj_erro
     for (int i = 0; i < rn->n_in && i < 32; i++)
         if (rn->in[i] >= 0 && s->v[rn->in[i]].storage == ST_CONST)
             rn->a.const_in |= 1u << i;
-    if (!rn->alias && !be->kernels[rn->op])
+    if (!rn->alias && !s->be->kernels[rn->op])
         return gj_error_set(err, "model", "node '%s' (%s): backend '%s' has no kernel for it", rn->n->name,
-                            onnx_op_name(rn->op), be->name);
+                            onnx_op_name(rn->op), s->be->name);
+    return 0;
+}
+
+/* The scratch rn's kernel asks for (the largest of all is kept). */
+static int prepare_scratch(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
+{
+    const struct onnx_backend *be = s->be;
+    char msg[320];
     if (!be->scratch_bytes)
         return 0;
     size_t sb = be->scratch_bytes(s->bctx, &rn->a);
@@ -313,7 +320,11 @@ int onnx_plan(struct onnx_session *s, size_t max_bytes, int batch, struct gj_err
     if (plan_arena(s, err) || check_limit(s, max_bytes, batch, err) || alloc_buffers(s, err))
         return -1;
     for (size_t k = 0; k < s->n_r; k++)
-        if (prepare_call(s, &s->r[k], err))
+        if (prepare_args(s, &s->r[k], err))
+            return -1;
+    onnx_plan_layouts(s);
+    for (size_t k = 0; k < s->n_r; k++)
+        if (prepare_scratch(s, &s->r[k], err))
             return -1;
     return alloc_scratch(s, max_bytes, batch, err);
 }

@@ -270,7 +270,7 @@ static int k_conv(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 struct bn_job {
     const float *x, *scale, *bias, *mean, *var;
     float *y;
-    int64_t C, plane;
+    int64_t C, plane, xs;   /* xs: elements from one image of x to the next */
     float eps;
     int relu;
 };
@@ -282,7 +282,7 @@ static void bn_task(void *vctx, int64_t b, int64_t e)
         int64_t ch = r % j->C;
         float sc = j->scale[ch] / sqrtf(j->var[ch] + j->eps);
         float sh = j->bias[ch] - j->mean[ch] * sc;
-        const float *x = j->x + r * j->plane;
+        const float *x = j->x + r / j->C * j->xs + ch * j->plane;
         float *y = j->y + r * j->plane;
         if (j->relu)
             for (int64_t i = 0; i < j->plane; i++) {
@@ -349,7 +349,7 @@ static void bn_nhwc_task(void *vctx, int64_t b, int64_t e)
     int64_t tiles = (j->plane + BN_TILE - 1) / BN_TILE;
     for (int64_t r = b; r < e; r++) {
         int64_t n = r / tiles, p0 = r % tiles * BN_TILE, np = j->plane - p0 < BN_TILE ? j->plane - p0 : BN_TILE;
-        const float *x = j->x + n * j->C * j->plane + p0;
+        const float *x = j->x + n * j->xs + p0;
         float *y = j->y + (n * j->plane + p0) * j->C;
         int64_t c = 0;
 #ifdef __SSE2__
@@ -369,7 +369,7 @@ static int k_batchnorm(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     const struct onnx_tensor *x = a->in[0];
     int64_t C = x->dims[1], plane = x->numel / (x->dims[0] * C > 0 ? x->dims[0] * C : 1);
     struct bn_job j = { CF(x), CF(a->in[1]), CF(a->in[2]), CF(a->in[3]), CF(a->in[4]), F(OUTT(0)),
-                        C, plane, a->p->epsilon, a->p->fused_relu };
+                        C, plane, x->nstride ? x->nstride : C * plane, a->p->epsilon, a->p->fused_relu };
     if (OUTT(0)->layout == ONNX_LAYOUT_NHWC) {
         int64_t tiles = (plane + BN_TILE - 1) / BN_TILE;
         par(c, x->dims[0] * tiles, (PAR_GRAIN + BN_TILE * C - 1) / (BN_TILE * C > 0 ? BN_TILE * C : 1), bn_nhwc_task,
@@ -386,7 +386,7 @@ struct pool_job {
     const float *x;
     float *y;
     const struct onnx_params *p;
-    int64_t H, W, OH, OW;
+    int64_t H, W, OH, OW, C, ys;   /* ys: elements from one image of y to the next */
     int max;
 };
 
@@ -398,7 +398,7 @@ static void pool_task(void *vctx, int64_t b, int64_t e)
     int64_t dh = p->dilations[0], dw = p->dilations[1], ph = p->pads[0], pw = p->pads[1];
     for (int64_t r = b; r < e; r++) {
         const float *x = j->x + r * j->H * j->W;
-        float *y = j->y + r * j->OH * j->OW;
+        float *y = j->y + r / j->C * j->ys + r % j->C * j->OH * j->OW;
         for (int64_t oh = 0; oh < j->OH; oh++) {
             for (int64_t ow = 0; ow < j->OW; ow++) {
                 int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
@@ -438,7 +438,9 @@ static int k_pool(struct onnx_backend_ctx *c, const struct onnx_kargs *a, int ma
 {
     const struct onnx_tensor *x = a->in[0];
     struct onnx_tensor *y = OUTT(0);
-    struct pool_job j = { CF(x), F(y), a->p, x->dims[2], x->dims[3], y->dims[2], y->dims[3], max };
+    int64_t C = x->dims[1] ? x->dims[1] : 1;
+    struct pool_job j = { CF(x), F(y), a->p, x->dims[2], x->dims[3], y->dims[2], y->dims[3], C,
+                          y->nstride ? y->nstride : C * y->dims[2] * y->dims[3], max };
     par(c, x->dims[0] * x->dims[1], 1 + PAR_GRAIN / (1 + j.OH * j.OW * a->p->kernel[0] * a->p->kernel[1]),
         pool_task, &j);
     return 0;
@@ -464,7 +466,7 @@ static int k_gap(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
     int64_t rows = x->dims[0] * x->dims[1];
-    struct pool_job j = { CF(x), F(OUTT(0)), a->p, rows ? x->numel / rows : 0, 0, 0, 0, 0 };
+    struct pool_job j = { CF(x), F(OUTT(0)), a->p, rows ? x->numel / rows : 0, 0, 0, 0, 0, 0, 0 };
     par(c, rows, 1 + PAR_GRAIN / (1 + j.H), gap_task, &j);
     return 0;
 }
@@ -730,7 +732,8 @@ static void cat_task(void *vctx, int64_t b, int64_t e)
         for (int k = 0; k < a->n_in; k++) {
             const struct onnx_tensor *t = a->in[k];
             size_t bytes = (size_t)onnx_dims_product(t, (int)j->axis, t->rank) * j->es;
-            memcpy(dst, (const char *)t->data + (size_t)o * bytes, bytes);
+            size_t step = t->nstride ? (size_t)t->nstride * j->es : bytes;   /* a slice at batch > 1 */
+            memcpy(dst, (const char *)t->data + (size_t)o * step, bytes);
             dst += bytes;
         }
     }
@@ -1123,6 +1126,21 @@ static size_t conv_or_dnnl_scratch(struct onnx_backend_ctx *c, const struct onnx
     return sb != (size_t)-1 ? sb : conv_scratch(c, a);
 }
 
+/* The backend's takes_strided (a Concat's slice at batch > 1): oneDNN's convolutions both
+ * ways, BatchNormalization and Concat (on axis 1) read it, 2-D pools write it. */
+static int cpu_takes_strided(struct onnx_backend_ctx *c, const struct onnx_kargs *a, int output)
+{
+    int op = a->node->op;
+    const struct onnx_tensor *x = a->in[0];
+    if (op == ONNX_OP_CONV)
+        return onnx_dnnl_conv_takes(c->dnnl, a);
+    if (!x || x->elem != ONNX_ELEM_FLOAT || x->rank != 4)
+        return 0;
+    if (op == ONNX_OP_BATCHNORM || (op == ONNX_OP_CONCAT && a->p->axis == 1))
+        return !output;
+    return (op == ONNX_OP_MAXPOOL || op == ONNX_OP_AVGPOOL) && output && a->n_out == 1;
+}
+
 /* The backend's takes_nhwc: oneDNN's convolutions read and write NHWC, BatchNormalization
  * writes it (from an NCHW input). */
 static int cpu_takes_nhwc(struct onnx_backend_ctx *c, const struct onnx_kargs *a, int output)
@@ -1167,6 +1185,7 @@ const struct onnx_backend onnx_backend_cpu = {
     .sync = NULL,
     .scratch_bytes = cpu_scratch,
     .takes_nhwc = cpu_takes_nhwc,
+    .takes_strided = cpu_takes_strided,
     .host_memory = 1,
     .kernels = {
         [ONNX_OP_CONV] = k_floats,

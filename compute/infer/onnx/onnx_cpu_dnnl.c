@@ -276,6 +276,21 @@ static int is_nhwc(const struct onnx_tensor *t)
     return t->layout == ONNX_LAYOUT_NHWC;
 }
 
+/* Elements from one image to the next (a Concat's slice at batch > 1: onnx_plan_concat.c). */
+static int64_t image_stride(const struct onnx_tensor *t)
+{
+    return t->nstride ? t->nstride : t->dims[1] * t->dims[2] * t->dims[3];
+}
+
+/* The user-side descriptor of images of t (dims d): NHWC, or NCHW with t's image stride. */
+static int md_user(md_t *md, const struct onnx_tensor *t, const dnnl_dims_t d)
+{
+    if (is_nhwc(t) || !t->nstride)
+        return md_tag(md, 4, d, is_nhwc(t) ? dnnl_nhwc : dnnl_nchw);
+    dnnl_dims_t st = { image_stride(t), t->dims[2] * t->dims[3], t->dims[3], 1 };
+    return md_strides(md, 4, d, st);
+}
+
 static size_t align64(size_t b)
 {
     return (b + 63) / 64 * 64;
@@ -371,7 +386,7 @@ static int slice_user_mds(const struct onnx_kargs *a, const struct dnnl_slice *s
     int64_t M = y->dims[1], plane = y->dims[2] * y->dims[3], o0 = sl->o0, o1 = sl->o1;
     dnnl_dims_t wd = { o1 - o0, w->dims[1], w->dims[2], w->dims[3] };
     dnnl_dims_t dd = { sl->n1 - sl->n0, o1 - o0, y->dims[2], y->dims[3] };
-    dnnl_dims_t ds = { M * plane, plane, y->dims[3], 1 }, ds_nhwc = { M * plane, 1, y->dims[3] * M, M };
+    dnnl_dims_t ds = { image_stride(y), plane, y->dims[3], 1 }, ds_nhwc = { M * plane, 1, y->dims[3] * M, M };
     dnnl_dims_t bd = { o1 - o0 };
     m->has_bias = a->n_in > 2 && a->in[2];
     return md_tag(&m->wei, 4, wd, dnnl_oihw) || md_strides(&m->dst, 4, dd, is_nhwc(y) ? ds_nhwc : ds) ||
@@ -424,7 +439,7 @@ static int slice_input(struct onnx_dnnl *d, struct dnnl_slice *sl, const struct 
     dnnl_dims_t sd = { sl->n1 - sl->n0, x->dims[1], x->dims[2], x->dims[3] };
     md_t from;
     memset(&from, 0, sizeof from);
-    int rc = md_tag(&from, 4, sd, is_nhwc(x) ? dnnl_nhwc : dnnl_nchw) || make_reorder(d, MDP(from), src, &sl->in_reorder) ||
+    int rc = md_user(&from, x, sd) || make_reorder(d, MDP(from), src, &sl->in_reorder) ||
              dnnl_memory_create(&sl->in_from, MDP(from), d->eng, DNNL_MEMORY_NONE) != dnnl_success;
     if (!rc && sl->in_reorder) {
         rc = dnnl_memory_create(&sl->in_to, src, d->eng, DNNL_MEMORY_NONE) != dnnl_success;
@@ -563,7 +578,7 @@ size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a)
     dnnl_dims_t sd = { x->dims[0], x->dims[1], x->dims[2], x->dims[3] };
     md_t src_user;
     memset(&src_user, 0, sizeof src_user);
-    int rc = md_tag(&src_user, 4, sd, is_nhwc(x) ? dnnl_nhwc : dnnl_nchw);
+    int rc = md_user(&src_user, x, sd);
     plan_slices(d, a, p);
     size_t off = 0;
     for (int k = 0; !rc && k < p->n; k++)
@@ -593,7 +608,7 @@ static int run_slice(struct onnx_dnnl *d, struct dnnl_conv *p, const struct onnx
     omp_set_num_threads(1);
     dnnl_memory_t src = p->src ? p->src : p->src_user;
     if (p->by_images) {
-        float *from = (float *)x->data + sl->n0 * x->dims[1] * x->dims[2] * x->dims[3];
+        float *from = (float *)x->data + sl->n0 * image_stride(x);
         if (dnnl_memory_set_data_handle(sl->in_from, from) != dnnl_success ||
             (sl->in_to && dnnl_memory_set_data_handle(sl->in_to, scratch + sl->in_off) != dnnl_success))
             return -1;
@@ -602,7 +617,7 @@ static int run_slice(struct onnx_dnnl *d, struct dnnl_conv *p, const struct onnx
         if (sl->in_reorder && run1(d->streams[k], sl->in_reorder, 2, in))
             return -1;
     }
-    float *to = (float *)y->data + sl->n0 * y->dims[1] * plane + sl->o0 * (is_nhwc(y) ? 1 : plane);
+    float *to = (float *)y->data + sl->n0 * image_stride(y) + sl->o0 * (is_nhwc(y) ? 1 : plane);
     if (dnnl_memory_set_data_handle(sl->dst_user, to) != dnnl_success ||
         (sl->dst && dnnl_memory_set_data_handle(sl->dst, scratch + sl->dst_off) != dnnl_success) ||
         (sl->pad && dnnl_memory_set_data_handle(sl->pad, scratch + sl->pad_off) != dnnl_success) ||

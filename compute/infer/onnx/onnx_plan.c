@@ -266,8 +266,8 @@ static int prepare_args(struct onnx_session *s, struct rnode *rn, struct gj_erro
     for (int o = 0; o < rn->n_out; o++)
         rn->aout[o] = rn->out[o] >= 0 ? &s->v[rn->out[o]].t : NULL;
     rn->a = (struct onnx_kargs){ rn->n, &rn->p, rn->n_in, rn->n_out, rn->ain, rn->aout, NULL, 0 };
-    for (int i = 0; i < rn->n_in && i < 32; i++)
-        if (rn->in[i] >= 0 && s->v[rn->in[i]].storage == ST_CONST)
+    for (int i = 0; i < rn->n_in && i < 32; i++)   /* (set before storage: they become ST_CONST) */
+        if (rn->in[i] >= 0 && s->v[rn->in[i]].is_const)
             rn->a.const_in |= 1u << i;
     if (!rn->alias && !s->be->kernels[rn->op])
         return gj_error_set(err, "model", "node '%s' (%s): backend '%s' has no kernel for it", rn->n->name,
@@ -315,13 +315,13 @@ static int alloc_scratch(struct onnx_session *s, size_t max_bytes, int batch, st
 int onnx_plan(struct onnx_session *s, size_t max_bytes, int batch, struct gj_error *err)
 {
     assign_storage(s);
+    for (size_t k = 0; k < s->n_r; k++)   /* (the Concat and layout plans ask the backend about calls) */
+        if (prepare_args(s, &s->r[k], err))
+            return -1;
     onnx_plan_concats(s);
     extend_lifetimes(s);
     if (plan_arena(s, err) || check_limit(s, max_bytes, batch, err) || alloc_buffers(s, err))
         return -1;
-    for (size_t k = 0; k < s->n_r; k++)
-        if (prepare_args(s, &s->r[k], err))
-            return -1;
     onnx_plan_layouts(s);
     for (size_t k = 0; k < s->n_r; k++)
         if (prepare_scratch(s, &s->r[k], err))

@@ -550,6 +550,54 @@ static void test_view_outputs(void **st)
     expect_f(y, (const float[]){ -2, 8, -6, 16 }, 4, 0);
 }
 
+/* y = Relu(Pad(Sigmoid(x), pads)) on x of 1 x 4 (pads: 4 int64): returns the nodes run. */
+static size_t run_pad(const int64_t *pads, const float *x, float *out, size_t out_bytes)
+{
+    struct gb b = { 0 };
+    gb_input(&b, "x", T_FLOAT, 2, D(1, 4));
+    gb_init(&b, "pads", T_INT64, 1, D(4), pads);
+    gb_node(&b, "Sigmoid", S("x"), S("s"), 0, NULL);
+    gb_node(&b, "Pad", S("s", "pads"), S("p"), 0, NULL);
+    gb_node(&b, "Relu", S("p"), S("y"), 0, NULL);
+    gb_output(&b, "y");
+    struct pb mp = gb_finish(&b);
+    struct gj_error err = { 0 };
+    onnx_model *m = onnx_model_load_memory(mp.b, mp.n, &err);
+    free(mp.b);
+    if (!m)
+        fail_msg("%s", err.message);
+    struct onnx_session_options o = { .batch = 1, .threads = 2, .backend = "cpu" };
+    onnx_session *s = onnx_session_create(m, &o, &err);
+    if (!s)
+        fail_msg("%s", err.message);
+    assert_int_equal(onnx_session_output_bytes(s, 0), out_bytes);
+    const void *ins[1] = { x };
+    void *outs[1] = { out };
+    assert_int_equal(onnx_session_run(s, ins, outs, &err), 0);
+    struct onnx_session_stats st;
+    onnx_session_get_stats(s, &st);
+    onnx_session_free(s);
+    onnx_model_free(m);
+    return st.n_nodes_run;
+}
+
+/* A Pad of nothing (DenseNet's exporter puts one before each transition's pool) is a view:
+ * no kernel, the same result; one that pads still runs. */
+static void test_pad_of_nothing(void **st)
+{
+    (void)st;
+    float x[4] = { -1, 0, 1, 2 }, y[6], want[6] = { 0 };
+    for (int i = 0; i < 4; i++)
+        want[i] = 1.0f / (1.0f + expf(-x[i]));
+    assert_int_equal(run_pad(D(0, 0, 0, 0), x, y, 4 * sizeof(float)), 2);
+    expect_f(y, want, 4, 1e-6f);
+    assert_int_equal(run_pad(D(0, 1, 0, 1), x, y, 6 * sizeof(float)), 3);
+    for (int i = 4; i > 0; i--)
+        want[i] = want[i - 1];
+    want[0] = 0;
+    expect_f(y, want, 6, 1e-6f);
+}
+
 /* ---- Concats written in place (onnx_plan_concat.c) ---- */
 
 /* A dense block in small: c2 = Concat(a, f1), c3 = Concat(a, f1, f2), each feature read
@@ -1342,6 +1390,7 @@ int main(void)
         cmocka_unit_test(test_misc_ops),
         cmocka_unit_test(test_more_ops),
         cmocka_unit_test(test_view_outputs),
+        cmocka_unit_test(test_pad_of_nothing),
         cmocka_unit_test(test_concat_in_place),
         cmocka_unit_test(test_nhwc_between_convs),
         cmocka_unit_test(test_concat_in_place_batches),

@@ -2,8 +2,8 @@
  * onnx_plan.c — a session's buffers, once the graph is final (onnx_optimize.c):
  *   storage classes: constants and inputs get buffers of their own, intermediates a place
  *     in one arena, outputs of view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
- *     Dropout) alias their input, inputs of a Concat written in place its output
- *     (onnx_plan_concat.c);
+ *     Dropout, a Pad of nothing) alias their input, inputs of a Concat written in place its
+ *     output (onnx_plan_concat.c);
  *   lifetimes over the schedule, and a liveness-based arena plan: tensors whose lifetimes
  *     do not overlap share bytes (greedy, largest first);
  *   the memory limit (checked before allocating, and again once scratch is known);
@@ -18,10 +18,26 @@
 
 #define ALIGN 64
 
-static int is_view(int op)
+/* A Pad that adds nothing (every pad 0, as PyTorch's exporter puts before each DenseNet
+ * transition's AveragePool): its output is its input. */
+static int pads_nothing(const struct onnx_session *s, const struct rnode *rn)
 {
-    return op == ONNX_OP_RESHAPE || op == ONNX_OP_FLATTEN || op == ONNX_OP_SQUEEZE ||
-           op == ONNX_OP_UNSQUEEZE || op == ONNX_OP_IDENTITY || op == ONNX_OP_DROPOUT;
+    if (rn->n_in < 1 || rn->in[0] < 0 || rn->n_out < 1 || rn->out[0] < 0)
+        return 0;
+    const struct onnx_tensor *x = &s->v[rn->in[0]].t, *y = &s->v[rn->out[0]].t;
+    if (x->rank != y->rank || x->elem != y->elem)
+        return 0;
+    for (int i = 0; i < x->rank; i++)
+        if (x->dims[i] != y->dims[i] || rn->p.pad_begin[i] != 0)
+            return 0;
+    return 1;
+}
+
+static int is_view(const struct onnx_session *s, const struct rnode *rn)
+{
+    int op = rn->op;
+    return op == ONNX_OP_RESHAPE || op == ONNX_OP_FLATTEN || op == ONNX_OP_SQUEEZE || op == ONNX_OP_UNSQUEEZE ||
+           op == ONNX_OP_IDENTITY || op == ONNX_OP_DROPOUT || (op == ONNX_OP_PAD && pads_nothing(s, rn));
 }
 
 static int root_of(const struct onnx_session *s, int v)
@@ -58,7 +74,7 @@ static void assign_storage(struct onnx_session *s)
         for (int i = 0; i < rn->n_in; i++)
             if (rn->in[i] >= 0 && (int)k > s->v[rn->in[i]].last)
                 s->v[rn->in[i]].last = (int)k;
-        int view = is_view(rn->op);
+        int view = is_view(s, rn);
         for (int o = 0; o < rn->n_out; o++) {
             int vo = rn->out[o];
             if (vo < 0)

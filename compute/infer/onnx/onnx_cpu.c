@@ -228,6 +228,12 @@ static size_t conv_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *
     return (size_t)(w->dims[1] * w->dims[2] * w->dims[3]) * (size_t)(y->dims[2] * y->dims[3]) * sizeof(float);
 }
 
+/* What our own kernels read and write (not an NHWC activation or a strided Concat slice). */
+static int dense_nchw(const struct onnx_tensor *t)
+{
+    return t->layout == ONNX_LAYOUT_NCHW && !t->nstride;
+}
+
 static int k_conv(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0], *w = a->in[1], *bt = IN(2);
@@ -243,8 +249,8 @@ static int k_conv(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     int rc = onnx_dnnl_conv_run(c, c->dnnl, a);
     if (rc <= 0)
         return rc;
-    if (x->layout != ONNX_LAYOUT_NCHW || y->layout != ONNX_LAYOUT_NCHW)
-        return -1;   /* only oneDNN's path reads and writes NHWC (prepare refused it) */
+    if (!dense_nchw(x) || !dense_nchw(y))
+        return -1;   /* only oneDNN's path reads and writes NHWC or strided images (prepare refused it) */
     struct conv_job j = { .H = H, .W = W, .OH = OH, .OW = OW, .kh = p->kernel[0], .kw = p->kernel[1],
         .sh = p->strides[0], .sw = p->strides[1], .ph = p->pads[0], .pw = p->pads[1],
         .dh = p->dilations[0], .dw = p->dilations[1], .col = a->scratch };
@@ -1121,8 +1127,8 @@ static size_t f32_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a
 static size_t conv_or_dnnl_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     size_t sb = a->in[0]->elem == ONNX_ELEM_FLOAT ? onnx_dnnl_conv_prepare(c->dnnl, a) : (size_t)-1;
-    if (sb == (size_t)-1 && (a->in[0]->layout != ONNX_LAYOUT_NCHW || a->out[0]->layout != ONNX_LAYOUT_NCHW))
-        return (size_t)-1;   /* NHWC was planned for oneDNN, which failed to take it */
+    if (sb == (size_t)-1 && (!dense_nchw(a->in[0]) || !dense_nchw(a->out[0])))
+        return (size_t)-1;   /* NHWC or strided images were planned for oneDNN, which failed to take them */
     return sb != (size_t)-1 ? sb : conv_scratch(c, a);
 }
 

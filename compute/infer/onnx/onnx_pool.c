@@ -39,13 +39,25 @@ static void run_chunks(struct onnx_pool *p)
 /* Kernels come back to back: a worker that watches for the next job a few microseconds
  * (with pause) joins it at once, where a sleeping one is woken through the kernel, which on
  * a VM can take longer than a small kernel; the same for the caller waiting for the
- * workers' end of its job (seen UINT64_MAX). DenseNet-121 at batch 1 (~300 jobs per image):
- * median 35.6 -> 27 ms with 20 us, the same CPU time per image. Bounded, so that on a
- * loaded machine it costs little (a 50 us spin once measured worse at load average 5-25:
- * BENCH_NOTES.md). */
-static void spin_for_job(struct onnx_pool *p, uint64_t seen)
+ * workers' end of its job (seen UINT64_MAX). Off unless GJ_ONNX_SPIN_US is set: with 20 us,
+ * DenseNet-121 at batch 1 (~300 jobs per image) went from a median of 35.6 to 27-28 ms at
+ * load average 1.5 for the same CPU per image, but the demo model (tiny jobs) from 0.36-0.40
+ * to 0.5-0.6 ms at load average 4-6, even with the watch bounded by the job's own time
+ * (BENCH_NOTES.md). */
+static long ns_since(const struct timespec *t0)
 {
-    struct timespec t0, t;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+}
+
+/* limit: at most spin_ns, and no longer than the job just done took (work_ns): where jobs
+ * are tiny (the demo model's), watching would cost more CPU than the work, and on a loaded
+ * machine that CPU is taken from the work (measured: median 0.36 -> 0.6 ms). */
+static void spin_for_job(struct onnx_pool *p, uint64_t seen, long work_ns)
+{
+    long limit = work_ns < p->spin_ns ? work_ns : p->spin_ns;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned i = 0;; i++) {
         if (seen == UINT64_MAX ? __atomic_load_n(&p->active, __ATOMIC_ACQUIRE) == 0
@@ -55,11 +67,8 @@ static void spin_for_job(struct onnx_pool *p, uint64_t seen)
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
-        if (i % 16 == 0) {
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > p->spin_ns)
-                return;
-        }
+        if (i % 16 == 0 && ns_since(&t0) > limit)
+            return;
     }
 }
 
@@ -67,11 +76,12 @@ static void *worker(void *arg)
 {
     struct onnx_pool *p = arg;
     uint64_t seen = 0;
+    long work_ns = 0;   /* how long this worker's part of the last job took */
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        if (p->spin_ns > 0 && !p->stop && p->generation == seen) {
+        if (work_ns > 0 && !p->stop && p->generation == seen) {
             pthread_mutex_unlock(&p->mu);
-            spin_for_job(p, seen);
+            spin_for_job(p, seen, work_ns);
             pthread_mutex_lock(&p->mu);
         }
         while (!p->stop && p->generation == seen)
@@ -80,7 +90,10 @@ static void *worker(void *arg)
             break;
         seen = p->generation;
         pthread_mutex_unlock(&p->mu);
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         run_chunks(p);
+        work_ns = p->spin_ns > 0 ? ns_since(&t0) : 0;
         pthread_mutex_lock(&p->mu);
         if (__atomic_sub_fetch(&p->active, 1, __ATOMIC_RELEASE) == 0)
             pthread_cond_signal(&p->cv_done);
@@ -112,8 +125,8 @@ struct onnx_pool *onnx_pool_create(int threads)
         return NULL;
     }
     atomic_init(&p->next, 0);
-    const char *spin = getenv("GJ_ONNX_SPIN_US");   /* 0: workers sleep at once (comparisons) */
-    p->spin_ns = (spin && *spin ? atol(spin) : 20) * 1000L;
+    const char *spin = getenv("GJ_ONNX_SPIN_US");   /* unset or 0: sleep at once (see spin_for_job) */
+    p->spin_ns = (spin && *spin ? atol(spin) : 0) * 1000L;
     if (threads > 1) {
         p->tid = calloc((size_t)threads - 1, sizeof *p->tid);
         if (!p->tid) {
@@ -175,9 +188,11 @@ void onnx_pool_for(struct onnx_pool *p, int64_t n, int64_t grain, onnx_task_fn f
     __atomic_store_n(&p->generation, p->generation + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     run_chunks(p);
-    if (p->spin_ns > 0)
-        spin_for_job(p, UINT64_MAX);   /* here: the caller watching for the workers' end */
+    if (p->spin_ns > 0)   /* here: the caller watching for the workers' end */
+        spin_for_job(p, UINT64_MAX, ns_since(&t0));
     pthread_mutex_lock(&p->mu);
     while (p->active > 0)
         pthread_cond_wait(&p->cv_done, &p->mu);

@@ -255,6 +255,50 @@ static void test_pools(void **st)
     one_op("GlobalAveragePool", 4, D(1, 1, 4, 4), x, 0, NULL, (const float[]){ 7.5f }, 1, 1e-6f);
 }
 
+/* Pools on 2 x 3 x 9 x 11 against a direct computation: windows inside the input and on
+ * its borders, strides, pads, dilation (MaxPool), count_include_pad (AveragePool). */
+static void pool_case(int max, int64_t k, int64_t st, int64_t pad, int64_t dil, int incl)
+{
+    enum { N = 2, C = 3, H = 9, W = 11 };
+    float x[N * C * H * W], want[N * C * H * W];
+    for (int i = 0; i < N * C * H * W; i++)
+        x[i] = (float)((i * 7919) % 113) / 17.0f - 3.0f;
+    int64_t ext = (k - 1) * dil + 1, OH = (H + 2 * pad - ext) / st + 1, OW = (W + 2 * pad - ext) / st + 1;
+    for (int64_t r = 0; r < N * C; r++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                float m = -INFINITY, sum = 0;
+                int64_t cnt = 0;
+                for (int64_t i = 0; i < k; i++)
+                    for (int64_t j = 0; j < k; j++) {
+                        int64_t ih = oh * st - pad + i * dil, iw = ow * st - pad + j * dil;
+                        if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                            continue;
+                        float v = x[(r * H + ih) * W + iw];
+                        m = v > m ? v : m;
+                        sum += v;
+                        cnt++;
+                    }
+                want[(r * OH + oh) * OW + ow] = max ? m : sum / (float)(incl ? k * k : cnt);
+            }
+    struct pb at[5] = { pb_attr_ints("kernel_shape", 2, D(k, k)), pb_attr_ints("strides", 2, D(st, st)),
+                        pb_attr_ints("pads", 4, D(pad, pad, pad, pad)),
+                        max ? pb_attr_ints("dilations", 2, D(dil, dil)) : pb_attr_int("count_include_pad", incl) };
+    one_op(max ? "MaxPool" : "AveragePool", 4, D(N, C, H, W), x, 4, at, want, (int)(N * C * OH * OW), 1e-6f);
+}
+
+static void test_pool_shapes(void **st)
+{
+    (void)st;
+    pool_case(1, 3, 2, 1, 1, 0);
+    pool_case(1, 3, 1, 0, 1, 0);
+    pool_case(1, 2, 2, 0, 2, 0);
+    pool_case(1, 3, 1, 2, 2, 0);
+    pool_case(0, 2, 2, 0, 1, 0);
+    pool_case(0, 3, 2, 1, 1, 0);
+    pool_case(0, 3, 1, 1, 1, 1);
+}
+
 static void test_unary(void **st)
 {
     (void)st;
@@ -1382,6 +1426,7 @@ int main(void)
         cmocka_unit_test(test_conv),
         cmocka_unit_test(test_conv_shapes),
         cmocka_unit_test(test_pools),
+        cmocka_unit_test(test_pool_shapes),
         cmocka_unit_test(test_unary),
         cmocka_unit_test(test_softmax_layernorm),
         cmocka_unit_test(test_broadcast),

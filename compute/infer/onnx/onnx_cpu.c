@@ -396,17 +396,64 @@ struct pool_job {
     int max;
 };
 
+/* Outputs [ow0, ow1) of row oh whose windows lie wholly inside x (no bounds to check, the
+ * same sums and comparisons in the same order as the general loop in pool_task). */
+static void pool_interior(const struct pool_job *j, const float *x, float *y, int64_t oh, int64_t ow0, int64_t ow1)
+{
+    const struct onnx_params *p = j->p;
+    int64_t kh = p->kernel[0], kw = p->kernel[1], sh = p->strides[0], sw = p->strides[1];
+    int64_t dh = j->max ? p->dilations[0] : 1, dw = j->max ? p->dilations[1] : 1;
+    const float *row = x + (oh * sh - p->pads[0]) * j->W - p->pads[1];
+    for (int64_t ow = ow0; ow < ow1; ow++) {
+        const float *w = row + ow * sw;
+        if (j->max) {
+            float m = -INFINITY;
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t k = 0; k < kw; k++)
+                    if (w[i * dh * j->W + k * dw] > m)
+                        m = w[i * dh * j->W + k * dw];
+            y[oh * j->OW + ow] = m;
+        } else {
+            float sum = 0;
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t k = 0; k < kw; k++)
+                    sum += w[i * j->W + k];
+            y[oh * j->OW + ow] = sum / (float)(kh * kw);
+        }
+    }
+}
+
+/* The outputs of a row whose windows lie inside x horizontally: [*lo, *hi). */
+static void pool_inside_cols(const struct pool_job *j, int64_t *lo, int64_t *hi)
+{
+    const struct onnx_params *p = j->p;
+    int64_t sw = p->strides[1], pw = p->pads[1], ext = (p->kernel[1] - 1) * (j->max ? p->dilations[1] : 1) + 1;
+    *lo = (pw + sw - 1) / sw;
+    *hi = j->W - ext + pw >= 0 ? (j->W - ext + pw) / sw + 1 : 0;
+    if (*hi > j->OW)
+        *hi = j->OW;
+    if (*lo > *hi)
+        *lo = *hi;
+}
+
 static void pool_task(void *vctx, int64_t b, int64_t e)
 {
     const struct pool_job *j = vctx;
     const struct onnx_params *p = j->p;
     int64_t kh = p->kernel[0], kw = p->kernel[1], sh = p->strides[0], sw = p->strides[1];
     int64_t dh = p->dilations[0], dw = p->dilations[1], ph = p->pads[0], pw = p->pads[1];
+    int64_t lo, hi, ext_h = (kh - 1) * (j->max ? dh : 1) + 1;
+    pool_inside_cols(j, &lo, &hi);
     for (int64_t r = b; r < e; r++) {
         const float *x = j->x + r * j->H * j->W;
         float *y = j->y + r / j->C * j->ys + r % j->C * j->OH * j->OW;
         for (int64_t oh = 0; oh < j->OH; oh++) {
+            int inside = oh * sh - ph >= 0 && oh * sh - ph + ext_h <= j->H;
+            if (inside && lo < hi)
+                pool_interior(j, x, y, oh, lo, hi);
             for (int64_t ow = 0; ow < j->OW; ow++) {
+                if (inside && ow >= lo && ow < hi)
+                    continue;
                 int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
                 if (j->max) {
                     float m = -INFINITY;

@@ -12,6 +12,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <xmmintrin.h>
+#endif
 
 #include "infer/onnx/onnx_cpu.h"
 
@@ -225,6 +228,12 @@ static size_t conv_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *
     return (size_t)(w->dims[1] * w->dims[2] * w->dims[3]) * (size_t)(y->dims[2] * y->dims[3]) * sizeof(float);
 }
 
+/* What our own kernels read and write (not an NHWC activation or a strided Concat slice). */
+static int dense_nchw(const struct onnx_tensor *t)
+{
+    return t->layout == ONNX_LAYOUT_NCHW && !t->nstride;
+}
+
 static int k_conv(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0], *w = a->in[1], *bt = IN(2);
@@ -240,6 +249,8 @@ static int k_conv(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     int rc = onnx_dnnl_conv_run(c, c->dnnl, a);
     if (rc <= 0)
         return rc;
+    if (!dense_nchw(x) || !dense_nchw(y))
+        return -1;   /* only oneDNN's path reads and writes NHWC or strided images (prepare refused it) */
     struct conv_job j = { .H = H, .W = W, .OH = OH, .OW = OW, .kh = p->kernel[0], .kw = p->kernel[1],
         .sh = p->strides[0], .sw = p->strides[1], .ph = p->pads[0], .pw = p->pads[1],
         .dh = p->dilations[0], .dw = p->dilations[1], .col = a->scratch };
@@ -265,7 +276,7 @@ static int k_conv(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 struct bn_job {
     const float *x, *scale, *bias, *mean, *var;
     float *y;
-    int64_t C, plane;
+    int64_t C, plane, xs;   /* xs: elements from one image of x to the next */
     float eps;
     int relu;
 };
@@ -277,7 +288,7 @@ static void bn_task(void *vctx, int64_t b, int64_t e)
         int64_t ch = r % j->C;
         float sc = j->scale[ch] / sqrtf(j->var[ch] + j->eps);
         float sh = j->bias[ch] - j->mean[ch] * sc;
-        const float *x = j->x + r * j->plane;
+        const float *x = j->x + r / j->C * j->xs + ch * j->plane;
         float *y = j->y + r * j->plane;
         if (j->relu)
             for (int64_t i = 0; i < j->plane; i++) {
@@ -290,12 +301,87 @@ static void bn_task(void *vctx, int64_t b, int64_t e)
     }
 }
 
+/* NCHW in, NHWC out (the input of oneDNN convolutions, onnx_plan_layout.c), by tiles of
+ * BN_TILE pixels of one image: 4 channels x 4 pixels at a time are normalised and
+ * transposed in registers, so that reads and writes both run along cache lines. */
+#define BN_TILE 32
+
+static inline float bn1(const struct bn_job *j, float x, float sc, float sh)
+{
+    float v = x * sc + sh;
+    return j->relu && !(v > 0) ? 0 : v;
+}
+
+#ifdef __SSE2__
+/* Channels [c, c+4) of pixels [0, np) of a tile: x at the tile's first pixel of channel 0. */
+static void bn_nhwc_4(const struct bn_job *j, const float *x, float *y, int64_t c, int64_t np)
+{
+    int64_t C = j->C, plane = j->plane, i = 0;
+    float sc[4], sh[4];
+    for (int k = 0; k < 4; k++) {
+        sc[k] = j->scale[c + k] / sqrtf(j->var[c + k] + j->eps);
+        sh[k] = j->bias[c + k] - j->mean[c + k] * sc[k];
+    }
+    __m128 s0 = _mm_set1_ps(sc[0]), s1 = _mm_set1_ps(sc[1]), s2 = _mm_set1_ps(sc[2]), s3 = _mm_set1_ps(sc[3]);
+    __m128 h0 = _mm_set1_ps(sh[0]), h1 = _mm_set1_ps(sh[1]), h2 = _mm_set1_ps(sh[2]), h3 = _mm_set1_ps(sh[3]);
+    const float *x0 = x + c * plane, *x1 = x0 + plane, *x2 = x1 + plane, *x3 = x2 + plane;
+    for (; i + 4 <= np; i += 4) {
+        __m128 a0 = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x0 + i), s0), h0);
+        __m128 a1 = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x1 + i), s1), h1);
+        __m128 a2 = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x2 + i), s2), h2);
+        __m128 a3 = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x3 + i), s3), h3);
+        if (j->relu) {   /* max(0, NaN) is 0, as in the scalar ReLU */
+            __m128 z = _mm_setzero_ps();
+            a0 = _mm_max_ps(z, a0);
+            a1 = _mm_max_ps(z, a1);
+            a2 = _mm_max_ps(z, a2);
+            a3 = _mm_max_ps(z, a3);
+        }
+        _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
+        _mm_storeu_ps(y + i * C + c, a0);
+        _mm_storeu_ps(y + (i + 1) * C + c, a1);
+        _mm_storeu_ps(y + (i + 2) * C + c, a2);
+        _mm_storeu_ps(y + (i + 3) * C + c, a3);
+    }
+    for (; i < np; i++)
+        for (int k = 0; k < 4; k++)
+            y[i * C + c + k] = bn1(j, x[(c + k) * plane + i], sc[k], sh[k]);
+}
+#endif
+
+static void bn_nhwc_task(void *vctx, int64_t b, int64_t e)
+{
+    const struct bn_job *j = vctx;
+    int64_t tiles = (j->plane + BN_TILE - 1) / BN_TILE;
+    for (int64_t r = b; r < e; r++) {
+        int64_t n = r / tiles, p0 = r % tiles * BN_TILE, np = j->plane - p0 < BN_TILE ? j->plane - p0 : BN_TILE;
+        const float *x = j->x + n * j->xs + p0;
+        float *y = j->y + (n * j->plane + p0) * j->C;
+        int64_t c = 0;
+#ifdef __SSE2__
+        for (; c + 4 <= j->C; c += 4)
+            bn_nhwc_4(j, x, y, c, np);
+#endif
+        for (; c < j->C; c++) {
+            float sc = j->scale[c] / sqrtf(j->var[c] + j->eps), sh = j->bias[c] - j->mean[c] * sc;
+            for (int64_t i = 0; i < np; i++)
+                y[i * j->C + c] = bn1(j, x[c * j->plane + i], sc, sh);
+        }
+    }
+}
+
 static int k_batchnorm(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
     int64_t C = x->dims[1], plane = x->numel / (x->dims[0] * C > 0 ? x->dims[0] * C : 1);
     struct bn_job j = { CF(x), CF(a->in[1]), CF(a->in[2]), CF(a->in[3]), CF(a->in[4]), F(OUTT(0)),
-                        C, plane, a->p->epsilon, a->p->fused_relu };
+                        C, plane, x->nstride ? x->nstride : C * plane, a->p->epsilon, a->p->fused_relu };
+    if (OUTT(0)->layout == ONNX_LAYOUT_NHWC) {
+        int64_t tiles = (plane + BN_TILE - 1) / BN_TILE;
+        par(c, x->dims[0] * tiles, (PAR_GRAIN + BN_TILE * C - 1) / (BN_TILE * C > 0 ? BN_TILE * C : 1), bn_nhwc_task,
+            &j);
+        return 0;
+    }
     par(c, x->dims[0] * C, (PAR_GRAIN + plane - 1) / (plane ? plane : 1), bn_task, &j);
     return 0;
 }
@@ -306,9 +392,49 @@ struct pool_job {
     const float *x;
     float *y;
     const struct onnx_params *p;
-    int64_t H, W, OH, OW;
+    int64_t H, W, OH, OW, C, ys;   /* ys: elements from one image of y to the next */
     int max;
 };
+
+/* Outputs [ow0, ow1) of row oh whose windows lie wholly inside x (no bounds to check, the
+ * same sums and comparisons in the same order as the general loop in pool_task). */
+static void pool_interior(const struct pool_job *j, const float *x, float *y, int64_t oh, int64_t ow0, int64_t ow1)
+{
+    const struct onnx_params *p = j->p;
+    int64_t kh = p->kernel[0], kw = p->kernel[1], sh = p->strides[0], sw = p->strides[1];
+    int64_t dh = j->max ? p->dilations[0] : 1, dw = j->max ? p->dilations[1] : 1;
+    const float *row = x + (oh * sh - p->pads[0]) * j->W - p->pads[1];
+    for (int64_t ow = ow0; ow < ow1; ow++) {
+        const float *w = row + ow * sw;
+        if (j->max) {
+            float m = -INFINITY;
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t k = 0; k < kw; k++)
+                    if (w[i * dh * j->W + k * dw] > m)
+                        m = w[i * dh * j->W + k * dw];
+            y[oh * j->OW + ow] = m;
+        } else {
+            float sum = 0;
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t k = 0; k < kw; k++)
+                    sum += w[i * j->W + k];
+            y[oh * j->OW + ow] = sum / (float)(kh * kw);
+        }
+    }
+}
+
+/* The outputs of a row whose windows lie inside x horizontally: [*lo, *hi). */
+static void pool_inside_cols(const struct pool_job *j, int64_t *lo, int64_t *hi)
+{
+    const struct onnx_params *p = j->p;
+    int64_t sw = p->strides[1], pw = p->pads[1], ext = (p->kernel[1] - 1) * (j->max ? p->dilations[1] : 1) + 1;
+    *lo = (pw + sw - 1) / sw;
+    *hi = j->W - ext + pw >= 0 ? (j->W - ext + pw) / sw + 1 : 0;
+    if (*hi > j->OW)
+        *hi = j->OW;
+    if (*lo > *hi)
+        *lo = *hi;
+}
 
 static void pool_task(void *vctx, int64_t b, int64_t e)
 {
@@ -316,11 +442,18 @@ static void pool_task(void *vctx, int64_t b, int64_t e)
     const struct onnx_params *p = j->p;
     int64_t kh = p->kernel[0], kw = p->kernel[1], sh = p->strides[0], sw = p->strides[1];
     int64_t dh = p->dilations[0], dw = p->dilations[1], ph = p->pads[0], pw = p->pads[1];
+    int64_t lo, hi, ext_h = (kh - 1) * (j->max ? dh : 1) + 1;
+    pool_inside_cols(j, &lo, &hi);
     for (int64_t r = b; r < e; r++) {
         const float *x = j->x + r * j->H * j->W;
-        float *y = j->y + r * j->OH * j->OW;
+        float *y = j->y + r / j->C * j->ys + r % j->C * j->OH * j->OW;
         for (int64_t oh = 0; oh < j->OH; oh++) {
+            int inside = oh * sh - ph >= 0 && oh * sh - ph + ext_h <= j->H;
+            if (inside && lo < hi)
+                pool_interior(j, x, y, oh, lo, hi);
             for (int64_t ow = 0; ow < j->OW; ow++) {
+                if (inside && ow >= lo && ow < hi)
+                    continue;
                 int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
                 if (j->max) {
                     float m = -INFINITY;
@@ -358,7 +491,9 @@ static int k_pool(struct onnx_backend_ctx *c, const struct onnx_kargs *a, int ma
 {
     const struct onnx_tensor *x = a->in[0];
     struct onnx_tensor *y = OUTT(0);
-    struct pool_job j = { CF(x), F(y), a->p, x->dims[2], x->dims[3], y->dims[2], y->dims[3], max };
+    int64_t C = x->dims[1] ? x->dims[1] : 1;
+    struct pool_job j = { CF(x), F(y), a->p, x->dims[2], x->dims[3], y->dims[2], y->dims[3], C,
+                          y->nstride ? y->nstride : C * y->dims[2] * y->dims[3], max };
     par(c, x->dims[0] * x->dims[1], 1 + PAR_GRAIN / (1 + j.OH * j.OW * a->p->kernel[0] * a->p->kernel[1]),
         pool_task, &j);
     return 0;
@@ -384,7 +519,7 @@ static int k_gap(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     const struct onnx_tensor *x = a->in[0];
     int64_t rows = x->dims[0] * x->dims[1];
-    struct pool_job j = { CF(x), F(OUTT(0)), a->p, rows ? x->numel / rows : 0, 0, 0, 0, 0 };
+    struct pool_job j = { CF(x), F(OUTT(0)), a->p, rows ? x->numel / rows : 0, 0, 0, 0, 0, 0, 0 };
     par(c, rows, 1 + PAR_GRAIN / (1 + j.H), gap_task, &j);
     return 0;
 }
@@ -650,7 +785,8 @@ static void cat_task(void *vctx, int64_t b, int64_t e)
         for (int k = 0; k < a->n_in; k++) {
             const struct onnx_tensor *t = a->in[k];
             size_t bytes = (size_t)onnx_dims_product(t, (int)j->axis, t->rank) * j->es;
-            memcpy(dst, (const char *)t->data + (size_t)o * bytes, bytes);
+            size_t step = t->nstride ? (size_t)t->nstride * j->es : bytes;   /* a slice at batch > 1 */
+            memcpy(dst, (const char *)t->data + (size_t)o * step, bytes);
             dst += bytes;
         }
     }
@@ -1038,7 +1174,35 @@ static size_t f32_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a
 static size_t conv_or_dnnl_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
 {
     size_t sb = a->in[0]->elem == ONNX_ELEM_FLOAT ? onnx_dnnl_conv_prepare(c->dnnl, a) : (size_t)-1;
+    if (sb == (size_t)-1 && (!dense_nchw(a->in[0]) || !dense_nchw(a->out[0])))
+        return (size_t)-1;   /* NHWC or strided images were planned for oneDNN, which failed to take them */
     return sb != (size_t)-1 ? sb : conv_scratch(c, a);
+}
+
+/* The backend's takes_strided (a Concat's slice at batch > 1): oneDNN's convolutions both
+ * ways, BatchNormalization and Concat (on axis 1) read it, 2-D pools write it. */
+static int cpu_takes_strided(struct onnx_backend_ctx *c, const struct onnx_kargs *a, int output)
+{
+    int op = a->node->op;
+    const struct onnx_tensor *x = a->in[0];
+    if (op == ONNX_OP_CONV)
+        return onnx_dnnl_conv_takes(c->dnnl, a);
+    if (!x || x->elem != ONNX_ELEM_FLOAT || x->rank != 4)
+        return 0;
+    if (op == ONNX_OP_BATCHNORM || (op == ONNX_OP_CONCAT && a->p->axis == 1))
+        return !output;
+    return (op == ONNX_OP_MAXPOOL || op == ONNX_OP_AVGPOOL) && output && a->n_out == 1;
+}
+
+/* The backend's takes_nhwc: oneDNN's convolutions read and write NHWC, BatchNormalization
+ * writes it (from an NCHW input). */
+static int cpu_takes_nhwc(struct onnx_backend_ctx *c, const struct onnx_kargs *a, int output)
+{
+    int op = a->node->op;
+    if (op == ONNX_OP_CONV)
+        return onnx_dnnl_conv_takes(c->dnnl, a);
+    return op == ONNX_OP_BATCHNORM && output && a->n_in == 5 && a->in[0]->elem == ONNX_ELEM_FLOAT &&
+           a->in[0]->rank == 4 && a->in[0]->layout == ONNX_LAYOUT_NCHW && c->dnnl;
 }
 
 static int k_floats(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
@@ -1073,6 +1237,8 @@ const struct onnx_backend onnx_backend_cpu = {
     .download = cpu_copy,
     .sync = NULL,
     .scratch_bytes = cpu_scratch,
+    .takes_nhwc = cpu_takes_nhwc,
+    .takes_strided = cpu_takes_strided,
     .host_memory = 1,
     .kernels = {
         [ONNX_OP_CONV] = k_floats,

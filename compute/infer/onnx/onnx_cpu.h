@@ -88,6 +88,8 @@ static inline void onnx_cpu_reduce_next(const struct onnx_tensor *x, const int64
 struct onnx_dnnl *onnx_dnnl_create(int threads);
 void onnx_dnnl_free(struct onnx_dnnl *d);
 size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a);
+/* 1 when prepare would take node a (it then also reads and writes NHWC activations). */
+int onnx_dnnl_conv_takes(const struct onnx_dnnl *d, const struct onnx_kargs *a);
 int onnx_dnnl_conv_run(struct onnx_backend_ctx *c, struct onnx_dnnl *d, const struct onnx_kargs *a);
 
 /* onnx_cpu_floats.c: runs `f32` (a float32 kernel) on a node whose float tensors are FLOAT16

@@ -8,7 +8,9 @@
  * layout, the fused ReLU as a post-op, and the scratch it needs (the blocked copies of input
  * and output, oneDNN's own scratchpad) added to the session's one scratch buffer. A run
  * reorders the input from NCHW into the blocked layout, convolves, and reorders the output
- * back into NCHW (reorders are skipped where oneDNN takes NCHW itself, e.g. 3-channel input).
+ * back into NCHW (reorders are skipped where oneDNN takes NCHW itself, e.g. 3-channel input,
+ * and where the input or output is kept NHWC, the layout oneDNN chooses here:
+ * onnx_plan_layout.c).
  *
  * Threads: each convolution is split by blocks of output channels (multiples of 16) into
  * one single-threaded primitive per pool thread, run by the session's own pool. oneDNN's
@@ -269,6 +271,26 @@ static int run1(dnnl_stream_t st, dnnl_primitive_t prim, int n, const dnnl_exec_
     return dnnl_primitive_execute(prim, st, n, args) != dnnl_success || dnnl_stream_wait(st) != dnnl_success;
 }
 
+static int is_nhwc(const struct onnx_tensor *t)
+{
+    return t->layout == ONNX_LAYOUT_NHWC;
+}
+
+/* Elements from one image to the next (a Concat's slice at batch > 1: onnx_plan_concat.c). */
+static int64_t image_stride(const struct onnx_tensor *t)
+{
+    return t->nstride ? t->nstride : t->dims[1] * t->dims[2] * t->dims[3];
+}
+
+/* The user-side descriptor of images of t (dims d): NHWC, or NCHW with t's image stride. */
+static int md_user(md_t *md, const struct onnx_tensor *t, const dnnl_dims_t d)
+{
+    if (is_nhwc(t) || !t->nstride)
+        return md_tag(md, 4, d, is_nhwc(t) ? dnnl_nhwc : dnnl_nchw);
+    dnnl_dims_t st = { image_stride(t), t->dims[2] * t->dims[3], t->dims[3], 1 };
+    return md_strides(md, 4, d, st);
+}
+
 static size_t align64(size_t b)
 {
     return (b + 63) / 64 * 64;
@@ -364,10 +386,10 @@ static int slice_user_mds(const struct onnx_kargs *a, const struct dnnl_slice *s
     int64_t M = y->dims[1], plane = y->dims[2] * y->dims[3], o0 = sl->o0, o1 = sl->o1;
     dnnl_dims_t wd = { o1 - o0, w->dims[1], w->dims[2], w->dims[3] };
     dnnl_dims_t dd = { sl->n1 - sl->n0, o1 - o0, y->dims[2], y->dims[3] };
-    dnnl_dims_t ds = { M * plane, plane, y->dims[3], 1 };
+    dnnl_dims_t ds = { image_stride(y), plane, y->dims[3], 1 }, ds_nhwc = { M * plane, 1, y->dims[3] * M, M };
     dnnl_dims_t bd = { o1 - o0 };
     m->has_bias = a->n_in > 2 && a->in[2];
-    return md_tag(&m->wei, 4, wd, dnnl_oihw) || md_strides(&m->dst, 4, dd, ds) ||
+    return md_tag(&m->wei, 4, wd, dnnl_oihw) || md_strides(&m->dst, 4, dd, is_nhwc(y) ? ds_nhwc : ds) ||
            (m->has_bias && md_tag(&m->bias, 1, bd, dnnl_x));
 }
 
@@ -388,7 +410,7 @@ static int slice_pd(struct onnx_dnnl *d, const struct onnx_kargs *a, const struc
     md_t src_md, wei_any, dst_any;
     memset(&src_md, 0, sizeof src_md);
     wei_any = dst_any = src_md;
-    int rc = src ? md_copy(&src_md, src) : md_tag(&src_md, 4, sd, dnnl_format_tag_any);
+    int rc = src ? md_copy(&src_md, src) : md_tag(&src_md, 4, sd, is_nhwc(x) ? dnnl_nhwc : dnnl_format_tag_any);
     rc = rc || md_tag(&wei_any, 4, wd, dnnl_format_tag_any) || md_tag(&dst_any, 4, dd, dnnl_format_tag_any);
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
@@ -417,7 +439,7 @@ static int slice_input(struct onnx_dnnl *d, struct dnnl_slice *sl, const struct 
     dnnl_dims_t sd = { sl->n1 - sl->n0, x->dims[1], x->dims[2], x->dims[3] };
     md_t from;
     memset(&from, 0, sizeof from);
-    int rc = md_tag(&from, 4, sd, dnnl_nchw) || make_reorder(d, MDP(from), src, &sl->in_reorder) ||
+    int rc = md_user(&from, x, sd) || make_reorder(d, MDP(from), src, &sl->in_reorder) ||
              dnnl_memory_create(&sl->in_from, MDP(from), d->eng, DNNL_MEMORY_NONE) != dnnl_success;
     if (!rc && sl->in_reorder) {
         rc = dnnl_memory_create(&sl->in_to, src, d->eng, DNNL_MEMORY_NONE) != dnnl_success;
@@ -485,6 +507,8 @@ static int make_slice(struct onnx_dnnl *d, const struct onnx_kargs *a, struct dn
  * with our kernel. */
 static int eligible(const struct onnx_kargs *a)
 {
+    if (a->n_in < 2 || !a->in[0] || !a->in[1] || a->n_out < 1 || !a->out[0])
+        return 0;
     const struct onnx_tensor *x = a->in[0], *w = a->in[1], *y = a->out[0];
     const struct onnx_tensor *b = a->n_in > 2 ? a->in[2] : NULL;
     if (x->rank != 4 || w->rank != 4 || y->rank != 4 || y->numel == 0 || a->p->group != 1 ||
@@ -521,6 +545,11 @@ static void plan_slices(const struct onnx_dnnl *d, const struct onnx_kargs *a, s
     }
 }
 
+int onnx_dnnl_conv_takes(const struct onnx_dnnl *d, const struct onnx_kargs *a)
+{
+    return d && eligible(a);
+}
+
 size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a)
 {
     if (!d || !eligible(a))
@@ -549,7 +578,7 @@ size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a)
     dnnl_dims_t sd = { x->dims[0], x->dims[1], x->dims[2], x->dims[3] };
     md_t src_user;
     memset(&src_user, 0, sizeof src_user);
-    int rc = md_tag(&src_user, 4, sd, dnnl_nchw);
+    int rc = md_user(&src_user, x, sd);
     plan_slices(d, a, p);
     size_t off = 0;
     for (int k = 0; !rc && k < p->n; k++)
@@ -579,7 +608,7 @@ static int run_slice(struct onnx_dnnl *d, struct dnnl_conv *p, const struct onnx
     omp_set_num_threads(1);
     dnnl_memory_t src = p->src ? p->src : p->src_user;
     if (p->by_images) {
-        float *from = (float *)x->data + sl->n0 * x->dims[1] * x->dims[2] * x->dims[3];
+        float *from = (float *)x->data + sl->n0 * image_stride(x);
         if (dnnl_memory_set_data_handle(sl->in_from, from) != dnnl_success ||
             (sl->in_to && dnnl_memory_set_data_handle(sl->in_to, scratch + sl->in_off) != dnnl_success))
             return -1;
@@ -588,7 +617,7 @@ static int run_slice(struct onnx_dnnl *d, struct dnnl_conv *p, const struct onnx
         if (sl->in_reorder && run1(d->streams[k], sl->in_reorder, 2, in))
             return -1;
     }
-    float *to = (float *)y->data + (sl->n0 * y->dims[1] + sl->o0) * plane;
+    float *to = (float *)y->data + sl->n0 * image_stride(y) + sl->o0 * (is_nhwc(y) ? 1 : plane);
     if (dnnl_memory_set_data_handle(sl->dst_user, to) != dnnl_success ||
         (sl->dst && dnnl_memory_set_data_handle(sl->dst, scratch + sl->dst_off) != dnnl_success) ||
         (sl->pad && dnnl_memory_set_data_handle(sl->pad, scratch + sl->pad_off) != dnnl_success) ||
@@ -664,6 +693,13 @@ struct onnx_dnnl *onnx_dnnl_create(int threads)
 void onnx_dnnl_free(struct onnx_dnnl *d)
 {
     (void)d;
+}
+
+int onnx_dnnl_conv_takes(const struct onnx_dnnl *d, const struct onnx_kargs *a)
+{
+    (void)d;
+    (void)a;
+    return 0;
 }
 
 size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a)

@@ -102,6 +102,9 @@ int onnx_optimize(struct onnx_session *s, struct gj_error *err);
 int onnx_plan(struct onnx_session *s, size_t max_bytes, int batch, struct gj_error *err);
 /* onnx_plan_concat.c: Concats whose inputs are written in place, before lifetimes are extended. */
 void onnx_plan_concats(struct onnx_session *s);
+/* onnx_plan_layout.c: activations kept NHWC between kernels that take it (the backend's
+ * takes_nhwc), once every call's arguments are set and before their scratch is asked for. */
+void onnx_plan_layouts(struct onnx_session *s);
 /* onnx_plan.c: frees the buffers onnx_plan allocated. */
 void onnx_plan_free(struct onnx_session *s);
 /* ": <the backend's last error>" into buf, or "" */

@@ -32,7 +32,15 @@ struct onnx_tensor {
     int64_t dims[ONNX_MAX_RANK];
     int64_t numel;
     void *data;
+    int layout;   /* ONNX_LAYOUT_*: how a 4-D activation's bytes are ordered (onnx_plan_layout.c) */
+    int64_t nstride;   /* elements from one image (dim 0) to the next, where a slice of a Concat's
+                        * buffer at batch > 1 (onnx_plan_concat.c); 0: dense */
 };
+
+/* NCHW: row-major, as ONNX defines every tensor. NHWC: channels last, for a 4-D float32
+ * activation that only kernels able to read or write it touch (the CPU backend's oneDNN
+ * convolutions, onnx_plan_layout.c); the same bytes, in another order. */
+enum { ONNX_LAYOUT_NCHW = 0, ONNX_LAYOUT_NHWC };
 
 /* Shapes and strides (onnx_layout.c). */
 size_t onnx_tensor_bytes(const struct onnx_tensor *t);
@@ -172,6 +180,15 @@ struct onnx_backend {
      * the failed CUDA call: "cudaMalloc: out of memory (CUDA error 2)"), or NULL: the detail
      * the executor adds to its error, as sqlite3_errmsg() does for a connection. */
     const char *(*last_error)(struct onnx_backend_ctx *be);
+    /* Optional (NULL: every tensor is NCHW). 1 when node a's kernel can read its input 0
+     * (output = 0) or write its output 0 (output = 1) in ONNX_LAYOUT_NHWC; called before
+     * scratch_bytes, which then sees the layouts chosen. */
+    int (*takes_nhwc)(struct onnx_backend_ctx *be, const struct onnx_kargs *a, int output);
+    /* Optional (NULL: none). 1 when node a's kernel can read its input 0 (output = 0) or
+     * write its output 0 (output = 1) with images nstride elements apart (a channel slice of
+     * a Concat at batch > 1, onnx_plan_concat.c); called with the arguments set, before
+     * scratch_bytes. */
+    int (*takes_strided)(struct onnx_backend_ctx *be, const struct onnx_kargs *a, int output);
     /* Device memory the backend holds besides what alloc returned (workspaces). */
     size_t (*device_bytes)(struct onnx_backend_ctx *be);
     int host_memory;   /* 1: alloc returns host memory (not counted as device bytes) */

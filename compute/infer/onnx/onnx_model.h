@@ -194,6 +194,7 @@ struct onnx_session_stats {
     size_t arena_bytes;       /* activation arena (with buffer reuse) */
     size_t naive_bytes;       /* what one buffer per tensor would need */
     size_t const_bytes;       /* weights and folded constants */
+    size_t n_nhwc;            /* activations kept channels-last between kernels (oneDNN's) */
 };
 void onnx_session_get_stats(const onnx_session *s, struct onnx_session_stats *st);
 

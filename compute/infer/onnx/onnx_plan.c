@@ -2,12 +2,13 @@
  * onnx_plan.c — a session's buffers, once the graph is final (onnx_optimize.c):
  *   storage classes: constants and inputs get buffers of their own, intermediates a place
  *     in one arena, outputs of view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
- *     Dropout) alias their input, inputs of a Concat written in place its output
- *     (onnx_plan_concat.c);
+ *     Dropout, a Pad of nothing) alias their input, inputs of a Concat written in place its
+ *     output (onnx_plan_concat.c);
  *   lifetimes over the schedule, and a liveness-based arena plan: tensors whose lifetimes
  *     do not overlap share bytes (greedy, largest first);
  *   the memory limit (checked before allocating, and again once scratch is known);
- *   the buffers (constants uploaded) and every kernel call's arguments and scratch.
+ *   the buffers (constants uploaded) and every kernel call's arguments, the layouts of
+ *     activations between kernels that agree on another (onnx_plan_layout.c), and scratch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,10 +18,26 @@
 
 #define ALIGN 64
 
-static int is_view(int op)
+/* A Pad that adds nothing (every pad 0, as PyTorch's exporter puts before each DenseNet
+ * transition's AveragePool): its output is its input. */
+static int pads_nothing(const struct onnx_session *s, const struct rnode *rn)
 {
-    return op == ONNX_OP_RESHAPE || op == ONNX_OP_FLATTEN || op == ONNX_OP_SQUEEZE ||
-           op == ONNX_OP_UNSQUEEZE || op == ONNX_OP_IDENTITY || op == ONNX_OP_DROPOUT;
+    if (rn->n_in < 1 || rn->in[0] < 0 || rn->n_out < 1 || rn->out[0] < 0)
+        return 0;
+    const struct onnx_tensor *x = &s->v[rn->in[0]].t, *y = &s->v[rn->out[0]].t;
+    if (x->rank != y->rank || x->elem != y->elem)
+        return 0;
+    for (int i = 0; i < x->rank; i++)
+        if (x->dims[i] != y->dims[i] || rn->p.pad_begin[i] != 0)
+            return 0;
+    return 1;
+}
+
+static int is_view(const struct onnx_session *s, const struct rnode *rn)
+{
+    int op = rn->op;
+    return op == ONNX_OP_RESHAPE || op == ONNX_OP_FLATTEN || op == ONNX_OP_SQUEEZE || op == ONNX_OP_UNSQUEEZE ||
+           op == ONNX_OP_IDENTITY || op == ONNX_OP_DROPOUT || (op == ONNX_OP_PAD && pads_nothing(s, rn));
 }
 
 static int root_of(const struct onnx_session *s, int v)
@@ -57,7 +74,7 @@ static void assign_storage(struct onnx_session *s)
         for (int i = 0; i < rn->n_in; i++)
             if (rn->in[i] >= 0 && (int)k > s->v[rn->in[i]].last)
                 s->v[rn->in[i]].last = (int)k;
-        int view = is_view(rn->op);
+        int view = is_view(s, rn);
         for (int o = 0; o < rn->n_out; o++) {
             int vo = rn->out[o];
             if (vo < 0)
@@ -253,11 +270,9 @@ static int alloc_buffers(struct onnx_session *s, struct gj_error *err)
 
 /* ---- kernel calls ------------------------------------------------------------------------------ */
 
-/* rn's kernel arguments, and the scratch its kernel asks for (the largest of all is kept). */
-static int prepare_call(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
+/* rn's kernel arguments. */
+static int prepare_args(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
 {
-    const struct onnx_backend *be = s->be;
-    char msg[320];
     rn->ain = calloc((size_t)rn->n_in + 1, sizeof *rn->ain);
     rn->aout = calloc((size_t)rn->n_out + 1, sizeof *rn->aout);
     if (!rn->ain || !rn->aout)
@@ -267,12 +282,20 @@ static int prepare_call(struct onnx_session *s, struct rnode *rn, struct gj_erro
     for (int o = 0; o < rn->n_out; o++)
         rn->aout[o] = rn->out[o] >= 0 ? &s->v[rn->out[o]].t : NULL;
     rn->a = (struct onnx_kargs){ rn->n, &rn->p, rn->n_in, rn->n_out, rn->ain, rn->aout, NULL, 0 };
-    for (int i = 0; i < rn->n_in && i < 32; i++)
-        if (rn->in[i] >= 0 && s->v[rn->in[i]].storage == ST_CONST)
+    for (int i = 0; i < rn->n_in && i < 32; i++)   /* (set before storage: they become ST_CONST) */
+        if (rn->in[i] >= 0 && s->v[rn->in[i]].is_const)
             rn->a.const_in |= 1u << i;
-    if (!rn->alias && !be->kernels[rn->op])
+    if (!rn->alias && !s->be->kernels[rn->op])
         return gj_error_set(err, "model", "node '%s' (%s): backend '%s' has no kernel for it", rn->n->name,
-                            onnx_op_name(rn->op), be->name);
+                            onnx_op_name(rn->op), s->be->name);
+    return 0;
+}
+
+/* The scratch rn's kernel asks for (the largest of all is kept). */
+static int prepare_scratch(struct onnx_session *s, struct rnode *rn, struct gj_error *err)
+{
+    const struct onnx_backend *be = s->be;
+    char msg[320];
     if (!be->scratch_bytes)
         return 0;
     size_t sb = be->scratch_bytes(s->bctx, &rn->a);
@@ -308,12 +331,16 @@ static int alloc_scratch(struct onnx_session *s, size_t max_bytes, int batch, st
 int onnx_plan(struct onnx_session *s, size_t max_bytes, int batch, struct gj_error *err)
 {
     assign_storage(s);
+    for (size_t k = 0; k < s->n_r; k++)   /* (the Concat and layout plans ask the backend about calls) */
+        if (prepare_args(s, &s->r[k], err))
+            return -1;
     onnx_plan_concats(s);
     extend_lifetimes(s);
     if (plan_arena(s, err) || check_limit(s, max_bytes, batch, err) || alloc_buffers(s, err))
         return -1;
+    onnx_plan_layouts(s);
     for (size_t k = 0; k < s->n_r; k++)
-        if (prepare_call(s, &s->r[k], err))
+        if (prepare_scratch(s, &s->r[k], err))
             return -1;
     return alloc_scratch(s, max_bytes, batch, err);
 }

@@ -1,7 +1,7 @@
 /*
  * onnx_pool.h — a small persistent thread pool for the CPU backend: parallel_for over
  * task indices, the calling thread taking part. Workers sleep on a condition variable
- * between calls (no spinning that would steal cores from OpenBLAS).
+ * between calls (GJ_ONNX_SPIN_US=N: they first watch N us for the next one).
  */
 #ifndef ONNX_POOL_H
 #define ONNX_POOL_H

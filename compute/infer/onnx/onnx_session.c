@@ -357,6 +357,9 @@ size_t onnx_session_output_bytes(const onnx_session *s, size_t i)
 void onnx_session_get_stats(const onnx_session *s, struct onnx_session_stats *st)
 {
     st->n_nodes_run = s->n_run;
+    st->n_nhwc = 0;
+    for (size_t i = 0; i < s->n_values; i++)
+        st->n_nhwc += s->v[i].t.layout == ONNX_LAYOUT_NHWC;
     st->n_nodes_folded = s->n_folded;
     st->arena_bytes = s->arena_bytes;
     st->naive_bytes = s->naive_bytes;

@@ -3,7 +3,8 @@ the kind's version, device, libraries, the seed chosen when none was given, kept
 GET /v1/jobs/{id}/provenance answers a Process Run Crate (JSON-LD, and a zip with its files),
 a chained input points at the job that made it, POST /v1/jobs/{id}/rerun runs a job again and
 reports whether it reproduced it: identical digests for every CPU kind (recon FBP, SART, FDK in
-slabs, phantom, BRKGA network and TSP, infer on the demo model), what else differed in the
+slabs, phantom, BRKGA network and TSP, infer on the demo model, whose record names each convolution's
+implementation), what else differed in the
 recorded environment, 409 naming an input whose blob is gone, 404 for another tenant."""
 import hashlib
 import io
@@ -284,7 +285,23 @@ def test_infer_rerun_is_identical_and_records_the_model():
     # oneDNN convolves where the build has it (the server's default), and the record says which
     if os.environ.get("GJ_ONNX_DNNL") != "0" and have_onednn():
         assert re.fullmatch(r"\d+\.\d+\.\d+ \(.*\)", env.get("libraries.onednn", "")), env
+    # how each convolution shape was computed, as the run chose it: oneDNN's kernel, or ours
+    assert env["tf32"] is False, env
+    check_convolutions(env["convolutions"], "onednn " if "libraries.onednn" in env else "gpujobd ")
     assert_identical(job, "infer")
+
+
+SHAPE = r"x \d+x\d+x\d+x\d+ w \d+x\d+x\d+x\d+ pads \d+,\d+,\d+,\d+ strides \d+,\d+ dilations \d+,\d+ group \d+"
+
+
+def check_convolutions(convs, prefix):
+    """Every shape of the record (the crate's value: its JSON text) computed by prefix's
+    implementation, named (never unknown)."""
+    convs = json.loads(convs)
+    assert isinstance(convs, dict) and convs, convs
+    for shape, how in convs.items():
+        assert re.fullmatch(SHAPE, shape), shape
+        assert how.startswith(prefix) and len(how) > len(prefix) and "unknown" not in how, (shape, how)
 
 
 def test_environment_difference_is_reported():

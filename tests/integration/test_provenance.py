@@ -392,11 +392,8 @@ def test_another_tenant_sees_nothing():
 
 
 def test_server_stops_clean():
-    """Last: under ASan/UBSan (CI's second run) a leak or an error in these routes shows here."""
-    code = SRV.terminate()
-    log = SRV.log_text()
-    assert code == 0, log[-3000:]
-    assert "Sanitizer" not in log and "runtime error" not in log, log[-3000:]
+    """Under ASan/UBSan (CI's second run) a leak or an error in these routes shows here."""
+    assert_stopped_clean(SRV)
 
 
 def test_rerun_on_a_replica_without_onednn():
@@ -413,7 +410,7 @@ def test_rerun_on_a_replica_without_onednn():
     job = a.client(key=SRV.admin_key).submit("infer", {"model": "chest-xray-demo"}, inputs={"dicom": blob})
     job = a.client(key=SRV.admin_key).wait_job(job["id"], timeout=120)
     assert job["state"] == "succeeded", job
-    assert a.terminate() == 0, a.log_text()[-3000:]
+    assert_stopped_clean(a)
     b = H.start_server(["--cpu-workers", "1"], env={"GJ_ONNX_DNNL": "0"})
     cb = b.client(key=SRV.admin_key)
     r = cb.request("POST", f"/v1/jobs/{job['id']}/rerun")
@@ -446,7 +443,14 @@ def test_rerun_on_a_replica_without_onednn():
     a_rerun = action_of(crate_of(again["id"], cb), again["id"])
     assert a_rerun["isBasedOn"]["@id"] == "#action-" + job["id"], a_rerun
     assert "reproduced: " + again["reproduced"] in a_rerun["description"], a_rerun
-    assert b.terminate() == 0, b.log_text()[-3000:]
+    assert_stopped_clean(b)
+
+
+def assert_stopped_clean(srv):
+    code = srv.terminate()
+    log = srv.log_text()
+    assert code == 0, log[-3000:]
+    assert "Sanitizer" not in log and "runtime error" not in log, log[-3000:]
 
 
 def scores_of(client, job_id):

@@ -28,6 +28,14 @@ int gj_cancelled(struct gj_ctx *ctx)
     return ctx && ctx->cancelled ? ctx->cancelled(ctx) : 0;
 }
 
+int gj_record_environment(struct gj_ctx *ctx, const char *key, json_t *value)
+{
+    if (ctx && ctx->record)
+        return ctx->record(ctx, key, value);
+    json_decref(value);
+    return 0;
+}
+
 void gj_logf(struct gj_ctx *ctx, const char *fmt, ...)
 {
     if (!ctx || !ctx->log)

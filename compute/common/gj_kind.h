@@ -94,12 +94,18 @@ struct gj_ctx {
     /* Queue a child job; NULL where the host cannot split (the CLI runs them inline). */
     int  (*spawn_child)(struct gj_ctx *ctx, const char *kind, json_t *params,
                         const struct gj_input *inputs, size_t n_inputs, struct gj_error *err);
+    /* Adds key: value (stolen) to this attempt's recorded environment (gj_provenance.h):
+     * what the run itself chose that changes bits, known only once it ran (the convolution
+     * algorithms of the model's shapes). NULL where the host records none (the CLI). */
+    int  (*record)(struct gj_ctx *ctx, const char *key, json_t *value);
 };
 
 /* Convenience wrappers that tolerate missing hooks. */
 void gj_progress(struct gj_ctx *ctx, double fraction, const char *message);
 int  gj_cancelled(struct gj_ctx *ctx);
 void gj_logf(struct gj_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* ctx->record, or drops value where the host has none. 0, or -1. */
+int  gj_record_environment(struct gj_ctx *ctx, const char *key, json_t *value);
 
 struct gj_kind {
     const char *name;

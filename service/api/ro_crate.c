@@ -110,7 +110,8 @@ static int add_params(struct crate *c, const json_t *job, json_t *object)
     return 0;
 }
 
-/* The environment's leaves, one PropertyValue each, named by their dotted path. */
+/* The environment's leaves, one PropertyValue each, named by their dotted path; the model's
+ * config and the convolutions (keyed by shapes, which have spaces) are one value each. */
 static int add_env(struct crate *c, const char *job_id, const json_t *env, const char *path, json_t *list)
 {
     const char *key;
@@ -118,7 +119,7 @@ static int add_env(struct crate *c, const char *job_id, const json_t *env, const
     char sub[256], id[400];
     json_object_foreach((json_t *)env, key, v) {
         snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", key);
-        if (json_is_object(v) && strcmp(sub, "model.config") != 0) {
+        if (json_is_object(v) && strcmp(sub, "model.config") != 0 && strcmp(sub, "convolutions") != 0) {
             if (add_env(c, job_id, v, sub, list))
                 return -1;
             continue;

@@ -49,6 +49,25 @@ int gj_provenance_record_attempt(PGconn *conn, const struct gj_claim *c, const s
     return res ? 0 : -1;
 }
 
+static const char chosen_sql[] =
+    "UPDATE job_attempt_environments SET environment = environment || $4::jsonb "
+    "WHERE job_id = $1::uuid AND attempt = $2::integer AND stage = $3::integer";
+
+int gj_provenance_record_chosen(PGconn *conn, const struct gj_claim *c, const json_t *chosen)
+{
+    char *text = json_dumps(chosen, JSON_COMPACT);
+    if (!text)
+        return -1;
+    char attempt[16], stage[16];
+    snprintf(attempt, sizeof attempt, "%d", c->attempts);
+    snprintf(stage, sizeof stage, "%d", c->stage);
+    const char *p[4] = { c->id, attempt, stage, text };
+    PGresult *res = gj_db_exec(conn, chosen_sql, 4, p, NULL);
+    free(text);
+    PQclear(res);
+    return res ? 0 : -1;
+}
+
 #define JOB_SQL                                                                                              \
     "SELECT jsonb_build_object('id', j.id, 'kind', j.kind, 'params', j.params, "                              \
     "'state', gj_public_state(j.state, j.stage), 'priority', j.priority, 'max_attempts', j.max_attempts, "    \

@@ -18,6 +18,10 @@
 int gj_provenance_record_attempt(PGconn *conn, const struct gj_claim *c, const struct gj_kind *kind,
                                  const struct gj_job *job, int device, const char *worker);
 
+/* Adds chosen's keys to the environment recorded for attempt c->attempts (stage c->stage),
+ * once the kind ran: what it chose at run time (gj_ctx.record). 0, or -1. */
+int gj_provenance_record_chosen(PGconn *conn, const struct gj_claim *c, const json_t *chosen);
+
 /* A job of tenant_id as its provenance needs it (a new JSON object in *out):
  *   id, kind, params, state (the public one), priority, max_attempts, timeout_seconds, name,
  *   labels, error, device, created_at, started_at, finished_at, parent_id, rerun_of,

@@ -112,12 +112,35 @@ static int compare_outputs(const struct gj_kind *kind, const json_t *orig, const
     return 0;
 }
 
-/* Whether the kind promises identical bits on the device class the original ran on. */
-static int promised(const struct gj_kind *kind, const json_t *env)
+/* What a kind's promise assumes unchanged: the recorded paths (a prefix ending in '.' covers
+ * what is under it) that decide the bits, unlike a worker's name, an OS release or a CPU count. */
+static const char *const promise_assumes[] = { "kind.version", "device.type", "device.architecture",
+                                               "device.name", "device.compute_capability", "libraries.",
+                                               "convolutions.", "precision", "tf32", "model.sha256",
+                                               "seed", NULL };
+
+static int breaks_promise(const char *path)
+{
+    for (const char *const *p = promise_assumes; *p; p++) {
+        size_t n = strlen(*p);
+        if (strncmp(path, *p, n) == 0 && ((*p)[n - 1] == '.' || path[n] == '\0' || path[n] == '.'))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the kind promises identical bits on the device class the original ran on, with
+ * what decides them (envdiff: the environments' differences) unchanged. */
+static int promised(const struct gj_kind *kind, const json_t *env, const json_t *envdiff)
 {
     const char *type = json_string_value(json_object_get(json_object_get(env, "device"), "type"));
     if (!kind || !type)
         return 0;
+    size_t i;
+    json_t *d;
+    json_array_foreach(envdiff, i, d)
+        if (breaks_promise(json_string_value(json_object_get(d, "path"))))
+            return 0;
     return strcmp(type, "cpu") == 0 ? (kind->reproducible & GJ_REPRO_CPU) != 0
                                     : (kind->reproducible & GJ_REPRO_GPU) != 0;
 }
@@ -141,9 +164,9 @@ json_t *gj_reproduction_compare(const json_t *original, const json_t *rerun)
     const struct gj_kind *kind = gj_kind_find(json_string_value(json_object_get(original, "kind")));
     json_t *env_a = gj_provenance_last_environment(original), *env_b = gj_provenance_last_environment(rerun);
     json_t *envdiff = gj_environment_diff(env_a, env_b);
-    if (!envdiff || compare_outputs(kind, original, rerun, rep) ||
-        json_object_set_new(rep, "environment_differences", envdiff) ||
-        json_object_set_new(rep, "promised", json_boolean(promised(kind, env_a)))) {
+    if (!envdiff || json_object_set_new(rep, "environment_differences", envdiff) ||
+        compare_outputs(kind, original, rerun, rep) ||
+        json_object_set_new(rep, "promised", json_boolean(promised(kind, env_a, envdiff)))) {
         json_decref(rep);
         return NULL;
     }

@@ -78,6 +78,7 @@ struct wp_slot {
     double lease_until;           /* monotonic: the lease is surely valid before this
                                      (claim or last heartbeat that reached the database) */
     struct gj_job_log *log;       /* the running job's own log (locks itself; job_log.h) */
+    json_t *chosen;               /* what the run recorded it chose (ctx_record), or NULL */
 
     /* Private to the slot's thread. */
     char spare[1100];             /* an emptied work tree kept between jobs (see take_work_dir) */
@@ -204,6 +205,16 @@ static void ctx_log(struct gj_ctx *ctx, const char *message)
     struct wp_slot *s = ctx->host;
     gj_log_info(COMPONENT, "job %s: %s", s->job_id, message);
     gj_job_log_add(s->log, GJ_JOB_LOG_INFO, "%s", message);
+}
+
+static int ctx_record(struct gj_ctx *ctx, const char *key, json_t *value)
+{
+    struct wp_slot *s = ctx->host;
+    if (!s->chosen && !(s->chosen = json_object())) {
+        json_decref(value);
+        return -1;
+    }
+    return json_object_set_new(s->chosen, key, value);
 }
 
 static int ctx_spawn(struct gj_ctx *ctx, const char *kind, json_t *params,
@@ -916,6 +927,7 @@ static void run_kind(struct job_run *j, const struct gj_job *job)
         .cancelled = ctx_cancelled,
         .log = ctx_log,
         .spawn_child = ctx_spawn,
+        .record = ctx_record,
     };
     gj_error_clear(&j->err);
     int result = j->kind->run(&ctx, &j->err);
@@ -1012,6 +1024,23 @@ static void record_provenance(const struct job_run *j, const struct gj_job *job)
         release_conn(wp, conn);
 }
 
+/* What the run recorded it chose (the convolution algorithms), added to the attempt's record
+ * once it ran; as above, a record that cannot be written is logged. */
+static void record_chosen(const struct job_run *j)
+{
+    struct wp_slot *s = j->s;
+    if (!s->chosen)
+        return;
+    struct gj_worker_pool *wp = s->wp;
+    PGconn *conn = acquire(wp);
+    if (!conn || gj_provenance_record_chosen(conn, j->c, s->chosen) != 0)
+        gj_log_warn(COMPONENT, "job %s: what attempt %d chose was not recorded", j->c->id, j->c->attempts);
+    if (conn)
+        release_conn(wp, conn);
+    json_decref(s->chosen);
+    s->chosen = NULL;
+}
+
 static void run_claim(struct wp_slot *s, const struct gj_claim *c)
 {
     double t0 = mono_now();
@@ -1043,6 +1072,7 @@ static void run_claim(struct wp_slot *s, const struct gj_claim *c)
             record_provenance(j, &job);
             double t_run = mono_now();
             run_kind(j, &job);
+            record_chosen(j);
             log_ran(j, t_run);
         }
     }

@@ -3,8 +3,11 @@ the kind's version, device, libraries, the seed chosen when none was given, kept
 GET /v1/jobs/{id}/provenance answers a Process Run Crate (JSON-LD, and a zip with its files),
 a chained input points at the job that made it, POST /v1/jobs/{id}/rerun runs a job again and
 reports whether it reproduced it: identical digests for every CPU kind (recon FBP, SART, FDK in
-slabs, phantom, BRKGA network and TSP, infer on the demo model), what else differed in the
-recorded environment, 409 naming an input whose blob is gone, 404 for another tenant."""
+slabs, phantom, BRKGA network and TSP, infer on the demo model, whose record names each
+convolution's implementation), a rerun on a second replica where oneDNN is off says what
+differed (the library, each convolution's implementation) and that the promise did not cover
+it, 409 naming an input whose blob is gone, 404 for another tenant."""
+import csv
 import hashlib
 import io
 import json
@@ -284,23 +287,23 @@ def test_infer_rerun_is_identical_and_records_the_model():
     # oneDNN convolves where the build has it (the server's default), and the record says which
     if os.environ.get("GJ_ONNX_DNNL") != "0" and have_onednn():
         assert re.fullmatch(r"\d+\.\d+\.\d+ \(.*\)", env.get("libraries.onednn", "")), env
+    # how each convolution shape was computed, as the run chose it: oneDNN's kernel, or ours
+    assert env["tf32"] is False, env
+    check_convolutions(env["convolutions"], "onednn " if "libraries.onednn" in env else "gpujobd ")
     assert_identical(job, "infer")
 
 
-def test_environment_difference_is_reported():
-    """A rerun where another library ran (as on a replica with another FFTW) says what differed."""
-    ph = run("phantom", {"geometry": PAR, "volume": VOL})
-    rc = run("recon", {"algorithm": "fbp", "geometry": PAR, "volume": VOL},
-             {"projections": {"job": ph["id"], "output": "projections.nrrd"}})
-    H.sql("UPDATE job_attempt_environments SET environment = jsonb_set(environment, '{libraries,fftw}', "
-          f"'\"fftw-3.0.0-sse2\"') WHERE job_id = '{rc['id']}'")
-    again = rerun(rc)
-    diffs = again["reproduction"]["environment_differences"]
-    fftw = [d for d in diffs if d["path"] == "libraries.fftw"]
-    assert fftw and fftw[0]["original"] == "fftw-3.0.0-sse2" and fftw[0]["rerun"] != "fftw-3.0.0-sse2", diffs
-    crate = crate_of(again["id"])
-    a = action_of(crate, again["id"])
-    assert a["isBasedOn"]["@id"] == "#action-" + rc["id"] and "reproduced: identical" in a["description"], a
+SHAPE = r"x \d+x\d+x\d+x\d+ w \d+x\d+x\d+x\d+ pads \d+,\d+,\d+,\d+ strides \d+,\d+ dilations \d+,\d+ group \d+"
+
+
+def check_convolutions(convs, prefix):
+    """Every shape of the record (the crate's value: its JSON text) computed by prefix's
+    implementation, named (never unknown)."""
+    convs = json.loads(convs)
+    assert isinstance(convs, dict) and convs, convs
+    for shape, how in convs.items():
+        assert re.fullmatch(SHAPE, shape), shape
+        assert how.startswith(prefix) and len(how) > len(prefix) and "unknown" not in how, (shape, how)
 
 
 def test_rerun_refused_when_an_input_blob_is_gone():
@@ -389,11 +392,79 @@ def test_another_tenant_sees_nothing():
 
 
 def test_server_stops_clean():
-    """Last: under ASan/UBSan (CI's second run) a leak or an error in these routes shows here."""
-    code = SRV.terminate()
-    log = SRV.log_text()
+    """Under ASan/UBSan (CI's second run) a leak or an error in these routes shows here."""
+    assert_stopped_clean(SRV)
+
+
+def test_rerun_on_a_replica_without_onednn():
+    """A rerun on a replica whose CPU inference does not use oneDNN (GJ_ONNX_DNNL=0: our
+    im2col and OpenBLAS's sgemm convolve) says what differed: the library and each shape's
+    implementation. After test_server_stops_clean: replica A runs the original and stops,
+    then B, the only replica with workers, runs the rerun (on the same database)."""
+    if not have_onednn():
+        print("skipped: this build has no oneDNN, so no replica can differ in it")
+        return
+    a = H.start_server(["--cpu-workers", "1"])
+    blob = a.client(key=SRV.admin_key).upload(make_dicom(tempfile.mkdtemp(prefix="gj-prov-")),
+                                              "application/dicom")["id"]
+    job = a.client(key=SRV.admin_key).submit("infer", {"model": "chest-xray-demo"}, inputs={"dicom": blob})
+    job = a.client(key=SRV.admin_key).wait_job(job["id"], timeout=120)
+    assert job["state"] == "succeeded", job
+    assert_stopped_clean(a)
+    b = H.start_server(["--cpu-workers", "1"], env={"GJ_ONNX_DNNL": "0"})
+    cb = b.client(key=SRV.admin_key)
+    r = cb.request("POST", f"/v1/jobs/{job['id']}/rerun")
+    assert r.status == 201, r
+    again = cb.wait_job(r.json()["id"], timeout=120)
+    assert again["state"] == "succeeded", again
+    env_a = env_of(crate_of(job["id"], cb), job["id"])
+    env_b = env_of(crate_of(again["id"], cb), again["id"])
+    check_convolutions(env_a["convolutions"], "onednn ")
+    check_convolutions(env_b["convolutions"], "gpujobd ")
+    assert json.loads(env_a["convolutions"]).keys() == json.loads(env_b["convolutions"]).keys(), (env_a, env_b)
+    rep = again["reproduction"]
+    diffs = {d["path"]: d for d in rep["environment_differences"]}
+    assert diffs["libraries.onednn"]["original"] == env_a["libraries.onednn"], diffs
+    assert diffs["libraries.onednn"]["rerun"] is None, diffs
+    for shape in json.loads(env_a["convolutions"]):
+        d = diffs["convolutions." + shape]
+        assert d["original"].startswith("onednn ") and d["rerun"].startswith("gpujobd "), d
+    # the kind's promise (identical bits on the CPU) assumes the same implementations
+    assert rep["promised"] is False and rep["compared"] == ["scores.csv"], rep
+    # oneDNN and our im2col + sgemm sum in other orders: the scores may differ in the last
+    # bits, never more than float32 rounding over the model's few layers
+    scores = [scores_of(cb, j["id"]) for j in (job, again)]
+    same = scores[0] == scores[1]
+    assert again["reproduced"] == ("identical" if same else "different"), rep
+    assert [d["name"] for d in rep["differing_outputs"]] == ([] if same else ["scores.csv"]), rep
+    assert scores[0].keys() == scores[1].keys(), scores
+    for k, v in scores[0].items():
+        assert abs(v - scores[1][k]) <= 1e-6, (k, v, scores[1][k])
+    a_rerun = action_of(crate_of(again["id"], cb), again["id"])
+    assert a_rerun["isBasedOn"]["@id"] == "#action-" + job["id"], a_rerun
+    assert "reproduced: " + again["reproduced"] in a_rerun["description"], a_rerun
+    assert_stopped_clean(b)
+
+
+def assert_stopped_clean(srv):
+    code = srv.terminate()
+    log = srv.log_text()
     assert code == 0, log[-3000:]
     assert "Sanitizer" not in log and "runtime error" not in log, log[-3000:]
+
+
+def scores_of(client, job_id):
+    """scores.csv as {(row, column): score} (its numeric cells)."""
+    text = client.request("GET", f"/v1/jobs/{job_id}/outputs/scores.csv").body.decode()
+    out = {}
+    for i, row in enumerate(csv.reader(io.StringIO(text))):
+        for j, cell in enumerate(row):
+            try:
+                out[(i, j)] = float(cell)
+            except ValueError:
+                pass
+    assert out, text
+    return out
 
 
 if __name__ == "__main__":
@@ -402,8 +473,9 @@ if __name__ == "__main__":
         run_tests([test_crate_of_a_job, test_seed_chosen_at_submit_is_kept_and_recorded,
                    test_chained_input_points_at_upstream_output, test_reruns_of_cpu_kinds_are_identical,
                    test_fdk_in_slabs_crate_and_rerun, test_infer_rerun_is_identical_and_records_the_model,
-                   test_environment_difference_is_reported, test_rerun_refused_when_an_input_blob_is_gone,
+                   test_rerun_refused_when_an_input_blob_is_gone,
                    test_zip_holds_the_crate_and_its_files, test_cli_rerun, test_rerun_idempotency_key, test_crate_of_a_job_not_run_yet,
-                   test_another_tenant_sees_nothing, test_server_stops_clean])
+                   test_another_tenant_sees_nothing, test_server_stops_clean,
+                   test_rerun_on_a_replica_without_onednn])
     finally:
         H.close()

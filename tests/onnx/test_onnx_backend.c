@@ -4,15 +4,19 @@
  * device, and works where both exist; unknown backends and precisions are refused; the CPU
  * backend refuses TF32 and FP16 and holds no device memory; zero-initialised options still
  * mean CPU, FP32. BatchNormalization after a Conv is folded at session creation. Profiling is
- * an option of the session, off by default.
+ * an option of the session, off by default. A session names how it computes each
+ * convolution shape (provenance).
  */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
+#include "infer/onnx/onnx_exec.h"
 #include "infer/onnx/onnx_model.h"
 #include "pbw.h"
 
@@ -206,6 +210,94 @@ static void test_profile(void **st)
     onnx_model_free(m);
 }
 
+/* Three 1x1 convolutions, two of one shape: x 1x16x8x8 -> 16 -> 16 -> 8 channels. */
+static onnx_model *conv_model(void)
+{
+    static float w16[16 * 16], w8[8 * 16];
+    for (int i = 0; i < 16 * 16; i++)
+        w16[i] = (float)(i % 7) * 0.125f;
+    for (int i = 0; i < 8 * 16; i++)
+        w8[i] = (float)(i % 5) * 0.25f;
+    struct gb g = { 0 };
+    gb_input(&g, "x", T_FLOAT, 4, D(-1, 16, 8, 8));
+    gb_init(&g, "wa", T_FLOAT, 4, D(16, 16, 1, 1), w16);
+    gb_init(&g, "wb", T_FLOAT, 4, D(16, 16, 1, 1), w16);
+    gb_init(&g, "wc", T_FLOAT, 4, D(8, 16, 1, 1), w8);
+    gb_node(&g, "Conv", S("x", "wa"), S("a"), 0, NULL);
+    gb_node(&g, "Conv", S("a", "wb"), S("b"), 0, NULL);
+    gb_node(&g, "Conv", S("b", "wc"), S("y"), 0, NULL);
+    gb_output(&g, "y");
+    return load(&g);
+}
+
+static const char *cpu_convolutions(const onnx_model *m)
+{
+    struct gj_error err = { 0 };
+    struct onnx_session_options o = { .batch = 1, .threads = 2, .backend = "cpu" };
+    onnx_session *s = onnx_session_create(m, &o, &err);
+    if (!s)
+        fail_msg("session: %s", err.message);
+    const char *text = onnx_session_convolutions(s);
+    onnx_session_free(s);   /* the text outlives its session */
+    return text;
+}
+
+/* The provenance of a session's convolutions: one sorted line per distinct shape naming the
+ * implementation (oneDNN's kernel, or ours where oneDNN is off), the same text (one pointer)
+ * for sessions that compute alike, "" without Conv. */
+static void test_convolutions_summary(void **st)
+{
+    (void)st;
+    onnx_model *m = conv_model();
+    const char *shape16 = "x 1x16x8x8 w 16x16x1x1 pads 0,0,0,0 strides 1,1 dilations 1,1 group 1: ";
+    const char *shape8 = "x 1x16x8x8 w 8x16x1x1 pads 0,0,0,0 strides 1,1 dilations 1,1 group 1: ";
+    const char *text = cpu_convolutions(m);
+    assert_ptr_equal(cpu_convolutions(m), text);
+    assert_int_equal(strncmp(text, shape16, strlen(shape16)), 0);
+    const char *second = strchr(text, '\n');
+    assert_non_null(second);
+    assert_int_equal(strncmp(second + 1, shape8, strlen(shape8)), 0);
+    assert_null(strchr(second + 1, '\n'));
+    const char *dnnl = onnx_dnnl_version();
+    const char *how = text + strlen(shape16);
+    if (dnnl) {   /* oneDNN's own name for the kernel it generated for this CPU */
+        assert_int_equal(strncmp(how, "onednn ", 7), 0);
+        assert_true(how[7] != '\n' && how[7] != '\0');
+        assert_null(strstr(text, "unknown"));
+    } else {
+        assert_int_equal(strncmp(how, "gpujobd openblas sgemm\n", 23), 0);
+    }
+    setenv("GJ_ONNX_DNNL", "0", 1);   /* our kernel: 1x1, so no im2col */
+    const char *ours = cpu_convolutions(m);
+    unsetenv("GJ_ONNX_DNNL");
+    assert_int_equal(strncmp(ours + strlen(shape16), "gpujobd openblas sgemm\n", 23), 0);
+    assert_true(dnnl ? ours != text : ours == text);
+    onnx_model_free(m);
+    m = relu_model();
+    assert_string_equal(cpu_convolutions(m), "");
+    onnx_model_free(m);
+}
+
+/* The summary as the CUDA backend's names make it (no GPU needed): sorted, one line per
+ * distinct shape and choice, one interned text whatever the order the nodes came in. */
+static void test_convolutions_lines(void **st)
+{
+    (void)st;
+    char a[] = "x 4x64x56x56 w 64x64x3x3 pads 1,1,1,1 strides 1,1 dilations 1,1 group 1: cudnn WINOGRAD math fma";
+    char b[] = "x 4x3x224x224 w 64x3x7x7 pads 3,3,3,3 strides 2,2 dilations 1,1 group 1: cudnn "
+               "IMPLICIT_PRECOMP_GEMM math fma";
+    char a2[sizeof a];
+    memcpy(a2, a, sizeof a);
+    char *lines[3] = { a, b, a2 };
+    const char *text = onnx_conv_summary(lines, 3);
+    char want[512];
+    snprintf(want, sizeof want, "%s\n%s", b, a);
+    assert_string_equal(text, want);
+    char *again[2] = { a, b };
+    assert_ptr_equal(onnx_conv_summary(again, 2), text);
+    assert_string_equal(onnx_conv_summary(NULL, 0), "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +306,8 @@ int main(void)
         cmocka_unit_test(test_cuda_backend),
         cmocka_unit_test(test_batchnorm_folding),
         cmocka_unit_test(test_profile),
+        cmocka_unit_test(test_convolutions_summary),
+        cmocka_unit_test(test_convolutions_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,8 @@
  * by test_onnx_ops and against PyTorch) and on CUDA in FP32 without and with CUDA graphs
  * (three runs: warm-up, capture, replay). Relative L2 error <= 1e-5, or 1e-4 for Conv, Gemm
  * and MatMul (cuDNN/cuBLAS sum in another order); integer and bool outputs must be equal.
- * Then: TF32 and FP16 sessions run (1e-2), the errors only the device can see (a Gather index
+ * Then: TF32 and FP16 sessions run (1e-2), a session names each convolution's cuDNN algorithm
+ * (FMA math in FP32), the errors only the device can see (a Gather index
  * out of range, an integer division by zero) are reported, device memory is accounted, and
  * the element types and operators the backend does not compute are refused.
  * Exits 77 (skipped) where the CUDA backend cannot run.
@@ -768,6 +769,40 @@ static void test_precisions(void)
     free_bufs();
 }
 
+/* A CUDA session names the cuDNN algorithm and math type of each convolution shape (what a
+ * job's provenance records): in FP32, FMA math (no tensor cores), never "unknown". */
+static void test_convolutions_named(void)
+{
+    int64_t xd[4];
+    struct pb mp = small_cnn(xd);
+    struct gj_error err = { 0 };
+    onnx_model *m = onnx_model_load_memory(mp.b, mp.n, &err);
+    free(mp.b);
+    struct onnx_session_options o = { .batch = 2, .threads = 1, .backend = "cuda" };
+    onnx_session *s = m ? onnx_session_create(m, &o, &err) : NULL;
+    checks++;
+    const char *text = s ? onnx_session_convolutions(s) : "";
+    printf("convolutions (fp32):\n%s\n", text);
+    int lines = 0;
+    for (const char *l = text; *l; lines++) {
+        size_t n = strcspn(l, "\n");
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)n, l);
+        if (!strstr(line, ": cudnn ") || !strstr(line, " math fma") || strstr(line, "unknown") ||
+            strstr(line, " ?")) {
+            printf("FAIL convolutions: %s\n", line);
+            failures++;
+        }
+        l += n + (l[n] == '\n');
+    }
+    if (!s || lines != 2) {   /* small_cnn: two shapes */
+        printf("FAIL convolutions: %d lines (%s)\n", lines, s ? "want 2" : err.message);
+        failures++;
+    }
+    onnx_session_free(s);
+    onnx_model_free(m);
+}
+
 /* The cuDNN algorithm chosen for each convolution shape is logged once, by the session that
  * searched it; a later session of the same shapes and precision takes the process's cached
  * choice (no search, no note); another precision searches (and logs) again. */
@@ -937,6 +972,7 @@ int main(int argc, char **argv)
     test_rows();
     test_movement();
     test_precisions();
+    test_convolutions_named();
     test_device_errors();
     test_refused_types();
     printf("%d checks, %d failures\n", checks, failures);

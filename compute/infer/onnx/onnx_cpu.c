@@ -1227,6 +1227,15 @@ static size_t cpu_scratch(struct onnx_backend_ctx *c, const struct onnx_kargs *a
     return f32_scratch(c, a) + (is_half(a->in[0]->elem) ? onnx_cpu_via_f32_scratch(a) : 0);
 }
 
+/* oneDNN's kernel where it convolves, else ours: im2col (none for 1x1) and OpenBLAS's sgemm. */
+static void cpu_conv_impl(struct onnx_backend_ctx *c, const struct onnx_kargs *a, char *buf, size_t len)
+{
+    if (a->in[0]->elem == ONNX_ELEM_FLOAT && onnx_dnnl_conv_impl(c->dnnl, a->node, buf, len))
+        return;
+    snprintf(buf, len, "gpujobd %sopenblas sgemm%s", conv_is_1x1(a->p) ? "" : "im2col+",
+             a->in[0]->elem == ONNX_ELEM_FLOAT ? "" : " on float32 copies");
+}
+
 const struct onnx_backend onnx_backend_cpu = {
     .name = "cpu",
     .init = cpu_init,
@@ -1239,6 +1248,7 @@ const struct onnx_backend onnx_backend_cpu = {
     .scratch_bytes = cpu_scratch,
     .takes_nhwc = cpu_takes_nhwc,
     .takes_strided = cpu_takes_strided,
+    .conv_impl = cpu_conv_impl,
     .host_memory = 1,
     .kernels = {
         [ONNX_OP_CONV] = k_floats,

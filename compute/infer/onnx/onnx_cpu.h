@@ -90,6 +90,9 @@ void onnx_dnnl_free(struct onnx_dnnl *d);
 size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a);
 /* 1 when prepare would take node a (it then also reads and writes NHWC activations). */
 int onnx_dnnl_conv_takes(const struct onnx_dnnl *d, const struct onnx_kargs *a);
+/* 1 with the implementation oneDNN chose for node's primitive(s) in buf ("onednn
+ * brgconv:avx512_core"), 0 when oneDNN does not compute it. */
+int onnx_dnnl_conv_impl(struct onnx_dnnl *d, const struct onnx_node *node, char *buf, size_t len);
 int onnx_dnnl_conv_run(struct onnx_backend_ctx *c, struct onnx_dnnl *d, const struct onnx_kargs *a);
 
 /* onnx_cpu_floats.c: runs `f32` (a float32 kernel) on a node whose float tensors are FLOAT16

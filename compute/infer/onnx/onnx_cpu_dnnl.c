@@ -592,6 +592,35 @@ size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a)
     return off;
 }
 
+/* The implementation oneDNN chose for slice sl (its primitive descriptor's name). */
+static const char *slice_impl(const struct dnnl_slice *sl)
+{
+    const_dnnl_primitive_desc_t pd = NULL;
+    const char *name = NULL;
+    if (!sl->conv || dnnl_primitive_get_primitive_desc(sl->conv, &pd) != dnnl_success ||
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, (void *)&name) != dnnl_success || !name)
+        return "unknown";
+    return name;
+}
+
+int onnx_dnnl_conv_impl(struct onnx_dnnl *d, const struct onnx_node *node, char *buf, size_t len)
+{
+    struct dnnl_conv *p = d ? find_conv(d, node, NULL) : NULL;
+    if (!p || len == 0)
+        return 0;
+    size_t at = (size_t)snprintf(buf, len, "onednn");
+    /* each slice has its primitive; slices of fewer channels may be given another kernel */
+    for (int k = 0; k < p->n && at < len; k++) {
+        const char *name = slice_impl(&p->s[k]);
+        int seen = 0;
+        for (int j = 0; j < k && !seen; j++)
+            seen = strcmp(slice_impl(&p->s[j]), name) == 0;
+        if (!seen)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s", k ? ", " : " ", name);
+    }
+    return 1;
+}
+
 struct slice_run {
     struct onnx_dnnl *d;
     struct dnnl_conv *p;
@@ -707,6 +736,15 @@ size_t onnx_dnnl_conv_prepare(struct onnx_dnnl *d, const struct onnx_kargs *a)
     (void)d;
     (void)a;
     return (size_t)-1;
+}
+
+int onnx_dnnl_conv_impl(struct onnx_dnnl *d, const struct onnx_node *node, char *buf, size_t len)
+{
+    (void)d;
+    (void)node;
+    (void)buf;
+    (void)len;
+    return 0;
 }
 
 int onnx_dnnl_conv_run(struct onnx_backend_ctx *c, struct onnx_dnnl *d, const struct onnx_kargs *a)

@@ -39,6 +39,7 @@ struct conv_plan {
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
     cudnnConvolutionFwdAlgo_t algo;
+    cudnnMathType_t math;      /* as set on cd */
     size_t ws;                 /* cuDNN workspace bytes */
     int pad_input;             /* asymmetric padding: the input is padded into scratch first */
     size_t pad_bytes;
@@ -551,8 +552,8 @@ static int choose_algo(struct onnx_backend_ctx *c, struct conv_plan *pl)
     int cached = cached_algo(c, pl, &pl->algo, &math);
     if (!cached && search_algo(c, pl, &math, &how))
         return -1;
-    if (dnn_ok(c, cudnnSetConvolutionMathType(pl->cd, math_to_set(c->precision, math)),
-               "cudnnSetConvolutionMathType") ||
+    pl->math = math_to_set(c->precision, math);
+    if (dnn_ok(c, cudnnSetConvolutionMathType(pl->cd, pl->math), "cudnnSetConvolutionMathType") ||
         dnn_ok(c, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, pl->xd, pl->wd, pl->cd, pl->yd, pl->algo, &pl->ws),
                "cudnnGetConvolutionForwardWorkspaceSize"))
         return -1;
@@ -1001,6 +1002,16 @@ static int k_concat(struct onnx_backend_ctx *c, const struct onnx_kargs *a)
     return 0;
 }
 
+/* The algorithm and math type cuDNN was given for a's shape (provenance: they change bits). */
+static void cuda_conv_impl(struct onnx_backend_ctx *c, const struct onnx_kargs *a, char *buf, size_t len)
+{
+    const struct conv_plan *pl = find_plan(c, a);
+    if (pl)
+        snprintf(buf, len, "cudnn %s math %s", algo_name(pl->algo), math_name(pl->math));
+    else
+        snprintf(buf, len, "unknown (no cuDNN plan)");
+}
+
 const struct onnx_backend onnx_backend_cuda = {
     .name = "cuda",
     .init = cuda_init,
@@ -1015,6 +1026,7 @@ const struct onnx_backend onnx_backend_cuda = {
     .end_run = cuda_end_run,
     .last_error = cuda_last_error,
     .device_bytes = cuda_device_bytes,
+    .conv_impl = cuda_conv_impl,
     .host_memory = 0,
     .kernels = {
         [ONNX_OP_CONV] = k_conv,

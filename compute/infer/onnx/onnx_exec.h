@@ -63,6 +63,7 @@ struct onnx_session {
     size_t max_bytes;         /* the options' limit (0: none) */
     size_t fold_bytes;        /* host values computed by constant folding */
     struct onnx_io_desc *in_desc, *out_desc;
+    const char *convolutions; /* onnx_session_convolutions (interned) */
     int profile;              /* time per op type (onnx_session_write_profile) */
     double prof_s[ONNX_OP_COUNT];
     long prof_n[ONNX_OP_COUNT];
@@ -107,6 +108,13 @@ void onnx_plan_concats(struct onnx_session *s);
 void onnx_plan_layouts(struct onnx_session *s);
 /* onnx_plan.c: frees the buffers onnx_plan allocated. */
 void onnx_plan_free(struct onnx_session *s);
+/* onnx_conv_summary.c: a Conv's shape in words ("x 8x64x56x56 w 64x64x3x3 pads 1,1,1,1
+ * strides 1,1 dilations 1,1 group 1"), into buf. */
+void onnx_conv_shape_text(const struct onnx_kargs *a, char *buf, size_t len);
+/* onnx_conv_summary.c: the n lines ("shape: implementation") sorted (in place), without
+ * repeats, joined by newlines, as the process's interned copy (equal texts: one pointer;
+ * never freed). "" for none; NULL when out of memory. */
+const char *onnx_conv_summary(char **lines, size_t n);
 /* ": <the backend's last error>" into buf, or "" */
 const char *onnx_backend_detail(const struct onnx_session *s, char *buf, size_t len);
 

@@ -191,6 +191,10 @@ struct onnx_backend {
     int (*takes_strided)(struct onnx_backend_ctx *be, const struct onnx_kargs *a, int output);
     /* Device memory the backend holds besides what alloc returned (workspaces). */
     size_t (*device_bytes)(struct onnx_backend_ctx *be);
+    /* Optional: how the backend computes a's Conv, as the library that chose it names it
+     * ("onednn brgconv:avx512_core", "cudnn IMPLICIT_PRECOMP_GEMM fma"), into buf. Called
+     * after scratch_bytes, for provenance (onnx_session_convolutions). */
+    void (*conv_impl)(struct onnx_backend_ctx *be, const struct onnx_kargs *a, char *buf, size_t len);
     int host_memory;   /* 1: alloc returns host memory (not counted as device bytes) */
     /* One kernel per op; NULL: the backend cannot run it (session creation fails). */
     onnx_kernel_fn kernels[ONNX_OP_COUNT];

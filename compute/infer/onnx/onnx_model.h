@@ -209,6 +209,13 @@ struct onnx_op_profile {
  * how many. 0 for a session that does not profile. */
 size_t onnx_session_profile(const onnx_session *s, struct onnx_op_profile *prof, size_t cap);
 
+/* How the session computes its convolutions, for provenance records: one line per distinct
+ * shape, "x NxCxHxW w MxCxKhxKw pads t,l,b,r strides h,w dilations h,w group g: <how>", where
+ * <how> is the implementation the library chose ("onednn brgconv:avx512_core", "gpujobd
+ * im2col+openblas sgemm", "cudnn IMPLICIT_PRECOMP_GEMM math fma"), sorted; "" without Conv.
+ * The text lives as long as the process (equal texts are one pointer). */
+const char *onnx_session_convolutions(const onnx_session *s);
+
 /* Device memory this session holds (weights, inputs, arena, scratch, cuBLAS workspace):
  * what the serving layer reserves on the GPU. 0 for the CPU backend. The CUDA context
  * itself (a few hundred MiB per process and device) is not included. */

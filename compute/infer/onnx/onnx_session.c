@@ -197,6 +197,35 @@ static int bind_outputs(onnx_session *s, struct gj_error *err)
     return 0;
 }
 
+/* What the backend chose for each Conv, once the plan has made its choices (provenance). */
+static int summarize_convolutions(onnx_session *s, struct gj_error *err)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_r; i++)
+        n += s->r[i].op == ONNX_OP_CONV && !s->r[i].dead;
+    char **lines = n ? calloc(n, sizeof *lines) : NULL;
+    size_t k = 0;
+    int ok = !n || lines;
+    for (size_t i = 0; ok && i < s->n_r; i++) {
+        const struct rnode *rn = &s->r[i];
+        if (rn->op != ONNX_OP_CONV || rn->dead)
+            continue;
+        char shape[256], impl[128] = "unknown (the backend does not say)";
+        onnx_conv_shape_text(&rn->a, shape, sizeof shape);
+        if (s->be->conv_impl)
+            s->be->conv_impl(s->bctx, &rn->a, impl, sizeof impl);
+        size_t bytes = strlen(shape) + strlen(impl) + 3;
+        ok = (lines[k] = malloc(bytes)) != NULL;
+        if (ok)
+            snprintf(lines[k++], bytes, "%s: %s", shape, impl);
+    }
+    s->convolutions = ok ? onnx_conv_summary(lines, k) : NULL;
+    for (size_t i = 0; i < k; i++)
+        free(lines[i]);
+    free(lines);
+    return s->convolutions ? 0 : gj_error_set(err, "", "out of memory");
+}
+
 onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session_options *opt,
                                   struct gj_error *err)
 {
@@ -210,7 +239,8 @@ onnx_session *onnx_session_create(const onnx_model *m, const struct onnx_session
         return NULL;
     int batch = opt->no_batch ? 1 : opt->batch;
     if (start_backend(s, opt, err) || bind_values(s, opt, err) || infer_graph(s, err) ||
-        bind_outputs(s, err) || onnx_optimize(s, err) || onnx_plan(s, opt->max_bytes, batch, err)) {
+        bind_outputs(s, err) || onnx_optimize(s, err) || onnx_plan(s, opt->max_bytes, batch, err) ||
+        summarize_convolutions(s, err)) {
         onnx_session_free(s);
         return NULL;
     }
@@ -375,6 +405,11 @@ size_t onnx_session_profile(const onnx_session *s, struct onnx_op_profile *prof,
         if (s->prof_n[i])
             prof[n++] = (struct onnx_op_profile){ onnx_op_name(i), s->prof_n[i], s->prof_s[i] };
     return n;
+}
+
+const char *onnx_session_convolutions(const onnx_session *s)
+{
+    return s && s->convolutions ? s->convolutions : "";
 }
 
 size_t onnx_session_device_bytes(const onnx_session *s)

@@ -608,9 +608,10 @@ void gj_tensors_free(struct gj_tensor *t, size_t n)
     }
 }
 
-/* Answers the k requests of a batch (rc per request in ok[]), with the statistics. */
+/* Answers the k requests of a batch (rc per request in ok[]), with the statistics and how
+ * its session convolves (conv: onnx_session_convolutions, or NULL). */
 static void finish_batch(gj_batcher *b, struct request **reqs, size_t k, size_t n, int ran,
-                         const int64_t t[4], const struct gj_error *err, const int *ok)
+                         const int64_t t[4], const struct gj_error *err, const int *ok, const char *conv)
 {
     struct gj_stats_req st[k ? k : 1];
     int64_t done = now_ns();
@@ -631,6 +632,7 @@ static void finish_batch(gj_batcher *b, struct request **reqs, size_t k, size_t 
         }
         r->timing.compute_us = (t[2] - t[1]) / 1000;
         r->timing.batch_size = (int)n;
+        r->timing.convolutions = conv;
         r->state = RQ_DONE;
         answered(r, &later);
     }
@@ -663,7 +665,7 @@ static void run_batch(struct executor *e, struct request **reqs, size_t k, size_
             gj_error_set(&err, "", "out of memory for the outputs of a batch of %zu", n);
         t[3] = now_ns();
     }
-    finish_batch(b, reqs, k, n, ran, t, &err, ok);
+    finish_batch(b, reqs, k, n, ran, t, &err, ok, c ? onnx_session_convolutions(c->s) : NULL);
 }
 
 static void *executor_main(void *arg)

@@ -105,6 +105,9 @@ struct gj_batch_timing {
     int64_t queue_us;      /* enqueue to start of its batch */
     int64_t compute_us;    /* the batch's model run */
     int batch_size;        /* samples in the batch it ran in */
+    /* how that batch's session convolves (onnx_session_convolutions: the process's text,
+     * never freed), or NULL when it did not run */
+    const char *convolutions;
 };
 
 /* A tensor crossing gj_batcher_run. */

@@ -227,12 +227,44 @@ struct batcher {
     struct image **slots;
     int filled;
     int batches_run;
+    json_t *convolutions;    /* shape -> how it was computed, over the batches run */
+    const char *merged;      /* the last session text merged into it (interned) */
 };
 
 static void batcher_free(struct batcher *b)
 {
     free(b->input);
     free(b->slots);
+    json_decref(b->convolutions);
+}
+
+/* Adds a batch's session text (onnx_session_convolutions: "shape: how" lines) to
+ * b->convolutions; a shape computed two ways by the job's batches (a batcher replaced on
+ * another device between them) keeps both, joined by " | ". 0, or -1 (no memory). */
+static int merge_convolutions(struct batcher *b, const char *text)
+{
+    if (!text || text == b->merged)
+        return 0;
+    if (!b->convolutions && !(b->convolutions = json_object()))
+        return -1;
+    for (const char *line = text; *line;) {
+        size_t len = strcspn(line, "\n");
+        char shape[640], how[800];
+        snprintf(shape, sizeof shape, "%.*s", (int)len, line);
+        char *colon = strstr(shape, ": ");   /* a shape has none; oneDNN's names have ':' alone */
+        line += len + (line[len] == '\n');
+        if (!colon)
+            continue;
+        *colon = '\0';
+        const char *had = json_string_value(json_object_get(b->convolutions, shape));
+        if (had && strstr(had, colon + 2))
+            continue;
+        snprintf(how, sizeof how, "%s%s%s", had ? had : "", had ? " | " : "", colon + 2);
+        if (json_object_set_new(b->convolutions, shape, json_string(how)))
+            return -1;
+    }
+    b->merged = text;
+    return 0;
 }
 
 static void activate(enum gj_activation act, const float *logits, float *out, size_t n)
@@ -293,6 +325,10 @@ static int batcher_flush(struct batcher *b, struct gj_error *err)
         err->transient = err->transient || rc == GJ_BATCH_EFULL || rc == GJ_BATCH_ETIMEDOUT ||
                          rc == GJ_BATCH_ESHUTDOWN;   /* retried later */
         return -1;
+    }
+    if (merge_convolutions(b, t.convolutions)) {
+        free(logits);
+        return gj_error_set(err, "", "out of memory");
     }
     double per = (double)t.compute_us / 1000.0 / b->filled;
     for (int i = 0; i < b->filled; i++) {
@@ -731,6 +767,9 @@ static int infer_run(struct gj_ctx *ctx, struct gj_error *err)
     gj_progress(ctx, 1.0, NULL);
     result = GJ_RUN_OK;
 out:
+    /* what the batches chose, known now: recorded with the attempt's environment */
+    if (b.convolutions && gj_record_environment(ctx, "convolutions", json_incref(b.convolutions)))
+        gj_logf(ctx, "infer: out of memory recording the convolution algorithms");
     for (size_t i = 0; ims && i < n; i++)
         free(ims[i].scores);
     free(ims);
@@ -743,7 +782,8 @@ out:
 static const char *const infer_run_records[] = { "result.json", "result*.dcm", NULL };
 
 /* The model as this attempt will run it: its version, digest (SHA-256 of model.onnx),
- * config and precision; OpenBLAS and oneDNN (where it convolves) for the cpu backend. */
+ * config, precision and TF32 on or off; OpenBLAS and oneDNN (where it convolves) for the
+ * cpu backend. How each convolution was computed is added once the run chose it (above). */
 static int infer_environment(const struct gj_job *job, int device, json_t *env)
 {
     json_t *libs = json_object_get(env, "libraries");
@@ -772,7 +812,9 @@ static int infer_environment(const struct gj_job *job, int device, json_t *env)
              json_object_set_new(model, "sha256", json_string(gj_served_model_digest(sm))) ||
              json_object_set_new(model, "config", gj_model_config_to_json(cfg)) ||
              json_object_set_new(env, "precision", json_string(device == GJ_DEVICE_CPU ? "fp32"
-                                                               : gj_precision_name(cfg->precision)))
+                                                               : gj_precision_name(cfg->precision))) ||
+             json_object_set_new(env, "tf32", json_boolean(device != GJ_DEVICE_CPU &&
+                                                           cfg->precision == GJ_PRECISION_TF32))
              ? -1 : 0;
     gj_served_model_release(sm);
     return rc;

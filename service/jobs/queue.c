@@ -69,7 +69,8 @@ static char *kinds_literal(const char *const *kinds)
     return out;
 }
 
-/* q.queued_since: updated_at before the claim, when the job last became queued (created,
+/* The job: the first queued one in claim order that no one else holds (gj_next_queued, migration
+ * 0023, locks it). q.queued_since: updated_at before the claim, when the job last became queued (created,
  * retried, its upstream settled, its children done); it could run from then or run_after.
  * The parameters' places are given: a claim is a statement of its own, or a part of a
  * finish (finish_claim_sql). Its columns are read by claim_from_row. */
@@ -78,10 +79,9 @@ static char *kinds_literal(const char *const *kinds)
     " lease_token = nextval('job_lease_token_seq'),"                                                    \
     " lease_expires_at = now() + " LEASE "::int * interval '1 second',"                                 \
     " started_at = coalesce(started_at, now()), updated_at = now(), device = " DEVICE                  \
-    " FROM (SELECT id, updated_at AS queued_since FROM jobs WHERE state = 'queued' AND run_after <= now()" \
-    "   AND kind = ANY(" KINDS "::text[]) ORDER BY priority DESC, created_at, id"                         \
-    "   FOR UPDATE SKIP LOCKED LIMIT 1) q"                                                              \
-    " WHERE jobs.id = q.id"                                                                             \
+    " FROM (SELECT id, updated_at AS queued_since FROM jobs"                                            \
+    "   WHERE id = (SELECT gj_next_queued(" KINDS "::text[]))) q"                                       \
+    " WHERE jobs.id = q.id AND jobs.state = 'queued'"                                                  \
     " RETURNING jobs.id, tenant_id, kind, params, lease_token, attempts, max_attempts, stage,"          \
     " coalesce(parent_id::text, '') AS parent, coalesce(child_index, 0) AS child,"                     \
     " EXISTS (SELECT 1 FROM job_inputs i WHERE i.job_id = jobs.id) AS has_inputs, timeout_seconds,"     \

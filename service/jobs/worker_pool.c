@@ -540,7 +540,8 @@ static void slot_end(struct wp_slot *s)
     s->lease_token[0] = '\0';
     s->claim = NULL;
     wp->running--;
-    pthread_cond_broadcast(&wp->cond);
+    if (wp->running == 0)   /* what wait_idle_locked waits for; the maintenance thread keeps its sleep */
+        pthread_cond_broadcast(&wp->cond);
     pthread_mutex_unlock(&wp->lock);
 }
 

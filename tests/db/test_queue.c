@@ -1003,6 +1003,16 @@ static void test_job_log_bounds(void **state)
     assert_int_equal(count(f, "SELECT bytes FROM job_log_totals WHERE job_id = $1", id), 1048573);
     assert_int_equal(count(f, "SELECT dropped FROM job_log_totals WHERE job_id = $1", id), 1);
     assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1 AND line = 'xyz' AND seq = 1", id), 1);
+    /* a first batch (migration 0024's one upsert) counts the lines the worker dropped in memory */
+    char fresh[GJ_UUID_LEN + 1];
+    submit(f, "noop", 0, 3, NULL, fresh);
+    const char *p[] = { fresh, "[[1, \"info\", \"one\"]]" };
+    assert_int_equal(gj_db_cmd(f->conn, "SELECT gj_job_log_append($1::uuid, 1, $2::jsonb, 4)", 2, p), 0);
+    assert_int_equal(count(f, "SELECT lines * 100 + dropped FROM job_log_totals WHERE job_id = $1", fresh), 104);
+    /* a job deleted meanwhile: nothing written, no error */
+    exec_ok(f, "DELETE FROM jobs WHERE id = $1", fresh);
+    assert_int_equal(gj_db_cmd(f->conn, "SELECT gj_job_log_append($1::uuid, 1, $2::jsonb, 0)", 2, p), 0);
+    assert_int_equal(count(f, "SELECT count(*) FROM job_log_totals WHERE job_id = $1", fresh), 0);
 }
 
 int main(void)

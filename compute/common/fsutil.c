@@ -105,6 +105,11 @@ int gj_mkdir_p(const char *path, int mode)
         errno = ENAMETOOLONG;
         return -1;
     }
+    /* Most calls find the parents there (a job's work tree): one call, not one per component. */
+    if (mkdir(path, (mode_t)mode) == 0 || errno == EEXIST)
+        return 0;
+    if (errno != ENOENT)
+        return -1;
     memcpy(buf, path, len + 1);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/')

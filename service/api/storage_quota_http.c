@@ -3,49 +3,25 @@
  * kept apart from storage_quota.c, which the blob store calls, so the data layer does not
  * depend on the HTTP server.
  */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "common/gj_error.h"
 #include "service/http/http_parse.h"
 #include "service/http/http_server.h"
 #include "service/db/storage_quota.h"
 
 void gj_respond_over_quota(struct gj_req *r, const struct gj_storage_refusal *f)
 {
-    char quota[300], detail[330];
+    char quota[300];
+    struct gj_error err;
     gj_storage_refusal_text(f, quota, sizeof quota);
-    snprintf(detail, sizeof detail, "%s; nothing was stored", quota);
-    char *text = gj_problem_text(r, 507, NULL, detail);
-    json_t *o = text ? json_loads(text, 0, NULL) : NULL;
-    free(text);
-    if (!json_is_object(o)) {   /* another error shape under this path: as it renders */
-        json_decref(o);
-        gj_problem(r, 507, NULL, "%s", detail);
-        return;
-    }
-    json_object_set_new(o, "quota", json_string(f->own ? "tenant" : "--tenant-storage-quota"));
-    json_object_set_new(o, "quota_bytes", json_integer((json_int_t)f->quota));
-    json_object_set_new(o, "used_bytes", json_integer((json_int_t)f->used));
-    json_object_set_new(o, "requested_bytes", json_integer((json_int_t)f->asked));
-    text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(o);
-    if (!text) {
-        gj_problem(r, 507, NULL, "%s", detail);
-        return;
-    }
-    size_t len = strlen(text);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(text);
-        gj_problem(r, 507, NULL, "%s", detail);
-        return;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, gj_problem_content_type(r));
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    gj_respond(r, 507, resp, len);
+    gj_error_status(&err, 507, "", "%s; nothing was stored", quota);
+    json_t *figures = json_pack("{s:s, s:I, s:I, s:I}", "quota", f->own ? "tenant" : "--tenant-storage-quota",
+                                "quota_bytes", (json_int_t)f->quota, "used_bytes", (json_int_t)f->used,
+                                "requested_bytes", (json_int_t)f->asked);
+    gj_respond_error_with(r, &err, figures);
 }
 
 int gj_storage_refuse_declared(struct gj_req *r)

@@ -189,6 +189,10 @@ struct MHD_Response *gj_respond_not_found(struct gj_req *r);
  * answer for another tenant's and for none) (http_error.c). */
 struct gj_error;
 struct MHD_Response *gj_respond_error(struct gj_req *r, const struct gj_error *err);
+/* The same problem with members (a JSON object, taken; NULL: none) beside its own, for figures
+ * a client acts on (a quota's bytes); without them where the path answers errors in another
+ * shape (http_error_body). */
+struct MHD_Response *gj_respond_error_with(struct gj_req *r, const struct gj_error *err, json_t *members);
 /* 1 when the server is shutting down (long polls and event streams end). */
 int gj_http_stopping(const struct gj_server *srv);
 

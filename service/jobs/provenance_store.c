@@ -1,15 +1,16 @@
 /*
  * provenance_store.c — the SQL of provenance (provenance_store.h): the attempts' environments
- * and the reruns (migration 0017), read with the job's inputs and outputs by digest.
+ * (written by gj_attempt_record, migration 0022) and the reruns (migration 0017), read with the
+ * job's inputs and outputs by digest.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gj_provenance.h"
 #include "service/base/log.h"
 #include "service/db/db.h"
 #include "service/jobs/provenance_store.h"
+#include "service/jobs/queue.h"
 
 #define COMPONENT "provenance"
 #define TS(c) "to_char(" c " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
@@ -21,33 +22,6 @@
     "'job', d.upstream_id, 'output', d.output)) ORDER BY i.name), '[]'::jsonb) "                              \
     "   FROM job_inputs i JOIN blobs b ON b.id = i.blob_id "                                                  \
     "   LEFT JOIN job_dependencies d ON d.job_id = i.job_id AND d.name = i.name WHERE i.job_id = " j ")"
-
-static const char record_sql[] =
-    "INSERT INTO job_attempt_environments (job_id, attempt, stage, worker, environment, inputs) "
-    "SELECT $1::uuid, $2::integer, $3::integer, $4, $5::jsonb, " INPUTS_JSON("$1::uuid") " "
-    "ON CONFLICT (job_id, attempt, stage) DO UPDATE SET recorded_at = clock_timestamp(), "
-    "worker = EXCLUDED.worker, environment = EXCLUDED.environment, inputs = EXCLUDED.inputs";
-
-int gj_provenance_record_attempt(PGconn *conn, const struct gj_claim *c, const struct gj_kind *kind,
-                                 const struct gj_job *job, int device, const char *worker)
-{
-    json_t *env = gj_run_environment(kind, job, device);
-    char *text = env ? json_dumps(env, JSON_COMPACT) : NULL;
-    json_decref(env);
-    if (!text) {
-        gj_log_error(COMPONENT, "job %s: out of memory gathering the environment", c->id);
-        return -1;
-    }
-    char attempt[16], stage[16];
-    snprintf(attempt, sizeof attempt, "%d", c->attempts);
-    snprintf(stage, sizeof stage, "%d", c->stage);
-    const char *p[5] = { c->id, attempt, stage, worker, text };
-    /* prepared once per connection: a statement every attempt of every job sends */
-    PGresult *res = gj_db_exec_prepared(conn, "gj_attempt_record", record_sql, 5, p, NULL);
-    free(text);
-    PQclear(res);
-    return res ? 0 : -1;
-}
 
 static const char chosen_sql[] =
     "UPDATE job_attempt_environments SET environment = environment || $4::jsonb "

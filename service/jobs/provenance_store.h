@@ -1,7 +1,9 @@
 /*
  * provenance_store.h — what determined each attempt's result, and reruns (migration 0017,
  * issue 26): written at the start of each attempt by the worker, read by the provenance
- * crate (api/routes_provenance.c) and the rerun's comparison (reproduction.h).
+ * crate (api/routes_provenance.c) and the rerun's comparison (reproduction.h). The worker
+ * gathers an attempt's record when it starts and sends it with its next statement
+ * (attempt_record.h).
  */
 #ifndef GJ_PROVENANCE_STORE_H
 #define GJ_PROVENANCE_STORE_H
@@ -9,14 +11,17 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
-#include "common/gj_kind.h"
-#include "service/jobs/queue.h"
+struct gj_claim;
 
-/* Records attempt c->attempts (stage c->stage) of a claimed job before its kind runs: the
- * environment gathered here (gj_run_environment on device) and the job's inputs by digest.
- * Recorded again (replaced) when the same attempt and stage start once more. 0, or -1. */
-int gj_provenance_record_attempt(PGconn *conn, const struct gj_claim *c, const struct gj_kind *kind,
-                                 const struct gj_job *job, int device, const char *worker);
+/* Records an attempt of a claimed job before its kind runs (migration 0022): job, attempt,
+ * stage, worker, environment (gj_run_environment's JSON text) and when it was gathered, with
+ * the job's inputs by digest as they are now. Recorded again (replaced) when the same attempt
+ * and stage start once more; nothing for a job deleted meanwhile. */
+#define GJ_ATTEMPT_RECORD_CALL(JOB, ATTEMPT, STAGE, WORKER, ENV, AT)                                    \
+    "gj_attempt_record(" JOB "::uuid, " ATTEMPT "::integer, " STAGE "::integer, " WORKER ", " ENV "::jsonb, " \
+    AT "::timestamptz)"
+#define GJ_ATTEMPT_RECORD_SQL "SELECT " GJ_ATTEMPT_RECORD_CALL("$1", "$2", "$3", "$4", "$5", "$6")
+#define GJ_ATTEMPT_RECORD_NAME "gj_attempt_record"
 
 /* Adds chosen's keys to the environment recorded for attempt c->attempts (stage c->stage),
  * once the kind ran: what it chose at run time (gj_ctx.record). 0, or -1. */

@@ -17,6 +17,7 @@
 #include "service/db/db.h"
 #include "service/base/log.h"
 #include "service/jobs/job_log.h"
+#include "service/jobs/provenance_store.h"
 #include "service/jobs/queue.h"
 #include "service/db/storage_quota.h"
 
@@ -68,7 +69,8 @@ static char *kinds_literal(const char *const *kinds)
     return out;
 }
 
-/* q.queued_since: updated_at before the claim, when the job last became queued (created,
+/* The job: the first queued one in claim order that no one else holds (gj_next_queued, migration
+ * 0023, locks it). q.queued_since: updated_at before the claim, when the job last became queued (created,
  * retried, its upstream settled, its children done); it could run from then or run_after.
  * The parameters' places are given: a claim is a statement of its own, or a part of a
  * finish (finish_claim_sql). Its columns are read by claim_from_row. */
@@ -77,10 +79,9 @@ static char *kinds_literal(const char *const *kinds)
     " lease_token = nextval('job_lease_token_seq'),"                                                    \
     " lease_expires_at = now() + " LEASE "::int * interval '1 second',"                                 \
     " started_at = coalesce(started_at, now()), updated_at = now(), device = " DEVICE                  \
-    " FROM (SELECT id, updated_at AS queued_since FROM jobs WHERE state = 'queued' AND run_after <= now()" \
-    "   AND kind = ANY(" KINDS "::text[]) ORDER BY priority DESC, created_at, id"                         \
-    "   FOR UPDATE SKIP LOCKED LIMIT 1) q"                                                              \
-    " WHERE jobs.id = q.id"                                                                             \
+    " FROM (SELECT id, updated_at AS queued_since FROM jobs"                                            \
+    "   WHERE id = (SELECT gj_next_queued(" KINDS "::text[]))) q"                                       \
+    " WHERE jobs.id = q.id AND jobs.state = 'queued'"                                                  \
     " RETURNING jobs.id, tenant_id, kind, params, lease_token, attempts, max_attempts, stage,"          \
     " coalesce(parent_id::text, '') AS parent, coalesce(child_index, 0) AS child,"                     \
     " EXISTS (SELECT 1 FROM job_inputs i WHERE i.job_id = jobs.id) AS has_inputs, timeout_seconds,"     \
@@ -421,19 +422,23 @@ static int fail_over_quota(PGconn *conn, const struct gj_claim *c)
     " WHERE id = $1 AND lease_token = $2::bigint AND state = 'running'" LEASE_VALID " RETURNING id"
 static const char success_sql[] = SUCCESS_SQL;
 
-/* A success with nothing to store, the job's last log lines ($3-$6, gj_job_log_append's; $3
- * NULL: none) and the slot's next claim ($7-$10, CLAIM_SQL's; $7 NULL: none), in one statement:
- * one round trip and one commit where there were three of each. The claim cannot take the
- * finished job (it is not queued in the statement's snapshot). One row: lines written, jobs
- * finished (0: the lease was lost), then the claim's columns (NULL: none). */
+/* A success with nothing to store, its riders (the job's last log lines, $3-$6,
+ * gj_job_log_append's; its attempt's record, $11-$16, gj_attempt_record's; NULL first: none)
+ * and the slot's next claim ($7-$10, CLAIM_SQL's; $7 NULL: none), in one statement: one round
+ * trip and one commit where there were four of each. The claim cannot take the finished job (it
+ * is not queued in the statement's snapshot). One row: riders written, jobs finished (0: the
+ * lease was lost), then the claim's columns (NULL: none). */
 static const char finish_claim_sql[] =
     "WITH log AS (SELECT gj_job_log_append($3::uuid, $4::int, $5::jsonb, $6::bigint) WHERE $3::uuid IS NOT NULL),"
+    " rec AS (SELECT " GJ_ATTEMPT_RECORD_CALL("$11", "$12", "$13", "$14", "$15", "$16")
+    "   WHERE $11::uuid IS NOT NULL),"
     " fin AS (" SUCCESS_SQL "),"
     " next AS (" CLAIM_SQL("$7", "$8", "$9", "$10") ")"
-    " SELECT (SELECT count(*) FROM log), (SELECT count(*) FROM fin), next.* FROM (SELECT 1) one"
-    " LEFT JOIN next ON true";
+    " SELECT (SELECT count(*) FROM log) + (SELECT count(*) FROM rec), (SELECT count(*) FROM fin), next.*"
+    " FROM (SELECT 1) one LEFT JOIN next ON true";
+#define FINISH_CLAIM_PARAMS 16
 
-static int finish_and_claim(PGconn *conn, const struct gj_claim *c, const char *const *log, int *log_written,
+static int finish_and_claim(PGconn *conn, const struct gj_claim *c, struct gj_finish_riders *riders,
                             const struct gj_claim_ask *ask, struct gj_claim *next, int *claimed)
 {
     char *kinds = NULL, lease[16] = "1";
@@ -444,14 +449,17 @@ static int finish_and_claim(PGconn *conn, const struct gj_claim *c, const char *
         }
         snprintf(lease, sizeof lease, "%d", ask->lease_seconds > 0 ? ask->lease_seconds : 1);
     }
-    const char *p[10] = { c->id, c->lease_token, log ? log[0] : NULL, log ? log[1] : NULL, log ? log[2] : NULL,
-                          log ? log[3] : NULL, kinds, kinds ? ask->worker_id : NULL, lease,
-                          kinds ? ask->device : NULL };
-    PGresult *r = gj_db_exec_prepared(conn, "gj_queue_finish_claim", finish_claim_sql, 10, p, NULL);
+    const char *const *log = riders->log, *const *rec = riders->record;
+    const char *p[FINISH_CLAIM_PARAMS] = { c->id, c->lease_token, log ? log[0] : NULL, log ? log[1] : NULL,
+                                           log ? log[2] : NULL, log ? log[3] : NULL, kinds,
+                                           kinds ? ask->worker_id : NULL, lease, kinds ? ask->device : NULL };
+    for (int i = 0; rec && i < 6; i++)
+        p[10 + i] = rec[i];
+    PGresult *r = gj_db_exec_prepared(conn, "gj_queue_finish_claim", finish_claim_sql, FINISH_CLAIM_PARAMS, p, NULL);
     free(kinds);
     if (!r)
         return -1;
-    *log_written = log != NULL;
+    riders->written = 1;
     int rows = atoi(PQgetvalue(r, 0, 1));
     if (!PQgetisnull(r, 0, 2) && claim_from_row(conn, r, 2, next) == 1)
         *claimed = 1;
@@ -461,21 +469,36 @@ static int finish_and_claim(PGconn *conn, const struct gj_claim *c, const char *
     return rows > 0 ? 0 : 1;
 }
 
+/* The riders in statements of their own, before a success that stores outputs: the log is whole
+ * and the attempt recorded before the job is seen to end, and both outlive a rollback there. */
+static void write_riders(PGconn *conn, struct gj_finish_riders *riders)
+{
+    PGresult *lr = NULL, *rr = NULL;
+    if (riders->log)
+        lr = gj_db_exec_prepared(conn, GJ_JOB_LOG_APPEND_NAME, GJ_JOB_LOG_APPEND_SQL, 4, riders->log, NULL);
+    if (riders->record && (!riders->log || lr))
+        rr = gj_db_exec_prepared(conn, GJ_ATTEMPT_RECORD_NAME, GJ_ATTEMPT_RECORD_SQL, 6, riders->record, NULL);
+    riders->written = (!riders->log || lr) && (!riders->record || rr);
+    PQclear(lr);
+    PQclear(rr);
+}
+
 int gj_queue_finish_success(PGconn *conn, const struct gj_claim *c, const char *output_dir,
                             gj_job_succeeded_fn on_success)
 {
-    return gj_queue_finish_success_next(conn, c, output_dir, on_success, NULL, NULL, NULL, NULL, NULL);
+    return gj_queue_finish_success_next(conn, c, output_dir, on_success, NULL, NULL, NULL, NULL);
 }
 
 int gj_queue_finish_success_next(PGconn *conn, const struct gj_claim *c, const char *output_dir,
-                                 gj_job_succeeded_fn on_success, const char *const *log, int *log_written,
+                                 gj_job_succeeded_fn on_success, struct gj_finish_riders *riders,
                                  const struct gj_claim_ask *ask, struct gj_claim *next, int *claimed)
 {
-    int unused_written = 0, unused_claimed = 0;
+    int unused_claimed = 0;
     struct gj_claim unused_next;
-    log_written = log_written ? log_written : &unused_written;
+    struct gj_finish_riders none = { NULL, NULL, 0 };
+    riders = riders ? riders : &none;
     claimed = claimed ? claimed : &unused_claimed;
-    *log_written = *claimed = 0;
+    riders->written = *claimed = 0;
     if (!next) {
         next = &unused_next;
         ask = NULL;
@@ -488,12 +511,8 @@ int gj_queue_finish_success_next(PGconn *conn, const struct gj_claim *c, const c
         return -1;
     }
     if (n == 0 && !on_success)
-        return finish_and_claim(conn, c, log, log_written, ask, next, claimed);
-    if (log) {   /* the log is whole before the job is seen to end, and outlives a rollback below */
-        PGresult *lr = gj_db_exec_prepared(conn, GJ_JOB_LOG_APPEND_NAME, GJ_JOB_LOG_APPEND_SQL, 4, log, NULL);
-        *log_written = lr != NULL;
-        PQclear(lr);
-    }
+        return finish_and_claim(conn, c, riders, ask, next, claimed);
+    write_riders(conn, riders);
     /* Names a client could not fetch safely fail the job (nothing is stored). */
     for (size_t i = 0; i < n; i++) {
         if (!gj_safe_name(names[i])) {

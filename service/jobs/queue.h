@@ -155,13 +155,20 @@ struct gj_claim_ask {
     int lease_seconds;
     const char *device;
 };
-/* gj_queue_finish_success, writing the job's last log lines with it (log: gj_job_log_append's
- * four parameters, job_log.h; NULL: none; *log_written says whether they were), and, when
- * there is nothing to store (no output files, no on_success) and ask is given, claiming the
- * slot's next job in the same statement (*claimed 1 and next filled, else 0; a claim is made
- * even when the finish was refused). Nothing to store, it is one statement in all. */
+/* What a job's end carries besides its state: the job's last log lines (gj_job_log_append's
+ * four parameters, job_log.h) and its attempt's record (GJ_ATTEMPT_RECORD_SQL's six,
+ * provenance_store.h), each NULL when none waits. written: set to whether they were. */
+struct gj_finish_riders {
+    const char *const *log;
+    const char *const *record;
+    int written;
+};
+/* gj_queue_finish_success, writing riders (NULL: none) with it, and, when there is nothing to
+ * store (no output files, no on_success) and ask is given, claiming the slot's next job in the
+ * same statement (*claimed 1 and next filled, else 0; a claim is made even when the finish was
+ * refused). Nothing to store, it is one statement in all. */
 int gj_queue_finish_success_next(PGconn *conn, const struct gj_claim *c, const char *output_dir,
-                                 gj_job_succeeded_fn on_success, const char *const *log, int *log_written,
+                                 gj_job_succeeded_fn on_success, struct gj_finish_riders *riders,
                                  const struct gj_claim_ask *ask, struct gj_claim *next, int *claimed);
 /* Failure: retried (queued after backoff) when transient and attempts remain,
  * else failed. error is a JSON object {"message", "field"?} (borrowed). */

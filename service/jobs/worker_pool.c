@@ -27,6 +27,7 @@
 #include "service/db/db.h"
 #include "service/jobs/devices.h"
 #include "service/jobs/job_log.h"
+#include "service/jobs/attempt_record.h"
 #include "service/jobs/provenance_store.h"
 #include "service/jobs/host_admission.h"
 #include "service/base/log.h"
@@ -78,6 +79,7 @@ struct wp_slot {
     double lease_until;           /* monotonic: the lease is surely valid before this
                                      (claim or last heartbeat that reached the database) */
     struct gj_job_log *log;       /* the running job's own log (locks itself; job_log.h) */
+    struct gj_attempt_record *record;   /* its attempt's, until written (locks itself) */
     json_t *chosen;               /* what the run recorded it chose (ctx_record), or NULL */
 
     /* Private to the slot's thread. */
@@ -549,7 +551,8 @@ static void slot_end(struct wp_slot *s)
     s->lease_token[0] = '\0';
     s->claim = NULL;
     wp->running--;
-    pthread_cond_broadcast(&wp->cond);
+    if (wp->running == 0)   /* what wait_idle_locked waits for; the maintenance thread keeps its sleep */
+        pthread_cond_broadcast(&wp->cond);
     pthread_mutex_unlock(&wp->lock);
 }
 
@@ -578,15 +581,28 @@ static int record_success(struct wp_slot *s, PGconn *conn, const struct gj_claim
 {
     struct gj_worker_pool *wp = s->wp;
     struct gj_server *srv = wp->srv;
-    struct gj_job_log_batch b;
-    int taken = gj_job_log_take(s->log, &b) == 1, written = 0;
+    struct gj_job_log_batch lb;
+    struct gj_attempt_record_batch rb;
+    struct gj_finish_riders riders = { NULL, NULL, 0 };
+    if (gj_job_log_take(s->log, &lb) == 1)
+        riders.log = lb.params;
+    if (gj_attempt_record_take(s->record, &rb) == 1)
+        riders.record = rb.params;
     struct gj_claim_ask ask = { srv->worker_id, wp->kinds, srv->cfg.lease_seconds,
                                 srv->placement.n_gpus == 0 ? "cpu" : NULL };
     int ask_next = !s->has_next && !is_stopping(wp);
-    int rc = gj_queue_finish_success_next(conn, c, out_dir, succeeded_hook(srv, c->kind), taken ? b.params : NULL,
-                                          &written, ask_next ? &ask : NULL, &s->next, &s->has_next);
-    gj_job_log_settle(s->log, &b, written);
+    int rc = gj_queue_finish_success_next(conn, c, out_dir, succeeded_hook(srv, c->kind), &riders,
+                                          ask_next ? &ask : NULL, &s->next, &s->has_next);
+    gj_job_log_settle(s->log, &lb, riders.written);
+    gj_attempt_record_settle(s->record, &rb, riders.written);
     return rc;
+}
+
+/* What the slot's job has waiting for the database: its log lines and its attempt's record. */
+static void flush_slot(struct wp_slot *s, PGconn *conn)
+{
+    if (gj_job_log_flush(s->log, conn) == 0)
+        gj_attempt_record_flush(s->record, conn);
 }
 
 /* One try at writing the job's end on conn. Returns what the finish_* functions
@@ -633,8 +649,8 @@ static int record_end(struct wp_slot *s, PGconn *conn, const struct gj_claim *c,
         /* Outputs or sub-tasks could not be stored (nothing was): a transient
          * failure, so the job is retried rather than left to its lease. */
         gj_db_rollback(conn);
-        if (how == END_SUCCESS)   /* its lines were given back when the success failed */
-            gj_job_log_flush(s->log, conn);
+        if (how == END_SUCCESS)   /* its riders were given back when the success failed */
+            flush_slot(s, conn);
         json_t *e = json_pack("{s:s}", "message",
                               how == END_SUCCESS ? "internal: the job's outputs could not be stored"
                                                  : "internal: the job's sub-tasks could not be queued");
@@ -687,7 +703,7 @@ static const char *finish(struct wp_slot *s, const struct gj_claim *c, enum endi
         tries++;
         if (conn) {
             if (how != END_SUCCESS)   /* the log is whole before the job is seen to end (a success writes it) */
-                gj_job_log_flush(s->log, conn);
+                flush_slot(s, conn);
             rc = record_end(s, conn, c, how, err, out_dir, &label);
             broken = PQstatus(conn) != CONNECTION_OK;
             release_conn(wp, conn);
@@ -1012,28 +1028,28 @@ static void log_failure(const struct job_run *j)
                    j->err.field[0] ? ": " : "", j->err.message, retried ? " (transient: the job is retried)" : "");
 }
 
-/* What determines the attempt's result, recorded before it runs (provenance_store.h). A
- * record that cannot be written is logged: the job runs all the same. */
+/* What determines the attempt's result, gathered before it runs and written with the slot's
+ * next statement (attempt_record.h). A record that cannot be gathered is logged: the job runs
+ * all the same. */
 static void record_provenance(const struct job_run *j, const struct gj_job *job)
 {
     struct gj_worker_pool *wp = j->s->wp;
-    PGconn *conn = acquire(wp);
-    if (!conn || gj_provenance_record_attempt(conn, j->c, j->kind, job, j->device, wp->srv->worker_id) != 0)
+    if (gj_attempt_record_gather(j->s->record, j->c, j->kind, job, j->device, wp->srv->worker_id) != 0)
         gj_log_warn(COMPONENT, "job %s: its provenance (attempt %d) was not recorded", j->c->id, j->c->attempts);
-    if (conn)
-        release_conn(wp, conn);
 }
 
 /* What the run recorded it chose (the convolution algorithms), added to the attempt's record
- * once it ran; as above, a record that cannot be written is logged. */
+ * once it ran: to the record itself while it waits (a run under a second), else to the row
+ * written; as above, a record that cannot be written is logged. */
 static void record_chosen(const struct job_run *j)
 {
     struct wp_slot *s = j->s;
     if (!s->chosen)
         return;
     struct gj_worker_pool *wp = s->wp;
-    PGconn *conn = acquire(wp);
-    if (!conn || gj_provenance_record_chosen(conn, j->c, s->chosen) != 0)
+    PGconn *conn = NULL;
+    int added = gj_attempt_record_add(s->record, j->c, s->chosen);
+    if (added < 0 || (added == 0 && (!(conn = acquire(wp)) || gj_provenance_record_chosen(conn, j->c, s->chosen) != 0)))
         gj_log_warn(COMPONENT, "job %s: what attempt %d chose was not recorded", j->c->id, j->c->attempts);
     if (conn)
         release_conn(wp, conn);
@@ -1188,7 +1204,7 @@ static void heartbeat_all(struct gj_worker_pool *wp)
         int rc = gj_queue_heartbeat(conn, &hb, srv->cfg.lease_seconds, progress,
                                     has_message ? message : NULL);
         if (rc == 0)
-            gj_job_log_flush(s->log, conn);
+            flush_slot(s, conn);
         gj_db_release(srv->db, conn);
         if (rc < 0)
             continue;
@@ -1274,7 +1290,7 @@ static void maintenance(struct gj_worker_pool *wp)
     gj_db_release(srv->db, conn);
 }
 
-/* Between heartbeats, the running jobs' log lines go out once a second. */
+/* Between heartbeats, the running jobs' log lines and attempt records go out once a second. */
 static void flush_logs(struct gj_worker_pool *wp)
 {
     PGconn *conn = NULL;
@@ -1283,11 +1299,11 @@ static void flush_logs(struct gj_worker_pool *wp)
         pthread_mutex_lock(&wp->lock);
         int active = s->active && !s->finishing;
         pthread_mutex_unlock(&wp->lock);
-        if (!active || !gj_job_log_pending(s->log))
+        if (!active || !(gj_job_log_pending(s->log) || gj_attempt_record_pending(s->record)))
             continue;
         if (!conn && !(conn = gj_db_acquire(wp->srv->db, DB_WAIT_MS)))
             return;
-        gj_job_log_flush(s->log, conn);
+        flush_slot(s, conn);
     }
     if (conn)
         gj_db_release(wp->srv->db, conn);
@@ -1449,6 +1465,7 @@ static void pool_free(struct gj_worker_pool *wp)
         if (wp->slots[i].spare[0])
             gj_rm_rf(wp->slots[i].spare);
         gj_job_log_free(wp->slots[i].log);
+        gj_attempt_record_free(wp->slots[i].record);
     }
     free(wp->kinds);
     free(wp->slots);
@@ -1538,7 +1555,7 @@ struct gj_worker_pool *gj_worker_pool_start(struct gj_server *srv)
     for (size_t i = 0; i < nk; i++)
         wp->kinds[i] = gj_kind_at(i)->name;
     for (int i = 0; i < n; i++)
-        if (!(wp->slots[i].log = gj_job_log_new())) {
+        if (!(wp->slots[i].log = gj_job_log_new()) || !(wp->slots[i].record = gj_attempt_record_new())) {
             gj_log_error(COMPONENT, "out of memory");
             pool_free(wp);
             return NULL;

@@ -896,7 +896,7 @@ static void test_delete_rule(void **state)
 }
 
 
-/* ---- a success, its log and the next claim in one statement ------------------------- */
+/* ---- a success, its log, its attempt's record and the next claim in one statement ---- */
 
 static void test_finish_and_claim_next(void **state)
 {
@@ -910,13 +910,19 @@ static void test_finish_and_claim_next(void **state)
     char empty[600];
     make_dir(f, "empty", empty, sizeof empty);
     const char *log[4] = { a, "1", "[[1700000000000, \"info\", \"ran\"]]", "0" };
+    const char *rec[6] = { a, "1", "0", "w1", "{\"device\": {\"kind\": \"cpu\"}}", "2026-01-02T03:04:05.678901Z" };
+    struct gj_finish_riders riders = { log, rec, 0 };
     struct gj_claim_ask ask = { "w1", noop_kinds, 30, "cpu" };
-    int written = 0, claimed = 0;
-    assert_int_equal(gj_queue_finish_success_next(f->conn, &ca, empty, NULL, log, &written, &ask, &next, &claimed), 0);
-    assert_int_equal(written, 1);
+    int claimed = 0;
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &ca, empty, NULL, &riders, &ask, &next, &claimed), 0);
+    assert_int_equal(riders.written, 1);
     gj_claim_clear(&ca);
     assert_string_equal(job_field(f, a, "state"), "succeeded");
     assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1 AND line = 'ran'", a), 1);
+    /* the record as gathered: its time the attempt's start, not the end's */
+    assert_int_equal(count(f, "SELECT count(*) FROM job_attempt_environments WHERE job_id = $1 AND attempt = 1 "
+                              "AND stage = 0 AND worker = 'w1' AND environment->'device'->>'kind' = 'cpu' "
+                              "AND recorded_at = '2026-01-02T03:04:05.678901Z'", a), 1);
     /* the next job, claimed as gj_queue_claim_on would: leased to w1, on cpu, its attempt counted */
     assert_int_equal(claimed, 1);
     assert_string_equal(next.id, b);
@@ -930,9 +936,9 @@ static void test_finish_and_claim_next(void **state)
     submit(f, "noop", 0, 3, NULL, c3);
     expire_lease(f, b);
     const char *log_b[4] = { b, "1", "[[1700000000000, \"warn\", \"late\"]]", "0" };
-    assert_int_equal(gj_queue_finish_success_next(f->conn, &next, empty, NULL, log_b, &written, &ask, &after,
-                                                  &claimed), 1);
-    assert_int_equal(written, 1);
+    struct gj_finish_riders riders_b = { log_b, NULL, 0 };
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &next, empty, NULL, &riders_b, &ask, &after, &claimed), 1);
+    assert_int_equal(riders_b.written, 1);
     assert_string_equal(job_field(f, b, "state"), "running");
     assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1", b), 1);
     assert_int_equal(claimed, 1);
@@ -941,11 +947,13 @@ static void test_finish_and_claim_next(void **state)
     char out[600];
     make_dir(f, "out", out, sizeof out);
     write_text(out, "result.json", "{}");
-    assert_int_equal(gj_queue_finish_success_next(f->conn, &after, out, NULL, NULL, &written, &ask, &ca, &claimed),
-                     0);
-    assert_int_equal(written, 0);
+    const char *rec_c[6] = { c3, "1", "0", "w1", "{}", "2026-01-02T03:04:05Z" };
+    struct gj_finish_riders riders_c = { NULL, rec_c, 0 };
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &after, out, NULL, &riders_c, &ask, &ca, &claimed), 0);
+    assert_int_equal(riders_c.written, 1);
     assert_int_equal(claimed, 0);
     assert_string_equal(job_field(f, c3, "state"), "succeeded");
+    assert_int_equal(count(f, "SELECT count(*) FROM job_attempt_environments WHERE job_id = $1", c3), 1);
     assert_int_equal(count(f, "SELECT count(*) FROM job_outputs WHERE job_id = $1", c3), 1);
     /* nothing queued: no claim, the end recorded */
     gj_claim_clear(&next);
@@ -954,7 +962,7 @@ static void test_finish_and_claim_next(void **state)
     memset(&nb, 0, sizeof nb);
     snprintf(nb.id, sizeof nb.id, "%s", b);
     snprintf(nb.lease_token, sizeof nb.lease_token, "%s", job_field(f, b, "lease_token"));
-    assert_int_equal(gj_queue_finish_success_next(f->conn, &nb, empty, NULL, NULL, &written, &ask, &ca, &claimed), 0);
+    assert_int_equal(gj_queue_finish_success_next(f->conn, &nb, empty, NULL, NULL, &ask, &ca, &claimed), 0);
     assert_int_equal(claimed, 0);
     assert_string_equal(job_field(f, b, "state"), "succeeded");
     gj_claim_clear(&after);
@@ -995,6 +1003,16 @@ static void test_job_log_bounds(void **state)
     assert_int_equal(count(f, "SELECT bytes FROM job_log_totals WHERE job_id = $1", id), 1048573);
     assert_int_equal(count(f, "SELECT dropped FROM job_log_totals WHERE job_id = $1", id), 1);
     assert_int_equal(count(f, "SELECT count(*) FROM job_log WHERE job_id = $1 AND line = 'xyz' AND seq = 1", id), 1);
+    /* a first batch (migration 0024's one upsert) counts the lines the worker dropped in memory */
+    char fresh[GJ_UUID_LEN + 1];
+    submit(f, "noop", 0, 3, NULL, fresh);
+    const char *p[] = { fresh, "[[1, \"info\", \"one\"]]" };
+    assert_int_equal(gj_db_cmd(f->conn, "SELECT gj_job_log_append($1::uuid, 1, $2::jsonb, 4)", 2, p), 0);
+    assert_int_equal(count(f, "SELECT lines * 100 + dropped FROM job_log_totals WHERE job_id = $1", fresh), 104);
+    /* a job deleted meanwhile: nothing written, no error */
+    exec_ok(f, "DELETE FROM jobs WHERE id = $1", fresh);
+    assert_int_equal(gj_db_cmd(f->conn, "SELECT gj_job_log_append($1::uuid, 1, $2::jsonb, 0)", 2, p), 0);
+    assert_int_equal(count(f, "SELECT count(*) FROM job_log_totals WHERE job_id = $1", fresh), 0);
 }
 
 int main(void)

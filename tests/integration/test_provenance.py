@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -382,6 +383,28 @@ def test_crate_of_a_job_not_run_yet():
     C.wait_job(waiting["id"], timeout=60)
 
 
+def test_running_job_recorded_within_seconds_of_its_start():
+    """The worker writes an attempt's record with its next statement (attempt_record.h): a short
+    job's end, a long one's log flush a second after its start. So a running job's crate has its
+    environment while it runs, timed when the attempt started."""
+    job = C.submit("noop", {"sleep_ms": 6000})
+    deadline = time.time() + 4.5
+    env = []
+    while time.time() < deadline and not env:
+        time.sleep(0.2)
+        a = action_of(crate_of(job["id"]), job["id"])
+        env = a.get("environment", [])
+    assert env, "no attempt recorded 4.5 s into a 6 s run"
+    assert C.json("GET", f"/v1/jobs/{job['id']}", expect=200)["state"] == "running"
+    started = H.scalar(f"SELECT started_at FROM jobs WHERE id = '{job['id']}'")
+    lag = float(H.scalar(f"SELECT extract(epoch FROM recorded_at - '{started}'::timestamptz) "
+                         f"FROM job_attempt_environments WHERE job_id = '{job['id']}'"))
+    assert -1.0 < lag < 1.0, lag   # gathered at the start (clocks: the worker's and the database's)
+    done = C.wait_job(job["id"], timeout=60)
+    assert done["state"] == "succeeded", done
+    assert H.scalar(f"SELECT count(*) FROM job_attempt_environments WHERE job_id = '{job['id']}'") == "1"
+
+
 def test_another_tenant_sees_nothing():
     job = run("noop", {"output_bytes": 8})
     other = SRV.client(key=tenant_key("prov-other"))
@@ -475,6 +498,7 @@ if __name__ == "__main__":
                    test_fdk_in_slabs_crate_and_rerun, test_infer_rerun_is_identical_and_records_the_model,
                    test_rerun_refused_when_an_input_blob_is_gone,
                    test_zip_holds_the_crate_and_its_files, test_cli_rerun, test_rerun_idempotency_key, test_crate_of_a_job_not_run_yet,
+                   test_running_job_recorded_within_seconds_of_its_start,
                    test_another_tenant_sees_nothing, test_server_stops_clean,
                    test_rerun_on_a_replica_without_onednn])
     finally:

@@ -42,10 +42,9 @@ def requeue_jobs(h):
           "progress = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL")
 
 
-def bench_queue(slots=(1, 2, 4), n=int(os.environ.get("GJ_BENCH_JOBS", "4000"))):
-    print(f"\n## Queue: noop jobs claimed+finished per second ({hardware()})")
-    print("| slots | gpujobd jobs/s | pgbench tx/s (same claim+finish SQL) | ratio |")
-    print("|---|---|---|---|")
+def pgbench_script():
+    """pgbench's claim and finish, the minimal SQL the queue benchmark compares with, in a
+    temporary file pgbench (running as the cluster's user) can read."""
     script = tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False)
     script.write(
         "BEGIN;\n"
@@ -60,7 +59,15 @@ def bench_queue(slots=(1, 2, 4), n=int(os.environ.get("GJ_BENCH_JOBS", "4000")))
         "lease_owner = NULL, lease_expires_at = NULL WHERE id = :jid AND lease_token = :tok AND state = 'running';\n"
         "END;\n")
     script.close()
-    os.chmod(script.name, 0o644)   # pgbench runs as the cluster's user
+    os.chmod(script.name, 0o644)
+    return script
+
+
+def bench_queue(slots=(1, 2, 4), n=int(os.environ.get("GJ_BENCH_JOBS", "4000"))):
+    print(f"\n## Queue: noop jobs claimed+finished per second ({hardware()})")
+    print("| slots | gpujobd jobs/s | pgbench tx/s (same claim+finish SQL) | ratio |")
+    print("|---|---|---|---|")
+    script = pgbench_script()
     for s in slots:
         h = Harness()
         try:

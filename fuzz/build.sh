@@ -72,7 +72,7 @@ harness() {
       libs="$(pkg-config --libs jansson) -lm" ;;
     nrrd)
       srcs+=" compute/recon/io.c compute/common/nrrd.c compute/common/gj_poll.c compute/common/gj_ctx.c"
-      libs="$(pkg-config --libs libpng) -lm" ;;
+      libs="$(pkg-config --libs libpng jansson) -lm" ;;
     onnx)
       [ -f "$out/gen/onnx.pb-c.c" ] && [ "$out/gen/onnx.pb-c.c" -nt "$src/compute/infer/onnx/onnx.proto" ] ||
         protoc-c --c_out="$out/gen" --proto_path="$src/compute/infer/onnx" "$src/compute/infer/onnx/onnx.proto" ||

@@ -37,8 +37,13 @@ int gj_attempt_record_pending(struct gj_attempt_record *r);
  * for a statement that writes it along with something else. 1 taken, 0 nothing waits. A taken
  * record is handed back with gj_attempt_record_settle: written, or not (it waits again unless a
  * newer one was gathered meanwhile). */
+struct gj_attempt_fields {
+    char job[GJ_UUID_LEN + 1], attempt[16], stage[16], worker[256], gathered_at[40];
+    json_t *environment;       /* owned; NULL: none */
+};
 struct gj_attempt_record_batch {
-    char *text;                /* owns the strings params point into */
+    struct gj_attempt_fields f;
+    char *environment_text;    /* params[4] */
     const char *params[6];
 };
 int gj_attempt_record_take(struct gj_attempt_record *r, struct gj_attempt_record_batch *b);

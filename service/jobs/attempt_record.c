@@ -113,7 +113,7 @@ int gj_attempt_record_take(struct gj_attempt_record *r, struct gj_attempt_record
         gj_attempt_record_settle(r, b, 0);
         return 0;
     }
-    const char *p[6] = { b->f.job, b->f.attempt, b->f.stage, b->f.worker, b->environment_text, b->f.gathered_at };
+    const char *p[GJ_ATTEMPT_RECORD_PARAMS] = { b->f.job, b->f.attempt, b->f.stage, b->f.worker, b->environment_text, b->f.gathered_at };
     memcpy(b->params, p, sizeof p);
     return 1;
 }
@@ -139,7 +139,8 @@ int gj_attempt_record_flush(struct gj_attempt_record *r, PGconn *conn)
     struct gj_attempt_record_batch b;
     if (!gj_attempt_record_take(r, &b))
         return 0;
-    PGresult *res = gj_db_exec_prepared(conn, GJ_ATTEMPT_RECORD_NAME, GJ_ATTEMPT_RECORD_SQL, 6, b.params, NULL);
+    PGresult *res = gj_db_exec_prepared(conn, GJ_ATTEMPT_RECORD_NAME, GJ_ATTEMPT_RECORD_SQL, GJ_ATTEMPT_RECORD_PARAMS,
+                                        b.params, NULL);
     PQclear(res);
     if (!res)
         gj_log_warn(COMPONENT, "job %s: attempt %s not recorded yet (database error); kept for the next try",

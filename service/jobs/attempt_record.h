@@ -44,7 +44,7 @@ struct gj_attempt_fields {
 struct gj_attempt_record_batch {
     struct gj_attempt_fields f;
     char *environment_text;    /* params[4] */
-    const char *params[6];
+    const char *params[6];     /* GJ_ATTEMPT_RECORD_PARAMS */
 };
 int gj_attempt_record_take(struct gj_attempt_record *r, struct gj_attempt_record_batch *b);
 void gj_attempt_record_settle(struct gj_attempt_record *r, struct gj_attempt_record_batch *b, int written);

@@ -22,6 +22,7 @@ struct gj_claim;
     AT "::timestamptz)"
 #define GJ_ATTEMPT_RECORD_SQL "SELECT " GJ_ATTEMPT_RECORD_CALL("$1", "$2", "$3", "$4", "$5", "$6")
 #define GJ_ATTEMPT_RECORD_NAME "gj_attempt_record"
+#define GJ_ATTEMPT_RECORD_PARAMS 6
 
 /* Adds chosen's keys to the environment recorded for attempt c->attempts (stage c->stage),
  * once the kind ran: what it chose at run time (gj_ctx.record). 0, or -1. */

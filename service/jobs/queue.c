@@ -453,7 +453,7 @@ static int finish_and_claim(PGconn *conn, const struct gj_claim *c, struct gj_fi
     const char *p[FINISH_CLAIM_PARAMS] = { c->id, c->lease_token, log ? log[0] : NULL, log ? log[1] : NULL,
                                            log ? log[2] : NULL, log ? log[3] : NULL, kinds,
                                            kinds ? ask->worker_id : NULL, lease, kinds ? ask->device : NULL };
-    for (int i = 0; rec && i < 6; i++)
+    for (int i = 0; rec && i < GJ_ATTEMPT_RECORD_PARAMS; i++)
         p[10 + i] = rec[i];
     PGresult *r = gj_db_exec_prepared(conn, "gj_queue_finish_claim", finish_claim_sql, FINISH_CLAIM_PARAMS, p, NULL);
     free(kinds);
@@ -470,14 +470,17 @@ static int finish_and_claim(PGconn *conn, const struct gj_claim *c, struct gj_fi
 }
 
 /* The riders in statements of their own, before a success that stores outputs: the log is whole
- * and the attempt recorded before the job is seen to end, and both outlive a rollback there. */
+ * and the attempt recorded before the job is seen to end, and both outlive a rollback there.
+ * Both are sent again when either fails: the record replaces itself, where lines sent twice
+ * would be kept twice, so the record goes first and the lines only once it is written. */
 static void write_riders(PGconn *conn, struct gj_finish_riders *riders)
 {
     PGresult *lr = NULL, *rr = NULL;
-    if (riders->log)
+    if (riders->record)
+        rr = gj_db_exec_prepared(conn, GJ_ATTEMPT_RECORD_NAME, GJ_ATTEMPT_RECORD_SQL, GJ_ATTEMPT_RECORD_PARAMS,
+                                 riders->record, NULL);
+    if (riders->log && (!riders->record || rr))
         lr = gj_db_exec_prepared(conn, GJ_JOB_LOG_APPEND_NAME, GJ_JOB_LOG_APPEND_SQL, 4, riders->log, NULL);
-    if (riders->record && (!riders->log || lr))
-        rr = gj_db_exec_prepared(conn, GJ_ATTEMPT_RECORD_NAME, GJ_ATTEMPT_RECORD_SQL, 6, riders->record, NULL);
     riders->written = (!riders->log || lr) && (!riders->record || rr);
     PQclear(lr);
     PQclear(rr);

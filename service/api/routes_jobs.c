@@ -978,10 +978,7 @@ static void job_get(struct gj_req *r)
     if (rc > 0)
         gj_job_cache_put(r->srv->job_cache, r->who.tenant_id, job, state0, ticket);
     if (rc <= 0) {
-        if (rc < 0)
-            gj_respond_unavailable(r);
-        else
-            gj_respond_not_found(r);
+        gj_respond_lookup_failed(r, rc);
         return;
     }
     if (!lp || is_final(state0)) {
@@ -1018,10 +1015,7 @@ static void job_cancel(struct gj_req *r)
     char state[16];
     int rc = gj_job_read(c, r->who.tenant_id, r->params[0], NULL, state);
     if (rc <= 0) {
-        if (rc < 0)
-            gj_respond_unavailable(r);
-        else
-            gj_respond_not_found(r);
+        gj_respond_lookup_failed(r, rc);
         return;
     }
     rc = gj_job_cancel(c, r->srv->job_cache, r->who.tenant_id, r->params[0]);   /* forgets its cached answer */
@@ -1072,10 +1066,7 @@ static PGconn *visible_job_db(struct gj_req *r)
     }
     int rc = gj_job_read(c, r->who.tenant_id, r->params[0], NULL, NULL);
     if (rc <= 0) {
-        if (rc < 0)
-            gj_respond_unavailable(r);
-        else
-            gj_respond_not_found(r);
+        gj_respond_lookup_failed(r, rc);
         return NULL;
     }
     return c;
@@ -1122,10 +1113,7 @@ static void output_get(struct gj_req *r)
     struct gj_blob_info info;
     int rc = gj_blob_lookup(c, r->who.tenant_id, blob_id, &info);
     if (rc <= 0) {
-        if (rc < 0)
-            gj_respond_unavailable(r);
-        else
-            gj_respond_not_found(r);
+        gj_respond_lookup_failed(r, rc);
         return;
     }
     gj_http_send_blob(r, &info, ctype, r->params[1]);

@@ -91,10 +91,7 @@ static void provenance_get(struct gj_req *r)
     int zip = format && strcmp(format, "zip") == 0;
     int rc = build_crate(c, r->who.tenant_id, r->params[0], &crate, zip ? &record : NULL);
     if (rc <= 0) {
-        if (rc < 0)
-            gj_respond_unavailable(r);
-        else
-            gj_respond_not_found(r);
+        gj_respond_lookup_failed(r, rc);
         return;
     }
     if (zip) {

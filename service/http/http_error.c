@@ -19,6 +19,11 @@ struct MHD_Response *gj_respond_error(struct gj_req *r, const struct gj_error *e
     return gj_problem(r, err->status ? err->status : 422, err->field, "%s", err->message);
 }
 
+struct MHD_Response *gj_respond_lookup_failed(struct gj_req *r, int rc)
+{
+    return rc < 0 ? gj_respond_unavailable(r) : gj_respond_not_found(r);
+}
+
 struct MHD_Response *gj_respond_error_with(struct gj_req *r, const struct gj_error *err, json_t *members)
 {
     int status = err->status ? err->status : 422;

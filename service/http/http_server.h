@@ -192,6 +192,9 @@ struct MHD_Response *gj_respond_error(struct gj_req *r, const struct gj_error *e
 /* The same problem with members (a JSON object, taken; NULL: none) beside its own, for figures
  * a client acts on (a quota's bytes); without them where the path answers errors in another
  * shape (http_error_body). */
+/* A lookup that found nothing (rc 0: 404, as gj_respond_not_found) or could not look (rc < 0:
+ * 503, as gj_respond_unavailable). */
+struct MHD_Response *gj_respond_lookup_failed(struct gj_req *r, int rc);
 struct MHD_Response *gj_respond_error_with(struct gj_req *r, const struct gj_error *err, json_t *members);
 /* 1 when the server is shutting down (long polls and event streams end). */
 int gj_http_stopping(const struct gj_server *srv);

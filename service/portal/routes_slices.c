@@ -61,10 +61,7 @@ static int find_output(struct gj_req *r, PGconn *c, struct gj_blob_info *info)
     }
     int rc = blob_id[0] ? gj_blob_lookup(c, r->who.tenant_id, blob_id, info) : 0;
     if (rc <= 0) {
-        if (rc < 0)
-            gj_respond_unavailable(r);
-        else
-            gj_respond_not_found(r);
+        gj_respond_lookup_failed(r, rc);
         return 0;
     }
     return 1;

@@ -43,10 +43,7 @@ static int export_blob(struct gj_req *r, struct gj_blob_info *info, char *path, 
     }
     int rc = gj_blob_lookup(c, r->who.tenant_id, r->params[0], info);
     if (rc <= 0) {
-        if (rc < 0)
-            gj_respond_unavailable(r);
-        else
-            gj_respond_not_found(r);
+        gj_respond_lookup_failed(r, rc);
         return -1;
     }
     char etag[48];

@@ -265,10 +265,7 @@ static void job_log(struct gj_req *r)
         gj_db_release(r->srv->db, gj_req_take_db(r));   /* the reads borrow one each */
     if (rc <= 0) {
         log_free(s);
-        if (rc < 0)
-            gj_respond_unavailable(r);
-        else
-            gj_respond_not_found(r);
+        gj_respond_lookup_failed(r, rc);
         return;
     }
     if (follow)
